@@ -1,0 +1,1 @@
+"""nl2sql indexer CLI."""

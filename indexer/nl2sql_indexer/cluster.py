@@ -1,0 +1,170 @@
+"""A project-local PostgreSQL 15 cluster for the demo, tests and benchmarks.
+
+initdb into a folder, a free loopback port, trust authentication on loopback only, the setting
+``nl2sql.venv`` pointing at the venv PL/Python imports from. Run as root, the server runs as the
+``postgres`` OS user (initdb/postgres refuse root).
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+PG_BIN = Path(os.environ.get("NL2SQL_PG_BIN", "/usr/lib/postgresql/15/bin"))
+DEFAULT_VENV = os.environ.get("NL2SQL_VENV", "/opt/nl2sql/venv")
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be created, started or reached; the message says why."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_server_user(cmd: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), *cmd]
+        env = None
+    else:
+        env = {**os.environ, **(env or {})}
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, **kw)
+
+
+def postgres_can_access(path: Path) -> bool:
+    """True when the postgres OS user can traverse to ``path`` (always True when not root)."""
+    if os.geteuid() != 0:
+        return True
+    r = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(path)], capture_output=True)
+    return r.returncode == 0
+
+
+class LocalCluster:
+    """A PostgreSQL cluster in ``datadir`` listening on 127.0.0.1:``port``.
+
+    ``port`` is chosen once (free port) and remembered in ``datadir/nl2sql.port`` so a restart
+    reuses it. ``server_env`` is passed to the server process (e.g. API key variables).
+    """
+
+    def __init__(self, datadir: str | Path, venv: str = DEFAULT_VENV,
+                 server_env: dict[str, str] | None = None):
+        self.datadir = Path(datadir).resolve()
+        self.venv = venv
+        self.server_env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                           "TOKENIZERS_PARALLELISM": "false", **(server_env or {})}
+        self.port_file = self.datadir / "nl2sql.port"
+        self.port = int(self.port_file.read_text()) if self.port_file.exists() else None
+
+    @property
+    def initialized(self) -> bool:
+        """True when ``datadir`` holds a cluster."""
+        return (self.datadir / "PG_VERSION").exists()
+
+    def init(self) -> None:
+        """initdb (if needed) and write the cluster's settings."""
+        if self.initialized:
+            return
+        self.datadir.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.datadir, pw.pw_uid, pw.pw_gid)
+        self.datadir.chmod(0o700)
+        if not postgres_can_access(self.datadir):
+            raise ClusterError(f"the postgres OS user cannot reach {self.datadir}; choose a "
+                               f"folder whose parents are world-executable")
+        r = _as_server_user([str(PG_BIN / "initdb"), "-D", str(self.datadir), "-A", "trust",
+                             "-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8"])
+        if r.returncode != 0:
+            raise ClusterError(f"initdb failed: {r.stderr.strip()}")
+        self.port = free_port()
+        conf = (
+            f"\n# nl2sql local cluster\nport = {self.port}\nlisten_addresses = '127.0.0.1'\n"
+            f"unix_socket_directories = ''\nnl2sql.venv = '{self.venv}'\n"
+            "shared_preload_libraries = 'pg_cron'\ncron.database_name = 'postgres'\n"
+            "max_connections = 60\nfsync = off\nsynchronous_commit = off\n"
+            "full_page_writes = off\nlog_min_messages = warning\n"
+        )
+        with open(self.datadir / "postgresql.conf", "a") as f:
+            f.write(conf)
+        self.port_file.write_text(str(self.port))
+
+    @property
+    def running(self) -> bool:
+        """True when the server of this cluster answers pg_ctl status."""
+        if not self.initialized:
+            return False
+        r = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "status"])
+        return r.returncode == 0
+
+    def start(self) -> "LocalCluster":
+        """Init if needed and start the server (no-op when running). Returns self."""
+        self.init()
+        if self.running:
+            return self
+        if not _port_free(self.port):
+            raise ClusterError(f"port {self.port} is taken; edit {self.port_file} and port in "
+                               f"{self.datadir}/postgresql.conf, or remove {self.datadir}")
+        r = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-w", "-t", "60",
+                             "-l", str(self.datadir / "server.log"), "start"], env=self.server_env)
+        if r.returncode != 0:
+            log = (self.datadir / "server.log")
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise ClusterError(f"pg_ctl start failed: {r.stderr.strip()}\n{tail}")
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (fast mode) if it runs."""
+        if self.running:
+            _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
+
+    def destroy(self) -> None:
+        """Stop and delete the cluster folder."""
+        self.stop()
+        shutil.rmtree(self.datadir, ignore_errors=True)
+
+    def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
+        """libpq connection string for ``dbname`` on this cluster."""
+        return f"host=127.0.0.1 port={self.port} dbname={dbname} user={user}"
+
+    def connect(self, dbname: str = "postgres", user: str = "postgres", autocommit: bool = True):
+        """A psycopg 3 connection."""
+        import psycopg
+
+        return psycopg.connect(self.dsn(dbname, user), autocommit=autocommit)
+
+    def create_database(self, dbname: str, drop: bool = False) -> None:
+        """CREATE DATABASE (dropping an existing one first when ``drop``)."""
+        from psycopg import sql
+
+        with self.connect() as c:
+            exists = c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
+            if exists and drop:
+                c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(dbname)))
+                exists = None
+            if not exists:
+                c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+
+    def psql_file(self, dbname: str, path: str | Path) -> None:
+        """Run an SQL file with psql (ON_ERROR_STOP). Raises ClusterError with psql's stderr."""
+        r = subprocess.run([str(PG_BIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+                            "-d", self.dsn(dbname), "-f", str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ClusterError(f"psql -f {path} failed: {r.stderr.strip()[-2000:]}")
+
+
+def _port_free(port: int | None) -> bool:
+    if port is None:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False

@@ -1,0 +1,108 @@
+"""Reading the schema index (``nl2sql.schema_*``) back into a ``Schema`` for prompting, and
+finding cell values mentioned in a question.
+
+All functions take ``plpy`` (PL/Python's module) and run on the backend's main thread.
+"""
+from __future__ import annotations
+
+import json
+
+from .masking import tokenize
+from .types import Column, ForeignKey, Schema, Table
+
+
+def parse_search_path(plpy, search_path: str) -> list[str]:
+    """Schemas named by a search_path string, in order (``$user`` resolved, quoting removed)."""
+    rows = plpy.execute(plpy.prepare(
+        "SELECT s FROM unnest(pg_catalog.string_to_array($1, ',')) AS s", ["text"]), [search_path])
+    user = plpy.execute("SELECT current_user AS u")[0]["u"]
+    out = []
+    for r in rows:
+        s = r["s"].strip()
+        if s.startswith('"') and s.endswith('"'):
+            s = s[1:-1].replace('""', '"')
+        if s == "$user":
+            s = user
+        if s:
+            out.append(s)
+    return out
+
+
+def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
+    """The indexed schema, as the prompt shows it: a table is named bare when its schema is the
+    first on ``search_path`` holding a table of that name, ``schema.table`` otherwise.
+
+    Raises RuntimeError when nothing is indexed, saying to run ``nl2sql.reindex()``."""
+    trows = plpy.execute(
+        "SELECT schema_name, table_name, comment FROM nl2sql.schema_table "
+        "ORDER BY schema_name, table_name")
+    if not trows:
+        raise RuntimeError("nl2sql: no table is indexed; run SELECT nl2sql.reindex(); "
+                           "(setting 'schemas' lists what it covers)")
+    crows = plpy.execute(
+        "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
+        "sample_values FROM nl2sql.schema_column ORDER BY schema_name, table_name, ordinal")
+    frows = plpy.execute(
+        "SELECT schema_name, table_name, columns, ref_schema, ref_table, ref_columns "
+        "FROM nl2sql.schema_fk ORDER BY schema_name, table_name, constraint_name")
+    rank = {s: i for i, s in enumerate(search_path)}
+    first_schema: dict[str, str] = {}
+    for r in sorted(trows, key=lambda r: rank.get(r["schema_name"], 10**6)):
+        if r["schema_name"] in rank:
+            first_schema.setdefault(r["table_name"], r["schema_name"])
+
+    def shown(schema: str, table: str) -> str:
+        return table if first_schema.get(table) == schema else f"{schema}.{table}"
+
+    cols: dict[tuple[str, str], list[Column]] = {}
+    for r in crows:
+        cols.setdefault((r["schema_name"], r["table_name"]), []).append(Column(
+            name=r["column_name"], data_type=r["data_type"],
+            is_primary_key=bool(r["is_primary_key"]), comment=r["comment"],
+            sample_values=list(r["sample_values"] or [])[:n_values]))
+    tables = [Table(name=shown(r["schema_name"], r["table_name"]), schema=r["schema_name"],
+                    table=r["table_name"], comment=r["comment"],
+                    columns=cols.get((r["schema_name"], r["table_name"]), []))
+              for r in trows]
+    fks = [ForeignKey(table=shown(r["schema_name"], r["table_name"]), columns=list(r["columns"]),
+                      ref_table=shown(r["ref_schema"], r["ref_table"]),
+                      ref_columns=list(r["ref_columns"]))
+           for r in frows]
+    return Schema(tables=tables, foreign_keys=fks)
+
+
+def known_relations(schema: Schema) -> set[str]:
+    """Lower-cased names a candidate may use: each table's prompt name and ``schema.table``."""
+    out: set[str] = set()
+    for t in schema.tables:
+        out.add(t.name.lower())
+        out.add(f"{t.schema}.{t.table}".lower())
+    return out
+
+
+def question_ngrams(question: str, max_n: int = 4) -> list[str]:
+    """Lower-cased word n-grams (1..max_n) of the question, for exact cell-value lookup."""
+    words = [t for t in tokenize(question) if t[0].isalnum()]
+    grams: set[str] = set()
+    for n in range(1, max_n + 1):
+        for i in range(len(words) - n + 1):
+            grams.add(" ".join(words[i:i + n]).lower())
+    return sorted(grams)
+
+
+def values_in_question(plpy, question: str, limit: int = 50) -> list[dict]:
+    """Indexed cell values that occur verbatim (case-insensitive, as a word n-gram) in the
+    question: ``[{"schema", "table", "column", "value"}]``."""
+    grams = question_ngrams(question)
+    if not grams:
+        return []
+    rows = plpy.execute(plpy.prepare(
+        "SELECT DISTINCT schema_name, table_name, column_name, value FROM nl2sql.cell_value "
+        "WHERE lower(value) = ANY($1) LIMIT $2", ["text[]", "int4"]), [grams, limit])
+    return [{"schema": r["schema_name"], "table": r["table_name"], "column": r["column_name"],
+             "value": r["value"]} for r in rows]
+
+
+def dumps(obj) -> str:
+    """JSON text for jsonb parameters."""
+    return json.dumps(obj, default=str)

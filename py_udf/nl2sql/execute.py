@@ -1,0 +1,130 @@
+"""Executing candidates inside the database: read-only, always rolled back, time-limited.
+
+Mechanisms (verified on PG 15, DESIGN.md field notes):
+- read-only: ``nl2sql._run_candidate`` (PL/pgSQL) does ``SET LOCAL transaction_read_only = on``
+  and then EXECUTEs the candidate, so the server itself refuses any write; the whole call runs
+  in an explicit subtransaction that is always rolled back afterwards.
+- time limit: statement_timeout does not bound SPI and Python threads cannot interrupt it, so a
+  watchdog process sends this backend SIGINT (what pg_cancel_backend sends) at the deadline;
+  it is killed as soon as the candidate finishes, and a cancel that raced the finish is absorbed.
+- rows: at most ``max_rows`` rows are fetched for voting; more are flagged as truncated.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from .types import Candidate
+from .vote import result_signature, row_from_json
+
+
+class _Rollback(Exception):
+    """Raised inside the subtransaction to roll it back after a successful execution."""
+
+
+class Watchdog:
+    """Sends SIGINT to ``pid`` after ``timeout_ms`` unless stopped first (a ``sleep; kill``
+    helper process, so it fires even while this backend is busy inside SPI)."""
+
+    def __init__(self, pid: int, timeout_ms: int):
+        secs = max(timeout_ms, 1) / 1000.0
+        self.proc = subprocess.Popen(
+            ["/bin/sh", "-c", f"sleep {secs:.3f} && kill -INT {int(pid)}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True)
+
+    def stop(self) -> bool:
+        """Stop the watchdog; True when it had already sent the signal."""
+        fired = self.proc.poll() == 0
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        return fired or self.proc.returncode == 0
+
+
+def _is_cancel(e: Exception) -> bool:
+    return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
+
+
+def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_rows: int,
+                  ordered: bool = False) -> Candidate:
+    """Execute ``cand.sql`` (already checked) and fill status, result hash, row count, time.
+
+    ``search_path``: the caller's, so the candidate resolves names as the user would.
+    ``timeout_ms``: wall-clock limit; on expiry status is ``timeout``. Errors become status
+    ``error`` with the server's message. Writes are impossible (read-only subtransaction, rolled
+    back). A user's own Ctrl-C is re-raised, never swallowed.
+    """
+    plan = plpy.prepare(
+        "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r", ["text", "text", "int4"])
+    rows: list[str] = []
+    dog = Watchdog(os.getpid(), timeout_ms)
+    t0 = time.perf_counter()
+    err: Exception | None = None
+    try:
+        try:
+            with plpy.subtransaction():
+                res = plpy.execute(plan, [cand.sql, search_path, max_rows])
+                rows = [r["r"] for r in res]
+                raise _Rollback()
+        except _Rollback:
+            pass
+    except plpy.SPIError as e:
+        err = e
+    finally:
+        elapsed = (time.perf_counter() - t0) * 1000
+        fired = dog.stop()
+    if fired and err is None:
+        # the signal may still be pending: let it land on a throwaway statement
+        try:
+            with plpy.subtransaction():
+                plpy.execute("SELECT 1")
+        except plpy.SPIError:
+            pass
+    cand.exec_ms = round(elapsed, 3)
+    if err is not None:
+        if _is_cancel(err):
+            if fired or elapsed >= timeout_ms * 0.9:
+                cand.status, cand.reason = "timeout", f"cancelled after {timeout_ms} ms time limit"
+                return cand
+            raise err  # the user's own cancel
+        cand.status = "error"
+        cand.reason = str(err).splitlines()[0][:500]
+        return cand
+    cand.truncated = len(rows) > max_rows
+    rows = rows[:max_rows]
+    parsed = [row_from_json(r) for r in rows]
+    cand.row_count = len(parsed)
+    cand.result_hash = result_signature(parsed, ordered=ordered)
+    cand.status = "ok"
+    return cand
+
+
+def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int) -> list[str]:
+    """Rows of a checked query as ``row_to_json`` texts, read-only and time-limited (used by
+    ``nl2sql.ask``). Raises plpy.SPIError on failure or timeout."""
+    plan = plpy.prepare(
+        "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r", ["text", "text", "int4"])
+    dog = Watchdog(os.getpid(), timeout_ms)
+    out: list[str] = []
+    try:
+        try:
+            with plpy.subtransaction():
+                out = [r["r"] for r in plpy.execute(plan, [sql, search_path, max_rows - 1])]
+                raise _Rollback()
+        except _Rollback:
+            pass
+    finally:
+        fired = dog.stop()
+    if fired:
+        try:
+            with plpy.subtransaction():
+                plpy.execute("SELECT 1")
+        except plpy.SPIError:
+            pass
+    return out

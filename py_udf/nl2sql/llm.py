@@ -1,0 +1,98 @@
+"""Model calls to OpenAI-compatible endpoints through the ``openai`` client, concurrently.
+
+Calls run in worker threads; the calling (main) thread waits in short slices and runs
+``on_wait`` between them — inside PostgreSQL that is a trivial SPI call, so that a
+``pg_cancel_backend`` (psql's Ctrl-C) is noticed within about one slice (DESIGN.md field notes).
+API keys are read from the server's environment variable named in the model configuration;
+they are never stored or logged.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from .types import LLMReply, ModelConfig
+
+WAIT_SLICE_S = 0.2
+_POOL: ThreadPoolExecutor | None = None
+_CLIENTS: dict[tuple, object] = {}
+
+
+class ModelError(RuntimeError):
+    """No usable answer from the configured models; the message says which and why."""
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nl2sql-llm")
+    return _POOL
+
+
+def _client(cfg: ModelConfig):
+    import openai
+
+    key = None
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise ModelError(
+                f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
+                f"PostgreSQL server's environment; set it where the server starts (e.g. "
+                f"/etc/postgresql/15/main/environment) and restart, or change api_key_env")
+    ck = (cfg.base_url, key, cfg.timeout_s)
+    if ck not in _CLIENTS:
+        _CLIENTS[ck] = openai.OpenAI(base_url=cfg.base_url, api_key=key or "no-key",
+                                     timeout=cfg.timeout_s, max_retries=1)
+    return _CLIENTS[ck]
+
+
+def call_model(cfg: ModelConfig, messages: list[dict[str, str]]) -> LLMReply:
+    """One chat-completions call. Never raises: failures come back as ``LLMReply.error`` naming
+    the model, the endpoint and what went wrong. ``latency_ms`` is wall time in milliseconds."""
+    t0 = time.perf_counter()
+    try:
+        import openai
+
+        client = _client(cfg)
+        resp = client.chat.completions.create(
+            model=cfg.model, messages=messages, temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens, n=1)
+        text = resp.choices[0].message.content if resp.choices else None
+        usage = resp.usage
+        return LLMReply(model=cfg.name, text=text, error=None if text else "empty answer",
+                        latency_ms=(time.perf_counter() - t0) * 1000,
+                        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
+    except ModelError as e:
+        err = str(e)
+    except openai.APITimeoutError:
+        err = (f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer within "
+               f"{cfg.timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint")
+    except openai.APIConnectionError as e:
+        err = (f"model {cfg.name!r}: cannot reach {cfg.base_url or 'default endpoint'} ({e}); "
+               f"check base_url and that the endpoint is up")
+    except openai.APIStatusError as e:
+        err = f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}: {str(e)[:300]}"
+    except Exception as e:  # any other client failure is reported, not raised
+        err = f"model {cfg.name!r}: {type(e).__name__}: {str(e)[:300]}"
+    return LLMReply(model=cfg.name, text=None, error=err,
+                    latency_ms=(time.perf_counter() - t0) * 1000)
+
+
+def call_models(calls: list[tuple[ModelConfig, list[dict[str, str]]]],
+                on_wait: Callable[[], None] | None = None) -> list[LLMReply]:
+    """Run several model calls concurrently; returns replies in the order of ``calls``.
+
+    ``on_wait`` is called every ``WAIT_SLICE_S`` seconds while waiting (it may raise to cancel,
+    e.g. QueryCanceled from a trivial SPI call; outstanding calls are then abandoned).
+    """
+    futures: list[Future] = [_pool().submit(call_model, cfg, msgs) for cfg, msgs in calls]
+    pending = set(futures)
+    while pending:
+        _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)
+        if pending and on_wait is not None:
+            on_wait()
+    return [f.result() for f in futures]

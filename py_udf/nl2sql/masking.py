@@ -1,0 +1,112 @@
+"""Masked question (question skeleton): schema names and cell values replaced by ``<mask>``.
+
+Source: PET-SQL (Li et al. 2024) §3.2 and DAIL-SQL (Gao et al. 2023) §3.3 — examples are
+retrieved by similarity of masked questions so that domain words do not dominate.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+MASK = "<mask>"
+
+_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[^\sA-Za-z0-9]")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_STOP = {
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is",
+    "are", "was", "were", "be", "id", "name", "names", "number", "what", "which", "who", "how",
+    "many", "much", "all", "each", "list", "show", "give", "find", "count", "year", "type",
+}
+
+
+def name_words(identifier: str) -> list[str]:
+    """Words of an identifier: split on ``_``, ``.``, spaces and camelCase, lower-cased.
+
+    ``"songReleaseYear"`` → ``["song", "release", "year"]``; ``"singer_in_concert"`` →
+    ``["singer", "in", "concert"]``.
+    """
+    parts = re.split(r"[_.\s]+", _CAMEL.sub(" ", identifier))
+    return [p.lower() for p in parts if p]
+
+
+def inflections(word: str) -> set[str]:
+    """The word with simple English singular/plural variants (singer/singers, city/cities,
+    class/classes)."""
+    w = word.lower()
+    forms = {w}
+    if w.endswith("ies") and len(w) > 4:
+        forms.add(w[:-3] + "y")
+    elif w.endswith("es") and len(w) > 3 and w[-3] in "sxz":
+        forms.add(w[:-2])
+    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        forms.add(w[:-1])
+    if w.endswith("y") and len(w) > 2 and w[-2] not in "aeiou":
+        forms.add(w[:-1] + "ies")
+    elif w.endswith(("s", "x", "z", "ch", "sh")):
+        forms.add(w + "es")
+    else:
+        forms.add(w + "s")
+    return forms
+
+
+def _phrases_for(identifier: str) -> set[tuple[str, ...]]:
+    words = name_words(identifier)
+    if not words:
+        return set()
+    out: set[tuple[str, ...]] = set()
+    # the whole name, last word inflected ("song release years")
+    for form in inflections(words[-1]):
+        out.add(tuple(words[:-1] + [form]))
+    # every single content word of the name ("release", "song")
+    for w in words:
+        if w not in _STOP and len(w) > 2:
+            out.update((f,) for f in inflections(w))
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    """Words and punctuation of a question, in order."""
+    return _WORD.findall(text)
+
+
+def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str] = ()) -> str:
+    """Replace schema names and cell values in ``question`` by ``<mask>``.
+
+    ``names``: table and column identifiers of the question's schema (split on ``_`` and
+    camelCase, singular/plural matched). ``values``: cell values (strings or numbers as text)
+    known to occur in the question, matched case-insensitively on word boundaries; longest
+    first. Adjacent masks are collapsed. Returns the masked question as space-joined tokens.
+    """
+    tokens = tokenize(question)
+    lower = [t.lower() for t in tokens]
+    masked = [False] * len(tokens)
+
+    value_phrases: set[tuple[str, ...]] = set()
+    for v in values:
+        vt = tuple(t.lower() for t in tokenize(str(v)))
+        if vt:
+            value_phrases.add(vt)
+    name_phrases: set[tuple[str, ...]] = set()
+    for n in names:
+        name_phrases |= _phrases_for(n)
+
+    for phrases in (value_phrases, name_phrases):
+        for phrase in sorted(phrases, key=len, reverse=True):
+            n = len(phrase)
+            for i in range(len(tokens) - n + 1):
+                if tuple(lower[i:i + n]) == phrase and not any(masked[i:i + n]):
+                    for j in range(i, i + n):
+                        masked[j] = True
+    # quoted spans and numbers are values too
+    out: list[str] = []
+    in_quote = False
+    for tok, m in zip(tokens, masked):
+        if tok in {'"', "'"}:
+            in_quote = not in_quote
+            continue
+        if m or in_quote or tok.isdigit():
+            if not out or out[-1] != MASK:
+                out.append(MASK)
+        else:
+            out.append(tok)
+    return " ".join(out)

@@ -1,0 +1,216 @@
+"""One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
+
+question → mask & embed → top-k examples (masked-question cosine) → PreSQL (first model,
+reference-enhanced prompt over the indexed schema) → schema linking (tables parsed from PreSQL)
+→ FinSQL (every model, concurrently, prompt with the linked tables only) → check → execute
+(read-only, time-limited) → vote (largest result group; tie → fastest) → log.
+
+Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from . import catalog, prompts
+from .embed import embed, to_pgvector
+from .execute import run_candidate
+from .llm import call_models
+from .masking import mask_question
+from .settings import get_models, get_settings
+from .sqlcheck import CandidateRefused, check_candidate, clean_model_output, parse_one, \
+    referenced_tables, to_sql
+from .types import Candidate, Example, LLMReply
+from .vote import vote
+
+
+class QuestionError(ValueError):
+    """The question itself cannot be answered as given (empty, too long, not text)."""
+
+
+def validate_question(question: str | None, max_chars: int) -> str:
+    """The stripped question; raises QuestionError for null, empty/whitespace, NUL bytes or more
+    than ``max_chars`` characters, saying what to change."""
+    if question is None:
+        raise QuestionError("nl2sql: the question is NULL; pass a question as text")
+    q = question.strip()
+    if not q:
+        raise QuestionError("nl2sql: the question is empty; ask something about the data, "
+                            "e.g. SELECT nl2sql('How many singers do we have?')")
+    if "\x00" in q:
+        raise QuestionError("nl2sql: the question contains a NUL byte")
+    if len(q) > max_chars:
+        raise QuestionError(
+            f"nl2sql: the question is {len(q)} characters long, over the limit of {max_chars}; "
+            f"shorten it or raise it with SELECT nl2sql.set_setting('question_max_chars', '...')")
+    return q
+
+
+def retrieve_examples(plpy, masked_question: str, k: int) -> tuple[list[Example], list[float]]:
+    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2).
+    Returns (examples, query embedding)."""
+    vec = embed([masked_question])[0]
+    rows = plpy.execute(plpy.prepare(
+        "SELECT id, db_id, question, sql, masked_question, "
+        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.example "
+        "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
+        ["text", "int4"]), [to_pgvector(vec), k])
+    return [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],
+                    masked_question=r["masked_question"], similarity=round(float(r["sim"]), 4))
+            for r in rows], vec
+
+
+def link_tables(presql: str | None, known: dict[str, str]) -> list[str]:
+    """Schema linking from PreSQL (PET-SQL §3.3): prompt names of the tables PreSQL reads.
+    ``known`` maps lower-cased bare/qualified names to prompt names. Empty when PreSQL does not
+    parse or names no known table."""
+    if not presql:
+        return []
+    try:
+        tree = parse_one(presql)
+    except CandidateRefused:
+        return []
+    out: list[str] = []
+    for t in referenced_tables(tree):
+        name = known.get(t)
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+def _reply_json(r: LLMReply) -> dict[str, Any]:
+    return {"model": r.model, "error": r.error, "latency_ms": round(r.latency_ms, 1),
+            "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+            "text": r.text}
+
+
+def answer(plpy, question: str, search_path: str, evidence: str | None = None) -> dict[str, Any]:
+    """Run the pipeline for one question; returns the trace (a JSON-able dict) whose ``sql`` is
+    the chosen query (None with ``error`` set when no candidate executed).
+
+    Raises QuestionError (bad question), settings.ConfigError (no model), RuntimeError (nothing
+    indexed). Model failures are recorded in the trace; when every model failed, ``error`` says
+    so. Timings in milliseconds: ``llm_wait_ms`` is time spent waiting on models,
+    ``overhead_ms`` = total − llm_wait (in-database work).
+    """
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def lap(name: str, t0: float) -> float:
+        timings[name] = round((time.perf_counter() - t0) * 1000, 3)
+        return time.perf_counter()
+
+    st = get_settings(plpy)
+    q = validate_question(question, int(st["question_max_chars"]))
+    models = get_models(plpy)
+    trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
+                             "models": [m.name for m in models]}
+    t = time.perf_counter()
+    path = catalog.parse_search_path(plpy, search_path)
+    schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
+    known_names = {n: t_.name for t_ in schema.tables
+                   for n in (t_.name.lower(), f"{t_.schema}.{t_.table}".lower())}
+    known = set(known_names)
+    t = lap("schema_ms", t)
+
+    values = catalog.values_in_question(plpy, q)
+    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
+    masked = mask_question(q, names=names, values=[v["value"] for v in values])
+    examples, _ = retrieve_examples(plpy, masked, int(st["k_examples"]))
+    trace.update({"masked_question": masked, "values_in_question": values,
+                  "examples": [e.__dict__ for e in examples]})
+    t = lap("retrieval_ms", t)
+
+    # PreSQL: the first model, full schema, reference-enhanced prompt.
+    n_values = int(st["sample_values"])
+    pre_prompt = prompts.build_prompt(q, schema, examples, n_values, evidence)
+    t = lap("prompt_ms", t)
+    wait_ms = 0.0
+
+    def on_wait() -> None:
+        plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
+
+    tw = time.perf_counter()
+    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
+    wait_ms += (time.perf_counter() - tw) * 1000
+    presql = clean_model_output(pre_reply.text) if pre_reply.text else None
+    linked = link_tables(presql, known_names)
+    trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql}
+    trace["linked_tables"] = linked
+    trace["linking"] = "presql" if linked else "full schema (PreSQL named no known table)"
+
+    # FinSQL: every model, linked schema only, concurrently.
+    fin_schema = schema.subset(set(linked)) if linked else schema
+    fin_prompt = prompts.build_prompt(q, fin_schema, examples, n_values, evidence)
+    t = time.perf_counter()
+    fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait)
+    wait_ms += (time.perf_counter() - t) * 1000
+    trace["finsql"] = {"prompt": fin_prompt, "replies": [_reply_json(r) for r in fin_replies]}
+    t = time.perf_counter()
+
+    # Candidates: every FinSQL, and the PreSQL.
+    cands: list[Candidate] = []
+    for r in fin_replies:
+        cands.append(Candidate(source=f"finsql:{r.model}", model=r.model, raw_text=r.text))
+    if st["presql_votes"] == "on":
+        cands.append(Candidate(source=f"presql:{pre_reply.model}", model=pre_reply.model,
+                               raw_text=pre_reply.text))
+    replies = {f"finsql:{r.model}": r for r in fin_replies}
+    replies[f"presql:{pre_reply.model}"] = pre_reply
+    timeout_ms = int(st["candidate_timeout_ms"])
+    max_rows = int(st["max_rows"])
+    for c in cands:
+        rep = replies[c.source]
+        if rep.error or not c.raw_text:
+            c.status, c.reason = "refused", f"no answer: {rep.error or 'empty'}"
+            continue
+        try:
+            tree = check_candidate(clean_model_output(c.raw_text), known)
+        except CandidateRefused as e:
+            c.status, c.reason = "refused", str(e)
+            continue
+        c.sql = to_sql(tree)
+        c.tables = referenced_tables(tree)
+        run_candidate(plpy, c, search_path, timeout_ms, max_rows)
+    t = lap("execute_ms", t)
+    v = vote(cands)
+    t = lap("vote_ms", t)
+
+    trace["candidates"] = [c.to_json() for c in cands]
+    trace["vote"] = {"sql": v.sql, "confidence": v.confidence, "reason": v.reason,
+                     "groups": v.groups}
+    trace["sql"] = v.sql
+    trace["confidence"] = v.confidence
+    all_replies = [pre_reply, *fin_replies]
+    trace["tokens"] = {
+        "prompt": sum(r.prompt_tokens for r in all_replies),
+        "completion": sum(r.completion_tokens for r in all_replies),
+    }
+    if v.sql is None:
+        if all(r.error for r in all_replies):
+            trace["error"] = ("nl2sql: every model failed: "
+                              + "; ".join(sorted({r.error for r in all_replies if r.error})))
+        else:
+            reasons = "; ".join(f"{c.source}: {c.reason}" for c in cands)
+            trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
+    total = (time.perf_counter() - t_start) * 1000
+    timings["llm_wait_ms"] = round(wait_ms, 3)
+    timings["total_ms"] = round(total, 3)
+    timings["overhead_ms"] = round(total - wait_ms, 3)
+    trace["timings"] = timings
+    return trace
+
+
+def log_trace(plpy, trace: dict[str, Any]) -> int | None:
+    """Insert the trace into ``nl2sql.query_log``; returns its id, or None on a server in
+    recovery (read replica), where nothing is written."""
+    if plpy.execute("SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
+        return None
+    res = plpy.execute(plpy.prepare(
+        "INSERT INTO nl2sql.query_log (question, sql, confidence, error, trace) "
+        "VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
+        ["text", "text", "float8", "text", "text"]),
+        [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
+         trace.get("error"), json.dumps(trace, default=str)])
+    return res[0]["id"]

@@ -1,0 +1,81 @@
+"""Settings (table ``nl2sql.setting``) and model configuration (table ``nl2sql.model``)."""
+from __future__ import annotations
+
+from .types import ModelConfig
+
+DEFAULTS: dict[str, str] = {
+    "k_examples": "9",
+    "candidate_timeout_ms": "5000",
+    "max_rows": "10000",
+    "schemas": "public",
+    "sample_values": "3",
+    "presql_votes": "on",
+    "question_max_chars": "4000",
+    "values_per_column": "1000",
+    "value_max_chars": "200",
+    "llm_timeout_s": "60",
+}
+
+
+class ConfigError(ValueError):
+    """A setting or model configuration is missing or invalid; the message says how to fix it."""
+
+
+def get_settings(plpy) -> dict[str, str]:
+    """All settings, defaults filled in for keys missing from ``nl2sql.setting``."""
+    out = dict(DEFAULTS)
+    for r in plpy.execute("SELECT key, value FROM nl2sql.setting"):
+        out[r["key"]] = r["value"]
+    return out
+
+
+def validate_setting(key: str, value: str) -> str:
+    """Check one setting's value; returns it normalized. Raises ConfigError naming the key, the
+    allowed values and the current problem."""
+    if key not in DEFAULTS:
+        raise ConfigError(f"unknown setting {key!r}; known settings: {', '.join(sorted(DEFAULTS))}")
+    v = (value or "").strip()
+    if key in {"k_examples", "candidate_timeout_ms", "max_rows", "sample_values",
+               "question_max_chars", "values_per_column", "value_max_chars"}:
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
+        if n < 0 or (key in {"candidate_timeout_ms", "max_rows", "question_max_chars"} and n < 1):
+            raise ConfigError(f"setting {key!r} must be positive, got {n}")
+        return str(n)
+    if key == "llm_timeout_s":
+        try:
+            f = float(v)
+        except ValueError:
+            raise ConfigError(f"setting 'llm_timeout_s' must be a number of seconds, got {value!r}") from None
+        if f <= 0:
+            raise ConfigError("setting 'llm_timeout_s' must be > 0")
+        return str(f)
+    if key == "presql_votes":
+        if v.lower() not in {"on", "off", "true", "false"}:
+            raise ConfigError("setting 'presql_votes' must be on or off")
+        return "on" if v.lower() in {"on", "true"} else "off"
+    if key == "schemas" and not v:
+        raise ConfigError("setting 'schemas' must name at least one schema (comma-separated)")
+    return v
+
+
+def get_models(plpy) -> list[ModelConfig]:
+    """Enabled models in position order. Raises ConfigError when none is configured, saying how
+    to add one with ``nl2sql.add_model``."""
+    st = get_settings(plpy)
+    rows = plpy.execute(
+        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens "
+        "FROM nl2sql.model WHERE enabled ORDER BY position, name")
+    if not rows:
+        raise ConfigError(
+            "nl2sql: no model is configured. Add an OpenAI-compatible endpoint, e.g. "
+            "SELECT nl2sql.add_model('gpt', base_url => 'https://api.example.com/v1', "
+            "model => 'gpt-4o', api_key_env => 'OPENAI_API_KEY'); "
+            "the key is read from that environment variable of the PostgreSQL server")
+    return [ModelConfig(name=r["name"], model=r["model"], base_url=r["base_url"],
+                        api_key_env=r["api_key_env"], temperature=float(r["temperature"]),
+                        timeout_s=float(r["timeout_s"] or st["llm_timeout_s"]),
+                        max_tokens=int(r["max_tokens"]))
+            for r in rows]

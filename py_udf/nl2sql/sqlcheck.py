@@ -1,0 +1,156 @@
+"""Candidate SQL: cleaning model text, parsing, the read-only shape check, table extraction.
+
+Every parse goes through sqlglot (PostgreSQL dialect). The shape check here is the first line of
+defence only: execution also runs each candidate in a read-only, always-rolled-back
+subtransaction under a time limit (see ``execute.py`` and DESIGN.md "Safety model").
+"""
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+DIALECT = "postgres"
+
+# Statement kinds whose presence anywhere in the tree refuses the candidate.
+_FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
+    t
+    for t in (
+        exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
+        exp.Command, exp.Set, exp.Into, exp.Lock, exp.Copy, exp.TruncateTable,
+        getattr(exp, "Grant", None), getattr(exp, "Revoke", None),
+    )
+    if t is not None
+)
+
+# Functions refused by name even though a SELECT may call them (issue 4 extends this with
+# pg_proc volatility; the database's read-only mode is the backstop).
+_FORBIDDEN_FUNCTIONS = {
+    "pg_sleep", "pg_sleep_for", "pg_sleep_until", "pg_read_file", "pg_read_binary_file",
+    "pg_ls_dir", "pg_stat_file", "pg_terminate_backend", "pg_cancel_backend", "nextval",
+    "setval", "set_config", "lo_import", "lo_export", "dblink", "dblink_exec",
+    "pg_reload_conf", "pg_rotate_logfile", "pg_advisory_lock", "pg_advisory_xact_lock",
+    "txid_current", "pg_switch_wal", "query_to_xml", "pg_logical_emit_message",
+}
+
+
+class CandidateRefused(ValueError):
+    """A candidate failed the check; ``str(e)`` says why, for the trace."""
+
+
+def clean_model_output(text: str | None) -> str:
+    """Turn a model's chat answer into SQL text.
+
+    Handles fenced markdown (```sql ... ```), leading prose before the first SELECT/WITH, and
+    markdown escapes (``\\_``). Returns the stripped SQL text (may be empty).
+    Source: the "no explanation" output rule of DAIL-SQL §3.1; issue 5 extends the cleaning.
+    """
+    if not text:
+        return ""
+    t = text.strip()
+    if "```" in t:
+        parts = t.split("```")
+        # odd-indexed parts are inside fences
+        fenced = [p for i, p in enumerate(parts) if i % 2 == 1]
+        if fenced:
+            body = fenced[0]
+            first_line, _, rest = body.partition("\n")
+            if first_line.strip().lower() in {"sql", "postgresql", "postgres", "sqlite", "mysql", ""}:
+                body = rest
+            t = body.strip()
+    t = t.replace("\\_", "_").replace("\\*", "*")
+    # Drop prose before the first SQL keyword that can start a query.
+    lower = t.lower()
+    starts = [i for i in (lower.find("select"), lower.find("with ")) if i >= 0]
+    if starts:
+        t = t[min(starts):]
+    return t.strip().rstrip(";").strip()
+
+
+def parse_one(sql: str) -> exp.Expression:
+    """Parse ``sql`` as exactly one PostgreSQL statement.
+
+    Raises CandidateRefused when it does not parse, is empty, or holds several statements.
+    """
+    if not sql or not sql.strip():
+        raise CandidateRefused("empty SQL")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except (ParseError, TokenError) as e:
+        raise CandidateRefused(f"does not parse as PostgreSQL: {str(e).splitlines()[0][:300]}") from None
+    if len(statements) != 1:
+        raise CandidateRefused(f"expected exactly one statement, got {len(statements)}")
+    return statements[0]
+
+
+def cte_names(tree: exp.Expression) -> set[str]:
+    """Lower-cased names of the CTEs defined anywhere in ``tree``."""
+    return {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+
+
+def referenced_tables(tree: exp.Expression) -> list[str]:
+    """Relations a query reads, as ``schema.table`` or ``table`` (lower-cased, CTE names excluded),
+    in order of first appearance. Used for PreSQL-based schema linking (PET-SQL §3.3)."""
+    ctes = cte_names(tree)
+    seen: list[str] = []
+    for t in tree.find_all(exp.Table):
+        if not t.name:
+            continue
+        name = t.name.lower()
+        if not t.args.get("db") and name in ctes:
+            continue
+        full = f"{t.args['db'].name.lower()}.{name}" if t.args.get("db") else name
+        if full not in seen:
+            seen.append(full)
+    return seen
+
+
+def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
+    """Check a candidate: one read-only query over known relations only.
+
+    ``known_tables``: lower-cased relation names the caller may use (bare and/or
+    ``schema.table``). Returns the parsed tree. Raises CandidateRefused naming the rule broken:
+    not a query, a data-modifying or DDL node (also inside CTEs), SELECT INTO, a locking clause,
+    a refused function, or an unknown relation.
+    """
+    tree = parse_one(sql)
+    if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)):
+        raise CandidateRefused(f"not a query: {type(tree).__name__} statement")
+    for node in tree.walk():
+        if isinstance(node, _FORBIDDEN_NODES):
+            raise CandidateRefused(f"{type(node).__name__} is not allowed in a candidate")
+        if isinstance(node, exp.Lock) or (isinstance(node, exp.Select) and node.args.get("locks")):
+            raise CandidateRefused("locking clause (FOR UPDATE/SHARE) is not allowed")
+        if isinstance(node, exp.Func):
+            fname = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if fname in _FORBIDDEN_FUNCTIONS:
+                raise CandidateRefused(f"function {fname}() is not allowed")
+    unknown = [t for t in referenced_tables(tree) if t not in known_tables]
+    if unknown:
+        raise CandidateRefused(f"unknown relation(s): {', '.join(unknown)}")
+    return tree
+
+
+def to_sql(tree: exp.Expression) -> str:
+    """The PostgreSQL text of a checked tree — what is executed is exactly what was checked."""
+    return tree.sql(dialect=DIALECT)
+
+
+def has_top_level_order(sql: str) -> bool:
+    """True when the query's outermost statement has an ORDER BY (row order then matters for EX)."""
+    tree = parse_one(sql)
+    return tree.args.get("order") is not None
+
+
+def transpile(sql: str, read: str) -> str:
+    """Transpile one statement from dialect ``read`` (e.g. ``sqlite``) to PostgreSQL with sqlglot.
+
+    Raises CandidateRefused when it does not parse in ``read``.
+    """
+    try:
+        out = sqlglot.transpile(sql, read=read, write=DIALECT)
+    except (ParseError, TokenError) as e:
+        raise CandidateRefused(f"does not parse as {read}: {str(e).splitlines()[0][:300]}") from None
+    if len(out) != 1:
+        raise CandidateRefused(f"expected exactly one statement, got {len(out)}")
+    return out[0]

@@ -1,0 +1,158 @@
+"""Entry points of the SQL functions: each SQL function is a few lines of PL/Python that call
+one function here (DESIGN.md, "The SQL layer is thin"). Every function takes PL/Python's
+``plpy`` module; errors are raised with ``plpy.error`` carrying a message that says what went
+wrong and a hint that says what to do.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import examples as ex_mod
+from . import indexer
+from .pipeline import QuestionError, answer, log_trace
+from .settings import ConfigError, get_settings, validate_setting
+from .sqlcheck import CandidateRefused, check_candidate, parse_one, to_sql
+from .embed import EmbeddingError
+
+
+def _fail(plpy, msg: str, hint: str | None = None):
+    if hint:
+        plpy.error(msg, hint=hint)
+    plpy.error(msg)
+
+
+def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[str, Any]:
+    try:
+        trace = answer(plpy, question, search_path, evidence)
+    except QuestionError as e:
+        _fail(plpy, str(e))
+    except ConfigError as e:
+        _fail(plpy, str(e), "see README.md, section 'Models'")
+    except EmbeddingError as e:
+        _fail(plpy, f"nl2sql: {e}")
+    except RuntimeError as e:
+        _fail(plpy, str(e))
+    trace["log_id"] = log_trace(plpy, trace)
+    return trace
+
+
+def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
+    """``nl2sql(question) → text``: the chosen SQL. Raises when no candidate could be executed
+    (every model failed, or every candidate was refused or failed), naming why."""
+    trace = _run(plpy, question, search_path, evidence)
+    if trace.get("sql") is None:
+        _fail(plpy, trace.get("error") or "nl2sql: no SQL chosen",
+              f"SELECT nl2sql.explain(...) shows the whole trace (log id {trace.get('log_id')})")
+    return trace["sql"]
+
+
+def explain(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
+    """``nl2sql.explain(question) → jsonb``: the whole trace as JSON text (also on failure, with
+    ``error`` set)."""
+    return json.dumps(_run(plpy, question, search_path, evidence), default=str)
+
+
+def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> list[str]:
+    """``nl2sql.ask(question) → setof jsonb``: the rows of the chosen SQL, each as a JSON object,
+    fetched read-only under the candidate time limit and row cap."""
+    from .execute import fetch_rows
+
+    sql = nl2sql(plpy, question, search_path, evidence)
+    st = get_settings(plpy)
+    return fetch_rows(plpy, sql, search_path, int(st["candidate_timeout_ms"]), int(st["max_rows"]))
+
+
+def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
+    """``nl2sql.reindex(schemas, force) → jsonb`` counts (see indexer.reindex)."""
+    try:
+        return json.dumps(indexer.reindex(plpy, list(schemas) if schemas else None, force))
+    except EmbeddingError as e:
+        _fail(plpy, f"nl2sql: {e}")
+
+
+def set_setting(plpy, key: str, value: str) -> str:
+    """``nl2sql.set_setting(key, value)``: validate and store one setting; returns the stored
+    value."""
+    try:
+        v = validate_setting(key, value)
+    except ConfigError as e:
+        _fail(plpy, str(e))
+    plpy.execute(plpy.prepare(
+        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", ["text", "text"]), [key, v])
+    return v
+
+
+def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
+                source: str = "user") -> int:
+    """``nl2sql.add_example(question, sql, db_id, dialect) → bigint``: add one pair to the pool
+    (transpiled to PostgreSQL, masked, embedded); returns its id. A pair for the current
+    database (db_id null) is checked against the indexed catalog."""
+    try:
+        entry = ex_mod.make_entry(db_id or "local", question, sql, None, dialect=dialect)
+        if db_id is None:
+            from .catalog import known_relations, load_schema, parse_search_path
+
+            path = parse_search_path(plpy, plpy.execute(
+                "SELECT current_setting('search_path') AS p")[0]["p"])
+            schema = load_schema(plpy, path)
+            check_candidate(entry.sql, known_relations(schema))
+            entry.schema = {t.table: [c.name for c in t.columns] for t in schema.tables}
+            entry = ex_mod.make_entry("local", question, entry.sql, entry.schema)
+    except (CandidateRefused, ValueError) as e:
+        _fail(plpy, f"nl2sql.add_example: {e}", "pass one read-only SELECT over known tables")
+    from .embed import embed, to_pgvector
+
+    vec = to_pgvector(embed([entry.masked_question])[0])
+    res = plpy.execute(plpy.prepare(
+        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, schema, "
+        "source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector) "
+        "ON CONFLICT (db_id, question, sql) DO UPDATE SET source = EXCLUDED.source RETURNING id",
+        ["text", "text", "text", "text", "text", "text", "text", "text"]),
+        [entry.db_id, entry.question, entry.sql, entry.masked_question, entry.sql_skeleton,
+         json.dumps(entry.schema), source, vec])
+    return res[0]["id"]
+
+
+def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
+    """``nl2sql.load_examples(data, dialect, tables) → jsonb``: bulk-load Spider/BIRD-format
+    pairs; returns ``{"loaded", "failed": [{"index", "question", "error"}]}``."""
+    try:
+        entries, failures = ex_mod.parse_benchmark_json(
+            data, dialect=dialect, tables=json.loads(tables) if tables else None)
+    except json.JSONDecodeError as e:
+        _fail(plpy, f"nl2sql.load_examples: not JSON: {e}",
+              "pass a JSON array (or JSON lines) of {question, query|SQL, db_id}")
+    from .embed import embed, to_pgvector
+
+    vecs = embed([e.masked_question for e in entries])
+    ins = plpy.prepare(
+        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, schema, "
+        "source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, 'load', $7::vector) "
+        "ON CONFLICT DO NOTHING RETURNING id",
+        ["text", "text", "text", "text", "text", "text", "text"])
+    loaded = 0
+    for e, v in zip(entries, vecs):
+        loaded += len(plpy.execute(ins, [e.db_id, e.question, e.sql, e.masked_question,
+                                         e.sql_skeleton, json.dumps(e.schema), to_pgvector(v)]))
+    return json.dumps({"loaded": loaded, "duplicates": len(entries) - loaded,
+                       "failed": failures})
+
+
+def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
+    """``nl2sql.feedback(log_id, correct, sql) → bigint``: a judged answer becomes a verified
+    example: the logged SQL when ``correct``, else the corrected ``sql`` when given. Returns the
+    example id (null when incorrect and no correction)."""
+    rows = plpy.execute(plpy.prepare(
+        "SELECT question, sql FROM nl2sql.query_log WHERE id = $1", ["int8"]), [log_id])
+    if not rows:
+        _fail(plpy, f"nl2sql.feedback: no query_log row with id {log_id}")
+    use = rows[0]["sql"] if correct else sql
+    if not use:
+        return None
+    try:
+        parse_one(use)
+    except CandidateRefused as e:
+        _fail(plpy, f"nl2sql.feedback: {e}")
+    return add_example(plpy, rows[0]["question"], use, None, "postgres", source="feedback")

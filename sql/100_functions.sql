@@ -1,0 +1,187 @@
+-- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
+-- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
+-- (default /opt/nl2sql/venv) on sys.path once per backend.
+
+CREATE OR REPLACE FUNCTION nl2sql._boot() RETURNS text
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+import sys, site, os
+if GD.get("nl2sql_boot"):
+    return GD["nl2sql_boot"]
+venv = plpy.execute("SELECT current_setting('nl2sql.venv', true) AS v")[0]["v"] or "/opt/nl2sql/venv"
+sp = os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+if not os.path.isdir(sp):
+    plpy.error("nl2sql: Python environment %s not found (setting nl2sql.venv)" % sp,
+               hint="run scripts/install.sh, or ALTER SYSTEM SET nl2sql.venv = '/path/to/venv' and reload")
+if sp not in sys.path:
+    site.addsitedir(sp)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+GD["nl2sql_boot"] = sp
+return sp
+$py$;
+
+-- Runs one candidate read-only: SET LOCAL transaction_read_only inside PL/pgSQL sticks for the
+-- EXECUTE that follows (it would not through plpy). Rows come back as row_to_json text, at most
+-- max_rows + 1 of them (one more than the cap flags truncation). The caller always rolls back.
+CREATE OR REPLACE FUNCTION nl2sql._run_candidate(candidate text, caller_search_path text, max_rows int)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+    SET LOCAL transaction_read_only = on;
+    PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
+    RETURN QUERY EXECUTE
+        'SELECT pg_catalog.row_to_json(nl2sql_c)::text FROM (' || candidate || ') AS nl2sql_c LIMIT '
+        || (max_rows + 1);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION nl2sql._nl2sql(question text, caller_search_path text, evidence text)
+RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.nl2sql(plpy, question, caller_search_path, evidence)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql._explain(question text, caller_search_path text, evidence text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.explain(plpy, question, caller_search_path, evidence)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql._ask(question text, caller_search_path text, evidence text)
+RETURNS SETOF jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.ask(plpy, question, caller_search_path, evidence)
+$py$;
+
+-- nl2sql(question) → the chosen SQL. In schema public so that it works with the default
+-- search_path; a SQL wrapper so that the caller's search_path reaches the pipeline.
+CREATE OR REPLACE FUNCTION public.nl2sql(question text, evidence text DEFAULT NULL)
+RETURNS text LANGUAGE sql VOLATILE
+AS $$ SELECT nl2sql._nl2sql(question, pg_catalog.current_setting('search_path'), evidence) $$;
+COMMENT ON FUNCTION public.nl2sql(text, text) IS
+    'nl2sql: answer a natural-language question with one SQL query (text); see nl2sql.explain for the trace';
+
+CREATE OR REPLACE FUNCTION nl2sql.explain(question text, evidence text DEFAULT NULL)
+RETURNS jsonb LANGUAGE sql VOLATILE
+AS $$ SELECT nl2sql._explain(question, pg_catalog.current_setting('search_path'), evidence) $$;
+COMMENT ON FUNCTION nl2sql.explain(text, text) IS
+    'nl2sql: the whole trace of answering a question (examples, prompts, candidates, votes, timings, tokens)';
+
+CREATE OR REPLACE FUNCTION nl2sql.ask(question text, evidence text DEFAULT NULL)
+RETURNS SETOF jsonb LANGUAGE sql VOLATILE
+AS $$ SELECT nl2sql._ask(question, pg_catalog.current_setting('search_path'), evidence) $$;
+COMMENT ON FUNCTION nl2sql.ask(text, text) IS
+    'nl2sql: the rows of the chosen SQL, one jsonb object per row';
+
+CREATE OR REPLACE FUNCTION nl2sql.reindex(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.reindex(plpy, schemas, force)
+$py$;
+COMMENT ON FUNCTION nl2sql.reindex(text[], boolean) IS
+    'nl2sql: index catalog, sample values, cell values and the example pool (incremental unless force)';
+
+-- Units of reindex() for the nl2sql-index CLI (progress bar).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_plan(schemas text[] DEFAULT NULL)
+RETURNS TABLE (schema_name text, table_name text) LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import indexer
+return indexer.plan(plpy, list(schemas) if schemas else None)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql._reindex_table(schema_name text, table_name text, force boolean DEFAULT false)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+import json
+from nl2sql import indexer
+return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[])
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+import json
+from nl2sql import indexer
+keep = [tuple(k.split(".", 1)) for k in (kept or [])]
+out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
+out.update(indexer.index_examples(plpy))
+return json.dumps(out)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.add_model(
+    name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
+    temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
+    "position" int DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
+        RAISE EXCEPTION 'nl2sql.add_model: name and model are required'
+            USING HINT = 'e.g. SELECT nl2sql.add_model(''gpt'', ''gpt-4o'', base_url => ''https://.../v1'', api_key_env => ''OPENAI_API_KEY'')';
+    END IF;
+    IF api_key_env IS NOT NULL AND api_key_env !~ '^[A-Za-z_][A-Za-z0-9_]*$' THEN
+        RAISE EXCEPTION 'nl2sql.add_model: api_key_env must be the NAME of a server environment variable, not a key'
+            USING HINT = 'put the key in the PostgreSQL server''s environment and pass its name, e.g. OPENAI_API_KEY';
+    END IF;
+    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position)
+    VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
+            add_model.temperature, add_model.timeout_s, add_model.max_tokens,
+            COALESCE(add_model."position", (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)))
+    ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
+        model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
+        temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
+        max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model."position", m.position),
+        enabled = true;
+END
+$$;
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int) IS
+    'nl2sql: add or update an OpenAI-compatible model; the lowest position writes the PreSQL';
+
+CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH d AS (DELETE FROM nl2sql.model m WHERE m.name = remove_model.name RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION nl2sql.remove_model(text) IS 'nl2sql: remove a configured model';
+
+CREATE OR REPLACE FUNCTION nl2sql.set_setting(key text, value text) RETURNS text
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.set_setting(plpy, key, value)
+$py$;
+COMMENT ON FUNCTION nl2sql.set_setting(text, text) IS 'nl2sql: validate and store one setting';
+
+CREATE OR REPLACE FUNCTION nl2sql.add_example(question text, sql text, db_id text DEFAULT NULL,
+                                              dialect text DEFAULT 'postgres')
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.add_example(plpy, question, sql, db_id, dialect)
+$py$;
+COMMENT ON FUNCTION nl2sql.add_example(text, text, text, text) IS
+    'nl2sql: add a question/SQL pair to the example pool (db_id null = this database, checked against the catalog)';
+
+CREATE OR REPLACE FUNCTION nl2sql.load_examples(data text, dialect text DEFAULT 'sqlite', tables text DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.load_examples(plpy, data, dialect, tables)
+$py$;
+COMMENT ON FUNCTION nl2sql.load_examples(text, text, text) IS
+    'nl2sql: bulk-load Spider/BIRD-format pairs (JSON array or lines), transpiled to PostgreSQL; reports failures';
+
+CREATE OR REPLACE FUNCTION nl2sql.feedback(log_id bigint, correct boolean, sql text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.feedback(plpy, log_id, correct, sql)
+$py$;
+COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
+    'nl2sql: turn a judged answer (query_log id) into a verified example';
+
+CREATE OR REPLACE VIEW nl2sql.example_pool AS
+    SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
+    FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
