@@ -2,8 +2,9 @@
 
 ``reindex`` is what ``nl2sql.reindex()`` runs; ``plan``/``index_table``/``index_examples`` are
 the same work in units, which the ``nl2sql-index`` CLI calls one by one to show progress.
-Incremental: a table is redone only when its fingerprint (columns, types, keys, comments) or
-its modification counter changed, unless ``force``.
+Incremental: a table is rewritten only when its fingerprint (columns, types, keys, comments,
+row count, sample values, distinct string values) changed, unless ``force``; values that were
+already embedded keep their embeddings.
 
 Sources: PET-SQL (Li et al. 2024) §3.1 (3 cell values per column in the prompt);
 OpenSearch-SQL (Xie et al. 2024) §3.4 (value index over string cells); DAIL-SQL §3.3 and
@@ -62,44 +63,69 @@ def _catalog_of(plpy, schema: str, table: str) -> dict:
         "JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace "
         "WHERE con.conrelid = $1::regclass AND con.contype = 'f' ORDER BY con.conname",
         ["text"]), [rel])
-    meta = plpy.execute(plpy.prepare(
-        "SELECT pg_catalog.obj_description($1::regclass, 'pg_class') AS comment, "
-        "COALESCE((SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_catalog.pg_stat_all_tables "
-        "          WHERE relid = $1::regclass), 0) AS mods", ["text"]), [rel])[0]
-    cat = {
+    comment = plpy.execute(plpy.prepare(
+        "SELECT pg_catalog.obj_description($1::regclass, 'pg_class') AS c", ["text"]), [rel])[0]["c"]
+    return {
         "columns": [dict(c) for c in cols],
         "fks": [{"name": f["name"], "cols": list(f["cols"]), "ref_schema": f["ref_schema"],
                  "ref_table": f["ref_table"], "ref_cols": list(f["ref_cols"])} for f in fks],
-        "comment": meta["comment"],
+        "comment": comment,
     }
+
+
+def _read_table(plpy, schema: str, table: str, st: dict[str, str]) -> dict:
+    """Catalog entry plus the data-derived parts: row count, sample values per column, distinct
+    string cell values per string column, and a fingerprint over all of it."""
+    n_samples = int(st["sample_values"])
+    per_col = int(st["values_per_column"])
+    max_chars = int(st["value_max_chars"])
+    cat = _catalog_of(plpy, schema, table)
+    rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
+    cat["n_rows"] = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+    for c in cat["columns"]:
+        col = plpy.quote_ident(c["name"])
+        c["samples"] = [r["v"] for r in plpy.execute(
+            f"SELECT {col}::text AS v FROM (SELECT {col} FROM {rel} WHERE {col} IS NOT NULL "
+            f"LIMIT 10000) s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {n_samples}")] \
+            if n_samples > 0 else []
+        c["values"] = []
+        if c["type"].split("(")[0].strip() in _STRING_TYPES and per_col > 0:
+            c["values"] = [r["v"] for r in plpy.execute(
+                f"SELECT {col}::text AS v FROM {rel} WHERE {col} IS NOT NULL "
+                f"AND length({col}::text) BETWEEN 1 AND {max_chars} "
+                f"GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {per_col}")]
     shape = json.dumps(cat, sort_keys=True, default=str)
-    cat["fingerprint"] = hashlib.md5(f"{shape}|{meta['mods']}".encode()).hexdigest()
+    cat["fingerprint"] = hashlib.md5(shape.encode()).hexdigest()
     return cat
 
 
 def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
     """(Re)index one table: catalog rows, sample values, string cell values with embeddings,
-    column embeddings. Returns counts ``{"table", "skipped", "columns", "values", "fks"}``.
-    Skips (``skipped: true``) when the fingerprint is unchanged and not ``force``."""
+    column embeddings. Returns counts ``{"table", "skipped", "columns", "values",
+    "values_embedded", "fks", "rows"}``.
+
+    Incremental: the fingerprint covers columns, types, keys, comments, row count, sample values
+    and the distinct string values; when it is unchanged (and not ``force``) nothing is written
+    (``skipped: true``). Values already embedded keep their embedding; only new ones are
+    embedded (the expensive part)."""
     st = get_settings(plpy)
-    n_samples = int(st["sample_values"])
-    per_col = int(st["values_per_column"])
-    max_chars = int(st["value_max_chars"])
-    cat = _catalog_of(plpy, schema, table)
+    cat = _read_table(plpy, schema, table, st)
     old = plpy.execute(plpy.prepare(
         "SELECT fingerprint FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
         ["name", "name"]), [schema, table])
     if old and old[0]["fingerprint"] == cat["fingerprint"] and not force:
         return {"table": f"{schema}.{table}", "skipped": True}
-    rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
+    # keep existing value embeddings: only new values get embedded
+    known = {(r["column_name"], r["value"]): r["e"] for r in plpy.execute(plpy.prepare(
+        "SELECT column_name, value, embedding::text AS e FROM nl2sql.cell_value "
+        "WHERE schema_name = $1 AND table_name = $2", ["name", "name"]), [schema, table])}
     plpy.execute(plpy.prepare(
         "DELETE FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
         ["name", "name"]), [schema, table])
-    n_rows = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
     plpy.execute(plpy.prepare(
         "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, fingerprint) "
         "VALUES ($1, $2, $3, $4, $5)", ["name", "name", "text", "int8", "text"]),
-        [schema, table, cat["comment"], n_rows, cat["fingerprint"]])
+        [schema, table, cat["comment"], cat["n_rows"], cat["fingerprint"]])
 
     col_texts = [f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
                  for c in cat["columns"]]
@@ -113,26 +139,19 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
         "INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, embedding) "
         "SELECT $1, $2, $3, v, e::vector FROM unnest($4::text[], $5::text[]) AS u(v, e) "
         "ON CONFLICT DO NOTHING", ["name", "name", "name", "text[]", "text[]"])
-    n_values = 0
+    n_values = n_embedded = 0
     for c, vec in zip(cat["columns"], col_vecs):
-        col = plpy.quote_ident(c["name"])
-        samples = [r["v"] for r in plpy.execute(
-            f"SELECT {col}::text AS v FROM (SELECT {col} FROM {rel} WHERE {col} IS NOT NULL "
-            f"LIMIT 10000) s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {n_samples}")] \
-            if n_samples > 0 else []
         plpy.execute(ins_col, [schema, table, c["name"], c["ord"], c["type"], c["pk"],
-                               c["comment"], samples, to_pgvector(vec)])
-        base_type = c["type"].split("(")[0].strip()
-        if base_type in _STRING_TYPES and per_col > 0:
-            vals = [r["v"] for r in plpy.execute(
-                f"SELECT {col}::text AS v FROM {rel} WHERE {col} IS NOT NULL "
-                f"AND length({col}::text) BETWEEN 1 AND {max_chars} "
-                f"GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {per_col}")]
-            if vals:
-                vecs = embed(vals)
-                plpy.execute(ins_val, [schema, table, c["name"], vals,
-                                       [to_pgvector(v) for v in vecs]])
-                n_values += len(vals)
+                               c["comment"], c["samples"], to_pgvector(vec)])
+        vals = c["values"]
+        if not vals:
+            continue
+        new = [v for v in vals if (c["name"], v) not in known]
+        fresh = dict(zip(new, (to_pgvector(e) for e in embed(new)))) if new else {}
+        vecs = [known.get((c["name"], v)) or fresh[v] for v in vals]
+        plpy.execute(ins_val, [schema, table, c["name"], vals, vecs])
+        n_values += len(vals)
+        n_embedded += len(new)
     ins_fk = plpy.prepare(
         "INSERT INTO nl2sql.schema_fk (schema_name, table_name, constraint_name, columns, "
         "ref_schema, ref_table, ref_columns) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -141,7 +160,8 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
         plpy.execute(ins_fk, [schema, table, f["name"], f["cols"], f["ref_schema"],
                               f["ref_table"], f["ref_cols"]])
     return {"table": f"{schema}.{table}", "skipped": False, "columns": len(cat["columns"]),
-            "values": n_values, "fks": len(cat["fks"]), "rows": n_rows}
+            "values": n_values, "values_embedded": n_embedded, "fks": len(cat["fks"]),
+            "rows": cat["n_rows"]}
 
 
 def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -> int:
@@ -190,14 +210,15 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
     example pool; incremental unless ``force``. Returns counts: tables indexed/skipped/dropped,
     columns, values, foreign keys, examples."""
     tables = plan(plpy, schemas)
-    out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0, "fks": 0}
+    out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0,
+           "values_embedded": 0, "fks": 0}
     for s, t in tables:
         r = index_table(plpy, s, t, force=force)
         if r["skipped"]:
             out["tables_skipped"] += 1
         else:
             out["tables_indexed"] += 1
-            for k in ("columns", "values", "fks"):
+            for k in ("columns", "values", "values_embedded", "fks"):
                 out[k] += r[k]
     out["tables_dropped"] = drop_missing(plpy, tables, schemas)
     out.update(index_examples(plpy))

@@ -142,15 +142,44 @@ def has_top_level_order(sql: str) -> bool:
     return tree.args.get("order") is not None
 
 
+def _quoted_strings_to_literals(tree: exp.Expression) -> exp.Expression:
+    """SQLite accepts "text" as a string when no column has that name, and Spider/BIRD SQL relies
+    on it: a double-quoted, unqualified name compared with a column (=, <>, LIKE, IN list)
+    becomes a string literal."""
+    cmp_types = (exp.EQ, exp.NEQ, exp.Like, exp.ILike, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if not (isinstance(node, exp.Column) and not node.table):
+            return node
+        ident = node.this
+        if not (isinstance(ident, exp.Identifier) and ident.quoted):
+            return node
+        parent = node.parent
+        if isinstance(parent, cmp_types) and parent.expression is node \
+                and isinstance(parent.this, exp.Column):
+            return exp.Literal.string(ident.name)
+        if isinstance(parent, exp.In) and node in parent.expressions \
+                and isinstance(parent.this, exp.Column):
+            return exp.Literal.string(ident.name)
+        return node
+
+    return tree.transform(fix)
+
+
 def transpile(sql: str, read: str) -> str:
     """Transpile one statement from dialect ``read`` (e.g. ``sqlite``) to PostgreSQL with sqlglot.
 
-    Raises CandidateRefused when it does not parse in ``read``.
+    For SQLite, double-quoted strings compared with a column become string literals (SQLite's
+    lenient quoting, common in Spider/BIRD gold SQL). Raises CandidateRefused when it does not
+    parse in ``read``.
     """
     try:
-        out = sqlglot.transpile(sql, read=read, write=DIALECT)
+        trees = [t for t in sqlglot.parse(sql, read=read) if t is not None]
     except (ParseError, TokenError) as e:
         raise CandidateRefused(f"does not parse as {read}: {str(e).splitlines()[0][:300]}") from None
-    if len(out) != 1:
-        raise CandidateRefused(f"expected exactly one statement, got {len(out)}")
-    return out[0]
+    if len(trees) != 1:
+        raise CandidateRefused(f"expected exactly one statement, got {len(trees)}")
+    tree = trees[0]
+    if read == "sqlite":
+        tree = _quoted_strings_to_literals(tree)
+    return tree.sql(dialect=DIALECT)

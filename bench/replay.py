@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Replay benchmark: nl2sql's selection (PreSQL → FinSQL → check → execute → vote) on BIRD
+mini-dev questions, fed with REAL MODELS' RECORDED OUTPUTS.
+
+No model is called. The SQL each model "answers" is what that real model wrote for the question
+when the BIRD authors ran it (``predictions`` in ``bird_minidev_<db>.jsonl``: 9 models,
+PostgreSQL dialect; ``predictions_sqlite``: 4 more, SQLite dialect). A scripted loopback
+OpenAI-compatible server (``nl2sql.loopback.LoopbackLLM``) serves those recorded answers by the
+question it finds in the prompt, so the whole in-database path — prompts, HTTP calls, cleaning,
+checks, read-only execution, voting, logging — is the real one, but the answers do not depend on
+the prompt: PreSQL/FinSQL prompting and schema linking cannot change what a model says here.
+What this measures is therefore the pipeline *around* the models:
+
+* per-model EX: each model's raw recorded prediction executed directly and scored alone;
+* nl2sql vote EX: the SQL ``nl2sql.explain(question, evidence)`` chooses among the candidates;
+* oracle: the share of questions some model answers correctly (the bound for any selection);
+* overhead: in-database time per call excluding the wait on models (``timings.overhead_ms``);
+* nl2sql errors, and the questions the vote got wrong while some model was right (and why).
+
+SQLite-dialect predictions (``--models sqlite|all``) are replayed as raw text, NOT transpiled
+(transpiling is the pipeline's job); their per-model "transpiled" column is a reference only.
+
+Scoring is execution accuracy as in the bench-data README (see bench/common.py): gold and
+prediction run as a SELECT-only role in a read-only transaction, results compared as multisets
+(in order only when the gold has a top-level ORDER BY), values normalized like the vote does.
+
+Usage: python bench/replay.py --data /path/to/bench-data --db superhero [--models pg|sqlite|all]
+       [--limit N] [--datadir DIR] [--json OUT]
+The last line printed is ``RESULT ex_vote=<pct> ex_best_single=<pct> overhead_ms_p50=<ms>``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import psycopg  # noqa: E402
+
+import common as C  # noqa: E402
+from nl2sql.loopback import LoopbackLLM  # noqa: E402
+from nl2sql.sqlcheck import CandidateRefused, clean_model_output, transpile  # noqa: E402
+
+PREFERRED_FIRST = {"pg": "gpt-4-turbo", "sqlite": "gpt-4-o", "all": "gpt-4-turbo"}
+SQLITE_PREFIX = "sqlite/"
+
+
+def log(*a: Any) -> None:
+    print(*a, flush=True)
+
+
+def load_questions(path: Path, limit: int | None) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows[:limit] if limit else rows
+
+
+def model_list(rows: list[dict], which: str, first: str | None) -> list[dict]:
+    """Models to replay, the PreSQL writer first: ``{"name", "dialect", "key"}`` where ``name``
+    is the name configured in nl2sql (SQLite ones prefixed ``sqlite/``) and ``key`` the name in
+    the data file."""
+    pg = list(dict.fromkeys(m for r in rows for m in r.get("predictions", {})))
+    lite = list(dict.fromkeys(m for r in rows for m in r.get("predictions_sqlite", {})))
+    out = []
+    if which in ("pg", "all"):
+        out += [{"name": m, "dialect": "postgres", "key": m} for m in pg]
+    if which in ("sqlite", "all"):
+        out += [{"name": SQLITE_PREFIX + m, "dialect": "sqlite", "key": m} for m in lite]
+    first = first or PREFERRED_FIRST[which]
+    for cand in (first, SQLITE_PREFIX + first):
+        idx = [i for i, m in enumerate(out) if m["name"] == cand]
+        if idx:
+            out.insert(0, out.pop(idx[0]))
+            break
+    return out
+
+
+def prediction(row: dict, m: dict) -> str | None:
+    src = row.get("predictions" if m["dialect"] == "postgres" else "predictions_sqlite") or {}
+    return src.get(m["key"])
+
+
+def cleaned(text: str | None, dialect: str) -> str | None:
+    """The prediction as the pipeline would clean it (reference column only)."""
+    if not text:
+        return None
+    t = clean_model_output(text)
+    if dialect != "postgres":
+        try:
+            t = transpile(t, dialect)
+        except CandidateRefused:
+            return None
+    return t
+
+
+def offline_majority(singles: dict[str, dict]) -> dict:
+    """Plain majority over the models' raw results (grouped as multisets), tie → fastest."""
+    groups: dict[Any, list[str]] = {}
+    for name, s in singles.items():
+        if s["key"] is not None:
+            groups.setdefault(s["key"], []).append(name)
+    if not groups:
+        return {"match": False, "reason": "no prediction executed", "sources": []}
+    def fastest(ms):
+        return min(singles[m]["pred_ms"] for m in ms)
+    best = sorted(groups.values(), key=lambda ms: (-len(ms), fastest(ms)))
+    win = best[0]
+    rep = min(win, key=lambda m: singles[m]["pred_ms"])
+    return {"match": singles[rep]["match"], "sources": win, "size": len(win),
+            "tie": len(best) > 1 and len(best[1]) == len(win)}
+
+
+def explain_reason(trace: dict | None, err: str | None, cands: list[dict],
+                   correct_models: list[str]) -> str:
+    """Why the vote missed although ``correct_models`` answered correctly."""
+    if err:
+        return f"nl2sql call failed: {err[:200]}"
+    if trace is None:
+        return "no trace"
+    if trace.get("error"):
+        return f"nl2sql error: {trace['error'][:200]}"
+    good = [c for c in cands if c.get("match")]
+    if not good:
+        lost = []
+        for c in cands:
+            if c["model"] in correct_models:
+                why = c.get("reason") or (c.get("score_reason") if c["status"] == "ok" else c["status"])
+                lost.append(f"{c['source']} {c['status']}: {str(why)[:120]}")
+        return "no correct candidate survived the pipeline: " + "; ".join(lost)
+    groups = (trace.get("vote") or {}).get("groups") or []
+    if not groups:
+        return "no vote groups"
+    win = groups[0]
+    good_hashes = {c["result_hash"] for c in good}
+    if win["result_hash"] in good_hashes:
+        return ("vote group holds the right result but the chosen SQL scores wrong "
+                f"(ordering or normalization difference): {win['fastest_source']}")
+    cg = next((g for g in groups if g["result_hash"] in good_hashes), None)
+    csz = cg["size"] if cg else 0
+    wsrc = ",".join(s.split(":", 1)[1] if s.startswith("finsql:") else s for s in win["sources"])
+    csrc = ",".join(s.split(":", 1)[1] if s.startswith("finsql:") else s for s in (cg or {}).get("sources", []))
+    if csz == win["size"]:
+        return f"tie {win['size']}-{csz} broken by speed: chose [{wsrc}] over correct [{csrc}]"
+    return f"outvoted {win['size']} to {csz}: chose [{wsrc}] over correct [{csrc}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True, help="bench-data folder (pg_dumps/, bird_minidev_*.jsonl)")
+    ap.add_argument("--db", default="superhero", help="database name (dump and question file), default superhero")
+    ap.add_argument("--datadir", type=Path, default=None,
+                    help="cluster folder (default .nl2sql/bench-cluster, or /var/tmp/nl2sql-bench-cluster)")
+    ap.add_argument("--models", choices=["pg", "sqlite", "all"], default="pg",
+                    help="pg: the 9 PostgreSQL-dialect models; sqlite: the 4 SQLite-dialect ones "
+                         "(raw text, not transpiled); all: 13")
+    ap.add_argument("--first", default=None, help="model that writes the PreSQL (default: gpt-4-turbo; gpt-4-o for sqlite)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
+    ap.add_argument("--timeout-ms", type=int, default=C.STATEMENT_TIMEOUT_MS, help="scoring statement_timeout")
+    ap.add_argument("--stop-cluster", action="store_true", help="stop the cluster at the end")
+    args = ap.parse_args(argv)
+
+    t_run = time.perf_counter()
+    dump = args.data / "pg_dumps" / f"{args.db}.sql"
+    qfile = args.data / f"bird_minidev_{args.db}.jsonl"
+    for p in (dump, qfile):
+        if not p.exists():
+            ap.error(f"{p} not found")
+    rows = load_questions(qfile, args.limit)
+    models = model_list(rows, args.models, args.first)
+    names = [m["name"] for m in models]
+    n = len(rows)
+
+    log(f"nl2sql replay benchmark: {args.db}, {n} questions, models={args.models} ({len(models)})")
+    log("NOTE: every model answer is a real model's RECORDED output (BIRD mini-dev), served by the "
+        "scripted loopback server (nl2sql.loopback); no live model is called, and answers do not "
+        "depend on the prompt.")
+    if any(m["dialect"] == "sqlite" for m in models):
+        log("NOTE: the sqlite/* models' answers are SQLite dialect, replayed as raw text (not "
+            "transpiled); their 'transpiled' column below is a reference only.")
+
+    cluster = C.start_cluster(args.datadir)
+    log(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port}")
+    rep = C.load_dump(cluster, args.db, dump)
+    log(f"dump: {dump} loaded in {rep.seconds:.1f} s; roles created {rep.roles_created or 'none'}; "
+        f"missing extensions {rep.extensions_missing or 'none'}; harmless psql errors {len(rep.harmless_errors)}")
+    for e in rep.harmless_errors[:5]:
+        log(f"   (ignored) {e}")
+
+    conn = cluster.connect(args.db)
+    schemas = list(C.user_schemas(conn))
+    if not schemas:
+        log("ERROR: the dump created no tables")
+        return 2
+    search_path = ", ".join(psycopg.sql.Identifier(s).as_string(conn) for s in schemas)
+    if "public" not in schemas:
+        search_path += ", public"
+    C.ensure_reader_role(conn, schemas)
+    conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
+    conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
+    conn.execute(f"SET search_path TO {search_path}")
+    t0 = time.perf_counter()
+    counts = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
+    log(f"schemas: {','.join(schemas)}; reindex in {time.perf_counter() - t0:.1f} s: {json.dumps(counts)}")
+
+    score_conn = cluster.connect(args.db)
+    score_conn.execute(f"SET search_path TO {search_path}")
+    gold_cache: dict = {}
+
+    results: list[dict] = []
+    llm = LoopbackLLM().start()
+    try:
+        conn.execute("DELETE FROM nl2sql.model")
+        for m in models:
+            llm.set_replay(m["name"], {r["question"]: (prediction(r, m) or "") for r in rows})
+            conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s)", (m["name"], m["name"], llm.base_url))
+        log(f"models (first writes the PreSQL): {', '.join(names)}; loopback at {llm.base_url}")
+
+        # warm-up: one call not counted (imports, HTTP clients); the embedding model is already
+        # loaded in this backend by reindex().
+        try:
+            conn.execute("SELECT nl2sql.explain(%s, %s)", (rows[0]["question"], rows[0].get("evidence") or None))
+        except psycopg.Error as e:
+            log(f"warm-up call failed: {str(e).strip()[:200]}")
+            if conn.broken:
+                conn = cluster.connect(args.db)
+                conn.execute(f"SET search_path TO {search_path}")
+
+        for i, r in enumerate(rows, 1):
+            qid = r.get("question_id")
+            res: dict[str, Any] = {"question_id": qid, "question": r["question"],
+                                   "difficulty": r.get("difficulty"), "gold_sql": r["gold_sql"]}
+            try:
+                gold = r["gold_sql"]
+                ordered = C.gold_is_ordered(gold)
+                res["ordered"] = ordered
+                singles: dict[str, dict] = {}
+                for m in models:
+                    pred = prediction(r, m)
+                    s = C.score(score_conn, gold, pred, ordered=ordered, cache=gold_cache, timeout_ms=args.timeout_ms)
+                    cl = cleaned(pred, m["dialect"])
+                    s2 = C.score(score_conn, gold, cl, ordered=ordered, cache=gold_cache,
+                                 timeout_ms=args.timeout_ms) if cl and cl != pred else s
+                    singles[m["name"]] = {
+                        "match": s.match, "reason": s.reason,
+                        "pred_ms": s.pred.ms if s.pred else float("inf"),
+                        "key": C.result_key(s.pred.rows) if s.pred and s.pred.ok else None,
+                        "match_cleaned": s2.match}
+                g = gold_cache.get(gold)
+                res["gold_rows"] = len(g.rows) if g and g.ok else None
+                res["gold_error"] = g.error if g else None
+                res["models"] = {k: {kk: vv for kk, vv in v.items() if kk != "key"} for k, v in singles.items()}
+                res["offline_majority"] = offline_majority(singles)
+                correct_models = [k for k, v in singles.items() if v["match"]]
+
+                trace, err = None, None
+                t1 = time.perf_counter()
+                try:
+                    trace = conn.execute("SELECT nl2sql.explain(%s, %s)",
+                                         (r["question"], r.get("evidence") or None)).fetchone()[0]
+                except psycopg.Error as e:
+                    err = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    if conn.broken or conn.closed:
+                        conn = cluster.connect(args.db)
+                        conn.execute(f"SET search_path TO {search_path}")
+                res["call_ms"] = round((time.perf_counter() - t1) * 1000, 1)
+                cands: list[dict] = []
+                if trace is not None:
+                    for c in trace.get("candidates") or []:
+                        cd = {k: c.get(k) for k in ("source", "model", "status", "reason", "sql",
+                                                    "result_hash", "row_count", "exec_ms")}
+                        if c.get("status") == "ok" and c.get("sql"):
+                            sc = C.score(score_conn, gold, c["sql"], ordered=ordered, cache=gold_cache,
+                                         timeout_ms=args.timeout_ms)
+                            cd["match"], cd["score_reason"] = sc.match, sc.reason
+                        else:
+                            cd["match"] = False
+                        cands.append(cd)
+                    chosen = trace.get("sql")
+                    vs = C.score(score_conn, gold, chosen, ordered=ordered, cache=gold_cache,
+                                 timeout_ms=args.timeout_ms) if chosen else None
+                    res["nl2sql"] = {
+                        "sql": chosen, "match": bool(vs and vs.match),
+                        "score_reason": vs.reason if vs else "no SQL chosen",
+                        "confidence": trace.get("confidence"), "error": trace.get("error"),
+                        "vote": {k: (trace.get("vote") or {}).get(k) for k in ("reason", "confidence")},
+                        "groups": [{k: g.get(k) for k in ("size", "sources", "fastest_source", "row_count")}
+                                   for g in (trace.get("vote") or {}).get("groups") or []],
+                        "linking": trace.get("linking"), "linked_tables": trace.get("linked_tables"),
+                        "timings": trace.get("timings"), "candidates": cands}
+                else:
+                    res["nl2sql"] = {"sql": None, "match": False, "error": err, "candidates": []}
+                res["nl2sql_call_error"] = err
+                vote_ok = res["nl2sql"]["match"]
+                if not vote_ok and correct_models:
+                    res["miss_reason"] = explain_reason(trace, err, cands, correct_models)
+                ov = ((trace or {}).get("timings") or {}).get("overhead_ms")
+                log(f"[{i:>3}/{n}] q{qid} {r.get('difficulty', ''):<11} vote={'OK ' if vote_ok else 'bad'} "
+                    f"models {len(correct_models)}/{len(models)} "
+                    f"conf={(trace or {}).get('confidence') or 0:.2f} "
+                    f"overhead={'%.0f ms' % ov if ov is not None else 'n/a'}"
+                    + (f"  ERROR {(err or trace.get('error'))[:100]}" if err or (trace or {}).get("error") else ""))
+            except Exception as e:  # one failing question must not abort the run
+                res["bench_error"] = f"{type(e).__name__}: {e}"
+                log(f"[{i:>3}/{n}] q{qid} BENCH ERROR {type(e).__name__}: {str(e)[:200]}")
+                traceback.print_exc(limit=3)
+                for cx in ("conn", "score_conn"):
+                    obj = locals()[cx]
+                    if obj.broken or obj.closed:
+                        new = cluster.connect(args.db)
+                        new.execute(f"SET search_path TO {search_path}")
+                        if cx == "conn":
+                            conn = new
+                        else:
+                            score_conn = new
+            results.append(res)
+    finally:
+        llm.stop()
+
+    # ---------------------------------------------------------------- summary
+    log("")
+    log(f"=== {args.db}: {n} questions, EX in % of {n} ===")
+    gold_fail = [r["question_id"] for r in results if r.get("gold_error")]
+    if gold_fail:
+        log(f"WARNING: gold SQL fails for {gold_fail} (those count as wrong for everyone)")
+    per_model = {}
+    log(f"{'model':<36} {'dialect':<8} {'EX raw':>7} {'EX cleaned' + (' /transpiled' if args.models != 'pg' else ''):>12}")
+    for m in models:
+        k = m["name"]
+        ok = sum(1 for r in results if r.get("models", {}).get(k, {}).get("match"))
+        okc = sum(1 for r in results if r.get("models", {}).get(k, {}).get("match_cleaned"))
+        per_model[k] = C.pct(ok, n)
+        log(f"{k:<36} {m['dialect']:<8} {C.pct(ok, n):>6.1f}% {C.pct(okc, n):>11.1f}%   ({ok}/{n})")
+    best_name = max(per_model, key=lambda k: per_model[k]) if per_model else None
+    ex_best = per_model[best_name] if best_name else 0.0
+    n_vote = sum(1 for r in results if (r.get("nl2sql") or {}).get("match"))
+    n_oracle = sum(1 for r in results if any(v.get("match") for v in r.get("models", {}).values()))
+    n_major = sum(1 for r in results if (r.get("offline_majority") or {}).get("match"))
+    ex_vote = C.pct(n_vote, n)
+    log("")
+    log(f"best single model (raw): {best_name} {ex_best:.1f}%")
+    log(f"nl2sql vote EX: {ex_vote:.1f}% ({n_vote}/{n})")
+    log(f"offline plain majority of the raw predictions (ties → fastest), reference: {C.pct(n_major, n):.1f}% ({n_major}/{n})")
+    log(f"oracle (any model correct): {C.pct(n_oracle, n):.1f}% ({n_oracle}/{n})")
+
+    ovs = [float(r["nl2sql"]["timings"]["overhead_ms"]) for r in results
+           if (r.get("nl2sql") or {}).get("timings")]
+    waits = [float(r["nl2sql"]["timings"]["llm_wait_ms"]) for r in results
+             if (r.get("nl2sql") or {}).get("timings")]
+    p50 = C.percentile(ovs, 50)
+    p90 = C.percentile(ovs, 90)
+    if ovs:
+        log(f"overhead_ms (in-database time per call, excluding model waits): p50 {p50:.0f}, "
+            f"p90 {p90:.0f}, max {max(ovs):.0f} (n={len(ovs)}); loopback llm_wait_ms p50 "
+            f"{C.percentile(waits, 50):.0f}")
+        parts: dict[str, list[float]] = {}
+        for r in results:
+            for k, v in ((r.get("nl2sql") or {}).get("timings") or {}).items():
+                if k.endswith("_ms") and k not in ("overhead_ms", "total_ms", "llm_wait_ms"):
+                    parts.setdefault(k, []).append(float(v))
+        log("   stage p50: " + ", ".join(f"{k} {C.percentile(v, 50):.0f}" for k, v in parts.items()))
+    n_err = sum(1 for r in results if r.get("nl2sql_call_error") or (r.get("nl2sql") or {}).get("error")
+                or r.get("bench_error"))
+    log(f"nl2sql errors: {n_err}")
+    for r in results:
+        e = r.get("nl2sql_call_error") or (r.get("nl2sql") or {}).get("error") or r.get("bench_error")
+        if e:
+            log(f"   q{r['question_id']}: {e[:300]}")
+
+    # candidates whose result differs from the raw prediction's verdict (what the pipeline's
+    # cleaning/checking/re-rendering did to a model's answer)
+    fixed, broken = [], []
+    for r in results:
+        for c in (r.get("nl2sql") or {}).get("candidates") or []:
+            if not c["source"].startswith("finsql:"):
+                continue
+            raw = r.get("models", {}).get(c["model"], {}).get("match")
+            if c.get("match") and not raw:
+                fixed.append(f"q{r['question_id']}:{c['model']}")
+            elif raw and not c.get("match"):
+                broken.append(f"q{r['question_id']}:{c['model']} ({c['status']}: "
+                              f"{(c.get('reason') or c.get('score_reason') or '')[:100]})")
+    log(f"FinSQL candidates right where the raw prediction was wrong (cleaning helped): {len(fixed)}"
+        + (f": {', '.join(fixed)}" if fixed else ""))
+    log(f"FinSQL candidates wrong where the raw prediction was right (pipeline lost it): {len(broken)}")
+    for b in broken:
+        log(f"   {b}")
+
+    misses = [r for r in results if r.get("miss_reason")]
+    log(f"vote wrong while some model was right: {len(misses)}")
+    for r in misses:
+        right = [k for k, v in r["models"].items() if v["match"]]
+        log(f"   q{r['question_id']} ({len(right)} right: {','.join(right)[:80]}): {r['miss_reason']}")
+    log(f"run time: {time.perf_counter() - t_run:.0f} s")
+
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "db": args.db, "models": names, "n": n, "per_model_ex": per_model, "ex_vote": ex_vote,
+            "ex_offline_majority": C.pct(n_major, n), "ex_oracle": C.pct(n_oracle, n),
+            "overhead_ms_p50": p50, "overhead_ms_p90": p90, "nl2sql_errors": n_err,
+            "questions": results}, indent=1, default=str))
+        log(f"details: {args.json}")
+    if args.stop_cluster:
+        cluster.stop()
+    else:
+        log(f"cluster left running: pg_ctl -D {cluster.datadir} stop (as user postgres) stops it")
+    for cx in (conn, score_conn):
+        cx.close()
+    log(f"RESULT ex_vote={ex_vote:.1f} ex_best_single={ex_best:.1f} "
+        f"overhead_ms_p50={(p50 if p50 is not None else float('nan')):.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Test harness: a real PostgreSQL 15 cluster the tests start and stop (no Docker engine here,
+so no testcontainers), the demo database with the extension, and the scripted loopback LLM.
+
+Database tests need what scripts/install.sh installs (PostgreSQL 15 + plpython3u + pgvector,
+the venv named by NL2SQL_VENV, default /opt/nl2sql/venv). When run as root, the fixture first
+re-installs the current checkout into that venv and the extension files into PostgreSQL, so the
+server runs exactly the code under test.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "py_udf"))
+sys.path.insert(0, str(ROOT / "indexer"))
+
+from nl2sql.demo_data import demo_sql  # noqa: E402
+from nl2sql.loopback import LoopbackLLM  # noqa: E402
+from nl2sql_indexer.cluster import PG_BIN, DEFAULT_VENV, LocalCluster  # noqa: E402
+
+DEMO_DB = "nl2sql_test"
+
+
+def _sync_installation() -> None:
+    """Install this checkout into the server's venv and the extension dir (root only)."""
+    venv_pip = Path(DEFAULT_VENV) / "bin" / "pip"
+    if os.geteuid() != 0 or not venv_pip.exists():
+        return
+    subprocess.run([str(venv_pip), "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+                   check=True, capture_output=True)
+    extdir = subprocess.run([str(PG_BIN / "pg_config"), "--sharedir"], capture_output=True,
+                            text=True, check=True).stdout.strip() + "/extension"
+    subprocess.run([sys.executable, str(ROOT / "scripts/build_extension.py"), "--install", extdir],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A fresh cluster in /tmp for the whole session; destroyed afterwards."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL 15 is not installed ({PG_BIN}); run scripts/install.sh")
+    _sync_installation()
+    base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
+    base.chmod(0o755)
+    c = LocalCluster(base / "data")
+    c.start()
+    yield c
+    c.destroy()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def llm():
+    """The scripted OpenAI-compatible loopback server (answers are scripted, not a model's)."""
+    server = LoopbackLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_conn(cluster):
+    """One session-long connection to the demo database with the extension installed and
+    indexed (one backend, so the embedding model loads once)."""
+    cluster.create_database(DEMO_DB, drop=True)
+    conn = cluster.connect(DEMO_DB)
+    conn.execute(demo_sql())
+    conn.execute("CREATE EXTENSION nl2sql CASCADE")
+    conn.execute("SELECT nl2sql.reindex()")
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def db(demo_conn, llm):
+    """The demo connection, with models, settings and the loopback script reset per test."""
+    llm.clear()
+    llm.set_default(None)
+    demo_conn.execute("DELETE FROM nl2sql.model")
+    demo_conn.execute("UPDATE nl2sql.setting SET value = 'on' WHERE key = 'presql_votes'")
+    demo_conn.execute("UPDATE nl2sql.setting SET value = '5000' WHERE key = 'candidate_timeout_ms'")
+    yield demo_conn
+
+
+def add_models(conn, llm, names, **kw):
+    """Configure models ``names`` (in order: the first writes PreSQL) on the loopback server."""
+    for i, n in enumerate(names):
+        conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s, "
+                     "timeout_s => %s)", (n, n, kw.get("base_url", llm.base_url), i,
+                                          kw.get("timeout_s", 10)))
