@@ -13,6 +13,9 @@ PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 export DEBIAN_FRONTEND=noninteractive
 
 log() { printf '\n==> %s\n' "$*"; }
+# pip warns once per package about index locations of this machine's pip config that do not
+# exist; keep everything else (errors included).
+quiet_pip() { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 if [ "$(id -u)" != 0 ]; then
   echo "install.sh: run as root (it installs Debian packages and PostgreSQL extension files)" >&2
@@ -67,10 +70,10 @@ if [ ! -x "$NL2SQL_VENV/bin/python" ]; then
 fi
 if ! "$NL2SQL_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   log "pip install torch==2.13.0 (CPU wheel)"
-  "$NL2SQL_VENV/bin/pip" install -q torch==2.13.0
+  "$NL2SQL_VENV/bin/pip" install -q torch==2.13.0 2>&1 | quiet_pip
 fi
 log "pip install the project (py_udf + indexer) and its dependencies"
-"$NL2SQL_VENV/bin/pip" install -q "$ROOT[test]"
+"$NL2SQL_VENV/bin/pip" install -q "$ROOT[test]" 2>&1 | quiet_pip
 chmod -R o+rX "$(dirname "$NL2SQL_VENV")"
 
 # 4. Extension files ----------------------------------------------------------

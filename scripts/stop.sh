@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Stop the demo's local PostgreSQL cluster (started by scripts/demo.sh). Add --delete to remove
+# its data folder too.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
+cd "$ROOT"
+"$NL2SQL_VENV/bin/python" - "$@" <<'PY'
+import sys
+from nl2sql_indexer.cluster import LocalCluster
+from nl2sql_indexer.demo import default_datadir
+c = LocalCluster(default_datadir())
+if not c.initialized:
+    print(f"no cluster at {c.datadir}")
+elif "--delete" in sys.argv[1:]:
+    c.destroy(); print(f"stopped and deleted {c.datadir}")
+else:
+    c.stop(); print(f"stopped {c.datadir}")
+PY
