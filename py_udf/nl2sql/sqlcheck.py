@@ -90,7 +90,7 @@ def cte_names(tree: exp.Expression) -> set[str]:
 
 def referenced_tables(tree: exp.Expression) -> list[str]:
     """Relations a query reads, as ``schema.table`` or ``table`` (lower-cased, CTE names excluded),
-    in order of first appearance. Used for PreSQL-based schema linking (PET-SQL §3.3)."""
+    each once. Used for PreSQL-based schema linking (PET-SQL §3.3)."""
     ctes = cte_names(tree)
     seen: list[str] = []
     for t in tree.find_all(exp.Table):
