@@ -153,7 +153,7 @@ def user_schemas(conn) -> dict[str, int]:
     rows = conn.execute(
         "SELECT n.nspname, count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.relkind IN ('r','p','v','m') AND n.nspname NOT IN ('pg_catalog','information_schema','nl2sql') "
-        "AND n.nspname NOT LIKE 'pg\\_%%' "
+        "AND n.nspname NOT LIKE 'pg\\_%' "
         "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e') "
         "GROUP BY 1 ORDER BY 1").fetchall()
     return {r[0]: r[1] for r in rows}

@@ -143,9 +143,12 @@ def explain_reason(trace: dict | None, err: str | None, cands: list[dict],
     csz = cg["size"] if cg else 0
     wsrc = ",".join(s.split(":", 1)[1] if s.startswith("finsql:") else s for s in win["sources"])
     csrc = ",".join(s.split(":", 1)[1] if s.startswith("finsql:") else s for s in (cg or {}).get("sources", []))
+    n_top = sum(1 for g in groups if g["size"] == win["size"])
     if csz == win["size"]:
-        return f"tie {win['size']}-{csz} broken by speed: chose [{wsrc}] over correct [{csrc}]"
-    return f"outvoted {win['size']} to {csz}: chose [{wsrc}] over correct [{csrc}]"
+        return (f"tie between {n_top} groups of {csz} broken by speed: chose [{wsrc}] over "
+                f"correct [{csrc}]")
+    tie = f" (itself a tie between {n_top} groups of {win['size']}, broken by speed)" if n_top > 1 else ""
+    return f"outvoted {win['size']} to {csz}{tie}: chose [{wsrc}] over correct [{csrc}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         if not p.exists():
             ap.error(f"{p} not found")
     rows = load_questions(qfile, args.limit)
+    if not rows:
+        ap.error(f"{qfile} holds no questions")
     models = model_list(rows, args.models, args.first)
     names = [m["name"] for m in models]
     n = len(rows)
