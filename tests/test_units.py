@@ -92,6 +92,11 @@ def test_clean_model_output_rules():
     assert clean_model_output("Sure! Here is the query:\nSELECT a FROM t") == "SELECT a FROM t"
     assert clean_model_output("SELECT a\\_b FROM t;") == "SELECT a_b FROM t"
     assert clean_model_output(None) == ""
+    # a lone closing fence after the SQL, and prose after it that contains "with"
+    assert clean_model_output("SELECT a FROM t;\n```") == "SELECT a FROM t"
+    assert clean_model_output("SELECT a FROM t;\n```\n\nThis query works with full_name 'x'.") \
+        == "SELECT a FROM t"
+    assert clean_model_output("WITH x AS (SELECT 1) SELECT * FROM x") == "WITH x AS (SELECT 1) SELECT * FROM x"
 
 
 def test_top_level_order_detection():
