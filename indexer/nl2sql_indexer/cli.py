@@ -13,6 +13,8 @@ import sys
 
 from tqdm import tqdm
 
+from nl2sql.indexer import sum_table_counts
+
 
 def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: bool = True) -> dict:
     """Index one database; returns the summed counts. Raises psycopg.Error on failure (e.g. the
@@ -26,16 +28,9 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
                                f"CREATE EXTENSION nl2sql CASCADE in that database first")
         tables = conn.execute("SELECT schema_name, table_name FROM nl2sql._reindex_plan(%s)",
                               (schemas,)).fetchall()
-        out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0,
-               "values_embedded": 0, "fks": 0}
-        for s, t in tqdm(tables, desc="tables", unit="table", disable=not progress):
-            r = conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)", (s, t, force)).fetchone()[0]
-            if r["skipped"]:
-                out["tables_skipped"] += 1
-            else:
-                out["tables_indexed"] += 1
-                for k in ("columns", "values", "values_embedded", "fks"):
-                    out[k] += r[k]
+        out = sum_table_counts(
+            conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)", (s, t, force)).fetchone()[0]
+            for s, t in tqdm(tables, desc="tables", unit="table", disable=not progress))
         fin = conn.execute("SELECT nl2sql._reindex_finish(%s, %s)",
                            (schemas, [f"{s}.{t}" for s, t in tables])).fetchone()[0]
         out.update(fin)

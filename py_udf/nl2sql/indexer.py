@@ -205,21 +205,27 @@ def index_examples(plpy) -> dict:
     return {"examples_added": added, "examples_embedded": len(rows), "examples_total": total}
 
 
+def sum_table_counts(results) -> dict:
+    """Totals over ``index_table`` results: tables indexed/skipped, columns, values,
+    values_embedded, fks."""
+    out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0,
+           "values_embedded": 0, "fks": 0}
+    for r in results:
+        if r["skipped"]:
+            out["tables_skipped"] += 1
+            continue
+        out["tables_indexed"] += 1
+        for k in ("columns", "values", "values_embedded", "fks"):
+            out[k] += r[k]
+    return out
+
+
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
     """Index the catalog of ``schemas`` (default: setting ``schemas``), their cell values and the
     example pool; incremental unless ``force``. Returns counts: tables indexed/skipped/dropped,
     columns, values, foreign keys, examples."""
     tables = plan(plpy, schemas)
-    out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0,
-           "values_embedded": 0, "fks": 0}
-    for s, t in tables:
-        r = index_table(plpy, s, t, force=force)
-        if r["skipped"]:
-            out["tables_skipped"] += 1
-        else:
-            out["tables_indexed"] += 1
-            for k in ("columns", "values", "values_embedded", "fks"):
-                out[k] += r[k]
+    out = sum_table_counts(index_table(plpy, s, t, force=force) for s, t in tables)
     out["tables_dropped"] = drop_missing(plpy, tables, schemas)
     out.update(index_examples(plpy))
     return out
