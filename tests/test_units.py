@@ -74,11 +74,13 @@ def test_check_refuses_with_a_reason(sql, needle):
 
 
 def test_check_accepts_queries_with_ctes_and_set_operations():
-    ok = ["WITH a AS (SELECT name FROM singer) SELECT * FROM a",
-          "SELECT name FROM singer UNION SELECT concert_name FROM concert",
-          "SELECT count(*) FROM public.singer"]
-    for sql in ok:
-        check_candidate(sql, {"singer", "concert", "public.singer"})
+    ok = {"WITH a AS (SELECT name FROM singer) SELECT * FROM a": ["singer"],
+          "SELECT name FROM singer UNION SELECT concert_name FROM concert": ["concert", "singer"],
+          "SELECT count(*) FROM public.singer": ["public.singer"]}
+    for sql, tables in ok.items():
+        tree = check_candidate(sql, {"singer", "concert", "public.singer"})
+        assert sorted(referenced_tables(tree)) == tables  # the CTE name is not a relation
+        assert parse_one(tree.sql(dialect="postgres")) == tree  # what runs is what was checked
 
 
 def test_referenced_tables_excludes_ctes_and_keeps_order():
