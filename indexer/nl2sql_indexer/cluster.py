@@ -11,7 +11,6 @@ import pwd
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 PG_BIN = Path(os.environ.get("NL2SQL_PG_BIN", "/usr/lib/postgresql/15/bin"))

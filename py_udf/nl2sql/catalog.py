@@ -5,8 +5,6 @@ All functions take ``plpy`` (PL/Python's module) and run on the backend's main t
 """
 from __future__ import annotations
 
-import json
-
 from .masking import tokenize
 from .types import Column, ForeignKey, Schema, Table
 
@@ -71,13 +69,15 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
     return Schema(tables=tables, foreign_keys=fks)
 
 
+def relation_names(schema: Schema) -> dict[str, str]:
+    """Lower-cased names a candidate may use (each table's prompt name and ``schema.table``),
+    mapped to the table's prompt name."""
+    return {n: t.name for t in schema.tables for n in (t.name.lower(), f"{t.schema}.{t.table}".lower())}
+
+
 def known_relations(schema: Schema) -> set[str]:
     """Lower-cased names a candidate may use: each table's prompt name and ``schema.table``."""
-    out: set[str] = set()
-    for t in schema.tables:
-        out.add(t.name.lower())
-        out.add(f"{t.schema}.{t.table}".lower())
-    return out
+    return set(relation_names(schema))
 
 
 def question_ngrams(question: str, max_n: int = 4) -> list[str]:
@@ -102,7 +102,3 @@ def values_in_question(plpy, question: str, limit: int = 50) -> list[dict]:
     return [{"schema": r["schema_name"], "table": r["table_name"], "column": r["column_name"],
              "value": r["value"]} for r in rows]
 
-
-def dumps(obj) -> str:
-    """JSON text for jsonb parameters."""
-    return json.dumps(obj, default=str)

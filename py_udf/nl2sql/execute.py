@@ -51,6 +51,39 @@ def _is_cancel(e: Exception) -> bool:
     return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
 
 
+def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
+                   max_rows: int) -> tuple[list[str], float, bool]:
+    """Run ``sql`` through ``nl2sql._run_candidate`` in a subtransaction that is always rolled
+    back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, elapsed ms,
+    whether the watchdog fired). Raises plpy.SPIError when the query fails or is cancelled."""
+    plan = plpy.prepare(
+        "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r", ["text", "text", "int4"])
+    rows: list[str] = []
+    dog = Watchdog(os.getpid(), timeout_ms)
+    t0 = time.perf_counter()
+    failed = False
+    try:
+        with plpy.subtransaction():
+            rows = [r["r"] for r in plpy.execute(plan, [sql, search_path, max_rows])]
+            raise _Rollback()
+    except _Rollback:
+        pass
+    except plpy.SPIError:
+        failed = True
+        raise
+    finally:
+        elapsed = (time.perf_counter() - t0) * 1000
+        fired = dog.stop()
+        if fired and not failed:
+            # the signal may still be pending: let it land on a throwaway statement
+            try:
+                with plpy.subtransaction():
+                    plpy.execute("SELECT 1")
+            except plpy.SPIError:
+                pass
+    return rows, elapsed, fired
+
+
 def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_rows: int,
                   ordered: bool = False) -> Candidate:
     """Execute ``cand.sql`` (already checked) and fill status, result hash, row count, time.
@@ -60,45 +93,23 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
     ``error`` with the server's message. Writes are impossible (read-only subtransaction, rolled
     back). A user's own Ctrl-C is re-raised, never swallowed.
     """
-    plan = plpy.prepare(
-        "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r", ["text", "text", "int4"])
-    rows: list[str] = []
-    dog = Watchdog(os.getpid(), timeout_ms)
     t0 = time.perf_counter()
-    err: Exception | None = None
     try:
-        try:
-            with plpy.subtransaction():
-                res = plpy.execute(plan, [cand.sql, search_path, max_rows])
-                rows = [r["r"] for r in res]
-                raise _Rollback()
-        except _Rollback:
-            pass
-    except plpy.SPIError as e:
-        err = e
-    finally:
+        rows, elapsed, _ = _readonly_rows(plpy, cand.sql, search_path, timeout_ms, max_rows)
+    except plpy.SPIError as err:
         elapsed = (time.perf_counter() - t0) * 1000
-        fired = dog.stop()
-    if fired and err is None:
-        # the signal may still be pending: let it land on a throwaway statement
-        try:
-            with plpy.subtransaction():
-                plpy.execute("SELECT 1")
-        except plpy.SPIError:
-            pass
-    cand.exec_ms = round(elapsed, 3)
-    if err is not None:
+        cand.exec_ms = round(elapsed, 3)
         if _is_cancel(err):
-            if fired or elapsed >= timeout_ms * 0.9:
+            if elapsed >= timeout_ms * 0.9:
                 cand.status, cand.reason = "timeout", f"cancelled after {timeout_ms} ms time limit"
                 return cand
-            raise err  # the user's own cancel
+            raise  # the user's own cancel
         cand.status = "error"
         cand.reason = str(err).splitlines()[0][:500]
         return cand
+    cand.exec_ms = round(elapsed, 3)
     cand.truncated = len(rows) > max_rows
-    rows = rows[:max_rows]
-    parsed = [row_from_json(r) for r in rows]
+    parsed = [row_from_json(r) for r in rows[:max_rows]]
     cand.row_count = len(parsed)
     cand.result_hash = result_signature(parsed, ordered=ordered)
     cand.status = "ok"
@@ -106,25 +117,7 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
 
 
 def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int) -> list[str]:
-    """Rows of a checked query as ``row_to_json`` texts, read-only and time-limited (used by
-    ``nl2sql.ask``). Raises plpy.SPIError on failure or timeout."""
-    plan = plpy.prepare(
-        "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r", ["text", "text", "int4"])
-    dog = Watchdog(os.getpid(), timeout_ms)
-    out: list[str] = []
-    try:
-        try:
-            with plpy.subtransaction():
-                out = [r["r"] for r in plpy.execute(plan, [sql, search_path, max_rows - 1])]
-                raise _Rollback()
-        except _Rollback:
-            pass
-    finally:
-        fired = dog.stop()
-    if fired:
-        try:
-            with plpy.subtransaction():
-                plpy.execute("SELECT 1")
-        except plpy.SPIError:
-            pass
-    return out
+    """Rows of a checked query as ``row_to_json`` texts (at most ``max_rows``), read-only and
+    time-limited (used by ``nl2sql.ask``). Raises plpy.SPIError on failure or timeout."""
+    rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows)
+    return rows[:max_rows]

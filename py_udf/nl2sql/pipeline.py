@@ -109,8 +109,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     t = time.perf_counter()
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
-    known_names = {n: t_.name for t_ in schema.tables
-                   for n in (t_.name.lower(), f"{t_.schema}.{t_.table}".lower())}
+    known_names = catalog.relation_names(schema)
     known = set(known_names)
     t = lap("schema_ms", t)
 

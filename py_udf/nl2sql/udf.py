@@ -12,7 +12,7 @@ from . import examples as ex_mod
 from . import indexer
 from .pipeline import QuestionError, answer, log_trace
 from .settings import ConfigError, get_settings, validate_setting
-from .sqlcheck import CandidateRefused, check_candidate, parse_one, to_sql
+from .sqlcheck import CandidateRefused, check_candidate, parse_one
 from .embed import EmbeddingError
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from .types import Candidate, Vote
