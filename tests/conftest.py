@@ -8,6 +8,7 @@ server runs exactly the code under test.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from nl2sql.loopback import LoopbackLLM  # noqa: E402
 from nl2sql_indexer.cluster import PG_BIN, DEFAULT_VENV, LocalCluster  # noqa: E402
 
 DEMO_DB = "nl2sql_test"
+LOCK_FILE = "/tmp/nl2sql-install.lock"
 
 
 def _sync_installation() -> None:
@@ -46,14 +48,24 @@ def cluster():
     """A fresh cluster in /tmp for the whole session; destroyed afterwards."""
     if not (PG_BIN / "initdb").exists():
         pytest.skip(f"PostgreSQL 15 is not installed ({PG_BIN}); run scripts/install.sh")
-    _sync_installation()
-    base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
-    base.chmod(0o755)
-    c = LocalCluster(base / "data")
-    c.start()
-    yield c
-    c.destroy()
-    shutil.rmtree(base, ignore_errors=True)
+    # One test session at a time installs into the shared extension directory: hold a lock
+    # for the whole session (scripts/dev_locked.sh sets NL2SQL_LOCK_HELD when it holds it).
+    lock = None
+    if not os.environ.get("NL2SQL_LOCK_HELD"):
+        lock = open(LOCK_FILE, "a")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        _sync_installation()
+        base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
+        base.chmod(0o755)
+        c = LocalCluster(base / "data")
+        c.start()
+        yield c
+        c.destroy()
+        shutil.rmtree(base, ignore_errors=True)
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Developers: run a command (a bench, a manual check) against this checkout while holding the
+# lock the test suite takes, after installing this checkout into $NL2SQL_VENV and its extension
+# files into PostgreSQL. Several checkouts (git worktrees) on one machine share PostgreSQL's
+# extension directory; the lock keeps their runs from mixing versions.
+#   bash scripts/dev_locked.sh python bench/replay.py --data ../shared/bench-data
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
+export NL2SQL_VENV NL2SQL_LOCK_HELD=1
+exec 9>>/tmp/nl2sql-install.lock
+flock 9
+"$NL2SQL_VENV/bin/pip" install -q --no-deps --no-build-isolation "$ROOT" >/dev/null
+"$NL2SQL_VENV/bin/python" "$ROOT/scripts/build_extension.py" --install \
+  "$(/usr/lib/postgresql/15/bin/pg_config --sharedir)/extension" >/dev/null
+"$@"
