@@ -21,7 +21,21 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('question_max_chars', '4000'),    -- longer questions are refused
     ('values_per_column', '1000'),     -- distinct string cell values indexed per column
     ('value_max_chars', '200'),        -- longer strings are not indexed as cell values
-    ('llm_timeout_s', '60');           -- default per-call model timeout
+    ('llm_timeout_s', '60'),           -- default per-call model timeout
+    -- generation and selection (README "Generation and selection")
+    ('prompt_variants', '1'),          -- FinSQL prompts per model (MCS-SQL multiple prompts)
+    ('samples_per_model', '1'),        -- samples per prompt and model (self-consistency)
+    ('sample_temperature', '1.0'),     -- temperature for samples of a model configured at 0
+    ('repair_rounds', '3'),            -- repair rounds for failing/empty candidates (ReBoost, max 3)
+    ('value_alignment', 'on'),         -- snap compared literals to indexed cell values
+    ('align_min_trigram', '0.4'),      -- minimum pg_trgm similarity for alignment
+    ('align_min_cosine', '0.8'),       -- minimum embedding cosine for alignment
+    ('confidence_threshold', '0.2'),   -- result groups below this share are dropped (MCS-SQL)
+    ('tie_break', 'fastest'),          -- fastest | priority
+    ('selection', 'majority'),         -- majority | multiple_choice
+    ('selection_model', ''),           -- model for multiple choice ('' = PreSQL writer)
+    ('hardness_voters', ''),           -- JSON {level: [models]} for PET-SQL fine-grained voting
+    ('rewrite_time', 'on');            -- relative time in the question made explicit
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.setting', '');
 
 -- Models: any OpenAI-compatible endpoint. The API key is NOT stored: api_key_env names an
@@ -36,7 +50,9 @@ CREATE TABLE nl2sql.model (
     max_tokens  int NOT NULL DEFAULT 512,
     position    int NOT NULL DEFAULT 0,       -- lowest position writes the PreSQL
     enabled     boolean NOT NULL DEFAULT true,
+    dialect     text NOT NULL DEFAULT 'postgres',  -- SQL dialect it writes (transpiled to postgres)
     CHECK (temperature >= 0 AND temperature <= 2),
+    CHECK (dialect IN ('postgres', 'sqlite', 'mysql')),
     CHECK (timeout_s IS NULL OR timeout_s > 0)
 );
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.model', '');
@@ -238,7 +254,7 @@ $py$;
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
     temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
-    priority int DEFAULT NULL)
+    priority int DEFAULT NULL, dialect text DEFAULT 'postgres')
 RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
@@ -249,18 +265,23 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: api_key_env must be the NAME of a server environment variable, not a key'
             USING HINT = 'put the key in the PostgreSQL server''s environment and pass its name, e.g. OPENAI_API_KEY';
     END IF;
-    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position)
+    IF add_model.dialect IS NULL OR add_model.dialect NOT IN ('postgres', 'sqlite', 'mysql') THEN
+        RAISE EXCEPTION 'nl2sql.add_model: dialect must be postgres, sqlite or mysql, got %', add_model.dialect
+            USING HINT = 'the SQL dialect the model writes; its answers are transpiled to PostgreSQL';
+    END IF;
+    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect)
     VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
             add_model.temperature, add_model.timeout_s, add_model.max_tokens,
-            COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)))
+            COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)),
+            add_model.dialect)
     ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
         model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
         temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
         max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model.priority, m.position),
-        enabled = true;
+        enabled = true, dialect = EXCLUDED.dialect;
 END
 $$;
-COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int) IS
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text) IS
     'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL';
 
 CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean

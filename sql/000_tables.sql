@@ -17,7 +17,21 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('question_max_chars', '4000'),    -- longer questions are refused
     ('values_per_column', '1000'),     -- distinct string cell values indexed per column
     ('value_max_chars', '200'),        -- longer strings are not indexed as cell values
-    ('llm_timeout_s', '60');           -- default per-call model timeout
+    ('llm_timeout_s', '60'),           -- default per-call model timeout
+    -- generation and selection (README "Generation and selection")
+    ('prompt_variants', '1'),          -- FinSQL prompts per model (MCS-SQL multiple prompts)
+    ('samples_per_model', '1'),        -- samples per prompt and model (self-consistency)
+    ('sample_temperature', '1.0'),     -- temperature for samples of a model configured at 0
+    ('repair_rounds', '3'),            -- repair rounds for failing/empty candidates (ReBoost, max 3)
+    ('value_alignment', 'on'),         -- snap compared literals to indexed cell values
+    ('align_min_trigram', '0.4'),      -- minimum pg_trgm similarity for alignment
+    ('align_min_cosine', '0.8'),       -- minimum embedding cosine for alignment
+    ('confidence_threshold', '0.2'),   -- result groups below this share are dropped (MCS-SQL)
+    ('tie_break', 'fastest'),          -- fastest | priority
+    ('selection', 'majority'),         -- majority | multiple_choice
+    ('selection_model', ''),           -- model for multiple choice ('' = PreSQL writer)
+    ('hardness_voters', ''),           -- JSON {level: [models]} for PET-SQL fine-grained voting
+    ('rewrite_time', 'on');            -- relative time in the question made explicit
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.setting', '');
 
 -- Models: any OpenAI-compatible endpoint. The API key is NOT stored: api_key_env names an
@@ -32,7 +46,9 @@ CREATE TABLE nl2sql.model (
     max_tokens  int NOT NULL DEFAULT 512,
     position    int NOT NULL DEFAULT 0,       -- lowest position writes the PreSQL
     enabled     boolean NOT NULL DEFAULT true,
+    dialect     text NOT NULL DEFAULT 'postgres',  -- SQL dialect it writes (transpiled to postgres)
     CHECK (temperature >= 0 AND temperature <= 2),
+    CHECK (dialect IN ('postgres', 'sqlite', 'mysql')),
     CHECK (timeout_s IS NULL OR timeout_s > 0)
 );
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.model', '');

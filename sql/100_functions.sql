@@ -114,7 +114,7 @@ $py$;
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
     temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
-    priority int DEFAULT NULL)
+    priority int DEFAULT NULL, dialect text DEFAULT 'postgres')
 RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
@@ -125,18 +125,23 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: api_key_env must be the NAME of a server environment variable, not a key'
             USING HINT = 'put the key in the PostgreSQL server''s environment and pass its name, e.g. OPENAI_API_KEY';
     END IF;
-    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position)
+    IF add_model.dialect IS NULL OR add_model.dialect NOT IN ('postgres', 'sqlite', 'mysql') THEN
+        RAISE EXCEPTION 'nl2sql.add_model: dialect must be postgres, sqlite or mysql, got %', add_model.dialect
+            USING HINT = 'the SQL dialect the model writes; its answers are transpiled to PostgreSQL';
+    END IF;
+    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect)
     VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
             add_model.temperature, add_model.timeout_s, add_model.max_tokens,
-            COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)))
+            COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)),
+            add_model.dialect)
     ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
         model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
         temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
         max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model.priority, m.position),
-        enabled = true;
+        enabled = true, dialect = EXCLUDED.dialect;
 END
 $$;
-COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int) IS
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text) IS
     'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL';
 
 CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean

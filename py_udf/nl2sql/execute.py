@@ -111,6 +111,7 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
     cand.truncated = len(rows) > max_rows
     parsed = [row_from_json(r) for r in rows[:max_rows]]
     cand.row_count = len(parsed)
+    cand.sample_rows = [r[:300] for r in rows[:3]]  # shown to a multiple-choice selector
     cand.result_hash = result_signature(parsed, ordered=ordered)
     cand.status = "ok"
     return cand

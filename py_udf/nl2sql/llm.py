@@ -49,23 +49,30 @@ def _client(cfg: ModelConfig):
     return _CLIENTS[ck]
 
 
-def call_model(cfg: ModelConfig, messages: list[dict[str, str]]) -> LLMReply:
+def call_model(cfg: ModelConfig, messages: list[dict[str, str]], n: int = 1,
+               temperature: float | None = None) -> LLMReply:
     """One chat-completions call. Never raises: failures come back as ``LLMReply.error`` naming
-    the model, the endpoint and what went wrong. ``latency_ms`` is wall time in milliseconds."""
+    the model, the endpoint and what went wrong. ``latency_ms`` is wall time in milliseconds.
+
+    ``n`` > 1 asks for n samples in one request (self-consistency); ``choices`` holds every
+    sample's text, ``text`` the first. ``temperature`` overrides the model's own."""
     t0 = time.perf_counter()
     try:
         import openai
 
         client = _client(cfg)
         resp = client.chat.completions.create(
-            model=cfg.model, messages=messages, temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens, n=1)
-        text = resp.choices[0].message.content if resp.choices else None
+            model=cfg.model, messages=messages,
+            temperature=cfg.temperature if temperature is None else temperature,
+            max_tokens=cfg.max_tokens, n=max(1, int(n)))
+        texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
+        text = texts[0] if texts else None
         usage = resp.usage
         return LLMReply(model=cfg.name, text=text, error=None if text else "empty answer",
                         latency_ms=(time.perf_counter() - t0) * 1000,
                         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
+                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                        choices=texts)
     except ModelError as e:
         err = str(e)
     except openai.APITimeoutError:
@@ -82,14 +89,14 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]]) -> LLMReply:
                     latency_ms=(time.perf_counter() - t0) * 1000)
 
 
-def call_models(calls: list[tuple[ModelConfig, list[dict[str, str]]]],
-                on_wait: Callable[[], None] | None = None) -> list[LLMReply]:
+def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None) -> list[LLMReply]:
     """Run several model calls concurrently; returns replies in the order of ``calls``.
 
+    Each call is ``(cfg, messages)`` or ``(cfg, messages, n, temperature)`` (see call_model).
     ``on_wait`` is called every ``WAIT_SLICE_S`` seconds while waiting (it may raise to cancel,
     e.g. QueryCanceled from a trivial SPI call; outstanding calls are then abandoned).
     """
-    futures: list[Future] = [_pool().submit(call_model, cfg, msgs) for cfg, msgs in calls]
+    futures: list[Future] = [_pool().submit(call_model, *call) for call in calls]
     pending = set(futures)
     while pending:
         _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)

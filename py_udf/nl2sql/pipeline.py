@@ -1,28 +1,37 @@
 """One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
 
-question → mask & embed → top-k examples (masked-question cosine) → PreSQL (first model,
-reference-enhanced prompt over the indexed schema) → schema linking (tables parsed from PreSQL)
-→ FinSQL (every model, concurrently, prompt with the linked tables only) → check → execute
-(read-only, time-limited) → vote (largest result group; tie → fastest) → log.
+question → rewrite relative time (ReBoost) → mask & embed → top-k examples (masked-question
+cosine) → PreSQL (first model, reference-enhanced prompt over the indexed schema) → schema
+linking (tables parsed from PreSQL) → PreSQL hardness routes the voters (PET-SQL fine-grained
+voting) → FinSQL (models × prompt variants × samples, concurrently, linked tables only) →
+clean → check → align values → execute (read-only, time-limited) → repair failing/empty
+candidates (≤ 3 rounds) → selection (MCS-SQL: filter, confidence threshold, majority with ties
+to the fastest, optional multiple choice) → log.
 
-Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4.
+Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4; MCS-SQL (Lee
+et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 """
 from __future__ import annotations
 
 import json
 import time
+from datetime import date
 from typing import Any
 
 from . import catalog, prompts
+from .alignment import ValueIndex
+from .cleaning import clean
 from .embed import embed, to_pgvector
-from .execute import run_candidate
+from .generation import Evaluator, candidates_from, finsql_calls
+from .hardness import hardness, parse_voters, route
 from .llm import call_models
 from .masking import mask_question
-from .settings import get_models, get_settings
-from .sqlcheck import CandidateRefused, check_candidate, clean_model_output, parse_one, \
-    referenced_tables, to_sql
-from .types import Candidate, Example, LLMReply
-from .vote import vote
+from .repair import repair_loop
+from .rewriting import needs_rewrite, rewrite_relative_time
+from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
+from .settings import ConfigError, get_models, get_settings
+from .sqlcheck import CandidateRefused, parse_one, referenced_tables
+from .types import Candidate, Example, LLMReply, ModelConfig
 
 
 class QuestionError(ValueError):
@@ -107,6 +116,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
                              "models": [m.name for m in models]}
     t = time.perf_counter()
+    q_prompt = rewrite_question(plpy, q, st, trace)  # ReBoost query rewriting (relative time)
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
     known_names = catalog.relation_names(schema)
@@ -116,14 +126,17 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     values = catalog.values_in_question(plpy, q)
     names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
     masked = mask_question(q, names=names, values=[v["value"] for v in values])
-    examples, _ = retrieve_examples(plpy, masked, int(st["k_examples"]))
+    k = int(st["k_examples"])
+    variants = int(st["prompt_variants"])
+    pool, _ = retrieve_examples(plpy, masked, k * 2 if variants > 1 else k)
+    examples = pool[:k]
     trace.update({"masked_question": masked, "values_in_question": values,
                   "examples": [e.__dict__ for e in examples]})
     t = lap("retrieval_ms", t)
 
     # PreSQL: the first model, full schema, reference-enhanced prompt.
     n_values = int(st["sample_values"])
-    pre_prompt = prompts.build_prompt(q, schema, examples, n_values, evidence)
+    pre_prompt = prompts.build_prompt(q_prompt, schema, examples, n_values, evidence)
     t = lap("prompt_ms", t)
     wait_ms = 0.0
 
@@ -133,61 +146,94 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     tw = time.perf_counter()
     pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
     wait_ms += (time.perf_counter() - tw) * 1000
-    presql = clean_model_output(pre_reply.text) if pre_reply.text else None
+    t = time.perf_counter()
+    pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
+    presql = pre_clean.sql if pre_clean else None
     linked = link_tables(presql, known_names)
-    trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql}
+    trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql,
+                       "cleaning": pre_clean.steps if pre_clean else []}
     trace["linked_tables"] = linked
     trace["linking"] = "presql" if linked else "full schema (PreSQL named no known table)"
 
-    # FinSQL: every model, linked schema only, concurrently.
+    # PET-SQL fine-grained voting: PreSQL's hardness picks the FinSQL writers/voters.
+    level = hardness(presql) if presql else None
+    voters, why = route(level, parse_voters(st["hardness_voters"]), [m.name for m in models])
+    fin_models = [m for m in models if m.name in voters]
+    trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
+
+    # FinSQL: routed models × prompt variants × samples, linked schema only, concurrently.
     fin_schema = schema.subset(set(linked)) if linked else schema
-    fin_prompt = prompts.build_prompt(q, fin_schema, examples, n_values, evidence)
+    calls = finsql_calls(fin_models, q_prompt, fin_schema, pool, k, n_values, evidence,
+                         variants=variants, samples=int(st["samples_per_model"]),
+                         sample_temperature=float(st["sample_temperature"]))
+    t = lap("finsql_prompt_ms", t)
+    tw = time.perf_counter()
+    fin_replies = call_models([c.as_call() for c in calls], on_wait)
+    wait_ms += (time.perf_counter() - tw) * 1000
     t = time.perf_counter()
-    fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait)
-    wait_ms += (time.perf_counter() - t) * 1000
-    trace["finsql"] = {"prompt": fin_prompt, "replies": [_reply_json(r) for r in fin_replies]}
+    trace["finsql"] = {"prompt": calls[0].prompt if calls else None,
+                       "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is fin_models[0]],
+                       "replies": [_reply_json(r) for r in fin_replies]}
+
+    # Candidates: every FinSQL sample, and the PreSQL.
+    cands = candidates_from(calls, fin_replies)
+    if st["presql_votes"] == "on":
+        pc = Candidate(source=f"presql:{pre_reply.model}", model=pre_reply.model,
+                       raw_text=pre_reply.text, prompt=pre_prompt)
+        if pre_reply.error or not pre_reply.text:
+            pc.status, pc.reason = "refused", f"no answer: {pre_reply.error or 'empty'}"
+        cands.append(pc)
+    index = None
+    if st["value_alignment"] == "on":
+        index = ValueIndex(plpy, int(st["values_per_column"]), int(st["value_max_chars"]),
+                           float(st["align_min_trigram"]), float(st["align_min_cosine"]))
+    ev = Evaluator(plpy=plpy, schema=schema, known=known, search_path=search_path,
+                   timeout_ms=int(st["candidate_timeout_ms"]), max_rows=int(st["max_rows"]),
+                   dialects={m.name: m.dialect for m in models}, values=index)
+    for c in cands:
+        if c.status == "pending":
+            ev.run(c, c.raw_text)
+    t = lap("execute_ms", t)
+
+    # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
+    rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
+                      values, int(st["repair_rounds"]), on_wait)
+    wait_ms += rep["llm_wait_ms"]
+    trace["repair"] = rep
     t = time.perf_counter()
 
-    # Candidates: every FinSQL, and the PreSQL.
-    cands: list[Candidate] = []
-    for r in fin_replies:
-        cands.append(Candidate(source=f"finsql:{r.model}", model=r.model, raw_text=r.text))
-    if st["presql_votes"] == "on":
-        cands.append(Candidate(source=f"presql:{pre_reply.model}", model=pre_reply.model,
-                               raw_text=pre_reply.text))
-    replies = {f"finsql:{r.model}": r for r in fin_replies}
-    replies[f"presql:{pre_reply.model}"] = pre_reply
-    timeout_ms = int(st["candidate_timeout_ms"])
-    max_rows = int(st["max_rows"])
-    for c in cands:
-        rep = replies[c.source]
-        if rep.error or not c.raw_text:
-            c.status, c.reason = "refused", f"no answer: {rep.error or 'empty'}"
-            continue
-        try:
-            tree = check_candidate(clean_model_output(c.raw_text), known)
-        except CandidateRefused as e:
-            c.status, c.reason = "refused", str(e)
-            continue
-        c.sql = to_sql(tree)
-        c.tables = referenced_tables(tree)
-        run_candidate(plpy, c, search_path, timeout_ms, max_rows)
-    t = lap("execute_ms", t)
-    v = vote(cands)
-    t = lap("vote_ms", t)
+    # Selection (MCS-SQL): filter, confidence threshold, majority; optional multiple choice.
+    v = select(cands, float(st["confidence_threshold"]), st["tie_break"],
+               [m.name for m in models])
+    mc_replies: list[LLMReply] = []
+    if st["selection"] == "multiple_choice" and len(v.groups) > 1:
+        mc_model = pick_selection_model(models, st["selection_model"])
+        rows = {c.result_hash: c.sample_rows for c in cands if c.status == "ok"}
+        mc_prompt = multiple_choice_prompt(q_prompt, v.groups, prompts.render_schema(fin_schema, n_values),
+                                           rows, evidence)
+        t = lap("vote_ms", t)
+        tw = time.perf_counter()
+        mc_replies = call_models([(mc_model, prompts.messages(mc_prompt))], on_wait)
+        wait_ms += (time.perf_counter() - tw) * 1000
+        t = time.perf_counter()
+        choice = parse_choice(mc_replies[0].text, len(v.groups))
+        v = apply_choice(v, choice, mc_model.name, mc_replies[0].text or mc_replies[0].error)
+        trace["multiple_choice"] = {"model": mc_model.name, "prompt": mc_prompt,
+                                    "reply": _reply_json(mc_replies[0]), "choice": choice}
+    timings["vote_ms"] = round(timings.get("vote_ms", 0.0) + (time.perf_counter() - t) * 1000, 3)
 
     trace["candidates"] = [c.to_json() for c in cands]
     trace["vote"] = {"sql": v.sql, "confidence": v.confidence, "reason": v.reason,
-                     "groups": v.groups}
+                     "method": v.method, "groups": v.groups, "dropped": v.dropped}
     trace["sql"] = v.sql
     trace["confidence"] = v.confidence
-    all_replies = [pre_reply, *fin_replies]
+    all_replies = [pre_reply, *fin_replies, *mc_replies]
     trace["tokens"] = {
-        "prompt": sum(r.prompt_tokens for r in all_replies),
-        "completion": sum(r.completion_tokens for r in all_replies),
+        "prompt": sum(r.prompt_tokens for r in all_replies) + rep["prompt_tokens"],
+        "completion": sum(r.completion_tokens for r in all_replies) + rep["completion_tokens"],
     }
     if v.sql is None:
-        if all(r.error for r in all_replies):
+        if all(r.error for r in [pre_reply, *fin_replies]):
             trace["error"] = ("nl2sql: every model failed: "
                               + "; ".join(sorted({r.error for r in all_replies if r.error})))
         else:
@@ -199,6 +245,34 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     timings["overhead_ms"] = round(total - wait_ms, 3)
     trace["timings"] = timings
     return trace
+
+
+def rewrite_question(plpy, q: str, st: dict[str, str], trace: dict[str, Any]) -> str:
+    """The question as the prompts show it: relative time made explicit from the database's
+    ``now()`` when setting ``rewrite_time`` is on (ReBoost §3.1; see rewriting.py). Records
+    ``trace["rewriting"]`` when something was rewritten."""
+    if st["rewrite_time"] != "on" or not needs_rewrite(q):
+        return q
+    today = plpy.execute("SELECT (pg_catalog.now())::date::text AS d")[0]["d"]
+    rw = rewrite_relative_time(q, date.fromisoformat(today))
+    if rw.rewrites:
+        trace["rewriting"] = {"original": q, "rewritten": rw.question, "today": rw.today,
+                              "rewrites": [r.__dict__ for r in rw.rewrites]}
+    return rw.question
+
+
+def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
+    """The model for multiple-choice selection: setting ``selection_model``, or the PreSQL
+    writer when empty. Raises ConfigError when the named model is not enabled."""
+    if not name:
+        return models[0]
+    for m in models:
+        if m.name == name:
+            return m
+    raise ConfigError(f"nl2sql: setting 'selection_model' names {name!r}, which is not an "
+                      f"enabled model ({', '.join(m.name for m in models)}); fix it with "
+                      f"SELECT nl2sql.set_setting('selection_model', '<name>') or '' for the "
+                      f"PreSQL writer")
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:

@@ -14,6 +14,20 @@ DEFAULTS: dict[str, str] = {
     "values_per_column": "1000",
     "value_max_chars": "200",
     "llm_timeout_s": "60",
+    # generation and selection (issue 5; see README "Generation and selection")
+    "prompt_variants": "1",
+    "samples_per_model": "1",
+    "sample_temperature": "1.0",
+    "repair_rounds": "3",
+    "value_alignment": "on",
+    "align_min_trigram": "0.4",
+    "align_min_cosine": "0.8",
+    "confidence_threshold": "0.2",
+    "tie_break": "fastest",
+    "selection": "majority",
+    "selection_model": "",
+    "hardness_voters": "",
+    "rewrite_time": "on",
 }
 
 
@@ -52,6 +66,8 @@ def validate_setting(key: str, value: str) -> str:
         if f <= 0:
             raise ConfigError("setting 'llm_timeout_s' must be > 0")
         return str(f)
+    if key in GENERATION_KEYS:
+        return validate_generation_setting(key, v)
     if key == "presql_votes":
         if v.lower() not in {"on", "off", "true", "false"}:
             raise ConfigError("setting 'presql_votes' must be on or off")
@@ -66,7 +82,7 @@ def get_models(plpy) -> list[ModelConfig]:
     to add one with ``nl2sql.add_model``."""
     st = get_settings(plpy)
     rows = plpy.execute(
-        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens "
+        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect "
         "FROM nl2sql.model WHERE enabled ORDER BY position, name")
     if not rows:
         raise ConfigError(
@@ -77,5 +93,72 @@ def get_models(plpy) -> list[ModelConfig]:
     return [ModelConfig(name=r["name"], model=r["model"], base_url=r["base_url"],
                         api_key_env=r["api_key_env"], temperature=float(r["temperature"]),
                         timeout_s=float(r["timeout_s"] or st["llm_timeout_s"]),
-                        max_tokens=int(r["max_tokens"]))
+                        max_tokens=int(r["max_tokens"]), dialect=r["dialect"] or "postgres")
             for r in rows]
+
+
+GENERATION_KEYS = {"prompt_variants", "samples_per_model", "sample_temperature", "repair_rounds",
+                   "value_alignment", "align_min_trigram", "align_min_cosine",
+                   "confidence_threshold", "tie_break", "selection", "selection_model",
+                   "hardness_voters", "rewrite_time"}
+
+
+def validate_generation_setting(key: str, v: str) -> str:
+    """Validate one generation/selection setting (issue 5); returns it normalized. Raises
+    ConfigError naming the key, the allowed values and what was given."""
+    def integer(lo: int, hi: int) -> str:
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"setting {key!r} must be an integer from {lo} to {hi}, got {v!r}") from None
+        if not lo <= n <= hi:
+            raise ConfigError(f"setting {key!r} must be from {lo} to {hi}, got {n}")
+        return str(n)
+
+    def number(lo: float, hi: float) -> str:
+        try:
+            f = float(v)
+        except ValueError:
+            raise ConfigError(f"setting {key!r} must be a number from {lo:g} to {hi:g}, got {v!r}") from None
+        if not lo <= f <= hi:
+            raise ConfigError(f"setting {key!r} must be from {lo:g} to {hi:g}, got {f:g}")
+        return str(f)
+
+    def onoff() -> str:
+        if v.lower() not in {"on", "off", "true", "false"}:
+            raise ConfigError(f"setting {key!r} must be on or off, got {v!r}")
+        return "on" if v.lower() in {"on", "true"} else "off"
+
+    if key == "prompt_variants":
+        return integer(1, 8)
+    if key == "samples_per_model":
+        return integer(1, 16)
+    if key == "sample_temperature":
+        return number(0.0, 2.0)
+    if key == "repair_rounds":
+        return integer(0, 3)
+    if key in {"value_alignment", "rewrite_time"}:
+        return onoff()
+    if key in {"align_min_trigram", "align_min_cosine", "confidence_threshold"}:
+        return number(0.0, 1.0)
+    if key == "tie_break":
+        if v.lower() not in {"fastest", "priority"}:
+            raise ConfigError(f"setting 'tie_break' must be fastest or priority, got {v!r}")
+        return v.lower()
+    if key == "selection":
+        if v.lower() not in {"majority", "multiple_choice"}:
+            raise ConfigError(f"setting 'selection' must be majority or multiple_choice, got {v!r}")
+        return v.lower()
+    if key == "selection_model":
+        return v  # a model name, or empty for the PreSQL writer; checked when used
+    if key == "hardness_voters":
+        from .hardness import parse_voters
+
+        try:
+            parsed = parse_voters(v)
+        except ValueError as e:
+            raise ConfigError(f"setting 'hardness_voters': {e}") from None
+        import json
+
+        return json.dumps(parsed) if parsed else ""
+    raise ConfigError(f"unknown setting {key!r}")

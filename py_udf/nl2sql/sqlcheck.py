@@ -6,8 +6,6 @@ subtransaction under a time limit (see ``execute.py`` and DESIGN.md "Safety mode
 """
 from __future__ import annotations
 
-import re
-
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -40,40 +38,13 @@ class CandidateRefused(ValueError):
     """A candidate failed the check; ``str(e)`` says why, for the trace."""
 
 
-_SQL_START = re.compile(r"^\s*(select|with)\b", re.IGNORECASE | re.MULTILINE)
-_LANG_TAGS = {"sql", "postgresql", "postgres", "pgsql", "sqlite", "mysql", ""}
-
-
-def _strip_lang_tag(piece: str) -> str:
-    first, sep, rest = piece.partition("\n")
-    return rest if sep and first.strip().lower() in _LANG_TAGS else piece
-
-
 def clean_model_output(text: str | None) -> str:
-    """Turn a model's chat answer into SQL text.
+    """Turn a model's chat answer into SQL text (the SQL of ``cleaning.clean``; see there for
+    the steps: fences, leading/trailing prose, markdown escapes, ``#`` comments, dialects).
+    Returns the stripped SQL text (may be empty)."""
+    from .cleaning import clean
 
-    Handles fenced markdown (```sql ... ```, also a lone closing fence after the SQL), leading
-    prose before the first line that starts with SELECT/WITH, trailing prose after a fence, and
-    markdown escapes (``\\_``). Returns the stripped SQL text (may be empty).
-    Source: the "no explanation" output rule of DAIL-SQL §3.1; issue 5 extends the cleaning.
-    """
-    if not text:
-        return ""
-    t = text.strip()
-    if "```" in t:
-        pieces = [_strip_lang_tag(p) for p in t.split("```")]
-        sqlish = [p for p in pieces if _SQL_START.match(p)]
-        fenced = [p for i, p in enumerate(pieces) if i % 2 == 1 and p.strip()]
-        t = (sqlish or fenced or [t])[0].strip()
-    t = t.replace("\\_", "_").replace("\\*", "*")
-    m = _SQL_START.search(t)
-    if m:
-        t = t[m.start():]
-    else:  # SQL starting mid-line after prose ("Here it is: SELECT ...")
-        i = t.lower().find("select")
-        if i >= 0:
-            t = t[i:]
-    return t.strip().rstrip(";").strip()
+    return clean(text).sql
 
 
 def parse_one(sql: str) -> exp.Expression:

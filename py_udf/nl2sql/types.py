@@ -86,6 +86,7 @@ class ModelConfig:
     temperature: float = 0.0
     timeout_s: float = 60.0
     max_tokens: int = 512
+    dialect: str = "postgres"   # SQL dialect the model writes (cleaning transpiles to postgres)
 
 
 @dataclass
@@ -98,6 +99,7 @@ class LLMReply:
     latency_ms: float
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    choices: list[str] = field(default_factory=list)  # all n samples (self-consistency)
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Candidate:
     failed), ``timeout``, ``ok``. ``result_hash`` identifies the result as a multiset of rows.
     """
 
-    source: str            # "presql:<model>" or "finsql:<model>"
+    source: str            # "presql:<model>" or "finsql:<model>" (+ "#p<prompt>s<sample>")
     model: str
     raw_text: str | None
     sql: str | None = None
@@ -119,10 +121,17 @@ class Candidate:
     truncated: bool = False
     exec_ms: float | None = None
     tables: list[str] = field(default_factory=list)
+    cleaning: list[str] = field(default_factory=list)      # cleaning steps applied (cleaning.py)
+    alignments: list[dict[str, Any]] = field(default_factory=list)  # literals snapped to cell values
+    repairs: list[dict[str, Any]] = field(default_factory=list)     # repair rounds (repair.py)
+    sample_rows: list[str] = field(default_factory=list)   # first rows (row_to_json text)
+    prompt: str | None = None          # the FinSQL prompt variant it answered (not in the trace)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-able dict for the trace."""
-        return asdict(self)
+        """JSON-able dict for the trace (the prompt is in the trace's ``finsql`` part)."""
+        d = asdict(self)
+        d.pop("prompt", None)
+        return d
 
 
 @dataclass
@@ -134,3 +143,5 @@ class Vote:
     confidence: float
     groups: list[dict[str, Any]]
     reason: str
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # below the confidence threshold
+    method: str = "majority"

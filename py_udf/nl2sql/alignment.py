@@ -1,0 +1,212 @@
+"""Value alignment: a string literal that a candidate compares with a column, but that is not a
+cell value of that column, is replaced by the closest indexed value of the column.
+
+Models write 'stealth' where the data says 'Stealth', 'USA' where it says 'United States',
+'Dark Horse' where it says 'Dark Horse Comics'; the query then runs and returns nothing. For each
+comparison ``column = 'literal'``, ``column <> 'literal'`` and ``column IN ('a', 'b')`` whose
+column resolves (through the query's table aliases, or uniquely among the tables it reads) to an
+indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order:
+
+1. exactly — a cell value: nothing to do;
+2. case-insensitively (``lower(value) = lower(literal)``);
+3. by trigram similarity (pg_trgm ``similarity``) ≥ ``align_min_trigram``;
+4. by embedding cosine similarity (pgvector, all-MiniLM-L6-v2) ≥ ``align_min_cosine``.
+
+A literal is only replaced when the column's index is complete (fewer indexed values than the
+``values_per_column`` cap, and the literal no longer than ``value_max_chars``): otherwise the
+literal could be a real value that was not indexed. Each replacement is recorded (column, from,
+to, method, score) in the candidate's trace. Parsing and rewriting use sqlglot.
+
+Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
+database's values (value retrieval by exact match, edit/trigram similarity and embeddings).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from .types import Schema
+
+
+@dataclass
+class Lookup:
+    """The best indexed value for one (column, literal): ``value`` None when nothing is close
+    enough or the column cannot be aligned (``reason`` says why)."""
+
+    value: str | None
+    method: str | None = None       # exact | case | trigram | vector
+    score: float | None = None
+    reason: str | None = None
+
+
+def _table_map(tree: exp.Expression, schema: Schema) -> tuple[dict[str, Any], list[Any]]:
+    """Alias/name (lower-cased) → schema Table for every table the query reads, and the list
+    of those tables (each once)."""
+    by_prompt = {t.name.lower(): t for t in schema.tables}
+    by_full = {f"{t.schema}.{t.table}".lower(): t for t in schema.tables}
+    aliases: dict[str, Any] = {}
+    used: list[Any] = []
+    for node in tree.find_all(exp.Table):
+        if not node.name:
+            continue
+        db = node.args.get("db")
+        key = f"{db.name}.{node.name}".lower() if db else node.name.lower()
+        t = by_full.get(key) if db else by_prompt.get(key)
+        if t is None:
+            continue
+        aliases[node.alias_or_name.lower()] = t
+        aliases.setdefault(node.name.lower(), t)
+        if t not in used:
+            used.append(t)
+    return aliases, used
+
+
+def resolve_column(col: exp.Column, aliases: dict[str, Any], used: list[Any]) -> tuple[str, str, str] | None:
+    """(schema, table, column) of a column reference: through its qualifier, or — unqualified —
+    the only table the query reads that has such a column. None when it does not resolve."""
+    name = col.name.lower()
+    if col.table:
+        t = aliases.get(col.table.lower())
+        tables = [t] if t is not None else []
+    else:
+        tables = used
+    hits = [(t.schema, t.table, c.name) for t in tables for c in t.columns if c.name.lower() == name]
+    return hits[0] if len(hits) == 1 else None
+
+
+def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.Literal, tuple[str, str, str]]]:
+    """String literals compared with a resolvable column by ``=``, ``<>`` / ``!=`` or ``IN``
+    (either side), with the column each is compared with."""
+    aliases, used = _table_map(tree, schema)
+    out: list[tuple[exp.Literal, tuple[str, str, str]]] = []
+    for node in tree.find_all(exp.EQ, exp.NEQ, exp.In):
+        if isinstance(node, exp.In):
+            col, lits = node.this, [e for e in node.expressions]
+        else:
+            a, b = node.this, node.expression
+            col, lits = (a, [b]) if isinstance(a, exp.Column) else (b, [a])
+        if not isinstance(col, exp.Column):
+            continue
+        lits = [x for x in lits if isinstance(x, exp.Literal) and x.is_string]
+        if not lits:
+            continue
+        where = resolve_column(col, aliases, used)
+        if where is None:
+            continue
+        out.extend((lit, where) for lit in lits)
+    return out
+
+
+class ValueIndex:
+    """Lookups in ``nl2sql.cell_value`` for one question, cached (the same literal in nine
+    candidates is looked up once). Runs on the backend's main thread (``plpy``)."""
+
+    def __init__(self, plpy, values_per_column: int, value_max_chars: int,
+                 min_trigram: float, min_cosine: float):
+        self.plpy = plpy
+        self.cap = values_per_column
+        self.max_chars = value_max_chars
+        self.min_trigram = min_trigram
+        self.min_cosine = min_cosine
+        self._counts: dict[tuple[str, str, str], int] = {}
+        self._cache: dict[tuple[str, str, str, str], Lookup] = {}
+        self._plans: dict[str, Any] = {}
+        self.lookups = 0
+
+    def _plan(self, name: str, sql: str, types: list[str]):
+        if name not in self._plans:
+            self._plans[name] = self.plpy.prepare(sql, types)
+        return self._plans[name]
+
+    def column_count(self, col: tuple[str, str, str]) -> int:
+        """Indexed values of a column (0: not a string column, or not indexed)."""
+        if col not in self._counts:
+            plan = self._plan("count", "SELECT count(*) AS n FROM nl2sql.cell_value WHERE "
+                              "schema_name = $1 AND table_name = $2 AND column_name = $3",
+                              ["text", "text", "text"])
+            self._counts[col] = int(self.plpy.execute(plan, list(col))[0]["n"])
+        return self._counts[col]
+
+    def closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
+        """The best indexed value of ``col`` for ``literal`` (see the module docstring)."""
+        key = (*col, literal)
+        if key in self._cache:
+            return self._cache[key]
+        res = self._closest(col, literal)
+        self._cache[key] = res
+        return res
+
+    def _closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
+        n = self.column_count(col)
+        if n == 0:
+            return Lookup(None, reason="column has no indexed cell values")
+        if n >= self.cap:
+            return Lookup(None, reason=f"column has {n} indexed values (the cap): index may be "
+                                       "incomplete")
+        if len(literal) > self.max_chars or not literal.strip():
+            return Lookup(None, reason="literal longer than value_max_chars or blank")
+        self.lookups += 1
+        plan = self._plan(
+            "near",
+            "SELECT value, value = $4 AS exact, lower(value) = lower($4) AS ci, "
+            "similarity(value, $4) AS sim FROM nl2sql.cell_value "
+            "WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 "
+            "AND (lower(value) = lower($4) OR similarity(value, $4) >= $5) "
+            "ORDER BY value = $4 DESC, lower(value) = lower($4) DESC, similarity(value, $4) DESC, "
+            "value LIMIT 1",
+            ["text", "text", "text", "text", "float4"])
+        rows = self.plpy.execute(plan, [*col, literal, self.min_trigram])
+        if rows:
+            r = rows[0]
+            if r["exact"]:
+                return Lookup(literal, "exact", 1.0)
+            if r["ci"]:
+                return Lookup(r["value"], "case", 1.0)
+            return Lookup(r["value"], "trigram", round(float(r["sim"]), 4))
+        if self.min_cosine > 1.0:
+            return Lookup(None, reason="no value within the trigram threshold")
+        from .embed import embed, to_pgvector
+
+        vec = to_pgvector(embed([literal])[0])
+        plan = self._plan(
+            "vec",
+            "SELECT value, 1 - (embedding <=> $4::vector) AS cos FROM nl2sql.cell_value "
+            "WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 "
+            "ORDER BY embedding <=> $4::vector LIMIT 1",
+            ["text", "text", "text", "text"])
+        rows = self.plpy.execute(plan, [*col, vec])
+        if rows and float(rows[0]["cos"]) >= self.min_cosine:
+            return Lookup(rows[0]["value"], "vector", round(float(rows[0]["cos"]), 4))
+        best = f" (best {rows[0]['value']!r} at cosine {float(rows[0]['cos']):.2f})" if rows else ""
+        return Lookup(None, reason=f"no value close enough{best}")
+
+    def nearest_values(self, col: tuple[str, str, str], literal: str, k: int = 3) -> list[str]:
+        """Up to ``k`` indexed values of ``col`` most similar to ``literal`` by trigram (for
+        repair prompts)."""
+        if self.column_count(col) == 0:
+            return []
+        plan = self._plan(
+            "topk",
+            "SELECT value FROM nl2sql.cell_value WHERE schema_name = $1 AND table_name = $2 "
+            "AND column_name = $3 ORDER BY similarity(value, $4) DESC, value LIMIT $5",
+            ["text", "text", "text", "text", "int4"])
+        return [r["value"] for r in self.plpy.execute(plan, [*col, literal, k])]
+
+
+def align_values(tree: exp.Expression, schema: Schema, index: ValueIndex) -> tuple[exp.Expression, list[dict[str, Any]]]:
+    """Replace each compared string literal that is not a cell value of its column by the
+    closest indexed value (module docstring). Returns (the tree, changed in place, and the list
+    of alignments ``{"column", "from", "to", "method", "score"}``). Never raises for a literal
+    that cannot be aligned: it is left as is."""
+    done: list[dict[str, Any]] = []
+    for lit, col in literal_comparisons(tree, schema):
+        text = lit.this
+        found = index.closest(col, text)
+        if found.value is None or found.method == "exact" or found.value == text:
+            continue
+        lit.replace(exp.Literal.string(found.value))
+        done.append({"column": ".".join(col), "from": text, "to": found.value,
+                     "method": found.method, "score": found.score})
+    return tree, done

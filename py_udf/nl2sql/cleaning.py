@@ -1,0 +1,212 @@
+"""Model output cleaning: a chat model's answer text → one SQL statement, every step recorded.
+
+What live models (and the recorded BIRD predictions) send back besides bare SQL: markdown code
+fences, prose before the query ("Here is the query:"), explanations after it, markdown escapes
+(``\\_``, ``\\*``), MySQL-style ``#`` comments, a trailing semicolon, and another dialect
+(SQLite's double-quoted strings, MySQL's backticks). ``clean`` undoes each of these and names
+what it did, so the trace shows exactly how the executed SQL was derived from the model's text.
+
+Every judgement about SQL structure is made by sqlglot (its tokenizer finds the statement end
+and ``#`` comments outside string literals; its parser decides whether a text is PostgreSQL or
+needs transpiling). Only the markdown/prose layer around the SQL is handled as text.
+
+Sources: DAIL-SQL (Gao et al. 2023) §3.1, the "no explanation" output rule (models still
+explain); OpenSearch-SQL (Xie et al. 2024) §3.5, style alignment of generated SQL; the
+transpiling of SQLite predictions follows the BIRD PostgreSQL release's dialect notes.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+TARGET = "postgres"
+DIALECTS = ("postgres", "sqlite", "mysql")
+# Dialects tried, in order, when the text does not parse as PostgreSQL.
+FALLBACK_DIALECTS = ("sqlite", "mysql")
+
+_SQL_START = re.compile(r"^\s*(select|with)\b", re.IGNORECASE | re.MULTILINE)
+_LANG_TAGS = {"sql", "postgresql", "postgres", "pgsql", "sqlite", "mysql", ""}
+
+
+@dataclass
+class Cleaned:
+    """The outcome of cleaning one model answer.
+
+    ``sql``: the SQL text (PostgreSQL unless transpiling failed; may be empty);
+    ``steps``: names of the steps applied, in order (``fence``, ``leading_prose``,
+    ``trailing_prose``, ``markdown_escape``, ``hash_comment``, ``trailing_semicolon``,
+    ``transpile:<dialect>``); ``dialect``: the dialect the text was read as.
+    """
+
+    sql: str
+    steps: list[str] = field(default_factory=list)
+    dialect: str = TARGET
+
+
+def _strip_lang_tag(piece: str) -> str:
+    first, sep, rest = piece.partition("\n")
+    return rest if sep and first.strip().lower() in _LANG_TAGS else piece
+
+
+def _tokens(text: str, dialect: str = TARGET):
+    """sqlglot tokens of ``text`` (None when it does not tokenize, e.g. an open quote)."""
+    try:
+        return sqlglot.Dialect.get_or_raise(dialect).tokenize(text)
+    except (TokenError, ParseError, ValueError):
+        return None
+
+
+def parses_as(text: str, dialect: str) -> bool:
+    """True when ``text`` parses as exactly one statement of ``dialect`` (sqlglot)."""
+    try:
+        trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
+    except (ParseError, TokenError, ValueError):
+        return False
+    return len(trees) == 1
+
+
+def _unfence(t: str, steps: list[str]) -> str:
+    if "```" not in t:
+        return t
+    pieces = [_strip_lang_tag(p) for p in t.split("```")]
+    sqlish = [p for p in pieces if _SQL_START.match(p)]
+    fenced = [p for i, p in enumerate(pieces) if i % 2 == 1 and p.strip()]
+    chosen = (sqlish or fenced or [t])[0]
+    steps.append("fence")
+    before, _, after = t.partition(chosen)
+    if after.strip(" \n`"):
+        steps.append("trailing_prose")
+    return chosen.strip()
+
+
+def _cut_leading_prose(t: str, steps: list[str]) -> str:
+    m = _SQL_START.search(t)
+    if m:
+        start = m.start()
+        while start < len(t) and t[start].isspace():
+            start += 1
+    else:  # SQL starting mid-line after prose ("Here it is: SELECT ...")
+        low = t.lower()
+        cands = [i for i in (low.find("select "), low.find("select\n"), low.find("with "))
+                 if i >= 0]
+        start = min(cands) if cands else 0
+    if start > 0 and t[:start].strip():
+        steps.append("leading_prose")
+    return t[start:]
+
+
+def _cut_after_statement(t: str, steps: list[str]) -> str:
+    """Cut at the first top-level semicolon (found by sqlglot's tokenizer, so a ``;`` inside a
+    string literal does not count); anything after it is prose or a second statement."""
+    toks = _tokens(t)
+    if toks is None:
+        return t
+    for tok in toks:
+        if tok.token_type == TokenType.SEMICOLON:
+            rest = t[tok.end + 1:]
+            if rest.strip():
+                steps.append("trailing_prose")
+            else:
+                steps.append("trailing_semicolon")
+            return t[:tok.start].rstrip()
+    return t
+
+
+def _cut_trailing_paragraphs(t: str, steps: list[str]) -> str:
+    """When the text does not parse, drop trailing paragraphs (after a blank line) until it
+    does: an explanation after the query without a semicolon or fence."""
+    if parses_as(t, TARGET) or "\n\n" not in t.strip():
+        return t
+    paras = t.strip().split("\n\n")
+    for k in range(len(paras) - 1, 0, -1):
+        head = "\n\n".join(paras[:k]).strip()
+        if any(parses_as(head, d) for d in DIALECTS):
+            steps.append("trailing_prose")
+            return head
+    return t
+
+
+def _cut_hash_comments(t: str, steps: list[str]) -> str:
+    """``# ...`` to the end of the line is a MySQL comment; PostgreSQL reads ``#`` as XOR, so
+    the cut is made only when the text does not parse as PostgreSQL as it is, and only for
+    ``#`` tokens outside string literals (sqlglot's tokenizer)."""
+    if "#" not in t or parses_as(t, TARGET):
+        return t
+    toks = _tokens(t)
+    if toks is None:
+        return t
+    cuts = [tok.start for tok in toks if tok.token_type == TokenType.HASH]
+    if not cuts:
+        return t
+    out, pos = [], 0
+    for c in cuts:
+        if c < pos:
+            continue
+        out.append(t[pos:c])
+        nl = t.find("\n", c)
+        pos = len(t) if nl < 0 else nl
+    out.append(t[pos:])
+    cut = "".join(out).strip()
+    if parses_as(cut, TARGET) or any(parses_as(cut, d) for d in FALLBACK_DIALECTS):
+        steps.append("hash_comment")
+        return cut
+    return t
+
+
+def transpile_to_postgres(sql: str, read: str) -> str:
+    """``sql`` read as ``read`` and written as PostgreSQL (sqlglot). For SQLite, a
+    double-quoted name compared with a column becomes a string literal (SQLite's lenient
+    quoting). Raises ValueError when it does not parse as ``read``."""
+    from .sqlcheck import CandidateRefused, transpile
+
+    try:
+        return transpile(sql, read)
+    except CandidateRefused as e:
+        raise ValueError(str(e)) from None
+
+
+def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
+    """Clean one model answer into SQL.
+
+    ``dialect``: the dialect the model is configured to write (``postgres``, ``sqlite`` or
+    ``mysql``); text in another dialect is transpiled to PostgreSQL. For a ``postgres`` model,
+    text that does not parse as PostgreSQL but parses as SQLite or MySQL is transpiled from the
+    first that parses. Never raises: text that cannot be cleaned comes back as is (the check
+    then refuses it with the parser's message). Returns ``Cleaned(sql, steps, dialect)``.
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown SQL dialect {dialect!r}; one of {', '.join(DIALECTS)}")
+    steps: list[str] = []
+    if not text or not text.strip():
+        return Cleaned("", steps, dialect)
+    t = _unfence(text.strip(), steps)
+    if "\\_" in t or "\\*" in t:
+        t = t.replace("\\_", "_").replace("\\*", "*")
+        steps.append("markdown_escape")
+    t = _cut_leading_prose(t, steps)
+    t = _cut_after_statement(t, steps)
+    t = _cut_trailing_paragraphs(t, steps)
+    t = _cut_hash_comments(t, steps)
+    t = t.strip()
+    if t.endswith(";"):  # left when the tokenizer could not read the text
+        t = t.rstrip(";").strip()
+        steps.append("trailing_semicolon")
+    read = dialect
+    if dialect == TARGET and t and not parses_as(t, TARGET):
+        read = next((d for d in FALLBACK_DIALECTS if parses_as(t, d)), TARGET)
+    if read != TARGET:
+        try:
+            t = transpile_to_postgres(t, read)
+            steps.append(f"transpile:{read}")
+        except ValueError:
+            read = dialect
+    # de-duplicate while keeping order (e.g. trailing_prose found twice)
+    seen: list[str] = []
+    for s in steps:
+        if s not in seen:
+            seen.append(s)
+    return Cleaned(t, seen, read)

@@ -1,0 +1,133 @@
+"""FinSQL generation: which calls are made (models × prompt variants × samples), and how a
+model's text becomes an executed candidate (clean → check → align values → execute).
+
+* Cross-consistency (PET-SQL §3.4): every routed model answers, concurrently, each at its own
+  configured temperature.
+* Multiple prompts (MCS-SQL §3.2): with ``prompt_variants`` = p > 1, each model also answers
+  p − 1 further prompts that differ in which examples they show (a seeded sample of the top
+  2k retrieved examples), in the examples' order, and in the order of the schema's tables.
+* Self-consistency: with ``samples_per_model`` = n > 1 each prompt is sampled n times in one
+  request (``n`` of chat completions); a model configured at temperature 0 is then sampled at
+  ``sample_temperature`` (identical samples would add nothing).
+
+Candidate names (``source``): ``finsql:<model>`` for the first prompt's first sample, then
+``finsql:<model>#p<variant>s<sample>``.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from . import prompts
+from .alignment import ValueIndex, align_values
+from .cleaning import clean
+from .execute import run_candidate
+from .sqlcheck import CandidateRefused, check_candidate, referenced_tables, to_sql
+from .types import Candidate, Example, LLMReply, ModelConfig, Schema
+
+
+@dataclass
+class GenCall:
+    """One FinSQL request: a model, its prompt (variant ``variant``), ``n`` samples."""
+
+    model: ModelConfig
+    prompt: str
+    variant: int
+    n: int = 1
+    temperature: float | None = None
+
+    def as_call(self) -> tuple:
+        """The argument tuple of ``llm.call_model``."""
+        return (self.model, prompts.messages(self.prompt), self.n, self.temperature)
+
+
+def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int,
+                   seed: str) -> tuple[Schema, list[Example]]:
+    """The schema and examples of prompt variant ``variant`` (0 = as retrieved: top-``k`` in
+    similarity order). Variant v ≥ 1: ``k`` examples sampled from ``examples`` (the top 2k) and
+    shuffled, tables shuffled; seeded by ``seed`` and v, so a question always gets the same
+    prompts."""
+    if variant == 0:
+        return schema, examples[:k]
+    rnd = random.Random(f"{seed}\x00{variant}")
+    chosen = rnd.sample(examples, min(k, len(examples)))
+    tables = list(schema.tables)
+    rnd.shuffle(tables)
+    return Schema(tables=tables, foreign_keys=list(schema.foreign_keys)), chosen
+
+
+def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
+                 examples: list[Example], k: int, n_values: int, evidence: str | None,
+                 variants: int = 1, samples: int = 1, sample_temperature: float = 1.0) -> list[GenCall]:
+    """The FinSQL requests for one question: for each prompt variant (0..variants−1) and each
+    model, one request of ``samples`` samples. Returns them variant-major (all models' variant
+    0 first)."""
+    calls: list[GenCall] = []
+    for v in range(max(1, variants)):
+        sch, exs = variant_inputs(schema, examples, k, v, question)
+        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence)
+        for m in models:
+            temp = None
+            if samples > 1 and m.temperature == 0:
+                temp = sample_temperature
+            calls.append(GenCall(model=m, prompt=prompt, variant=v, n=max(1, samples),
+                                 temperature=temp))
+    return calls
+
+
+def candidates_from(calls: list[GenCall], replies: list[LLMReply]) -> list[Candidate]:
+    """One candidate per returned sample (a failed call gives one candidate carrying the
+    error), named as in the module docstring."""
+    out: list[Candidate] = []
+    for call, rep in zip(calls, replies):
+        texts = rep.choices or [rep.text]
+        for s, text in enumerate(texts):
+            suffix = "" if call.variant == 0 and s == 0 else f"#p{call.variant}s{s}"
+            c = Candidate(source=f"finsql:{rep.model}{suffix}", model=rep.model, raw_text=text,
+                          prompt=call.prompt)
+            if rep.error or not text:
+                c.status, c.reason = "refused", f"no answer: {rep.error or 'empty'}"
+            out.append(c)
+    return out
+
+
+@dataclass
+class Evaluator:
+    """Everything needed to turn candidate text into an executed candidate, for one question."""
+
+    plpy: Any
+    schema: Schema
+    known: set[str]
+    search_path: str
+    timeout_ms: int
+    max_rows: int
+    dialects: dict[str, str]
+    values: ValueIndex | None = None   # None: value alignment off
+
+    def prepare(self, c: Candidate, text: str | None) -> bool:
+        """Clean and check ``text`` into ``c.sql`` and align its values; False (with status
+        ``refused`` and the reason) when it does not pass the check."""
+        if not text:
+            c.status, c.reason = "refused", "no answer: empty"
+            return False
+        cl = clean(text, self.dialects.get(c.model, "postgres"))
+        c.cleaning = cl.steps
+        try:
+            tree = check_candidate(cl.sql, self.known)
+        except CandidateRefused as e:
+            c.status, c.reason, c.sql = "refused", str(e), cl.sql or None
+            return False
+        if self.values is not None:
+            tree, c.alignments = align_values(tree, self.schema, self.values)
+        c.sql = to_sql(tree)
+        c.tables = referenced_tables(tree)
+        return True
+
+    def run(self, c: Candidate, text: str | None) -> Candidate:
+        """prepare, then execute read-only under the time limit (status ok/error/timeout)."""
+        c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = "pending", None, None, None, None
+        c.sample_rows = []
+        if self.prepare(c, text):
+            run_candidate(self.plpy, c, self.search_path, self.timeout_ms, self.max_rows)
+        return c

@@ -1,0 +1,194 @@
+"""SQL hardness by Spider's rules (easy / medium / hard / extra), computed with sqlglot, and
+PET-SQL's fine-grained voting: the PreSQL's hardness selects which models write and vote.
+
+Spider's evaluation script (Yu et al. 2018, ``evaluation.py``: ``count_component1``,
+``count_component2``, ``count_others``, ``eval_hardness``) counts, on the outermost SELECT:
+
+* component 1: WHERE, GROUP BY, ORDER BY, LIMIT present (1 each); one per JOIN; one per OR and
+  per LIKE in the join/WHERE/HAVING conditions;
+* component 2: nested queries — subqueries in join/WHERE/HAVING conditions, and one for a
+  UNION / INTERSECT / EXCEPT;
+* others: more than one aggregate, more than one SELECT column, more than one WHERE
+  condition, more than one GROUP BY expression (1 each);
+
+and classifies: easy when c1 ≤ 1, others = 0, c2 = 0; medium when (others ≤ 2, c1 ≤ 1,
+c2 = 0) or (c1 ≤ 2, others < 2, c2 = 0); hard when (others > 2, c1 ≤ 2, c2 = 0) or
+(2 < c1 ≤ 3, others ≤ 2, c2 = 0) or (c1 ≤ 1, others = 0, c2 ≤ 1); extra otherwise.
+
+Source for the voting: PET-SQL (Li et al. 2024) §3.4, fine-grained voting — the models that
+vote are chosen per PreSQL hardness level.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+LEVELS = ("easy", "medium", "hard", "extra")
+
+
+@dataclass
+class HardnessCounts:
+    """Spider's three counts for one query and the level they give."""
+
+    component1: int
+    component2: int
+    others: int
+    level: str
+
+
+def _in_scope(node: exp.Expression, root: exp.Expression):
+    """Nodes under ``node`` that belong to ``root``'s query level (no descent into nested
+    SELECTs / subqueries)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Union, exp.Intersect,
+                                            exp.Except)) and n is not root:
+            continue
+        yield n
+        stack.extend(n.iter_expressions())
+
+
+def _conditions(cond: exp.Expression | None, root: exp.Expression) -> list[exp.Expression]:
+    """Leaf conditions of an AND/OR tree (parentheses removed)."""
+    if cond is None:
+        return []
+    if isinstance(cond, exp.Paren):
+        return _conditions(cond.this, root)
+    if isinstance(cond, (exp.And, exp.Or)):
+        return _conditions(cond.left, root) + _conditions(cond.right, root)
+    return [cond]
+
+
+def _nested_in(cond: exp.Expression) -> int:
+    """Subqueries directly used by one condition (``x IN (SELECT …)``, ``x > (SELECT …)``),
+    each counted once (no descent into them)."""
+    n = 0
+    stack = list(cond.iter_expressions())
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (exp.Select, exp.Subquery, exp.Union, exp.Intersect, exp.Except)):
+            n += 1
+            continue
+        stack.extend(x.iter_expressions())
+    return n
+
+
+def _count_aggs(nodes: list[exp.Expression], root: exp.Expression) -> int:
+    return sum(1 for n in nodes for x in _in_scope(n, root) if isinstance(x, exp.AggFunc))
+
+
+def _outer_select(tree: exp.Expression) -> tuple[exp.Select | None, int]:
+    """The leftmost SELECT of the outermost query and the number of set operations on top."""
+    setops = 0
+    t = tree
+    while isinstance(t, (exp.Union, exp.Intersect, exp.Except, exp.Subquery)):
+        if isinstance(t, exp.Subquery):
+            t = t.this
+            continue
+        setops = 1  # Spider nests set operations: the outer one counts once
+        t = t.left
+    return (t if isinstance(t, exp.Select) else None), setops
+
+
+def counts(tree: exp.Expression) -> HardnessCounts:
+    """Spider's component1 / component2 / others counts and level for a parsed query."""
+    sel, setops = _outer_select(tree)
+    if sel is None:
+        return HardnessCounts(0, setops, 0, classify(0, setops, 0))
+    where = sel.args.get("where")
+    having = sel.args.get("having")
+    group = sel.args.get("group")
+    joins = sel.args.get("joins") or []
+    order = sel.args.get("order")
+    wconds = _conditions(where.this if where else None, sel)
+    hconds = _conditions(having.this if having else None, sel)
+    jconds = [c for j in joins for c in _conditions(j.args.get("on"), sel)]
+    all_cond_roots = [x for x in (where.this if where else None, having.this if having else None,
+                                  *[j.args.get("on") for j in joins]) if x is not None]
+    n_or = sum(1 for r in all_cond_roots for x in _in_scope(r, sel) if isinstance(x, exp.Or))
+    n_like = sum(1 for c in wconds + hconds + jconds if isinstance(c, (exp.Like, exp.ILike))
+                 or (isinstance(c, exp.Not) and isinstance(c.this, (exp.Like, exp.ILike))))
+    c1 = (bool(where) + bool(group) + bool(order) + bool(sel.args.get("limit"))
+          + len(joins) + n_or + n_like)
+    c2 = setops + sum(_nested_in(c) for c in wconds + hconds + jconds)
+    group_exprs = list(group.expressions) if group else []
+    aggs = _count_aggs(list(sel.expressions) + wconds + group_exprs + hconds
+                       + ([order] if order else []), sel)
+    others = (int(aggs > 1) + int(len(sel.expressions) > 1) + int(len(wconds) > 1)
+              + int(len(group_exprs) > 1))
+    return HardnessCounts(c1, c2, others, classify(c1, c2, others))
+
+
+def classify(c1: int, c2: int, others: int) -> str:
+    """Spider's ``eval_hardness`` rule on the three counts."""
+    if c1 <= 1 and others == 0 and c2 == 0:
+        return "easy"
+    if (others <= 2 and c1 <= 1 and c2 == 0) or (c1 <= 2 and others < 2 and c2 == 0):
+        return "medium"
+    if (others > 2 and c1 <= 2 and c2 == 0) or (2 < c1 <= 3 and others <= 2 and c2 == 0) \
+            or (c1 <= 1 and others == 0 and c2 <= 1):
+        return "hard"
+    return "extra"
+
+
+def hardness(sql: str, dialect: str = "postgres") -> str | None:
+    """Spider hardness of ``sql`` (``easy``/``medium``/``hard``/``extra``), None when it does not
+    parse as one statement."""
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except (ParseError, TokenError, ValueError):
+        return None
+    if len(trees) != 1:
+        return None
+    return counts(trees[0]).level
+
+
+def parse_voters(value: str) -> dict[str, list[str]]:
+    """The ``hardness_voters`` setting: a JSON object mapping hardness levels to lists of model
+    names, e.g. ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty/``off`` = no routing.
+
+    Raises ValueError naming the bad key or value."""
+    v = (value or "").strip()
+    if not v or v.lower() == "off":
+        return {}
+    try:
+        obj = json.loads(v)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg}); expected e.g. "
+                         '{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}') from None
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object mapping easy/medium/hard/extra to model names")
+    out: dict[str, list[str]] = {}
+    for k, names in obj.items():
+        if k not in LEVELS:
+            raise ValueError(f"unknown hardness level {k!r}; levels are {', '.join(LEVELS)}")
+        if not isinstance(names, list) or not names or \
+                not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"hardness level {k!r} must map to a non-empty list of model names")
+        out[k] = list(dict.fromkeys(names))
+    return out
+
+
+def route(level: str | None, voters: dict[str, list[str]], models: list[str]) -> tuple[list[str], str]:
+    """Models that write FinSQL and vote for a PreSQL of hardness ``level`` (PET-SQL §3.4).
+
+    ``voters``: from ``parse_voters``; ``models``: the enabled model names in order. Returns
+    (names in ``models`` order, reason for the trace). All models when routing is off, the level
+    is unknown or not configured, or the configured names match no enabled model."""
+    if not voters:
+        return list(models), "hardness voting off"
+    if level is None:
+        return list(models), "PreSQL hardness unknown (did not parse): all models vote"
+    names = voters.get(level)
+    if not names:
+        return list(models), f"no voters configured for {level}: all models vote"
+    chosen = [m for m in models if m in names]
+    if not chosen:
+        return list(models), (f"voters for {level} ({', '.join(names)}) name no enabled model: "
+                              "all models vote")
+    return chosen, f"PreSQL is {level}: {', '.join(chosen)} vote"
