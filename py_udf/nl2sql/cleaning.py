@@ -104,6 +104,15 @@ def _cut_after_statement(t: str, steps: list[str]) -> str:
     string literal does not count); anything after it is prose or a second statement."""
     toks = _tokens(t)
     if toks is None:
+        # the text does not tokenize as a whole (e.g. an apostrophe in the prose after the
+        # query): cut at the first ";" whose prefix is a complete statement
+        i = t.find(";")
+        while i >= 0:
+            head = t[:i]
+            if _tokens(head) is not None and any(parses_as(head, d) for d in DIALECTS):
+                steps.append("trailing_prose" if t[i + 1:].strip() else "trailing_semicolon")
+                return head.rstrip()
+            i = t.find(";", i + 1)
         return t
     for tok in toks:
         if tok.token_type == TokenType.SEMICOLON:
