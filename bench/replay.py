@@ -17,15 +17,28 @@ What this measures is therefore the pipeline *around* the models:
 * overhead: in-database time per call excluding the wait on models (``timings.overhead_ms``);
 * nl2sql errors, and the questions the vote got wrong while some model was right (and why).
 
-SQLite-dialect predictions (``--models sqlite|all``) are replayed as raw text, NOT transpiled
-(transpiling is the pipeline's job); their per-model "transpiled" column is a reference only.
+SQLite-dialect predictions (``--models sqlite|all``) are replayed as the models wrote them; the
+models are configured with ``dialect => 'sqlite'`` so the pipeline's cleaning transpiles them.
+
+Configurations (``--configs``, each a full pass over the questions through ``nl2sql.explain``):
+
+* ``plain``: the selection before generation/selection work — PreSQL also votes, no confidence
+  threshold, no value alignment, no repair; plain largest group, tie → fastest;
+* ``selection``: MCS-SQL selection (PreSQL does not vote, threshold 0.2), no value alignment;
+* ``selection+align``: the same with value alignment;
+* ``recommended``: the settings the README recommends (the extension's defaults); its figures
+  make the RESULT line.
+
+Offline references (no pipeline): each model alone, raw and cleaned; plain majority of the raw
+predictions and of the cleaned ones (with and without cleaning); the oracle.
 
 Scoring is execution accuracy as in the bench-data README (see bench/common.py): gold and
 prediction run as a SELECT-only role in a read-only transaction, results compared as multisets
 (in order only when the gold has a top-level ORDER BY), values normalized like the vote does.
 
 Usage: python bench/replay.py --data /path/to/bench-data --db superhero [--models pg|sqlite|all]
-       [--limit N] [--datadir DIR] [--json OUT]
+       [--configs plain,selection,selection+align,recommended] [--limit N] [--datadir DIR]
+       [--json OUT]
 The last line printed is ``RESULT ex_vote=<pct> ex_best_single=<pct> overhead_ms_p50=<ms>``.
 """
 from __future__ import annotations
@@ -46,6 +59,16 @@ import common as C  # noqa: E402
 from nl2sql.loopback import LoopbackLLM  # noqa: E402
 from nl2sql.sqlcheck import CandidateRefused, clean_model_output, transpile  # noqa: E402
 
+# Settings per configuration; "recommended" is the extension's defaults (README).
+CONFIGS: dict[str, dict[str, str]] = {
+    "plain": {"presql_votes": "on", "confidence_threshold": "0", "value_alignment": "off",
+              "repair_rounds": "0", "tie_break": "fastest"},
+    "selection": {"presql_votes": "off", "confidence_threshold": "0.2", "value_alignment": "off",
+                  "repair_rounds": "0", "tie_break": "fastest"},
+    "selection+align": {"presql_votes": "off", "confidence_threshold": "0.2",
+                        "value_alignment": "on", "repair_rounds": "0", "tie_break": "fastest"},
+    "recommended": {},
+}
 PREFERRED_FIRST = {"pg": "gpt-4-turbo", "sqlite": "gpt-4-o", "all": "gpt-4-turbo"}
 SQLITE_PREFIX = "sqlite/"
 
@@ -162,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(raw text, not transpiled); all: 13")
     ap.add_argument("--first", default=None, help="model that writes the PreSQL (default: gpt-4-turbo; gpt-4-o for sqlite)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="comma-separated configurations to run (default all; see the module "
+                         "docstring); the RESULT line is for 'recommended' (or the last one run)")
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
     ap.add_argument("--timeout-ms", type=int, default=C.STATEMENT_TIMEOUT_MS, help="scoring statement_timeout")
     ap.add_argument("--stop-cluster", action="store_true", help="stop the cluster at the end")
@@ -185,8 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         "scripted loopback server (nl2sql.loopback); no live model is called, and answers do not "
         "depend on the prompt.")
     if any(m["dialect"] == "sqlite" for m in models):
-        log("NOTE: the sqlite/* models' answers are SQLite dialect, replayed as raw text (not "
-            "transpiled); their 'transpiled' column below is a reference only.")
+        log("NOTE: the sqlite/* models' answers are SQLite dialect; they are configured with "
+            "dialect => 'sqlite', so the pipeline transpiles them to PostgreSQL.")
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    for c in configs:
+        if c not in CONFIGS:
+            ap.error(f"unknown configuration {c!r}; known: {', '.join(CONFIGS)}")
+    main_cfg = "recommended" if "recommended" in configs else configs[-1]
 
     cluster = C.start_cluster(args.datadir)
     log(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port}")
@@ -222,28 +253,22 @@ def main(argv: list[str] | None = None) -> int:
         conn.execute("DELETE FROM nl2sql.model")
         for m in models:
             llm.set_replay(m["name"], {r["question"]: (prediction(r, m) or "") for r in rows})
-            conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s)", (m["name"], m["name"], llm.base_url))
+            conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => %s)",
+                         (m["name"], m["name"], llm.base_url, m["dialect"]))
         log(f"models (first writes the PreSQL): {', '.join(names)}; loopback at {llm.base_url}")
 
-        # warm-up: one call not counted (imports, HTTP clients); the embedding model is already
-        # loaded in this backend by reindex().
-        try:
-            conn.execute("SELECT nl2sql.explain(%s, %s)", (rows[0]["question"], rows[0].get("evidence") or None))
-        except psycopg.Error as e:
-            log(f"warm-up call failed: {str(e).strip()[:200]}")
-            if conn.broken:
-                conn = cluster.connect(args.db)
-                conn.execute(f"SET search_path TO {search_path}")
-
+        # phase 1: each model alone, offline (raw and cleaned), plain majorities, oracle
         for i, r in enumerate(rows, 1):
             qid = r.get("question_id")
             res: dict[str, Any] = {"question_id": qid, "question": r["question"],
-                                   "difficulty": r.get("difficulty"), "gold_sql": r["gold_sql"]}
+                                   "difficulty": r.get("difficulty"), "gold_sql": r["gold_sql"],
+                                   "configs": {}}
             try:
                 gold = r["gold_sql"]
                 ordered = C.gold_is_ordered(gold)
                 res["ordered"] = ordered
                 singles: dict[str, dict] = {}
+                singles_cl: dict[str, dict] = {}
                 for m in models:
                     pred = prediction(r, m)
                     s = C.score(score_conn, gold, pred, ordered=ordered, cache=gold_cache, timeout_ms=args.timeout_ms)
@@ -255,13 +280,53 @@ def main(argv: list[str] | None = None) -> int:
                         "pred_ms": s.pred.ms if s.pred else float("inf"),
                         "key": C.result_key(s.pred.rows) if s.pred and s.pred.ok else None,
                         "match_cleaned": s2.match}
+                    singles_cl[m["name"]] = {
+                        "match": s2.match, "pred_ms": s2.pred.ms if s2.pred else float("inf"),
+                        "key": C.result_key(s2.pred.rows) if s2.pred and s2.pred.ok else None}
                 g = gold_cache.get(gold)
                 res["gold_rows"] = len(g.rows) if g and g.ok else None
                 res["gold_error"] = g.error if g else None
                 res["models"] = {k: {kk: vv for kk, vv in v.items() if kk != "key"} for k, v in singles.items()}
                 res["offline_majority"] = offline_majority(singles)
-                correct_models = [k for k, v in singles.items() if v["match"]]
+                res["offline_majority_cleaned"] = offline_majority(singles_cl)
+            except Exception as e:  # one failing question must not abort the run
+                res["bench_error"] = f"{type(e).__name__}: {e}"
+                log(f"[{i:>3}/{n}] q{qid} BENCH ERROR {type(e).__name__}: {str(e)[:200]}")
+                traceback.print_exc(limit=3)
+                if score_conn.broken or score_conn.closed:
+                    score_conn = cluster.connect(args.db)
+                    score_conn.execute(f"SET search_path TO {search_path}")
+            results.append(res)
 
+        # phase 2: the pipeline, once per configuration
+        for cfg in configs:
+            conn.execute("DELETE FROM nl2sql.setting WHERE key = ANY(%s)",
+                         (["presql_votes", "confidence_threshold", "value_alignment",
+                           "repair_rounds", "tie_break"],))
+            conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
+            for k, v in CONFIGS[cfg].items():
+                conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
+            shown = {k: v for k, v in conn.execute("SELECT key, value FROM nl2sql.setting").fetchall()
+                     if k in ("presql_votes", "confidence_threshold", "value_alignment",
+                              "repair_rounds", "tie_break", "selection", "prompt_variants",
+                              "samples_per_model", "hardness_voters")}
+            log(f"--- configuration {cfg}: {json.dumps(shown)}")
+            # warm-up: one call not counted (imports, HTTP clients); the embedding model is
+            # already loaded in this backend by reindex().
+            try:
+                conn.execute("SELECT nl2sql.explain(%s, %s)", (rows[0]["question"], rows[0].get("evidence") or None))
+            except psycopg.Error as e:
+                log(f"warm-up call failed: {str(e).strip()[:200]}")
+                if conn.broken:
+                    conn = cluster.connect(args.db)
+                    conn.execute(f"SET search_path TO {search_path}")
+            for i, (r, res) in enumerate(zip(rows, results), 1):
+                if res.get("bench_error"):
+                    continue
+                qid = r.get("question_id")
+                gold, ordered = r["gold_sql"], res["ordered"]
+                correct_models = [k for k, v in res["models"].items() if v["match"]]
+                out: dict[str, Any] = {}
                 trace, err = None, None
                 t1 = time.perf_counter()
                 try:
@@ -272,57 +337,66 @@ def main(argv: list[str] | None = None) -> int:
                     if conn.broken or conn.closed:
                         conn = cluster.connect(args.db)
                         conn.execute(f"SET search_path TO {search_path}")
-                res["call_ms"] = round((time.perf_counter() - t1) * 1000, 1)
+                out["call_ms"] = round((time.perf_counter() - t1) * 1000, 1)
                 cands: list[dict] = []
-                if trace is not None:
-                    for c in trace.get("candidates") or []:
-                        cd = {k: c.get(k) for k in ("source", "model", "status", "reason", "sql",
-                                                    "result_hash", "row_count", "exec_ms")}
-                        if c.get("status") == "ok" and c.get("sql"):
-                            sc = C.score(score_conn, gold, c["sql"], ordered=ordered, cache=gold_cache,
-                                         timeout_ms=args.timeout_ms)
-                            cd["match"], cd["score_reason"] = sc.match, sc.reason
-                        else:
-                            cd["match"] = False
-                        cands.append(cd)
-                    chosen = trace.get("sql")
-                    vs = C.score(score_conn, gold, chosen, ordered=ordered, cache=gold_cache,
-                                 timeout_ms=args.timeout_ms) if chosen else None
-                    res["nl2sql"] = {
-                        "sql": chosen, "match": bool(vs and vs.match),
-                        "score_reason": vs.reason if vs else "no SQL chosen",
-                        "confidence": trace.get("confidence"), "error": trace.get("error"),
-                        "vote": {k: (trace.get("vote") or {}).get(k) for k in ("reason", "confidence")},
-                        "groups": [{k: g.get(k) for k in ("size", "sources", "fastest_source", "row_count")}
-                                   for g in (trace.get("vote") or {}).get("groups") or []],
-                        "linking": trace.get("linking"), "linked_tables": trace.get("linked_tables"),
-                        "timings": trace.get("timings"), "candidates": cands}
-                else:
-                    res["nl2sql"] = {"sql": None, "match": False, "error": err, "candidates": []}
-                res["nl2sql_call_error"] = err
-                vote_ok = res["nl2sql"]["match"]
-                if not vote_ok and correct_models:
-                    res["miss_reason"] = explain_reason(trace, err, cands, correct_models)
-                ov = ((trace or {}).get("timings") or {}).get("overhead_ms")
-                log(f"[{i:>3}/{n}] q{qid} {r.get('difficulty', ''):<11} vote={'OK ' if vote_ok else 'bad'} "
+                try:
+                    if trace is not None:
+                        for c in trace.get("candidates") or []:
+                            cd = {k: c.get(k) for k in ("source", "model", "status", "reason", "sql",
+                                                        "result_hash", "row_count", "exec_ms",
+                                                        "cleaning", "alignments", "repairs")}
+                            if c.get("status") == "ok" and c.get("sql"):
+                                sc = C.score(score_conn, gold, c["sql"], ordered=ordered, cache=gold_cache,
+                                             timeout_ms=args.timeout_ms)
+                                cd["match"], cd["score_reason"] = sc.match, sc.reason
+                            else:
+                                cd["match"] = False
+                            cands.append(cd)
+                        chosen = trace.get("sql")
+                        vs = C.score(score_conn, gold, chosen, ordered=ordered, cache=gold_cache,
+                                     timeout_ms=args.timeout_ms) if chosen else None
+                        out.update({
+                            "sql": chosen, "match": bool(vs and vs.match),
+                            "score_reason": vs.reason if vs else "no SQL chosen",
+                            "confidence": trace.get("confidence"), "error": trace.get("error"),
+                            "vote": {k: (trace.get("vote") or {}).get(k) for k in ("reason", "confidence", "method")},
+                            "vote_groups": (trace.get("vote") or {}).get("groups") or [],
+                            "groups": [{k: g.get(k) for k in ("size", "sources", "fastest_source", "row_count")}
+                                       for g in (trace.get("vote") or {}).get("groups") or []],
+                            "dropped": [{k: g.get(k) for k in ("size", "sources", "confidence")}
+                                        for g in (trace.get("vote") or {}).get("dropped") or []],
+                            "linking": trace.get("linking"), "linked_tables": trace.get("linked_tables"),
+                            "timings": trace.get("timings"), "candidates": cands})
+                    else:
+                        out.update({"sql": None, "match": False, "error": err, "candidates": []})
+                except Exception as e:  # scoring failure: recorded, the run goes on
+                    out.update({"sql": None, "match": False, "candidates": cands,
+                                "error": f"bench: {type(e).__name__}: {e}"})
+                    if score_conn.broken or score_conn.closed:
+                        score_conn = cluster.connect(args.db)
+                        score_conn.execute(f"SET search_path TO {search_path}")
+                out["call_error"] = err
+                if not out["match"] and correct_models:
+                    tr = dict(trace or {})
+                    if trace is not None:
+                        tr["vote"] = {"groups": out.get("vote_groups") or []}
+                    out["miss_reason"] = explain_reason(tr if trace is not None else None, err,
+                                                        cands, correct_models)
+                out.pop("vote_groups", None)
+                res["configs"][cfg] = out
+                ov = (out.get("timings") or {}).get("overhead_ms")
+                log(f"[{cfg} {i:>3}/{n}] q{qid} {r.get('difficulty', ''):<11} vote={'OK ' if out['match'] else 'bad'} "
                     f"models {len(correct_models)}/{len(models)} "
-                    f"conf={(trace or {}).get('confidence') or 0:.2f} "
+                    f"conf={out.get('confidence') or 0:.2f} "
                     f"overhead={'%.0f ms' % ov if ov is not None else 'n/a'}"
-                    + (f"  ERROR {(err or trace.get('error'))[:100]}" if err or (trace or {}).get("error") else ""))
-            except Exception as e:  # one failing question must not abort the run
-                res["bench_error"] = f"{type(e).__name__}: {e}"
-                log(f"[{i:>3}/{n}] q{qid} BENCH ERROR {type(e).__name__}: {str(e)[:200]}")
-                traceback.print_exc(limit=3)
-                for cx in ("conn", "score_conn"):
-                    obj = locals()[cx]
-                    if obj.broken or obj.closed:
-                        new = cluster.connect(args.db)
-                        new.execute(f"SET search_path TO {search_path}")
-                        if cx == "conn":
-                            conn = new
-                        else:
-                            score_conn = new
-            results.append(res)
+                    + (f"  ERROR {(err or out.get('error'))[:100]}" if err or out.get("error") else ""))
+        for res in results:
+            main = res["configs"].get(main_cfg)
+            if main is not None:
+                res["nl2sql"] = main
+                res["nl2sql_call_error"] = main.get("call_error")
+                if main.get("miss_reason"):
+                    res["miss_reason"] = main["miss_reason"]
     finally:
         llm.stop()
 
@@ -333,13 +407,19 @@ def main(argv: list[str] | None = None) -> int:
     if gold_fail:
         log(f"WARNING: gold SQL fails for {gold_fail} (those count as wrong for everyone)")
     per_model = {}
-    log(f"{'model':<36} {'dialect':<8} {'EX raw':>7} {'EX cleaned' + (' /transpiled' if args.models != 'pg' else ''):>12}")
+    log(f"{'model':<36} {'dialect':<8} {'EX raw':>7} {'EX cleaned' + (' /transpiled' if args.models != 'pg' else ''):>12}"
+        f" {'EX in nl2sql (' + main_cfg + ')':>28}")
     for m in models:
         k = m["name"]
         ok = sum(1 for r in results if r.get("models", {}).get(k, {}).get("match"))
         okc = sum(1 for r in results if r.get("models", {}).get(k, {}).get("match_cleaned"))
+        okp = sum(1 for r in results for c in (r.get("nl2sql") or {}).get("candidates") or []
+                  if c["source"] == f"finsql:{k}" and c.get("match"))
         per_model[k] = C.pct(ok, n)
-        log(f"{k:<36} {m['dialect']:<8} {C.pct(ok, n):>6.1f}% {C.pct(okc, n):>11.1f}%   ({ok}/{n})")
+        log(f"{k:<36} {m['dialect']:<8} {C.pct(ok, n):>6.1f}% {C.pct(okc, n):>11.1f}% "
+            f"{C.pct(okp, n):>27.1f}%   ({ok}/{okc}/{okp} of {n})")
+    log("   (EX in nl2sql: the model's FinSQL candidate as the pipeline executed it: cleaned, "
+        "transpiled, values aligned, repaired)")
     best_name = max(per_model, key=lambda k: per_model[k]) if per_model else None
     ex_best = per_model[best_name] if best_name else 0.0
     n_vote = sum(1 for r in results if (r.get("nl2sql") or {}).get("match"))
@@ -348,8 +428,20 @@ def main(argv: list[str] | None = None) -> int:
     ex_vote = C.pct(n_vote, n)
     log("")
     log(f"best single model (raw): {best_name} {ex_best:.1f}%")
-    log(f"nl2sql vote EX: {ex_vote:.1f}% ({n_vote}/{n})")
-    log(f"offline plain majority of the raw predictions (ties → fastest), reference: {C.pct(n_major, n):.1f}% ({n_major}/{n})")
+    log(f"nl2sql vote EX ({main_cfg}): {ex_vote:.1f}% ({n_vote}/{n})")
+    n_major_cl = sum(1 for r in results if (r.get("offline_majority_cleaned") or {}).get("match"))
+    log(f"offline plain majority of the raw predictions (ties → fastest), without cleaning: {C.pct(n_major, n):.1f}% ({n_major}/{n})")
+    log(f"offline plain majority of the cleaned/transpiled predictions, with cleaning: {C.pct(n_major_cl, n):.1f}% ({n_major_cl}/{n})")
+    cfg_ex: dict[str, float] = {}
+    for cfg in configs:
+        outs = [r["configs"][cfg] for r in results if cfg in r.get("configs", {})]
+        k_ok = sum(1 for o in outs if o.get("match"))
+        ov = [float(o["timings"]["overhead_ms"]) for o in outs if o.get("timings")]
+        cfg_ex[cfg] = C.pct(k_ok, n)
+        p50c = C.percentile(ov, 50)
+        log(f"nl2sql [{cfg}] {json.dumps(CONFIGS[cfg]) if CONFIGS[cfg] else '(extension defaults)'}: "
+            f"EX {C.pct(k_ok, n):.1f}% ({k_ok}/{n}), overhead p50 "
+            f"{(p50c if p50c is not None else float('nan')):.0f} ms")
     log(f"oracle (any model correct): {C.pct(n_oracle, n):.1f}% ({n_oracle}/{n})")
 
     ovs = [float(r["nl2sql"]["timings"]["overhead_ms"]) for r in results
@@ -407,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "db": args.db, "models": names, "n": n, "per_model_ex": per_model, "ex_vote": ex_vote,
             "ex_offline_majority": C.pct(n_major, n), "ex_oracle": C.pct(n_oracle, n),
+            "ex_offline_majority_cleaned": C.pct(n_major_cl, n), "ex_by_config": cfg_ex,
+            "main_config": main_cfg,
             "overhead_ms_p50": p50, "overhead_ms_p90": p90, "nl2sql_errors": n_err,
             "questions": results}, indent=1, default=str))
         log(f"details: {args.json}")

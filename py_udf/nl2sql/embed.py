@@ -50,7 +50,10 @@ def get_model():
         import torch
         from sentence_transformers import SentenceTransformer
 
-        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+        # one thread per backend: a server runs many backends, and intra-op threads fight over
+        # the cores (measured on a shared 2-core machine: 20 ms per question with 1 thread,
+        # 240 ms with 2; bench/parallel.py)
+        torch.set_num_threads(1)
         _MODEL = SentenceTransformer(str(model_dir()), device="cpu")
     return _MODEL
 

@@ -6,13 +6,13 @@ Mechanisms (verified on PG 15, DESIGN.md field notes):
   in an explicit subtransaction that is always rolled back afterwards.
 - time limit: statement_timeout does not bound SPI and Python threads cannot interrupt it, so a
   watchdog process sends this backend SIGINT (what pg_cancel_backend sends) at the deadline;
-  it is killed as soon as the candidate finishes, and a cancel that raced the finish is absorbed.
+  it is disarmed as soon as the candidate finishes, and a cancel that raced the finish is
+  absorbed. One watchdog process serves the backend for its lifetime.
 - rows: at most ``max_rows`` rows are fetched for voting; more are flagged as truncated.
 """
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 
@@ -24,27 +24,71 @@ class _Rollback(Exception):
     """Raised inside the subtransaction to roll it back after a successful execution."""
 
 
+# The watchdog helper: one bash process per backend, kept between candidates (starting a
+# process per candidate cost ~1-2 ms each, more from a backend holding the embedding model).
+# Protocol on its stdin/stdout: "arm <seconds>" starts the clock; the next line ("disarm")
+# stops it and is answered "ok", or "fired" when SIGINT was already sent. It exits when the
+# backend closes the pipe (backend exit), also while armed.
+_HELPER_SCRIPT = r"""
+pid=$1
+while IFS= read -r line; do
+  case "$line" in
+    arm\ *)
+      secs=${line#arm }
+      if IFS= read -r -t "$secs" line2; then
+        echo ok
+      else
+        rc=$?
+        if [ "$rc" -gt 128 ]; then
+          kill -INT "$pid"
+          echo fired
+          IFS= read -r line2 || exit 0
+        else
+          exit 0
+        fi
+      fi ;;
+    *) echo ok ;;
+  esac
+done
+"""
+_HELPER: dict[int, subprocess.Popen] = {}
+
+
+def _helper(pid: int) -> subprocess.Popen:
+    proc = _HELPER.get(pid)
+    if proc is None or proc.poll() is not None:
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", _HELPER_SCRIPT, "nl2sql-watchdog", str(int(pid))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            bufsize=0, close_fds=True, start_new_session=True)
+        _HELPER[pid] = proc
+    return proc
+
+
 class Watchdog:
-    """Sends SIGINT to ``pid`` after ``timeout_ms`` unless stopped first (a ``sleep; kill``
-    helper process, so it fires even while this backend is busy inside SPI)."""
+    """Sends SIGINT to ``pid`` after ``timeout_ms`` unless stopped first. A helper process
+    keeps the clock (so it fires even while this backend is busy inside SPI); it is started
+    once per backend and re-armed for each candidate."""
 
     def __init__(self, pid: int, timeout_ms: int):
         secs = max(timeout_ms, 1) / 1000.0
-        self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", f"sleep {secs:.3f} && kill -INT {int(pid)}"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=True, start_new_session=True)
+        for attempt in (0, 1):
+            self.proc = _helper(pid)
+            try:
+                self.proc.stdin.write(f"arm {secs:.3f}\n".encode())
+                return
+            except (BrokenPipeError, OSError):
+                _HELPER.pop(pid, None)
+                if attempt:
+                    raise
 
     def stop(self) -> bool:
-        """Stop the watchdog; True when it had already sent the signal."""
-        fired = self.proc.poll() == 0
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        return fired or self.proc.returncode == 0
+        """Stop the clock; True when the helper had already sent the signal."""
+        try:
+            self.proc.stdin.write(b"disarm\n")
+            return self.proc.stdout.readline().strip() == b"fired"
+        except (BrokenPipeError, OSError):
+            return False
 
 
 def _is_cancel(e: Exception) -> bool:

@@ -16,6 +16,7 @@ Candidate names (``source``): ``finsql:<model>`` for the first prompt's first sa
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,24 +105,32 @@ class Evaluator:
     max_rows: int
     dialects: dict[str, str]
     values: ValueIndex | None = None   # None: value alignment off
+    ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
         """Clean and check ``text`` into ``c.sql`` and align its values; False (with status
         ``refused`` and the reason) when it does not pass the check."""
+        if self.ms is None:
+            self.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
         if not text:
             c.status, c.reason = "refused", "no answer: empty"
             return False
+        t0 = time.perf_counter()
         cl = clean(text, self.dialects.get(c.model, "postgres"))
         c.cleaning = cl.steps
         try:
             tree = check_candidate(cl.sql, self.known)
         except CandidateRefused as e:
             c.status, c.reason, c.sql = "refused", str(e), cl.sql or None
+            self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
             return False
+        t1 = time.perf_counter()
+        self.ms["check_ms"] += (t1 - t0) * 1000
         if self.values is not None:
             tree, c.alignments = align_values(tree, self.schema, self.values)
         c.sql = to_sql(tree)
         c.tables = referenced_tables(tree)
+        self.ms["align_ms"] += (time.perf_counter() - t1) * 1000
         return True
 
     def run(self, c: Candidate, text: str | None) -> Candidate:
@@ -129,5 +138,7 @@ class Evaluator:
         c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = "pending", None, None, None, None
         c.sample_rows = []
         if self.prepare(c, text):
+            t0 = time.perf_counter()
             run_candidate(self.plpy, c, self.search_path, self.timeout_ms, self.max_rows)
+            self.ms["run_ms"] += (time.perf_counter() - t0) * 1000
         return c

@@ -124,6 +124,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     t = lap("schema_ms", t)
 
     values = catalog.values_in_question(plpy, q)
+    t = lap("values_ms", t)
     names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
     masked = mask_question(q, names=names, values=[v["value"] for v in values])
     k = int(st["k_examples"])
@@ -132,20 +133,20 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     examples = pool[:k]
     trace.update({"masked_question": masked, "values_in_question": values,
                   "examples": [e.__dict__ for e in examples]})
-    t = lap("retrieval_ms", t)
+    t = lap("examples_ms", t)
 
     # PreSQL: the first model, full schema, reference-enhanced prompt.
     n_values = int(st["sample_values"])
     pre_prompt = prompts.build_prompt(q_prompt, schema, examples, n_values, evidence)
     t = lap("prompt_ms", t)
-    wait_ms = 0.0
+    waits: dict[str, float] = {}  # time waiting on models, per stage (ms)
 
     def on_wait() -> None:
         plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
 
     tw = time.perf_counter()
     pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
-    wait_ms += (time.perf_counter() - tw) * 1000
+    waits["presql"] = (time.perf_counter() - tw) * 1000
     t = time.perf_counter()
     pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
     presql = pre_clean.sql if pre_clean else None
@@ -169,7 +170,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     t = lap("finsql_prompt_ms", t)
     tw = time.perf_counter()
     fin_replies = call_models([c.as_call() for c in calls], on_wait)
-    wait_ms += (time.perf_counter() - tw) * 1000
+    waits["finsql"] = (time.perf_counter() - tw) * 1000
     t = time.perf_counter()
     trace["finsql"] = {"prompt": calls[0].prompt if calls else None,
                        "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is fin_models[0]],
@@ -194,13 +195,15 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         if c.status == "pending":
             ev.run(c, c.raw_text)
     t = lap("execute_ms", t)
+    timings.update({k: round(v, 3) for k, v in (ev.ms or {}).items()})
 
     # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
     rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
                       values, int(st["repair_rounds"]), on_wait)
-    wait_ms += rep["llm_wait_ms"]
+    waits["repair"] = rep["llm_wait_ms"]
     trace["repair"] = rep
-    t = time.perf_counter()
+    t = lap("repair_ms", t)
+    timings["repair_ms"] = round(timings["repair_ms"] - rep["llm_wait_ms"], 3)
 
     # Selection (MCS-SQL): filter, confidence threshold, majority; optional multiple choice.
     v = select(cands, float(st["confidence_threshold"]), st["tie_break"],
@@ -214,7 +217,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         t = lap("vote_ms", t)
         tw = time.perf_counter()
         mc_replies = call_models([(mc_model, prompts.messages(mc_prompt))], on_wait)
-        wait_ms += (time.perf_counter() - tw) * 1000
+        waits["multiple_choice"] = (time.perf_counter() - tw) * 1000
         t = time.perf_counter()
         choice = parse_choice(mc_replies[0].text, len(v.groups))
         v = apply_choice(v, choice, mc_model.name, mc_replies[0].text or mc_replies[0].error)
@@ -240,6 +243,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
             reasons = "; ".join(f"{c.source}: {c.reason}" for c in cands)
             trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
     total = (time.perf_counter() - t_start) * 1000
+    wait_ms = sum(waits.values())
+    trace["llm_waits_ms"] = {k: round(v, 3) for k, v in waits.items()}
     timings["llm_wait_ms"] = round(wait_ms, 3)
     timings["total_ms"] = round(total, 3)
     timings["overhead_ms"] = round(total - wait_ms, 3)
