@@ -106,6 +106,8 @@ class Evaluator:
     dialects: dict[str, str]
     values: ValueIndex | None = None   # None: value alignment off
     ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
+    _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
+    _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
         """Clean and check ``text`` into ``c.sql`` and align its values; False (with status
@@ -116,7 +118,22 @@ class Evaluator:
             c.status, c.reason = "refused", "no answer: empty"
             return False
         t0 = time.perf_counter()
-        cl = clean(text, self.dialects.get(c.model, "postgres"))
+        dialect = self.dialects.get(c.model, "postgres")
+        if self._prep is None:
+            self._prep = {}
+        hit = self._prep.get((dialect, text))
+        if hit is not None:  # the same answer text was already prepared for this question
+            for f, v in hit.items():
+                setattr(c, f, list(v) if isinstance(v, list) else v)
+            self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
+            return c.status != "refused"
+        ok = self._prepare(c, text, dialect, t0)
+        self._prep[(dialect, text)] = {f: getattr(c, f) for f in
+                                       ("status", "reason", "sql", "cleaning", "alignments", "tables")}
+        return ok
+
+    def _prepare(self, c: Candidate, text: str, dialect: str, t0: float) -> bool:
+        cl = clean(text, dialect)
         c.cleaning = cl.steps
         try:
             tree = check_candidate(cl.sql, self.known)
@@ -139,6 +156,18 @@ class Evaluator:
         c.sample_rows = []
         if self.prepare(c, text):
             t0 = time.perf_counter()
-            run_candidate(self.plpy, c, self.search_path, self.timeout_ms, self.max_rows)
+            if self._runs is None:
+                self._runs = {}
+            done = self._runs.get(c.sql)
+            if done is not None:  # the same SQL already ran for this question: same outcome
+                for f, v in done.items():
+                    setattr(c, f, v)
+            else:
+                run_candidate(self.plpy, c, self.search_path, self.timeout_ms, self.max_rows)
+                self._runs[c.sql] = {f: getattr(c, f) for f in _RUN_FIELDS}
             self.ms["run_ms"] += (time.perf_counter() - t0) * 1000
         return c
+
+
+_RUN_FIELDS = ("status", "reason", "result_hash", "row_count", "truncated", "exec_ms",
+               "sample_rows")

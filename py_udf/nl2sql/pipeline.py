@@ -224,6 +224,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         trace["multiple_choice"] = {"model": mc_model.name, "prompt": mc_prompt,
                                     "reply": _reply_json(mc_replies[0]), "choice": choice}
     timings["vote_ms"] = round(timings.get("vote_ms", 0.0) + (time.perf_counter() - t) * 1000, 3)
+    t = time.perf_counter()
 
     trace["candidates"] = [c.to_json() for c in cands]
     trace["vote"] = {"sql": v.sql, "confidence": v.confidence, "reason": v.reason,
@@ -242,6 +243,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         else:
             reasons = "; ".join(f"{c.source}: {c.reason}" for c in cands)
             trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
+    timings["trace_ms"] = round((time.perf_counter() - t) * 1000, 3)
     total = (time.perf_counter() - t_start) * 1000
     wait_ms = sum(waits.values())
     trace["llm_waits_ms"] = {k: round(v, 3) for k, v in waits.items()}
