@@ -26,6 +26,8 @@ Configurations (``--configs``, each a full pass over the questions through ``nl2
   threshold, no value alignment, no repair; plain largest group, tie → fastest;
 * ``selection``: MCS-SQL selection (PreSQL does not vote, threshold 0.2), no value alignment;
 * ``selection+align``: the same with value alignment;
+* ``selection+align+priority``: the same, ties going to the group of the highest-priority model
+  instead of the fastest execution;
 * ``recommended``: the settings the README recommends (the extension's defaults); its figures
   make the RESULT line.
 
@@ -67,6 +69,9 @@ CONFIGS: dict[str, dict[str, str]] = {
                   "repair_rounds": "0", "tie_break": "fastest"},
     "selection+align": {"presql_votes": "off", "confidence_threshold": "0.2",
                         "value_alignment": "on", "repair_rounds": "0", "tie_break": "fastest"},
+    "selection+align+priority": {"presql_votes": "off", "confidence_threshold": "0.2",
+                                 "value_alignment": "on", "repair_rounds": "0",
+                                 "tie_break": "priority"},
     "recommended": {},
 }
 PREFERRED_FIRST = {"pg": "gpt-4-turbo", "sqlite": "gpt-4-o", "all": "gpt-4-turbo"}
@@ -168,9 +173,9 @@ def explain_reason(trace: dict | None, err: str | None, cands: list[dict],
     csrc = ",".join(s.split(":", 1)[1] if s.startswith("finsql:") else s for s in (cg or {}).get("sources", []))
     n_top = sum(1 for g in groups if g["size"] == win["size"])
     if csz == win["size"]:
-        return (f"tie between {n_top} groups of {csz} broken by speed: chose [{wsrc}] over "
+        return (f"tie between {n_top} groups of {csz} broken by the tie rule: chose [{wsrc}] over "
                 f"correct [{csrc}]")
-    tie = f" (itself a tie between {n_top} groups of {win['size']}, broken by speed)" if n_top > 1 else ""
+    tie = f" (itself a tie between {n_top} groups of {win['size']}, broken by the tie rule)" if n_top > 1 else ""
     return f"outvoted {win['size']} to {csz}{tie}: chose [{wsrc}] over correct [{csrc}]"
 
 

@@ -13,7 +13,7 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('max_rows', '10000'),             -- rows fetched per candidate for voting
     ('schemas', 'public'),             -- comma-separated schemas reindex() covers by default
     ('sample_values', '3'),            -- cell values per column shown in the prompt (PET-SQL)
-    ('presql_votes', 'on'),            -- PreSQL is a candidate too
+    ('presql_votes', 'off'),           -- PreSQL is a candidate too (replay: no gain, see README)
     ('question_max_chars', '4000'),    -- longer questions are refused
     ('values_per_column', '1000'),     -- distinct string cell values indexed per column
     ('value_max_chars', '200'),        -- longer strings are not indexed as cell values
@@ -27,7 +27,7 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('align_min_trigram', '0.4'),      -- minimum pg_trgm similarity for alignment
     ('align_min_cosine', '0.8'),       -- minimum embedding cosine for alignment
     ('confidence_threshold', '0.2'),   -- result groups below this share are dropped (MCS-SQL)
-    ('tie_break', 'fastest'),          -- fastest | priority
+    ('tie_break', 'fastest'),          -- fastest | priority (the PreSQL writer first)
     ('selection', 'majority'),         -- majority | multiple_choice
     ('selection_model', ''),           -- model for multiple choice ('' = PreSQL writer)
     ('hardness_voters', ''),           -- JSON {level: [models]} for PET-SQL fine-grained voting

@@ -9,7 +9,7 @@ DEFAULTS: dict[str, str] = {
     "max_rows": "10000",
     "schemas": "public",
     "sample_values": "3",
-    "presql_votes": "on",
+    "presql_votes": "off",
     "question_max_chars": "4000",
     "values_per_column": "1000",
     "value_max_chars": "200",
