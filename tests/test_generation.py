@@ -278,3 +278,27 @@ def test_sqlite_dialect_model_is_transpiled_and_cleaning_steps_are_traced(gen, l
 
     with pytest.raises(psycopg.Error, match="dialect must be"):
         gen.execute("SELECT nl2sql.add_model('x', 'x', dialect => 'oracle')")
+
+
+def test_no_alignment_from_a_column_the_caller_may_not_read(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer WHERE country = 'france'")
+    gen.execute("DROP ROLE IF EXISTS nl2sql_t_noalign")
+    gen.execute("CREATE ROLE nl2sql_t_noalign")
+    try:
+        gen.execute("GRANT USAGE ON SCHEMA nl2sql TO nl2sql_t_noalign")
+        gen.execute("GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA nl2sql TO nl2sql_t_noalign")
+        gen.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA nl2sql TO nl2sql_t_noalign")
+        gen.execute("GRANT SELECT (singer_id, name) ON singer TO nl2sql_t_noalign")  # no country
+        gen.execute("SET ROLE nl2sql_t_noalign")
+        try:
+            trace = explain(gen, "How many singers are from france?")
+        finally:
+            gen.execute("RESET ROLE")
+        c = cand(trace, "finsql:m1")
+        assert c["alignments"] == [] and "'france'" in (c["sql"] or "")
+        assert c["status"] == "error" and "permission denied" in c["reason"]
+    finally:
+        gen.execute("RESET ROLE")
+        gen.execute("DROP OWNED BY nl2sql_t_noalign")
+        gen.execute("DROP ROLE nl2sql_t_noalign")

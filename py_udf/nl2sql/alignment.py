@@ -12,7 +12,8 @@ indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order
 3. by trigram similarity (pg_trgm ``similarity``) ≥ ``align_min_trigram``;
 4. by embedding cosine similarity (pgvector, all-MiniLM-L6-v2) ≥ ``align_min_cosine``.
 
-A literal is only replaced when the column's index is complete (fewer indexed values than the
+Only columns the calling role may SELECT are looked up. A literal is only replaced when the
+column's index is complete (fewer indexed values than the
 ``values_per_column`` cap, and the literal no longer than ``value_max_chars``): otherwise the
 literal could be a real value that was not indexed. Each replacement is recorded (column, from,
 to, method, score) in the candidate's trace. Parsing and rewriting use sqlglot.
@@ -121,11 +122,18 @@ class ValueIndex:
         return self._plans[name]
 
     def column_count(self, col: tuple[str, str, str]) -> int:
-        """Indexed values of a column (0: not a string column, or not indexed)."""
+        """Indexed values of a column (0: not a string column, not indexed, or a column the
+        calling role may not SELECT — its values never reach a candidate or a prompt)."""
         if col not in self._counts:
-            plan = self._plan("count", "SELECT count(*) AS n FROM nl2sql.cell_value WHERE "
-                              "schema_name = $1 AND table_name = $2 AND column_name = $3",
-                              ["text", "text", "text"])
+            plan = self._plan(
+                "count",
+                "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
+                "WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1, $2)) "
+                "AND a.attname = $3 AND NOT a.attisdropped "
+                "AND pg_catalog.has_column_privilege(a.attrelid, a.attnum, 'SELECT')) THEN "
+                "(SELECT count(*) FROM nl2sql.cell_value WHERE "
+                "schema_name = $1 AND table_name = $2 AND column_name = $3) ELSE 0 END AS n",
+                ["text", "text", "text"])
             self._counts[col] = int(self.plpy.execute(plan, list(col))[0]["n"])
         return self._counts[col]
 
