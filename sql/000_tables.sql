@@ -17,7 +17,9 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('question_max_chars', '4000'),    -- longer questions are refused
     ('values_per_column', '1000'),     -- distinct string cell values indexed per column
     ('value_max_chars', '200'),        -- longer strings are not indexed as cell values
-    ('llm_timeout_s', '60');           -- default per-call model timeout
+    ('llm_timeout_s', '60'),           -- default per-call model timeout
+    ('llm_max_retries', '2'),          -- retries with backoff on HTTP 429/5xx (openai client)
+    ('send_values', 'on');             -- off: no cell value is sent to any model
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.setting', '');
 
 -- Models: any OpenAI-compatible endpoint. The API key is NOT stored: api_key_env names an

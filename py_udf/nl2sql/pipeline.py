@@ -9,17 +9,16 @@ Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3�
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-from . import catalog, prompts
+from . import catalog, prompts, safety
 from .embed import embed, to_pgvector
 from .execute import run_candidate
 from .llm import call_models
 from .masking import mask_question
 from .settings import get_models, get_settings
-from .sqlcheck import CandidateRefused, check_candidate, clean_model_output, parse_one, \
+from .sqlcheck import CandidateRefused, clean_model_output, parse_one, \
     referenced_tables, to_sql
 from .types import Candidate, Example, LLMReply
 from .vote import vote
@@ -48,12 +47,13 @@ def validate_question(question: str | None, max_chars: int) -> str:
 
 
 def retrieve_examples(plpy, masked_question: str, k: int) -> tuple[list[Example], list[float]]:
-    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2).
+    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2),
+    among those the calling role may see (view ``nl2sql.visible_example``).
     Returns (examples, query embedding)."""
     vec = embed([masked_question])[0]
     rows = plpy.execute(plpy.prepare(
         "SELECT id, db_id, question, sql, masked_question, "
-        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.example "
+        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
         "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
         ["text", "int4"]), [to_pgvector(vec), k])
     return [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],
@@ -110,7 +110,6 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
     known_names = catalog.relation_names(schema)
-    known = set(known_names)
     t = lap("schema_ms", t)
 
     values = catalog.values_in_question(plpy, q)
@@ -131,7 +130,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
 
     tw = time.perf_counter()
-    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
+    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait,
+                            safety.statement_remaining_s(plpy))[0]
     wait_ms += (time.perf_counter() - tw) * 1000
     presql = clean_model_output(pre_reply.text) if pre_reply.text else None
     linked = link_tables(presql, known_names)
@@ -143,7 +143,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     fin_schema = schema.subset(set(linked)) if linked else schema
     fin_prompt = prompts.build_prompt(q, fin_schema, examples, n_values, evidence)
     t = time.perf_counter()
-    fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait)
+    fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait,
+                              safety.statement_remaining_s(plpy))
     wait_ms += (time.perf_counter() - t) * 1000
     trace["finsql"] = {"prompt": fin_prompt, "replies": [_reply_json(r) for r in fin_replies]}
     t = time.perf_counter()
@@ -165,7 +166,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
             c.status, c.reason = "refused", f"no answer: {rep.error or 'empty'}"
             continue
         try:
-            tree = check_candidate(clean_model_output(c.raw_text), known)
+            tree = safety.check_candidate_in_db(plpy, clean_model_output(c.raw_text), schema)
         except CandidateRefused as e:
             c.status, c.reason = "refused", str(e)
             continue
@@ -202,14 +203,6 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:
-    """Insert the trace into ``nl2sql.query_log``; returns its id, or None on a server in
-    recovery (read replica), where nothing is written."""
-    if plpy.execute("SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
-        return None
-    res = plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.query_log (question, sql, confidence, error, trace) "
-        "VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
-        ["text", "text", "float8", "text", "text"]),
-        [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-         trace.get("error"), json.dumps(trace, default=str)])
-    return res[0]["id"]
+    """Insert the trace into ``nl2sql.query_log`` (through ``safety.log_query``); returns its id,
+    or None on a server in recovery (read replica), where nothing is written."""
+    return safety.log_query(plpy, trace)
