@@ -87,13 +87,14 @@ def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, st
 
 
 def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
-    """``schema.table`` names among ``targets`` that the current role may not SELECT (or that
-    no longer exist)."""
+    """``schema.table`` names among ``targets`` on which the current role may SELECT no column
+    (or that no longer exist). Column-level privileges are the database's to enforce when the
+    candidate runs."""
     out = []
     for s, t in targets:
         rel = plpy.quote_ident(s) + "." + plpy.quote_ident(t)
         ok = plpy.execute(plpy.prepare(
-            "SELECT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass($1), 'SELECT'), "
+            "SELECT COALESCE(pg_catalog.has_any_column_privilege(pg_catalog.to_regclass($1), 'SELECT'), "
             "false) AS ok", ["text"]), [rel])[0]["ok"]
         if not ok:
             out.append(f"{s}.{t}")
