@@ -441,3 +441,44 @@ def test_bad_input_gives_clear_errors_or_a_normal_answer_never_a_write(sdb, llm)
     trace = sdb.execute("SELECT nl2sql.explain(%s)", ("Combien de chanteurs? 🎤 ' \" ; --",)).fetchone()[0]
     assert trace["sql"] is not None
     assert checksums(sdb) == before
+
+
+# --------------------------------------------------------------------------------------------
+# execution mechanisms
+# --------------------------------------------------------------------------------------------
+
+def test_row_cap_flags_truncation_and_hashes_only_the_fetched_rows(sdb, llm):
+    sdb.execute("SELECT nl2sql.set_setting('max_rows', '5')")
+    try:
+        add_models(sdb, llm, ["big", "small"])
+        llm.add_rule(Rule(model="big", response="SELECT singer_id FROM singer"))
+        llm.add_rule(Rule(model="small", response="SELECT singer_id FROM singer WHERE singer_id <= 5"))
+        trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        st = {c["source"]: c for c in trace["candidates"]}
+        n = sdb.execute("SELECT count(*) FROM singer").fetchone()[0]
+        assert n > 5
+        assert st["finsql:big"]["truncated"] is True and st["finsql:big"]["row_count"] == 5
+        assert st["finsql:small"]["truncated"] is False and st["finsql:small"]["row_count"] == 5
+        rows = sdb.execute("SELECT * FROM nl2sql.ask(%s)", (Q,)).fetchall()
+        assert len(rows) == 5
+    finally:
+        sdb.execute("SELECT nl2sql.set_setting('max_rows', '10000')")
+
+
+def test_callers_own_transaction_is_untouched_by_the_rolled_back_candidates(cluster, sdb, llm):
+    add_models(sdb, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM venue")
+    with cluster.connect(SAFE_DB, autocommit=False) as c:
+        c.execute("INSERT INTO venue VALUES (500, 'Caller Hall', 'c')")
+        trace = c.execute("SELECT nl2sql.explain(%s)", ("How many venues?",)).fetchone()[0]
+        cand = trace["candidates"][0]
+        assert cand["status"] == "ok"
+        # the candidate sees the caller's uncommitted row; the caller's write survives it
+        n = c.execute("SELECT count(*) FROM venue").fetchone()[0]
+        got = c.execute("SELECT * FROM nl2sql.ask('How many venues?')").fetchone()[0]
+        assert got == {"count": n}
+        assert c.execute("SELECT count(*) FROM venue WHERE venue_id = 500").fetchone()[0] == 1
+        assert c.execute("SHOW transaction_read_only").fetchone()[0] == "off"
+        c.execute("UPDATE venue SET venue_name = 'Caller Hall 2' WHERE venue_id = 500")
+        c.rollback()
+    assert sdb.execute("SELECT count(*) FROM venue WHERE venue_id = 500").fetchone()[0] == 0
