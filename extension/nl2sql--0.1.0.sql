@@ -442,18 +442,23 @@ GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
                 nl2sql.visible_cell_value, nl2sql.visible_example, nl2sql.my_query_log TO PUBLIC;
 
 -- The one write a user call needs: its query_log row. SECURITY DEFINER, pinned search_path;
--- the row is attributed to a role the session may act as (never to another role).
+-- the row is attributed to the given role only when the session may act as it (SET ROLE),
+-- else to session_user: never to a role the caller is not (e.g. when called from inside some
+-- other SECURITY DEFINER function, current_user is that function's owner).
 CREATE OR REPLACE FUNCTION nl2sql._log_query(role_name name, question text, sql text,
                                              confidence float8, error text, trace jsonb)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     new_id bigint;
+    who name := _log_query.role_name;
 BEGIN
-    IF NOT pg_catalog.pg_has_role(session_user, _log_query.role_name, 'USAGE') THEN
-        RAISE EXCEPTION 'nl2sql._log_query: role % is not the calling role', _log_query.role_name;
+    IF who IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who) THEN
+        who := session_user;
+    ELSIF NOT pg_catalog.pg_has_role(session_user, who, 'USAGE') THEN
+        who := session_user;
     END IF;
     INSERT INTO nl2sql.query_log AS q (role_name, question, sql, confidence, error, trace)
-    VALUES (_log_query.role_name, _log_query.question, _log_query.sql, _log_query.confidence,
+    VALUES (who, _log_query.question, _log_query.sql, _log_query.confidence,
             _log_query.error, _log_query.trace)
     RETURNING q.id INTO new_id;
     RETURN new_id;

@@ -34,7 +34,9 @@ class ModelError(RuntimeError):
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nl2sql-llm")
+        # generous: a call abandoned at its deadline may keep its thread until the client's
+        # own timeout (and retries) end it; threads only wait on sockets
+        _POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="nl2sql-llm")
     return _POOL
 
 
