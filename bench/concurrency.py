@@ -140,9 +140,10 @@ def main(argv: list[str] | None = None) -> int:
                     conn.execute("SELECT nl2sql.reindex(force => true)")
                     reindex_runs[0] += 1
                     reindex_ms.append((time.perf_counter() - t0) * 1000)
-                except psycopg.errors.QueryCanceled:
+                except psycopg.errors.QueryCanceled as e:
                     if not stop.is_set():
-                        raise
+                        with lock:
+                            errors.append(f"reindex: {str(e).splitlines()[0]}")
                 except Exception as e:  # noqa: BLE001
                     with lock:
                         errors.append(f"reindex: {str(e).splitlines()[0]}")
