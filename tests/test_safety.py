@@ -248,6 +248,8 @@ def test_role_without_select_never_sees_the_table_in_prompts_or_explain(sdb, ana
         text = json.dumps(trace)
         for s in SECRETS:
             assert s.lower() not in text.lower(), f"explain shows {s!r} to {ROLE}"
+        # the trace says which readable columns' values were kept from the model
+        assert {"public.venue.secret_code", "public.tips.tip_text"} <= set(trace["values_withheld"])
     assert analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
     rows = analyst_conn.execute("SELECT * FROM nl2sql.ask(%s)", (Q,)).fetchall()
     assert len(rows) == 1
