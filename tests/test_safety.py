@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from adversarial_corpus import CORPUS
-from conftest import add_models
+from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models
 from nl2sql.demo_data import demo_sql
 from nl2sql.loopback import Rule
 
@@ -315,6 +315,21 @@ def test_api_key_is_never_stored_and_a_missing_variable_is_named(sdb, llm):
     with pytest.raises(psycopg.Error, match="NL2SQL_TEST_UNSET_KEY is not set"):
         sdb.execute("SELECT nl2sql(%s)", (Q,))
     assert not llm.requests
+
+
+def test_api_key_from_the_server_environment_never_reaches_tables_log_or_explain(sdb, llm):
+    sdb.execute("SELECT nl2sql.add_model('keyed', 'keyed', base_url => %s, api_key_env => %s)",
+                (llm.base_url, TEST_KEY_ENV))
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+    assert trace["sql"] is not None and llm.requests  # the key was found and the call made
+    assert TEST_API_KEY not in json.dumps(trace)
+    dumped = sdb.execute(
+        "SELECT (SELECT string_agg(trace::text || coalesce(error, ''), '') FROM nl2sql.query_log) "
+        "|| (SELECT string_agg(m::text, '') FROM nl2sql.model m) "
+        "|| (SELECT string_agg(s::text, '') FROM nl2sql.setting s) "
+        "|| (SELECT string_agg(setting, '') FROM pg_settings)").fetchone()[0]
+    assert TEST_KEY_ENV in dumped and TEST_API_KEY not in dumped
 
 
 # --------------------------------------------------------------------------------------------
