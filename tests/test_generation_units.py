@@ -14,6 +14,7 @@ from nl2sql.repair import feedback, repair_prompt
 from nl2sql.rewriting import needs_rewrite, rewrite_relative_time
 from nl2sql.selection import apply_choice, multiple_choice_prompt, parse_choice, select
 from nl2sql.settings import ConfigError, validate_setting
+from nl2sql.sqlcheck import CandidateRefused, check_candidate
 from nl2sql.types import Candidate, Column, Example, LLMReply, ModelConfig, Schema, Table
 
 # --- cleaning: one test per rule, each asserting the SQL and the recorded step -------------
@@ -45,6 +46,15 @@ def test_each_cleaning_rule_is_applied_and_recorded(text, sql, step):
 def test_semicolon_inside_a_string_is_not_the_statement_end():
     out = clean("SELECT name FROM singer WHERE country = 'a;b'; -- done\nbye")
     assert out.sql == "SELECT name FROM singer WHERE country = 'a;b'"
+
+
+def test_a_second_statement_is_kept_for_the_check_to_refuse():
+    for text in ("SELECT count(*) FROM singer; SELECT 1",
+                 "SELECT count(*) FROM singer;\n-- and now\nDROP TABLE singer;"):
+        out = clean(text)
+        assert ";" in out.sql and "trailing_prose" not in out.steps
+        with pytest.raises(CandidateRefused, match="exactly one statement"):
+            check_candidate(out.sql, {"singer"})
 
 
 def test_hash_is_kept_when_postgres_reads_it_as_xor():

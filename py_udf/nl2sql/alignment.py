@@ -12,7 +12,8 @@ indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order
 3. by trigram similarity (pg_trgm ``similarity``) ≥ ``align_min_trigram``;
 4. by embedding cosine similarity (pgvector, all-MiniLM-L6-v2) ≥ ``align_min_cosine``.
 
-Only columns the calling role may SELECT are looked up. A literal is only replaced when the
+Values are read through ``nl2sql.visible_cell_value``: only columns the calling role may
+SELECT and whose values the value policy allows are looked up. A literal is only replaced when the
 column's index is complete (fewer indexed values than the
 ``values_per_column`` cap, and the literal no longer than ``value_max_chars``): otherwise the
 literal could be a real value that was not indexed. Each replacement is recorded (column, from,
@@ -122,17 +123,15 @@ class ValueIndex:
         return self._plans[name]
 
     def column_count(self, col: tuple[str, str, str]) -> int:
-        """Indexed values of a column (0: not a string column, not indexed, or a column the
-        calling role may not SELECT — its values never reach a candidate or a prompt)."""
+        """Indexed values of a column the calling role may read (view
+        ``nl2sql.visible_cell_value``: column privilege and value policy); 0 when it is not a
+        string column, not indexed, not readable, or its values are withheld — such values never
+        reach a candidate or a prompt."""
         if col not in self._counts:
             plan = self._plan(
                 "count",
-                "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
-                "WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', $1, $2)) "
-                "AND a.attname = $3 AND NOT a.attisdropped "
-                "AND pg_catalog.has_column_privilege(a.attrelid, a.attnum, 'SELECT')) THEN "
-                "(SELECT count(*) FROM nl2sql.cell_value WHERE "
-                "schema_name = $1 AND table_name = $2 AND column_name = $3) ELSE 0 END AS n",
+                "SELECT count(*) AS n FROM nl2sql.visible_cell_value WHERE "
+                "schema_name = $1 AND table_name = $2 AND column_name = $3",
                 ["text", "text", "text"])
             self._counts[col] = int(self.plpy.execute(plan, list(col))[0]["n"])
         return self._counts[col]
@@ -159,7 +158,7 @@ class ValueIndex:
         plan = self._plan(
             "near",
             "SELECT value, value = $4 AS exact, lower(value) = lower($4) AS ci, "
-            "similarity(value, $4) AS sim FROM nl2sql.cell_value "
+            "similarity(value, $4) AS sim FROM nl2sql.visible_cell_value "
             "WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 "
             "AND (lower(value) = lower($4) OR similarity(value, $4) >= $5) "
             "ORDER BY value = $4 DESC, lower(value) = lower($4) DESC, similarity(value, $4) DESC, "
@@ -180,7 +179,7 @@ class ValueIndex:
         vec = to_pgvector(embed([literal])[0])
         plan = self._plan(
             "vec",
-            "SELECT value, 1 - (embedding <=> $4::vector) AS cos FROM nl2sql.cell_value "
+            "SELECT value, 1 - (embedding <=> $4::vector) AS cos FROM nl2sql.visible_cell_value "
             "WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 "
             "ORDER BY embedding <=> $4::vector LIMIT 1",
             ["text", "text", "text", "text"])
@@ -197,7 +196,7 @@ class ValueIndex:
             return []
         plan = self._plan(
             "topk",
-            "SELECT value FROM nl2sql.cell_value WHERE schema_name = $1 AND table_name = $2 "
+            "SELECT value FROM nl2sql.visible_cell_value WHERE schema_name = $1 AND table_name = $2 "
             "AND column_name = $3 ORDER BY similarity(value, $4) DESC, value LIMIT $5",
             ["text", "text", "text", "text", "int4"])
         return [r["value"] for r in self.plpy.execute(plan, [*col, literal, k])]

@@ -99,9 +99,31 @@ def _cut_leading_prose(t: str, steps: list[str]) -> str:
     return t[start:]
 
 
+# First words of SQL statements: text after a semicolon that starts with one of these is a
+# further statement, not prose; it is kept, so that the check refuses the answer as several
+# statements instead of cleaning silently picking one.
+_STATEMENT_WORDS = {
+    "SELECT", "WITH", "INSERT", "UPDATE", "DELETE", "MERGE", "DROP", "CREATE", "ALTER",
+    "TRUNCATE", "GRANT", "REVOKE", "COPY", "SET", "RESET", "DO", "CALL", "VALUES", "TABLE",
+    "EXPLAIN", "VACUUM", "ANALYZE", "LOCK", "BEGIN", "COMMIT", "ROLLBACK", "SHOW", "PREPARE",
+    "EXECUTE", "DECLARE", "LISTEN", "NOTIFY", "UNLISTEN", "LOAD", "REFRESH", "CLUSTER",
+    "REINDEX", "COMMENT", "SECURITY", "IMPORT", "DISCARD", "CHECKPOINT", "SAVEPOINT", "RELEASE",
+    "START", "END", "ABORT", "FETCH", "MOVE", "CLOSE", "DEALLOCATE", "REASSIGN", "USE", "PRAGMA",
+    "ATTACH", "DETACH", "REPLACE", "UPSERT",
+}
+
+
+def _is_statement(rest: str) -> bool:
+    """True when ``rest`` (text after a semicolon) begins with a SQL statement; comments are
+    skipped by sqlglot's tokenizer. Prose that does not tokenize (an apostrophe) is not SQL."""
+    toks = _tokens(rest)
+    return bool(toks) and toks[0].text.upper() in _STATEMENT_WORDS
+
+
 def _cut_after_statement(t: str, steps: list[str]) -> str:
     """Cut at the first top-level semicolon (found by sqlglot's tokenizer, so a ``;`` inside a
-    string literal does not count); anything after it is prose or a second statement."""
+    string literal does not count) when what follows is prose; a further statement is kept
+    (the check then refuses the answer as several statements)."""
     toks = _tokens(t)
     if toks is None:
         # the text does not tokenize as a whole (e.g. an apostrophe in the prose after the
@@ -109,6 +131,8 @@ def _cut_after_statement(t: str, steps: list[str]) -> str:
         i = t.find(";")
         while i >= 0:
             head = t[:i]
+            if _is_statement(t[i + 1:]):
+                return t
             if _tokens(head) is not None and any(parses_as(head, d) for d in DIALECTS):
                 steps.append("trailing_prose" if t[i + 1:].strip() else "trailing_semicolon")
                 return head.rstrip()
@@ -117,6 +141,8 @@ def _cut_after_statement(t: str, steps: list[str]) -> str:
     for tok in toks:
         if tok.token_type == TokenType.SEMICOLON:
             rest = t[tok.end + 1:]
+            if _is_statement(rest):
+                return t
             if rest.strip():
                 steps.append("trailing_prose")
             else:

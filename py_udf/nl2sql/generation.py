@@ -24,7 +24,8 @@ from . import prompts
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
 from .execute import run_candidate
-from .sqlcheck import CandidateRefused, check_candidate, referenced_tables, to_sql
+from .safety import check_candidate_in_db
+from .sqlcheck import CandidateRefused, referenced_tables, to_sql
 from .types import Candidate, Example, LLMReply, ModelConfig, Schema
 
 
@@ -98,8 +99,7 @@ class Evaluator:
     """Everything needed to turn candidate text into an executed candidate, for one question."""
 
     plpy: Any
-    schema: Schema
-    known: set[str]
+    schema: Schema                     # what the calling role may see (catalog.load_schema)
     search_path: str
     timeout_ms: int
     max_rows: int
@@ -110,8 +110,9 @@ class Evaluator:
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
-        """Clean and check ``text`` into ``c.sql`` and align its values; False (with status
-        ``refused`` and the reason) when it does not pass the check."""
+        """Clean and check ``text`` into ``c.sql`` (the full check of safety.check_candidate_in_db)
+        and align its values; False (with status ``refused`` and the reason) when it does not
+        pass the check."""
         if self.ms is None:
             self.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
         if not text:
@@ -136,7 +137,7 @@ class Evaluator:
         cl = clean(text, dialect)
         c.cleaning = cl.steps
         try:
-            tree = check_candidate(cl.sql, self.known)
+            tree = check_candidate_in_db(self.plpy, cl.sql, self.schema)
         except CandidateRefused as e:
             c.status, c.reason, c.sql = "refused", str(e), cl.sql or None
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000

@@ -13,12 +13,11 @@ et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL
 """
 from __future__ import annotations
 
-import json
 import time
 from datetime import date
 from typing import Any
 
-from . import catalog, prompts
+from . import catalog, prompts, safety
 from .alignment import ValueIndex
 from .cleaning import clean
 from .embed import embed, to_pgvector
@@ -57,12 +56,13 @@ def validate_question(question: str | None, max_chars: int) -> str:
 
 
 def retrieve_examples(plpy, masked_question: str, k: int) -> tuple[list[Example], list[float]]:
-    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2).
+    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2),
+    among those the calling role may see (view ``nl2sql.visible_example``).
     Returns (examples, query embedding)."""
     vec = embed([masked_question])[0]
     rows = plpy.execute(plpy.prepare(
         "SELECT id, db_id, question, sql, masked_question, "
-        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.example "
+        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
         "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
         ["text", "int4"]), [to_pgvector(vec), k])
     return [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],
@@ -114,13 +114,13 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     q = validate_question(question, int(st["question_max_chars"]))
     models = get_models(plpy)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
-                             "models": [m.name for m in models]}
+                             "models": [m.name for m in models],
+                             "values_withheld": safety.withheld_value_columns(plpy)}
     t = time.perf_counter()
     q_prompt = rewrite_question(plpy, q, st, trace)  # ReBoost query rewriting (relative time)
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
     known_names = catalog.relation_names(schema)
-    known = set(known_names)
     t = lap("schema_ms", t)
 
     values = catalog.values_in_question(plpy, q)
@@ -145,7 +145,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
 
     tw = time.perf_counter()
-    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
+    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait,
+                            safety.statement_remaining_s(plpy))[0]
     waits["presql"] = (time.perf_counter() - tw) * 1000
     t = time.perf_counter()
     pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
@@ -169,7 +170,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
                          sample_temperature=float(st["sample_temperature"]))
     t = lap("finsql_prompt_ms", t)
     tw = time.perf_counter()
-    fin_replies = call_models([c.as_call() for c in calls], on_wait)
+    fin_replies = call_models([c.as_call() for c in calls], on_wait,
+                              safety.statement_remaining_s(plpy))
     waits["finsql"] = (time.perf_counter() - tw) * 1000
     t = time.perf_counter()
     trace["finsql"] = {"prompt": calls[0].prompt if calls else None,
@@ -188,7 +190,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     if st["value_alignment"] == "on":
         index = ValueIndex(plpy, int(st["values_per_column"]), int(st["value_max_chars"]),
                            float(st["align_min_trigram"]), float(st["align_min_cosine"]))
-    ev = Evaluator(plpy=plpy, schema=schema, known=known, search_path=search_path,
+    ev = Evaluator(plpy=plpy, schema=schema, search_path=search_path,
                    timeout_ms=int(st["candidate_timeout_ms"]), max_rows=int(st["max_rows"]),
                    dialects={m.name: m.dialect for m in models}, values=index)
     for c in cands:
@@ -199,7 +201,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
     # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
     rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
-                      values, int(st["repair_rounds"]), on_wait)
+                      values, int(st["repair_rounds"]), on_wait,
+                      lambda: safety.statement_remaining_s(plpy))
     waits["repair"] = rep["llm_wait_ms"]
     trace["repair"] = rep
     t = lap("repair_ms", t)
@@ -216,7 +219,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
                                            rows, evidence)
         t = lap("vote_ms", t)
         tw = time.perf_counter()
-        mc_replies = call_models([(mc_model, prompts.messages(mc_prompt))], on_wait)
+        mc_replies = call_models([(mc_model, prompts.messages(mc_prompt))], on_wait,
+                                 safety.statement_remaining_s(plpy))
         waits["multiple_choice"] = (time.perf_counter() - tw) * 1000
         t = time.perf_counter()
         choice = parse_choice(mc_replies[0].text, len(v.groups))
@@ -283,14 +287,6 @@ def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:
-    """Insert the trace into ``nl2sql.query_log``; returns its id, or None on a server in
-    recovery (read replica), where nothing is written."""
-    if plpy.execute("SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
-        return None
-    res = plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.query_log (question, sql, confidence, error, trace) "
-        "VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
-        ["text", "text", "float8", "text", "text"]),
-        [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-         trace.get("error"), json.dumps(trace, default=str)])
-    return res[0]["id"]
+    """Insert the trace into ``nl2sql.query_log`` (through ``safety.log_query``); returns its id,
+    or None on a server in recovery (read replica), where nothing is written."""
+    return safety.log_query(plpy, trace)

@@ -95,11 +95,13 @@ def relevant_values(c: Candidate, ev, question_values: list[dict]) -> list[str]:
 
 def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_of: Callable[[Candidate], str],
                 ev, question_values: list[dict], max_rounds: int,
-                on_wait: Callable[[], None] | None = None) -> dict[str, Any]:
+                on_wait: Callable[[], None] | None = None,
+                budget_s: Callable[[], float | None] | None = None) -> dict[str, Any]:
     """Run up to ``max_rounds`` (≤ 3) repair rounds over ``cands`` in place.
 
     ``models``: model name → config (a candidate whose model is missing is not repaired);
-    ``prompt_of``: the prompt a candidate answered; ``ev``: a generation.Evaluator. Returns a
+    ``prompt_of``: the prompt a candidate answered; ``ev``: a generation.Evaluator;
+    ``budget_s``: seconds left before the caller's statement_timeout (None: no limit). Returns a
     summary for the trace: ``{"rounds": [{"round", "candidates", "repaired"}], "llm_wait_ms",
     "replies"}`` (replies: model, latency, tokens, error per call)."""
     import time
@@ -122,7 +124,8 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
                               relevant_values(c, ev, question_values), r, max_rounds)
             jobs.append((c, p))
         t0 = time.perf_counter()
-        replies = call_models([(models[c.model], prompts.messages(p)) for c, p in jobs], on_wait)
+        replies = call_models([(models[c.model], prompts.messages(p)) for c, p in jobs], on_wait,
+                              budget_s() if budget_s else None)
         summary["llm_wait_ms"] += (time.perf_counter() - t0) * 1000
         still: list[Candidate] = []
         fixed = 0

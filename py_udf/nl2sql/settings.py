@@ -14,6 +14,8 @@ DEFAULTS: dict[str, str] = {
     "values_per_column": "1000",
     "value_max_chars": "200",
     "llm_timeout_s": "60",
+    "llm_max_retries": "2",
+    "send_values": "on",
     # generation and selection (issue 5; see README "Generation and selection")
     "prompt_variants": "1",
     "samples_per_model": "1",
@@ -66,6 +68,18 @@ def validate_setting(key: str, value: str) -> str:
         if f <= 0:
             raise ConfigError("setting 'llm_timeout_s' must be > 0")
         return str(f)
+    if key == "llm_max_retries":
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"setting 'llm_max_retries' must be an integer, got {value!r}") from None
+        if not 0 <= n <= 10:
+            raise ConfigError(f"setting 'llm_max_retries' must be between 0 and 10, got {n}")
+        return str(n)
+    if key == "send_values":
+        if v.lower() not in {"on", "off", "true", "false"}:
+            raise ConfigError("setting 'send_values' must be on or off")
+        return "on" if v.lower() in {"on", "true"} else "off"
     if key in GENERATION_KEYS:
         return validate_generation_setting(key, v)
     if key == "presql_votes":
@@ -93,7 +107,9 @@ def get_models(plpy) -> list[ModelConfig]:
     return [ModelConfig(name=r["name"], model=r["model"], base_url=r["base_url"],
                         api_key_env=r["api_key_env"], temperature=float(r["temperature"]),
                         timeout_s=float(r["timeout_s"] or st["llm_timeout_s"]),
-                        max_tokens=int(r["max_tokens"]), dialect=r["dialect"] or "postgres")
+                        max_tokens=int(r["max_tokens"]),
+                        max_retries=int(st["llm_max_retries"]),
+                        dialect=r["dialect"] or "postgres")
             for r in rows]
 
 
