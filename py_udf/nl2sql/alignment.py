@@ -101,6 +101,9 @@ def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.
     return out
 
 
+_PLANS: dict[str, Any] = {}  # per backend process
+
+
 class ValueIndex:
     """Lookups in ``nl2sql.cell_value`` for one question, cached (the same literal in nine
     candidates is looked up once). Runs on the backend's main thread (``plpy``)."""
@@ -114,13 +117,14 @@ class ValueIndex:
         self.min_cosine = min_cosine
         self._counts: dict[tuple[str, str, str], int] = {}
         self._cache: dict[tuple[str, str, str, str], Lookup] = {}
-        self._plans: dict[str, Any] = {}
         self.lookups = 0
 
     def _plan(self, name: str, sql: str, types: list[str]):
-        if name not in self._plans:
-            self._plans[name] = self.plpy.prepare(sql, types)
-        return self._plans[name]
+        """A prepared plan, kept for the backend's life (planning the privilege-filtered view
+        costs milliseconds; the privilege checks run at execution, as the current role)."""
+        if name not in _PLANS:
+            _PLANS[name] = self.plpy.prepare(sql, types)
+        return _PLANS[name]
 
     def column_count(self, col: tuple[str, str, str]) -> int:
         """Indexed values of a column the calling role may read (view
