@@ -336,3 +336,28 @@ def test_cli_serves_script_until_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_clear_releases_a_hanging_request_without_a_retry():
+    with LoopbackLLM() as server:
+        server.add_rule(Rule(hang=True))
+        c = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=2, timeout=30)
+        result: dict = {}
+
+        def call():
+            try:
+                ask(c, "m", "q")
+            except openai.APIStatusError as e:
+                result["status"] = e.status_code
+
+        th = threading.Thread(target=call)
+        th.start()
+        deadline = time.monotonic() + 5
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.requests
+        server.clear()
+        th.join(5)
+        assert not th.is_alive() and result.get("status") == 400
+        time.sleep(0.3)
+        assert server.requests == []  # the client did not come back with a retry

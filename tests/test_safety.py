@@ -447,7 +447,8 @@ def test_bad_input_gives_clear_errors_or_a_normal_answer_never_a_write(sdb, llm)
             sdb.execute("SELECT nl2sql(%s)", (q,))
     with pytest.raises(psycopg.Error, match="invalid byte sequence"):
         sdb.execute("SELECT nl2sql(convert_from('\\xff41'::bytea, 'UTF8'))")
-    assert not llm.requests
+    # no request for this test's model (an earlier test's abandoned call may still arrive late)
+    assert not [r for r in llm.requests if r["model"] == "m1"]
     # a question that is itself SQL is a question: never executed as given
     trace = sdb.execute("SELECT nl2sql.explain('DELETE FROM singer; SELECT 1')").fetchone()[0]
     assert "count" in trace["sql"].lower()

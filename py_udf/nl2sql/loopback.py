@@ -437,8 +437,14 @@ class _Handler(BaseHTTPRequestHandler):
 
         stop = owner._stop_event
         if reply.hang:
-            stop.wait(_HANG_MAX_S)
-            self.close_connection = True
+            released = owner._release_event
+            released.wait(_HANG_MAX_S)
+            if stop.is_set():
+                self.close_connection = True
+                return
+            # released by clear(): a 400 is not retried by clients, so an abandoned call does
+            # not come back as a stray request in a later script
+            self._send_error(400, "hanging request released by clear()", "released")
             return
         if reply.delay_s > 0 and stop.wait(reply.delay_s):
             self.close_connection = True
@@ -516,6 +522,7 @@ class LoopbackLLM:
         self._default: str | None = None
         self._log_entries: list[dict] = []
         self._stop_event = threading.Event()
+        self._release_event = threading.Event()  # set by clear() and stop(): hanging handlers end
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.verbose = False
@@ -540,6 +547,7 @@ class LoopbackLLM:
             return
         self._stopped = True
         self._stop_event.set()
+        self._release_event.set()
         if self._thread is not None:
             self._server.shutdown()
         with self._server.conns_lock:
@@ -583,11 +591,14 @@ class LoopbackLLM:
             self._rules.append([rule, rule.times])
 
     def clear(self) -> None:
-        """Drop all rules, replays and the request log (the default answer is kept)."""
+        """Drop all rules, replays and the request log (the default answer is kept). Requests
+        hanging under a ``hang`` rule are released with HTTP 400 (not retried by clients)."""
         with self._lock:
             self._rules.clear()
             self._replays.clear()
             self._log_entries.clear()
+            released, self._release_event = self._release_event, threading.Event()
+        released.set()
 
     def set_replay(self, model: str, answers: dict[str, str], delay_s: float = 0.0) -> None:
         """For `model`, answer with answers[extract_question(last user message)].
