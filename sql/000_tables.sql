@@ -17,7 +17,15 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('question_max_chars', '4000'),    -- longer questions are refused
     ('values_per_column', '1000'),     -- distinct string cell values indexed per column
     ('value_max_chars', '200'),        -- longer strings are not indexed as cell values
-    ('llm_timeout_s', '60');           -- default per-call model timeout
+    ('llm_timeout_s', '60'),           -- default per-call model timeout
+    ('value_top_k', '10'),             -- cell values retrieved for a question (prompt, linking)
+    ('value_trgm_min', '0.5'),         -- pg_trgm similarity a value needs to match a phrase
+    ('value_vector_min', '0.8'),       -- embedding cosine similarity a value needs to match a phrase
+    ('link_value_min', '0.9'),         -- score a matched value needs to link its column (exact always)
+    ('link_column_min', '0.6'),        -- question/column embedding similarity that links a column
+    ('dail_tau', '0.6'),               -- DAIL selection: skeleton Jaccard with PreSQL's, at least
+    ('dail_candidates', '50'),         -- examples re-ranked by DAIL selection
+    ('prompt_token_budget', '3000');   -- PreSQL prompt above this (estimated tokens) gets a pruned schema
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.setting', '');
 
 -- Models: any OpenAI-compatible endpoint. The API key is NOT stored: api_key_env names an

@@ -1,8 +1,10 @@
 """One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
 
-question → mask & embed → top-k examples (masked-question cosine) → PreSQL (first model,
-reference-enhanced prompt over the indexed schema) → schema linking (tables parsed from PreSQL)
-→ FinSQL (every model, concurrently, prompt with the linked tables only) → check → execute
+question → value retrieval, mask & embed, top-k examples (masked-question cosine), column
+similarity (context.py) → PreSQL (first model, reference-enhanced prompt over the indexed
+schema, pruned to the token budget when too large) → schema linking (PreSQL ∪ matched values ∪
+similar columns ∪ FK bridges) and DAIL example selection → FinSQL (every model, concurrently,
+prompt with the linked tables only) → check → execute
 (read-only, time-limited) → vote (largest result group; tie → fastest) → log.
 
 Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4.
@@ -13,15 +15,13 @@ import json
 import time
 from typing import Any
 
-from . import catalog, prompts
-from .embed import embed, to_pgvector
+from . import catalog, context, prompts
 from .execute import run_candidate
 from .llm import call_models
-from .masking import mask_question
 from .settings import get_models, get_settings
-from .sqlcheck import CandidateRefused, check_candidate, clean_model_output, parse_one, \
-    referenced_tables, to_sql
-from .types import Candidate, Example, LLMReply
+from .sqlcheck import CandidateRefused, check_candidate, clean_model_output, referenced_tables, \
+    to_sql
+from .types import Candidate, LLMReply
 from .vote import vote
 
 
@@ -45,38 +45,6 @@ def validate_question(question: str | None, max_chars: int) -> str:
             f"nl2sql: the question is {len(q)} characters long, over the limit of {max_chars}; "
             f"shorten it or raise it with SELECT nl2sql.set_setting('question_max_chars', '...')")
     return q
-
-
-def retrieve_examples(plpy, masked_question: str, k: int) -> tuple[list[Example], list[float]]:
-    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2).
-    Returns (examples, query embedding)."""
-    vec = embed([masked_question])[0]
-    rows = plpy.execute(plpy.prepare(
-        "SELECT id, db_id, question, sql, masked_question, "
-        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.example "
-        "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
-        ["text", "int4"]), [to_pgvector(vec), k])
-    return [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],
-                    masked_question=r["masked_question"], similarity=round(float(r["sim"]), 4))
-            for r in rows], vec
-
-
-def link_tables(presql: str | None, known: dict[str, str]) -> list[str]:
-    """Schema linking from PreSQL (PET-SQL §3.3): prompt names of the tables PreSQL reads.
-    ``known`` maps lower-cased bare/qualified names to prompt names. Empty when PreSQL does not
-    parse or names no known table."""
-    if not presql:
-        return []
-    try:
-        tree = parse_one(presql)
-    except CandidateRefused:
-        return []
-    out: list[str] = []
-    for t in referenced_tables(tree):
-        name = known.get(t)
-        if name and name not in out:
-            out.append(name)
-    return out
 
 
 def _reply_json(r: LLMReply) -> dict[str, Any]:
@@ -113,17 +81,14 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     known = set(known_names)
     t = lap("schema_ms", t)
 
-    values = catalog.values_in_question(plpy, q)
-    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
-    masked = mask_question(q, names=names, values=[v["value"] for v in values])
-    examples, _ = retrieve_examples(plpy, masked, int(st["k_examples"]))
-    trace.update({"masked_question": masked, "values_in_question": values,
-                  "examples": [e.__dict__ for e in examples]})
+    ctx = context.retrieve_context(plpy, q, evidence, schema, st)
+    trace.update(context.context_trace(ctx))
+    trace["examples"] = [e.__dict__ for e in ctx.candidates[:int(st["k_examples"])]]
     t = lap("retrieval_ms", t)
 
-    # PreSQL: the first model, full schema, reference-enhanced prompt.
-    n_values = int(st["sample_values"])
-    pre_prompt = prompts.build_prompt(q, schema, examples, n_values, evidence)
+    # PreSQL: the first model, full (or budget-pruned) schema, reference-enhanced prompt.
+    pre_prompt, _pre_schema, pruning = context.presql_prompt(ctx, schema, st)
+    trace["pruning"] = pruning
     t = lap("prompt_ms", t)
     wait_ms = 0.0
 
@@ -134,14 +99,12 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
     wait_ms += (time.perf_counter() - tw) * 1000
     presql = clean_model_output(pre_reply.text) if pre_reply.text else None
-    linked = link_tables(presql, known_names)
     trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql}
-    trace["linked_tables"] = linked
-    trace["linking"] = "presql" if linked else "full schema (PreSQL named no known table)"
 
-    # FinSQL: every model, linked schema only, concurrently.
-    fin_schema = schema.subset(set(linked)) if linked else schema
-    fin_prompt = prompts.build_prompt(q, fin_schema, examples, n_values, evidence)
+    # Schema linking and DAIL selection, then FinSQL: every model, linked schema, concurrently.
+    linked, selection = context.finsql_context(ctx, schema, presql, st)
+    trace.update(context.linking_trace(linked, selection))
+    fin_prompt, _fin_schema = context.finsql_prompt(ctx, schema, linked, selection, st)
     t = time.perf_counter()
     fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait)
     wait_ms += (time.perf_counter() - t) * 1000
