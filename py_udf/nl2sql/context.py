@@ -82,8 +82,10 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
     timings["values_ms"] = round((time.perf_counter() - t) * 1000, 3)
     t = time.perf_counter()
     names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
-    strong = [v.phrase for v in values if (v.how == "exact" or v.score >= float(st["link_value_min"]))
-              and v.source in ("question", "quoted")]
+    # exact and trigram matches (misspellings) mask their phrase; embedding matches only when
+    # strong (a paraphrase like "USA" for 'United States')
+    strong = [v.phrase for v in values if v.source in ("question", "quoted") and
+              (v.how in ("exact", "trigram") or v.score >= float(st["link_value_min"]))]
     masked = mask_question(question, names=names, values=strong)
     k = int(st["k_examples"])
     cands, skels = retrieve_examples(plpy, masked, max(k, int(st["dail_candidates"])))

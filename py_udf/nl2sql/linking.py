@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from .masking import inflections, name_words, tokenize
 from .sqlcheck import CandidateRefused, cte_names, parse_one
 from .types import Schema, Table
 
@@ -175,12 +176,64 @@ def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
     return out
 
 
+def schema_words(schema: Schema) -> set[str]:
+    """Lower-cased words of every table and column name, with singular/plural forms."""
+    out: set[str] = set()
+    for t in schema.tables:
+        for n in [t.table] + [c.name for c in t.columns]:
+            for w in name_words(n):
+                out |= inflections(w)
+    return out
+
+
+def _contains(longer: list[str], shorter: list[str]) -> bool:
+    n = len(shorter)
+    return n < len(longer) and any(longer[i:i + n] == shorter for i in range(len(longer) - n + 1))
+
+
+def linking_values(schema: Schema, values: list, value_min: float,
+                   presql_columns: set[tuple[str, str]] = frozenset()) -> list:
+    """The matched values that link their column. A value links when it is exact or scores
+    ≥ ``value_min`` and was found from the question or a quoted span (not from loose evidence
+    n-grams, whose words are mostly column names), unless:
+
+    * its phrase is made only of words of schema names ("power" names a column, not a value);
+    * its phrase lies inside a longer phrase that matched exactly ("Strength" inside "Super
+      Strength": the longest match wins, as in entity extraction);
+    * the same value text matched a column PreSQL already reads (``presql_columns``, pairs of
+      (schema, table) prompt name and column, lower-cased): the ambiguity is resolved by
+      PreSQL ("Durability" is an attribute and a power)."""
+    words = schema_words(schema)
+    names = {(t.schema, t.table): t.name.lower() for t in schema.tables}
+
+    def toks(text: str) -> list[str]:
+        return [t.lower() for t in tokenize(text) if t[0].isalnum()]
+
+    exact_phrases = [toks(v.phrase) for v in values if v.how == "exact"]
+    explained = {v.value.lower() for v in values
+                 if (names.get((v.schema, v.table)), v.column.lower()) in presql_columns}
+    out = []
+    for v in values:
+        if v.source == "evidence_ngram" or not (v.how == "exact" or v.score >= value_min):
+            continue
+        tk = toks(v.phrase)
+        if v.source == "question" and tk and all(t in words for t in tk):
+            continue
+        if any(_contains(longer, tk) for longer in exact_phrases):
+            continue
+        if v.value.lower() in explained and \
+                (names.get((v.schema, v.table)), v.column.lower()) not in presql_columns:
+            continue
+        out.append(v)
+    return out
+
+
 def link_schema(schema: Schema, presql: str | None, values: list, similar_columns: list,
                 value_min: float = 0.9) -> Linked:
-    """Schema linking = PreSQL's tables and columns ∪ columns of matched values (score ≥
-    ``value_min``, or exact matches) ∪ ``similar_columns`` ∪ FK bridge tables joining them.
+    """Schema linking = PreSQL's tables and columns ∪ columns of matched values (see
+    ``linking_values``) ∪ ``similar_columns`` ∪ FK bridge tables joining them.
 
-    ``values``: retrieval.ValueMatch list (schema/table/column/value/score/how).
+    ``values``: retrieval.ValueMatch list (schema/table/column/value/score/how/phrase/source).
     ``similar_columns``: (schema, table, column, similarity) tuples already filtered by the
     caller's threshold. Returns a Linked with the reasons per table; empty when nothing links.
     """
@@ -191,9 +244,10 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         linked.add_table(t, "presql")
     for t, c in cols:
         linked.add_column(t, c, "presql")
-    for v in values:
+    pre_cols = {(t.lower(), c.lower()) for t, c in cols}
+    for v in linking_values(schema, values, value_min, pre_cols):
         tb = lookup.get(f"{v.schema}.{v.table}".lower())
-        if tb is not None and (v.how == "exact" or v.score >= value_min):
+        if tb is not None:
             linked.add_column(tb.name, v.column, f"value {tb.name}.{v.column} = {v.value!r} "
                                                  f"({v.how} {v.score:.2f})")
     for s, t, c, sim in similar_columns:
