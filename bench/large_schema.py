@@ -159,6 +159,29 @@ DOMAINS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
                 [("weather_station", "region"), ("observation", "weather_station"),
                  ("sensor", "weather_station"), ("forecast", "region"), ("weather_alert", "region")]),
 }
+# one entity per domain, described without the words of its table name (paraphrase questions)
+PARAPHRASE = {
+    "hospital": ("patient", "people under treatment"), "school": ("student", "pupils"),
+    "library": ("loan", "borrowed items"), "airline": ("passenger", "travellers"),
+    "hotel": ("guest", "visitors staying overnight"), "retail": ("supplier", "vendors"),
+    "bank": ("transaction", "money transfers"), "insurance": ("claim", "damage reports filed"),
+    "telecom": ("subscriber", "phone customers"), "logistics": ("driver", "people behind the wheel"),
+    "restaurant": ("chef", "cooks"), "realty": ("property", "houses"),
+    "hr": ("employee", "staff members"), "factory": ("defect", "faults found"),
+    "league": ("player", "footballers"), "music": ("track", "songs"), "film": ("movie", "films"),
+    "webshop": ("payment", "sums paid for purchases"), "research": ("publication", "papers"),
+    "farm": ("harvest", "yields gathered"), "energy": ("outage", "blackouts"),
+    "transit": ("bus", "coaches"), "council": ("permit", "licences"),
+    "law": ("lawyer", "attorneys"), "vet": ("pet", "animals brought in"),
+    "gym": ("trainer", "instructors"), "events": ("attendee", "participants"),
+    "devops": ("developer", "programmers"), "news": ("journalist", "reporters"),
+    "auto": ("mechanic", "repair technicians"), "pharmacy": ("drug", "medicines"),
+    "construction": ("worker", "labourers"), "charity": ("donation", "gifts of money"),
+    "museum": ("painter", "artists who made the paintings"), "zoo": ("keeper", "animal carers"),
+    "gaming": ("gamer", "players"), "tourism": ("tourist", "holidaymakers"),
+    "hiring": ("candidate", "job seekers"), "shipping": ("vessel", "ships"),
+    "weather": ("sensor", "measuring instruments"),
+}
 ATTRS = [("status", "text"), ("created_at", "date"), ("amount", "numeric(10,2)"),
          ("description", "text"), ("city", "text"), ("rating", "integer"), ("code", "text"),
          ("start_date", "date"), ("capacity", "integer"), ("email", "text")]
@@ -239,16 +262,17 @@ def generate(n_tables: int, rng: random.Random) -> tuple[str, dict[str, list[str
 
 
 def make_questions(n: int, names: dict[str, list[str]], rng: random.Random) -> list[dict]:
-    """Questions with their gold tables: single-table, child/parent join, and a bridge join
-    (two tables both joined by FK to a middle table that the question names as a plural, the
-    second named by a cell value)."""
+    """Questions with their gold tables, the kinds in turn: single-table (named by its entity
+    words), child/parent join, bridge join (two tables both joined by FK to a middle table
+    that the question names as a plural, the second named by a cell value), and paraphrase
+    (one table described without its name's words, e.g. "pupils" for school_student)."""
     qs: list[dict] = []
     doms = [d for d in DOMAINS if f"{d}_{DOMAINS[d][1][0]}" in names]
-    kinds = ["single", "join", "bridge"]
+    kinds = ["single", "join", "bridge", "paraphrase"]
     i = 0
     while len(qs) < n:
         d = doms[i % len(doms)]
-        kind = kinds[(i // len(doms)) % 3]
+        kind = kinds[(i // len(doms)) % len(kinds)]
         i += 1
         word, ents, rels = DOMAINS[d]
         if kind == "single":
@@ -266,6 +290,11 @@ def make_questions(n: int, names: dict[str, list[str]], rng: random.Random) -> l
                 "List the {ch} of the {w} together with the name of their {par}."])
             qs.append({"q": tmpl.format(par=words(p), ch=plural(c), w=word),
                        "gold": [f"{d}_{c}", f"{d}_{p}"], "kind": kind})
+        elif kind == "paraphrase":
+            e, para = PARAPHRASE[d]
+            tmpl = rng.choice(["How many {p} does the {w} have?",
+                               "List the {p} by name.", "How many {p} are there?"])
+            qs.append({"q": tmpl.format(p=para, w=word), "gold": [f"{d}_{e}"], "kind": kind})
         else:
             adj: dict[str, list[str]] = {}
             for a, b in rels:
@@ -284,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=None, help="accepted for symmetry; unused")
     ap.add_argument("--tables", type=int, default=1000)
-    ap.add_argument("--questions", type=int, default=120)
+    ap.add_argument("--questions", type=int, default=160)
     ap.add_argument("--reuse", action="store_true", help="keep an already built and indexed database")
     ap.add_argument("--datadir", type=Path, default=None)
     ap.add_argument("--show-misses", type=int, default=15)
@@ -319,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hits, tokens, ms, schema_ms, kept, full = [], [], [], [], [], []
     by_kind: dict[str, list[bool]] = {}
+    stages: dict[str, list[float]] = {}
     misses = []
     for q in qs:
         r = conn.execute("SELECT nl2sql.retrieve(%s)", (q["q"],)).fetchone()[0]
@@ -331,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         kept.append(r["pruning"]["tables_kept"])
         ms.append(float(r["timings"]["retrieval_ms"]))
         schema_ms.append(float(r["timings"]["schema_ms"]))
+        for k, v in r["timings"].items():
+            if k not in ("schema_ms", "retrieval_ms"):
+                stages.setdefault(k, []).append(float(v))
         if not ok:
             misses.append((q["q"], sorted(set(q["gold"]) - shown), r["presql_tables"][:8]))
     recall = statistics.mean(hits)
@@ -345,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{C.percentile(kept, 50):.0f}")
     print(f"retrieval ms (values, examples, column similarity, pruning): p50 {p50:.0f}, p90 "
           f"{C.percentile(ms, 90):.0f}; schema load ms p50 {C.percentile(schema_ms, 50):.0f}")
+    print("   stage p50 ms: " + ", ".join(f"{k} {C.percentile(v, 50):.0f}" for k, v in stages.items()))
     for q, miss, top in misses[:args.show_misses]:
         print(f"   miss: {q!r}: lost {miss}; kept {top}")
     conn.close()

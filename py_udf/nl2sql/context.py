@@ -15,8 +15,8 @@ from typing import Any
 
 from . import prompts
 from .embed import embed, to_pgvector
-from .linking import Linked, column_similarities, estimate_tokens, link_schema, prune_schema, \
-    table_scores
+from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
+    linking_values, prune_schema, table_scores
 from .masking import mask_question
 from .retrieval import ValueMatch, retrieve_values
 from .selection import Selection, dail_select, presql_skeleton
@@ -36,10 +36,6 @@ class Context:
     column_sims: list[tuple[str, str, str, float]]
     scores: dict[str, float]             # table prompt name -> similarity with the question
     timings: dict[str, float] = field(default_factory=dict)
-
-    def strong_values(self, min_score: float) -> list[ValueMatch]:
-        """Matched values that are exact, or score at least ``min_score``."""
-        return [v for v in self.values if v.how == "exact" or v.score >= min_score]
 
 
 def _value_triples(schema: Schema, values: list[ValueMatch],
@@ -101,7 +97,8 @@ def presql_prompt(ctx: Context, schema: Schema, st: dict[str, str]) -> tuple[str
     """The PreSQL prompt: the whole schema, or — when that prompt would exceed the setting
     ``prompt_token_budget`` (estimated tokens, see linking.estimate_tokens) — a schema pruned
     to the tables most similar to the question plus their FK neighbours, tables of matched
-    values first. Returns (prompt, schema used, pruning info)."""
+    values first (those that would link, see linking.linking_values). Returns (prompt, schema
+    used, pruning info)."""
     n_values = int(st["sample_values"])
     examples = ctx.candidates[:int(st["k_examples"])]
     vmin = float(st["link_value_min"])
@@ -112,7 +109,7 @@ def presql_prompt(ctx: Context, schema: Schema, st: dict[str, str]) -> tuple[str
                                     _value_triples(schema, ctx.values, tables))
 
     keep = []
-    for name, _c, _v in _value_triples(schema, ctx.strong_values(vmin)):
+    for name, _c, _v in _value_triples(schema, linking_values(schema, ctx.values, vmin)):
         if name not in keep:
             keep.append(name)
     used, info = prune_schema(schema, ctx.scores, int(st["prompt_token_budget"]), render, keep)

@@ -299,6 +299,8 @@ def prune_schema(schema: Schema, scores: dict[str, float], budget: int, render,
     chosen: list[str] = []
     used = base
     for name in order:
+        if used + 25 > budget:
+            break  # no table fits in what is left
         # a table's cost: its CREATE TABLE plus FK lines to tables already chosen
         cost = estimate_tokens(render_table(by_name[name])) + 1
         cost += sum(12 for fk in schema.foreign_keys
