@@ -9,7 +9,9 @@ A gold literal "is a cell value" when some string column of the database holds i
 (checked in the database itself, not in the index); it is "found" when a retrieved value is
 the same string (case-sensitive). Goal (issue 3): >= 0.95 on superhero and geo.
 
-Usage: python bench/values.py [--data ../shared/bench-data] [--dbs superhero,geo,world]
+``--dbs demo`` is the project's own demo database and its 10 questions (nl2sql.demo_data).
+
+Usage: python bench/values.py [--data ../shared/bench-data] [--dbs superhero,geo,world,demo]
        [--limit N] [--datadir DIR] [--json OUT]
 Last line: ``RESULT value_recall_at10=<0..1>`` (over all questions of the databases given).
 """
@@ -37,7 +39,11 @@ def log(*a) -> None:
 
 def questions_for(data: Path, db: str) -> list[dict]:
     """``{"id", "question", "evidence", "gold"}`` for ``db``: BIRD mini-dev (with evidence) when
-    there is a file for it, else evals.jsonl."""
+    there is a file for it, the project's demo questions for ``demo``, else evals.jsonl."""
+    if db == "demo":
+        from nl2sql.demo_data import DEMO_QUESTIONS
+        return [{"id": i, "question": q, "evidence": None, "gold": g}
+                for i, (q, g) in enumerate(DEMO_QUESTIONS, 1)]
     bird = data / f"bird_minidev_{db}.jsonl"
     if bird.exists():
         rows = [json.loads(x) for x in bird.read_text().splitlines() if x.strip()]
@@ -76,8 +82,16 @@ def cell_values_among(conn, literals: set[str]) -> set[str]:
 
 
 def setup_db(cluster, data: Path, db: str):
-    rep = C.load_dump(cluster, db, data / "pg_dumps" / f"{db}.sql")
-    conn = cluster.connect(db)
+    if db == "demo":  # the project's own demo database (nl2sql.demo_data)
+        from nl2sql.demo_data import demo_sql
+        t0 = time.perf_counter()
+        cluster.create_database(db, drop=True)
+        conn = cluster.connect(db)
+        conn.execute(demo_sql())
+        rep = C.LoadReport(seconds=time.perf_counter() - t0)
+    else:
+        rep = C.load_dump(cluster, db, data / "pg_dumps" / f"{db}.sql")
+        conn = cluster.connect(db)
     schemas = list(C.user_schemas(conn))
     conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
     conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
@@ -113,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             "SELECT DISTINCT value FROM nl2sql.cell_value WHERE value = ANY(%s)", (sorted(cells),))}
         found = gold = found_ci = found_noev = 0
         has_ev = any(q["evidence"] for q in qs)
+        misses_noev: list = []
         how: dict[str, int] = {}
         misses = []
         ms: list[float] = []
@@ -125,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             got_ci = {v.lower() for v in got}
             if has_ev and want:  # reference figure: the same question without its evidence
                 r2 = conn.execute("SELECT nl2sql.retrieve(%s)", (q["question"],)).fetchone()[0]
-                found_noev += sum(1 for v in want if v in {x["value"] for x in r2["values"]})
+                got2 = [x["value"] for x in r2["values"]]
+                found_noev += sum(1 for v in want if v in got2)
+                misses_noev += [(q["id"], q["question"], v, got2) for v in want if v not in got2]
             for v in want:
                 gold += 1
                 if v in got:
@@ -147,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         if has_ev:
             log(f"{db}: without the evidence text (reference): {found_noev}/{gold} = "
                 f"{found_noev / gold if gold else 0:.3f}")
+            for qid, qq, v, got2 in misses_noev[:args.show_misses]:
+                log(f"   miss without evidence q{qid}: {v!r} in {qq!r}; got {got2[:6]}")
         log(f"{db}: value retrieval ms p50 {C.percentile(ms, 50):.0f}, p90 {C.percentile(ms, 90):.0f}")
         for qid, qq, v, idx, got in misses[:args.show_misses]:
             log(f"   miss q{qid}: {v!r}{'' if idx else ' (not indexed)'} in {qq!r}; got {got[:6]}")
