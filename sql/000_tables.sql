@@ -18,6 +18,8 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('values_per_column', '1000'),     -- distinct string cell values indexed per column
     ('value_max_chars', '200'),        -- longer strings are not indexed as cell values
     ('llm_timeout_s', '60'),           -- default per-call model timeout
+    ('llm_max_retries', '2'),          -- retries with backoff on HTTP 429/5xx (openai client)
+    ('send_values', 'on'),             -- off: no cell value is sent to any model
     ('value_top_k', '10'),             -- cell values retrieved for a question (prompt, linking)
     ('value_trgm_min', '0.5'),         -- pg_trgm similarity a value needs to match a phrase
     ('value_vector_min', '0.8'),       -- embedding cosine similarity a value needs to match a phrase

@@ -1,6 +1,12 @@
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
 -- (default /opt/nl2sql/venv) on sys.path once per backend.
+--
+-- Every function pins its search_path (SET search_path FROM CURRENT, i.e. the extension's schema,
+-- the schemas of the extensions it requires, then pg_temp explicitly last, so that no temporary
+-- object of the caller shadows one of ours). All are SECURITY INVOKER unless marked otherwise.
+SELECT pg_catalog.set_config('search_path',
+                             pg_catalog.current_setting('search_path') || ', pg_temp', true);
 
 CREATE OR REPLACE FUNCTION nl2sql._boot() RETURNS text
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
@@ -24,7 +30,7 @@ $py$;
 -- EXECUTE that follows (it would not through plpy). Rows come back as row_to_json text, at most
 -- max_rows + 1 of them (one more than the cap flags truncation). The caller always rolls back.
 CREATE OR REPLACE FUNCTION nl2sql._run_candidate(candidate text, caller_search_path text, max_rows int)
-RETURNS SETOF text LANGUAGE plpgsql AS $$
+RETURNS SETOF text LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     SET LOCAL transaction_read_only = on;
     PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
@@ -56,23 +62,28 @@ return udf.ask(plpy, question, caller_search_path, evidence)
 $py$;
 
 -- nl2sql(question) → the chosen SQL. In schema public so that it works with the default
--- search_path; a SQL wrapper so that the caller's search_path reaches the pipeline.
-CREATE OR REPLACE FUNCTION public.nl2sql(question text, evidence text DEFAULT NULL)
-RETURNS text LANGUAGE sql VOLATILE
-AS $$ SELECT nl2sql._nl2sql(question, pg_catalog.current_setting('search_path'), evidence) $$;
-COMMENT ON FUNCTION public.nl2sql(text, text) IS
+-- search_path. The caller's search_path reaches the pipeline as the default of the parameter
+-- search_path: a parameter default is evaluated in the caller's context, before the function's
+-- own pinned search_path takes effect (SECURITY INVOKER, SET search_path FROM CURRENT).
+CREATE OR REPLACE FUNCTION public.nl2sql(question text, evidence text DEFAULT NULL,
+                                         search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._nl2sql(question, search_path, evidence) $$;
+COMMENT ON FUNCTION public.nl2sql(text, text, text) IS
     'nl2sql: answer a natural-language question with one SQL query (text); see nl2sql.explain for the trace';
 
-CREATE OR REPLACE FUNCTION nl2sql.explain(question text, evidence text DEFAULT NULL)
-RETURNS jsonb LANGUAGE sql VOLATILE
-AS $$ SELECT nl2sql._explain(question, pg_catalog.current_setting('search_path'), evidence) $$;
-COMMENT ON FUNCTION nl2sql.explain(text, text) IS
+CREATE OR REPLACE FUNCTION nl2sql.explain(question text, evidence text DEFAULT NULL,
+                                          search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._explain(question, search_path, evidence) $$;
+COMMENT ON FUNCTION nl2sql.explain(text, text, text) IS
     'nl2sql: the whole trace of answering a question (examples, prompts, candidates, votes, timings, tokens)';
 
-CREATE OR REPLACE FUNCTION nl2sql.ask(question text, evidence text DEFAULT NULL)
-RETURNS SETOF jsonb LANGUAGE sql VOLATILE
-AS $$ SELECT nl2sql._ask(question, pg_catalog.current_setting('search_path'), evidence) $$;
-COMMENT ON FUNCTION nl2sql.ask(text, text) IS
+CREATE OR REPLACE FUNCTION nl2sql.ask(question text, evidence text DEFAULT NULL,
+                                      search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS SETOF jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._ask(question, search_path, evidence) $$;
+COMMENT ON FUNCTION nl2sql.ask(text, text, text) IS
     'nl2sql: the rows of the chosen SQL, one jsonb object per row';
 
 CREATE OR REPLACE FUNCTION nl2sql.reindex(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
@@ -194,8 +205,9 @@ from nl2sql import udf
 return udf.retrieve(plpy, question, caller_search_path, evidence, presql)
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql.retrieve(question text, evidence text DEFAULT NULL, presql text DEFAULT NULL)
-RETURNS jsonb LANGUAGE sql VOLATILE
-AS $$ SELECT nl2sql._retrieve(question, pg_catalog.current_setting('search_path'), evidence, presql) $$;
-COMMENT ON FUNCTION nl2sql.retrieve(text, text, text) IS
+CREATE OR REPLACE FUNCTION nl2sql.retrieve(question text, evidence text DEFAULT NULL, presql text DEFAULT NULL,
+                                           search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._retrieve(question, search_path, evidence, presql) $$;
+COMMENT ON FUNCTION nl2sql.retrieve(text, text, text, text) IS
     'nl2sql: retrieval only, no model call: masked question, matched cell values, examples, the PreSQL prompt (pruned to the token budget) and, given a PreSQL, schema linking, DAIL selection and the FinSQL prompt';

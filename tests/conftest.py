@@ -27,6 +27,8 @@ from nl2sql.loopback import LoopbackLLM  # noqa: E402
 from nl2sql_indexer.cluster import PG_BIN, DEFAULT_VENV, LocalCluster  # noqa: E402
 
 DEMO_DB = "nl2sql_test"
+TEST_KEY_ENV = "NL2SQL_TEST_API_KEY"
+TEST_API_KEY = "sk-nl2sql-test-0123456789abcdef"
 LOCK_FILE = "/tmp/nl2sql-install.lock"
 
 
@@ -58,7 +60,8 @@ def cluster():
         _sync_installation()
         base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
         base.chmod(0o755)
-        c = LocalCluster(base / "data")
+        # a key in the server's environment, as a DBA would set one (tests/test_safety.py)
+        c = LocalCluster(base / "data", server_env={TEST_KEY_ENV: TEST_API_KEY})
         c.start()
         yield c
         c.destroy()

@@ -166,19 +166,24 @@ def test_failing_and_ddl_candidates_are_discarded_rest_still_vote(db, llm):
 
 
 def test_candidate_runs_read_only_even_when_the_check_lets_it_through(db, llm):
-    # a user function that writes: the shape check cannot know, the read-only transaction refuses
+    # a user function that writes but is declared STABLE, so the volatility check (pg_proc)
+    # lets it through; it calls a volatile writer: the read-only transaction refuses the write
     db.execute("CREATE TABLE IF NOT EXISTS audit_t (x int)")
-    db.execute("CREATE OR REPLACE FUNCTION sneaky() RETURNS int LANGUAGE sql AS "
+    db.execute("CREATE OR REPLACE FUNCTION writer() RETURNS int LANGUAGE sql AS "
                "'INSERT INTO audit_t VALUES (1) RETURNING x'")
-    add_models(db, llm, ["w", "ok"])
+    db.execute("CREATE OR REPLACE FUNCTION sneaky() RETURNS int LANGUAGE plpgsql STABLE AS "
+               "'BEGIN RETURN writer(); END'")
+    add_models(db, llm, ["w", "v", "ok"])
     llm.add_rule(Rule(model="w", response="SELECT sneaky()"))
+    llm.add_rule(Rule(model="v", response="SELECT writer()"))
     llm.add_rule(Rule(model="ok", response="SELECT count(*) FROM singer"))
     trace = db.execute("SELECT nl2sql.explain(%s)", (Q_COUNT,)).fetchone()[0]
     st = {c["source"]: c for c in trace["candidates"]}
     assert st["finsql:w"]["status"] == "error" and "read-only" in st["finsql:w"]["reason"]
+    assert st["finsql:v"]["status"] == "refused" and "volatile" in st["finsql:v"]["reason"]
     assert db.execute("SELECT count(*) FROM audit_t").fetchone()[0] == 0
     assert db.execute("SHOW transaction_read_only").fetchone()[0] == "off"
-    db.execute("DROP FUNCTION sneaky(); DROP TABLE audit_t")
+    db.execute("DROP FUNCTION sneaky(); DROP FUNCTION writer(); DROP TABLE audit_t")
 
 
 def test_candidate_that_never_ends_is_cancelled_at_the_time_limit(db, llm):

@@ -203,3 +203,11 @@ def test_retrieval_settings_are_validated(key, bad):
         validate_setting(key, bad)
     assert key in str(e.value)
     assert validate_setting("dail_tau", " 0.7 ") == "0.7"
+
+
+def test_pool_question_masks_partial_mentions_of_its_literals():
+    from nl2sql.examples import literal_phrases, make_entry
+    assert {"Band-Omega-9", "Band Omega", "Omega 9", "Band", "Omega"} <= set(literal_phrases(["Band-Omega-9"]))
+    e = make_entry("hr", "Which employee is in band omega?",
+                   "SELECT employee_label FROM payroll WHERE wage_band = 'Band-Omega-9'")
+    assert e.masked_question == "Which <mask> is in <mask> ?"

@@ -26,22 +26,27 @@ def parse_search_path(plpy, search_path: str) -> list[str]:
 
 
 def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
-    """The indexed schema, as the prompt shows it: a table is named bare when its schema is the
-    first on ``search_path`` holding a table of that name, ``schema.table`` otherwise.
+    """The indexed schema the calling role may read, as the prompt shows it: a table is named
+    bare when its schema is the first on ``search_path`` holding a table of that name,
+    ``schema.table`` otherwise. Read through the privilege-filtered views
+    ``nl2sql.visible_table/visible_column/visible_fk`` (tables and columns the current role may
+    SELECT; sample values only where the value policy allows).
 
-    Raises RuntimeError when nothing is indexed, saying to run ``nl2sql.reindex()``."""
+    Raises RuntimeError when nothing the role may read is indexed, saying to run
+    ``nl2sql.reindex()``."""
     trows = plpy.execute(
-        "SELECT schema_name, table_name, comment FROM nl2sql.schema_table "
+        "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
         "ORDER BY schema_name, table_name")
     if not trows:
-        raise RuntimeError("nl2sql: no table is indexed; run SELECT nl2sql.reindex(); "
-                           "(setting 'schemas' lists what it covers)")
+        raise RuntimeError("nl2sql: no table that this role may SELECT is indexed; run "
+                           "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
+                           "or GRANT SELECT on the tables to ask about")
     crows = plpy.execute(
         "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
-        "sample_values FROM nl2sql.schema_column ORDER BY schema_name, table_name, ordinal")
+        "sample_values FROM nl2sql.visible_column ORDER BY schema_name, table_name, ordinal")
     frows = plpy.execute(
         "SELECT schema_name, table_name, columns, ref_schema, ref_table, ref_columns "
-        "FROM nl2sql.schema_fk ORDER BY schema_name, table_name, constraint_name")
+        "FROM nl2sql.visible_fk ORDER BY schema_name, table_name, constraint_name")
     rank = {s: i for i, s in enumerate(search_path)}
     first_schema: dict[str, str] = {}
     for r in sorted(trows, key=lambda r: rank.get(r["schema_name"], 10**6)):

@@ -56,7 +56,7 @@ def retrieve_examples(plpy, masked_question: str, n: int) -> tuple[list[Example]
     vec = embed([masked_question])[0]
     rows = plpy.execute(plpy.prepare(
         "SELECT id, db_id, question, sql, masked_question, sql_skeleton, "
-        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.example "
+        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
         "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
         ["text", "int4"]), [to_pgvector(vec), n])
     exs = [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],

@@ -17,6 +17,7 @@ import json
 
 from .embed import embed, to_pgvector
 from .examples import BUILTIN_SOURCE, builtin_pool
+from .safety import value_columns
 from .settings import get_settings
 
 _STRING_TYPES = {"text", "character varying", "character", "varchar", "char", "citext", "name"}
@@ -82,8 +83,12 @@ def _read_table(plpy, schema: str, table: str, st: dict[str, str]) -> dict:
     cat = _catalog_of(plpy, schema, table)
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
     cat["n_rows"] = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+    allowed = value_columns(plpy, schema, table)  # RLS tables and opted-out columns: no values
     for c in cat["columns"]:
         col = plpy.quote_ident(c["name"])
+        if not allowed.get(c["name"], False):
+            c["samples"], c["values"] = [], []
+            continue
         c["samples"] = [r["v"] for r in plpy.execute(
             f"SELECT {col}::text AS v FROM (SELECT {col} FROM {rel} WHERE {col} IS NOT NULL "
             f"LIMIT 10000) s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {n_samples}")] \

@@ -321,9 +321,10 @@ def prune_schema(schema: Schema, scores: dict[str, float], budget: int, render,
 
 
 def column_similarities(plpy, question_vec: list[float],
-                        relation: str = "nl2sql.schema_column") -> list[tuple[str, str, str, float]]:
+                        relation: str = "nl2sql.visible_column") -> list[tuple[str, str, str, float]]:
     """Cosine similarity (0..1 for these embeddings) of the question's embedding with every
-    indexed column's (``table column words: comment``), best first:
+    indexed column the calling role may read (``relation``, default the privilege-filtered
+    view; embedding text ``table column words: comment``), best first:
     [(schema, table, column, similarity)]. One sequential pass over ``relation``: a few ms
     for thousands of columns."""
     from .embed import to_pgvector

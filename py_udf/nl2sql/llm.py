@@ -5,6 +5,13 @@ Calls run in worker threads; the calling (main) thread waits in short slices and
 ``pg_cancel_backend`` (psql's Ctrl-C) is noticed within about one slice (DESIGN.md field notes).
 API keys are read from the server's environment variable named in the model configuration;
 they are never stored or logged.
+
+Faults: HTTP 408/409/429/5xx and connection errors are retried by the openai client itself, with
+exponential backoff and jitter (honouring a Retry-After header), up to ``ModelConfig.max_retries``
+times (setting ``llm_max_retries``). Each model's whole call, retries included, is bounded by its
+``timeout_s`` and by the time left before the caller's ``statement_timeout``
+(``budget_s`` of ``call_models``); a model that is not done by then is reported as timed out and
+abandoned, and the others still vote.
 """
 from __future__ import annotations
 
@@ -27,7 +34,9 @@ class ModelError(RuntimeError):
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nl2sql-llm")
+        # generous: a call abandoned at its deadline may keep its thread until the client's
+        # own timeout (and retries) end it; threads only wait on sockets
+        _POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="nl2sql-llm")
     return _POOL
 
 
@@ -42,24 +51,28 @@ def _client(cfg: ModelConfig):
                 f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
                 f"PostgreSQL server's environment; set it where the server starts (e.g. "
                 f"/etc/postgresql/15/main/environment) and restart, or change api_key_env")
-    ck = (cfg.base_url, key, cfg.timeout_s)
+    ck = (cfg.base_url, key, cfg.max_retries)
     if ck not in _CLIENTS:
         _CLIENTS[ck] = openai.OpenAI(base_url=cfg.base_url, api_key=key or "no-key",
-                                     timeout=cfg.timeout_s, max_retries=1)
+                                     timeout=cfg.timeout_s, max_retries=cfg.max_retries)
     return _CLIENTS[ck]
 
 
-def call_model(cfg: ModelConfig, messages: list[dict[str, str]]) -> LLMReply:
-    """One chat-completions call. Never raises: failures come back as ``LLMReply.error`` naming
-    the model, the endpoint and what went wrong. ``latency_ms`` is wall time in milliseconds."""
+def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
+               timeout_s: float | None = None) -> LLMReply:
+    """One chat-completions call (the openai client retries 429/5xx with backoff, at most
+    ``cfg.max_retries`` times). ``timeout_s`` (seconds; default ``cfg.timeout_s``) bounds each
+    HTTP attempt. Never raises: failures come back as ``LLMReply.error`` naming the model, the
+    endpoint and what went wrong. ``latency_ms`` is wall time in milliseconds."""
     t0 = time.perf_counter()
+    timeout_s = timeout_s or cfg.timeout_s
     try:
         import openai
 
         client = _client(cfg)
         resp = client.chat.completions.create(
             model=cfg.model, messages=messages, temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens, n=1)
+            max_tokens=cfg.max_tokens, n=1, timeout=timeout_s)
         text = resp.choices[0].message.content if resp.choices else None
         usage = resp.usage
         return LLMReply(model=cfg.name, text=text, error=None if text else "empty answer",
@@ -70,12 +83,14 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]]) -> LLMReply:
         err = str(e)
     except openai.APITimeoutError:
         err = (f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer within "
-               f"{cfg.timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint")
+               f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint")
     except openai.APIConnectionError as e:
         err = (f"model {cfg.name!r}: cannot reach {cfg.base_url or 'default endpoint'} ({e}); "
                f"check base_url and that the endpoint is up")
     except openai.APIStatusError as e:
-        err = f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}: {str(e)[:300]}"
+        retried = f" (after {cfg.max_retries} retries)" if e.status_code in (408, 409, 429) \
+            or e.status_code >= 500 else ""
+        err = f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: {str(e)[:300]}"
     except Exception as e:  # any other client failure is reported, not raised
         err = f"model {cfg.name!r}: {type(e).__name__}: {str(e)[:300]}"
     return LLMReply(model=cfg.name, text=None, error=err,
@@ -83,16 +98,37 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]]) -> LLMReply:
 
 
 def call_models(calls: list[tuple[ModelConfig, list[dict[str, str]]]],
-                on_wait: Callable[[], None] | None = None) -> list[LLMReply]:
+                on_wait: Callable[[], None] | None = None,
+                budget_s: float | None = None) -> list[LLMReply]:
     """Run several model calls concurrently; returns replies in the order of ``calls``.
 
     ``on_wait`` is called every ``WAIT_SLICE_S`` seconds while waiting (it may raise to cancel,
     e.g. QueryCanceled from a trivial SPI call; outstanding calls are then abandoned).
+    ``budget_s``: seconds left for the whole statement (the caller's statement_timeout), or None.
+    Each call gets ``min(model timeout_s, budget_s)`` seconds, retries included; a call still
+    running then is abandoned and reported as an error reply (the others are kept).
     """
-    futures: list[Future] = [_pool().submit(call_model, cfg, msgs) for cfg, msgs in calls]
+    t0 = time.monotonic()
+    limits = [min(cfg.timeout_s, budget_s) if budget_s is not None else cfg.timeout_s
+              for cfg, _ in calls]
+    limits = [max(x, 0.05) for x in limits]
+    futures: list[Future] = [_pool().submit(call_model, cfg, msgs, lim)
+                             for (cfg, msgs), lim in zip(calls, limits)]
+    replies: list[LLMReply | None] = [None] * len(calls)
     pending = set(futures)
     while pending:
         _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)
+        now = time.monotonic() - t0
+        for i, f in enumerate(futures):
+            if f in pending and now >= limits[i]:
+                cfg = calls[i][0]
+                why = ("the time left before statement_timeout"
+                       if budget_s is not None and limits[i] < cfg.timeout_s else "timeout_s")
+                replies[i] = LLMReply(
+                    model=cfg.name, text=None, latency_ms=now * 1000,
+                    error=(f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer "
+                           f"within {limits[i]:.3g} s ({why}); abandoned"))
+                pending.discard(f)
         if pending and on_wait is not None:
             on_wait()
-    return [f.result() for f in futures]
+    return [r if r is not None else f.result() for r, f in zip(replies, futures)]

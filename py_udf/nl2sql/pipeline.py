@@ -11,16 +11,14 @@ Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3�
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-from . import catalog, context, prompts
+from . import catalog, context, prompts, safety
 from .execute import run_candidate
 from .llm import call_models
 from .settings import get_models, get_settings
-from .sqlcheck import CandidateRefused, check_candidate, clean_model_output, referenced_tables, \
-    to_sql
+from .sqlcheck import CandidateRefused, clean_model_output, referenced_tables, to_sql
 from .types import Candidate, LLMReply
 from .vote import vote
 
@@ -73,12 +71,11 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     q = validate_question(question, int(st["question_max_chars"]))
     models = get_models(plpy)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
-                             "models": [m.name for m in models]}
+                             "models": [m.name for m in models],
+                             "values_withheld": safety.withheld_value_columns(plpy)}
     t = time.perf_counter()
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
-    known_names = catalog.relation_names(schema)
-    known = set(known_names)
     t = lap("schema_ms", t)
 
     ctx = context.retrieve_context(plpy, q, evidence, schema, st)
@@ -96,7 +93,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
 
     tw = time.perf_counter()
-    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait)[0]
+    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait,
+                            safety.statement_remaining_s(plpy))[0]
     wait_ms += (time.perf_counter() - tw) * 1000
     presql = clean_model_output(pre_reply.text) if pre_reply.text else None
     trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql}
@@ -106,7 +104,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     trace.update(context.linking_trace(linked, selection))
     fin_prompt, _fin_schema = context.finsql_prompt(ctx, schema, linked, selection, st)
     t = time.perf_counter()
-    fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait)
+    fin_replies = call_models([(m, prompts.messages(fin_prompt)) for m in models], on_wait,
+                              safety.statement_remaining_s(plpy))
     wait_ms += (time.perf_counter() - t) * 1000
     trace["finsql"] = {"prompt": fin_prompt, "replies": [_reply_json(r) for r in fin_replies]}
     t = time.perf_counter()
@@ -128,7 +127,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
             c.status, c.reason = "refused", f"no answer: {rep.error or 'empty'}"
             continue
         try:
-            tree = check_candidate(clean_model_output(c.raw_text), known)
+            tree = safety.check_candidate_in_db(plpy, clean_model_output(c.raw_text), schema)
         except CandidateRefused as e:
             c.status, c.reason = "refused", str(e)
             continue
@@ -165,14 +164,6 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:
-    """Insert the trace into ``nl2sql.query_log``; returns its id, or None on a server in
-    recovery (read replica), where nothing is written."""
-    if plpy.execute("SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
-        return None
-    res = plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.query_log (question, sql, confidence, error, trace) "
-        "VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
-        ["text", "text", "float8", "text", "text"]),
-        [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-         trace.get("error"), json.dumps(trace, default=str)])
-    return res[0]["id"]
+    """Insert the trace into ``nl2sql.query_log`` (through ``safety.log_query``); returns its id,
+    or None on a server in recovery (read replica), where nothing is written."""
+    return safety.log_query(plpy, trace)

@@ -1,5 +1,6 @@
 """Value retrieval: cell values of the database that the question (and its evidence) mentions,
-found in the value index ``nl2sql.cell_value`` by exact match, by pg_trgm similarity (misspelt
+found in the value index (read through ``nl2sql.visible_cell_value``: only values of columns the
+calling role may SELECT and the value policy lets reach a model) by exact match, by pg_trgm similarity (misspelt
 or partly typed values) and by embedding similarity (paraphrased values).
 
 Source: OpenSearch-SQL (Xie et al. 2024) §3.4 — entity extraction from the question, then
@@ -169,11 +170,11 @@ def _rows_to_matches(rows, phrases: list[Phrase], how: str) -> list[ValueMatch]:
 
 def retrieve_values(plpy, question: str, evidence: str | None = None, *, top_k: int = 10,
                     trgm_min: float = 0.5, vector_min: float = 0.8, per_phrase: int = 3,
-                    max_vector_phrases: int = 48, relation: str = "nl2sql.cell_value"
+                    max_vector_phrases: int = 48, relation: str = "nl2sql.visible_cell_value"
                     ) -> list[ValueMatch]:
     """Cell values the question mentions, best first, at most ``top_k``.
 
-    Three lookups against ``relation`` (the value index): exact, case-insensitive equality with
+    Three lookups against ``relation`` (the value index as the calling role may see it): exact, case-insensitive equality with
     a phrase (score 1); pg_trgm ``similarity(value, phrase) >= trgm_min`` through the gin
     trigram index (``per_phrase`` best values per phrase); cosine similarity of the phrase's
     all-MiniLM-L6-v2 embedding with the value's ``>= vector_min`` through the hnsw index

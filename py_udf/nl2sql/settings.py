@@ -14,6 +14,8 @@ DEFAULTS: dict[str, str] = {
     "values_per_column": "1000",
     "value_max_chars": "200",
     "llm_timeout_s": "60",
+    "llm_max_retries": "2",
+    "send_values": "on",
     "value_top_k": "10",
     "value_trgm_min": "0.5",
     "value_vector_min": "0.8",
@@ -80,6 +82,18 @@ def validate_setting(key: str, value: str) -> str:
         if f <= 0:
             raise ConfigError("setting 'llm_timeout_s' must be > 0")
         return str(f)
+    if key == "llm_max_retries":
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"setting 'llm_max_retries' must be an integer, got {value!r}") from None
+        if not 0 <= n <= 10:
+            raise ConfigError(f"setting 'llm_max_retries' must be between 0 and 10, got {n}")
+        return str(n)
+    if key == "send_values":
+        if v.lower() not in {"on", "off", "true", "false"}:
+            raise ConfigError("setting 'send_values' must be on or off")
+        return "on" if v.lower() in {"on", "true"} else "off"
     if key == "presql_votes":
         if v.lower() not in {"on", "off", "true", "false"}:
             raise ConfigError("setting 'presql_votes' must be on or off")
@@ -105,5 +119,6 @@ def get_models(plpy) -> list[ModelConfig]:
     return [ModelConfig(name=r["name"], model=r["model"], base_url=r["base_url"],
                         api_key_env=r["api_key_env"], temperature=float(r["temperature"]),
                         timeout_s=float(r["timeout_s"] or st["llm_timeout_s"]),
-                        max_tokens=int(r["max_tokens"]))
+                        max_tokens=int(r["max_tokens"]),
+                        max_retries=int(st["llm_max_retries"]))
             for r in rows]

@@ -87,6 +87,7 @@ class ModelConfig:
     temperature: float = 0.0
     timeout_s: float = 60.0
     max_tokens: int = 512
+    max_retries: int = 2          # retries with backoff on 408/409/429/5xx/connection errors
 
 
 @dataclass

@@ -12,7 +12,7 @@ from . import examples as ex_mod
 from . import indexer
 from .pipeline import QuestionError, answer, log_trace
 from .settings import ConfigError, get_settings, validate_setting
-from .sqlcheck import CandidateRefused, check_candidate, parse_one
+from .sqlcheck import CandidateRefused, parse_one
 from .embed import EmbeddingError
 
 
@@ -105,15 +105,17 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
     """``nl2sql.add_example(question, sql, db_id, dialect) → bigint``: add one pair to the pool
     (transpiled to PostgreSQL, masked, embedded); returns its id. A pair for the current
     database (db_id null) is checked against the indexed catalog."""
+    tree = schema = None
     try:
         entry = ex_mod.make_entry(db_id or "local", question, sql, None, dialect=dialect)
         if db_id is None:
-            from .catalog import known_relations, load_schema, parse_search_path
+            from .catalog import load_schema, parse_search_path
+            from .safety import check_candidate_in_db
 
             path = parse_search_path(plpy, plpy.execute(
                 "SELECT current_setting('search_path') AS p")[0]["p"])
             schema = load_schema(plpy, path)
-            check_candidate(entry.sql, known_relations(schema))
+            tree = check_candidate_in_db(plpy, entry.sql, schema)
             entry.schema = {t.table: [c.name for c in t.columns] for t in schema.tables}
             entry = ex_mod.make_entry("local", question, entry.sql, entry.schema)
     except (CandidateRefused, ValueError) as e:
@@ -128,6 +130,10 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
         ["text", "text", "text", "text", "text", "text", "text", "text"]),
         [entry.db_id, entry.question, entry.sql, entry.masked_question, entry.sql_skeleton,
          json.dumps(entry.schema), source, vec])
+    if tree is not None:  # an example of this database: shown only to roles that may read it
+        from .safety import record_example_relations
+
+        record_example_relations(plpy, res[0]["id"], tree, schema)
     return res[0]["id"]
 
 

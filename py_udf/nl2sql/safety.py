@@ -1,0 +1,218 @@
+"""Safety checks that need the database: function volatility (pg_proc), the calling role's
+privileges, the cell-value policy, the statement's remaining time, and the query-log write.
+
+The model's text is untrusted input executed inside someone's database (DESIGN.md "Safety
+model"). ``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
+what only the catalog knows:
+
+- every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or
+  's'), or be on ``VOLATILE_ALLOWLIST``; a volatile function can change state or reach outside
+  the query (``pg_sleep``, ``pg_read_file``, ``nextval``, ``set_config``, ``dblink``, a user's
+  function that writes) even when the statement is a plain SELECT;
+- every relation must be one the calling role may SELECT (``has_table_privilege``);
+- cell values of a table with row-level security are not indexed unless opted in, and any
+  table or column can be opted out (``nl2sql.value_policy``).
+
+The database remains the backstop: candidates run read-only and time-limited (``execute.py``),
+as the calling role (every user-facing function is SECURITY INVOKER).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+from sqlglot import exp
+
+from .sqlcheck import CandidateRefused, check_candidate, referenced_tables
+from .types import Schema
+
+# Volatile functions a candidate may still call: they read no data and change nothing but the
+# values they return. Documented in README "Safety".
+VOLATILE_ALLOWLIST = frozenset({"random", "clock_timestamp", "timeofday"})
+
+
+def function_names(tree: exp.Expression) -> set[str]:
+    """Lower-cased names under which PostgreSQL may resolve each function call in ``tree``.
+
+    An unknown function (``exp.Anonymous``) contributes its own name (schema qualification
+    dropped: ``pg_catalog.pg_sleep`` → ``pg_sleep``). A function sqlglot knows contributes every
+    name sqlglot maps to that node (e.g. ``exp.Rand`` → ``rand``, ``random``), so that a
+    volatile PostgreSQL function hidden behind a portable node is still looked up.
+    """
+    names: set[str] = set()
+    for node in tree.find_all(exp.Func):
+        if isinstance(node, exp.Anonymous):
+            if node.name:
+                names.add(node.name.lower())
+            continue
+        names.add(node.sql_name().lower())
+        for alias in getattr(type(node), "_sql_names", None) or []:
+            names.add(str(alias).lower())
+    return names
+
+
+def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
+    """Those of ``names`` for which ``pg_proc`` holds at least one volatile function of that
+    name (in any schema: conservative, overloads and schemas are not told apart)."""
+    names = sorted(set(names))
+    if not names:
+        return set()
+    rows = plpy.execute(plpy.prepare(
+        "SELECT DISTINCT proname::text AS n FROM pg_catalog.pg_proc "
+        "WHERE proname = ANY($1::name[]) AND provolatile = 'v'", ["text[]"]), [names])
+    return {r["n"] for r in rows}
+
+
+def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str]]) -> None:
+    """Refuse a candidate that calls a volatile function not on ``VOLATILE_ALLOWLIST``.
+
+    ``volatile(names)`` returns the volatile ones among ``names`` (``volatile_functions`` bound
+    to ``plpy`` inside the server). Raises CandidateRefused naming the functions."""
+    bad = sorted(volatile(function_names(tree) - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
+    if bad:
+        raise CandidateRefused(
+            f"calls volatile function(s) {', '.join(f + '()' for f in bad)}: only non-volatile "
+            f"functions (pg_proc.provolatile 'i' or 's') and {', '.join(sorted(VOLATILE_ALLOWLIST))} "
+            f"are allowed")
+
+
+def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, str]]:
+    """(schema, table) of every relation ``tree`` reads that ``schema`` (the caller's visible
+    schema) knows, by prompt name or ``schema.table``."""
+    by_name: dict[str, tuple[str, str]] = {}
+    for t in schema.tables:
+        by_name[t.name.lower()] = (t.schema, t.table)
+        by_name[f"{t.schema}.{t.table}".lower()] = (t.schema, t.table)
+    return [by_name[n] for n in referenced_tables(tree) if n in by_name]
+
+
+def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
+    """``schema.table`` names among ``targets`` on which the current role may SELECT no column
+    (or that no longer exist). Column-level privileges are the database's to enforce when the
+    candidate runs."""
+    out = []
+    for s, t in targets:
+        rel = plpy.quote_ident(s) + "." + plpy.quote_ident(t)
+        ok = plpy.execute(plpy.prepare(
+            "SELECT COALESCE(pg_catalog.has_any_column_privilege(pg_catalog.to_regclass($1), 'SELECT'), "
+            "false) AS ok", ["text"]), [rel])[0]["ok"]
+        if not ok:
+            out.append(f"{s}.{t}")
+    return out
+
+
+def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
+    """The full candidate check (issue 4, item 1): ``sqlcheck.check_candidate`` (one
+    SELECT/WITH/set operation, no data-modifying node, no SELECT INTO, no locking clause, known
+    relations only — ``schema`` is what the calling role may see), then every function
+    non-volatile in pg_proc or allowlisted, then SELECT privilege on every relation for the
+    current role. Returns the parsed tree; raises CandidateRefused with the reason."""
+    from .catalog import known_relations
+
+    tree = check_candidate(sql, known_relations(schema))
+    check_functions(tree, lambda names: volatile_functions(plpy, names))
+    denied = unreadable_relations(plpy, relation_targets(tree, schema))
+    if denied:
+        raise CandidateRefused(f"the calling role may not SELECT {', '.join(denied)}")
+    return tree
+
+
+def statement_remaining_s(plpy) -> float | None:
+    """Seconds left before the caller's ``statement_timeout`` cancels the current statement;
+    None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``."""
+    r = plpy.execute(
+        "SELECT s.setting::float8 AS ms, EXTRACT(epoch FROM pg_catalog.clock_timestamp() - "
+        "pg_catalog.statement_timestamp())::float8 AS el "
+        "FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout'")[0]
+    if not r["ms"]:
+        return None
+    return r["ms"] / 1000.0 - float(r["el"])
+
+
+def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
+    """Whether each column's cell values may be indexed and sent to a model: the setting
+    ``send_values`` is on, and the column's policy, else its table's, allows it; without a
+    policy a table with row-level security is not value-indexed (its rows would be read with the
+    indexer's rights, not the asking role's). Same rule as view ``nl2sql.visible_column``."""
+    rows = plpy.execute(plpy.prepare(
+        "SELECT a.attname::text AS col, "
+        "COALESCE((SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'), true) "
+        "AND COALESCE("
+        " (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1 "
+        "    AND p.table_name = $2 AND p.column_name = a.attname), "
+        " (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1 "
+        "    AND p.table_name = $2 AND p.column_name = ''), "
+        " NOT r.relrowsecurity) AS ok "
+        "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
+        "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",
+        ["name", "name"]), [schema, table])
+    return {r["col"]: bool(r["ok"]) for r in rows}
+
+
+def withheld_value_columns(plpy) -> list[str]:
+    """``schema.table.column`` of the columns the calling role may read whose cell values are
+    kept from the model (value policy, row-level security, setting ``send_values``): what the
+    trace reports as not sent."""
+    return [r["c"] for r in plpy.execute(
+        "SELECT schema_name || '.' || table_name || '.' || column_name AS c "
+        "FROM nl2sql.visible_column WHERE NOT values_allowed ORDER BY 1")]
+
+
+def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:
+    """``nl2sql.set_value_policy(tbl, send_values, column_name)``: store the policy and re-index
+    the table's values now (when it is indexed). Returns ``{"table", "column", "send_values",
+    "reindexed"}`` as JSON. Raises (plpy.error) on an unknown column or a null flag."""
+    from .indexer import index_table
+
+    if send_values is None:
+        plpy.error("nl2sql.set_value_policy: send_values must be true or false",
+                   hint="false keeps the values out of the index and prompts; true opts in")
+    r = plpy.execute(plpy.prepare(
+        "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass",
+        ["text"]), [tbl])[0]
+    col = column_name or ""
+    if col and col not in value_columns(plpy, r["s"], r["t"]):
+        plpy.error(f"nl2sql.set_value_policy: table {r['s']}.{r['t']} has no column {col!r}",
+                   hint="pass column_name => NULL for the whole table")
+    plpy.execute(plpy.prepare(
+        "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
+        "VALUES ($1, $2, $3, $4) ON CONFLICT (schema_name, table_name, column_name) "
+        "DO UPDATE SET send_values = EXCLUDED.send_values", ["name", "name", "name", "bool"]),
+        [r["s"], r["t"], col, send_values])
+    indexed = plpy.execute(plpy.prepare(
+        "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+        ["name", "name"]), [r["s"], r["t"]])
+    if indexed:
+        index_table(plpy, r["s"], r["t"], force=True)
+    return json.dumps({"table": f"{r['s']}.{r['t']}", "column": column_name,
+                       "send_values": send_values, "reindexed": bool(indexed)})
+
+
+def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:
+    """Store which relations an example of this database reads (``nl2sql.example_relation``),
+    so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
+    Returns how many relations were recorded."""
+    targets = sorted(set(relation_targets(tree, schema)))
+    plpy.execute(plpy.prepare("DELETE FROM nl2sql.example_relation WHERE example_id = $1",
+                              ["int8"]), [example_id])
+    ins = plpy.prepare("INSERT INTO nl2sql.example_relation (example_id, schema_name, table_name) "
+                       "VALUES ($1, $2, $3)", ["int8", "name", "name"])
+    for s, t in targets:
+        plpy.execute(ins, [example_id, s, t])
+    return len(targets)
+
+
+def log_query(plpy, trace: dict) -> int | None:
+    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (SECURITY DEFINER:
+    ordinary roles cannot write the log table directly); returns its id, or None on a server in
+    recovery (read replica), where nothing is written."""
+    if plpy.execute("SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
+        return None
+    res = plpy.execute(plpy.prepare(
+        "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",
+        ["text", "text", "float8", "text", "text"]),
+        [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
+         trace.get("error"), json.dumps(trace, default=str)])
+    return res[0]["id"]
