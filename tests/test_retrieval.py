@@ -4,11 +4,14 @@ retrieval, evidence, masking, FK bridges, DAIL selection and the token budget th
 server."""
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 
 from conftest import add_models
 from nl2sql.loopback import Rule
+from test_safety import SECRETS, analyst_conn, safe_conn  # noqa: F401 (fixtures: two roles)
 
 
 def retrieve(db, question, evidence=None, presql=None):
@@ -113,3 +116,17 @@ def test_retrieve_rejects_an_empty_question(db):
     with pytest.raises(psycopg.Error) as e:
         retrieve(db, "   ")
     assert "question is empty" in str(e.value)
+
+
+def test_retrieve_as_an_ordinary_role_shows_only_what_it_may_read(safe_conn, analyst_conn):  # noqa: F811
+    q = "Which employee is in band omega, and what is the private phone of the front desk?"
+    presql = "SELECT p.employee_label FROM payroll p JOIN contact c ON true"
+    mine = analyst_conn.execute("SELECT nl2sql.retrieve(%s, NULL, %s)", (q, presql)).fetchone()[0]
+    text = json.dumps(mine)
+    for s in SECRETS:
+        assert s.lower() not in text.lower(), f"retrieve shows {s!r} to an ordinary role"
+    assert "contact" in mine["linked_tables"] and "payroll" not in mine["linked_tables"]
+    assert any(v["value"] == "Front desk" for v in mine["values"])
+    # the superuser's retrieval does find the secret value: the test can tell the difference
+    su = safe_conn.execute("SELECT nl2sql.retrieve(%s, NULL, %s)", (q, presql)).fetchone()[0]
+    assert any(v["value"] == "Band-Omega-9" for v in su["values"]) and "payroll" in su["linked_tables"]
