@@ -37,7 +37,15 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('selection', 'majority'),         -- majority | multiple_choice
     ('selection_model', ''),           -- model for multiple choice ('' = PreSQL writer)
     ('hardness_voters', ''),           -- JSON {level: [models]} for PET-SQL fine-grained voting
-    ('rewrite_time', 'on');            -- relative time in the question made explicit
+    ('rewrite_time', 'on'),            -- relative time in the question made explicit
+    ('value_top_k', '10'),             -- cell values retrieved for a question (prompt, linking)
+    ('value_trgm_min', '0.5'),         -- pg_trgm similarity a value needs to match a phrase
+    ('value_vector_min', '0.8'),       -- embedding cosine similarity a value needs to match a phrase
+    ('link_value_min', '0.9'),         -- score a matched value needs to link its column (exact always)
+    ('link_column_min', '0.6'),        -- question/column embedding similarity that links a column
+    ('dail_tau', '0.6'),               -- DAIL selection: skeleton Jaccard with PreSQL's, at least
+    ('dail_candidates', '50'),         -- examples re-ranked by DAIL selection
+    ('prompt_token_budget', '3000');   -- PreSQL prompt above this (estimated tokens) gets a pruned schema
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.setting', '');
 
 -- Models: any OpenAI-compatible endpoint. The API key is NOT stored: api_key_env names an
@@ -369,6 +377,21 @@ COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
 CREATE OR REPLACE VIEW nl2sql.example_pool AS
     SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
     FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
+
+-- Retrieval without a model (issue 3): what nl2sql() would retrieve and send for a question.
+CREATE OR REPLACE FUNCTION nl2sql._retrieve(question text, caller_search_path text, evidence text, presql text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.retrieve(plpy, question, caller_search_path, evidence, presql)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.retrieve(question text, evidence text DEFAULT NULL, presql text DEFAULT NULL,
+                                           search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._retrieve(question, search_path, evidence, presql) $$;
+COMMENT ON FUNCTION nl2sql.retrieve(text, text, text, text) IS
+    'nl2sql: retrieval only, no model call: masked question, matched cell values, examples, the PreSQL prompt (pruned to the token budget) and, given a PreSQL, schema linking, DAIL selection and the FinSQL prompt';
 
 -- ==== 200_privileges.sql ====
 -- Privileges (issue 4): ordinary roles may call nl2sql(), nl2sql.explain() and nl2sql.ask();

@@ -33,7 +33,15 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('selection', 'majority'),         -- majority | multiple_choice
     ('selection_model', ''),           -- model for multiple choice ('' = PreSQL writer)
     ('hardness_voters', ''),           -- JSON {level: [models]} for PET-SQL fine-grained voting
-    ('rewrite_time', 'on');            -- relative time in the question made explicit
+    ('rewrite_time', 'on'),            -- relative time in the question made explicit
+    ('value_top_k', '10'),             -- cell values retrieved for a question (prompt, linking)
+    ('value_trgm_min', '0.5'),         -- pg_trgm similarity a value needs to match a phrase
+    ('value_vector_min', '0.8'),       -- embedding cosine similarity a value needs to match a phrase
+    ('link_value_min', '0.9'),         -- score a matched value needs to link its column (exact always)
+    ('link_column_min', '0.6'),        -- question/column embedding similarity that links a column
+    ('dail_tau', '0.6'),               -- DAIL selection: skeleton Jaccard with PreSQL's, at least
+    ('dail_candidates', '50'),         -- examples re-ranked by DAIL selection
+    ('prompt_token_budget', '3000');   -- PreSQL prompt above this (estimated tokens) gets a pruned schema
 SELECT pg_catalog.pg_extension_config_dump('nl2sql.setting', '');
 
 -- Models: any OpenAI-compatible endpoint. The API key is NOT stored: api_key_env names an

@@ -201,3 +201,18 @@ COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
 CREATE OR REPLACE VIEW nl2sql.example_pool AS
     SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
     FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
+
+-- Retrieval without a model (issue 3): what nl2sql() would retrieve and send for a question.
+CREATE OR REPLACE FUNCTION nl2sql._retrieve(question text, caller_search_path text, evidence text, presql text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.retrieve(plpy, question, caller_search_path, evidence, presql)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.retrieve(question text, evidence text DEFAULT NULL, presql text DEFAULT NULL,
+                                           search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._retrieve(question, search_path, evidence, presql) $$;
+COMMENT ON FUNCTION nl2sql.retrieve(text, text, text, text) IS
+    'nl2sql: retrieval only, no model call: masked question, matched cell values, examples, the PreSQL prompt (pruned to the token budget) and, given a PreSQL, schema linking, DAIL selection and the FinSQL prompt';

@@ -1,11 +1,10 @@
-"""Reading the schema index (``nl2sql.schema_*``) back into a ``Schema`` for prompting, and
-finding cell values mentioned in a question.
+"""Reading the schema index (``nl2sql.schema_*``) back into a ``Schema`` for prompting (cell
+values mentioned in a question are found by retrieval.py).
 
 All functions take ``plpy`` (PL/Python's module) and run on the backend's main thread.
 """
 from __future__ import annotations
 
-from .masking import tokenize
 from .types import Column, ForeignKey, Schema, Table
 
 
@@ -83,28 +82,3 @@ def relation_names(schema: Schema) -> dict[str, str]:
 def known_relations(schema: Schema) -> set[str]:
     """Lower-cased names a candidate may use: each table's prompt name and ``schema.table``."""
     return set(relation_names(schema))
-
-
-def question_ngrams(question: str, max_n: int = 4) -> list[str]:
-    """Lower-cased word n-grams (1..max_n) of the question, for exact cell-value lookup."""
-    words = [t for t in tokenize(question) if t[0].isalnum()]
-    grams: set[str] = set()
-    for n in range(1, max_n + 1):
-        for i in range(len(words) - n + 1):
-            grams.add(" ".join(words[i:i + n]).lower())
-    return sorted(grams)
-
-
-def values_in_question(plpy, question: str, limit: int = 50) -> list[dict]:
-    """Indexed cell values that occur verbatim (case-insensitive, as a word n-gram) in the
-    question: ``[{"schema", "table", "column", "value"}]``. Only values the calling role may
-    read and the value policy allows (view ``nl2sql.visible_cell_value``)."""
-    grams = question_ngrams(question)
-    if not grams:
-        return []
-    rows = plpy.execute(plpy.prepare(
-        "SELECT DISTINCT schema_name, table_name, column_name, value FROM nl2sql.visible_cell_value "
-        "WHERE lower(value) = ANY($1) LIMIT $2", ["text[]", "int4"]), [grams, limit])
-    return [{"schema": r["schema_name"], "table": r["table_name"], "column": r["column_name"],
-             "value": r["value"]} for r in rows]
-

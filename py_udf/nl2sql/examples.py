@@ -12,7 +12,7 @@ from importlib import resources
 
 from sqlglot import exp
 
-from .masking import mask_question
+from .masking import _STOP, mask_question, tokenize
 from .sqlcheck import CandidateRefused, parse_one, transpile
 
 BUILTIN_SOURCE = "builtin"
@@ -61,6 +61,24 @@ def sql_skeleton(sql: str) -> str:
     return tree.transform(strip).sql(dialect="postgres")
 
 
+def literal_phrases(values) -> list[str]:
+    """Phrases of SQL literals a question may use for them: each literal, and its contiguous
+    runs of two or more words, and its single words of four or more letters that are not stop
+    words ('Band-Omega-9' → 'band omega', 'omega 9', 'band', 'omega', …). The question asked is
+    masked with the phrases that matched the value index (also misspelt or partial ones), so a
+    pool question is masked with these to stay comparable."""
+    out: set[str] = set()
+    for v in values:
+        v = str(v)
+        out.add(v)
+        words = [t for t in tokenize(v) if t[0].isalnum()]
+        for n in range(2, len(words)):
+            for i in range(len(words) - n + 1):
+                out.add(" ".join(words[i:i + n]))
+        out.update(w for w in words if len(w) >= 4 and w.lower() not in _STOP)
+    return sorted(out)
+
+
 def make_entry(db_id: str, question: str, sql: str, schema: dict[str, list[str]] | None = None,
                dialect: str = "postgres") -> PoolEntry:
     """Validate and prepare one pair: transpile ``sql`` from ``dialect`` to PostgreSQL, parse it,
@@ -76,7 +94,7 @@ def make_entry(db_id: str, question: str, sql: str, schema: dict[str, list[str]]
     for table, cols in schema.items():
         all_names.add(table)
         all_names.update(cols)
-    masked = mask_question(question, names=sorted(all_names), values=sorted(values))
+    masked = mask_question(question, names=sorted(all_names), values=literal_phrases(values))
     return PoolEntry(db_id=db_id, question=question.strip(), sql=pg_sql, schema=schema,
                      masked_question=masked, sql_skeleton=sql_skeleton(pg_sql))
 

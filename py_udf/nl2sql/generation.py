@@ -61,14 +61,17 @@ def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int
 
 def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
                  examples: list[Example], k: int, n_values: int, evidence: str | None,
-                 variants: int = 1, samples: int = 1, sample_temperature: float = 1.0) -> list[GenCall]:
+                 variants: int = 1, samples: int = 1, sample_temperature: float = 1.0,
+                 values: list[tuple[str, str, str]] | None = None) -> list[GenCall]:
     """The FinSQL requests for one question: for each prompt variant (0..variants−1) and each
-    model, one request of ``samples`` samples. Returns them variant-major (all models' variant
-    0 first)."""
+    model, one request of ``samples`` samples. ``examples``: the DAIL selection first, then
+    further candidates (variants sample from the top 2k); ``values``: retrieved (table, column,
+    value) triples shown in every prompt. Returns them variant-major (all models' variant 0
+    first)."""
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
         sch, exs = variant_inputs(schema, examples, k, v, question)
-        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence)
+        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values)
         for m in models:
             temp = None
             if samples > 1 and m.temperature == 0:

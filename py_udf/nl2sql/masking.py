@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 MASK = "<mask>"
 
@@ -49,10 +50,11 @@ def inflections(word: str) -> set[str]:
     return forms
 
 
-def _phrases_for(identifier: str) -> set[tuple[str, ...]]:
+@lru_cache(maxsize=65536)
+def _phrases_for(identifier: str) -> frozenset[tuple[str, ...]]:
     words = name_words(identifier)
     if not words:
-        return set()
+        return frozenset()
     out: set[tuple[str, ...]] = set()
     # the whole name, last word inflected ("song release years")
     for form in inflections(words[-1]):
@@ -61,7 +63,16 @@ def _phrases_for(identifier: str) -> set[tuple[str, ...]]:
     for w in words:
         if w not in _STOP and len(w) > 2:
             out.update((f,) for f in inflections(w))
-    return out
+    return frozenset(out)
+
+
+@lru_cache(maxsize=16)
+def _name_phrases(names: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    """Every phrase of every name (cached: a backend asks about the same schema again)."""
+    out: set[tuple[str, ...]] = set()
+    for n in names:
+        out |= _phrases_for(n)
+    return frozenset(out)
 
 
 def tokenize(text: str) -> list[str]:
@@ -74,8 +85,9 @@ def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str
 
     ``names``: table and column identifiers of the question's schema (split on ``_`` and
     camelCase, singular/plural matched). ``values``: cell values (strings or numbers as text)
-    known to occur in the question, matched case-insensitively on word boundaries; longest
-    first. Adjacent masks are collapsed. Returns the masked question as space-joined tokens.
+    known to occur in the question (or the question's phrases that matched them), matched
+    case-insensitively on word boundaries; longest first, up to 8 words. Adjacent masks are
+    collapsed. Returns the masked question as space-joined tokens.
     """
     tokens = tokenize(question)
     lower = [t.lower() for t in tokens]
@@ -86,15 +98,14 @@ def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str
         vt = tuple(t.lower() for t in tokenize(str(v)))
         if vt:
             value_phrases.add(vt)
-    name_phrases: set[tuple[str, ...]] = set()
-    for n in names:
-        name_phrases |= _phrases_for(n)
+    name_phrases = _name_phrases(tuple(names))
 
     for phrases in (value_phrases, name_phrases):
-        for phrase in sorted(phrases, key=len, reverse=True):
-            n = len(phrase)
+        # longest phrases first; one set lookup per position and length (a schema of thousands
+        # of columns has tens of thousands of name phrases)
+        for n in range(min(len(tokens), 8), 0, -1):  # names and values of up to 8 words
             for i in range(len(tokens) - n + 1):
-                if tuple(lower[i:i + n]) == phrase and not any(masked[i:i + n]):
+                if not any(masked[i:i + n]) and tuple(lower[i:i + n]) in phrases:
                     for j in range(i, i + n):
                         masked[j] = True
     # quoted spans and numbers are values too

@@ -1,12 +1,14 @@
 """One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
 
-question → rewrite relative time (ReBoost) → mask & embed → top-k examples (masked-question
-cosine) → PreSQL (first model, reference-enhanced prompt over the indexed schema) → schema
-linking (tables parsed from PreSQL) → PreSQL hardness routes the voters (PET-SQL fine-grained
-voting) → FinSQL (models × prompt variants × samples, concurrently, linked tables only) →
-clean → check → align values → execute (read-only, time-limited) → repair failing/empty
-candidates (≤ 3 rounds) → selection (MCS-SQL: filter, confidence threshold, majority with ties
-to the fastest, optional multiple choice) → log.
+question → rewrite relative time (ReBoost) → value retrieval, mask & embed, top-k examples
+(masked-question cosine), column similarity (context.py) → PreSQL (first model,
+reference-enhanced prompt over the indexed schema, pruned to the token budget when too large)
+→ schema linking (PreSQL ∪ matched values ∪ similar columns ∪ FK bridges) and DAIL example
+selection → PreSQL hardness routes the voters (PET-SQL fine-grained voting) → FinSQL (models ×
+prompt variants × samples, concurrently, linked tables only) → clean → check → align values →
+execute (read-only, time-limited) → repair failing/empty candidates (≤ 3 rounds) → selection
+(MCS-SQL: filter, confidence threshold, majority with ties to the fastest, optional multiple
+choice) → log.
 
 Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4; MCS-SQL (Lee
 et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
@@ -17,20 +19,17 @@ import time
 from datetime import date
 from typing import Any
 
-from . import catalog, prompts, safety
+from . import catalog, context, prompts, safety
 from .alignment import ValueIndex
 from .cleaning import clean
-from .embed import embed, to_pgvector
 from .generation import Evaluator, candidates_from, finsql_calls
 from .hardness import hardness, parse_voters, route
 from .llm import call_models
-from .masking import mask_question
 from .repair import repair_loop
 from .rewriting import needs_rewrite, rewrite_relative_time
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
 from .settings import ConfigError, get_models, get_settings
-from .sqlcheck import CandidateRefused, parse_one, referenced_tables
-from .types import Candidate, Example, LLMReply, ModelConfig
+from .types import Candidate, LLMReply, ModelConfig
 
 
 class QuestionError(ValueError):
@@ -53,39 +52,6 @@ def validate_question(question: str | None, max_chars: int) -> str:
             f"nl2sql: the question is {len(q)} characters long, over the limit of {max_chars}; "
             f"shorten it or raise it with SELECT nl2sql.set_setting('question_max_chars', '...')")
     return q
-
-
-def retrieve_examples(plpy, masked_question: str, k: int) -> tuple[list[Example], list[float]]:
-    """Top-``k`` pool examples by cosine similarity of masked-question embeddings (PET-SQL §3.2),
-    among those the calling role may see (view ``nl2sql.visible_example``).
-    Returns (examples, query embedding)."""
-    vec = embed([masked_question])[0]
-    rows = plpy.execute(plpy.prepare(
-        "SELECT id, db_id, question, sql, masked_question, "
-        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
-        "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
-        ["text", "int4"]), [to_pgvector(vec), k])
-    return [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],
-                    masked_question=r["masked_question"], similarity=round(float(r["sim"]), 4))
-            for r in rows], vec
-
-
-def link_tables(presql: str | None, known: dict[str, str]) -> list[str]:
-    """Schema linking from PreSQL (PET-SQL §3.3): prompt names of the tables PreSQL reads.
-    ``known`` maps lower-cased bare/qualified names to prompt names. Empty when PreSQL does not
-    parse or names no known table."""
-    if not presql:
-        return []
-    try:
-        tree = parse_one(presql)
-    except CandidateRefused:
-        return []
-    out: list[str] = []
-    for t in referenced_tables(tree):
-        name = known.get(t)
-        if name and name not in out:
-            out.append(name)
-    return out
 
 
 def _reply_json(r: LLMReply) -> dict[str, Any]:
@@ -120,24 +86,20 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     q_prompt = rewrite_question(plpy, q, st, trace)  # ReBoost query rewriting (relative time)
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
-    known_names = catalog.relation_names(schema)
     t = lap("schema_ms", t)
 
-    values = catalog.values_in_question(plpy, q)
-    t = lap("values_ms", t)
-    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
-    masked = mask_question(q, names=names, values=[v["value"] for v in values])
+    ctx = context.retrieve_context(plpy, q_prompt, evidence, schema, st)
+    trace.update(context.context_trace(ctx))
     k = int(st["k_examples"])
     variants = int(st["prompt_variants"])
-    pool, _ = retrieve_examples(plpy, masked, k * 2 if variants > 1 else k)
-    examples = pool[:k]
-    trace.update({"masked_question": masked, "values_in_question": values,
-                  "examples": [e.__dict__ for e in examples]})
-    t = lap("examples_ms", t)
-
-    # PreSQL: the first model, full schema, reference-enhanced prompt.
     n_values = int(st["sample_values"])
-    pre_prompt = prompts.build_prompt(q_prompt, schema, examples, n_values, evidence)
+    trace["examples"] = [e.__dict__ for e in ctx.candidates[:k]]
+    timings.update(ctx.timings)
+    t = lap("retrieval_ms", t)
+
+    # PreSQL: the first model, full (or budget-pruned) schema, reference-enhanced prompt.
+    pre_prompt, _pre_schema, pruning = context.presql_prompt(ctx, schema, st)
+    trace["pruning"] = pruning
     t = lap("prompt_ms", t)
     waits: dict[str, float] = {}  # time waiting on models, per stage (ms)
 
@@ -151,11 +113,12 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     t = time.perf_counter()
     pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
     presql = pre_clean.sql if pre_clean else None
-    linked = link_tables(presql, known_names)
     trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql,
                        "cleaning": pre_clean.steps if pre_clean else []}
-    trace["linked_tables"] = linked
-    trace["linking"] = "presql" if linked else "full schema (PreSQL named no known table)"
+
+    # Schema linking and DAIL selection (issue 3's context stages).
+    linked, selection = context.finsql_context(ctx, schema, presql, st)
+    trace.update(context.linking_trace(linked, selection))
 
     # PET-SQL fine-grained voting: PreSQL's hardness picks the FinSQL writers/voters.
     level = hardness(presql) if presql else None
@@ -164,10 +127,14 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
 
     # FinSQL: routed models × prompt variants × samples, linked schema only, concurrently.
-    fin_schema = schema.subset(set(linked)) if linked else schema
+    fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
+    chosen = {e.id for e in selection.examples}
+    pool = list(selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k]
     calls = finsql_calls(fin_models, q_prompt, fin_schema, pool, k, n_values, evidence,
                          variants=variants, samples=int(st["samples_per_model"]),
-                         sample_temperature=float(st["sample_temperature"]))
+                         sample_temperature=float(st["sample_temperature"]),
+                         values=context.value_triples(schema, ctx.values,
+                                                      {tb.name for tb in fin_schema.tables}))
     t = lap("finsql_prompt_ms", t)
     tw = time.perf_counter()
     fin_replies = call_models([c.as_call() for c in calls], on_wait,
@@ -201,7 +168,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
     # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
     rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
-                      values, int(st["repair_rounds"]), on_wait,
+                      [v.to_json() for v in ctx.values], int(st["repair_rounds"]), on_wait,
                       lambda: safety.statement_remaining_s(plpy))
     waits["repair"] = rep["llm_wait_ms"]
     trace["repair"] = rep

@@ -82,14 +82,31 @@ def render_examples(examples: list[Example]) -> str:
     return "\n".join(out)
 
 
+def render_values(values: list[tuple[str, str, str]]) -> str:
+    """Cell values retrieved for the question (OpenSearch-SQL §3.4), one line per column:
+    ``-- table.column: 'v1', 'v2'``; ``values`` are (table, column, value) triples."""
+    if not values:
+        return ""
+    by_col: dict[tuple[str, str], list[str]] = {}
+    for t, c, v in values:
+        by_col.setdefault((t, c), []).append(_quote_value(v, "text"))
+    lines = ["/* Cell values in the database matching words of the question: */"]
+    lines += [f"-- {t}.{c}: {', '.join(vs)}" for (t, c), vs in by_col.items()]
+    return "\n".join(lines)
+
+
 def build_prompt(question: str, schema: Schema, examples: list[Example], n_values: int = 3,
-                 evidence: str | None = None) -> str:
-    """The reference-enhanced prompt: schema with values and FKs, examples, instruction, question.
+                 evidence: str | None = None,
+                 values: list[tuple[str, str, str]] | None = None) -> str:
+    """The reference-enhanced prompt: schema with values and FKs, retrieved cell values
+    (``values``: (table, column, value) triples), examples, instruction, question.
 
     Returns the user message text. The question always comes last, after ``QUESTION_MARKER``.
     Used for PreSQL (full or pruned schema) and FinSQL (linked schema only).
     """
     parts = ["/* Given the following database schema: */", render_schema(schema, n_values)]
+    if values:
+        parts.append(render_values(values))
     ex = render_examples(examples)
     if ex:
         parts.append(ex)

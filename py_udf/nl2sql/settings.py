@@ -30,7 +30,19 @@ DEFAULTS: dict[str, str] = {
     "selection_model": "",
     "hardness_voters": "",
     "rewrite_time": "on",
+    "value_top_k": "10",
+    "value_trgm_min": "0.5",
+    "value_vector_min": "0.8",
+    "link_value_min": "0.9",
+    "link_column_min": "0.6",
+    "dail_tau": "0.6",
+    "dail_candidates": "50",
+    "prompt_token_budget": "3000",
 }
+
+# Settings that are similarities/thresholds in 0..1 (issue 3: retrieval and schema linking).
+UNIT_INTERVAL = {"value_trgm_min", "value_vector_min", "link_value_min", "link_column_min",
+                 "dail_tau"}
 
 
 class ConfigError(ValueError):
@@ -59,6 +71,22 @@ def validate_setting(key: str, value: str) -> str:
             raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
         if n < 0 or (key in {"candidate_timeout_ms", "max_rows", "question_max_chars"} and n < 1):
             raise ConfigError(f"setting {key!r} must be positive, got {n}")
+        return str(n)
+    if key in UNIT_INTERVAL:
+        try:
+            f = float(v)
+        except ValueError:
+            raise ConfigError(f"setting {key!r} must be a number between 0 and 1, got {value!r}") from None
+        if not 0 <= f <= 1:
+            raise ConfigError(f"setting {key!r} must be between 0 and 1 (a similarity), got {f}")
+        return str(f)
+    if key in {"value_top_k", "dail_candidates", "prompt_token_budget"}:
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
+        if n < 0 or (key == "prompt_token_budget" and n < 500):
+            raise ConfigError(f"setting {key!r} must be >= {500 if key == 'prompt_token_budget' else 0}, got {n}")
         return str(n)
     if key == "llm_timeout_s":
         try:

@@ -73,6 +73,7 @@ class Example:
     sql: str
     masked_question: str | None = None
     similarity: float | None = None
+    skeleton_jaccard: float | None = None  # with PreSQL's skeleton (DAIL selection)
 
 
 @dataclass

@@ -63,6 +63,22 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
     return fetch_rows(plpy, sql, search_path, int(st["candidate_timeout_ms"]), int(st["max_rows"]))
 
 
+def retrieve(plpy, question: str, search_path: str, evidence: str | None,
+             presql: str | None) -> str:
+    """``nl2sql.retrieve(question, evidence, presql) → jsonb``: the retrieval stages without a
+    model call (see context.retrieve)."""
+    from .context import retrieve as run_retrieval
+
+    try:
+        return json.dumps(run_retrieval(plpy, question, search_path, evidence, presql), default=str)
+    except QuestionError as e:
+        _fail(plpy, str(e))
+    except EmbeddingError as e:
+        _fail(plpy, f"nl2sql: {e}")
+    except RuntimeError as e:
+        _fail(plpy, str(e))
+
+
 def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
     """``nl2sql.reindex(schemas, force) → jsonb`` counts (see indexer.reindex)."""
     try:

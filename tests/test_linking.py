@@ -1,0 +1,213 @@
+"""Retrieval and schema linking without a database: candidate phrases, value ranking, DAIL
+selection (skeleton Jaccard, τ), PreSQL links, FK bridge tables, token-budget pruning,
+settings validation."""
+from __future__ import annotations
+
+import pytest
+
+from nl2sql.examples import sql_skeleton
+from nl2sql.linking import (estimate_tokens, fk_bridges, link_schema, linking_values,
+                            presql_links, prune_schema)
+from nl2sql.masking import mask_question
+from nl2sql.prompts import build_prompt, render_values
+from nl2sql.retrieval import ValueMatch, candidate_phrases, merge_matches, ngram_phrases, \
+    quoted_spans
+from nl2sql.example_selection import dail_select, skeleton_jaccard
+from nl2sql.settings import ConfigError, validate_setting
+from nl2sql.types import Column, Example, ForeignKey, Schema, Table
+
+
+# --- candidate phrases -------------------------------------------------------------------
+
+def test_quoted_spans_ignore_apostrophes_inside_words():
+    text = "power of \"Super Strength\" refers to power_name = 'Super Strength'; the hero's 'X-Man'"
+    assert quoted_spans(text) == ["Super Strength", "X-Man"]
+
+
+def test_ngrams_keep_written_form_and_skip_stop_words_and_operators():
+    grams = ngram_phrases("List the superpowers of 3-D Man, please")
+    assert "3-D Man" in grams and "superpowers" in grams
+    assert "the" not in grams and "of 3-D Man" not in grams  # stop word at an edge
+    assert all("," not in g for g in grams)
+    assert "name = 'Blue" not in ngram_phrases("colour_name = 'Blue'")
+
+
+def test_candidate_phrases_put_evidence_spans_first_without_duplicates():
+    ps = candidate_phrases("Which heroes have blue eyes?", "blue eyes refers to colour = 'Blue'")
+    assert ps[0].text == "Blue" and ps[0].source == "evidence"
+    assert [p.text.lower() for p in ps].count("blue") == 1
+    assert any(p.source == "question" and p.text == "blue eyes" for p in ps)
+
+
+def _vm(value, how, score, phrase="x", source="question", table="t", column="c"):
+    return ValueMatch("public", table, column, value, score, how, phrase, source)
+
+
+def test_merge_ranks_exact_first_then_score_and_dedups():
+    ms = [_vm("Blu", "trigram", 0.6), _vm("Blue", "vector", 0.95), _vm("Blue", "exact", 1.0),
+          _vm("Navy", "vector", 0.85)]
+    out = merge_matches(ms, top_k=2)
+    assert [(m.value, m.how) for m in out] == [("Blue", "exact"), ("Navy", "vector")]
+
+
+def test_values_section_in_prompt():
+    p = build_prompt("How many?", Schema([]), [], values=[("colour", "colour", "Blue"),
+                                                          ("colour", "colour", "Red")])
+    assert "-- colour.colour: 'Blue', 'Red'" in p
+    assert render_values([]) == ""
+
+
+# --- DAIL selection ----------------------------------------------------------------------
+
+def test_skeleton_jaccard_orders_structures():
+    pre = sql_skeleton("SELECT count(*) FROM singer WHERE age > 30")
+    same = sql_skeleton("SELECT count(*) FROM book WHERE pages > 100")
+    other = sql_skeleton("SELECT name, max(age) FROM singer GROUP BY name ORDER BY 2 DESC LIMIT 1")
+    assert skeleton_jaccard(pre, same) == 1.0
+    assert 0 < skeleton_jaccard(pre, other) < 0.5
+    assert skeleton_jaccard("", pre) == 0.0
+
+
+def _pool():
+    sqls = ["SELECT name FROM a ORDER BY x DESC LIMIT 1",          # most question-similar
+            "SELECT count(*) FROM b WHERE y = 'v'",
+            "SELECT name FROM c GROUP BY name HAVING count(*) > 2",
+            "SELECT count(*) FROM d WHERE z = 'w'"]
+    exs = [Example(i, "db", f"q{i}", s, similarity=1 - i / 10) for i, s in enumerate(sqls)]
+    return exs, {e.id: sql_skeleton(e.sql) for e in exs}
+
+
+def test_tau_filter_changes_the_chosen_examples():
+    exs, skels = _pool()
+    pre = sql_skeleton("SELECT count(*) FROM t WHERE k = 'v'")
+    loose = dail_select(exs, skels, pre, k=2, tau=0.0)
+    strict = dail_select(exs, skels, pre, k=2, tau=0.9)
+    assert [e.id for e in loose.examples] == [0, 1]        # question similarity order
+    assert [e.id for e in strict.examples] == [1, 3]       # only count-with-filter skeletons
+    assert strict.how == "dail" and strict.passed == 2
+    assert all(e.skeleton_jaccard >= 0.9 for e in strict.examples)
+
+
+def test_dail_falls_back_to_question_similarity():
+    exs, skels = _pool()
+    pre = sql_skeleton("SELECT count(*) FROM t WHERE k = 'v'")
+    sel = dail_select(exs, skels, pre, k=3, tau=0.9)
+    assert [e.id for e in sel.examples] == [1, 3, 0] and sel.how == "dail + fallback"
+    none = dail_select(exs, skels, None, k=2, tau=0.9)
+    assert [e.id for e in none.examples] == [0, 1] and none.how == "question similarity"
+
+
+# --- schema linking ----------------------------------------------------------------------
+
+def _t(name, *cols):
+    return Table(name=name, schema="public", table=name,
+                 columns=[Column(c, "integer" if c.endswith("id") else "text") for c in cols])
+
+
+def _hero_schema():
+    tables = [_t("superhero", "id", "superhero_name", "eye_colour_id", "publisher_id"),
+              _t("colour", "id", "colour"), _t("publisher", "id", "publisher_name"),
+              _t("hero_power", "hero_id", "power_id"), _t("superpower", "id", "power_name"),
+              _t("gender", "id", "gender")]
+    fks = [ForeignKey("superhero", ["eye_colour_id"], "colour", ["id"]),
+           ForeignKey("superhero", ["publisher_id"], "publisher", ["id"]),
+           ForeignKey("hero_power", ["hero_id"], "superhero", ["id"]),
+           ForeignKey("hero_power", ["power_id"], "superpower", ["id"])]
+    return Schema(tables, fks)
+
+
+def test_presql_links_resolve_aliases_and_unqualified_columns():
+    tabs, cols = presql_links("SELECT s.superhero_name, colour FROM superhero AS s JOIN colour c "
+                              "ON s.eye_colour_id = c.id WHERE c.colour = 'Blue'", _hero_schema())
+    assert tabs == ["superhero", "colour"]
+    assert {("superhero", "superhero_name"), ("colour", "colour"), ("superhero", "eye_colour_id"),
+            ("colour", "id")} <= set(cols)
+    assert presql_links("SELEC nonsense", _hero_schema()) == ([], [])
+
+
+def test_fk_bridge_tables_are_added():
+    s = _hero_schema()
+    assert fk_bridges(["superpower", "publisher"], s) == [
+        ("hero_power", "superpower", "publisher"), ("superhero", "superpower", "publisher")]
+    assert fk_bridges(["superhero", "colour"], s) == []
+    linked = link_schema(s, "SELECT power_name FROM superpower", [
+        _vm("Marvel Comics", "exact", 1.0, "Marvel Comics", "evidence", "publisher", "publisher_name")], [])
+    assert set(linked.tables) == {"superpower", "publisher", "hero_power", "superhero"}
+    assert linked.why["hero_power"] == ["fk bridge superpower - publisher"]
+    assert "publisher.publisher_name" in linked.columns
+
+
+def test_value_links_skip_schema_words_subphrases_and_presql_resolved_values():
+    s = _hero_schema()
+    vals = [_vm("Power", "exact", 1.0, "power", "question", "superpower", "power_name"),
+            _vm("Super Strength", "exact", 1.0, "Super Strength", "question", "superpower", "power_name"),
+            _vm("Strength", "exact", 1.0, "Strength", "question", "gender", "gender"),
+            _vm("Blue", "exact", 1.0, "blue", "question", "colour", "colour"),
+            _vm("Blue", "exact", 1.0, "blue", "question", "publisher", "publisher_name"),
+            _vm("Bluebird", "trigram", 0.5, "blue", "question", "publisher", "publisher_name"),
+            _vm("Male", "exact", 1.0, "male", "evidence_ngram", "gender", "gender")]
+    kept = linking_values(s, vals, 0.9, {("colour", "colour")})
+    assert [(v.value, v.table) for v in kept] == [("Super Strength", "superpower"), ("Blue", "colour")]
+
+
+def test_similar_columns_link_their_tables_with_a_reason():
+    linked = link_schema(_hero_schema(), None, [], [("public", "gender", "gender", 0.71)])
+    assert linked.tables == ["gender"] and linked.why["gender"] == ["column similarity gender.gender 0.71"]
+
+
+# --- token budget ------------------------------------------------------------------------
+
+def _big_schema(n_groups=60):
+    tables, fks = [], []
+    for g in range(n_groups):
+        for kind in ("order", "customer", "order_line"):
+            tables.append(_t(f"shop{g}_{kind}", "id", "name", "status", "city", "created_at",
+                             "amount", "description", "customer_id" if kind == "order" else "order_id"))
+        fks.append(ForeignKey(f"shop{g}_order", ["customer_id"], f"shop{g}_customer", ["id"]))
+        fks.append(ForeignKey(f"shop{g}_order_line", ["order_id"], f"shop{g}_order", ["id"]))
+    return Schema(tables, fks)
+
+
+def test_budget_prunes_a_large_schema_but_keeps_linked_tables():
+    s = _big_schema()
+    render = lambda sc: build_prompt("Which customers of shop 7 ordered most?", sc, [])  # noqa: E731
+    assert estimate_tokens(render(s)) > 3000
+    scores = {t.name: 0.2 for t in s.tables}
+    scores["shop7_customer"] = 0.8                 # best match; its order table is an FK neighbour
+    pruned, info = prune_schema(s, scores, 1000, render, keep=["shop42_order_line"])
+    names = pruned.table_names()
+    assert info["pruned"] and estimate_tokens(render(pruned)) <= 1000 == info["budget"]
+    assert {"shop7_customer", "shop7_order", "shop42_order_line"} <= set(names)
+    assert len(names) < len(s.tables) / 4
+    small = Schema(s.tables[:2], [])
+    same, info2 = prune_schema(small, scores, 3000, render)
+    assert same is small and not info2["pruned"]
+
+
+def test_estimate_tokens_is_documented_ratio():
+    assert estimate_tokens("") == 0 and estimate_tokens("x" * 35) == 10 and estimate_tokens("abcd") == 2
+
+
+# --- masking with retrieved values, settings ---------------------------------------------
+
+def test_masking_uses_retrieved_value_phrases_even_misspelt():
+    m = mask_question("How many singers come from Untied States?", names=["singer", "country"],
+                      values=["Untied States"])
+    assert m == "How many <mask> come from <mask> ?"
+
+
+@pytest.mark.parametrize("key,bad", [("dail_tau", "1.5"), ("value_trgm_min", "abc"),
+                                     ("prompt_token_budget", "100"), ("value_top_k", "-1")])
+def test_retrieval_settings_are_validated(key, bad):
+    with pytest.raises(ConfigError) as e:
+        validate_setting(key, bad)
+    assert key in str(e.value)
+    assert validate_setting("dail_tau", " 0.7 ") == "0.7"
+
+
+def test_pool_question_masks_partial_mentions_of_its_literals():
+    from nl2sql.examples import literal_phrases, make_entry
+    assert {"Band-Omega-9", "Band Omega", "Omega 9", "Band", "Omega"} <= set(literal_phrases(["Band-Omega-9"]))
+    e = make_entry("hr", "Which employee is in band omega?",
+                   "SELECT employee_label FROM payroll WHERE wage_band = 'Band-Omega-9'")
+    assert e.masked_question == "Which <mask> is in <mask> ?"

@@ -1,0 +1,132 @@
+"""Retrieval and schema linking inside PostgreSQL (demo database): trigram and vector value
+retrieval, evidence, masking, FK bridges, DAIL selection and the token budget through
+``nl2sql.retrieve()`` and ``nl2sql.explain()``. Model answers come from the scripted loopback
+server."""
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from conftest import add_models
+from nl2sql.loopback import Rule
+from test_safety import SECRETS, analyst_conn, safe_conn  # noqa: F401 (fixtures: two roles)
+
+
+def retrieve(db, question, evidence=None, presql=None):
+    return db.execute("SELECT nl2sql.retrieve(%s, %s, %s)", (question, evidence, presql)).fetchone()[0]
+
+
+@pytest.fixture
+def settings(db):
+    """Set settings for one test; the defaults are put back afterwards."""
+    changed = []
+
+    def put(key, value):
+        old = db.execute("SELECT value FROM nl2sql.setting WHERE key = %s", (key,)).fetchone()
+        changed.append((key, old[0] if old else None))
+        db.execute("SELECT nl2sql.set_setting(%s, %s)", (key, value))
+    yield put
+    for key, old in reversed(changed):
+        if old is None:
+            db.execute("DELETE FROM nl2sql.setting WHERE key = %s", (key,))
+        else:
+            db.execute("UPDATE nl2sql.setting SET value = %s WHERE key = %s", (old, key))
+
+
+def test_trigram_retrieval_finds_a_misspelt_value_and_masks_it(db):
+    r = retrieve(db, "How many singers come from the Untied Kingdom?")
+    hit = [v for v in r["values"] if v["value"] == "United Kingdom"]
+    assert hit and hit[0]["how"] == "trigram" and hit[0]["column"] == "country"
+    assert hit[0]["phrase"] == "Untied Kingdom" and 0.5 <= hit[0]["score"] < 1
+    assert "Untied" not in r["masked_question"] and "Kingdom" not in r["masked_question"]
+    assert "-- singer.country: 'United Kingdom'" in r["presql_prompt"]
+
+
+def test_vector_retrieval_finds_a_paraphrased_value(db):
+    r = retrieve(db, "How many singers are from the USA?")
+    hit = [v for v in r["values"] if v["value"] == "United States"]
+    assert hit and hit[0]["how"] == "vector" and hit[0]["phrase"] == "USA", r["values"]
+    assert hit[0]["score"] >= 0.8
+
+
+def test_trigram_threshold_is_a_setting(db, settings):
+    settings("value_trgm_min", "0.95")
+    settings("value_vector_min", "1")
+    r = retrieve(db, "How many singers come from the Untied Kingdom?")
+    assert not any(v["value"] == "United Kingdom" for v in r["values"])
+
+
+def test_evidence_spans_are_looked_up(db):
+    r = retrieve(db, "How many singers come from that country?",
+                 evidence="that country refers to country = 'France'")
+    assert r["values"][0]["value"] == "France" and r["values"][0]["source"] == "evidence"
+    assert "/* Hint: that country refers to country = 'France' */" in r["presql_prompt"]
+
+
+def test_fk_bridge_tables_join_presql_tables(db):
+    r = retrieve(db, "Which singers sang in which stadium?",
+                 presql="SELECT singer.name, stadium.name FROM singer, stadium")
+    assert set(r["linked_tables"]) >= {"singer", "stadium", "concert", "singer_in_concert"}
+    assert any(w.startswith("fk bridge") for w in r["linking"]["why"]["concert"])
+    assert "singer.name" in r["linked_columns"] and "stadium.name" in r["linked_columns"]
+    assert "CREATE TABLE singer_in_concert" in r["finsql_prompt"]
+
+
+def test_dail_tau_changes_the_finsql_examples(db, settings):
+    q = "How many concerts were held in each year?"
+    presql = "SELECT year, count(*) FROM concert GROUP BY year"
+    settings("dail_tau", "0")
+    loose = retrieve(db, q, presql=presql)["selection"]
+    settings("dail_tau", "0.8")
+    strict = retrieve(db, q, presql=presql)["selection"]
+    assert [e["id"] for e in loose["examples"]] != [e["id"] for e in strict["examples"]]
+    passed = [e for e in strict["examples"] if e["skeleton_jaccard"] >= 0.8]
+    assert passed and all("group by" in e["sql"].lower() for e in passed)
+    assert strict["examples"][:len(passed)] == passed  # passing examples come first
+
+
+def test_token_budget_prunes_presql_schema_and_keeps_value_tables(db, settings):
+    full = retrieve(db, "Which singers from France performed at Riverside Arena?")
+    assert not full["pruning"]["pruned"]
+    settings("prompt_token_budget", "1200")
+    r = retrieve(db, "Which singers from France performed at Riverside Arena?")
+    assert r["pruning"]["pruned"] and r["pruning"]["tokens"] <= 1200 < r["pruning"]["tokens_full"]
+    assert {"singer", "stadium"} <= set(r["presql_tables"])
+    assert len(r["presql_tables"]) < 4
+
+
+def test_explain_shows_masked_question_values_links_and_why(db, llm):
+    add_models(db, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT name FROM singer WHERE country = 'France'"))
+    trace = db.execute("SELECT nl2sql.explain('Which singers come from France?')").fetchone()[0]
+    assert trace["masked_question"] == "Which <mask> come from <mask> ?"
+    assert any(v["value"] == "France" and v["how"] == "exact" for v in trace["values"])
+    assert trace["linked_tables"] == ["singer"]
+    assert "presql" in trace["linking"]["why"]["singer"]
+    assert any(w.startswith("value singer.country = 'France'") for w in trace["linking"]["why"]["singer"])
+    assert "singer.country" in trace["linked_columns"]
+    assert trace["selection"]["how"] in {"dail", "dail + fallback"}
+    assert "-- singer.country: 'France'" in trace["finsql"]["prompt"]
+    assert trace["sql"] is not None
+
+
+def test_retrieve_rejects_an_empty_question(db):
+    with pytest.raises(psycopg.Error) as e:
+        retrieve(db, "   ")
+    assert "question is empty" in str(e.value)
+
+
+def test_retrieve_as_an_ordinary_role_shows_only_what_it_may_read(safe_conn, analyst_conn):  # noqa: F811
+    q = "Which employee is in band omega, and what is the private phone of the front desk?"
+    presql = "SELECT p.employee_label FROM payroll p JOIN contact c ON true"
+    mine = analyst_conn.execute("SELECT nl2sql.retrieve(%s, NULL, %s)", (q, presql)).fetchone()[0]
+    text = json.dumps(mine)
+    for s in SECRETS:
+        assert s.lower() not in text.lower(), f"retrieve shows {s!r} to an ordinary role"
+    assert "contact" in mine["linked_tables"] and "payroll" not in mine["linked_tables"]
+    assert any(v["value"] == "Front desk" for v in mine["values"])
+    # the superuser's retrieval does find the secret value: the test can tell the difference
+    su = safe_conn.execute("SELECT nl2sql.retrieve(%s, NULL, %s)", (q, presql)).fetchone()[0]
+    assert any(v["value"] == "Band-Omega-9" for v in su["values"]) and "payroll" in su["linked_tables"]
