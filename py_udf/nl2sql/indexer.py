@@ -134,7 +134,7 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
 
     col_texts = [f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
                  for c in cat["columns"]]
-    col_vecs = embed(col_texts)
+    col_vecs = embed(col_texts, cache=False)
     ins_col = plpy.prepare(
         "INSERT INTO nl2sql.schema_column (schema_name, table_name, column_name, ordinal, "
         "data_type, is_primary_key, comment, sample_values, embedding) "
@@ -152,7 +152,7 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
         if not vals:
             continue
         new = [v for v in vals if (c["name"], v) not in known]
-        fresh = dict(zip(new, (to_pgvector(e) for e in embed(new)))) if new else {}
+        fresh = dict(zip(new, (to_pgvector(e) for e in embed(new, cache=False)))) if new else {}
         vecs = [known.get((c["name"], v)) or fresh[v] for v in vals]
         plpy.execute(ins_val, [schema, table, c["name"], vals, vecs])
         n_values += len(vals)
@@ -201,7 +201,7 @@ def index_examples(plpy) -> dict:
     added = load_builtin_examples(plpy)
     rows = plpy.execute("SELECT id, masked_question FROM nl2sql.example WHERE embedding IS NULL")
     if rows:
-        vecs = embed([r["masked_question"] for r in rows])
+        vecs = embed([r["masked_question"] for r in rows], cache=False)
         upd = plpy.prepare(
             "UPDATE nl2sql.example SET embedding = e::vector FROM unnest($1::int8[], $2::text[]) "
             "AS u(i, e) WHERE id = u.i", ["int8[]", "text[]"])

@@ -1,7 +1,9 @@
 """Value retrieval: cell values of the database that the question (and its evidence) mentions,
-found in the value index (read through ``nl2sql.visible_cell_value``: only values of columns the
-calling role may SELECT and the value policy lets reach a model) by exact match, by pg_trgm similarity (misspelt
-or partly typed values) and by embedding similarity (paraphrased values).
+found in the value index by exact match, by pg_trgm similarity (misspelt or partly typed values)
+and by embedding similarity (paraphrased values). Only values of columns the calling role may
+SELECT and the value policy lets reach a model: the lookup is SQL function
+``nl2sql._match_values``, which applies the same filter as view ``nl2sql.visible_cell_value``
+but can use the index's btree, gin (pg_trgm) and hnsw (pgvector) indexes.
 
 Source: OpenSearch-SQL (Xie et al. 2024) §3.4 — entity extraction from the question, then
 retrieval of database values by string and vector similarity, the matched values given to the
@@ -161,74 +163,108 @@ def merge_matches(matches: list[ValueMatch], top_k: int) -> list[ValueMatch]:
     return sorted(best.values(), key=key)[:top_k]
 
 
-def _rows_to_matches(rows, phrases: list[Phrase], how: str) -> list[ValueMatch]:
+def _rows_to_matches(rows, phrases: list[Phrase]) -> list[ValueMatch]:
     return [ValueMatch(schema=r["schema_name"], table=r["table_name"], column=r["column_name"],
-                       value=r["value"], score=round(float(r["score"]), 4), how=how,
+                       value=r["value"], score=round(float(r["score"]), 4), how=r["how"],
                        phrase=phrases[r["i"] - 1].text, source=phrases[r["i"] - 1].source)
             for r in rows]
 
 
+_PLANS: dict[str, object] = {}
+
+
+def _lookup_plan(plpy):
+    """The prepared lookup (kept for the backend's life)."""
+    if "match" not in _PLANS:
+        _PLANS["match"] = plpy.prepare(
+            "SELECT how, i, schema_name, table_name, column_name, value, score "
+            "FROM nl2sql._match_values(current_user, $1, $2, $3::vector[], $4, $5, $6)",
+            ["text[]", "text[]", "text", "float8", "float8", "int4"])
+    return _PLANS["match"]
+
+
+def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: bool = True,
+                 vectors: dict[int, str] | None = None, trgm_min: float = 0.5,
+                 vector_min: float = 0.8, per_phrase: int = 3) -> list[ValueMatch]:
+    """Look ``phrases`` up in the value index as the calling role may see it, unmerged.
+
+    SQL function ``nl2sql._match_values`` (SECURITY DEFINER, privilege-filtered for
+    current_user, with the index's btree / gin / hnsw indexes): ``exact`` — case-insensitive
+    equality with every phrase (score 1); ``fuzzy`` (phrase positions) — the ``per_phrase``
+    values with the best pg_trgm similarity ≥ ``trgm_min``; ``vectors`` (phrase position →
+    pgvector text of the phrase's embedding) — the ``per_phrase`` nearest values with cosine
+    ≥ ``vector_min``. Scores in 0..1. Source: OpenSearch-SQL (Xie et al. 2024) §3.4."""
+    vectors = vectors or {}
+    if not phrases or not (exact or fuzzy or vectors):
+        return []
+    texts = [p.text for p in phrases] if exact else None
+    fz = set(fuzzy)
+    trgm = [p.text if i in fz else None for i, p in enumerate(phrases)] if fz else None
+    vecs = ("{" + ",".join(f'"{vectors[i]}"' if i in vectors else "NULL"
+                           for i in range(len(phrases))) + "}") if vectors else None
+    rows = plpy.execute(_lookup_plan(plpy), [texts, trgm, vecs, float(trgm_min),
+                                             float(vector_min), int(per_phrase)])
+    return _rows_to_matches(rows, phrases)
+
+
+def fuzzy_phrases(phrases: list[Phrase]) -> list[int]:
+    """Positions of the phrases worth a trigram lookup: 3+ characters, not one of the
+    evidence's loose n-grams (its quoted spans are used)."""
+    return [i for i, p in enumerate(phrases) if len(p.text) >= 3 and p.source != "evidence_ngram"]
+
+
+def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str],
+                   limit: int) -> list[int]:
+    """Positions of the phrases that get an embedding lookup (paraphrased values: "USA" →
+    'United States'), at most ``limit``: fuzzy phrases of up to 3 words that no value matched
+    exactly or by trigram, that are not inside a phrase that did, and that are not made only of
+    schema words (table/column name parts, lower case) or stop words; quoted and evidence
+    spans first, then question n-grams in order. Each embedding costs the backend about 2–5 ms
+    of CPU, which is why this is bounded (setting ``value_vector_phrases``)."""
+    if limit <= 0:
+        return []
+    hit = {m.phrase.lower() for m in found}
+    out: list[int] = []
+    for i in sorted(fuzzy_phrases(phrases), key=lambda i: (_SOURCE_RANK.get(phrases[i].source, 3), i)):
+        text = phrases[i].text
+        words = [w.lower() for w in _SPAN_WORD.findall(text)]
+        if not words or len(words) > 3 or text.lower() in hit:
+            continue
+        if any(text.lower() in h for h in hit):
+            continue  # "Marvel" inside the matched "Marvel Comics"
+        if all(w in schema_words or w in STOP_WORDS or w.isdigit() for w in words):
+            continue
+        out.append(i)
+        if len(out) >= limit:
+            break
+    return out
+
+
 def retrieve_values(plpy, question: str, evidence: str | None = None, *, top_k: int = 10,
                     trgm_min: float = 0.5, vector_min: float = 0.8, per_phrase: int = 3,
-                    max_vector_phrases: int = 48, relation: str = "nl2sql.visible_cell_value"
+                    vector_limit: int = 8, schema_words: set[str] | None = None
                     ) -> list[ValueMatch]:
     """Cell values the question mentions, best first, at most ``top_k``.
 
-    Three lookups against ``relation`` (the value index as the calling role may see it), in one
-    statement: exact, case-insensitive equality with any phrase (score 1); pg_trgm
-    ``similarity(value, phrase) >= trgm_min`` (``per_phrase`` best values per phrase); cosine
-    similarity of the phrase's all-MiniLM-L6-v2 embedding with the value's ``>= vector_min``
-    (``per_phrase`` nearest per phrase, for at most ``max_vector_phrases`` phrases of up to 3
-    words). The fuzzy lookups skip the evidence's loose n-grams (its quoted spans are used).
-    Cost: every visible value is compared with every phrase (see the comment on the
-    statement), linear in values × phrases. Thresholds are in 0..1 (settings
-    ``value_trgm_min``, ``value_vector_min``). Returns [] when the question yields no phrase. Raises embed.EmbeddingError when the
-    embedding model is missing.
+    Candidate phrases (``candidate_phrases``) are looked up exactly and by pg_trgm similarity
+    ≥ ``trgm_min`` (``per_phrase`` best per phrase); then the phrases of ``vector_phrases``
+    (at most ``vector_limit``) by the cosine similarity of their all-MiniLM-L6-v2 embedding
+    with the values' (≥ ``vector_min``). Only values the calling role may read and the value
+    policy lets reach a model (``match_values``). Thresholds in 0..1 (settings
+    ``value_trgm_min``, ``value_vector_min``; above 1 turns a lookup off). Returns [] when the
+    question yields no phrase. Raises embed.EmbeddingError when the embedding model is missing.
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4.
     """
     phrases = candidate_phrases(question, evidence)
-    if not phrases:
-        return []
-    texts = [p.text for p in phrases]
-    fuzzy = [i for i, p in enumerate(phrases) if len(p.text) >= 3 and p.source != "evidence_ngram"]
-    trgm_idx = fuzzy if trgm_min <= 1 else []
-    vec_idx = [i for i in fuzzy if len(_SPAN_WORD.findall(phrases[i].text)) <= 3] \
-        [:max_vector_phrases] if vector_min <= 1 else []
-    fuzzy_set, vec_pos = set(trgm_idx), {i: n for n, i in enumerate(vec_idx)}
-    vecs: list[str] = []
-    if vec_idx:
-        from .embed import embed, to_pgvector
+    found = match_values(plpy, phrases, fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [],
+                         trgm_min=trgm_min, per_phrase=per_phrase)
+    if vector_min <= 1:
+        idx = vector_phrases(phrases, found, schema_words or set(), vector_limit)
+        if idx:
+            from .embed import embed, to_pgvector
 
-        vecs = [to_pgvector(v) for v in embed([phrases[i].text for i in vec_idx])]
-    # One statement, one pass over the visible values: the privilege-filtered view is a security
-    # barrier, so pg_trgm's similarity and pgvector's '<=>' (not leakproof) cannot use the base
-    # table's gin/hnsw indexes through it, and a per-phrase lookup would re-run the view. Every
-    # (value, phrase) pair is scored once; only pairs over a threshold are ranked per phrase.
-    # Cost: linear in visible values × phrases (about 0.3 s for 2,700 values × 40 phrases).
-    rows = plpy.execute(plpy.prepare(
-        f"WITH q AS MATERIALIZED (SELECT $1::text[] AS xs, $2::text[] AS ts, "
-        f"                               $3::vector[] AS es, $4::int[] AS ids), "
-        f"hits AS (SELECT p.i, v.schema_name, v.table_name, v.column_name, v.value, "
-        f"  lower(v.value) = lower(p.x) AS exact, "
-        f"  CASE WHEN p.t IS NULL THEN NULL ELSE similarity(v.value, p.t)::float8 END AS trg, "
-        f"  CASE WHEN p.e IS NULL THEN NULL ELSE (1 - (v.embedding <=> p.e))::float8 END AS cos "
-        f"  FROM {relation} v CROSS JOIN q "
-        f"  CROSS JOIN LATERAL unnest(q.xs, q.ts, q.es, q.ids) AS p(x, t, e, i)), "
-        f"ranked AS (SELECT *, "
-        f"  row_number() OVER (PARTITION BY i ORDER BY trg DESC NULLS LAST, value) AS rt, "
-        f"  row_number() OVER (PARTITION BY i ORDER BY cos DESC NULLS LAST, value) AS rv "
-        f"  FROM hits WHERE exact OR trg >= $5 OR cos >= $6) "
-        f"SELECT 'exact' AS how, i, schema_name, table_name, column_name, value, 1.0::float8 AS score "
-        f"  FROM ranked WHERE exact "
-        f"UNION ALL SELECT 'trigram', i, schema_name, table_name, column_name, value, trg "
-        f"  FROM ranked WHERE trg >= $5 AND rt <= $7 "
-        f"UNION ALL SELECT 'vector', i, schema_name, table_name, column_name, value, cos "
-        f"  FROM ranked WHERE cos >= $6 AND rv <= $7",
-        ["text[]", "text[]", "text", "int[]", "float8", "float8", "int4"]),
-        [texts, [t if i in fuzzy_set else None for i, t in enumerate(texts)],
-         "{" + ",".join(f'"{vecs[vec_pos[i]]}"' if i in vec_pos else "NULL"
-                        for i in range(len(texts))) + "}",
-         list(range(1, len(texts) + 1)), float(trgm_min), float(vector_min), per_phrase])
-    matches: list[ValueMatch] = []
-    for how in ("exact", "trigram", "vector"):
-        matches += _rows_to_matches([r for r in rows if r["how"] == how], phrases, how)
-    return merge_matches(matches, top_k)
+            vecs = embed([phrases[i].text for i in idx])
+            found += match_values(plpy, phrases, exact=False,
+                                  vectors={i: to_pgvector(v) for i, v in zip(idx, vecs)},
+                                  vector_min=vector_min, per_phrase=per_phrase)
+    return merge_matches(found, top_k)

@@ -133,16 +133,11 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     """Whether each column's cell values may be indexed and sent to a model: the setting
     ``send_values`` is on, and the column's policy, else its table's, allows it; without a
     policy a table with row-level security is not value-indexed (its rows would be read with the
-    indexer's rights, not the asking role's). Same rule as view ``nl2sql.visible_column``."""
+    indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._values_allowed``,
+    which view ``nl2sql.visible_column`` also applies."""
     rows = plpy.execute(plpy.prepare(
         "SELECT a.attname::text AS col, "
-        "COALESCE((SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'), true) "
-        "AND COALESCE("
-        " (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1 "
-        "    AND p.table_name = $2 AND p.column_name = a.attname), "
-        " (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1 "
-        "    AND p.table_name = $2 AND p.column_name = ''), "
-        " NOT r.relrowsecurity) AS ok "
+        "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
         "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
         "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
         "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",

@@ -33,6 +33,7 @@ DEFAULTS: dict[str, str] = {
     "value_top_k": "10",
     "value_trgm_min": "0.5",
     "value_vector_min": "0.8",
+    "value_vector_phrases": "8",
     "link_value_min": "0.9",
     "link_column_min": "0.6",
     "dail_tau": "0.6",
@@ -64,7 +65,8 @@ def validate_setting(key: str, value: str) -> str:
         raise ConfigError(f"unknown setting {key!r}; known settings: {', '.join(sorted(DEFAULTS))}")
     v = (value or "").strip()
     if key in {"k_examples", "candidate_timeout_ms", "max_rows", "sample_values",
-               "question_max_chars", "values_per_column", "value_max_chars"}:
+               "question_max_chars", "values_per_column", "value_max_chars",
+               "value_vector_phrases"}:
         try:
             n = int(v)
         except ValueError:

@@ -148,7 +148,7 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
               "pass a JSON array (or JSON lines) of {question, query|SQL, db_id}")
     from .embed import embed, to_pgvector
 
-    vecs = embed([e.masked_question for e in entries])
+    vecs = embed([e.masked_question for e in entries], cache=False)
     ins = plpy.prepare(
         "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, schema, "
         "source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, 'load', $7::vector) "
