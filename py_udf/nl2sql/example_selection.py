@@ -8,6 +8,7 @@ filled with the most question-similar examples (question-similarity fallback).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import TokenError
@@ -17,14 +18,16 @@ from .sqlcheck import CandidateRefused
 from .types import Example
 
 
-def skeleton_tokens(skeleton: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def skeleton_tokens(skeleton: str) -> frozenset[str]:
     """The token set of an SQL skeleton, by sqlglot's PostgreSQL tokenizer (keywords
-    upper-cased; ``_`` stands for every identifier and ``?`` for every literal)."""
+    upper-cased; ``_`` stands for every identifier and ``?`` for every literal). Cached per
+    process: the pool's skeletons are compared with every PreSQL."""
     try:
         toks = Postgres().tokenize(skeleton)
     except TokenError:
-        return set(skeleton.upper().split())
-    return {t.text.upper() for t in toks}
+        return frozenset(skeleton.upper().split())
+    return frozenset(t.text.upper() for t in toks)
 
 
 def skeleton_jaccard(a: str, b: str) -> float:

@@ -80,12 +80,12 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     q = validate_question(question, int(st["question_max_chars"]))
     models = get_models(plpy)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
-                             "models": [m.name for m in models],
-                             "values_withheld": safety.withheld_value_columns(plpy)}
+                             "models": [m.name for m in models]}
     t = time.perf_counter()
     q_prompt = rewrite_question(plpy, q, st, trace)  # ReBoost query rewriting (relative time)
     path = catalog.parse_search_path(plpy, search_path)
     schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
+    trace["values_withheld"] = safety.withheld_value_columns(schema)
     t = lap("schema_ms", t)
 
     ctx = context.retrieve_context(plpy, q_prompt, evidence, schema, st)

@@ -145,13 +145,12 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     return {r["col"]: bool(r["ok"]) for r in rows}
 
 
-def withheld_value_columns(plpy) -> list[str]:
-    """``schema.table.column`` of the columns the calling role may read whose cell values are
-    kept from the model (value policy, row-level security, setting ``send_values``): what the
-    trace reports as not sent."""
-    return [r["c"] for r in plpy.execute(
-        "SELECT schema_name || '.' || table_name || '.' || column_name AS c "
-        "FROM nl2sql.visible_column WHERE NOT values_allowed ORDER BY 1")]
+def withheld_value_columns(schema) -> list[str]:
+    """``schema.table.column`` of the columns of ``schema`` (catalog.load_schema: what the
+    calling role may read) whose cell values are kept from the model (value policy, row-level
+    security, setting ``send_values``): what the trace reports as not sent."""
+    return sorted(f"{t.schema}.{t.table}.{c.name}" for t in schema.tables for c in t.columns
+                  if not c.values_allowed)
 
 
 def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:

@@ -18,6 +18,7 @@ class Column:
     is_primary_key: bool = False
     comment: str | None = None
     sample_values: list[str] = field(default_factory=list)
+    values_allowed: bool = True   # cell values may reach a model (value policy, send_values)
 
 
 @dataclass

