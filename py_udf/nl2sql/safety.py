@@ -57,8 +57,8 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
     names = sorted(set(names))
     if not names:
         return set()
-    rows = plpy.execute(plpy.prepare(
-        "SELECT DISTINCT proname::text AS n FROM pg_catalog.pg_proc "
+    rows = plpy.execute(_plan(
+        plpy, "volatile", "SELECT DISTINCT proname::text AS n FROM pg_catalog.pg_proc "
         "WHERE proname = ANY($1::name[]) AND provolatile = 'v'", ["text[]"]), [names])
     return {r["n"] for r in rows}
 
@@ -90,15 +90,26 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
     """``schema.table`` names among ``targets`` on which the current role may SELECT no column
     (or that no longer exist). Column-level privileges are the database's to enforce when the
     candidate runs."""
-    out = []
-    for s, t in targets:
-        rel = plpy.quote_ident(s) + "." + plpy.quote_ident(t)
-        ok = plpy.execute(plpy.prepare(
-            "SELECT COALESCE(pg_catalog.has_any_column_privilege(pg_catalog.to_regclass($1), 'SELECT'), "
-            "false) AS ok", ["text"]), [rel])[0]["ok"]
-        if not ok:
-            out.append(f"{s}.{t}")
-    return out
+    targets = list(dict.fromkeys(targets))
+    if not targets:
+        return []
+    rels = [plpy.quote_ident(s) + "." + plpy.quote_ident(t) for s, t in targets]
+    rows = plpy.execute(_plan(
+        plpy, "readable", "SELECT COALESCE(pg_catalog.has_any_column_privilege("
+        "pg_catalog.to_regclass(r), 'SELECT'), false) AS ok FROM unnest($1::text[]) "
+        "WITH ORDINALITY AS u(r, n) ORDER BY n", ["text[]"]), [rels])
+    return [f"{s}.{t}" for (s, t), r in zip(targets, rows) if not r["ok"]]
+
+
+_PLANS: dict[str, object] = {}
+
+
+def _plan(plpy, name: str, sql: str, types: list[str]):
+    """A prepared plan kept for the backend's life (privileges are checked when it runs, as
+    the current role)."""
+    if name not in _PLANS:
+        _PLANS[name] = plpy.prepare(sql, types)
+    return _PLANS[name]
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
