@@ -164,6 +164,38 @@ BEGIN
 END
 $$;
 
+-- Value alignment's lookups (OpenSearch-SQL §3.5) in one column: SECURITY DEFINER like
+-- _match_values, so that a lookup is a short index scan of that column's values instead of a
+-- plan over the privilege-filtered views. Nothing when role `who` (nl2sql._acting_role) may not
+-- SELECT the column or its values are withheld (n_values 0). Returns one row when nothing
+-- matches (value NULL); otherwise up to k values, best first: equal to `literal`, then equal
+-- ignoring case, then by similarity(value, literal) (only those >= trgm_min unless it is NULL).
+CREATE OR REPLACE FUNCTION nl2sql._column_values(who name, sch name, tbl name, col name,
+                                                 literal text, trgm_min float8, k int)
+RETURNS TABLE (n_values bigint, value text, score float8)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+    WITH ok AS (
+        SELECT 1 FROM pg_catalog.pg_namespace n
+        JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = tbl
+        JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = col
+                                      AND NOT a.attisdropped
+        WHERE n.nspname = sch
+          AND pg_catalog.has_column_privilege(nl2sql._acting_role(who), r.oid, a.attnum, 'SELECT')
+          AND nl2sql._values_allowed(sch, tbl, col, r.relrowsecurity)),
+    vals AS MATERIALIZED (
+        SELECT v.value FROM nl2sql.cell_value v
+        WHERE v.schema_name = sch AND v.table_name = tbl AND v.column_name = col
+          AND EXISTS (SELECT 1 FROM ok))
+    SELECT (SELECT count(*) FROM vals), b.value, b.score
+    FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+        SELECT x.value, similarity(x.value, literal)::float8 AS score FROM vals x
+        WHERE literal IS NOT NULL
+          AND (lower(x.value) = lower(literal) OR trgm_min IS NULL
+               OR similarity(x.value, literal) >= trgm_min)
+        ORDER BY x.value = literal DESC, lower(x.value) = lower(literal) DESC, 2 DESC, x.value
+        LIMIT k) b ON true
+$$;
+
 -- Examples: those of other databases, and those of this one whose every relation the caller
 -- may SELECT (a relation that no longer exists hides the example).
 CREATE OR REPLACE VIEW nl2sql.visible_example WITH (security_barrier) AS

@@ -162,7 +162,8 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
 # --------------------------------------------------------------------------------------------
 
 # SECURITY DEFINER, each acting for nl2sql._acting_role(who) or answering only yes/no per column
-DEFINERS = ("nl2sql._log_query(", "nl2sql._values_allowed(", "nl2sql._match_values(")
+DEFINERS = ("nl2sql._log_query(", "nl2sql._values_allowed(", "nl2sql._match_values(",
+            "nl2sql._column_values(")
 
 
 def test_every_function_is_invoker_with_pinned_search_path_except_the_definers(sdb):
@@ -210,6 +211,13 @@ def test_value_lookup_acts_only_for_a_role_the_session_may_be(sdb, analyst_conn)
     for who in ("postgres", ROLE, None):
         seen = {r[0] for r in analyst_conn.execute(sql, (who, probe, probe))}
         assert "France" in seen and not seen & {"Zorblax Quuxington", "PHONE-SECRET-5551"}, who
+    # alignment's per-column lookup: the same rule
+    col = "SELECT n_values, value FROM nl2sql._column_values(%s, 'public', %s, %s, %s, 0.3, 1)"
+    assert sdb.execute(col, ("postgres", "payroll", "employee_label", "Zorblax")).fetchone() \
+        == (2, "Zorblax Quuxington")
+    assert analyst_conn.execute(col, ("postgres", "payroll", "employee_label", "Zorblax")
+                                ).fetchone() == (0, None)
+    assert analyst_conn.execute(col, (ROLE, "singer", "country", "france")).fetchone()[1] == "France"
 
 
 def test_views_show_the_calling_role_only_what_it_may_select(sdb, analyst_conn):

@@ -12,8 +12,9 @@ indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order
 3. by trigram similarity (pg_trgm ``similarity``) ≥ ``align_min_trigram``;
 4. by embedding cosine similarity (pgvector, all-MiniLM-L6-v2) ≥ ``align_min_cosine``.
 
-Values are read through ``nl2sql.visible_cell_value``: only columns the calling role may
-SELECT and whose values the value policy allows are looked up. A literal is only replaced when the
+Values are read through SQL function ``nl2sql._column_values`` (exact, case, trigram; an index
+scan of the one column) and view ``nl2sql.visible_cell_value`` (the embedding fallback): only
+columns the calling role may SELECT and whose values the value policy allows are looked up. A literal is only replaced when the
 column's index is complete (fewer indexed values than the
 ``values_per_column`` cap, and the literal no longer than ``value_max_chars``): otherwise the
 literal could be a real value that was not indexed. Each replacement is recorded (column, from,
@@ -128,15 +129,14 @@ class ValueIndex:
 
     def column_count(self, col: tuple[str, str, str]) -> int:
         """Indexed values of a column the calling role may read (view
-        ``nl2sql.visible_cell_value``: column privilege and value policy); 0 when it is not a
+        ``nl2sql._column_values``: column privilege and value policy); 0 when it is not a
         string column, not indexed, not readable, or its values are withheld — such values never
         reach a candidate or a prompt."""
         if col not in self._counts:
             plan = self._plan(
                 "count",
-                "SELECT count(*) AS n FROM nl2sql.visible_cell_value WHERE "
-                "schema_name = $1 AND table_name = $2 AND column_name = $3",
-                ["text", "text", "text"])
+                "SELECT n_values AS n FROM nl2sql._column_values(current_user, $1, $2, $3, "
+                "NULL, NULL, 0)", ["name", "name", "name"])
             self._counts[col] = int(self.plpy.execute(plan, list(col))[0]["n"])
         return self._counts[col]
 
@@ -161,21 +161,16 @@ class ValueIndex:
         self.lookups += 1
         plan = self._plan(
             "near",
-            "SELECT value, value = $4 AS exact, lower(value) = lower($4) AS ci, "
-            "similarity(value, $4) AS sim FROM nl2sql.visible_cell_value "
-            "WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 "
-            "AND (lower(value) = lower($4) OR similarity(value, $4) >= $5) "
-            "ORDER BY value = $4 DESC, lower(value) = lower($4) DESC, similarity(value, $4) DESC, "
-            "value LIMIT 1",
-            ["text", "text", "text", "text", "float4"])
+            "SELECT value, score FROM nl2sql._column_values(current_user, $1, $2, $3, $4, $5, 1)",
+            ["name", "name", "name", "text", "float8"])
         rows = self.plpy.execute(plan, [*col, literal, self.min_trigram])
-        if rows:
-            r = rows[0]
-            if r["exact"]:
+        if rows and rows[0]["value"] is not None:
+            v = rows[0]["value"]
+            if v == literal:
                 return Lookup(literal, "exact", 1.0)
-            if r["ci"]:
-                return Lookup(r["value"], "case", 1.0)
-            return Lookup(r["value"], "trigram", round(float(r["sim"]), 4))
+            if v.lower() == literal.lower():
+                return Lookup(v, "case", 1.0)
+            return Lookup(v, "trigram", round(float(rows[0]["score"]), 4))
         if self.min_cosine > 1.0:
             return Lookup(None, reason="no value within the trigram threshold")
         from .embed import embed, to_pgvector
@@ -200,9 +195,8 @@ class ValueIndex:
             return []
         plan = self._plan(
             "topk",
-            "SELECT value FROM nl2sql.visible_cell_value WHERE schema_name = $1 AND table_name = $2 "
-            "AND column_name = $3 ORDER BY similarity(value, $4) DESC, value LIMIT $5",
-            ["text", "text", "text", "text", "int4"])
+            "SELECT value FROM nl2sql._column_values(current_user, $1, $2, $3, $4, NULL, $5) "
+            "WHERE value IS NOT NULL", ["name", "name", "name", "text", "int4"])
         return [r["value"] for r in self.plpy.execute(plan, [*col, literal, k])]
 
 

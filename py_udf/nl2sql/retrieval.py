@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from .masking import _STOP
+from .masking import _STOP, inflections
 
 MAX_NGRAM = 4
 # Words that never name a value on their own (question words, SQL-ish words of BIRD evidence).
@@ -218,7 +218,8 @@ def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words:
     """Positions of the phrases that get an embedding lookup (paraphrased values: "USA" →
     'United States'), at most ``limit``: fuzzy phrases of up to 3 words that no value matched
     exactly or by trigram, that are not inside a phrase that did, and that are not made only of
-    schema words (table/column name parts, lower case) or stop words; quoted and evidence
+    schema words (table/column name parts, lower case; "singers" counts for ``singer``) or
+    stop words; quoted and evidence
     spans first, then question n-grams in order. Each embedding costs the backend about 2–5 ms
     of CPU, which is why this is bounded (setting ``value_vector_phrases``)."""
     if limit <= 0:
@@ -232,7 +233,7 @@ def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words:
             continue
         if any(text.lower() in h for h in hit):
             continue  # "Marvel" inside the matched "Marvel Comics"
-        if all(w in schema_words or w in STOP_WORDS or w.isdigit() for w in words):
+        if all(inflections(w) & schema_words or w in STOP_WORDS or w.isdigit() for w in words):
             continue
         out.append(i)
         if len(out) >= limit:
