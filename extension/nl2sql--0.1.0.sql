@@ -441,6 +441,43 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                           ELSE session_user END END
 $$;
 
+-- The value-policy rule, in one place: a column's cell values may reach a model when the setting
+-- send_values is on and the column's value_policy, else its table's (column_name ''), allows it;
+-- without a policy, unless the table has row-level security.
+CREATE OR REPLACE FUNCTION nl2sql._value_rule(send_values_on boolean, column_policy boolean,
+                                              table_policy boolean, row_security boolean)
+RETURNS boolean LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT COALESCE(send_values_on, true) AND COALESCE(column_policy, table_policy, NOT row_security)
+$$;
+
+-- nl2sql._value_rule for one column, reading the setting and the (non-public) policy table.
+-- SECURITY DEFINER: it says only yes or no for the one column asked about.
+CREATE OR REPLACE FUNCTION nl2sql._values_allowed(schema_name name, table_name name,
+                                                  column_name name, row_security boolean)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT nl2sql._value_rule(
+        (SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'),
+        (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
+            AND p.table_name = $2 AND p.column_name = $3),
+        (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
+            AND p.table_name = $2 AND p.column_name = ''),
+        $4)
+$$;
+
+-- Columns the caller may SELECT. values_allowed: the setting send_values is on, and the
+-- value_policy of the column (else of its table) allows it (default: yes, unless the table has
+-- row-level security). sample_values are empty where values are not allowed.
+-- The role a SECURITY DEFINER helper acts for: the given role when the session may act as it
+-- (SET ROLE), else session_user: never a role the session is not (e.g. when called from inside
+-- some other SECURITY DEFINER function, current_user is that function's owner).
+CREATE OR REPLACE FUNCTION nl2sql._acting_role(who name) RETURNS name
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN who IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who)
+                THEN session_user
+                ELSE CASE WHEN pg_catalog.pg_has_role(session_user, who, 'USAGE') THEN who
+                          ELSE session_user END END
+$$;
+
 -- Whether a column's cell values may reach a model: the setting send_values is on, and the
 -- value_policy of the column (else of its table) allows it (default: yes, unless the table has
 -- row-level security). SECURITY DEFINER: it reads the (non-public) policy table, and says only
@@ -457,8 +494,9 @@ RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalo
             NOT $4)
 $$;
 
--- Columns the caller may SELECT. values_allowed: nl2sql._values_allowed (setting send_values
--- and value_policy). sample_values are empty where values are not allowed.
+-- Columns the caller may SELECT. values_allowed: nl2sql._value_rule (setting send_values and
+-- value_policy), joined set-wise here (a per-row call of nl2sql._values_allowed cost ~40 us per
+-- column: 200 ms on 5,000 columns). sample_values are empty where values are not allowed.
 CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
     SELECT c.schema_name, c.table_name, c.column_name, c.ordinal, c.data_type, c.is_primary_key,
            c.comment,
@@ -469,8 +507,13 @@ CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
     JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
     JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = c.column_name
                                   AND NOT a.attisdropped
-    CROSS JOIN LATERAL (SELECT nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
-                                                      r.relrowsecurity) AS allowed) va
+    LEFT JOIN nl2sql.value_policy pc ON pc.schema_name = c.schema_name
+          AND pc.table_name = c.table_name AND pc.column_name = c.column_name
+    LEFT JOIN nl2sql.value_policy pt ON pt.schema_name = c.schema_name
+          AND pt.table_name = c.table_name AND pt.column_name = ''
+    CROSS JOIN LATERAL (SELECT nl2sql._value_rule(
+        (SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'),
+        pc.send_values, pt.send_values, r.relrowsecurity) AS allowed) va
     WHERE pg_catalog.has_column_privilege(r.oid, a.attnum, 'SELECT');
 
 -- Foreign keys whose both sides the caller may read (every column named on both sides).

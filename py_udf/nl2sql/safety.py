@@ -144,8 +144,8 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     """Whether each column's cell values may be indexed and sent to a model: the setting
     ``send_values`` is on, and the column's policy, else its table's, allows it; without a
     policy a table with row-level security is not value-indexed (its rows would be read with the
-    indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._values_allowed``,
-    which view ``nl2sql.visible_column`` also applies."""
+    indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._value_rule``
+    (here through ``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies."""
     rows = plpy.execute(plpy.prepare(
         "SELECT a.attname::text AS col, "
         "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
