@@ -23,9 +23,6 @@ CREATE OR REPLACE VIEW nl2sql.visible_table WITH (security_barrier) AS
     JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = t.table_name
     WHERE pg_catalog.has_any_column_privilege(r.oid, 'SELECT');
 
--- Columns the caller may SELECT. values_allowed: the setting send_values is on, and the
--- value_policy of the column (else of its table) allows it (default: yes, unless the table has
--- row-level security). sample_values are empty where values are not allowed.
 -- The role a SECURITY DEFINER helper acts for: the given role when the session may act as it
 -- (SET ROLE), else session_user: never a role the session is not (e.g. when called from inside
 -- some other SECURITY DEFINER function, current_user is that function's owner).
@@ -58,36 +55,6 @@ RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalo
         (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
             AND p.table_name = $2 AND p.column_name = ''),
         $4)
-$$;
-
--- Columns the caller may SELECT. values_allowed: the setting send_values is on, and the
--- value_policy of the column (else of its table) allows it (default: yes, unless the table has
--- row-level security). sample_values are empty where values are not allowed.
--- The role a SECURITY DEFINER helper acts for: the given role when the session may act as it
--- (SET ROLE), else session_user: never a role the session is not (e.g. when called from inside
--- some other SECURITY DEFINER function, current_user is that function's owner).
-CREATE OR REPLACE FUNCTION nl2sql._acting_role(who name) RETURNS name
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN who IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who)
-                THEN session_user
-                ELSE CASE WHEN pg_catalog.pg_has_role(session_user, who, 'USAGE') THEN who
-                          ELSE session_user END END
-$$;
-
--- Whether a column's cell values may reach a model: the setting send_values is on, and the
--- value_policy of the column (else of its table) allows it (default: yes, unless the table has
--- row-level security). SECURITY DEFINER: it reads the (non-public) policy table, and says only
--- yes or no for the one column asked about.
-CREATE OR REPLACE FUNCTION nl2sql._values_allowed(schema_name name, table_name name,
-                                                  column_name name, row_security boolean)
-RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT COALESCE((SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'), true)
-        AND COALESCE(
-            (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
-                AND p.table_name = $2 AND p.column_name = $3),
-            (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
-                AND p.table_name = $2 AND p.column_name = ''),
-            NOT $4)
 $$;
 
 -- Columns the caller may SELECT. values_allowed: nl2sql._value_rule (setting send_values and
