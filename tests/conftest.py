@@ -109,3 +109,45 @@ def add_models(conn, llm, names, **kw):
         conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s, "
                      "timeout_s => %s)", (n, n, kw.get("base_url", llm.base_url), i,
                                           kw.get("timeout_s", 10)))
+
+
+def cancel_while_model_hangs(cluster, admin, llm, dbname: str, question: str, model: str,
+                             user: str | None = None) -> tuple[BaseException | None, float]:
+    """Ask ``question`` on a second connection (as ``user``) while model ``model`` hangs, cancel
+    that backend with pg_cancel_backend once the loopback server holds a request *for this
+    model*, and return (the error the asking connection got, seconds from cancel to its
+    return). ``model`` should be unique to the test: an abandoned call of an earlier test can
+    still reach the server (the client retries a timed-out request), and waiting on any request
+    could cancel before the question even started, when a cancel is ignored."""
+    import threading
+    import time
+
+    import psycopg
+
+    from nl2sql.loopback import Rule
+
+    add_models(admin, llm, [model], timeout_s=60)
+    llm.add_rule(Rule(model=model, hang=True))
+    with cluster.connect(dbname, **({"user": user} if user else {})) as other:
+        pid = other.info.backend_pid
+        result: dict = {}
+
+        def ask():
+            try:
+                other.execute("SELECT nl2sql(%s)", (question,))
+            except psycopg.Error as e:
+                result["error"] = e
+            result["done"] = time.monotonic()
+
+        th = threading.Thread(target=ask)
+        th.start()
+        deadline = time.monotonic() + 60
+        while (not any(r["model"] == model for r in llm.requests)
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        assert any(r["model"] == model for r in llm.requests), "the question never reached the model"
+        t0 = time.monotonic()
+        admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        th.join(10)
+        assert other.execute("SELECT 1").fetchone()[0] == 1  # the backend answers the next query
+        return result.get("error"), result.get("done", float("inf")) - t0

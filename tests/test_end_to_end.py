@@ -12,7 +12,7 @@ import sys
 import psycopg
 import pytest
 
-from conftest import ROOT, add_models
+from conftest import ROOT, add_models, cancel_while_model_hangs
 from nl2sql.loopback import Rule
 
 Q_COUNT = "How many singers do we have?"
@@ -286,31 +286,6 @@ def test_nl2sql_index_cli(cluster, demo_conn):
 
 
 def test_cancel_while_waiting_on_a_hanging_model(cluster, db, llm):
-    import threading
-    import time
-
-    add_models(db, llm, ["hang"], timeout_s=60)
-    llm.add_rule(Rule(model="hang", hang=True))
-    with cluster.connect("nl2sql_test") as other:
-        pid = other.info.backend_pid
-        result: dict = {}
-
-        def ask():
-            try:
-                other.execute("SELECT nl2sql(%s)", (Q_COUNT,))
-            except psycopg.Error as e:
-                result["error"] = e
-            result["done"] = time.monotonic()
-
-        th = threading.Thread(target=ask)
-        th.start()
-        deadline = time.monotonic() + 60
-        while not llm.requests and time.monotonic() < deadline:  # the model is being awaited
-            time.sleep(0.05)
-        assert llm.requests, "the question never reached the model"
-        t0 = time.monotonic()
-        db.execute("SELECT pg_cancel_backend(%s)", (pid,))
-        th.join(10)
-        assert isinstance(result.get("error"), psycopg.errors.QueryCanceled)
-        assert result["done"] - t0 < 1.5
-        assert other.execute("SELECT 1").fetchone()[0] == 1  # the backend answers the next query
+    err, seconds = cancel_while_model_hangs(cluster, db, llm, "nl2sql_test", Q_COUNT, "hang_e2e")
+    assert isinstance(err, psycopg.errors.QueryCanceled)
+    assert seconds < 1.5

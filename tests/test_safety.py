@@ -9,14 +9,13 @@ from the scripted loopback server.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import psycopg
 import pytest
 
 from adversarial_corpus import CORPUS
-from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models
+from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
 from nl2sql.demo_data import demo_sql
 from nl2sql.loopback import Rule
 
@@ -430,31 +429,10 @@ def test_statement_timeout_bounds_a_hanging_model(cluster, sdb, llm):
 
 
 def test_cancel_within_a_second_while_a_model_hangs_as_ordinary_role(cluster, sdb, llm):
-    add_models(sdb, llm, ["hang"], timeout_s=60)
-    llm.add_rule(Rule(model="hang", hang=True))
-    with cluster.connect(SAFE_DB, user=ROLE) as other:
-        pid = other.info.backend_pid
-        result: dict = {}
-
-        def ask():
-            try:
-                other.execute("SELECT nl2sql(%s)", (Q,))
-            except psycopg.Error as e:
-                result["error"] = e
-            result["done"] = time.monotonic()
-
-        th = threading.Thread(target=ask)
-        th.start()
-        deadline = time.monotonic() + 60
-        while not llm.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert llm.requests
-        t0 = time.monotonic()
-        sdb.execute("SELECT pg_cancel_backend(%s)", (pid,))
-        th.join(10)
-        assert isinstance(result.get("error"), psycopg.errors.QueryCanceled)
-        assert result["done"] - t0 < 1.5
-        assert other.execute("SELECT 1").fetchone()[0] == 1
+    err, seconds = cancel_while_model_hangs(cluster, sdb, llm, SAFE_DB, Q, "hang_cancel",
+                                            user=ROLE)
+    assert isinstance(err, psycopg.errors.QueryCanceled)
+    assert seconds < 1.5
 
 
 # --------------------------------------------------------------------------------------------
