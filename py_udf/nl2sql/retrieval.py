@@ -239,33 +239,3 @@ def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words:
         if len(out) >= limit:
             break
     return out
-
-
-def retrieve_values(plpy, question: str, evidence: str | None = None, *, top_k: int = 10,
-                    trgm_min: float = 0.5, vector_min: float = 0.8, per_phrase: int = 3,
-                    vector_limit: int = 8, schema_words: set[str] | None = None
-                    ) -> list[ValueMatch]:
-    """Cell values the question mentions, best first, at most ``top_k``.
-
-    Candidate phrases (``candidate_phrases``) are looked up exactly and by pg_trgm similarity
-    ≥ ``trgm_min`` (``per_phrase`` best per phrase); then the phrases of ``vector_phrases``
-    (at most ``vector_limit``) by the cosine similarity of their all-MiniLM-L6-v2 embedding
-    with the values' (≥ ``vector_min``). Only values the calling role may read and the value
-    policy lets reach a model (``match_values``). Thresholds in 0..1 (settings
-    ``value_trgm_min``, ``value_vector_min``; above 1 turns a lookup off). Returns [] when the
-    question yields no phrase. Raises embed.EmbeddingError when the embedding model is missing.
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4.
-    """
-    phrases = candidate_phrases(question, evidence)
-    found = match_values(plpy, phrases, fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [],
-                         trgm_min=trgm_min, per_phrase=per_phrase)
-    if vector_min <= 1:
-        idx = vector_phrases(phrases, found, schema_words or set(), vector_limit)
-        if idx:
-            from .embed import embed, to_pgvector
-
-            vecs = embed([phrases[i].text for i in idx])
-            found += match_values(plpy, phrases, exact=False,
-                                  vectors={i: to_pgvector(v) for i, v in zip(idx, vecs)},
-                                  vector_min=vector_min, per_phrase=per_phrase)
-    return merge_matches(found, top_k)

@@ -58,6 +58,14 @@ def get_settings(plpy) -> dict[str, str]:
     return out
 
 
+def _as_int(key: str, v: str, value: str) -> int:
+    """``v`` as an int; raises ConfigError naming the setting and the value given."""
+    try:
+        return int(v)
+    except ValueError:
+        raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
+
+
 def validate_setting(key: str, value: str) -> str:
     """Check one setting's value; returns it normalized. Raises ConfigError naming the key, the
     allowed values and the current problem."""
@@ -67,10 +75,7 @@ def validate_setting(key: str, value: str) -> str:
     if key in {"k_examples", "candidate_timeout_ms", "max_rows", "sample_values",
                "question_max_chars", "values_per_column", "value_max_chars",
                "value_vector_phrases"}:
-        try:
-            n = int(v)
-        except ValueError:
-            raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
+        n = _as_int(key, v, value)
         if n < 0 or (key in {"candidate_timeout_ms", "max_rows", "question_max_chars"} and n < 1):
             raise ConfigError(f"setting {key!r} must be positive, got {n}")
         return str(n)
@@ -83,10 +88,7 @@ def validate_setting(key: str, value: str) -> str:
             raise ConfigError(f"setting {key!r} must be between 0 and 1 (a similarity), got {f}")
         return str(f)
     if key in {"value_top_k", "dail_candidates", "prompt_token_budget"}:
-        try:
-            n = int(v)
-        except ValueError:
-            raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
+        n = _as_int(key, v, value)
         if n < 0 or (key == "prompt_token_budget" and n < 500):
             raise ConfigError(f"setting {key!r} must be >= {500 if key == 'prompt_token_budget' else 0}, got {n}")
         return str(n)
@@ -99,10 +101,7 @@ def validate_setting(key: str, value: str) -> str:
             raise ConfigError("setting 'llm_timeout_s' must be > 0")
         return str(f)
     if key == "llm_max_retries":
-        try:
-            n = int(v)
-        except ValueError:
-            raise ConfigError(f"setting 'llm_max_retries' must be an integer, got {value!r}") from None
+        n = _as_int(key, v, value)
         if not 0 <= n <= 10:
             raise ConfigError(f"setting 'llm_max_retries' must be between 0 and 10, got {n}")
         return str(n)
