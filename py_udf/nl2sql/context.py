@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
-from .embed import embed, to_pgvector
+from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
     linking_values, prune_schema, table_scores
 from .masking import mask_question
@@ -34,9 +34,11 @@ class Context:
     masked_question: str
     candidates: list[Example]            # by masked-question similarity, best first
     skeletons: dict[int, str]            # example id -> SQL skeleton
-    column_sims: list[tuple[str, str, str, float]]
-    scores: dict[str, float]             # table prompt name -> similarity with the question
     timings: dict[str, float] = field(default_factory=dict)
+    # question/column similarity (add_columns): None until computed — the pipeline computes it
+    # while the PreSQL call is out, unless pruning the PreSQL schema needs it first
+    column_sims: list[tuple[str, str, str, float]] | None = None
+    scores: dict[str, float] | None = None  # table prompt name -> similarity with the question
 
 
 def value_triples(schema: Schema, values: list[ValueMatch],
@@ -81,23 +83,33 @@ def schema_words(schema: Schema) -> set[str]:
 
 def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
                      st: dict[str, str]) -> Context:
-    """Values, masked question, example candidates and column similarities for ``question``.
+    """Values, masked question and example candidates for ``question`` (question/column
+    similarity is ``add_columns``, run later).
 
     Order (so that the backend embeds each text once per question): exact and trigram value
-    lookups (no embedding); the masked question from them; embedding of the question and the
-    masked question, then of the phrases chosen for vector lookups (retrieval.vector_phrases);
-    vector value lookups; examples by the masked question; column similarities by the question.
-    A vector match strong enough to mask (≥ link_value_min) re-masks and re-embeds the masked
-    question. Settings used: value_top_k, value_trgm_min, value_vector_min,
-    value_vector_phrases, link_value_min, k_examples, dail_candidates. Raises
-    embed.EmbeddingError when the embedding model is missing."""
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
+    lookups (no embedding); the masked question from them; the phrases chosen for vector
+    lookups (retrieval.vector_phrases) embedded in a background thread while this one embeds
+    the masked question and fetches its examples; vector value lookups. A vector match strong
+    enough to mask (≥ link_value_min) re-masks, re-embeds and fetches the examples again.
+    Settings used: value_top_k, value_trgm_min, value_vector_min, value_vector_phrases,
+    link_value_min, k_examples, dail_candidates. Timings (ms): ``values_ms`` (lookups),
+    ``embed_ms`` (this thread's embedding and its wait for the phrases'), ``examples_ms``.
+    Raises embed.EmbeddingError when the embedding model is missing."""
+    timings = {"values_ms": 0.0, "embed_ms": 0.0, "examples_ms": 0.0}
+
+    def timed(key: str, fn, *a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            timings[key] += (time.perf_counter() - t0) * 1000
+
     trgm_min, vector_min = float(st["value_trgm_min"]), float(st["value_vector_min"])
     vmin = float(st["link_value_min"])
+    n_examples = max(int(st["k_examples"]), int(st["dail_candidates"]))
     phrases = candidate_phrases(question, evidence)
-    found = match_values(plpy, phrases, fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [],
-                         trgm_min=trgm_min)
+    found = timed("values_ms", match_values, plpy, phrases,
+                  fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [], trgm_min=trgm_min)
     vec_idx = vector_phrases(phrases, found, schema_words(schema),
                              int(st["value_vector_phrases"])) if vector_min <= 1 else []
     names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
@@ -110,37 +122,49 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
         return mask_question(question, names=names, values=strong)
 
     masked = masked_with(merge_matches(found, int(st["value_top_k"])))
-    # two batches: a batch is padded to its longest text, so short phrases go apart from the
-    # question (measured: 10 texts in one batch 110 ms, in these two 67 ms on one core)
-    te = time.perf_counter()
-    q_vec, m_vec = embed([question, masked])
-    p_vecs = embed([phrases[i].text for i in vec_idx])
-    timings["embed_ms"] = round((time.perf_counter() - te) * 1000, 3)
+    # the phrases go apart from the masked question (a batch is padded to its longest text)
+    # and on the other core: ONNX Runtime releases the GIL
+    pending = embed_async([phrases[i].text for i in vec_idx])
+    m_vec = timed("embed_ms", embed, [masked])[0]
+    cands, skels = timed("examples_ms", retrieve_examples, plpy, m_vec, n_examples)
+    p_vecs = timed("embed_ms", pending.result)
     if vec_idx:
-        found += match_values(plpy, phrases, exact=False, vector_min=vector_min,
-                              vectors={i: to_pgvector(v) for i, v in zip(vec_idx, p_vecs)})
+        found += timed("values_ms", match_values, plpy, phrases, exact=False,
+                       vector_min=vector_min,
+                       vectors={i: to_pgvector(v) for i, v in zip(vec_idx, p_vecs)})
     values = merge_matches(found, int(st["value_top_k"]))
     remasked = masked_with(values)
     if remasked != masked:
-        masked, m_vec = remasked, embed([remasked])[0]
-    timings["values_ms"] = round((time.perf_counter() - t) * 1000 - timings["embed_ms"], 3)
-    t = time.perf_counter()
-    k = int(st["k_examples"])
-    cands, skels = retrieve_examples(plpy, m_vec, max(k, int(st["dail_candidates"])))
-    timings["examples_ms"] = round((time.perf_counter() - t) * 1000, 3)
-    t = time.perf_counter()
-    col_sims = column_similarities(plpy, q_vec)
-    scores = table_scores(schema, col_sims)
-    timings["columns_ms"] = round((time.perf_counter() - t) * 1000, 3)
-    return Context(question, evidence, values, masked, cands, skels, col_sims, scores, timings)
+        masked = remasked
+        m_vec = timed("embed_ms", embed, [remasked])[0]
+        cands, skels = timed("examples_ms", retrieve_examples, plpy, m_vec, n_examples)
+    return Context(question, evidence, values, masked, cands, skels,
+                   {k: round(v, 3) for k, v in timings.items()})
 
 
-def presql_prompt(ctx: Context, schema: Schema, st: dict[str, str]) -> tuple[str, Schema, dict]:
+def add_columns(plpy, ctx: Context, schema: Schema) -> float:
+    """Question/column similarity (PET-SQL §3.3 linking by similar columns; the table scores
+    that prune a PreSQL schema over budget): embeds the question, compares it with every
+    indexed column the role may read (linking.column_similarities) and sets
+    ``ctx.column_sims`` and ``ctx.scores``. Does nothing when already set. Returns the
+    milliseconds spent (0.0 when already set)."""
+    if ctx.column_sims is not None:
+        return 0.0
+    t = time.perf_counter()
+    q_vec = embed([ctx.question])[0]
+    ctx.column_sims = column_similarities(plpy, q_vec)
+    ctx.scores = table_scores(schema, ctx.column_sims)
+    return round((time.perf_counter() - t) * 1000, 3)
+
+
+def presql_prompt(plpy, ctx: Context, schema: Schema, st: dict[str, str]
+                  ) -> tuple[str, Schema, dict]:
     """The PreSQL prompt: the whole schema, or — when that prompt would exceed the setting
     ``prompt_token_budget`` (estimated tokens, see linking.estimate_tokens) — a schema pruned
     to the tables most similar to the question plus their FK neighbours, tables of matched
-    values first (those that would link, see linking.linking_values). Returns (prompt, schema
-    used, pruning info)."""
+    values first (those that would link, see linking.linking_values). Pruning needs the
+    question/column similarity: ``add_columns`` is then run here (its time added to
+    ``ctx.timings["columns_ms"]``). Returns (prompt, schema used, pruning info)."""
     n_values = int(st["sample_values"])
     examples = ctx.candidates[:int(st["k_examples"])]
     vmin = float(st["link_value_min"])
@@ -154,7 +178,11 @@ def presql_prompt(ctx: Context, schema: Schema, st: dict[str, str]) -> tuple[str
     for name, _c, _v in value_triples(schema, linking_values(schema, ctx.values, vmin)):
         if name not in keep:
             keep.append(name)
-    used, info = prune_schema(schema, ctx.scores, int(st["prompt_token_budget"]), render, keep)
+    def scores() -> dict[str, float]:
+        ctx.timings["columns_ms"] = ctx.timings.get("columns_ms", 0.0) + add_columns(plpy, ctx, schema)
+        return ctx.scores or {}
+
+    used, info = prune_schema(schema, scores, int(st["prompt_token_budget"]), render, keep)
     prompt = render(used)
     info["tokens"] = estimate_tokens(prompt)
     return prompt, used, info
@@ -163,7 +191,10 @@ def presql_prompt(ctx: Context, schema: Schema, st: dict[str, str]) -> tuple[str
 def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: dict[str, str]
                    ) -> tuple[Linked, Selection]:
     """Schema linking (linking.link_schema with the settings link_value_min and
-    link_column_min) and DAIL selection (settings k_examples, dail_tau) after PreSQL."""
+    link_column_min) and DAIL selection (settings k_examples, dail_tau) after PreSQL.
+    Needs ``add_columns`` run first (raises ValueError otherwise)."""
+    if ctx.column_sims is None:
+        raise ValueError("finsql_context: run add_columns(plpy, ctx, schema) first")
     cmin = float(st["link_column_min"])
     similar = [c for c in ctx.column_sims if c[3] >= cmin]
     linked = link_schema(schema, presql, ctx.values, similar, float(st["link_value_min"]))
@@ -185,10 +216,13 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
 
 
 def context_trace(ctx: Context) -> dict[str, Any]:
-    """The retrieval part of the trace: masked question, matched values, example candidates."""
-    return {"masked_question": ctx.masked_question,
-            "values": [v.to_json() for v in ctx.values],
-            "columns_similar": [list(c) for c in ctx.column_sims[:10]]}
+    """The retrieval part of the trace: masked question, matched values, and the most similar
+    columns once ``add_columns`` has run."""
+    out: dict[str, Any] = {"masked_question": ctx.masked_question,
+                           "values": [v.to_json() for v in ctx.values]}
+    if ctx.column_sims is not None:
+        out["columns_similar"] = [list(c) for c in ctx.column_sims[:10]]
+    return out
 
 
 def linking_trace(linked: Linked, sel: Selection) -> dict[str, Any]:
@@ -218,8 +252,9 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
                                  int(st["sample_values"]))
     t_schema = (time.perf_counter() - t0) * 1000
     ctx = retrieve_context(plpy, q, evidence, schema, st)
+    ctx.timings["columns_ms"] = add_columns(plpy, ctx, schema)
     t = time.perf_counter()
-    pre_prompt, pre_schema, info = presql_prompt(ctx, schema, st)
+    pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st)
     prompt_ms = (time.perf_counter() - t) * 1000
     out: dict[str, Any] = {"question": q, "evidence": evidence, **context_trace(ctx),
                            "examples": [e.__dict__ for e in ctx.candidates[:int(st["k_examples"])]],

@@ -16,7 +16,9 @@ The engine is cached per process (inside PostgreSQL: per backend).
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 DIM = 384
@@ -28,6 +30,8 @@ ONNX_FILE = "all-MiniLM-L6-v2.onnx"
 # (explain, then nl2sql) again, and one embedding costs 2-5 ms of CPU per short phrase.
 CACHE_SIZE = 2048
 _CACHE: "OrderedDict[str, object]" = OrderedDict()
+_LOCK = threading.RLock()   # the cache and engine loading (embed_async embeds from a thread)
+_BACKGROUND: ThreadPoolExecutor | None = None
 
 
 class EmbeddingError(RuntimeError):
@@ -126,6 +130,14 @@ def _onnx():
     """The cached OnnxEncoder, or None when the exported file or onnxruntime is missing."""
     global _ONNX
     if _ONNX is None:
+        with _LOCK:
+            return _load_onnx()
+    return _ONNX or None
+
+
+def _load_onnx():
+    global _ONNX
+    if _ONNX is None:
         try:
             path = onnx_path()
             _ONNX = OnnxEncoder(path, model_dir()) if path.exists() else False
@@ -218,17 +230,36 @@ def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[li
         return []
     if not cache:
         return [v.tolist() for v in _encode(list(texts), batch_size)]
-    missing = [t for t in dict.fromkeys(texts) if t not in _CACHE]
+    with _LOCK:
+        got = {t: _CACHE[t] for t in dict.fromkeys(texts) if t in _CACHE}
+    missing = [t for t in dict.fromkeys(texts) if t not in got]
     if missing:
-        for t, v in zip(missing, _encode(missing, batch_size)):
-            _CACHE[t] = v
-    out = []
-    for t in texts:
-        _CACHE.move_to_end(t)
-        out.append(_CACHE[t].tolist())
-    while len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return out
+        got.update(zip(missing, _encode(missing, batch_size)))
+    with _LOCK:
+        for t in got:
+            _CACHE[t] = got[t]
+            _CACHE.move_to_end(t)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return [got[t].tolist() for t in texts]
+
+
+def embed_async(texts: list[str]) -> Future:
+    """``embed(texts)`` started in a background thread; ``.result()`` gives its list of vectors
+    (or raises its EmbeddingError). ONNX Runtime releases the GIL while it runs, so the calling
+    thread can embed another text or run SPI queries meanwhile, on the second core. With the
+    torch engine (whose threads would contend) the embedding is done here, before returning."""
+    global _BACKGROUND
+    if not texts or _onnx() is None:
+        f: Future = Future()
+        try:
+            f.set_result(embed(texts))
+        except Exception as e:  # delivered by .result(), as from the thread
+            f.set_exception(e)
+        return f
+    if _BACKGROUND is None:
+        _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nl2sql-embed")
+    return _BACKGROUND.submit(embed, list(texts))
 
 
 def to_pgvector(vec: list[float]) -> str:

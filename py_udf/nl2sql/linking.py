@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -271,12 +272,14 @@ def neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> d
     return out
 
 
-def prune_schema(schema: Schema, scores: dict[str, float], budget: int, render,
+def prune_schema(schema: Schema, scores: dict[str, float] | Callable[[], dict[str, float]],
+                 budget: int, render,
                  keep: list[str] = (), neighbour_step: float = 0.05) -> tuple[Schema, dict]:
     """The schema for a prompt that must stay within ``budget`` estimated tokens.
 
     ``render(schema) -> str`` builds the whole prompt for a candidate schema; ``scores`` maps
-    table prompt names to their similarity with the question (0..1); ``keep`` (tables of
+    table prompt names to their similarity with the question (0..1), or is a function returning
+    that map, called only when the schema must be pruned; ``keep`` (tables of
     matched values) go first. Tables are added best first (FK neighbours ranked
     ``neighbour_step`` below the table they hang off, see ``neighbour_scores``) while the
     prompt's ``estimate_tokens`` stays ≤ ``budget``. Returns (schema, info) where info has
@@ -290,6 +293,8 @@ def prune_schema(schema: Schema, scores: dict[str, float], budget: int, render,
         return schema, info
     from .prompts import render_table
 
+    if callable(scores):
+        scores = scores()
     rank = neighbour_scores(schema, scores, neighbour_step)
     keep_set = [t for t in keep if t in rank]
     order = keep_set + sorted((t for t in rank if t not in keep_set),

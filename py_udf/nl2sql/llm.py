@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 from .types import LLMReply, ModelConfig
 
@@ -104,6 +105,15 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
                     latency_ms=(time.perf_counter() - t0) * 1000)
 
 
+@dataclass
+class ModelRound:
+    """The outcome of one round of concurrent model calls (``call_models_during``)."""
+
+    replies: list[LLMReply]   # in the order of the calls
+    wait_ms: float            # submission → the last reply in (or abandoned), ms: model time
+    work_ms: float = 0.0      # the overlapped work's time on the calling thread, ms
+
+
 def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
                 budget_s: float | None = None) -> list[LLMReply]:
     """Run several model calls concurrently; returns replies in the order of ``calls``.
@@ -115,16 +125,44 @@ def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
     Each call gets ``min(model timeout_s, budget_s)`` seconds, retries included; a call still
     running then is abandoned and reported as an error reply (the others are kept).
     """
+    return call_models_during(calls, None, on_wait, budget_s).replies
+
+
+def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
+                       on_wait: Callable[[], None] | None = None,
+                       budget_s: float | None = None) -> ModelRound:
+    """``call_models``, running ``work()`` on the calling thread while the models are out.
+
+    ``work`` is what the pipeline would otherwise do before or after the round (inside
+    PostgreSQL: SPI and CPU work that needs no reply of this round). It runs once, right after
+    the calls are submitted; exceptions it raises propagate (the calls are then abandoned).
+    ``wait_ms`` counts only the models' time (until the last reply arrived or was abandoned),
+    so work that outlasts the models shows up as the caller's own time, not as model wait."""
     t0 = time.monotonic()
     calls = [(c[0], c[1], c[2] if len(c) > 2 else 1, c[3] if len(c) > 3 else None) for c in calls]
     limits = [min(cfg.timeout_s, budget_s) if budget_s is not None else cfg.timeout_s
               for cfg, *_ in calls]
     limits = [max(x, 0.05) for x in limits]
-    futures: list[Future] = [
-        _pool().submit(call_model, cfg, msgs, lim, *(() if n == 1 and temp is None else (n, temp)))
-        for (cfg, msgs, n, temp), lim in zip(calls, limits)]
+    done_at = [t0] * len(calls)
+
+    def stamp(i: int) -> Callable[[Future], None]:
+        def at(_f: Future) -> None:
+            done_at[i] = time.monotonic()
+        return at
+
+    futures: list[Future] = []
+    for i, ((cfg, msgs, n, temp), lim) in enumerate(zip(calls, limits)):
+        f = _pool().submit(call_model, cfg, msgs, lim,
+                           *(() if n == 1 and temp is None else (n, temp)))
+        f.add_done_callback(stamp(i))
+        futures.append(f)
+    work_ms = 0.0
+    if work is not None:
+        tw = time.monotonic()
+        work()
+        work_ms = (time.monotonic() - tw) * 1000
     replies: list[LLMReply | None] = [None] * len(calls)
-    pending = set(futures)
+    pending = {f for f in futures if not f.done()}
     while pending:
         _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)
         now = time.monotonic() - t0
@@ -137,7 +175,12 @@ def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
                     model=cfg.name, text=None, latency_ms=now * 1000,
                     error=(f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer "
                            f"within {limits[i]:.3g} s ({why}); abandoned"))
+                done_at[i] = t0 + min(now, limits[i])
                 pending.discard(f)
         if pending and on_wait is not None:
             on_wait()
-    return [r if r is not None else f.result() for r, f in zip(replies, futures)]
+    out = [r if r is not None else f.result() for r, f in zip(replies, futures)]
+    end = time.monotonic()
+    # a future's done-callback runs just after its waiters wake: one not stamped yet ended now
+    last = max((d if d > t0 else end for d in done_at), default=t0)
+    return ModelRound(out, (last - t0) * 1000, work_ms)

@@ -24,7 +24,7 @@ from .alignment import ValueIndex
 from .cleaning import clean
 from .generation import Evaluator, candidates_from, finsql_calls
 from .hardness import hardness, parse_voters, route
-from .llm import call_models
+from .llm import call_models, call_models_during
 from .repair import repair_loop
 from .rewriting import needs_rewrite, rewrite_relative_time
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
@@ -89,27 +89,37 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     t = lap("schema_ms", t)
 
     ctx = context.retrieve_context(plpy, q_prompt, evidence, schema, st)
-    trace.update(context.context_trace(ctx))
     k = int(st["k_examples"])
     variants = int(st["prompt_variants"])
     n_values = int(st["sample_values"])
     trace["examples"] = [e.__dict__ for e in ctx.candidates[:k]]
-    timings.update(ctx.timings)
     t = lap("retrieval_ms", t)
 
     # PreSQL: the first model, full (or budget-pruned) schema, reference-enhanced prompt.
-    pre_prompt, _pre_schema, pruning = context.presql_prompt(ctx, schema, st)
+    pre_prompt, _pre_schema, pruning = context.presql_prompt(plpy, ctx, schema, st)
     trace["pruning"] = pruning
+    timings.update(ctx.timings)
     t = lap("prompt_ms", t)
+    timings["prompt_ms"] = round(timings["prompt_ms"] - ctx.timings.get("columns_ms", 0.0), 3)
     waits: dict[str, float] = {}  # time waiting on models, per stage (ms)
+    overlapped: dict[str, float] = {}  # work done while models were out, per item (ms)
 
     def on_wait() -> None:
         plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
 
+    def presql_work() -> None:
+        # question/column similarity is needed only after PreSQL (for schema linking)
+        ms = context.add_columns(plpy, ctx, schema)
+        if ms:
+            overlapped["columns_ms"] = ms
+
     tw = time.perf_counter()
-    pre_reply = call_models([(models[0], prompts.messages(pre_prompt))], on_wait,
-                            safety.statement_remaining_s(plpy))[0]
-    waits["presql"] = (time.perf_counter() - tw) * 1000
+    rnd = call_models_during([(models[0], prompts.messages(pre_prompt))], presql_work, on_wait,
+                             safety.statement_remaining_s(plpy))
+    pre_reply = rnd.replies[0]
+    waits["presql"] = rnd.wait_ms
+    timings["presql_round_ms"] = round((time.perf_counter() - tw) * 1000 - rnd.wait_ms, 3)
+    trace.update(context.context_trace(ctx))
     t = time.perf_counter()
     pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
     presql = pre_clean.sql if pre_clean else None
@@ -135,24 +145,13 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
                          sample_temperature=float(st["sample_temperature"]),
                          values=context.value_triples(schema, ctx.values,
                                                       {tb.name for tb in fin_schema.tables}))
-    t = lap("finsql_prompt_ms", t)
-    tw = time.perf_counter()
-    fin_replies = call_models([c.as_call() for c in calls], on_wait,
-                              safety.statement_remaining_s(plpy))
-    waits["finsql"] = (time.perf_counter() - tw) * 1000
-    t = time.perf_counter()
-    trace["finsql"] = {"prompt": calls[0].prompt if calls else None,
-                       "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is fin_models[0]],
-                       "replies": [_reply_json(r) for r in fin_replies]}
-
-    # Candidates: every FinSQL sample, and the PreSQL.
-    cands = candidates_from(calls, fin_replies)
-    if st["presql_votes"] == "on":
-        pc = Candidate(source=f"presql:{pre_reply.model}", model=pre_reply.model,
-                       raw_text=pre_reply.text, prompt=pre_prompt)
-        if pre_reply.error or not pre_reply.text:
-            pc.status, pc.reason = "refused", f"no answer: {pre_reply.error or 'empty'}"
-        cands.append(pc)
+    # The PreSQL as a candidate: checked, aligned and executed while the FinSQL calls are out.
+    # Without presql_votes it does not vote, but a FinSQL answer with the same text (a writer
+    # often repeats its PreSQL) then reuses its outcome instead of running again.
+    pc = Candidate(source=f"presql:{pre_reply.model}", model=pre_reply.model,
+                   raw_text=pre_reply.text, prompt=pre_prompt)
+    if pre_reply.error or not pre_reply.text:
+        pc.status, pc.reason = "refused", f"no answer: {pre_reply.error or 'empty'}"
     index = None
     if st["value_alignment"] == "on":
         index = ValueIndex(plpy, int(st["values_per_column"]), int(st["value_max_chars"]),
@@ -160,9 +159,32 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     ev = Evaluator(plpy=plpy, schema=schema, search_path=search_path,
                    timeout_ms=int(st["candidate_timeout_ms"]), max_rows=int(st["max_rows"]),
                    dialects={m.name: m.dialect for m in models}, values=index)
+
+    def finsql_work() -> None:
+        if pc.status == "pending":
+            ev.run(pc, pc.raw_text)
+            overlapped["presql_candidate_ms"] = round(sum((ev.ms or {}).values()), 3)
+            ev.ms = None  # the stage timings below count what runs after the FinSQL round
+
+    t = lap("finsql_prompt_ms", t)
+    tw = time.perf_counter()
+    rnd = call_models_during([c.as_call() for c in calls], finsql_work, on_wait,
+                             safety.statement_remaining_s(plpy))
+    fin_replies = rnd.replies
+    waits["finsql"] = rnd.wait_ms
+    timings["finsql_round_ms"] = round((time.perf_counter() - tw) * 1000 - rnd.wait_ms, 3)
+    t = time.perf_counter()
+    trace["finsql"] = {"prompt": calls[0].prompt if calls else None,
+                       "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is fin_models[0]],
+                       "replies": [_reply_json(r) for r in fin_replies]}
+
+    # Candidates: every FinSQL sample, and the PreSQL (already evaluated).
+    cands = candidates_from(calls, fin_replies)
     for c in cands:
         if c.status == "pending":
             ev.run(c, c.raw_text)
+    if st["presql_votes"] == "on":
+        cands.append(pc)
     t = lap("execute_ms", t)
     timings.update({k: round(v, 3) for k, v in (ev.ms or {}).items()})
 
@@ -218,6 +240,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     total = (time.perf_counter() - t_start) * 1000
     wait_ms = sum(waits.values())
     trace["llm_waits_ms"] = {k: round(v, 3) for k, v in waits.items()}
+    trace["overlapped_ms"] = overlapped
     timings["llm_wait_ms"] = round(wait_ms, 3)
     timings["total_ms"] = round(total, 3)
     timings["overhead_ms"] = round(total - wait_ms, 3)
