@@ -428,6 +428,25 @@ def test_statement_timeout_bounds_a_hanging_model(cluster, sdb, llm):
         assert c.execute("SELECT 1").fetchone()[0] == 1
 
 
+@pytest.mark.parametrize("setting, seconds", [("0", None), ("1500ms", 1.5), ("2s", 2.0),
+                                              ("1min", 60.0), ("2h", 7200.0)])
+def test_statement_budget_reads_every_unit_of_statement_timeout(sdb, setting, seconds):
+    """The model-call budget is the time left before statement_timeout, whatever unit the
+    setting is shown in (safety.statement_remaining_s); None when no timeout is set."""
+    sdb.execute("SELECT nl2sql._boot()")
+    sdb.execute("CREATE OR REPLACE FUNCTION pg_temp.budget() RETURNS float8 LANGUAGE plpython3u "
+                "AS $$ from nl2sql import safety; return safety.statement_remaining_s(plpy) $$")
+    sdb.execute(f"SET statement_timeout = '{setting}'")
+    try:
+        got = sdb.execute("SELECT pg_temp.budget()").fetchone()[0]
+    finally:
+        sdb.execute("RESET statement_timeout")
+    if seconds is None:
+        assert got is None
+    else:
+        assert seconds - 1.0 < got <= seconds
+
+
 def test_cancel_within_a_second_while_a_model_hangs_as_ordinary_role(cluster, sdb, llm):
     err, seconds = cancel_while_model_hangs(cluster, sdb, llm, SAFE_DB, Q, "hang_cancel",
                                             user=ROLE)

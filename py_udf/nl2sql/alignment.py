@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from . import spi
 from .types import Schema
 
 
@@ -102,9 +103,6 @@ def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.
     return out
 
 
-_PLANS: dict[str, Any] = {}  # per backend process
-
-
 class ValueIndex:
     """Lookups in ``nl2sql.cell_value`` for one question, cached (the same literal in nine
     candidates is looked up once). Runs on the backend's main thread (``plpy``)."""
@@ -120,24 +118,16 @@ class ValueIndex:
         self._cache: dict[tuple[str, str, str, str], Lookup] = {}
         self.lookups = 0
 
-    def _plan(self, name: str, sql: str, types: list[str]):
-        """A prepared plan, kept for the backend's life (planning the privilege-filtered view
-        costs milliseconds; the privilege checks run at execution, as the current role)."""
-        if name not in _PLANS:
-            _PLANS[name] = self.plpy.prepare(sql, types)
-        return _PLANS[name]
-
     def column_count(self, col: tuple[str, str, str]) -> int:
         """Indexed values of a column the calling role may read (view
         ``nl2sql._column_values``: column privilege and value policy); 0 when it is not a
         string column, not indexed, not readable, or its values are withheld — such values never
         reach a candidate or a prompt."""
         if col not in self._counts:
-            plan = self._plan(
-                "count",
-                "SELECT n_values AS n FROM nl2sql._column_values(current_user, $1, $2, $3, "
-                "NULL, NULL, 0)", ["name", "name", "name"])
-            self._counts[col] = int(self.plpy.execute(plan, list(col))[0]["n"])
+            rows = spi.query(self.plpy, "SELECT n_values AS n FROM nl2sql._column_values("
+                                        "current_user, $1, $2, $3, NULL, NULL, 0)",
+                             list(col), ["name", "name", "name"])
+            self._counts[col] = int(rows[0]["n"])
         return self._counts[col]
 
     def closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
@@ -159,11 +149,9 @@ class ValueIndex:
         if len(literal) > self.max_chars or not literal.strip():
             return Lookup(None, reason="literal longer than value_max_chars or blank")
         self.lookups += 1
-        plan = self._plan(
-            "near",
-            "SELECT value, score FROM nl2sql._column_values(current_user, $1, $2, $3, $4, $5, 1)",
-            ["name", "name", "name", "text", "float8"])
-        rows = self.plpy.execute(plan, [*col, literal, self.min_trigram])
+        rows = spi.query(self.plpy, "SELECT value, score FROM nl2sql._column_values("
+                                    "current_user, $1, $2, $3, $4, $5, 1)",
+                         [*col, literal, self.min_trigram], ["name", "name", "name", "text", "float8"])
         if rows and rows[0]["value"] is not None:
             v = rows[0]["value"]
             if v == literal:
@@ -176,13 +164,11 @@ class ValueIndex:
         from .embed import embed, to_pgvector
 
         vec = to_pgvector(embed([literal])[0])
-        plan = self._plan(
-            "vec",
-            "SELECT value, 1 - (embedding <=> $4::vector) AS cos FROM nl2sql.visible_cell_value "
-            "WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 "
-            "ORDER BY embedding <=> $4::vector LIMIT 1",
-            ["text", "text", "text", "text"])
-        rows = self.plpy.execute(plan, [*col, vec])
+        rows = spi.query(self.plpy, "SELECT value, 1 - (embedding <=> $4::vector) AS cos "
+                                    "FROM nl2sql.visible_cell_value WHERE schema_name = $1 AND "
+                                    "table_name = $2 AND column_name = $3 "
+                                    "ORDER BY embedding <=> $4::vector LIMIT 1",
+                         [*col, vec], ["text", "text", "text", "text"])
         if rows and float(rows[0]["cos"]) >= self.min_cosine:
             return Lookup(rows[0]["value"], "vector", round(float(rows[0]["cos"]), 4))
         best = f" (best {rows[0]['value']!r} at cosine {float(rows[0]['cos']):.2f})" if rows else ""
@@ -193,11 +179,10 @@ class ValueIndex:
         repair prompts)."""
         if self.column_count(col) == 0:
             return []
-        plan = self._plan(
-            "topk",
-            "SELECT value FROM nl2sql._column_values(current_user, $1, $2, $3, $4, NULL, $5) "
-            "WHERE value IS NOT NULL", ["name", "name", "name", "text", "int4"])
-        return [r["value"] for r in self.plpy.execute(plan, [*col, literal, k])]
+        rows = spi.query(self.plpy, "SELECT value FROM nl2sql._column_values(current_user, $1, $2, "
+                                    "$3, $4, NULL, $5) WHERE value IS NOT NULL",
+                         [*col, literal, k], ["name", "name", "name", "text", "int4"])
+        return [r["value"] for r in rows]
 
 
 def align_values(tree: exp.Expression, schema: Schema, index: ValueIndex) -> tuple[exp.Expression, list[dict[str, Any]]]:

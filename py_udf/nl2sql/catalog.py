@@ -5,21 +5,21 @@ All functions take ``plpy`` (PL/Python's module) and run on the backend's main t
 """
 from __future__ import annotations
 
+from . import spi
 from .types import Column, ForeignKey, Schema, Table
 
 
 def parse_search_path(plpy, search_path: str) -> list[str]:
     """Schemas named by a search_path string, in order (``$user`` resolved, quoting removed)."""
-    rows = plpy.execute(plpy.prepare(
-        "SELECT s FROM unnest(pg_catalog.string_to_array($1, ',')) AS s", ["text"]), [search_path])
-    user = plpy.execute("SELECT current_user AS u")[0]["u"]
+    rows = spi.query(plpy, "SELECT s, current_user AS u FROM "
+                           "unnest(pg_catalog.string_to_array($1, ',')) AS s", [search_path], ["text"])
     out = []
     for r in rows:
         s = r["s"].strip()
         if s.startswith('"') and s.endswith('"'):
             s = s[1:-1].replace('""', '"')
         if s == "$user":
-            s = user
+            s = r["u"]
         if s:
             out.append(s)
     return out
@@ -34,19 +34,19 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
 
     Raises RuntimeError when nothing the role may read is indexed, saying to run
     ``nl2sql.reindex()``."""
-    trows = plpy.execute(
-        "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
+    trows = spi.query(
+        plpy, "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
         "ORDER BY schema_name, table_name")
     if not trows:
         raise RuntimeError("nl2sql: no table that this role may SELECT is indexed; run "
                            "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
                            "or GRANT SELECT on the tables to ask about")
-    crows = plpy.execute(
-        "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
+    crows = spi.query(
+        plpy, "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
         "sample_values, values_allowed FROM nl2sql.visible_column "
         "ORDER BY schema_name, table_name, ordinal")
-    frows = plpy.execute(
-        "SELECT schema_name, table_name, columns, ref_schema, ref_table, ref_columns "
+    frows = spi.query(
+        plpy, "SELECT schema_name, table_name, columns, ref_schema, ref_table, ref_columns "
         "FROM nl2sql.visible_fk ORDER BY schema_name, table_name, constraint_name")
     rank = {s: i for i, s in enumerate(search_path)}
     first_schema: dict[str, str] = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import sqlglot
 from sqlglot.errors import ParseError, TokenError
@@ -60,8 +61,11 @@ def _tokens(text: str, dialect: str = TARGET):
         return None
 
 
+@lru_cache(maxsize=512)
 def parses_as(text: str, dialect: str) -> bool:
-    """True when ``text`` parses as exactly one statement of ``dialect`` (sqlglot)."""
+    """True when ``text`` parses as exactly one statement of ``dialect`` (sqlglot). Cached per
+    process: cleaning asks this of the same text at several steps, and nine models often send
+    the same answer."""
     try:
         trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
     except (ParseError, TokenError, ValueError):

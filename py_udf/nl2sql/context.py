@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import prompts
+from . import prompts, spi
 from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
     linking_values, prune_schema, table_scores
@@ -56,20 +56,14 @@ def value_triples(schema: Schema, values: list[ValueMatch],
 def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Example], dict[int, str]]:
     """The ``n`` pool examples nearest to the masked question's embedding ``masked_vec``
     (cosine), best first, and their SQL skeletons by id (PET-SQL §3.2, DAIL-SQL §3.3)."""
-    if "examples" not in _PLANS:
-        _PLANS["examples"] = plpy.prepare(
-            "SELECT id, db_id, question, sql, masked_question, sql_skeleton, "
-            "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
-            "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
-            ["text", "int4"])
-    rows = plpy.execute(_PLANS["examples"], [to_pgvector(masked_vec), n])
+    rows = spi.query(plpy, "SELECT id, db_id, question, sql, masked_question, sql_skeleton, "
+                           "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
+                           "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
+                     [to_pgvector(masked_vec), n], ["text", "int4"])
     exs = [Example(id=r["id"], db_id=r["db_id"], question=r["question"], sql=r["sql"],
                    masked_question=r["masked_question"], similarity=round(float(r["sim"]), 4))
            for r in rows]
     return exs, {r["id"]: r["sql_skeleton"] or "" for r in rows}
-
-
-_PLANS: dict[str, Any] = {}
 
 
 def schema_words(schema: Schema) -> set[str]:

@@ -128,7 +128,6 @@ class OnnxEncoder:
 
 def _onnx():
     """The cached OnnxEncoder, or None when the exported file or onnxruntime is missing."""
-    global _ONNX
     if _ONNX is None:
         with _LOCK:
             return _load_onnx()

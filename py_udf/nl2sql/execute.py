@@ -16,6 +16,7 @@ import os
 import subprocess
 import time
 
+from . import spi
 from .types import Candidate
 from .vote import result_signature, row_from_json
 
@@ -100,8 +101,8 @@ def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
     """Run ``sql`` through ``nl2sql._run_candidate`` in a subtransaction that is always rolled
     back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, elapsed ms,
     whether the watchdog fired). Raises plpy.SPIError when the query fails or is cancelled."""
-    plan = plpy.prepare(
-        "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r", ["text", "text", "int4"])
+    plan = spi.plan(plpy, "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r",
+                    ["text", "text", "int4"])
     rows: list[str] = []
     dog = Watchdog(os.getpid(), timeout_ms)
     t0 = time.perf_counter()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from . import spi
 from .masking import inflections, name_words, tokenize
 from .sqlcheck import CandidateRefused, cte_names, parse_one
 from .types import Schema, Table
@@ -334,10 +335,10 @@ def column_similarities(plpy, question_vec: list[float],
     for thousands of columns."""
     from .embed import to_pgvector
 
-    rows = plpy.execute(plpy.prepare(
-        f"SELECT schema_name, table_name, column_name, 1 - (embedding <=> $1::vector) AS sim "
-        f"FROM {relation} WHERE embedding IS NOT NULL ORDER BY sim DESC", ["text"]),
-        [to_pgvector(question_vec)])
+    rows = spi.query(
+        plpy, f"SELECT schema_name, table_name, column_name, 1 - (embedding <=> $1::vector) AS sim "
+        f"FROM {relation} WHERE embedding IS NOT NULL ORDER BY sim DESC",
+        [to_pgvector(question_vec)], ["text"])
     return [(r["schema_name"], r["table_name"], r["column_name"], round(float(r["sim"]), 4))
             for r in rows]
 

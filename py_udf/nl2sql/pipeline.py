@@ -78,7 +78,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
     st = get_settings(plpy)
     q = validate_question(question, int(st["question_max_chars"]))
-    models = get_models(plpy)
+    models = get_models(plpy, st)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
                              "models": [m.name for m in models]}
     t = time.perf_counter()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from . import spi
 from .masking import _STOP, inflections
 
 MAX_NGRAM = 4
@@ -170,19 +171,6 @@ def _rows_to_matches(rows, phrases: list[Phrase]) -> list[ValueMatch]:
             for r in rows]
 
 
-_PLANS: dict[str, object] = {}
-
-
-def _lookup_plan(plpy):
-    """The prepared lookup (kept for the backend's life)."""
-    if "match" not in _PLANS:
-        _PLANS["match"] = plpy.prepare(
-            "SELECT how, i, schema_name, table_name, column_name, value, score "
-            "FROM nl2sql._match_values(current_user, $1, $2, $3::vector[], $4, $5, $6)",
-            ["text[]", "text[]", "text", "float8", "float8", "int4"])
-    return _PLANS["match"]
-
-
 def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: bool = True,
                  vectors: dict[int, str] | None = None, trgm_min: float = 0.5,
                  vector_min: float = 0.8, per_phrase: int = 3) -> list[ValueMatch]:
@@ -202,8 +190,10 @@ def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: b
     trgm = [p.text if i in fz else None for i, p in enumerate(phrases)] if fz else None
     vecs = ("{" + ",".join(f'"{vectors[i]}"' if i in vectors else "NULL"
                            for i in range(len(phrases))) + "}") if vectors else None
-    rows = plpy.execute(_lookup_plan(plpy), [texts, trgm, vecs, float(trgm_min),
-                                             float(vector_min), int(per_phrase)])
+    rows = spi.query(plpy, "SELECT how, i, schema_name, table_name, column_name, value, score "
+                           "FROM nl2sql._match_values(current_user, $1, $2, $3::vector[], $4, $5, $6)",
+                     [texts, trgm, vecs, float(trgm_min), float(vector_min), int(per_phrase)],
+                     ["text[]", "text[]", "text", "float8", "float8", "int4"])
     return _rows_to_matches(rows, phrases)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 
 from sqlglot import exp
 
+from . import spi
 from .sqlcheck import CandidateRefused, check_candidate, referenced_tables
 from .types import Schema
 
@@ -57,9 +58,9 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
     names = sorted(set(names))
     if not names:
         return set()
-    rows = plpy.execute(_plan(
-        plpy, "volatile", "SELECT DISTINCT proname::text AS n FROM pg_catalog.pg_proc "
-        "WHERE proname = ANY($1::name[]) AND provolatile = 'v'", ["text[]"]), [names])
+    rows = spi.query(plpy, "SELECT DISTINCT proname::text AS n FROM pg_catalog.pg_proc "
+                           "WHERE proname = ANY($1::name[]) AND provolatile = 'v'",
+                     [names], ["text[]"])
     return {r["n"] for r in rows}
 
 
@@ -94,22 +95,10 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
     if not targets:
         return []
     rels = [plpy.quote_ident(s) + "." + plpy.quote_ident(t) for s, t in targets]
-    rows = plpy.execute(_plan(
-        plpy, "readable", "SELECT COALESCE(pg_catalog.has_any_column_privilege("
-        "pg_catalog.to_regclass(r), 'SELECT'), false) AS ok FROM unnest($1::text[]) "
-        "WITH ORDINALITY AS u(r, n) ORDER BY n", ["text[]"]), [rels])
+    rows = spi.query(plpy, "SELECT COALESCE(pg_catalog.has_any_column_privilege("
+                           "pg_catalog.to_regclass(r), 'SELECT'), false) AS ok FROM unnest($1::text[]) "
+                           "WITH ORDINALITY AS u(r, n) ORDER BY n", [rels], ["text[]"])
     return [f"{s}.{t}" for (s, t), r in zip(targets, rows) if not r["ok"]]
-
-
-_PLANS: dict[str, object] = {}
-
-
-def _plan(plpy, name: str, sql: str, types: list[str]):
-    """A prepared plan kept for the backend's life (privileges are checked when it runs, as
-    the current role)."""
-    if name not in _PLANS:
-        _PLANS[name] = plpy.prepare(sql, types)
-    return _PLANS[name]
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
@@ -131,13 +120,14 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
 def statement_remaining_s(plpy) -> float | None:
     """Seconds left before the caller's ``statement_timeout`` cancels the current statement;
     None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``."""
-    r = plpy.execute(
-        "SELECT s.setting::float8 AS ms, EXTRACT(epoch FROM pg_catalog.clock_timestamp() - "
-        "pg_catalog.statement_timestamp())::float8 AS el "
-        "FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout'")[0]
-    if not r["ms"]:
+    # current_setting shows the timeout with its unit ('2s', '500ms', '1min', '0'), which
+    # interval input reads; pg_settings would materialize every setting (~2 ms)
+    r = spi.query(plpy, "SELECT EXTRACT(epoch FROM pg_catalog.current_setting('statement_timeout')"
+                        "::interval)::float8 AS s, EXTRACT(epoch FROM pg_catalog.clock_timestamp() "
+                        "- pg_catalog.statement_timestamp())::float8 AS el")[0]
+    if not r["s"]:
         return None
-    return r["ms"] / 1000.0 - float(r["el"])
+    return float(r["s"]) - float(r["el"])
 
 
 def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
@@ -213,11 +203,10 @@ def log_query(plpy, trace: dict) -> int | None:
     """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (SECURITY DEFINER:
     ordinary roles cannot write the log table directly); returns its id, or None on a server in
     recovery (read replica), where nothing is written."""
-    if plpy.execute("SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
+    if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
         return None
-    res = plpy.execute(plpy.prepare(
-        "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",
-        ["text", "text", "float8", "text", "text"]),
-        [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-         trace.get("error"), json.dumps(trace, default=str)])
+    res = spi.query(plpy, "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",
+                    [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
+                     trace.get("error"), json.dumps(trace, default=str)],
+                    ["text", "text", "float8", "text", "text"])
     return res[0]["id"]

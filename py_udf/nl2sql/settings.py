@@ -1,6 +1,7 @@
 """Settings (table ``nl2sql.setting``) and model configuration (table ``nl2sql.model``)."""
 from __future__ import annotations
 
+from . import spi
 from .types import ModelConfig
 
 DEFAULTS: dict[str, str] = {
@@ -53,7 +54,7 @@ class ConfigError(ValueError):
 def get_settings(plpy) -> dict[str, str]:
     """All settings, defaults filled in for keys missing from ``nl2sql.setting``."""
     out = dict(DEFAULTS)
-    for r in plpy.execute("SELECT key, value FROM nl2sql.setting"):
+    for r in spi.query(plpy, "SELECT key, value FROM nl2sql.setting"):
         out[r["key"]] = r["value"]
     return out
 
@@ -120,12 +121,12 @@ def validate_setting(key: str, value: str) -> str:
     return v
 
 
-def get_models(plpy) -> list[ModelConfig]:
-    """Enabled models in position order. Raises ConfigError when none is configured, saying how
-    to add one with ``nl2sql.add_model``."""
-    st = get_settings(plpy)
-    rows = plpy.execute(
-        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect "
+def get_models(plpy, st: dict[str, str] | None = None) -> list[ModelConfig]:
+    """Enabled models in position order (``st``: the settings, read when not given). Raises
+    ConfigError when none is configured, saying how to add one with ``nl2sql.add_model``."""
+    st = st or get_settings(plpy)
+    rows = spi.query(
+        plpy, "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect "
         "FROM nl2sql.model WHERE enabled ORDER BY position, name")
     if not rows:
         raise ConfigError(
