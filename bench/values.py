@@ -12,7 +12,7 @@ the same string (case-sensitive). Goal (issue 3): >= 0.95 on superhero and geo.
 ``--dbs demo`` is the project's own demo database and its 10 questions (nl2sql.demo_data).
 
 Usage: python bench/values.py [--data ../shared/bench-data] [--dbs superhero,geo,world,demo]
-       [--limit N] [--datadir DIR] [--json OUT]
+       [--limit N] [--datadir DIR] [--json OUT] [--set KEY=VALUE ...]
 Last line: ``RESULT value_recall_at10=<0..1>`` (over all questions of the databases given).
 """
 from __future__ import annotations
@@ -111,7 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datadir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
     ap.add_argument("--show-misses", type=int, default=25)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an nl2sql setting for this run (nl2sql.set_setting), e.g. "
+                         "value_vector_phrases=0 to measure without vector lookups; repeatable")
     args = ap.parse_args(argv)
+    overrides = [kv.split("=", 1) for kv in args.set]
+    if any(len(kv) != 2 for kv in overrides):
+        ap.error("--set takes KEY=VALUE")
 
     cluster = C.start_cluster(args.datadir)
     total_found = total_gold = 0
@@ -120,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     for db in [d.strip() for d in args.dbs.split(",") if d.strip()]:
         qs = questions_for(args.data, db)[:args.limit] if args.limit else questions_for(args.data, db)
         conn = setup_db(cluster, args.data, db)
+        for k, v in overrides:
+            conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
+            log(f"{db}: setting {k} = {v}")
         top_k = int(conn.execute("SELECT value FROM nl2sql.setting WHERE key = 'value_top_k'").fetchone()[0])
         lits = {q["id"]: string_literals(q["gold"]) for q in qs}
         cells = cell_values_among(conn, {v for ls in lits.values() for v in ls})

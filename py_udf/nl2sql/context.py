@@ -16,7 +16,7 @@ from typing import Any
 from . import prompts, spi
 from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
-    linking_values, prune_schema, table_scores
+    linking_values, prune_schema, schema_words, table_scores
 from .masking import mask_question
 from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
     merge_matches, vector_phrases
@@ -64,15 +64,6 @@ def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Examp
                    masked_question=r["masked_question"], similarity=round(float(r["sim"]), 4))
            for r in rows]
     return exs, {r["id"]: r["sql_skeleton"] or "" for r in rows}
-
-
-def schema_words(schema: Schema) -> set[str]:
-    """Lower-case parts of the schema's table and column names (split on ``_``)."""
-    out: set[str] = set()
-    for t in schema.tables:
-        for name in [t.table] + [c.name for c in t.columns]:
-            out.update(w for w in name.lower().split("_") if w)
-    return out
 
 
 def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,

@@ -13,7 +13,7 @@ from importlib import resources
 from sqlglot import exp
 
 from .masking import _STOP, mask_question, tokenize
-from .sqlcheck import CandidateRefused, parse_one, transpile
+from .sqlcheck import CandidateRefused, parse_one, parse_shared, transpile
 
 BUILTIN_SOURCE = "builtin"
 
@@ -49,7 +49,7 @@ def sql_skeleton(sql: str) -> str:
 
     Identifiers become ``_``, literals ``?``; e.g. ``SELECT count(*) FROM singer WHERE age > 30``
     → ``SELECT COUNT(*) FROM _ WHERE _ > ?``."""
-    tree = parse_one(sql).copy()
+    tree = parse_shared(sql)  # transform() below works on a copy
 
     def strip(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Literal):

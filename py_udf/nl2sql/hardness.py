@@ -27,6 +27,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from .sqlcheck import CandidateRefused, parse_shared
+
 LEVELS = ("easy", "medium", "hard", "extra")
 
 
@@ -139,6 +141,11 @@ def classify(c1: int, c2: int, others: int) -> str:
 def hardness(sql: str, dialect: str = "postgres") -> str | None:
     """Spider hardness of ``sql`` (``easy``/``medium``/``hard``/``extra``), None when it does not
     parse as one statement."""
+    if dialect == "postgres":  # the PreSQL: already parsed for linking and its skeleton
+        try:
+            return counts(parse_shared(sql)).level
+        except (CandidateRefused, ValueError):
+            return None
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
     except (ParseError, TokenError, ValueError):

@@ -20,12 +20,13 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from sqlglot import exp
 
 from . import spi
 from .masking import inflections, name_words, tokenize
-from .sqlcheck import CandidateRefused, cte_names, parse_one
+from .sqlcheck import CandidateRefused, cte_names, parse_shared
 from .types import Schema, Table
 
 CHARS_PER_TOKEN = 3.5
@@ -88,7 +89,7 @@ def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tu
     if not presql:
         return [], []
     try:
-        tree = parse_one(presql)
+        tree = parse_shared(presql)
     except CandidateRefused:
         return [], []
     lookup = _table_lookup(schema)
@@ -178,14 +179,20 @@ def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
     return out
 
 
-def schema_words(schema: Schema) -> set[str]:
-    """Lower-cased words of every table and column name, with singular/plural forms."""
+def schema_words(schema: Schema) -> frozenset[str]:
+    """Lower-cased words of every table and column name, with singular/plural forms (cached
+    per set of names: a call computes it for value retrieval and again for linking)."""
+    return _schema_words(tuple(n for t in schema.tables
+                               for n in [t.table] + [c.name for c in t.columns]))
+
+
+@lru_cache(maxsize=16)
+def _schema_words(names: tuple[str, ...]) -> frozenset[str]:
     out: set[str] = set()
-    for t in schema.tables:
-        for n in [t.table] + [c.name for c in t.columns]:
-            for w in name_words(n):
-                out |= inflections(w)
-    return out
+    for n in names:
+        for w in name_words(n):
+            out |= inflections(w)
+    return frozenset(out)
 
 
 def _contains(longer: list[str], shorter: list[str]) -> bool:

@@ -6,6 +6,8 @@ subtransaction under a time limit (see ``execute.py`` and DESIGN.md "Safety mode
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -61,6 +63,14 @@ def parse_one(sql: str) -> exp.Expression:
     if len(statements) != 1:
         raise CandidateRefused(f"expected exactly one statement, got {len(statements)}")
     return statements[0]
+
+
+@lru_cache(maxsize=256)
+def parse_shared(sql: str) -> exp.Expression:
+    """``parse_one(sql)``, cached per process and SHARED between callers: read it, or copy it
+    (``tree.copy()``, ``tree.transform``) before changing anything. The pipeline reads the same
+    PreSQL for linking, its skeleton and its hardness. Raises CandidateRefused as parse_one."""
+    return parse_one(sql)
 
 
 def cte_names(tree: exp.Expression) -> set[str]:
