@@ -518,7 +518,9 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
 -- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
 -- On a small index the planner prefers a full scan with the (costly) similarity filter; the
 -- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
--- estimates would trigger, off: it cost 0.9 s per call).
+-- estimates would trigger, off: it cost 0.9 s per call). With full scans disabled, the generic
+-- plan uses the same indexes as a custom one, so the query is planned once per backend
+-- (plan_cache_mode = force_generic_plan): planning it per call cost 1-4 ms, more than running it.
 CREATE OR REPLACE FUNCTION nl2sql._match_values(who name, phrases text[], fuzzy text[],
                                                 vecs vector[], trgm_min float8,
                                                 vector_min float8, per_phrase int)
@@ -526,7 +528,7 @@ RETURNS TABLE (how text, i int, schema_name name, table_name name, column_name n
                value text, score float8)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT
 SET pg_trgm.similarity_threshold = 0.3 SET enable_seqscan = off SET enable_indexonlyscan = off
-SET jit = off
+SET jit = off SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -534,12 +536,10 @@ DECLARE
 BEGIN
     PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold',
                                   LEAST(GREATEST(COALESCE(trgm_min, 1), 0), 1)::text, true);
-    -- dynamic SQL: planned with the call's values (a cached generic plan joined phrases to a
-    -- full scan of the values instead of the gin index)
-    RETURN QUERY EXECUTE $q$
+    RETURN QUERY
     WITH ph AS MATERIALIZED (SELECT p.x, p.t, p.n::int AS n
-                             FROM unnest($2, $3) WITH ORDINALITY AS p(x, t, n)),
-    ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest($4) WITH ORDINALITY AS e(q, n)
+                             FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
+    ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
     cand AS MATERIALIZED (
         SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
@@ -550,13 +550,13 @@ BEGIN
         SELECT 'trigram'::text, p.n, v.schema_name, v.table_name, v.column_name, v.value,
                similarity(v.value, p.t)::float8
           FROM ph p JOIN nl2sql.cell_value v ON v.value % p.t
-         WHERE p.t IS NOT NULL AND similarity(v.value, p.t) >= $5
+         WHERE p.t IS NOT NULL AND similarity(v.value, p.t) >= trgm_min
         UNION ALL
         SELECT 'vector'::text, e.n, m.* FROM ev e CROSS JOIN LATERAL (
             SELECT v.schema_name, v.table_name, v.column_name, v.value,
                    (1 - (v.embedding <=> e.q))::float8 AS s
-              FROM nl2sql.cell_value v ORDER BY v.embedding <=> e.q LIMIT 4 * $7) m
-         WHERE m.s >= $6),
+              FROM nl2sql.cell_value v ORDER BY v.embedding <=> e.q LIMIT 4 * per_phrase) m
+         WHERE m.s >= vector_min),
     cols AS MATERIALIZED (SELECT DISTINCT c.schema_name, c.table_name, c.column_name FROM cand c),
     ok AS MATERIALIZED (
         SELECT c.schema_name, c.table_name, c.column_name
@@ -565,7 +565,7 @@ BEGIN
           JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
           JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = c.column_name
                                         AND NOT a.attisdropped
-         WHERE pg_catalog.has_column_privilege($1, r.oid, a.attnum, 'SELECT')
+         WHERE pg_catalog.has_column_privilege(role, r.oid, a.attnum, 'SELECT')
            AND nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
                                       r.relrowsecurity)),
     ranked AS (
@@ -573,8 +573,7 @@ BEGIN
                                        ORDER BY c.score DESC, c.value) AS rk
           FROM cand c JOIN ok USING (schema_name, table_name, column_name))
     SELECT r.how, r.n, r.schema_name, r.table_name, r.column_name, r.value, r.score
-      FROM ranked r WHERE r.how = 'exact' OR r.rk <= $7
-    $q$ USING role, phrases, fuzzy, vecs, trgm_min, vector_min, per_phrase;
+      FROM ranked r WHERE r.how = 'exact' OR r.rk <= per_phrase;
 END
 $$;
 
@@ -584,10 +583,16 @@ $$;
 -- SELECT the column or its values are withheld (n_values 0). Returns one row when nothing
 -- matches (value NULL); otherwise up to k values, best first: equal to `literal`, then equal
 -- ignoring case, then by similarity(value, literal) (only those >= trgm_min unless it is NULL).
+-- PL/pgSQL with a generic plan, kept per backend: an SQL-language function is planned anew at
+-- every call.
 CREATE OR REPLACE FUNCTION nl2sql._column_values(who name, sch name, tbl name, col name,
                                                  literal text, trgm_min float8, k int)
 RETURNS TABLE (n_values bigint, value text, score float8)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH ok AS (
         SELECT 1 FROM pg_catalog.pg_namespace n
         JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = tbl
@@ -607,7 +612,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
           AND (lower(x.value) = lower(literal) OR trgm_min IS NULL
                OR similarity(x.value, literal) >= trgm_min)
         ORDER BY x.value = literal DESC, lower(x.value) = lower(literal) DESC, 2 DESC, x.value
-        LIMIT k) b ON true
+        LIMIT k) b ON true;
+END
 $$;
 
 -- Examples: those of other databases, and those of this one whose every relation the caller
