@@ -294,7 +294,8 @@ from nl2sql import indexer
 return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[])
+CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[],
+                                                   tables_changed boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 import json
@@ -302,6 +303,8 @@ from nl2sql import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))
+if tables_changed or indexer.changed(out):
+    out.update(indexer.tidy_indexes(plpy))
 return json.dumps(out)
 $py$;
 
@@ -536,8 +539,11 @@ DECLARE
 BEGIN
     PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold',
                                   LEAST(GREATEST(COALESCE(trgm_min, 1), 0), 1)::text, true);
+    -- COLLATE "default": a PL/pgSQL variable carries the call's input collation (here "C", from
+    -- `who name`), and a comparison in another collation than the indexes' cannot use them
     RETURN QUERY
-    WITH ph AS MATERIALIZED (SELECT p.x, p.t, p.n::int AS n
+    WITH ph AS MATERIALIZED (SELECT p.x COLLATE pg_catalog."default" AS x,
+                                    p.t COLLATE pg_catalog."default" AS t, p.n::int AS n
                              FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
     ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
@@ -670,7 +676,7 @@ COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
 -- Administration is for the extension owner (and roles it grants): not for PUBLIC.
 REVOKE EXECUTE ON FUNCTION
     nl2sql.reindex(text[], boolean), nl2sql._reindex_plan(text[]),
-    nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[]),
+    nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),

@@ -117,7 +117,8 @@ from nl2sql import indexer
 return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[])
+CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[],
+                                                   tables_changed boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 import json
@@ -125,6 +126,8 @@ from nl2sql import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))
+if tables_changed or indexer.changed(out):
+    out.update(indexer.tidy_indexes(plpy))
 return json.dumps(out)
 $py$;
 

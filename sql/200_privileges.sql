@@ -132,8 +132,11 @@ DECLARE
 BEGIN
     PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold',
                                   LEAST(GREATEST(COALESCE(trgm_min, 1), 0), 1)::text, true);
+    -- COLLATE "default": a PL/pgSQL variable carries the call's input collation (here "C", from
+    -- `who name`), and a comparison in another collation than the indexes' cannot use them
     RETURN QUERY
-    WITH ph AS MATERIALIZED (SELECT p.x, p.t, p.n::int AS n
+    WITH ph AS MATERIALIZED (SELECT p.x COLLATE pg_catalog."default" AS x,
+                                    p.t COLLATE pg_catalog."default" AS t, p.n::int AS n
                              FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
     ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
@@ -266,7 +269,7 @@ COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
 -- Administration is for the extension owner (and roles it grants): not for PUBLIC.
 REVOKE EXECUTE ON FUNCTION
     nl2sql.reindex(text[], boolean), nl2sql._reindex_plan(text[]),
-    nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[]),
+    nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),

@@ -77,6 +77,27 @@ def test_reindex_is_incremental(db):
     assert db.execute("SELECT count(*) FROM nl2sql.cell_value WHERE value = 'Reykjavik'").fetchone()[0] == 0
 
 
+def test_reindex_that_changed_the_index_folds_the_trigram_pending_list_and_analyzes(db):
+    r = db.execute("SELECT nl2sql.reindex()").fetchone()[0]
+    assert r["tables_indexed"] == 0 and "tables_analyzed" not in r  # nothing changed: no tidy
+    db.execute("INSERT INTO stadium (stadium_id, name, location, capacity) "
+               "VALUES (998, 'Pending List Arena', 'Tromso', 1000)")
+    try:
+        r = db.execute("SELECT nl2sql.reindex()").fetchone()[0]
+        assert r["tables_indexed"] == 1 and r["tables_analyzed"] >= 4
+        assert r["trigram_pending_pages"] is not None
+        # nothing left to fold in: lookups scan the index, not a pending list
+        assert db.execute("SELECT gin_clean_pending_list('nl2sql.cell_value_trgm'::regclass)"
+                          ).fetchone()[0] == 0
+        # the planner's statistics count the values as they are now
+        n, est = db.execute("SELECT (SELECT count(*) FROM nl2sql.cell_value), reltuples "
+                            "FROM pg_class WHERE oid = 'nl2sql.cell_value'::regclass").fetchone()
+        assert est == n
+    finally:
+        db.execute("DELETE FROM stadium WHERE stadium_id = 998")
+        db.execute("SELECT nl2sql.reindex()")
+
+
 def test_question_is_masked_with_schema_names_and_cell_values(db, llm):
     add_models(db, llm, ["m1"])
     llm.set_default("SELECT count(*) FROM singer")

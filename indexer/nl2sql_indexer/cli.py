@@ -31,8 +31,9 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
         out = sum_table_counts(
             conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)", (s, t, force)).fetchone()[0]
             for s, t in tqdm(tables, desc="tables", unit="table", disable=not progress))
-        fin = conn.execute("SELECT nl2sql._reindex_finish(%s, %s)",
-                           (schemas, [f"{s}.{t}" for s, t in tables])).fetchone()[0]
+        fin = conn.execute("SELECT nl2sql._reindex_finish(%s, %s, %s)",
+                           (schemas, [f"{s}.{t}" for s, t in tables],
+                            out["tables_indexed"] > 0)).fetchone()[0]
         out.update(fin)
         return out
 

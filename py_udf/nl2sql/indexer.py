@@ -225,12 +225,49 @@ def sum_table_counts(results) -> dict:
     return out
 
 
+# The index tables read by the pipeline's lookups, analyzed after a reindex that changed them.
+INDEX_TABLES = ("schema_table", "schema_column", "schema_fk", "cell_value", "example",
+                "example_relation")
+
+
+def tidy_indexes(plpy) -> dict:
+    """After a reindex that changed the index: fold the trigram index's pending list into the
+    index (``gin_clean_pending_list``) and ANALYZE the index tables (``INDEX_TABLES``).
+
+    GIN's fast update leaves newly inserted values in a pending list that every trigram lookup
+    reads in full until autovacuum cleans it: on superhero right after a reindex, 15 phrases
+    took 25 ms instead of 1.6 ms. Fresh statistics let the lookups' kept plans use the indexes.
+    Both need ownership of the tables; for a role without it they are skipped (with
+    PostgreSQL's warning for ANALYZE), not an error. Returns ``{"trigram_pending_pages",
+    "tables_analyzed"}`` (pages folded in, None when not permitted)."""
+    pages = None
+    try:
+        with plpy.subtransaction():
+            pages = plpy.execute("SELECT pg_catalog.gin_clean_pending_list("
+                                 "'nl2sql.cell_value_trgm'::regclass) AS n")[0]["n"]
+    except plpy.SPIError:
+        pass
+    for t in INDEX_TABLES:
+        plpy.execute(f"ANALYZE nl2sql.{t}")
+    return {"trigram_pending_pages": pages, "tables_analyzed": len(INDEX_TABLES)}
+
+
+def changed(counts: dict) -> bool:
+    """Whether a reindex's counts show a change of the index (tables indexed or dropped,
+    examples added or embedded)."""
+    return any(counts.get(k) for k in ("tables_indexed", "tables_dropped", "examples_added",
+                                      "examples_embedded"))
+
+
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
     """Index the catalog of ``schemas`` (default: setting ``schemas``), their cell values and the
-    example pool; incremental unless ``force``. Returns counts: tables indexed/skipped/dropped,
-    columns, values, foreign keys, examples."""
+    example pool; incremental unless ``force``; then ``tidy_indexes`` when anything changed.
+    Returns counts: tables indexed/skipped/dropped, columns, values, foreign keys, examples
+    (and tidy_indexes' counts when it ran)."""
     tables = plan(plpy, schemas)
     out = sum_table_counts(index_table(plpy, s, t, force=force) for s, t in tables)
     out["tables_dropped"] = drop_missing(plpy, tables, schemas)
     out.update(index_examples(plpy))
+    if changed(out):
+        out.update(tidy_indexes(plpy))
     return out
