@@ -187,16 +187,25 @@ class ValueIndex:
 
 def align_values(tree: exp.Expression, schema: Schema, index: ValueIndex) -> tuple[exp.Expression, list[dict[str, Any]]]:
     """Replace each compared string literal that is not a cell value of its column by the
-    closest indexed value (module docstring). Returns (the tree, changed in place, and the list
-    of alignments ``{"column", "from", "to", "method", "score"}``). Never raises for a literal
-    that cannot be aligned: it is left as is."""
+    closest indexed value (module docstring). Returns (the tree — ``tree`` itself when nothing
+    changed, else a changed copy: ``tree`` may be shared, see sqlcheck.parse_shared — and the
+    list of alignments ``{"column", "from", "to", "method", "score"}``). Never raises for a
+    literal that cannot be aligned: it is left as is."""
     done: list[dict[str, Any]] = []
-    for lit, col in literal_comparisons(tree, schema):
+    replace: list[tuple[int, str]] = []
+    found_in = literal_comparisons(tree, schema)
+    for i, (lit, col) in enumerate(found_in):
         text = lit.this
         found = index.closest(col, text)
         if found.value is None or found.method == "exact" or found.value == text:
             continue
-        lit.replace(exp.Literal.string(found.value))
+        replace.append((i, found.value))
         done.append({"column": ".".join(col), "from": text, "to": found.value,
                      "method": found.method, "score": found.score})
+    if not replace:
+        return tree, done
+    tree = tree.copy()
+    in_copy = literal_comparisons(tree, schema)  # the same traversal: the same order
+    for i, value in replace:
+        in_copy[i][0].replace(exp.Literal.string(value))
     return tree, done

@@ -65,7 +65,16 @@ def _tokens(text: str, dialect: str = TARGET):
 def parses_as(text: str, dialect: str) -> bool:
     """True when ``text`` parses as exactly one statement of ``dialect`` (sqlglot). Cached per
     process: cleaning asks this of the same text at several steps, and nine models often send
-    the same answer."""
+    the same answer; PostgreSQL text is parsed through sqlcheck.parse_shared, whose tree the
+    candidate check then reuses."""
+    if dialect == TARGET:
+        from .sqlcheck import CandidateRefused, parse_shared
+
+        try:
+            parse_shared(text)
+            return True
+        except (CandidateRefused, ValueError):
+            return False
     try:
         trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
     except (ParseError, TokenError, ValueError):
@@ -158,7 +167,7 @@ def _cut_after_statement(t: str, steps: list[str]) -> str:
 def _cut_trailing_paragraphs(t: str, steps: list[str]) -> str:
     """When the text does not parse, drop trailing paragraphs (after a blank line) until it
     does: an explanation after the query without a semicolon or fence."""
-    if parses_as(t, TARGET) or "\n\n" not in t.strip():
+    if "\n\n" not in t.strip() or parses_as(t, TARGET):
         return t
     paras = t.strip().split("\n\n")
     for k in range(len(paras) - 1, 0, -1):

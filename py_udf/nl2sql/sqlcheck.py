@@ -68,8 +68,9 @@ def parse_one(sql: str) -> exp.Expression:
 @lru_cache(maxsize=256)
 def parse_shared(sql: str) -> exp.Expression:
     """``parse_one(sql)``, cached per process and SHARED between callers: read it, or copy it
-    (``tree.copy()``, ``tree.transform``) before changing anything. The pipeline reads the same
-    PreSQL for linking, its skeleton and its hardness. Raises CandidateRefused as parse_one."""
+    (``tree.copy()``, ``tree.transform``) before changing anything. A candidate's text is parsed
+    once for cleaning's checks, the candidate check and its execution text; the PreSQL once
+    for linking, its skeleton and its hardness. Raises CandidateRefused as parse_one."""
     return parse_one(sql)
 
 
@@ -99,11 +100,13 @@ def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
     """Check a candidate: one read-only query over known relations only.
 
     ``known_tables``: lower-cased relation names the caller may use (bare and/or
-    ``schema.table``). Returns the parsed tree. Raises CandidateRefused naming the rule broken:
+    ``schema.table``). Returns the parsed tree, SHARED (``parse_shared``: the same text is
+    parsed once per process, also by cleaning): copy it before changing it. Raises
+    CandidateRefused naming the rule broken:
     not a query, a data-modifying or DDL node (also inside CTEs), SELECT INTO, a locking clause,
     a refused function, or an unknown relation.
     """
-    tree = parse_one(sql)
+    tree = parse_shared(sql)
     if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)):
         raise CandidateRefused(f"not a query: {type(tree).__name__} statement")
     for node in tree.walk():
