@@ -130,12 +130,16 @@ def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
 
 def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
                        on_wait: Callable[[], None] | None = None,
-                       budget_s: float | None = None) -> ModelRound:
+                       budget_s: float | None = None,
+                       on_reply: Callable[[int, LLMReply, int], None] | None = None) -> ModelRound:
     """``call_models``, running ``work()`` on the calling thread while the models are out.
 
     ``work`` is what the pipeline would otherwise do before or after the round (inside
     PostgreSQL: SPI and CPU work that needs no reply of this round). It runs once, right after
     the calls are submitted; exceptions it raises propagate (the calls are then abandoned).
+    ``on_reply(i, reply, still_out)`` is called on the calling thread for each reply as it
+    arrives (in arrival order; not for abandoned calls), with the number of calls still out:
+    a caller can start on the early answers while the slower models are still writing.
     ``wait_ms`` counts only the models' time (until the last reply arrived or was abandoned),
     so work that outlasts the models shows up as the caller's own time, not as model wait."""
     t0 = time.monotonic()
@@ -162,8 +166,17 @@ def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
         work()
         work_ms = (time.monotonic() - tw) * 1000
     replies: list[LLMReply | None] = [None] * len(calls)
-    pending = {f for f in futures if not f.done()}
-    while pending:
+    reported: set[int] = set()
+    while True:
+        if on_reply is not None:
+            for i in sorted((i for i, f in enumerate(futures) if f.done() and i not in reported
+                             and replies[i] is None), key=lambda i: done_at[i]):
+                reported.add(i)
+                on_reply(i, futures[i].result(),
+                         sum(1 for j, f in enumerate(futures) if not f.done() and replies[j] is None))
+        pending = {f for i, f in enumerate(futures) if not f.done() and replies[i] is None}
+        if not pending:
+            break
         _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)
         now = time.monotonic() - t0
         for i, f in enumerate(futures):

@@ -239,6 +239,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "nl2sql-loopback/0.1 (scripted answers, not a model)"
+    # TCP_NODELAY: headers and body go out in two writes; with Nagle's algorithm the body waited
+    # for the client's delayed ACK, and one reply in five arrived ~40 ms late
+    disable_nagle_algorithm = True
     server: _Server
 
     # -- connection tracking, so stop() can close idle keep-alive connections --------------

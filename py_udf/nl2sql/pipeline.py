@@ -162,14 +162,30 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
     def finsql_work() -> None:
         if pc.status == "pending":
+            ev.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
             ev.run(pc, pc.raw_text)
-            overlapped["presql_candidate_ms"] = round(sum((ev.ms or {}).values()), 3)
-            ev.ms = None  # the stage timings below count what runs after the FinSQL round
+            overlapped["presql_candidate_ms"] = round(sum(ev.ms.values()), 3)
+
+    # FinSQL answers are evaluated as they arrive while other models are still out (their time
+    # is overlapped); what arrives last is evaluated after the round.
+    early: dict[int, list[Candidate]] = {}
+
+    def on_reply(i: int, reply: LLMReply, still_out: int) -> None:
+        if not still_out:
+            return
+        tr = time.perf_counter()
+        ev.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
+        early[i] = candidates_from([calls[i]], [reply])
+        for c in early[i]:
+            if c.status == "pending":
+                ev.run(c, c.raw_text)
+        overlapped["finsql_candidates_ms"] = round(
+            overlapped.get("finsql_candidates_ms", 0.0) + (time.perf_counter() - tr) * 1000, 3)
 
     t = lap("finsql_prompt_ms", t)
     tw = time.perf_counter()
     rnd = call_models_during([c.as_call() for c in calls], finsql_work, on_wait,
-                             safety.statement_remaining_s(plpy))
+                             safety.statement_remaining_s(plpy), on_reply)
     fin_replies = rnd.replies
     waits["finsql"] = rnd.wait_ms
     timings["finsql_round_ms"] = round((time.perf_counter() - tw) * 1000 - rnd.wait_ms, 3)
@@ -178,15 +194,21 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
                        "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is fin_models[0]],
                        "replies": [_reply_json(r) for r in fin_replies]}
 
-    # Candidates: every FinSQL sample, and the PreSQL (already evaluated).
-    cands = candidates_from(calls, fin_replies)
-    for c in cands:
-        if c.status == "pending":
-            ev.run(c, c.raw_text)
+    # Candidates: every FinSQL sample (in call order), and the PreSQL (already evaluated).
+    ev.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}  # what runs after the round
+    cands = []
+    for i, (call, reply) in enumerate(zip(calls, fin_replies)):
+        if i not in early:
+            for c in candidates_from([call], [reply]):
+                if c.status == "pending":
+                    ev.run(c, c.raw_text)
+                cands.append(c)
+        else:
+            cands.extend(early[i])
     if st["presql_votes"] == "on":
         cands.append(pc)
     t = lap("execute_ms", t)
-    timings.update({k: round(v, 3) for k, v in (ev.ms or {}).items()})
+    timings.update({k: round(v, 3) for k, v in ev.ms.items()})
 
     # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
     rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
