@@ -10,6 +10,11 @@ execute (read-only, time-limited) → repair failing/empty candidates (≤ 3 rou
 (MCS-SQL: filter, confidence threshold, majority with ties to the fastest, optional multiple
 choice) → log.
 
+Work that needs no reply of a model round runs while the round's models are out (the question/
+column similarity during PreSQL; the PreSQL candidate, and each FinSQL answer as it arrives,
+during FinSQL), so the in-database time a caller waits for beyond the models shrinks; the
+trace's ``overlapped_ms`` shows what was hidden that way.
+
 Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4; MCS-SQL (Lee
 et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 """
