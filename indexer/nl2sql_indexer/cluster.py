@@ -70,6 +70,10 @@ class LocalCluster:
         """initdb (if needed) and write the cluster's settings."""
         if self.initialized:
             return
+        if self.datadir.is_dir() and any(self.datadir.iterdir()):
+            # checked before the chown/chmod below, which would otherwise take over the folder
+            raise ClusterError(f"{self.datadir} is not empty and holds no PostgreSQL cluster; "
+                               f"name a new or empty folder for the cluster")
         self.datadir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             pw = pwd.getpwnam("postgres")
