@@ -51,6 +51,18 @@ def test_vector_retrieval_finds_a_paraphrased_value(db):
     assert hit[0]["score"] >= 0.8
 
 
+def test_vector_matches_reach_linking_and_finsql_but_not_the_presql_prompt(db):
+    """Embedding matches are looked up while PreSQL is out (context.add_vector_values): the
+    PreSQL prompt shows exact and trigram matches, the FinSQL prompt all of them."""
+    r = retrieve(db, "How many singers from the USA come from the Untied Kingdom?",
+                 presql="SELECT count(*) FROM singer")
+    how = {v["value"]: v["how"] for v in r["values"]}
+    assert how.get("United States") == "vector" and how.get("United Kingdom") == "trigram"
+    assert "-- singer.country: 'United Kingdom'" in r["presql_prompt"]
+    assert "-- singer.country: 'United States'" not in r["presql_prompt"]
+    assert "-- singer.country: 'United States'" in r["finsql_prompt"]
+
+
 def test_trigram_threshold_is_a_setting(db, settings):
     settings("value_trgm_min", "0.95")
     settings("value_vector_min", "1")

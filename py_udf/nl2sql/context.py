@@ -1,6 +1,8 @@
 """The retrieval stages of one question, as ``pipeline.answer()`` and ``nl2sql.retrieve()``
-run them: value retrieval → masking → example candidates → question/column similarity →
-PreSQL prompt (schema pruned to the token budget) → after PreSQL: schema linking and DAIL
+run them: exact and trigram value retrieval → masking → example candidates → PreSQL prompt
+(schema pruned to the token budget; pruning computes the question/column similarity it needs)
+→ while PreSQL is out: vector value retrieval (re-masking and new example candidates when a
+match is strong) and question/column similarity → after PreSQL: schema linking and DAIL
 selection → FinSQL prompt.
 
 Sources: OpenSearch-SQL (Xie et al. 2024) §3.4 (values); PET-SQL (Li et al. 2024) §3.2–3.3
@@ -10,6 +12,7 @@ selection).
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +42,13 @@ class Context:
     # while the PreSQL call is out, unless pruning the PreSQL schema needs it first
     column_sims: list[tuple[str, str, str, float]] | None = None
     scores: dict[str, float] | None = None  # table prompt name -> similarity with the question
+    # embedding (vector) value lookups, done by add_vector_values while PreSQL is out
+    phrases: list = field(default_factory=list)
+    found: list[ValueMatch] = field(default_factory=list)   # exact and trigram matches
+    vector_phrases: list[int] = field(default_factory=list)  # positions in ``phrases``
+    pending_vectors: Future | None = None                     # their embeddings (background)
+    vectors_done: bool = True
+    remasked: bool = False   # a strong vector match changed the masked question (and examples)
 
 
 def value_triples(schema: Schema, values: list[ValueMatch],
@@ -66,65 +76,80 @@ def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Examp
     return exs, {r["id"]: r["sql_skeleton"] or "" for r in rows}
 
 
+def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float) -> str:
+    """The masked question: schema names and the phrases of matched values masked. Exact and
+    trigram matches (misspellings) mask their phrase; embedding matches only when strong
+    (≥ ``vmin``: a paraphrase like "USA" for 'United States')."""
+    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
+    strong = [v.phrase for v in values if v.source in ("question", "quoted") and
+              (v.how in ("exact", "trigram") or v.score >= vmin)]
+    return mask_question(question, names=names, values=strong)
+
+
 def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
                      st: dict[str, str]) -> Context:
-    """Values, masked question and example candidates for ``question`` (question/column
-    similarity is ``add_columns``, run later).
+    """Exact and trigram value matches, masked question and example candidates for
+    ``question``: what the PreSQL prompt needs. Embedding (vector) value matches are
+    ``add_vector_values`` and question/column similarity is ``add_columns``; the pipeline runs
+    both while the PreSQL call is out.
 
-    Order (so that the backend embeds each text once per question): exact and trigram value
-    lookups (no embedding); the masked question from them; the phrases chosen for vector
-    lookups (retrieval.vector_phrases) embedded in a background thread while this one embeds
-    the masked question and fetches its examples; vector value lookups. A vector match strong
-    enough to mask (≥ link_value_min) re-masks, re-embeds and fetches the examples again.
-    Settings used: value_top_k, value_trgm_min, value_vector_min, value_vector_phrases,
-    link_value_min, k_examples, dail_candidates. Timings (ms): ``values_ms`` (lookups),
-    ``embed_ms`` (this thread's embedding and its wait for the phrases'), ``examples_ms``.
-    Raises embed.EmbeddingError when the embedding model is missing."""
+    Order: exact and trigram value lookups (no embedding); the masked question from them, its
+    embedding and its examples; then the phrases chosen for vector lookups
+    (retrieval.vector_phrases) start embedding in a background thread (ONNX Runtime releases
+    the GIL), for add_vector_values. Settings used: value_top_k, value_trgm_min,
+    value_vector_min, value_vector_phrases, link_value_min, k_examples, dail_candidates.
+    Timings (ms): ``values_ms``, ``embed_ms``, ``examples_ms``. Raises embed.EmbeddingError
+    when the embedding model is missing."""
     timings = {"values_ms": 0.0, "embed_ms": 0.0, "examples_ms": 0.0}
-
-    def timed(key: str, fn, *a, **kw):
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            timings[key] += (time.perf_counter() - t0) * 1000
-
+    t = time.perf_counter()
     trgm_min, vector_min = float(st["value_trgm_min"]), float(st["value_vector_min"])
-    vmin = float(st["link_value_min"])
-    n_examples = max(int(st["k_examples"]), int(st["dail_candidates"]))
     phrases = candidate_phrases(question, evidence)
-    found = timed("values_ms", match_values, plpy, phrases,
-                  fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [], trgm_min=trgm_min)
+    found = match_values(plpy, phrases, fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [],
+                         trgm_min=trgm_min)
     vec_idx = vector_phrases(phrases, found, schema_words(schema),
                              int(st["value_vector_phrases"])) if vector_min <= 1 else []
-    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
-
-    def masked_with(values: list[ValueMatch]) -> str:
-        # exact and trigram matches (misspellings) mask their phrase; embedding matches only
-        # when strong (a paraphrase like "USA" for 'United States')
-        strong = [v.phrase for v in values if v.source in ("question", "quoted") and
-                  (v.how in ("exact", "trigram") or v.score >= vmin)]
-        return mask_question(question, names=names, values=strong)
-
-    masked = masked_with(merge_matches(found, int(st["value_top_k"])))
-    # the phrases go apart from the masked question (a batch is padded to its longest text)
-    # and on the other core: ONNX Runtime releases the GIL
-    pending = embed_async([phrases[i].text for i in vec_idx])
-    m_vec = timed("embed_ms", embed, [masked])[0]
-    cands, skels = timed("examples_ms", retrieve_examples, plpy, m_vec, n_examples)
-    p_vecs = timed("embed_ms", pending.result)
-    if vec_idx:
-        found += timed("values_ms", match_values, plpy, phrases, exact=False,
-                       vector_min=vector_min,
-                       vectors={i: to_pgvector(v) for i, v in zip(vec_idx, p_vecs)})
     values = merge_matches(found, int(st["value_top_k"]))
-    remasked = masked_with(values)
-    if remasked != masked:
-        masked = remasked
-        m_vec = timed("embed_ms", embed, [remasked])[0]
-        cands, skels = timed("examples_ms", retrieve_examples, plpy, m_vec, n_examples)
+    masked = _masked(question, schema, values, float(st["link_value_min"]))
+    timings["values_ms"] = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    m_vec = embed([masked])[0]
+    timings["embed_ms"] = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    cands, skels = retrieve_examples(plpy, m_vec, max(int(st["k_examples"]),
+                                                      int(st["dail_candidates"])))
+    timings["examples_ms"] = (time.perf_counter() - t) * 1000
+    pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(question, evidence, values, masked, cands, skels,
-                   {k: round(v, 3) for k, v in timings.items()})
+                   {k: round(v, 3) for k, v in timings.items()},
+                   phrases=phrases, found=found, vector_phrases=vec_idx,
+                   pending_vectors=pending, vectors_done=not vec_idx)
+
+
+def add_vector_values(plpy, ctx: Context, schema: Schema, st: dict[str, str]) -> float:
+    """Embedding (vector) value matches for the phrases retrieve_context chose (OpenSearch-SQL
+    §3.4 vector value retrieval: paraphrases such as "USA" for 'United States'): the phrases'
+    embeddings (started in the background) are looked up in the value index, the matches are
+    merged into ``ctx.values``, and a match strong enough to mask (≥ link_value_min) re-masks
+    the question and fetches its examples again (``ctx.remasked``). The pipeline runs this
+    while the PreSQL call is out: the PreSQL prompt shows exact and trigram matches; schema
+    linking, DAIL selection, FinSQL and value alignment see all. Does nothing when already
+    done. Returns the milliseconds spent. Settings as retrieve_context."""
+    if ctx.vectors_done:
+        return 0.0
+    t = time.perf_counter()
+    p_vecs = ctx.pending_vectors.result() if ctx.pending_vectors is not None else \
+        embed([ctx.phrases[i].text for i in ctx.vector_phrases])
+    found = ctx.found + match_values(
+        plpy, ctx.phrases, exact=False, vector_min=float(st["value_vector_min"]),
+        vectors={i: to_pgvector(v) for i, v in zip(ctx.vector_phrases, p_vecs)})
+    ctx.values = merge_matches(found, int(st["value_top_k"]))
+    masked = _masked(ctx.question, schema, ctx.values, float(st["link_value_min"]))
+    if masked != ctx.masked_question:
+        ctx.masked_question, ctx.remasked = masked, True
+        ctx.candidates, ctx.skeletons = retrieve_examples(
+            plpy, embed([masked])[0], max(int(st["k_examples"]), int(st["dail_candidates"])))
+    ctx.vectors_done, ctx.pending_vectors = True, None
+    return round((time.perf_counter() - t) * 1000, 3)
 
 
 def add_columns(plpy, ctx: Context, schema: Schema) -> float:
@@ -223,7 +248,9 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
              presql: str | None) -> dict[str, Any]:
     """``nl2sql.retrieve(question, evidence, presql) → jsonb``: every retrieval stage of
     ``nl2sql()`` without calling a model — masked question, matched values, examples, the
-    PreSQL prompt with its pruning/token figures and, when ``presql`` is given (a PreSQL from
+    PreSQL prompt (built, as in nl2sql(), before the vector value matches and the column
+    similarity, which nl2sql() computes while PreSQL is out) with its pruning/token figures
+    and, when ``presql`` is given (a PreSQL from
     elsewhere), the schema linking, DAIL selection and FinSQL prompt it leads to. Timings in ms.
     Raises RuntimeError when nothing is indexed."""
     from . import catalog
@@ -237,14 +264,18 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
                                  int(st["sample_values"]))
     t_schema = (time.perf_counter() - t0) * 1000
     ctx = retrieve_context(plpy, q, evidence, schema, st)
-    ctx.timings["columns_ms"] = add_columns(plpy, ctx, schema)
     t = time.perf_counter()
     pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st)
-    prompt_ms = (time.perf_counter() - t) * 1000
+    prompt_ms = (time.perf_counter() - t) * 1000 - ctx.timings.get("columns_ms", 0.0)
+    examples = [e.__dict__ for e in ctx.candidates[:int(st["k_examples"])]]
+    # what nl2sql() does while the PreSQL call is out
+    ctx.timings["values_ms"] = round(ctx.timings["values_ms"]
+                                     + add_vector_values(plpy, ctx, schema, st), 3)
+    ctx.timings["columns_ms"] = round(ctx.timings.get("columns_ms", 0.0)
+                                      + add_columns(plpy, ctx, schema), 3)
     out: dict[str, Any] = {"question": q, "evidence": evidence, **context_trace(ctx),
-                           "examples": [e.__dict__ for e in ctx.candidates[:int(st["k_examples"])]],
-                           "presql_prompt": pre_prompt, "presql_tables": pre_schema.table_names(),
-                           "pruning": info}
+                           "examples": examples, "presql_prompt": pre_prompt,
+                           "presql_tables": pre_schema.table_names(), "pruning": info}
     if presql:
         linked, sel = finsql_context(ctx, schema, presql, st)
         out.update(linking_trace(linked, sel))

@@ -1,7 +1,7 @@
 """One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
 
-question → rewrite relative time (ReBoost) → value retrieval, mask & embed, top-k examples
-(masked-question cosine), column similarity (context.py) → PreSQL (first model,
+question → rewrite relative time (ReBoost) → exact/trigram value retrieval, mask & embed,
+top-k examples (masked-question cosine) (context.py) → PreSQL (first model,
 reference-enhanced prompt over the indexed schema, pruned to the token budget when too large)
 → schema linking (PreSQL ∪ matched values ∪ similar columns ∪ FK bridges) and DAIL example
 selection → PreSQL hardness routes the voters (PET-SQL fine-grained voting) → FinSQL (models ×
@@ -10,10 +10,10 @@ execute (read-only, time-limited) → repair failing/empty candidates (≤ 3 rou
 (MCS-SQL: filter, confidence threshold, majority with ties to the fastest, optional multiple
 choice) → log.
 
-Work that needs no reply of a model round runs while the round's models are out (the question/
-column similarity during PreSQL; the PreSQL candidate, and each FinSQL answer as it arrives,
-during FinSQL), so the in-database time a caller waits for beyond the models shrinks; the
-trace's ``overlapped_ms`` shows what was hidden that way.
+Work that needs no reply of a model round runs while the round's models are out (vector value
+retrieval and question/column similarity during PreSQL; the PreSQL candidate, and each FinSQL
+answer as it arrives, during FinSQL), so the in-database time a caller waits for beyond the
+models shrinks; the trace's ``overlapped_ms`` shows what was hidden that way.
 
 Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4; MCS-SQL (Lee
 et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
@@ -113,10 +113,12 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
 
     def presql_work() -> None:
-        # question/column similarity is needed only after PreSQL (for schema linking)
-        ms = context.add_columns(plpy, ctx, schema)
-        if ms:
-            overlapped["columns_ms"] = ms
+        # vector value matches and question/column similarity are needed only after PreSQL
+        # (schema linking, DAIL selection, FinSQL, value alignment)
+        for key, ms in (("vector_values_ms", context.add_vector_values(plpy, ctx, schema, st)),
+                        ("columns_ms", context.add_columns(plpy, ctx, schema))):
+            if ms:
+                overlapped[key] = ms
 
     tw = time.perf_counter()
     rnd = call_models_during([(models[0], prompts.messages(pre_prompt))], presql_work, on_wait,
@@ -125,6 +127,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     waits["presql"] = rnd.wait_ms
     timings["presql_round_ms"] = round((time.perf_counter() - tw) * 1000 - rnd.wait_ms, 3)
     trace.update(context.context_trace(ctx))
+    if ctx.remasked:
+        trace["examples_after_vector_values"] = [e.__dict__ for e in ctx.candidates[:k]]
     t = time.perf_counter()
     pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
     presql = pre_clean.sql if pre_clean else None
