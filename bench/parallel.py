@@ -103,6 +103,20 @@ def run_db(cluster, dbname: str, questions: list[tuple[str, str | None]],
         llm.stop()
 
 
+def cpu_reference_ms(n: int = 30) -> float:
+    """Median ms to embed one word with nl2sql.embed's engine here: a yardstick of how fast the
+    machine was during the run (shared machines vary by 2x over a day)."""
+    from nl2sql import embed
+
+    embed._encode(["warm"], 1)
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        embed._encode(["word"], 1)
+        times.append((time.perf_counter() - t0) * 1000)
+    return C.percentile(times, 50)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=None,
@@ -160,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
+    log(f"machine speed reference: {cpu_reference_ms():.1f} ms to embed one word in this process "
+        f"(ONNX Runtime, one thread; about 5 ms on an idle machine of this project's kind; "
+        f"in-database figures scale with it)")
     ratio = max(r["wall_over_slowest_p50"] for r in results)
     ov = max(r["overhead_ms_p50"] for r in results)
     log(f"RESULT wall_over_slowest={ratio:.3f} overhead_ms_p50={ov:.1f}")
