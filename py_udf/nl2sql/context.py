@@ -76,6 +76,11 @@ def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Examp
     return exs, {r["id"]: r["sql_skeleton"] or "" for r in rows}
 
 
+def _n_candidates(st: dict[str, str]) -> int:
+    """How many example candidates to fetch: enough for the prompt and for DAIL selection."""
+    return max(int(st["k_examples"]), int(st["dail_candidates"]))
+
+
 def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float) -> str:
     """The masked question: schema names and the phrases of matched values masked. Exact and
     trigram matches (misspellings) mask their phrase; embedding matches only when strong
@@ -115,8 +120,7 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
     m_vec = embed([masked])[0]
     timings["embed_ms"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
-    cands, skels = retrieve_examples(plpy, m_vec, max(int(st["k_examples"]),
-                                                      int(st["dail_candidates"])))
+    cands, skels = retrieve_examples(plpy, m_vec, _n_candidates(st))
     timings["examples_ms"] = (time.perf_counter() - t) * 1000
     pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(question, evidence, values, masked, cands, skels,
@@ -147,7 +151,7 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: dict[str, str]) ->
     if masked != ctx.masked_question:
         ctx.masked_question, ctx.remasked = masked, True
         ctx.candidates, ctx.skeletons = retrieve_examples(
-            plpy, embed([masked])[0], max(int(st["k_examples"]), int(st["dail_candidates"])))
+            plpy, embed([masked])[0], _n_candidates(st))
     ctx.vectors_done, ctx.pending_vectors = True, None
     return round((time.perf_counter() - t) * 1000, 3)
 
@@ -188,6 +192,7 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: dict[str, str]
     for name, _c, _v in value_triples(schema, linking_values(schema, ctx.values, vmin)):
         if name not in keep:
             keep.append(name)
+
     def scores() -> dict[str, float]:
         ctx.timings["columns_ms"] = ctx.timings.get("columns_ms", 0.0) + add_columns(plpy, ctx, schema)
         return ctx.scores or {}

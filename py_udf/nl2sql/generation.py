@@ -112,12 +112,18 @@ class Evaluator:
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
 
+    def reset_ms(self) -> dict[str, float]:
+        """Start a fresh ``ms`` (check_ms, align_ms, run_ms: 0.0) and return it: what runs from
+        now on is timed apart from what ran before (e.g. work done while models were out)."""
+        self.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
+        return self.ms
+
     def prepare(self, c: Candidate, text: str | None) -> bool:
         """Clean and check ``text`` into ``c.sql`` (the full check of safety.check_candidate_in_db)
         and align its values; False (with status ``refused`` and the reason) when it does not
         pass the check."""
         if self.ms is None:
-            self.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
+            self.reset_ms()
         if not text:
             c.status, c.reason = "refused", "no answer: empty"
             return False

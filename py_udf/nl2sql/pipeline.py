@@ -171,7 +171,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
     def finsql_work() -> None:
         if pc.status == "pending":
-            ev.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
+            ev.reset_ms()
             ev.run(pc, pc.raw_text)
             overlapped["presql_candidate_ms"] = round(sum(ev.ms.values()), 3)
 
@@ -183,7 +183,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         if not still_out:
             return
         tr = time.perf_counter()
-        ev.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
+        ev.reset_ms()
         early[i] = candidates_from([calls[i]], [reply])
         for c in early[i]:
             if c.status == "pending":
@@ -204,7 +204,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
                        "replies": [_reply_json(r) for r in fin_replies]}
 
     # Candidates: every FinSQL sample (in call order), and the PreSQL (already evaluated).
-    ev.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}  # what runs after the round
+    ev.reset_ms()  # what runs after the round
     cands = []
     for i, (call, reply) in enumerate(zip(calls, fin_replies)):
         if i not in early:
