@@ -34,8 +34,7 @@ _LOCK = threading.RLock()   # the cache and engine loading (embed_async embeds f
 _BACKGROUND: ThreadPoolExecutor | None = None
 
 
-class EmbeddingError(RuntimeError):
-    """The embedding model could not be found or loaded; the message says how to fix it."""
+from .errors import EmbeddingError  # noqa: E402  (re-exported)
 
 
 def model_dir() -> Path:

@@ -28,8 +28,7 @@ _POOL: ThreadPoolExecutor | None = None
 _CLIENTS: dict[tuple, object] = {}
 
 
-class ModelError(RuntimeError):
-    """No usable answer from the configured models; the message says which and why."""
+from .errors import ModelError  # noqa: E402  (re-exported)
 
 
 def _pool() -> ThreadPoolExecutor:

@@ -37,8 +37,7 @@ from .settings import ConfigError, get_models, get_settings
 from .types import Candidate, LLMReply, ModelConfig
 
 
-class QuestionError(ValueError):
-    """The question itself cannot be answered as given (empty, too long, not text)."""
+from .errors import QuestionError  # noqa: E402  (re-exported)
 
 
 def validate_question(question: str | None, max_chars: int) -> str:

@@ -47,8 +47,7 @@ UNIT_INTERVAL = {"value_trgm_min", "value_vector_min", "link_value_min", "link_c
                  "dail_tau"}
 
 
-class ConfigError(ValueError):
-    """A setting or model configuration is missing or invalid; the message says how to fix it."""
+from .errors import ConfigError  # noqa: E402  (re-exported)
 
 
 def get_settings(plpy) -> dict[str, str]:

@@ -36,8 +36,7 @@ _FORBIDDEN_FUNCTIONS = {
 }
 
 
-class CandidateRefused(ValueError):
-    """A candidate failed the check; ``str(e)`` says why, for the trace."""
+from .errors import CandidateRefused  # noqa: E402  (re-exported)
 
 
 def clean_model_output(text: str | None) -> str:
