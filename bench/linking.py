@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     conn.execute("SET search_path TO " + ", ".join(f'"{s}"' for s in schemas) + ", public")
     t0 = time.perf_counter()
     conn.execute("SELECT nl2sql.reindex()")
-    settings = dict(conn.execute("SELECT key, value FROM nl2sql.setting WHERE key LIKE 'link%%' "
-                                 "OR key LIKE 'value%%'").fetchall())
+    settings = dict(conn.execute("SELECT name, value FROM nl2sql.settings WHERE name LIKE 'link%%' "
+                                 "OR name LIKE 'value%%'").fetchall())
     log(f"{args.db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model}; dump "
         f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}")
     schema = schema_of(conn, schemas)

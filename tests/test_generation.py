@@ -10,7 +10,6 @@ import pytest
 
 from conftest import add_models
 from nl2sql.loopback import Rule
-from nl2sql.settings import DEFAULTS
 
 GEN_KEYS = ["prompt_variants", "samples_per_model", "sample_temperature", "repair_rounds",
             "value_alignment", "align_min_trigram", "align_min_cosine", "confidence_threshold",
@@ -25,7 +24,7 @@ def gen(db):
     db.execute("SELECT nl2sql.set_setting('presql_votes', 'off')")
     yield db
     for k in GEN_KEYS:
-        db.execute("UPDATE nl2sql.setting SET value = %s WHERE key = %s", (DEFAULTS[k], k))
+        db.execute("SELECT nl2sql.reset_setting(%s)", (k,))
 
 
 def setting(conn, key, value):

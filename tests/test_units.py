@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -199,14 +198,6 @@ def test_result_signature_is_a_multiset_and_normalizes_numbers():
     assert result_signature(r1) != result_signature(r1[:1])
     # duplicate column names are kept
     assert row_from_json('{"name": "a", "name": "b"}') == ("a", "b")
-
-
-def test_generated_extension_script_is_up_to_date():
-    target = ROOT / "extension" / "nl2sql--0.1.0.sql"
-    before = target.read_text()
-    subprocess.run([sys.executable, str(ROOT / "scripts/build_extension.py")], check=True,
-                   capture_output=True)
-    assert target.read_text() == before, "run scripts/build_extension.py and commit the result"
 
 
 def test_local_cluster_refuses_a_non_empty_folder_and_leaves_it_as_it_was(tmp_path):

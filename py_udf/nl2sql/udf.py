@@ -5,6 +5,7 @@ wrong and a hint that says what to do.
 """
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -14,12 +15,27 @@ from .pipeline import QuestionError, answer, log_trace
 from .settings import ConfigError, get_settings, validate_setting
 from .sqlcheck import CandidateRefused, parse_one
 from .embed import EmbeddingError
+from . import version
+from .errors import VersionMismatch
 
 
 def _fail(plpy, msg: str, hint: str | None = None):
     if hint:
         plpy.error(msg, hint=hint)
     plpy.error(msg)
+
+
+def entry_point(fn):
+    """Decorator of every SQL entry point: first checks, once per backend, that this database's
+    extension is the package's version (``version.check``), failing with what to run."""
+    @functools.wraps(fn)
+    def wrapper(plpy, *args, **kwargs):
+        try:
+            version.check(plpy)
+        except VersionMismatch as e:
+            _fail(plpy, str(e), getattr(e, "hint", None))
+        return fn(plpy, *args, **kwargs)
+    return wrapper
 
 
 def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[str, Any]:
@@ -37,6 +53,7 @@ def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[st
     return trace
 
 
+@entry_point
 def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
     """``nl2sql(question) → text``: the chosen SQL. Raises when no candidate could be executed
     (every model failed, or every candidate was refused or failed), naming why."""
@@ -47,12 +64,14 @@ def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -
     return trace["sql"]
 
 
+@entry_point
 def explain(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
     """``nl2sql.explain(question) → jsonb``: the whole trace as JSON text (also on failure, with
     ``error`` set)."""
     return json.dumps(_run(plpy, question, search_path, evidence), default=str)
 
 
+@entry_point
 def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> list[str]:
     """``nl2sql.ask(question) → setof jsonb``: the rows of the chosen SQL, each as a JSON object,
     fetched read-only under the candidate time limit and row cap."""
@@ -63,6 +82,7 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
     return fetch_rows(plpy, sql, search_path, int(st["candidate_timeout_ms"]), int(st["max_rows"]))
 
 
+@entry_point
 def retrieve(plpy, question: str, search_path: str, evidence: str | None,
              presql: str | None) -> str:
     """``nl2sql.retrieve(question, evidence, presql) → jsonb``: the retrieval stages without a
@@ -79,6 +99,7 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
         _fail(plpy, str(e))
 
 
+@entry_point
 def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
     """``nl2sql.reindex(schemas, force) → jsonb`` counts (see indexer.reindex)."""
     try:
@@ -87,6 +108,7 @@ def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
         _fail(plpy, f"nl2sql: {e}")
 
 
+@entry_point
 def set_setting(plpy, key: str, value: str) -> str:
     """``nl2sql.set_setting(key, value)``: validate and store one setting; returns the stored
     value."""
@@ -100,6 +122,7 @@ def set_setting(plpy, key: str, value: str) -> str:
     return v
 
 
+@entry_point
 def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
                 source: str = "user") -> int:
     """``nl2sql.add_example(question, sql, db_id, dialect) → bigint``: add one pair to the pool
@@ -137,6 +160,7 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
     return res[0]["id"]
 
 
+@entry_point
 def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
     """``nl2sql.load_examples(data, dialect, tables) → jsonb``: bulk-load Spider/BIRD-format
     pairs; returns ``{"loaded", "failed": [{"index", "question", "error"}]}``."""
@@ -162,6 +186,7 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
                        "failed": failures})
 
 
+@entry_point
 def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
     """``nl2sql.feedback(log_id, correct, sql) → bigint``: a judged answer becomes a verified
     example: the logged SQL when ``correct``, else the corrected ``sql`` when given. Returns the

@@ -22,6 +22,16 @@ if sp not in sys.path:
     site.addsitedir(sp)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+try:
+    from nl2sql import version
+except ImportError:
+    plpy.error("nl2sql: the Python package in %s is older than this database's extension" % sp,
+               hint="install the Python package of the installed extension's version into it")
+installed = plpy.execute(
+    "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql'")[0]["extversion"]
+problem = version.mismatch(installed)
+if problem:
+    plpy.error(problem[0], hint=problem[1])
 GD["nl2sql_boot"] = sp
 return sp
 $py$;
