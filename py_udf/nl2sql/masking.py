@@ -21,18 +21,32 @@ _STOP = {
 
 
 def name_words(identifier: str) -> list[str]:
-    """Words of an identifier: split on ``_``, ``.``, spaces and camelCase, lower-cased.
+    """Split an identifier into lower-cased words.
 
-    ``"songReleaseYear"`` → ``["song", "release", "year"]``; ``"singer_in_concert"`` →
-    ``["singer", "in", "concert"]``.
+    Splits on ``_``, ``.``, whitespace and camelCase boundaries: ``"songReleaseYear"`` →
+    ``["song", "release", "year"]``; ``"singer_in_concert"`` → ``["singer", "in", "concert"]``.
+
+    Args:
+        identifier: a table or column name, unquoted.
+
+    Returns:
+        The words in order, lower-cased, without empty parts.
     """
     parts = re.split(r"[_.\s]+", _CAMEL.sub(" ", identifier))
     return [p.lower() for p in parts if p]
 
 
 def inflections(word: str) -> set[str]:
-    """The word with simple English singular/plural variants (singer/singers, city/cities,
-    class/classes)."""
+    """Give a word with its simple English singular/plural variants.
+
+    E.g. singer/singers, city/cities, class/classes; rule-based, no dictionary.
+
+    Args:
+        word: one word, any case.
+
+    Returns:
+        Set of lower-cased forms, including the lower-cased word itself.
+    """
     w = word.lower()
     forms = {w}
     if w.endswith("ies") and len(w) > 4:
@@ -76,18 +90,40 @@ def _name_phrases(names: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
 
 
 def tokenize(text: str) -> list[str]:
-    """Words and punctuation of a question, in order."""
+    """Split a question into words and punctuation marks.
+
+    Args:
+        text: the question (natural language).
+
+    Returns:
+        Tokens in order: ASCII words (with an apostrophe suffix such as ``'s`` kept) and
+        single non-space, non-alphanumeric characters; whitespace is dropped.
+    """
     return _WORD.findall(text)
 
 
 def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str] = ()) -> str:
-    """Replace schema names and cell values in ``question`` by ``<mask>``.
+    """Mask a question: schema names and cell values replaced by ``<mask>``.
 
-    ``names``: table and column identifiers of the question's schema (split on ``_`` and
-    camelCase, singular/plural matched). ``values``: cell values (strings or numbers as text)
-    known to occur in the question (or the question's phrases that matched them), matched
-    case-insensitively on word boundaries; longest first, up to 8 words. Adjacent masks are
-    collapsed. Returns the masked question as space-joined tokens.
+    Values are matched before names, each longest phrase first (up to 8 tokens),
+    case-insensitively on token boundaries. Spans between quotes (the quotes dropped) and
+    all-digit tokens are masked too. Adjacent masks are collapsed into one.
+
+    Args:
+        question: the question (natural language).
+        names: table and column identifiers of the question's schema; each matches as its
+            whole word sequence (split on ``_``, ``.`` and camelCase, last word singular or
+            plural) or by any single content word of more than 2 letters (stop words such as
+            ``name`` or ``id`` excepted), singular or plural.
+        values: cell values (strings, or numbers as text) known to occur in the question, or
+            the question's phrases that matched them.
+
+    Returns:
+        The masked question (question skeleton) as space-joined tokens, e.g. ``How many
+        <mask> are from <mask> ?``.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, masked
+    question similarity for example selection.
     """
     tokens = tokenize(question)
     lower = [t.lower() for t in tokens]
