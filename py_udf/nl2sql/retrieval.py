@@ -39,9 +39,14 @@ _SPAN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 
 @dataclass
 class Phrase:
-    """A candidate value phrase: its text and where it came from (``question``,
-    ``quoted`` = a quoted span of the question, ``evidence`` = a quoted span of the evidence,
-    ``evidence_ngram``)."""
+    """A candidate value phrase to look up in the value index.
+
+    Attributes:
+        text: the phrase as written (at most 200 characters).
+        source: where it came from: ``quoted`` (a quoted span of the question), ``question``
+            (an n-gram of the question), ``evidence`` (a quoted span of the evidence) or
+            ``evidence_ngram`` (an n-gram of the evidence).
+    """
 
     text: str
     source: str
@@ -49,9 +54,19 @@ class Phrase:
 
 @dataclass
 class ValueMatch:
-    """One retrieved cell value: (table, column, value) with its score in 0..1, how it was
-    found (``exact``, ``trigram``, ``vector``) and the phrase of the question/evidence that
-    matched it."""
+    """One retrieved cell value.
+
+    Attributes:
+        schema: schema of the value's table.
+        table: table name.
+        column: column name.
+        value: the cell value as text.
+        score: match score in 0..1 (1 for exact; pg_trgm similarity; cosine similarity),
+            rounded to 4 decimals.
+        how: how it was found: ``exact``, ``trigram`` or ``vector``.
+        phrase: the phrase of the question or evidence that matched it.
+        source: that phrase's ``Phrase.source``.
+    """
 
     schema: str
     table: str
@@ -63,14 +78,29 @@ class ValueMatch:
     source: str
 
     def to_json(self) -> dict:
-        """JSON-able dict for the trace."""
+        """Convert the match for the trace.
+
+        Returns:
+            JSON-able dict of the attributes (schema, table, column, value, score, how,
+            phrase, source).
+        """
         return asdict(self)
 
 
 def quoted_spans(text: str) -> list[str]:
-    """Spans of ``text`` between matching single or double quotes (a quote opens only at the
-    start or after a non-alphanumeric character, so apostrophes in words do not count):
-    ``'power of "Super Strength" refers to power_name = 'Super Strength''`` → both spans."""
+    """Find the spans of a text between matching quotes.
+
+    Single, double and typographic quotes (“…”, ‘…’) count. A quote opens only at the start
+    or after a non-alphanumeric character and closes only at the end or before one, so
+    apostrophes in words do not count: ``power of "Super Strength" refers to power_name =
+    'Super Strength'`` → ``["Super Strength"]`` (the same span is returned once).
+
+    Args:
+        text: a question or its evidence.
+
+    Returns:
+        The spans' texts, stripped, non-empty and distinct, in order of appearance.
+    """
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -93,10 +123,21 @@ def quoted_spans(text: str) -> list[str]:
 
 
 def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
-    """Word n-grams (1..``max_n``) of ``text`` as they are written (the original characters
-    between the first and last word, so ``3-D Man`` stays ``3-D Man``), skipping n-grams that
-    hold only stop words or single characters, start or end with a stop word, or whose words
-    are joined by anything but spaces and ``- . & /`` (an operator, a quote, a comma)."""
+    """List the word n-grams of a text that might name a cell value.
+
+    Each n-gram is taken as written (the original characters between its first and last word,
+    so ``3-D Man`` stays ``3-D Man``). Skipped: n-grams made only of stop words or
+    single characters; n-grams of 2+ words that start or end with a stop word; n-grams whose
+    words are joined by anything but whitespace and ``- . & / '`` (at most 3 characters), e.g.
+    by an operator or a comma.
+
+    Args:
+        text: a question or its evidence.
+        max_n: longest n-gram, in words.
+
+    Returns:
+        The n-grams, longest first and then in text order, distinct case-insensitively.
+    """
     words = [(m.start(), m.end()) for m in _SPAN_WORD.finditer(text)]
     out: list[str] = []
     seen: set[str] = set()
@@ -121,10 +162,22 @@ def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
 
 def candidate_phrases(question: str, evidence: str | None = None,
                       max_n: int = MAX_NGRAM) -> list[Phrase]:
-    """The phrases to look up in the value index, most specific first: quoted spans of the
-    evidence and of the question, then the question's n-grams, then the evidence's n-grams
-    (OpenSearch-SQL §3.4 extracts entities with a model; here every n-gram is a candidate and
-    the index decides)."""
+    """Collect the phrases to look up in the value index, most specific first.
+
+    Order: quoted spans of the evidence, quoted spans of the question, the question's n-grams,
+    the evidence's n-grams. Phrases are distinct case-insensitively and at most 200 characters.
+
+    Args:
+        question: the question (natural language).
+        evidence: BIRD-style external knowledge for the question, or None.
+        max_n: longest n-gram, in words.
+
+    Returns:
+        List of ``Phrase`` with their sources.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, entity extraction; the paper extracts
+    entities with a model, here every n-gram is a candidate and the index decides.
+    """
     out: list[Phrase] = []
     seen: set[str] = set()
 
@@ -150,9 +203,20 @@ _HOW_RANK = {"exact": 0, "trigram": 1, "vector": 2}
 
 
 def merge_matches(matches: list[ValueMatch], top_k: int) -> list[ValueMatch]:
-    """One entry per (schema, table, column, value), keeping its best match; ranked exact
-    matches first (quoted/evidence spans before n-grams), then by score, longer phrases first.
-    Returns at most ``top_k``."""
+    """Merge and rank value matches, one per cell value.
+
+    Ranking: exact matches first (among them, quoted spans of the question or evidence before
+    question n-grams before evidence n-grams), then by score (higher first), then longer
+    phrases first, then exact / trigram / vector, then the value.
+
+    Args:
+        matches: matches from ``match_values``, possibly several per value.
+        top_k: most entries to return.
+
+    Returns:
+        At most ``top_k`` ``ValueMatch``, one per (schema, table, column, value) (its best
+        match), best first.
+    """
     def key(m: ValueMatch):
         exact = m.how == "exact"
         return (0 if exact else 1, _SOURCE_RANK.get(m.source, 3) if exact else 0,
@@ -174,14 +238,31 @@ def _rows_to_matches(rows, phrases: list[Phrase]) -> list[ValueMatch]:
 def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: bool = True,
                  vectors: dict[int, str] | None = None, trgm_min: float = 0.5,
                  vector_min: float = 0.8, per_phrase: int = 3) -> list[ValueMatch]:
-    """Look ``phrases`` up in the value index as the calling role may see it, unmerged.
+    """Look phrases up in the value index as the calling role may see it, unmerged.
 
-    SQL function ``nl2sql._match_values`` (SECURITY DEFINER, privilege-filtered for
-    current_user, with the index's btree / gin / hnsw indexes): ``exact`` — case-insensitive
-    equality with every phrase (score 1); ``fuzzy`` (phrase positions) — the ``per_phrase``
-    values with the best pg_trgm similarity ≥ ``trgm_min``; ``vectors`` (phrase position →
-    pgvector text of the phrase's embedding) — the ``per_phrase`` nearest values with cosine
-    ≥ ``vector_min``. Scores in 0..1. Source: OpenSearch-SQL (Xie et al. 2024) §3.4."""
+    Runs SQL function ``nl2sql._match_values`` (SECURITY DEFINER, privilege-filtered for
+    ``current_user``, using the index's btree / gin / hnsw indexes) in one statement.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        phrases: the candidate phrases (``candidate_phrases``).
+        fuzzy: 0-based positions in ``phrases`` to look up by pg_trgm similarity
+            (``fuzzy_phrases``).
+        exact: when True, every phrase is looked up by case-insensitive equality (score 1).
+        vectors: 0-based position in ``phrases`` → pgvector text (``to_pgvector``) of that
+            phrase's embedding (384 floats, all-MiniLM-L6-v2, L2-normalised), for lookup by
+            cosine similarity; None for none.
+        trgm_min: minimum pg_trgm similarity, 0..1.
+        vector_min: minimum cosine similarity, 0..1.
+        per_phrase: most values per phrase and lookup kind (trigram, vector), best first.
+
+    Returns:
+        List of ``ValueMatch`` (scores in 0..1), unmerged (see ``merge_matches``); empty when
+        there are no phrases or no lookup is asked for.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieval of database values by string and
+    vector similarity.
+    """
     vectors = vectors or {}
     if not phrases or not (exact or fuzzy or vectors):
         return []
@@ -198,20 +279,40 @@ def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: b
 
 
 def fuzzy_phrases(phrases: list[Phrase]) -> list[int]:
-    """Positions of the phrases worth a trigram lookup: 3+ characters, not one of the
-    evidence's loose n-grams (its quoted spans are used)."""
+    """Choose the phrases worth a trigram lookup.
+
+    Args:
+        phrases: the candidate phrases.
+
+    Returns:
+        0-based positions in ``phrases`` of those with 3+ characters that are not evidence
+        n-grams (the evidence's quoted spans are kept).
+    """
     return [i for i, p in enumerate(phrases) if len(p.text) >= 3 and p.source != "evidence_ngram"]
 
 
 def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str],
                    limit: int) -> list[int]:
-    """Positions of the phrases that get an embedding lookup (paraphrased values: "USA" →
-    'United States'), at most ``limit``: fuzzy phrases of up to 3 words that no value matched
-    exactly or by trigram, that are not inside a phrase that did, and that are not made only of
-    schema words (table/column name parts, lower case; "singers" counts for ``singer``) or
-    stop words; quoted and evidence
-    spans first, then question n-grams in order. Each embedding costs the backend about 2–5 ms
-    of CPU, which is why this is bounded (setting ``value_vector_phrases``)."""
+    """Choose the phrases that get an embedding lookup (paraphrased values: "USA" → 'United
+    States').
+
+    Chosen: fuzzy phrases (``fuzzy_phrases``) of up to 3 words that matched no value in
+    ``found``, are not inside a phrase that did, and are not made only of schema words, stop
+    words and numbers. Quoted and evidence spans come first, then question n-grams, then
+    evidence n-grams, each in order. Each embedding costs the backend about 2–5 ms of CPU,
+    which is why the number is bounded (setting ``value_vector_phrases``).
+
+    Args:
+        phrases: the candidate phrases.
+        found: the matches already found (exact and trigram).
+        schema_words: lower-cased words of the table and column names
+            (``linking.schema_words``); a phrase word counts when any of its singular/plural
+            forms is among them ("singers" counts for ``singer``).
+        limit: most phrases to choose; 0 or less chooses none.
+
+    Returns:
+        0-based positions in ``phrases``, at most ``limit``.
+    """
     if limit <= 0:
         return []
     hit = {m.phrase.lower() for m in found}

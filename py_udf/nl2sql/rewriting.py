@@ -38,7 +38,15 @@ _PATTERN = re.compile(
 
 @dataclass
 class Rewrite:
-    """One relative-time phrase and its explicit replacement (ISO dates, inclusive)."""
+    """One relative-time phrase and its explicit range.
+
+    Attributes:
+        phrase: the phrase as written in the question, e.g. ``this month``.
+        start: first day of the range, ISO date (``YYYY-MM-DD``), inclusive.
+        end: last day of the range, ISO date, inclusive.
+        text: what was added after the phrase in parentheses, e.g.
+            ``from 2024-05-01 to 2024-05-31``, ``on 2024-05-16``, ``as of 2024-05-17``.
+    """
 
     phrase: str
     start: str
@@ -48,7 +56,13 @@ class Rewrite:
 
 @dataclass
 class Rewritten:
-    """The rewritten question, the date used, and each rewrite (empty when nothing matched)."""
+    """The result of ``rewrite_relative_time``.
+
+    Attributes:
+        question: the rewritten question (the original when nothing matched).
+        today: the date used, ISO; None when nothing matched.
+        rewrites: one ``Rewrite`` per matched phrase, in order; empty when nothing matched.
+    """
 
     question: str
     today: str | None = None
@@ -56,7 +70,14 @@ class Rewritten:
 
 
 def needs_rewrite(question: str) -> bool:
-    """True when the question holds a relative-time phrase (then the date is needed)."""
+    """Tell whether a question holds a relative-time phrase (then the date is needed).
+
+    Args:
+        question: the question (natural language); None counts as empty.
+
+    Returns:
+        True when ``rewrite_relative_time`` would rewrite something.
+    """
     return bool(_PATTERN.search(question or ""))
 
 
@@ -115,14 +136,25 @@ def _explicit(m: re.Match, today: date) -> tuple[date, date, str]:
 
 
 def rewrite_relative_time(question: str, today: date) -> Rewritten:
-    """Add explicit dates after each relative-time phrase of ``question``, relative to
-    ``today`` (the database's ``now()::date``).
+    """Add explicit dates after each relative-time phrase of a question.
 
-    Phrases: today / yesterday / tomorrow; this / current / last / previous / next week, month,
-    quarter, year; (in the) last / past N days, weeks, months, quarters, years; year to date;
-    now / right now / currently / at present / presently. Ranges are inclusive ISO dates, e.g.
-    "this month" → "this month (from 2024-05-01 to 2024-05-31)". Returns ``Rewritten`` with
-    the question unchanged and no rewrites when nothing matched.
+    Phrases (whole words, case-insensitive): today / yesterday / tomorrow; this / current /
+    last / previous / next week, month, quarter, year (calendar periods, weeks from Monday);
+    (in the) last / past / previous N days, weeks, months, quarters, years (N a number or
+    one..ten, twelve; from ``today`` minus N units to ``today``); year to date; now / right
+    now / currently / at present / presently. Ranges are inclusive ISO dates, e.g. "this
+    month" → "this month (from 2024-05-01 to 2024-05-31)"; the original phrase is kept.
+
+    Args:
+        question: the question (natural language).
+        today: the reference date, the database's ``now()::date`` in the session's time zone.
+
+    Returns:
+        ``Rewritten`` with the new question, ``today`` as ISO date and one ``Rewrite`` per
+        phrase; the question unchanged, ``today`` None and no rewrites when nothing matched.
+
+    Source: ReBoost (Sui et al. 2023) §3.1, query rewriting of vague time expressions into
+    explicit ones using the current date.
     """
     rewrites: list[Rewrite] = []
     out: list[str] = []
