@@ -31,10 +31,19 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def same_speed_ms(ms: float) -> float:
-    """How much slower than ``ms`` (the fastest tied group's time, ms) a group may be and
-    still count as equally fast for ``tie_break='fastest'``: max(0.5 ms, 10 %). On this
-    project's machine the same candidate's time varies by that much between runs (measured:
-    0.88–1.10 ms for one query over four runs of bench/replay.py's question 829)."""
+    """Give the margin within which tied groups count as equally fast (``tie_break='fastest'``).
+
+    On this project's machine the same candidate's time varies by that much between runs
+    (measured: 0.88–1.10 ms for one query over four runs of bench/replay.py's question 829).
+
+    Args:
+        ms: execution time of the fastest tied group, milliseconds (``math.inf`` when
+            unknown).
+
+    Returns:
+        Milliseconds a group may be slower than ``ms`` and still count as equally fast:
+        max(0.5 ms, 10 % of ``ms``); 0.0 when ``ms`` is infinite.
+    """
     return max(0.5, 0.1 * ms) if ms != math.inf else 0.0
 
 
@@ -44,16 +53,33 @@ def _ms(c: Candidate) -> float:
 
 def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str = "fastest",
            priority: list[str] | None = None) -> Vote:
-    """Steps 1–5 of the module docstring over ``candidates`` (status ``ok`` with a result hash
-    take part).
+    """Select among executed candidates: steps 1–5 of the module docstring.
 
-    ``threshold``: minimum confidence in [0, 1]; ``tie_break``: ``fastest`` or ``priority``;
-    ``priority``: model names, most trusted first (used by ``priority`` and as a stable order).
-    Returns Vote: ``sql`` of the winner's fastest member (None when nothing executed),
-    ``confidence`` of the winning group, ``groups`` (kept, best first: size, confidence,
-    sources, fastest_ms, fastest_source, sql, row_count), ``dropped`` (groups below the
-    threshold), ``reason``. Raises ValueError for a threshold outside [0, 1] or an unknown
-    tie_break.
+    Candidates with status ``ok`` and a result hash take part; the others are counted in the
+    reason as refused, failed or timed out.
+
+    Args:
+        candidates: the candidates of one question, executed or not.
+        threshold: minimum confidence of a group, in [0, 1] (MCS-SQL uses 0.2).
+        tie_break: ``fastest`` (ties to the fastest group; within ``same_speed_ms`` priority
+            decides) or ``priority`` (ties to the group holding the highest-priority model).
+        priority: model names, most trusted first (used for ties and as a stable order);
+            None for none.
+
+    Returns:
+        ``Vote`` with ``method`` ``majority``: ``sql`` of the winner's fastest member (None
+        when nothing executed), ``winner_hash``, ``confidence`` of the winning group (0..1),
+        ``groups`` (kept, best first; each a dict of result_hash, size, confidence, sources,
+        fastest_ms, fastest_source, sql, row_count, best_priority), ``dropped`` (groups below
+        the threshold, same form) and ``reason``.
+
+    Raises:
+        ValueError: ``threshold`` is outside [0, 1] or ``tie_break`` is not one of
+            ``TIE_BREAKS``.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, candidate filtering and confidence threshold;
+    OpenSearch-SQL (Xie et al. 2024) §3.6 and PET-SQL (Li et al. 2024) §3.4, vote by result
+    with ties to the shortest execution time.
     """
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"confidence threshold must be between 0 and 1, got {threshold}")
@@ -130,9 +156,26 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
 def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_text: str,
                            rows: dict[str, list[str]] | None = None,
                            evidence: str | None = None) -> str:
-    """The user message of MCS-SQL's multiple-choice selection: schema, question, and one
-    option per group (in the given order, i.e. descending confidence) with its SQL and up to 3
-    result rows (``rows`` maps result hash → row texts). The model is asked for one letter."""
+    """Build the user message of the multiple-choice selection.
+
+    The message holds the schema, the hint (evidence), one option per group (letters A, B, …
+    in the given order, i.e. descending confidence; at most 26) with its confidence, row count,
+    SQL and up to 3 result rows (each cut at 200 characters), and the question last. The model
+    is asked to answer with one letter.
+
+    Args:
+        question: the question (natural language).
+        groups: ``Vote.groups`` of ``select``, best first.
+        schema_text: the schema as the prompts show it.
+        rows: result hash → the group's row texts (``row_to_json`` text); None for no rows.
+        evidence: BIRD-style external knowledge for the question, or None.
+
+    Returns:
+        The user message text.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection with options ordered by
+    confidence.
+    """
     from .loopback_marker import QUESTION_MARKER
 
     parts = ["/* Given the following database schema: */", schema_text]
@@ -152,8 +195,18 @@ def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_t
 
 
 def parse_choice(text: str | None, n_options: int) -> int | None:
-    """The option index a model's answer names (``B``, ``Option B``, ``(b)``, ``Answer: B.``),
-    or None when it names no option in range. The first standalone letter wins."""
+    """Read the option a model's multiple-choice answer names.
+
+    Understood forms, case-insensitive: ``Option B`` anywhere, a lone letter (``B``,
+    ``(b)``), ``Answer: B`` / ``answer is B``, and a leading ``B)``, ``B.`` or ``B:``.
+
+    Args:
+        text: the model's answer, or None.
+        n_options: number of options offered.
+
+    Returns:
+        0-based option index (A = 0), or None when the answer names no option in range.
+    """
     if not text:
         return None
     t = text.strip()
@@ -168,8 +221,22 @@ def parse_choice(text: str | None, n_options: int) -> int | None:
 
 
 def apply_choice(v: Vote, choice: int | None, model: str, answer: str | None) -> Vote:
-    """The vote after the multiple-choice answer: the chosen group (index into ``v.groups``)
-    wins with its own confidence; None keeps the majority, saying why."""
+    """Apply the multiple-choice answer to a vote, in place.
+
+    Args:
+        v: the majority ``Vote`` of ``select``.
+        choice: 0-based index into ``v.groups`` (``parse_choice``), or None when the answer
+            named no option.
+        model: name of the model that chose, for the reason.
+        answer: the model's raw answer (for the reason when unusable), or None.
+
+    Returns:
+        ``v`` itself: with a choice, the chosen group moved first and winning with its own
+        confidence (``method`` ``multiple_choice``); without one, the majority kept and the
+        reason saying why (``method`` ``majority (multiple choice unusable)``).
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection.
+    """
     if choice is None or not v.groups:
         v.reason += (f"; multiple choice by {model}: answer {str(answer)[:60]!r} names no option, "
                      "majority kept")

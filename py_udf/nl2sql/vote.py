@@ -17,8 +17,17 @@ from .types import Candidate, Vote
 
 
 def normalize_value(v: Any) -> Any:
-    """A cell value made comparable across candidates: numbers as floats rounded to 6
-    significant digits (``1``, ``1.0`` and ``1.000000`` agree), strings as is, null as None."""
+    """Make a cell value comparable across candidates.
+
+    Args:
+        v: a cell value as decoded from JSON (str, int, float, Decimal, bool, None, list,
+            dict).
+
+    Returns:
+        Numbers as floats rounded to 6 significant digits (``1``, ``1.0`` and ``1.000000``
+        agree), NaN and infinities as their text; lists and dicts as JSON text with sorted
+        keys; booleans, None (SQL null) and strings as they are.
+    """
     if isinstance(v, bool) or v is None:
         return v
     if isinstance(v, (int, float, Decimal)):
@@ -32,14 +41,30 @@ def normalize_value(v: Any) -> Any:
 
 
 def row_from_json(text: str) -> tuple:
-    """A row from ``row_to_json(...)::text``: its values in column order (duplicate column names
-    kept), normalized."""
+    """Decode one row of ``row_to_json(...)::text``.
+
+    Args:
+        text: a JSON object text as PostgreSQL's ``row_to_json`` writes it.
+
+    Returns:
+        The row's values in column order (columns with duplicate names kept), each passed
+        through ``normalize_value`` (numbers read as Decimal first, so no precision is lost
+        before rounding).
+    """
     pairs = json.loads(text, object_pairs_hook=lambda kv: kv, parse_float=Decimal)
     return tuple(normalize_value(v) for _, v in pairs)
 
 
 def result_signature(rows: list[tuple], ordered: bool = False) -> str:
-    """SHA-256 hex of a result: the multiset of rows (sorted), or the sequence when ``ordered``."""
+    """Compute the signature of a query result, equal for equal results.
+
+    Args:
+        rows: the result's rows, values normalised (``row_from_json``).
+        ordered: when True the row order counts; else the rows are a multiset (sorted first).
+
+    Returns:
+        SHA-256 of the rows' JSON texts, 64 lower-case hex characters.
+    """
     keyed = [json.dumps(r, default=str) for r in rows]
     if not ordered:
         keyed.sort()
@@ -51,12 +76,25 @@ def result_signature(rows: list[tuple], ordered: bool = False) -> str:
 
 
 def vote(candidates: list[Candidate]) -> Vote:
-    """Group successfully executed candidates by result; the largest group wins; a tie between
-    groups goes to the group with the fastest candidate; the winner's SQL is its fastest member.
+    """Vote by execution result among candidates (cross-consistency).
 
-    Confidence = winning group size / number of candidates that executed. Candidates with any
-    other status (refused, error, timeout) do not vote. Returns Vote with ``sql`` None when no
-    candidate executed.
+    Candidates that executed (status ``ok`` with a result hash) are grouped by result; the
+    largest group wins, a tie between groups goes to the group with the fastest candidate, and
+    the winner's SQL is its fastest member's. Candidates with any other status (refused,
+    error, timeout) do not vote.
+
+    Args:
+        candidates: the executed and failed candidates of one question.
+
+    Returns:
+        ``Vote``: ``sql`` of the winner (None when no candidate executed), ``winner_hash``,
+        ``confidence`` (winning group size / number of candidates that executed, 0..1),
+        ``groups`` (best first: result_hash, size, confidence, sources, fastest_ms,
+        fastest_source, sql, row_count) and ``reason``.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency; MCS-SQL (Lee et al. 2024) §3.3
+    and OpenSearch-SQL (Xie et al. 2024) §3.6, fastest SQL of a group and ties by execution
+    time.
     """
     ok = [c for c in candidates if c.status == "ok" and c.result_hash is not None]
     if not ok:
