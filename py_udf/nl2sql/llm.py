@@ -2,7 +2,7 @@
 
 Calls run in worker threads; the calling (main) thread waits in short slices and runs
 ``on_wait`` between them — inside PostgreSQL that is a trivial SPI call, so that a
-``pg_cancel_backend`` (psql's Ctrl-C) is noticed within about one slice (DESIGN.md field notes).
+``pg_cancel_backend`` (psql's Ctrl-C) is noticed within about one slice.
 API keys are read from the server's environment variable named in the model configuration;
 they are never stored or logged.
 
@@ -61,13 +61,27 @@ def _client(cfg: ModelConfig):
 def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
                timeout_s: float | None = None, n: int = 1,
                temperature: float | None = None) -> LLMReply:
-    """One chat-completions call (the openai client retries 429/5xx with backoff, at most
-    ``cfg.max_retries`` times). ``timeout_s`` (seconds; default ``cfg.timeout_s``) bounds each
-    HTTP attempt. Never raises: failures come back as ``LLMReply.error`` naming the model, the
-    endpoint and what went wrong. ``latency_ms`` is wall time in milliseconds.
+    """Make one chat-completions call to a model's OpenAI-compatible endpoint.
 
-    ``n`` > 1 asks for n samples in one request (self-consistency); ``choices`` holds every
-    sample's text, ``text`` the first. ``temperature`` overrides the model's own."""
+    The openai client retries HTTP 408/409/429/5xx and connection errors with backoff, at
+    most ``cfg.max_retries`` times. The API key is read from the server environment variable
+    ``cfg.api_key_env``. Never raises: every failure (missing key, timeout, unreachable
+    endpoint, HTTP error, empty answer) comes back in ``LLMReply.error``, naming the model,
+    the endpoint and what went wrong.
+
+    Args:
+        cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
+            max_tokens, timeout_s, max_retries).
+        messages: chat messages, ``[{"role": ..., "content": ...}, ...]``.
+        timeout_s: seconds that bound each HTTP attempt; None or 0 uses ``cfg.timeout_s``.
+        n: number of samples asked for in one request (self-consistency); at least 1.
+        temperature: sampling temperature overriding ``cfg.temperature``; None keeps it.
+
+    Returns:
+        ``LLMReply``: ``text`` (the first sample; None on failure), ``choices`` (every
+        non-empty sample's text), ``error`` (None on success), ``latency_ms`` (wall time,
+        milliseconds), ``prompt_tokens`` and ``completion_tokens`` (0 when not reported).
+    """
     t0 = time.perf_counter()
     timeout_s = timeout_s or cfg.timeout_s
     try:
@@ -106,7 +120,14 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
 
 @dataclass
 class ModelRound:
-    """The outcome of one round of concurrent model calls (``call_models_during``)."""
+    """The outcome of one round of concurrent model calls (``call_models_during``).
+
+    Attributes:
+        replies: one ``LLMReply`` per call, in the order of the calls.
+        wait_ms: milliseconds from submission until the last reply arrived or was abandoned
+            (the models' time).
+        work_ms: milliseconds the overlapped ``work`` took on the calling thread.
+    """
 
     replies: list[LLMReply]   # in the order of the calls
     wait_ms: float            # submission → the last reply in (or abandoned), ms: model time
@@ -115,14 +136,23 @@ class ModelRound:
 
 def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
                 budget_s: float | None = None) -> list[LLMReply]:
-    """Run several model calls concurrently; returns replies in the order of ``calls``.
+    """Run several model calls concurrently in worker threads.
 
-    Each call is ``(cfg, messages)`` or ``(cfg, messages, n, temperature)`` (see call_model).
-    ``on_wait`` is called every ``WAIT_SLICE_S`` seconds while waiting (it may raise to cancel,
-    e.g. QueryCanceled from a trivial SPI call; outstanding calls are then abandoned).
-    ``budget_s``: seconds left for the whole statement (the caller's statement_timeout), or None.
-    Each call gets ``min(model timeout_s, budget_s)`` seconds, retries included; a call still
-    running then is abandoned and reported as an error reply (the others are kept).
+    Each call gets ``min(cfg.timeout_s, budget_s)`` seconds (at least 0.05 s), retries
+    included; a call still running then is abandoned and reported as an error reply (the
+    others are kept). Failures never raise (see ``call_model``).
+
+    Args:
+        calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the
+            arguments of ``call_model``.
+        on_wait: called on the calling thread every ``WAIT_SLICE_S`` seconds (0.2) while
+            waiting; it may raise to cancel (e.g. QueryCanceled from a trivial SPI call), and
+            the exception then propagates with the outstanding calls abandoned. None for none.
+        budget_s: seconds left for the whole statement (before the caller's
+            statement_timeout), or None for no limit beyond each model's ``timeout_s``.
+
+    Returns:
+        One ``LLMReply`` per call, in the order of ``calls``.
     """
     return call_models_during(calls, None, on_wait, budget_s).replies
 
@@ -131,16 +161,31 @@ def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
                        on_wait: Callable[[], None] | None = None,
                        budget_s: float | None = None,
                        on_reply: Callable[[int, LLMReply, int], None] | None = None) -> ModelRound:
-    """``call_models``, running ``work()`` on the calling thread while the models are out.
+    """Run model calls as ``call_models`` does, doing other work on the calling thread meanwhile.
 
-    ``work`` is what the pipeline would otherwise do before or after the round (inside
-    PostgreSQL: SPI and CPU work that needs no reply of this round). It runs once, right after
-    the calls are submitted; exceptions it raises propagate (the calls are then abandoned).
-    ``on_reply(i, reply, still_out)`` is called on the calling thread for each reply as it
-    arrives (in arrival order; not for abandoned calls), with the number of calls still out:
-    a caller can start on the early answers while the slower models are still writing.
-    ``wait_ms`` counts only the models' time (until the last reply arrived or was abandoned),
-    so work that outlasts the models shows up as the caller's own time, not as model wait."""
+    Args:
+        calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the
+            arguments of ``call_model``.
+        work: what the pipeline would otherwise do before or after the round (inside
+            PostgreSQL: SPI and CPU work that needs no reply of this round); run once, right
+            after the calls are submitted. Exceptions it raises propagate (the calls are then
+            abandoned). None for no work.
+        on_wait: called on the calling thread every ``WAIT_SLICE_S`` seconds (0.2) while
+            waiting; it may raise to cancel (the exception propagates, outstanding calls are
+            abandoned). None for none.
+        budget_s: seconds left before the caller's statement_timeout, or None; each call gets
+            ``min(cfg.timeout_s, budget_s)`` seconds (at least 0.05 s), retries included.
+        on_reply: ``on_reply(i, reply, still_out)`` is called on the calling thread for each
+            reply as it arrives (in arrival order; not for abandoned calls), with ``i`` the
+            call's index and ``still_out`` the number of calls still out, so a caller can start
+            on the early answers while slower models are still writing. None for none.
+
+    Returns:
+        ``ModelRound``: the replies in the order of ``calls`` (abandoned calls as error
+        replies), ``wait_ms`` (only the models' time, until the last reply arrived or was
+        abandoned, so work that outlasts the models counts as the caller's own time) and
+        ``work_ms`` (the time of ``work``), both in milliseconds.
+    """
     t0 = time.monotonic()
     calls = [(c[0], c[1], c[2] if len(c) > 2 else 1, c[3] if len(c) > 3 else None) for c in calls]
     limits = [min(cfg.timeout_s, budget_s) if budget_s is not None else cfg.timeout_s

@@ -30,8 +30,20 @@ MAX_ROUNDS = 3
 
 
 def feedback(c: Candidate) -> str | None:
-    """What went wrong with a candidate, for the repair prompt; None when it needs no repair
-    (a non-empty result) or cannot be repaired (the model gave no answer)."""
+    """Say what went wrong with a candidate, for the repair prompt.
+
+    Args:
+        c: a checked and executed (or refused) candidate.
+
+    Returns:
+        One sentence on the problem (empty result, refusal with its reason, timeout, execution
+        error with the server's message), or None when the candidate needs no repair (a
+        non-empty result) or cannot be repaired (the model gave no answer, or an unknown
+        status).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type; ReBoost (Sui et
+    al. 2023) §3.3, empty results count as failures.
+    """
     if c.status == "ok":
         return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
     if c.status == "refused":
@@ -53,8 +65,27 @@ def _rank(c: Candidate) -> int:
 
 def repair_prompt(base_prompt: str, sql: str | None, problem: str, values: list[str],
                   round_no: int, max_rounds: int) -> str:
-    """The repair request: the FinSQL prompt with the previous SQL, the problem and the
-    relevant cell values inserted before the question (which stays last)."""
+    """Build the repair request for one candidate.
+
+    The previous SQL, the problem, the relevant cell values and a request for a corrected
+    PostgreSQL query are inserted before the question line (``QUESTION_MARKER``), which stays
+    last; without that line they are appended.
+
+    Args:
+        base_prompt: the prompt the candidate answered (PreSQL or FinSQL user message).
+        sql: the candidate's previous SQL (or its raw answer); None for none.
+        problem: what went wrong (``feedback``).
+        values: relevant cell values as ``table.column: 'v1', 'v2'`` strings
+            (``relevant_values``); empty for none.
+        round_no: this round's number, from 1.
+        max_rounds: number of rounds in all, shown to the model.
+
+    Returns:
+        The repair prompt text (a user message).
+
+    Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting with the execution feedback;
+    OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
+    """
     from .loopback_marker import QUESTION_MARKER
 
     i = base_prompt.rfind(QUESTION_MARKER)
@@ -72,9 +103,25 @@ def repair_prompt(base_prompt: str, sql: str | None, problem: str, values: list[
 
 
 def relevant_values(c: Candidate, ev, question_values: list[dict]) -> list[str]:
-    """Cell values worth showing for a failing candidate: for each string literal it compares
-    with a column, that column's nearest indexed values; then the values found in the
-    question. As ``table.column: 'v1', 'v2'`` strings."""
+    """Collect the cell values worth showing for a failing candidate.
+
+    First, for each of the first 5 string literals the candidate's SQL compares with a
+    column, that column's 3 nearest indexed values; then up to 5 values found in the
+    question. SQL that does not parse contributes nothing.
+
+    Args:
+        c: the failing candidate.
+        ev: the question's ``generation.Evaluator`` (its ``schema`` and ``values``; no
+            literal lookup when ``ev.values`` is None).
+        question_values: values retrieved for the question, as ``ValueMatch.to_json()`` dicts
+            (keys ``table``, ``column``, ``value``).
+
+    Returns:
+        Distinct strings of the form ``table.column: 'v1', 'v2'`` (single quotes in values
+        doubled).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
+    """
     out: list[str] = []
     if c.sql and ev.values is not None:
         try:
@@ -97,13 +144,36 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
                 ev, question_values: list[dict], max_rounds: int,
                 on_wait: Callable[[], None] | None = None,
                 budget_s: Callable[[], float | None] | None = None) -> dict[str, Any]:
-    """Run up to ``max_rounds`` (≤ 3) repair rounds over ``cands`` in place.
+    """Run the repair rounds over the candidates, in place.
 
-    ``models``: model name → config (a candidate whose model is missing is not repaired);
-    ``prompt_of``: the prompt a candidate answered; ``ev``: a generation.Evaluator;
-    ``budget_s``: seconds left before the caller's statement_timeout (None: no limit). Returns a
-    summary for the trace: ``{"rounds": [{"round", "candidates", "repaired"}], "llm_wait_ms",
-    "replies"}`` (replies: model, latency, tokens, error per call)."""
+    See the module docstring: each round sends every candidate that ``feedback`` says needs
+    repair back to its model, concurrently; a candidate stops at its first non-empty
+    successful execution, when the model repeats its SQL, or after the last round. Each
+    attempt is appended to ``candidate.repairs``; a candidate takes over an attempt's SQL and
+    result only when it is better (non-empty result > empty result > failure).
+
+    Args:
+        cands: the question's candidates, executed; modified in place.
+        models: model name → ``ModelConfig``; a candidate whose model is missing is not
+            repaired.
+        prompt_of: candidate → the prompt it answered (PreSQL or FinSQL user message).
+        ev: the question's ``generation.Evaluator`` (checks, aligns and executes answers).
+        question_values: values retrieved for the question, as ``ValueMatch.to_json()``
+            dicts.
+        max_rounds: number of rounds, clamped to 0..``MAX_ROUNDS`` (3).
+        on_wait: called every ``llm.WAIT_SLICE_S`` seconds while waiting for the models (may
+            raise to cancel); None for none.
+        budget_s: called before each round; gives the seconds left before the caller's
+            statement_timeout, or None (no limit). None: no limit.
+
+    Returns:
+        Summary for the trace: ``{"rounds": [{"round", "candidates", "repaired"}, ...],
+        "llm_wait_ms": float (ms waited for models), "prompt_tokens": int,
+        "completion_tokens": int}``.
+
+    Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting on execution errors and empty
+    results, at most 3 tries; OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type.
+    """
     import time
 
     max_rounds = max(0, min(MAX_ROUNDS, int(max_rounds)))
