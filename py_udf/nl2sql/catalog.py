@@ -10,7 +10,16 @@ from .types import Column, ForeignKey, Schema, Table
 
 
 def parse_search_path(plpy, search_path: str) -> list[str]:
-    """Schemas named by a search_path string, in order (``$user`` resolved, quoting removed)."""
+    """Split a search_path setting into schema names.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        search_path: the setting's text, e.g. ``"$user", public``.
+
+    Returns:
+        The schema names in order, double quotes removed (``""`` unescaped), ``$user``
+        replaced by the current user's name, empty entries dropped.
+    """
     rows = spi.query(plpy, "SELECT s, current_user AS u FROM "
                            "unnest(pg_catalog.string_to_array($1, ',')) AS s", [search_path], ["text"])
     out = []
@@ -26,14 +35,27 @@ def parse_search_path(plpy, search_path: str) -> list[str]:
 
 
 def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
-    """The indexed schema the calling role may read, as the prompt shows it: a table is named
-    bare when its schema is the first on ``search_path`` holding a table of that name,
-    ``schema.table`` otherwise. Read through the privilege-filtered views
-    ``nl2sql.visible_table/visible_column/visible_fk`` (tables and columns the current role may
-    SELECT; sample values only where the value policy allows).
+    """Load the indexed schema the calling role may read, as the prompt shows it.
 
-    Raises RuntimeError when nothing the role may read is indexed, saying to run
-    ``nl2sql.reindex()``."""
+    Read through the privilege-filtered views ``nl2sql.visible_table``,
+    ``nl2sql.visible_column`` and ``nl2sql.visible_fk`` (tables and columns the current role
+    may SELECT; sample values only where the value policy allows). A table is named bare when
+    its schema is the first on ``search_path`` holding a table of that name, ``schema.table``
+    otherwise.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        search_path: schema names in order (``parse_search_path``).
+        n_values: most sample values kept per column.
+
+    Returns:
+        ``Schema``: tables ordered by schema and name (columns in table order) and foreign
+        keys, with the prompt names of the tables.
+
+    Raises:
+        RuntimeError: no table the role may SELECT is indexed; the message says to run
+            ``nl2sql.reindex()`` or grant SELECT.
+    """
     trows = spi.query(
         plpy, "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
         "ORDER BY schema_name, table_name")
@@ -76,11 +98,25 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
 
 
 def relation_names(schema: Schema) -> dict[str, str]:
-    """Lower-cased names a candidate may use (each table's prompt name and ``schema.table``),
-    mapped to the table's prompt name."""
+    """Map the names a candidate may use for each table to the table's prompt name.
+
+    Args:
+        schema: the schema of ``load_schema``.
+
+    Returns:
+        Dict from lower-cased name (each table's prompt name and its ``schema.table``) to the
+        table's prompt name.
+    """
     return {n: t.name for t in schema.tables for n in (t.name.lower(), f"{t.schema}.{t.table}".lower())}
 
 
 def known_relations(schema: Schema) -> set[str]:
-    """Lower-cased names a candidate may use: each table's prompt name and ``schema.table``."""
+    """List the names a candidate may use for the schema's tables.
+
+    Args:
+        schema: the schema of ``load_schema``.
+
+    Returns:
+        Set of lower-cased names: each table's prompt name and its ``schema.table``.
+    """
     return set(relation_names(schema))

@@ -20,9 +20,19 @@ _PLANS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
 def plan(plpy, sql: str, types: Sequence[str] = ()) -> Any:
-    """The kept plan of ``sql`` with parameter types ``types`` (PostgreSQL type names for
-    ``$1``, ``$2``, …), prepared on first use in this backend. Raises plpy.SPIError when the
-    statement does not prepare."""
+    """Get the kept plan of a statement, prepared on first use in this backend.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the statement's text, with parameters ``$1``, ``$2``, ….
+        types: PostgreSQL type names of the parameters, one per ``$n``, in order.
+
+    Returns:
+        The plan ``plpy.prepare`` returned, kept for the session.
+
+    Raises:
+        plpy.SPIError: the statement does not prepare.
+    """
     key = (sql, tuple(types))
     p = _PLANS.get(key)
     if p is None:
@@ -31,6 +41,18 @@ def plan(plpy, sql: str, types: Sequence[str] = ()) -> Any:
 
 
 def query(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -> Any:
-    """Run ``sql`` through its kept plan with ``args`` (one per entry of ``types``); returns
-    PL/Python's result (rows as dicts). Raises plpy.SPIError as plpy.execute does."""
+    """Run a statement through its kept plan (``plan``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the statement's text, with parameters ``$1``, ``$2``, ….
+        args: the parameter values, one per entry of ``types``.
+        types: PostgreSQL type names of the parameters, in order.
+
+    Returns:
+        PL/Python's result object: a sequence of rows, each a dict of column name → value.
+
+    Raises:
+        plpy.SPIError: the statement does not prepare or fails, as ``plpy.execute`` raises.
+    """
     return plpy.execute(plan(plpy, sql, types), list(args))
