@@ -6,6 +6,7 @@ All functions take ``plpy`` (PL/Python's module) and run on the backend's main t
 from __future__ import annotations
 
 from . import spi
+from .errors import NotIndexedError
 from .types import Column, ForeignKey, Schema, Table
 
 
@@ -53,14 +54,14 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
         keys, with the prompt names of the tables.
 
     Raises:
-        RuntimeError: no table the role may SELECT is indexed; the message says to run
+        NotIndexedError: no table the role may SELECT is indexed; the message says to run
             ``nl2sql.reindex()`` or grant SELECT.
     """
     trows = spi.query(
         plpy, "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
         "ORDER BY schema_name, table_name")
     if not trows:
-        raise RuntimeError("nl2sql: no table that this role may SELECT is indexed; run "
+        raise NotIndexedError("nl2sql: no table that this role may SELECT is indexed; run "
                            "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
                            "or GRANT SELECT on the tables to ask about")
     crows = spi.query(

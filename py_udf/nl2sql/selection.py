@@ -24,6 +24,7 @@ import math
 import re
 from typing import Any
 
+from .errors import ConfigError
 from .types import Candidate, Vote
 
 TIE_BREAKS = ("fastest", "priority")
@@ -74,7 +75,7 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         the threshold, same form) and ``reason``.
 
     Raises:
-        ValueError: ``threshold`` is outside [0, 1] or ``tie_break`` is not one of
+        ConfigError: ``threshold`` is outside [0, 1] or ``tie_break`` is not one of
             ``TIE_BREAKS``.
 
     Source: MCS-SQL (Lee et al. 2024) §3.3, candidate filtering and confidence threshold;
@@ -82,9 +83,9 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
     with ties to the shortest execution time.
     """
     if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"confidence threshold must be between 0 and 1, got {threshold}")
+        raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
     if tie_break not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+        raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
     ok = [c for c in candidates if c.status == "ok" and c.result_hash is not None]
     failed = len(candidates) - len(ok)
     if not ok:
