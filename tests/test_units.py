@@ -13,7 +13,8 @@ from nl2sql.prompts import build_prompt, render_schema
 from nl2sql.sqlcheck import (CandidateRefused, check_candidate, clean_model_output,
                              has_top_level_order, referenced_tables, parse_one, transpile)
 from nl2sql.types import Candidate, Column, Example, ForeignKey, Schema, Table
-from nl2sql.vote import result_signature, row_from_json, vote
+from nl2sql.selection import select
+from nl2sql.vote import result_signature, row_from_json
 
 
 # --- masking -----------------------------------------------------------------------------
@@ -166,7 +167,7 @@ def test_schema_subset_keeps_only_linked_tables_and_their_fks():
     assert "stadium" not in render_schema(sub).split("CREATE TABLE singer")[0]
 
 
-# --- vote --------------------------------------------------------------------------------
+# --- vote (selection.select with no threshold) --------------------------------------------------------------------------------
 
 def _cand(src, h, ms, status="ok"):
     return Candidate(source=src, model=src, raw_text="x", sql=f"SELECT '{src}'", status=status,
@@ -174,20 +175,20 @@ def _cand(src, h, ms, status="ok"):
 
 
 def test_vote_majority_wins_and_fastest_member_is_returned():
-    v = vote([_cand("a", "h1", 5.0), _cand("b", "h1", 1.0), _cand("c", "h2", 0.1)])
+    v = select([_cand("a", "h1", 5.0), _cand("b", "h1", 1.0), _cand("c", "h2", 0.1)], threshold=0)
     assert v.winner_hash == "h1" and v.sql == "SELECT 'b'" and abs(v.confidence - 2 / 3) < 1e-9
 
 
 def test_vote_tie_goes_to_fastest_group():
-    v = vote([_cand("slow", "h1", 50.0), _cand("fast", "h2", 2.0)])
+    v = select([_cand("slow", "h1", 50.0), _cand("fast", "h2", 2.0)], threshold=0)
     assert v.sql == "SELECT 'fast'" and "tie" in v.reason
 
 
 def test_vote_ignores_failed_candidates():
-    v = vote([_cand("e1", None, 1.0, "error"), _cand("e2", None, 1.0, "refused"),
-              _cand("ok", "h", 3.0)])
+    v = select([_cand("e1", None, 1.0, "error"), _cand("e2", None, 1.0, "refused"),
+                _cand("ok", "h", 3.0)], threshold=0)
     assert v.sql == "SELECT 'ok'" and v.confidence == 1.0
-    assert vote([_cand("e", None, 1.0, "error")]).sql is None
+    assert select([_cand("e", None, 1.0, "error")], threshold=0).sql is None
 
 
 def test_result_signature_is_a_multiset_and_normalizes_numbers():

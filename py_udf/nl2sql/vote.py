@@ -1,9 +1,10 @@
-"""Result signatures and cross-consistency voting over executed candidates.
+"""Result signatures: what the vote groups candidates by (``selection.select`` votes).
+
+Two candidates agree when their results are equal as multisets of rows (as sequences when the
+question's SQL orders them), cell values normalised (numbers compared as numbers).
 
 Source: PET-SQL (Li et al. 2024) §3.4 — cross-consistency: candidates from several models are
-grouped by execution result and the majority wins; MCS-SQL (Lee et al. 2024) §3.3 and
-OpenSearch-SQL (Xie et al. 2024) §3.6 — among agreeing candidates keep the fastest, and break
-ties between groups by the shortest execution time.
+grouped by execution result.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from .types import Candidate, Vote
 
 
 def normalize_value(v: Any) -> Any:
@@ -74,53 +74,3 @@ def result_signature(rows: list[tuple], ordered: bool = False) -> str:
         h.update(b"\n")
     return h.hexdigest()
 
-
-def vote(candidates: list[Candidate]) -> Vote:
-    """Vote by execution result among candidates (cross-consistency).
-
-    Candidates that executed (status ``ok`` with a result hash) are grouped by result; the
-    largest group wins, a tie between groups goes to the group with the fastest candidate, and
-    the winner's SQL is its fastest member's. Candidates with any other status (refused,
-    error, timeout) do not vote.
-
-    Args:
-        candidates: the executed and failed candidates of one question.
-
-    Returns:
-        ``Vote``: ``sql`` of the winner (None when no candidate executed), ``winner_hash``,
-        ``confidence`` (winning group size / number of candidates that executed, 0..1),
-        ``groups`` (best first: result_hash, size, confidence, sources, fastest_ms,
-        fastest_source, sql, row_count) and ``reason``.
-
-    Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency; MCS-SQL (Lee et al. 2024) §3.3
-    and OpenSearch-SQL (Xie et al. 2024) §3.6, fastest SQL of a group and ties by execution
-    time.
-    """
-    ok = [c for c in candidates if c.status == "ok" and c.result_hash is not None]
-    if not ok:
-        return Vote(sql=None, winner_hash=None, confidence=0.0, groups=[],
-                    reason="no candidate executed successfully")
-    groups: dict[str, list[Candidate]] = {}
-    for c in ok:
-        groups.setdefault(c.result_hash, []).append(c)
-    summary = []
-    for h, members in groups.items():
-        fastest = min(members, key=lambda c: c.exec_ms if c.exec_ms is not None else math.inf)
-        summary.append({
-            "result_hash": h,
-            "size": len(members),
-            "confidence": len(members) / len(ok),
-            "sources": [c.source for c in members],
-            "fastest_ms": fastest.exec_ms,
-            "fastest_source": fastest.source,
-            "sql": fastest.sql,
-            "row_count": fastest.row_count,
-        })
-    summary.sort(key=lambda g: (-g["size"], g["fastest_ms"] if g["fastest_ms"] is not None else math.inf))
-    win = summary[0]
-    tied = len(summary) > 1 and summary[1]["size"] == win["size"]
-    reason = (f"tie between {sum(1 for g in summary if g['size'] == win['size'])} groups of "
-              f"{win['size']}: fastest execution wins" if tied
-              else f"majority: {win['size']} of {len(ok)} executed candidates agree")
-    return Vote(sql=win["sql"], winner_hash=win["result_hash"], confidence=win["confidence"],
-                groups=summary, reason=reason)
