@@ -505,7 +505,7 @@ CREATE OR REPLACE VIEW nl2sql.example_pool AS
     SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
     FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
 
--- Retrieval without a model (issue 3): what nl2sql() would retrieve and send for a question.
+-- Retrieval without a model: what nl2sql() would retrieve and send for a question.
 CREATE OR REPLACE FUNCTION nl2sql._retrieve(question text, caller_search_path text, evidence text, presql text)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
@@ -522,7 +522,7 @@ COMMENT ON FUNCTION nl2sql.retrieve(text, text, text, text) IS
     'nl2sql: retrieval only, no model call: masked question, matched cell values, examples, the PreSQL prompt (pruned to the token budget) and, given a PreSQL, schema linking, DAIL selection and the FinSQL prompt';
 
 -- ==== idempotent 002-privileges.sql ====
--- Privileges (issue 4): ordinary roles may call nl2sql(), nl2sql.explain() and nl2sql.ask();
+-- Privileges: ordinary roles may call nl2sql(), nl2sql.explain() and nl2sql.ask();
 -- they never read the index tables directly, only through the security_barrier views below,
 -- which show exactly the tables, columns, values and examples the *calling* role may SELECT.
 --

@@ -221,7 +221,7 @@ CREATE OR REPLACE VIEW nl2sql.example_pool AS
     SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
     FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
 
--- Retrieval without a model (issue 3): what nl2sql() would retrieve and send for a question.
+-- Retrieval without a model: what nl2sql() would retrieve and send for a question.
 CREATE OR REPLACE FUNCTION nl2sql._retrieve(question text, caller_search_path text, evidence text, presql text)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$

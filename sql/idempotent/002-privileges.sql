@@ -1,4 +1,4 @@
--- Privileges (issue 4): ordinary roles may call nl2sql(), nl2sql.explain() and nl2sql.ask();
+-- Privileges: ordinary roles may call nl2sql(), nl2sql.explain() and nl2sql.ask();
 -- they never read the index tables directly, only through the security_barrier views below,
 -- which show exactly the tables, columns, values and examples the *calling* role may SELECT.
 --
