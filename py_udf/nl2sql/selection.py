@@ -24,6 +24,7 @@ import math
 import re
 from typing import Any
 
+from .prompts import QUESTION_MARKER
 from .types import Candidate, Vote
 
 TIE_BREAKS = ("fastest", "priority")
@@ -133,8 +134,6 @@ def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_t
     """The user message of MCS-SQL's multiple-choice selection: schema, question, and one
     option per group (in the given order, i.e. descending confidence) with its SQL and up to 3
     result rows (``rows`` maps result hash → row texts). The model is asked for one letter."""
-    from .loopback_marker import QUESTION_MARKER
-
     parts = ["/* Given the following database schema: */", schema_text]
     if evidence:
         parts.append(f"/* Hint: {evidence.strip()} */")
