@@ -59,7 +59,9 @@ import psycopg  # noqa: E402
 
 import common as C  # noqa: E402
 from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
-from nl2sql.sqlcheck import CandidateRefused, clean_model_output, transpile  # noqa: E402
+from nl2sql.cleaning import clean_model_output  # noqa: E402
+from nl2sql.errors import CandidateRefused  # noqa: E402
+from nl2sql.sqlcheck import transpile  # noqa: E402
 
 # Settings per configuration; "recommended" is the extension's defaults (README).
 CONFIGS: dict[str, dict[str, str]] = {

@@ -6,6 +6,7 @@ All functions take ``plpy`` (PL/Python's module) and run on the backend's main t
 from __future__ import annotations
 
 from . import spi
+from .errors import NotIndexedError
 from .types import Column, ForeignKey, Schema, Table
 
 
@@ -32,15 +33,15 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
     ``nl2sql.visible_table/visible_column/visible_fk`` (tables and columns the current role may
     SELECT; sample values only where the value policy allows).
 
-    Raises RuntimeError when nothing the role may read is indexed, saying to run
-    ``nl2sql.reindex()``."""
+    Raises NotIndexedError (a RuntimeError) when nothing the role may read is indexed, saying
+    to run ``nl2sql.reindex()``."""
     trows = spi.query(
         plpy, "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
         "ORDER BY schema_name, table_name")
     if not trows:
-        raise RuntimeError("nl2sql: no table that this role may SELECT is indexed; run "
-                           "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
-                           "or GRANT SELECT on the tables to ask about")
+        raise NotIndexedError("nl2sql: no table that this role may SELECT is indexed; run "
+                              "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
+                              "or GRANT SELECT on the tables to ask about")
     crows = spi.query(
         plpy, "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
         "sample_values, values_allowed FROM nl2sql.visible_column "

@@ -24,6 +24,7 @@ import math
 import re
 from typing import Any
 
+from .errors import ConfigError
 from .prompts import QUESTION_MARKER
 from .types import Candidate, Vote
 
@@ -53,13 +54,13 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
     Returns Vote: ``sql`` of the winner's fastest member (None when nothing executed),
     ``confidence`` of the winning group, ``groups`` (kept, best first: size, confidence,
     sources, fastest_ms, fastest_source, sql, row_count), ``dropped`` (groups below the
-    threshold), ``reason``. Raises ValueError for a threshold outside [0, 1] or an unknown
-    tie_break.
+    threshold), ``reason``. Raises ConfigError (a ValueError) for a threshold outside [0, 1]
+    or an unknown tie_break.
     """
     if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"confidence threshold must be between 0 and 1, got {threshold}")
+        raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
     if tie_break not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+        raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
     ok = [c for c in candidates if c.status == "ok" and c.result_hash is not None]
     failed = len(candidates) - len(ok)
     if not ok:
