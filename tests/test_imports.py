@@ -3,7 +3,8 @@
 * no import cycle among the modules of ``py_udf/nl2sql`` — module-level and function-level
   (lazy) imports both count as edges;
 * no module of the server package imports the indexer package, the tests or the benchmarks;
-* every exception class the package defines lives in ``errors.py`` (private ``_`` names aside).
+* every exception class the package defines lives in ``errors.py`` (private ``_`` names aside),
+  and every ``raise`` of a named class raises one of those (or a listed exception).
 """
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ FORBIDDEN_TOP_LEVEL = {"nl2sql_indexer", "tests", "bench", "conftest"}
 # A cycle another branch is removing (pipeline.py/context.py are not this branch's files). The
 # lead empties this set when that branch is merged; nothing else may be added to it.
 KNOWN_CYCLES_BEING_FIXED: set[frozenset[str]] = {frozenset({"context", "pipeline"})}
+
+# ``raise`` of a class that is not from errors.py, allowed with the reason: (module, class).
+RAISES_OUTSIDE_ERRORS = {
+    ("embed", "SystemExit"): "the command line's exit status (python -m nl2sql.embed)",
+    ("context", "ValueError"): "a caller's programming error (stages called out of order), "
+                               "not a user-facing condition; context.py is another branch's",
+}
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -215,3 +223,28 @@ def test_exception_classes_live_in_errors():
 def test_errors_module_imports_nothing_from_the_package():
     local, _ = _imported(_modules()["errors"])
     assert not local, f"errors.py must import nothing from the package, imports {sorted(local)}"
+
+
+def _raised_classes(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, class name) of every ``raise Name(...)`` / ``raise Name`` in ``tree`` whose name
+    starts with a capital letter (a class; ``raise e`` of a variable is not judged)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name[:1].isupper():
+                out.append((node.lineno, name))
+    return out
+
+
+def test_raised_exceptions_are_nl2sql_errors():
+    mods = _modules()
+    allowed = {n.name for n in ast.walk(mods["errors"]) if isinstance(n, ast.ClassDef)}
+    allowed.add("ConfigurationError")  # errors.py's alias of ConfigError
+    bad = [f"{name}.py:{line}: raise {cls}" for name, tree in mods.items()
+           for line, cls in _raised_classes(tree)
+           if cls not in allowed and not cls.startswith("_")
+           and (name, cls) not in RAISES_OUTSIDE_ERRORS]
+    assert not bad, ("raise an Nl2sqlError subclass from errors.py (or list the exception in "
+                     "RAISES_OUTSIDE_ERRORS with why): " + "; ".join(bad))
