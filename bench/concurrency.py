@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psycopg  # noqa: E402
 
 import common as C  # noqa: E402
-from nl2sql.demo_data import demo_sql  # noqa: E402
-from nl2sql.loopback import LoopbackLLM, Rule  # noqa: E402
+from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
+from nl2sql_indexer.loopback import LoopbackLLM, Rule  # noqa: E402
 
 DB = "nl2sql_concurrency"
 ROLE = "nl2sql_bench_user"

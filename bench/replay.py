@@ -5,7 +5,7 @@ mini-dev questions, fed with REAL MODELS' RECORDED OUTPUTS.
 No model is called. The SQL each model "answers" is what that real model wrote for the question
 when the BIRD authors ran it (``predictions`` in ``bird_minidev_<db>.jsonl``: 9 models,
 PostgreSQL dialect; ``predictions_sqlite``: 4 more, SQLite dialect). A scripted loopback
-OpenAI-compatible server (``nl2sql.loopback.LoopbackLLM``) serves those recorded answers by the
+OpenAI-compatible server (``nl2sql_indexer.loopback.LoopbackLLM``) serves those recorded answers by the
 question it finds in the prompt, so the whole in-database path — prompts, HTTP calls, cleaning,
 checks, read-only execution, voting, logging — is the real one, but the answers do not depend on
 the prompt: PreSQL/FinSQL prompting and schema linking cannot change what a model says here.
@@ -58,8 +58,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psycopg  # noqa: E402
 
 import common as C  # noqa: E402
-from nl2sql.loopback import LoopbackLLM  # noqa: E402
-from nl2sql.sqlcheck import CandidateRefused, clean_model_output, transpile  # noqa: E402
+from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
+from nl2sql.cleaning import clean_model_output  # noqa: E402
+from nl2sql.errors import CandidateRefused  # noqa: E402
+from nl2sql.sqlcheck import transpile  # noqa: E402
 
 # Settings per configuration; "recommended" is the extension's defaults (README).
 CONFIGS: dict[str, dict[str, str]] = {
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
     log(f"nl2sql replay benchmark: {args.db}, {n} questions, models={args.models} ({len(models)})")
     log("NOTE: every model answer is a real model's RECORDED output (BIRD mini-dev), served by the "
-        "scripted loopback server (nl2sql.loopback); no live model is called, and answers do not "
+        "scripted loopback server (nl2sql_indexer.loopback); no live model is called, and answers do not "
         "depend on the prompt.")
     if any(m["dialect"] == "sqlite" for m in models):
         log("NOTE: the sqlite/* models' answers are SQLite dialect; they are configured with "

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "py_udf"))
 sys.path.insert(0, str(ROOT / "indexer"))
 
-from nl2sql.demo_data import demo_sql  # noqa: E402
-from nl2sql.loopback import LoopbackLLM  # noqa: E402
+from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
+from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
 from nl2sql_indexer.cluster import PG_BIN, DEFAULT_VENV, LocalCluster  # noqa: E402
 
 DEMO_DB = "nl2sql_test"
@@ -124,7 +124,7 @@ def cancel_while_model_hangs(cluster, admin, llm, dbname: str, question: str, mo
 
     import psycopg
 
-    from nl2sql.loopback import Rule
+    from nl2sql_indexer.loopback import Rule
 
     add_models(admin, llm, [model], timeout_s=60)
     llm.add_rule(Rule(model=model, hang=True))

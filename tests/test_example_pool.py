@@ -17,7 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 import nl2sql
-from nl2sql import demo_data
+from nl2sql_indexer import demo_data
 
 POOL_PATH = Path(nl2sql.__file__).resolve().parent / "data" / "example_pool.json"
 

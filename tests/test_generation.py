@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import add_models
-from nl2sql.loopback import Rule
+from nl2sql_indexer.loopback import Rule
 
 GEN_KEYS = ["prompt_variants", "samples_per_model", "sample_temperature", "repair_rounds",
             "value_alignment", "align_min_trigram", "align_min_cosine", "confidence_threshold",

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from conftest import add_models
-from nl2sql.loopback import Rule
+from nl2sql_indexer.loopback import Rule
 from test_safety import SECRETS, analyst_conn, safe_conn  # noqa: F401 (fixtures: two roles)
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from adversarial_corpus import CORPUS
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
-from nl2sql.demo_data import demo_sql
-from nl2sql.loopback import Rule
+from nl2sql_indexer.demo_data import demo_sql
+from nl2sql_indexer.loopback import Rule
 
 SAFE_DB = "nl2sql_safety"
 ROLE = "nl2sql_analyst"

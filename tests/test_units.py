@@ -10,7 +10,9 @@ from conftest import ROOT
 from nl2sql.examples import make_entry, parse_benchmark_json, sql_skeleton
 from nl2sql.masking import MASK, inflections, mask_question, name_words
 from nl2sql.prompts import build_prompt, render_schema
-from nl2sql.sqlcheck import (CandidateRefused, check_candidate, clean_model_output,
+from nl2sql.cleaning import clean_model_output
+from nl2sql.errors import CandidateRefused
+from nl2sql.sqlcheck import (check_candidate,
                              has_top_level_order, referenced_tables, parse_one, transpile)
 from nl2sql.types import Candidate, Column, Example, ForeignKey, Schema, Table
 from nl2sql.selection import select

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, add_models
-from nl2sql.demo_data import demo_sql
-from nl2sql.loopback import Rule
 from nl2sql_indexer.cluster import DEFAULT_VENV, PG_BIN
+from nl2sql_indexer.demo_data import demo_sql
+from nl2sql_indexer.loopback import Rule
 
 RELEASES = json.loads((ROOT / "extension/releases.json").read_text())
 CURRENT = (ROOT / "extension/nl2sql.control").read_text().split("default_version = '")[1].split("'")[0]

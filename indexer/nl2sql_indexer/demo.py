@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from nl2sql.demo_data import DEMO_QUESTIONS, demo_sql
-from nl2sql.loopback import LoopbackLLM
+from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql
+from nl2sql_indexer.loopback import LoopbackLLM
 
 from .cluster import LocalCluster, postgres_can_access
 

@@ -62,8 +62,8 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
         "ORDER BY schema_name, table_name")
     if not trows:
         raise NotIndexedError("nl2sql: no table that this role may SELECT is indexed; run "
-                           "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
-                           "or GRANT SELECT on the tables to ask about")
+                              "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
+                              "or GRANT SELECT on the tables to ask about")
     crows = spi.query(
         plpy, "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
         "sample_values, values_allowed FROM nl2sql.visible_column "

@@ -24,6 +24,9 @@ import sqlglot
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
+from .errors import CandidateRefused, ConfigError
+from .sqlcheck import parse_shared, transpile
+
 TARGET = "postgres"
 DIALECTS = ("postgres", "sqlite", "mysql")
 # Dialects tried, in order, when the text does not parse as PostgreSQL.
@@ -68,8 +71,6 @@ def parses_as(text: str, dialect: str) -> bool:
     the same answer; PostgreSQL text is parsed through sqlcheck.parse_shared, whose tree the
     candidate check then reuses."""
     if dialect == TARGET:
-        from .sqlcheck import CandidateRefused, parse_shared
-
         try:
             parse_shared(text)
             return True
@@ -208,13 +209,19 @@ def _cut_hash_comments(t: str, steps: list[str]) -> str:
 def transpile_to_postgres(sql: str, read: str) -> str:
     """``sql`` read as ``read`` and written as PostgreSQL (sqlglot). For SQLite, a
     double-quoted name compared with a column becomes a string literal (SQLite's lenient
-    quoting). Raises ValueError when it does not parse as ``read``."""
-    from .sqlcheck import CandidateRefused, transpile
+    quoting).
 
-    try:
-        return transpile(sql, read)
-    except CandidateRefused as e:
-        raise ValueError(str(e)) from None
+    Args:
+        sql: one statement in dialect ``read``.
+        read: the sqlglot dialect name to read it as (``sqlite``, ``mysql``).
+
+    Returns:
+        The statement as PostgreSQL text.
+
+    Raises:
+        CandidateRefused: (a ValueError) when it does not parse as ``read``.
+    """
+    return transpile(sql, read)
 
 
 def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
@@ -227,7 +234,7 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
     then refuses it with the parser's message). Returns ``Cleaned(sql, steps, dialect)``.
     """
     if dialect not in DIALECTS:
-        raise ValueError(f"unknown SQL dialect {dialect!r}; one of {', '.join(DIALECTS)}")
+        raise ConfigError(f"unknown SQL dialect {dialect!r}; one of {', '.join(DIALECTS)}")
     steps: list[str] = []
     if not text or not text.strip():
         return Cleaned("", steps, dialect)
@@ -258,3 +265,17 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
         if s not in seen:
             seen.append(s)
     return Cleaned(t, seen, read)
+
+
+def clean_model_output(text: str | None) -> str:
+    """Turn a model's chat answer into SQL text: the SQL of :func:`clean` for a PostgreSQL
+    model (see there for the steps: fences, leading/trailing prose, markdown escapes, ``#``
+    comments, dialects).
+
+    Args:
+        text: the model's answer text (``None`` or empty gives ``""``).
+
+    Returns:
+        The stripped SQL text (may be empty).
+    """
+    return clean(text).sql

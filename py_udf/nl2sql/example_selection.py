@@ -14,7 +14,7 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import TokenError
 
 from .examples import sql_skeleton
-from .sqlcheck import CandidateRefused
+from .errors import CandidateRefused
 from .types import Example
 
 

@@ -13,7 +13,8 @@ from importlib import resources
 from sqlglot import exp
 
 from .masking import _STOP, mask_question, tokenize
-from .sqlcheck import CandidateRefused, parse_one, parse_shared, transpile
+from .errors import CandidateRefused, QuestionError
+from .sqlcheck import parse_one, parse_shared, transpile
 
 BUILTIN_SOURCE = "builtin"
 
@@ -83,10 +84,10 @@ def make_entry(db_id: str, question: str, sql: str, schema: dict[str, list[str]]
                dialect: str = "postgres") -> PoolEntry:
     """Validate and prepare one pair: transpile ``sql`` from ``dialect`` to PostgreSQL, parse it,
     mask the question with the schema's names (``schema`` or, if absent, the identifiers of the
-    SQL) and the SQL's literals. Raises CandidateRefused when the SQL does not parse, ValueError
-    on an empty question."""
+    SQL) and the SQL's literals. Raises CandidateRefused when the SQL does not parse,
+    QuestionError (a ValueError) on an empty question."""
     if not question or not question.strip():
-        raise ValueError("empty question")
+        raise QuestionError("empty question")
     pg_sql = sql if dialect == "postgres" else transpile(sql, read=dialect)
     names, values = sql_identifiers(pg_sql)
     schema = {k: list(v) for k, v in (schema or {}).items()}

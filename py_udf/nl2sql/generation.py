@@ -23,9 +23,10 @@ from typing import Any
 from . import prompts
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
+from .errors import CandidateRefused
 from .execute import run_candidate
 from .safety import check_candidate_in_db
-from .sqlcheck import CandidateRefused, referenced_tables, to_sql
+from .sqlcheck import referenced_tables, to_sql
 from .types import Candidate, Example, LLMReply, ModelConfig, Schema
 
 

@@ -27,7 +27,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from .sqlcheck import CandidateRefused, parse_shared
+from .errors import CandidateRefused, ConfigError
+from .sqlcheck import parse_shared
 
 LEVELS = ("easy", "medium", "hard", "extra")
 
@@ -159,24 +160,24 @@ def parse_voters(value: str) -> dict[str, list[str]]:
     """The ``hardness_voters`` setting: a JSON object mapping hardness levels to lists of model
     names, e.g. ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty/``off`` = no routing.
 
-    Raises ValueError naming the bad key or value."""
+    Raises ConfigError (a ValueError) naming the bad key or value."""
     v = (value or "").strip()
     if not v or v.lower() == "off":
         return {}
     try:
         obj = json.loads(v)
     except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON ({e.msg}); expected e.g. "
-                         '{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}') from None
+        raise ConfigError(f"not JSON ({e.msg}); expected e.g. "
+                          '{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}') from None
     if not isinstance(obj, dict):
-        raise ValueError("expected a JSON object mapping easy/medium/hard/extra to model names")
+        raise ConfigError("expected a JSON object mapping easy/medium/hard/extra to model names")
     out: dict[str, list[str]] = {}
     for k, names in obj.items():
         if k not in LEVELS:
-            raise ValueError(f"unknown hardness level {k!r}; levels are {', '.join(LEVELS)}")
+            raise ConfigError(f"unknown hardness level {k!r}; levels are {', '.join(LEVELS)}")
         if not isinstance(names, list) or not names or \
                 not all(isinstance(n, str) and n for n in names):
-            raise ValueError(f"hardness level {k!r} must map to a non-empty list of model names")
+            raise ConfigError(f"hardness level {k!r} must map to a non-empty list of model names")
         out[k] = list(dict.fromkeys(names))
     return out
 

@@ -17,8 +17,8 @@ import json
 
 from .embed import embed, to_pgvector
 from .examples import BUILTIN_SOURCE, builtin_pool
-from .safety import value_columns
 from .settings import get_settings
+from .value_policy import value_columns
 
 _STRING_TYPES = {"text", "character varying", "character", "varchar", "char", "citext", "name"}
 

@@ -25,8 +25,9 @@ from functools import lru_cache
 from sqlglot import exp
 
 from . import spi
+from .errors import CandidateRefused
 from .masking import inflections, name_words, tokenize
-from .sqlcheck import CandidateRefused, cte_names, parse_shared
+from .sqlcheck import cte_names, parse_shared
 from .types import Schema, Table
 
 CHARS_PER_TOKEN = 3.5

@@ -8,8 +8,11 @@ question/SQL pairs without their schemas.
 """
 from __future__ import annotations
 
-from .loopback_marker import QUESTION_MARKER
 from .types import Example, Schema, Table
+
+QUESTION_MARKER = "/* Answer the following: "
+"""The marker before the asked question in every prompt: prompts end with it, the question and
+`` */``. The scripted loopback server (``nl2sql_indexer.loopback``) reads the question after it."""
 
 SYSTEM_MESSAGE = (
     "You are a PostgreSQL expert. You answer with one PostgreSQL SELECT query and nothing else."

@@ -23,7 +23,8 @@ from . import prompts
 from .alignment import literal_comparisons
 from .cleaning import clean
 from .llm import call_models
-from .sqlcheck import CandidateRefused, parse_one
+from .errors import CandidateRefused
+from .sqlcheck import parse_one
 from .types import Candidate, ModelConfig
 
 MAX_ROUNDS = 3
@@ -86,9 +87,7 @@ def repair_prompt(base_prompt: str, sql: str | None, problem: str, values: list[
     Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting with the execution feedback;
     OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
     """
-    from .loopback_marker import QUESTION_MARKER
-
-    i = base_prompt.rfind(QUESTION_MARKER)
+    i = base_prompt.rfind(prompts.QUESTION_MARKER)
     head, tail = (base_prompt[:i], base_prompt[i:]) if i >= 0 else (base_prompt, "")
     parts = [head.rstrip(),
              f"/* Repair round {round_no} of {max_rounds}: your previous query for this "

@@ -1,5 +1,7 @@
 """Safety checks that need the database: function volatility (pg_proc), the calling role's
-privileges, the cell-value policy, the statement's remaining time, and the query-log write.
+privileges, the statement's remaining time, and the query-log write; the cell-value policy's
+rules are in ``value_policy`` (re-exported here: ``value_columns``, ``withheld_value_columns``;
+``set_value_policy`` is the SQL function's entry).
 
 The model's text is untrusted input executed inside someone's database (DESIGN.md "Safety
 model"). ``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
@@ -11,7 +13,7 @@ what only the catalog knows:
   function that writes) even when the statement is a plain SELECT;
 - every relation must be one the calling role may SELECT (``has_table_privilege``);
 - cell values of a table with row-level security are not indexed unless opted in, and any
-  table or column can be opted out (``nl2sql.value_policy``).
+  table or column can be opted out (``nl2sql.value_policy``; module ``value_policy``).
 
 The database remains the backstop: candidates run read-only and time-limited (``execute.py``),
 as the calling role (every user-facing function is SECURITY INVOKER).
@@ -23,9 +25,11 @@ from collections.abc import Callable, Iterable
 
 from sqlglot import exp
 
-from . import spi
-from .sqlcheck import CandidateRefused, check_candidate, referenced_tables
+from . import spi, value_policy
+from .errors import CandidateRefused
+from .sqlcheck import check_candidate, referenced_tables
 from .types import Schema
+from .value_policy import value_columns, withheld_value_columns  # noqa: F401  (re-exported)
 
 # Volatile functions a candidate may still call: they read no data and change nothing but the
 # values they return. Documented in README "Safety".
@@ -130,59 +134,29 @@ def statement_remaining_s(plpy) -> float | None:
     return float(r["s"]) - float(r["el"])
 
 
-def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
-    """Whether each column's cell values may be indexed and sent to a model: the setting
-    ``send_values`` is on, and the column's policy, else its table's, allows it; without a
-    policy a table with row-level security is not value-indexed (its rows would be read with the
-    indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._value_rule``
-    (here through ``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies."""
-    rows = plpy.execute(plpy.prepare(
-        "SELECT a.attname::text AS col, "
-        "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
-        "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
-        "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",
-        ["name", "name"]), [schema, table])
-    return {r["col"]: bool(r["ok"]) for r in rows}
-
-
-def withheld_value_columns(schema) -> list[str]:
-    """``schema.table.column`` of the columns of ``schema`` (catalog.load_schema: what the
-    calling role may read) whose cell values are kept from the model (value policy, row-level
-    security, setting ``send_values``): what the trace reports as not sent."""
-    return sorted(f"{t.schema}.{t.table}.{c.name}" for t in schema.tables for c in t.columns
-                  if not c.values_allowed)
-
-
 def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:
-    """``nl2sql.set_value_policy(tbl, send_values, column_name)``: store the policy and re-index
-    the table's values now (when it is indexed). Returns ``{"table", "column", "send_values",
-    "reindexed"}`` as JSON. Raises (plpy.error) on an unknown column or a null flag."""
+    """``nl2sql.set_value_policy(tbl, send_values, column_name)``: store the policy
+    (``value_policy.store_policy``) and re-index the table's values now (when it is indexed).
+
+    Args:
+        plpy: PL/Python's module.
+        tbl: the table, as ``regclass`` text.
+        send_values: true opts the table's (or column's) values in, false keeps them out.
+        column_name: one column, or None for the whole table.
+
+    Returns:
+        ``{"table", "column", "send_values", "reindexed"}`` as JSON.
+
+    Raises:
+        plpy.Error (through ``plpy.error``): on an unknown column or a null flag.
+    """
     from .indexer import index_table
 
-    if send_values is None:
-        plpy.error("nl2sql.set_value_policy: send_values must be true or false",
-                   hint="false keeps the values out of the index and prompts; true opts in")
-    r = plpy.execute(plpy.prepare(
-        "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
-        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass",
-        ["text"]), [tbl])[0]
-    col = column_name or ""
-    if col and col not in value_columns(plpy, r["s"], r["t"]):
-        plpy.error(f"nl2sql.set_value_policy: table {r['s']}.{r['t']} has no column {col!r}",
-                   hint="pass column_name => NULL for the whole table")
-    plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
-        "VALUES ($1, $2, $3, $4) ON CONFLICT (schema_name, table_name, column_name) "
-        "DO UPDATE SET send_values = EXCLUDED.send_values", ["name", "name", "name", "bool"]),
-        [r["s"], r["t"], col, send_values])
-    indexed = plpy.execute(plpy.prepare(
-        "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
-        ["name", "name"]), [r["s"], r["t"]])
-    if indexed:
-        index_table(plpy, r["s"], r["t"], force=True)
-    return json.dumps({"table": f"{r['s']}.{r['t']}", "column": column_name,
-                       "send_values": send_values, "reindexed": bool(indexed)})
+    p = value_policy.store_policy(plpy, tbl, send_values, column_name)
+    if p["indexed"]:
+        index_table(plpy, p["schema"], p["table"], force=True)
+    return json.dumps({"table": f"{p['schema']}.{p['table']}", "column": p["column"],
+                       "send_values": p["send_values"], "reindexed": p["indexed"]})
 
 
 def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:

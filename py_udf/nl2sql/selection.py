@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from .errors import ConfigError
+from .prompts import QUESTION_MARKER
 from .types import Candidate, Vote
 
 TIE_BREAKS = ("fastest", "priority")
@@ -177,8 +178,6 @@ def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_t
     Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection with options ordered by
     confidence.
     """
-    from .loopback_marker import QUESTION_MARKER
-
     parts = ["/* Given the following database schema: */", schema_text]
     if evidence:
         parts.append(f"/* Hint: {evidence.strip()} */")

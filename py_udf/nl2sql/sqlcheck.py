@@ -1,4 +1,4 @@
-"""Candidate SQL: cleaning model text, parsing, the read-only shape check, table extraction.
+"""Candidate SQL: parsing, the read-only shape check, table extraction.
 
 Every parse goes through sqlglot (PostgreSQL dialect). The shape check here is the first line of
 defence only: execution also runs each candidate in a read-only, always-rolled-back
@@ -37,15 +37,6 @@ _FORBIDDEN_FUNCTIONS = {
 
 
 from .errors import CandidateRefused  # noqa: E402  (re-exported)
-
-
-def clean_model_output(text: str | None) -> str:
-    """Turn a model's chat answer into SQL text (the SQL of ``cleaning.clean``; see there for
-    the steps: fences, leading/trailing prose, markdown escapes, ``#`` comments, dialects).
-    Returns the stripped SQL text (may be empty)."""
-    from .cleaning import clean
-
-    return clean(text).sql
 
 
 def parse_one(sql: str) -> exp.Expression:

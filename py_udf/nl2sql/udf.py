@@ -11,12 +11,12 @@ from typing import Any
 
 from . import examples as ex_mod
 from . import indexer
-from .pipeline import QuestionError, answer, log_trace
-from .settings import ConfigError, get_settings, validate_setting
-from .sqlcheck import CandidateRefused, parse_one
-from .embed import EmbeddingError
 from . import version
-from .errors import VersionMismatch
+from .errors import (CandidateRefused, ConfigError, EmbeddingError, QuestionError,
+                     VersionMismatch)
+from .pipeline import answer, log_trace
+from .settings import get_settings, validate_setting
+from .sqlcheck import parse_one
 
 
 def _fail(plpy, msg: str, hint: str | None = None):

@@ -53,7 +53,7 @@ __all__ = [
     "main",
 ]
 
-from .loopback_marker import QUESTION_MARKER  # noqa: E402  (shared with prompts.py)
+from nl2sql.prompts import QUESTION_MARKER  # noqa: E402  (the pipeline's prompt format)
 """The pipeline's prompts end with this marker, the question, and `` */``."""
 
 _HANG_MAX_S = 3600.0

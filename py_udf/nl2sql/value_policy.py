@@ -1,0 +1,105 @@
+"""The cell-value policy: which cell values may be indexed and sent to a model.
+
+The rules, in the order they apply:
+
+- setting ``send_values``: ``off`` keeps every cell value out of the index and the prompts;
+- a column's row in ``nl2sql.value_policy`` (``send_values`` true/false), else its table's row
+  (column name ``''``), decides for that column;
+- without a policy row, a table with row-level security is not value-indexed (its rows would be
+  read with the indexer's rights, not the asking role's): RLS tables are opt-in.
+
+The rule itself is SQL function ``nl2sql._value_rule`` (reached here through
+``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies, so the indexer
+and every prompt read the same answer. This module is the Python side: which columns of a table
+may be value-indexed (the indexer asks), which columns of the prompt schema are withheld (the
+trace reports them), and storing a policy row (``nl2sql.set_value_policy``).
+
+It imports only ``types`` from the package, so the indexer, safety and the pipeline may all
+import it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .types import Schema
+
+
+def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
+    """Whether each column's cell values may be indexed and sent to a model: the setting
+    ``send_values`` is on, and the column's policy, else its table's, allows it; without a
+    policy a table with row-level security is not value-indexed (its rows would be read with the
+    indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._value_rule``
+    (here through ``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies.
+
+    Args:
+        plpy: PL/Python's module.
+        schema: the table's schema name.
+        table: the table's name.
+
+    Returns:
+        Column name → whether its values may be indexed and sent (empty for an unknown table).
+    """
+    rows = plpy.execute(plpy.prepare(
+        "SELECT a.attname::text AS col, "
+        "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
+        "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
+        "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",
+        ["name", "name"]), [schema, table])
+    return {r["col"]: bool(r["ok"]) for r in rows}
+
+
+def withheld_value_columns(schema: Schema) -> list[str]:
+    """The columns of ``schema`` whose cell values are kept from the model (value policy,
+    row-level security, setting ``send_values``): what the trace reports as not sent.
+
+    Args:
+        schema: ``catalog.load_schema``'s result (what the calling role may read).
+
+    Returns:
+        ``schema.table.column`` names, sorted.
+    """
+    return sorted(f"{t.schema}.{t.table}.{c.name}" for t in schema.tables for c in t.columns
+                  if not c.values_allowed)
+
+
+def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> dict[str, Any]:
+    """Store one policy row in ``nl2sql.value_policy`` (insert or update) for table ``tbl``, or
+    for one of its columns.
+
+    Args:
+        plpy: PL/Python's module.
+        tbl: the table, as ``regclass`` text (resolved on the caller's search_path).
+        send_values: true opts the values in, false keeps them out of the index and prompts.
+        column_name: one column of ``tbl``, or None/empty for the whole table.
+
+    Returns:
+        ``{"schema", "table", "column", "send_values", "indexed"}``: the resolved names, the
+        column as passed, the flag, and whether the table is in the schema index now (so its
+        values need re-indexing).
+
+    Raises:
+        plpy.Error (through ``plpy.error``, the SQL error the caller sees): on a null
+        ``send_values`` or a column the table does not have.
+    """
+    if send_values is None:
+        plpy.error("nl2sql.set_value_policy: send_values must be true or false",
+                   hint="false keeps the values out of the index and prompts; true opts in")
+    r = plpy.execute(plpy.prepare(
+        "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass",
+        ["text"]), [tbl])[0]
+    col = column_name or ""
+    if col and col not in value_columns(plpy, r["s"], r["t"]):
+        plpy.error(f"nl2sql.set_value_policy: table {r['s']}.{r['t']} has no column {col!r}",
+                   hint="pass column_name => NULL for the whole table")
+    plpy.execute(plpy.prepare(
+        "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
+        "VALUES ($1, $2, $3, $4) ON CONFLICT (schema_name, table_name, column_name) "
+        "DO UPDATE SET send_values = EXCLUDED.send_values", ["name", "name", "name", "bool"]),
+        [r["s"], r["t"], col, send_values])
+    indexed = plpy.execute(plpy.prepare(
+        "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+        ["name", "name"]), [r["s"], r["t"]])
+    return {"schema": r["s"], "table": r["t"], "column": column_name,
+            "send_values": send_values, "indexed": bool(indexed)}
