@@ -315,6 +315,23 @@ def result_key(rows: list[tuple] | None, ordered: bool = False) -> tuple | None:
 # small reporting helpers
 # --------------------------------------------------------------------------------------------
 
+def setting_text(conn, key: str) -> str:
+    """The effective text of nl2sql setting ``key``: the row of ``nl2sql.setting`` a user set,
+    else the declared default (the table holds only the values users set)."""
+    from nl2sql.settings import lookup
+
+    row = conn.execute("SELECT value FROM nl2sql.setting WHERE key = %s", (key,)).fetchone()
+    return row[0] if row else lookup(key).default_text
+
+
+def setting_value(conn, key: str) -> Any:
+    """The effective value of nl2sql setting ``key``, typed as the declaration says (an int for
+    ``value_top_k``)."""
+    from nl2sql.settings import lookup
+
+    return lookup(key).parse(setting_text(conn, key))
+
+
 def pct(n: int, d: int) -> float:
     """Percentage with one decimal (0.0 when ``d`` is 0)."""
     return round(100.0 * n / d, 1) if d else 0.0

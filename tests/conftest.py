@@ -98,8 +98,8 @@ def db(demo_conn, llm):
     llm.clear()
     llm.set_default(None)
     demo_conn.execute("DELETE FROM nl2sql.model")
-    demo_conn.execute("UPDATE nl2sql.setting SET value = 'on' WHERE key = 'presql_votes'")
-    demo_conn.execute("UPDATE nl2sql.setting SET value = '5000' WHERE key = 'candidate_timeout_ms'")
+    demo_conn.execute("SELECT nl2sql.set_setting('presql_votes', 'on')")
+    demo_conn.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '5000')")
     yield demo_conn
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from conftest import add_models
 from nl2sql.loopback import Rule
-from nl2sql.settings import DEFAULTS
 
 GEN_KEYS = ["prompt_variants", "samples_per_model", "sample_temperature", "repair_rounds",
             "value_alignment", "align_min_trigram", "align_min_cosine", "confidence_threshold",
@@ -24,8 +23,8 @@ def gen(db):
     afterwards."""
     db.execute("SELECT nl2sql.set_setting('presql_votes', 'off')")
     yield db
-    for k in GEN_KEYS:
-        db.execute("UPDATE nl2sql.setting SET value = %s WHERE key = %s", (DEFAULTS[k], k))
+    # no row = the declared default (nl2sql.setting holds only what a user set)
+    db.execute("DELETE FROM nl2sql.setting WHERE key = ANY(%s)", (GEN_KEYS,))
 
 
 def setting(conn, key, value):
