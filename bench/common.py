@@ -315,6 +315,23 @@ def result_key(rows: list[tuple] | None, ordered: bool = False) -> tuple | None:
 # small reporting helpers
 # --------------------------------------------------------------------------------------------
 
+def setting_text(conn, key: str) -> str:
+    """The effective text of nl2sql setting ``key`` (view ``nl2sql.settings``: the value a user
+    set, else the declared default)."""
+    row = conn.execute("SELECT value FROM nl2sql.settings WHERE name = %s", (key,)).fetchone()
+    if row is None:
+        raise KeyError(f"no nl2sql setting {key!r}")
+    return row[0]
+
+
+def setting_value(conn, key: str) -> Any:
+    """The effective value of nl2sql setting ``key``, typed as the declaration says (an int for
+    ``value_top_k``)."""
+    from nl2sql.settings import lookup
+
+    return lookup(key).parse(setting_text(conn, key))
+
+
 def pct(n: int, d: int) -> float:
     """Percentage with one decimal (0.0 when ``d`` is 0)."""
     return round(100.0 * n / d, 1) if d else 0.0

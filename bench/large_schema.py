@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{counts['values']}, fks {counts['fks']}", flush=True)
     conn.execute(f"SET search_path TO {SCHEMA}, public")
     n_tables = conn.execute("SELECT count(*) FROM nl2sql.schema_table").fetchone()[0]
-    budget = int(conn.execute("SELECT value FROM nl2sql.settings WHERE name = 'prompt_token_budget'").fetchone()[0])
+    budget = C.setting_value(conn, "prompt_token_budget")
     conn.execute("SELECT nl2sql.retrieve('warm up')")
 
     hits, tokens, ms, schema_ms, kept, full = [], [], [], [], [], []

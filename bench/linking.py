@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as C  # noqa: E402
 
 from nl2sql.linking import presql_links  # noqa: E402
+from nl2sql.settings import SETTINGS  # noqa: E402
 from nl2sql.types import Column, Schema, Table  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data"
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     conn.execute("SET search_path TO " + ", ".join(f'"{s}"' for s in schemas) + ", public")
     t0 = time.perf_counter()
     conn.execute("SELECT nl2sql.reindex()")
-    settings = dict(conn.execute("SELECT name, value FROM nl2sql.settings WHERE name LIKE 'link%%' "
-                                 "OR name LIKE 'value%%'").fetchall())
+    settings = {s.name: C.setting_text(conn, s.name) for s in SETTINGS
+                if s.name.startswith(("link", "value"))}
     log(f"{args.db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model}; dump "
         f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}")
     schema = schema_of(conn, schemas)

@@ -313,10 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
             for k, v in CONFIGS[cfg].items():
                 conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
-            shown = {k: v for k, v in conn.execute("SELECT name, value FROM nl2sql.settings").fetchall()
-                     if k in ("presql_votes", "confidence_threshold", "value_alignment",
-                              "repair_rounds", "tie_break", "selection", "prompt_variants",
-                              "samples_per_model", "hardness_voters")}
+            shown = {k: C.setting_text(conn, k)
+                     for k in ("presql_votes", "confidence_threshold", "value_alignment",
+                               "repair_rounds", "tie_break", "selection", "prompt_variants",
+                               "samples_per_model", "hardness_voters")}
             log(f"--- configuration {cfg}: {json.dumps(shown)}")
             # warm-up: one call not counted (imports, HTTP clients); the embedding model is
             # already loaded in this backend by reindex().

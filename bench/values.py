@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in overrides:
             conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
             log(f"{db}: setting {k} = {v}")
-        top_k = int(conn.execute("SELECT value FROM nl2sql.settings WHERE name = 'value_top_k'").fetchone()[0])
+        top_k = C.setting_value(conn, "value_top_k")
         lits = {q["id"]: string_literals(q["gold"]) for q in qs}
         cells = cell_values_among(conn, {v for ls in lits.values() for v in ls})
         indexed = {r[0] for r in conn.execute(

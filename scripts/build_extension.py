@@ -94,15 +94,13 @@ def idempotent_files() -> list[Path]:
 
 
 def settings_values() -> str:
-    """The settings declaration as the rows of a SQL VALUES list (name, type, default, meaning)."""
+    """The settings declaration as a SQL VALUES list: (name, type, default, meaning) rows."""
     sys.path.insert(0, str(ROOT / "py_udf"))
     try:
         from nl2sql import settings
     finally:
         sys.path.pop(0)
-    if hasattr(settings, "sql_values"):
-        return settings.sql_values()
-    return ",\n    ".join(f"('{k}', 'text', '{v}', '')" for k, v in settings.DEFAULTS.items())
+    return settings.sql_values()
 
 
 def check_tag(text: str, tag: str) -> None:

@@ -6,6 +6,7 @@ Every model answer here is scripted (tests/conftest.py), not a model's.
 """
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from conftest import add_models
@@ -37,6 +38,34 @@ def explain(conn, q=Q):
 
 def cand(trace, source):
     return next(c for c in trace["candidates"] if c["source"] == source)
+
+
+# --- settings: only what a user set is stored ---------------------------------------------------
+
+@pytest.fixture
+def no_setting_rows(db):
+    """nl2sql.setting emptied (every setting at its declared default); the rows are put back
+    afterwards."""
+    rows = db.execute("SELECT key, value FROM nl2sql.setting").fetchall()
+    db.execute("DELETE FROM nl2sql.setting")
+    yield db
+    db.execute("DELETE FROM nl2sql.setting")
+    for k, v in rows:
+        db.execute("INSERT INTO nl2sql.setting (key, value) VALUES (%s, %s)", (k, v))
+
+
+def test_pipeline_runs_on_declared_defaults_without_setting_rows(no_setting_rows, llm):
+    conn = no_setting_rows
+    add_models(conn, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = explain(conn)
+    assert trace["sql"] is not None and trace.get("error") is None
+    assert len(trace["examples"]) == 9                          # k_examples default
+    assert [c["source"] for c in trace["candidates"]] == ["finsql:m1"]  # presql_votes off
+    assert conn.execute("SELECT nl2sql.set_setting('k_examples', ' 4 ')").fetchone()[0] == "4"
+    assert conn.execute("SELECT key, value FROM nl2sql.setting").fetchall() == [("k_examples", "4")]
+    with pytest.raises(psycopg.Error, match="did you mean k_examples"):
+        conn.execute("SELECT nl2sql.set_setting('k_example', '4')")
 
 
 # --- repair ----------------------------------------------------------------------------------
@@ -200,8 +229,6 @@ def test_multiple_choice_with_an_unknown_selection_model_says_how_to_fix(gen, ll
     add_models(gen, llm, ["a", "b"])
     llm.add_rule(Rule(model="b", response="SELECT count(*) FROM concert"))
     llm.set_default("SELECT count(*) FROM singer")
-    import psycopg
-
     with pytest.raises(psycopg.Error, match="selection_model"):
         explain(gen)
 

@@ -32,7 +32,7 @@ def settings(db):
         if old is None:
             db.execute("DELETE FROM nl2sql.setting WHERE key = %s", (key,))
         else:
-            db.execute("UPDATE nl2sql.setting SET value = %s WHERE key = %s", (old, key))
+            db.execute("SELECT nl2sql.set_setting(%s, %s)", (key, old))
 
 
 def test_trigram_retrieval_finds_a_misspelt_value_and_masks_it(db):

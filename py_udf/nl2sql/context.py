@@ -24,6 +24,7 @@ from .masking import mask_question
 from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
     merge_matches, vector_phrases
 from .example_selection import Selection, dail_select, presql_skeleton
+from .settings import Settings
 from .types import Example, Schema
 
 
@@ -76,9 +77,9 @@ def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Examp
     return exs, {r["id"]: r["sql_skeleton"] or "" for r in rows}
 
 
-def _n_candidates(st: dict[str, str]) -> int:
+def _n_candidates(st: Settings) -> int:
     """How many example candidates to fetch: enough for the prompt and for DAIL selection."""
-    return max(int(st["k_examples"]), int(st["dail_candidates"]))
+    return max(st.k_examples, st.dail_candidates)
 
 
 def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float) -> str:
@@ -92,7 +93,7 @@ def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float
 
 
 def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
-                     st: dict[str, str]) -> Context:
+                     st: Settings) -> Context:
     """Exact and trigram value matches, masked question and example candidates for
     ``question``: what the PreSQL prompt needs. Embedding (vector) value matches are
     ``add_vector_values`` and question/column similarity is ``add_columns``; the pipeline runs
@@ -107,14 +108,14 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
     when the embedding model is missing."""
     timings = {"values_ms": 0.0, "embed_ms": 0.0, "examples_ms": 0.0}
     t = time.perf_counter()
-    trgm_min, vector_min = float(st["value_trgm_min"]), float(st["value_vector_min"])
+    trgm_min, vector_min = st.value_trgm_min, st.value_vector_min
     phrases = candidate_phrases(question, evidence)
     found = match_values(plpy, phrases, fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [],
                          trgm_min=trgm_min)
     vec_idx = vector_phrases(phrases, found, schema_words(schema),
-                             int(st["value_vector_phrases"])) if vector_min <= 1 else []
-    values = merge_matches(found, int(st["value_top_k"]))
-    masked = _masked(question, schema, values, float(st["link_value_min"]))
+                             st.value_vector_phrases) if vector_min <= 1 else []
+    values = merge_matches(found, st.value_top_k)
+    masked = _masked(question, schema, values, st.link_value_min)
     timings["values_ms"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     m_vec = embed([masked])[0]
@@ -129,7 +130,7 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
                    pending_vectors=pending, vectors_done=not vec_idx)
 
 
-def add_vector_values(plpy, ctx: Context, schema: Schema, st: dict[str, str]) -> float:
+def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float:
     """Embedding (vector) value matches for the phrases retrieve_context chose (OpenSearch-SQL
     §3.4 vector value retrieval: paraphrases such as "USA" for 'United States'): the phrases'
     embeddings (started in the background) are looked up in the value index, the matches are
@@ -144,10 +145,10 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: dict[str, str]) ->
     p_vecs = ctx.pending_vectors.result() if ctx.pending_vectors is not None else \
         embed([ctx.phrases[i].text for i in ctx.vector_phrases])
     found = ctx.found + match_values(
-        plpy, ctx.phrases, exact=False, vector_min=float(st["value_vector_min"]),
+        plpy, ctx.phrases, exact=False, vector_min=st.value_vector_min,
         vectors={i: to_pgvector(v) for i, v in zip(ctx.vector_phrases, p_vecs)})
-    ctx.values = merge_matches(found, int(st["value_top_k"]))
-    masked = _masked(ctx.question, schema, ctx.values, float(st["link_value_min"]))
+    ctx.values = merge_matches(found, st.value_top_k)
+    masked = _masked(ctx.question, schema, ctx.values, st.link_value_min)
     if masked != ctx.masked_question:
         ctx.masked_question, ctx.remasked = masked, True
         ctx.candidates, ctx.skeletons = retrieve_examples(
@@ -171,7 +172,7 @@ def add_columns(plpy, ctx: Context, schema: Schema) -> float:
     return round((time.perf_counter() - t) * 1000, 3)
 
 
-def presql_prompt(plpy, ctx: Context, schema: Schema, st: dict[str, str]
+def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
                   ) -> tuple[str, Schema, dict]:
     """The PreSQL prompt: the whole schema, or — when that prompt would exceed the setting
     ``prompt_token_budget`` (estimated tokens, see linking.estimate_tokens) — a schema pruned
@@ -179,9 +180,9 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: dict[str, str]
     values first (those that would link, see linking.linking_values). Pruning needs the
     question/column similarity: ``add_columns`` is then run here (its time added to
     ``ctx.timings["columns_ms"]``). Returns (prompt, schema used, pruning info)."""
-    n_values = int(st["sample_values"])
-    examples = ctx.candidates[:int(st["k_examples"])]
-    vmin = float(st["link_value_min"])
+    n_values = st.sample_values
+    examples = ctx.candidates[:st.k_examples]
+    vmin = st.link_value_min
 
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
@@ -197,35 +198,35 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: dict[str, str]
         ctx.timings["columns_ms"] = ctx.timings.get("columns_ms", 0.0) + add_columns(plpy, ctx, schema)
         return ctx.scores or {}
 
-    used, info = prune_schema(schema, scores, int(st["prompt_token_budget"]), render, keep)
+    used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep)
     prompt = render(used)
     info["tokens"] = estimate_tokens(prompt)
     return prompt, used, info
 
 
-def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: dict[str, str]
+def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Settings
                    ) -> tuple[Linked, Selection]:
     """Schema linking (linking.link_schema with the settings link_value_min and
     link_column_min) and DAIL selection (settings k_examples, dail_tau) after PreSQL.
     Needs ``add_columns`` run first (raises ValueError otherwise)."""
     if ctx.column_sims is None:
         raise ValueError("finsql_context: run add_columns(plpy, ctx, schema) first")
-    cmin = float(st["link_column_min"])
+    cmin = st.link_column_min
     similar = [c for c in ctx.column_sims if c[3] >= cmin]
-    linked = link_schema(schema, presql, ctx.values, similar, float(st["link_value_min"]))
+    linked = link_schema(schema, presql, ctx.values, similar, st.link_value_min)
     sel = dail_select(ctx.candidates, ctx.skeletons, presql_skeleton(presql),
-                      int(st["k_examples"]), float(st["dail_tau"]))
+                      st.k_examples, st.dail_tau)
     return linked, sel
 
 
 def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
-                  st: dict[str, str]) -> tuple[str, Schema]:
+                  st: Settings) -> tuple[str, Schema]:
     """The FinSQL prompt: the linked tables only (the whole schema when nothing linked), the
     matched values of those tables, the DAIL-selected examples."""
     fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
     tables = {t.name for t in fin_schema.tables}
     prompt = prompts.build_prompt(ctx.question, fin_schema, sel.examples,
-                                  int(st["sample_values"]), ctx.evidence,
+                                  st.sample_values, ctx.evidence,
                                   value_triples(schema, ctx.values, tables))
     return prompt, fin_schema
 
@@ -263,16 +264,16 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
     from .settings import get_settings
 
     st = get_settings(plpy)
-    q = validate_question(question, int(st["question_max_chars"]))
+    q = validate_question(question, st.question_max_chars)
     t0 = time.perf_counter()
     schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path),
-                                 int(st["sample_values"]))
+                                 st.sample_values)
     t_schema = (time.perf_counter() - t0) * 1000
     ctx = retrieve_context(plpy, q, evidence, schema, st)
     t = time.perf_counter()
     pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st)
     prompt_ms = (time.perf_counter() - t) * 1000 - ctx.timings.get("columns_ms", 0.0)
-    examples = [e.__dict__ for e in ctx.candidates[:int(st["k_examples"])]]
+    examples = [e.__dict__ for e in ctx.candidates[:st.k_examples]]
     # what nl2sql() does while the PreSQL call is out
     ctx.timings["values_ms"] = round(ctx.timings["values_ms"]
                                      + add_vector_values(plpy, ctx, schema, st), 3)

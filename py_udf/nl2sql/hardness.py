@@ -20,17 +20,16 @@ vote are chosen per PreSQL hardness level.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from .errors import CandidateRefused, ConfigError
+from .errors import CandidateRefused
+from .settings import HARDNESS_LEVELS as LEVELS
+from .settings import parse_hardness_voters as parse_voters  # noqa: F401  (re-exported)
 from .sqlcheck import parse_shared
-
-LEVELS = ("easy", "medium", "hard", "extra")
 
 
 @dataclass
@@ -154,32 +153,6 @@ def hardness(sql: str, dialect: str = "postgres") -> str | None:
     if len(trees) != 1:
         return None
     return counts(trees[0]).level
-
-
-def parse_voters(value: str) -> dict[str, list[str]]:
-    """The ``hardness_voters`` setting: a JSON object mapping hardness levels to lists of model
-    names, e.g. ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty/``off`` = no routing.
-
-    Raises ConfigError (a ValueError) naming the bad key or value."""
-    v = (value or "").strip()
-    if not v or v.lower() == "off":
-        return {}
-    try:
-        obj = json.loads(v)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"not JSON ({e.msg}); expected e.g. "
-                          '{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}') from None
-    if not isinstance(obj, dict):
-        raise ConfigError("expected a JSON object mapping easy/medium/hard/extra to model names")
-    out: dict[str, list[str]] = {}
-    for k, names in obj.items():
-        if k not in LEVELS:
-            raise ConfigError(f"unknown hardness level {k!r}; levels are {', '.join(LEVELS)}")
-        if not isinstance(names, list) or not names or \
-                not all(isinstance(n, str) and n for n in names):
-            raise ConfigError(f"hardness level {k!r} must map to a non-empty list of model names")
-        out[k] = list(dict.fromkeys(names))
-    return out
 
 
 def route(level: str | None, voters: dict[str, list[str]], models: list[str]) -> tuple[list[str], str]:

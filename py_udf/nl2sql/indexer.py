@@ -17,7 +17,7 @@ import json
 
 from .embed import embed, to_pgvector
 from .examples import BUILTIN_SOURCE, builtin_pool
-from .settings import get_settings
+from .settings import Settings, get_settings
 from .value_policy import value_columns
 
 _STRING_TYPES = {"text", "character varying", "character", "varchar", "char", "citext", "name"}
@@ -27,7 +27,7 @@ def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
     """Tables (schema, table) to cover: ordinary/partitioned tables, views and materialized views
     of ``schemas`` (default: setting ``schemas``) that the current role may SELECT."""
     if not schemas:
-        schemas = [s.strip() for s in get_settings(plpy)["schemas"].split(",") if s.strip()]
+        schemas = list(get_settings(plpy).schemas)
     rows = plpy.execute(plpy.prepare(
         "SELECT n.nspname AS s, c.relname AS t FROM pg_catalog.pg_class c "
         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
@@ -74,12 +74,12 @@ def _catalog_of(plpy, schema: str, table: str) -> dict:
     }
 
 
-def _read_table(plpy, schema: str, table: str, st: dict[str, str]) -> dict:
+def _read_table(plpy, schema: str, table: str, st: Settings) -> dict:
     """Catalog entry plus the data-derived parts: row count, sample values per column, distinct
     string cell values per string column, and a fingerprint over all of it."""
-    n_samples = int(st["sample_values"])
-    per_col = int(st["values_per_column"])
-    max_chars = int(st["value_max_chars"])
+    n_samples = st.sample_values
+    per_col = st.values_per_column
+    max_chars = st.value_max_chars
     cat = _catalog_of(plpy, schema, table)
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
     cat["n_rows"] = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
@@ -173,7 +173,7 @@ def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -
     """Remove index rows of tables in the covered schemas that no longer exist (or are no longer
     covered). Returns how many tables were dropped from the index."""
     if not schemas:
-        schemas = [s.strip() for s in get_settings(plpy)["schemas"].split(",") if s.strip()]
+        schemas = list(get_settings(plpy).schemas)
     keep_names = [f"{s}.{t}" for s, t in keep]
     res = plpy.execute(plpy.prepare(
         "DELETE FROM nl2sql.schema_table WHERE schema_name = ANY($2) "

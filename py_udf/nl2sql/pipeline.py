@@ -28,12 +28,12 @@ from . import catalog, context, prompts, safety
 from .alignment import ValueIndex
 from .cleaning import clean
 from .generation import Evaluator, candidates_from, finsql_calls
-from .hardness import hardness, parse_voters, route
+from .hardness import hardness, route
 from .llm import call_models, call_models_during
 from .repair import repair_loop
 from .rewriting import needs_rewrite, rewrite_relative_time
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
-from .settings import ConfigError, get_models, get_settings
+from .settings import ConfigError, Settings, get_models, get_settings
 from .types import Candidate, LLMReply, ModelConfig
 
 
@@ -81,21 +81,21 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         return time.perf_counter()
 
     st = get_settings(plpy)
-    q = validate_question(question, int(st["question_max_chars"]))
+    q = validate_question(question, st.question_max_chars)
     models = get_models(plpy, st)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
                              "models": [m.name for m in models]}
     t = time.perf_counter()
     q_prompt = rewrite_question(plpy, q, st, trace)  # ReBoost query rewriting (relative time)
     path = catalog.parse_search_path(plpy, search_path)
-    schema = catalog.load_schema(plpy, path, int(st["sample_values"]))
+    schema = catalog.load_schema(plpy, path, st.sample_values)
     trace["values_withheld"] = safety.withheld_value_columns(schema)
     t = lap("schema_ms", t)
 
     ctx = context.retrieve_context(plpy, q_prompt, evidence, schema, st)
-    k = int(st["k_examples"])
-    variants = int(st["prompt_variants"])
-    n_values = int(st["sample_values"])
+    k = st.k_examples
+    variants = st.prompt_variants
+    n_values = st.sample_values
     trace["examples"] = [e.__dict__ for e in ctx.candidates[:k]]
     t = lap("retrieval_ms", t)
 
@@ -140,7 +140,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
     # PET-SQL fine-grained voting: PreSQL's hardness picks the FinSQL writers/voters.
     level = hardness(presql) if presql else None
-    voters, why = route(level, parse_voters(st["hardness_voters"]), [m.name for m in models])
+    voters, why = route(level, st.hardness_voters, [m.name for m in models])
     fin_models = [m for m in models if m.name in voters]
     trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
 
@@ -149,8 +149,8 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     chosen = {e.id for e in selection.examples}
     pool = list(selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k]
     calls = finsql_calls(fin_models, q_prompt, fin_schema, pool, k, n_values, evidence,
-                         variants=variants, samples=int(st["samples_per_model"]),
-                         sample_temperature=float(st["sample_temperature"]),
+                         variants=variants, samples=st.samples_per_model,
+                         sample_temperature=st.sample_temperature,
                          values=context.value_triples(schema, ctx.values,
                                                       {tb.name for tb in fin_schema.tables}))
     # The PreSQL as a candidate: checked, aligned and executed while the FinSQL calls are out.
@@ -161,11 +161,11 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     if pre_reply.error or not pre_reply.text:
         pc.status, pc.reason = "refused", f"no answer: {pre_reply.error or 'empty'}"
     index = None
-    if st["value_alignment"] == "on":
-        index = ValueIndex(plpy, int(st["values_per_column"]), int(st["value_max_chars"]),
-                           float(st["align_min_trigram"]), float(st["align_min_cosine"]))
+    if st.value_alignment:
+        index = ValueIndex(plpy, st.values_per_column, st.value_max_chars,
+                           st.align_min_trigram, st.align_min_cosine)
     ev = Evaluator(plpy=plpy, schema=schema, search_path=search_path,
-                   timeout_ms=int(st["candidate_timeout_ms"]), max_rows=int(st["max_rows"]),
+                   timeout_ms=st.candidate_timeout_ms, max_rows=st.max_rows,
                    dialects={m.name: m.dialect for m in models}, values=index)
 
     def finsql_work() -> None:
@@ -213,14 +213,14 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
                 cands.append(c)
         else:
             cands.extend(early[i])
-    if st["presql_votes"] == "on":
+    if st.presql_votes:
         cands.append(pc)
     t = lap("execute_ms", t)
     timings.update({k: round(v, 3) for k, v in ev.ms.items()})
 
     # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
     rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
-                      [v.to_json() for v in ctx.values], int(st["repair_rounds"]), on_wait,
+                      [v.to_json() for v in ctx.values], st.repair_rounds, on_wait,
                       lambda: safety.statement_remaining_s(plpy))
     waits["repair"] = rep["llm_wait_ms"]
     trace["repair"] = rep
@@ -228,11 +228,11 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     timings["repair_ms"] = round(timings["repair_ms"] - rep["llm_wait_ms"], 3)
 
     # Selection (MCS-SQL): filter, confidence threshold, majority; optional multiple choice.
-    v = select(cands, float(st["confidence_threshold"]), st["tie_break"],
+    v = select(cands, st.confidence_threshold, st.tie_break,
                [m.name for m in models])
     mc_replies: list[LLMReply] = []
-    if st["selection"] == "multiple_choice" and len(v.groups) > 1:
-        mc_model = pick_selection_model(models, st["selection_model"])
+    if st.selection == "multiple_choice" and len(v.groups) > 1:
+        mc_model = pick_selection_model(models, st.selection_model)
         rows = {c.result_hash: c.sample_rows for c in cands if c.status == "ok"}
         mc_prompt = multiple_choice_prompt(q_prompt, v.groups, prompts.render_schema(fin_schema, n_values),
                                            rows, evidence)
@@ -278,11 +278,11 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     return trace
 
 
-def rewrite_question(plpy, q: str, st: dict[str, str], trace: dict[str, Any]) -> str:
+def rewrite_question(plpy, q: str, st: Settings, trace: dict[str, Any]) -> str:
     """The question as the prompts show it: relative time made explicit from the database's
     ``now()`` when setting ``rewrite_time`` is on (ReBoost §3.1; see rewriting.py). Records
     ``trace["rewriting"]`` when something was rewritten."""
-    if st["rewrite_time"] != "on" or not needs_rewrite(q):
+    if not st.rewrite_time or not needs_rewrite(q):
         return q
     today = plpy.execute("SELECT (pg_catalog.now())::date::text AS d")[0]["d"]
     rw = rewrite_relative_time(q, date.fromisoformat(today))

@@ -1,128 +1,454 @@
-"""Settings (table ``nl2sql.setting``) and model configuration (table ``nl2sql.model``)."""
+"""Settings (table ``nl2sql.setting``) and model configuration (table ``nl2sql.model``).
+
+Every setting is declared once, in ``SETTINGS``: its name, type, default, bounds and meaning.
+From that declaration come the typed ``Settings`` object the pipeline reads
+(``get_settings(plpy).k_examples`` is an int), the validation of ``nl2sql.set_setting``, the
+README's settings table (``python -m nl2sql.settings --markdown``) and the ``VALUES`` list the
+build script turns into the ``nl2sql.settings`` view (``sql_values()``).
+
+The table ``nl2sql.setting`` holds only the values a user set; a setting without a row has its
+declared default.
+
+This module imports only the standard library and the package's light modules (errors, spi,
+types): the build script imports it to generate SQL.
+"""
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from . import spi
+from .errors import ConfigError
 from .types import ModelConfig
 
-DEFAULTS: dict[str, str] = {
-    "k_examples": "9",
-    "candidate_timeout_ms": "5000",
-    "max_rows": "10000",
-    "schemas": "public",
-    "sample_values": "3",
-    "presql_votes": "off",
-    "question_max_chars": "4000",
-    "values_per_column": "1000",
-    "value_max_chars": "200",
-    "llm_timeout_s": "60",
-    "llm_max_retries": "2",
-    "send_values": "on",
-    # generation and selection (issue 5; see README "Generation and selection")
-    "prompt_variants": "1",
-    "samples_per_model": "1",
-    "sample_temperature": "1.0",
-    "repair_rounds": "3",
-    "value_alignment": "on",
-    "align_min_trigram": "0.4",
-    "align_min_cosine": "0.8",
-    "confidence_threshold": "0.2",
-    "tie_break": "fastest",
-    "selection": "majority",
-    "selection_model": "",
-    "hardness_voters": "",
-    "rewrite_time": "on",
-    "value_top_k": "10",
-    "value_trgm_min": "0.5",
-    "value_vector_min": "0.8",
-    "value_vector_phrases": "8",
-    "link_value_min": "0.9",
-    "link_column_min": "0.6",
-    "dail_tau": "0.6",
-    "dail_candidates": "50",
-    "prompt_token_budget": "3000",
+__all__ = ["ConfigError", "HARDNESS_LEVELS", "SETTINGS", "Setting", "Settings", "TYPES",
+           "default_settings", "get_models", "get_settings", "lookup", "markdown_table",
+           "parse_hardness_voters", "settings_from_texts", "sql_values", "validate_setting"]
+
+# The kinds a setting can have; the Python type of its value in ``Settings``.
+TYPES: dict[str, type] = {
+    "int": int,
+    "float": float,
+    "bool": bool,    # text 'on'/'off' ('true'/'false' accepted on input)
+    "str": str,
+    "enum": str,     # one of ``choices``
+    "json": dict,    # hardness_voters: {level: [model names]}
+    "list": tuple,   # comma-separated names, e.g. schemas
 }
 
-# Settings that are similarities/thresholds in 0..1 (issue 3: retrieval and schema linking).
-UNIT_INTERVAL = {"value_trgm_min", "value_vector_min", "link_value_min", "link_column_min",
-                 "dail_tau"}
+HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
+
+_TRUE = {"on", "true"}
+_FALSE = {"off", "false"}
 
 
-from .errors import ConfigError  # noqa: E402  (re-exported)
+def parse_hardness_voters(value: str) -> dict[str, list[str]]:
+    """Parse the ``hardness_voters`` setting (PET-SQL fine-grained voting).
 
+    Args:
+        value: a JSON object mapping hardness levels to lists of model names, e.g.
+            ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty or ``off`` means no routing.
 
-def get_settings(plpy) -> dict[str, str]:
-    """All settings, defaults filled in for keys missing from ``nl2sql.setting``."""
-    out = dict(DEFAULTS)
-    for r in spi.query(plpy, "SELECT key, value FROM nl2sql.setting"):
-        out[r["key"]] = r["value"]
+    Returns:
+        ``{level: [model names]}`` (duplicates removed, order kept); ``{}`` for no routing.
+
+    Raises:
+        ConfigError: naming the bad key or value (not JSON, not an object, unknown level, a level
+            without a non-empty list of names).
+    """
+    v = (value or "").strip()
+    if not v or v.lower() == "off":
+        return {}
+    try:
+        obj = json.loads(v)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"not JSON ({e.msg}); expected e.g. "
+                         '{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}') from None
+    if not isinstance(obj, dict):
+        raise ConfigError("expected a JSON object mapping easy/medium/hard/extra to model names")
+    out: dict[str, list[str]] = {}
+    for k, names in obj.items():
+        if k not in HARDNESS_LEVELS:
+            raise ConfigError(f"unknown hardness level {k!r}; levels are {', '.join(HARDNESS_LEVELS)}")
+        if not isinstance(names, list) or not names or \
+                not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"hardness level {k!r} must map to a non-empty list of model names")
+        out[k] = list(dict.fromkeys(names))
     return out
 
 
-def _as_int(key: str, v: str, value: str) -> int:
-    """``v`` as an int; raises ConfigError naming the setting and the value given."""
-    try:
-        return int(v)
-    except ValueError:
-        raise ConfigError(f"setting {key!r} must be an integer, got {value!r}") from None
+def _num(x: float) -> str:
+    """A bound as text: 1 rather than 1.0."""
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name, kind (a key of ``TYPES``), typed default, meaning and bounds.
+
+    ``minimum``/``maximum`` bound int and float settings (inclusive, unless
+    ``minimum_exclusive``); ``choices`` lists the values of an enum setting.
+    """
+
+    name: str
+    type: str
+    default: Any
+    meaning: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    minimum_exclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.type not in TYPES:
+            raise ConfigError(f"setting {self.name!r}: unknown type {self.type!r}")
+        if (self.type == "enum") != bool(self.choices):
+            raise ConfigError(f"setting {self.name!r}: choices go with type enum only")
+
+    @property
+    def default_text(self) -> str:
+        """The default as the text ``nl2sql.setting`` stores (e.g. ``'9'``, ``'off'``, ``''``)."""
+        return self.format(self.default)
+
+    @property
+    def python_type(self) -> type:
+        """The Python type of this setting's value in ``Settings``."""
+        return TYPES[self.type]
+
+    def allowed(self) -> str:
+        """The values this setting accepts, in words (used in errors and the README table).
+
+        Returns:
+            e.g. ``'an integer from 0 to 3'``, ``'a number > 0'``, ``'on or off'``.
+        """
+        if self.type in ("int", "float"):
+            what = "an integer" if self.type == "int" else "a number"
+            lo, hi = self.minimum, self.maximum
+            if lo is not None and hi is not None:
+                return f"{what} from {_num(lo)} to {_num(hi)}"
+            if lo is not None:
+                return f"{what} {'>' if self.minimum_exclusive else '>='} {_num(lo)}"
+            if hi is not None:
+                return f"{what} <= {_num(hi)}"
+            return what
+        if self.type == "bool":
+            return "on or off"
+        if self.type == "enum":
+            return " or ".join(self.choices or ())
+        if self.type == "json":
+            return ("a JSON object mapping " + "/".join(HARDNESS_LEVELS)
+                    + " to lists of model names, or empty")
+        if self.type == "list":
+            return "comma-separated names, at least one"
+        return "any text"
+
+    def _bad(self, value: object) -> ConfigError:
+        """A ConfigError naming this setting, the bad value and what is allowed."""
+        return ConfigError(f"setting {self.name!r} must be {self.allowed()}, got {value!r}")
+
+    def _check_bounds(self, n: float, given: str) -> None:
+        """Raise ConfigError when ``n`` is outside this setting's bounds."""
+        lo, hi = self.minimum, self.maximum
+        if n != n or (lo is not None and (n <= lo if self.minimum_exclusive else n < lo)) \
+                or (hi is not None and n > hi):
+            raise self._bad(given)
+
+    def parse(self, text: str | None) -> Any:
+        """The typed value of ``text`` (surrounding whitespace ignored).
+
+        Args:
+            text: the setting's text, as ``nl2sql.set_setting`` receives it or the table
+                stores it.
+
+        Returns:
+            int, float, bool, str (str and enum settings; enums lower-cased), dict
+            (hardness_voters) or tuple of str (schemas).
+
+        Raises:
+            ConfigError: naming the setting, the bad value and the allowed values or range.
+        """
+        v = (text or "").strip()
+        if self.type == "int":
+            try:
+                n = int(v)
+            except ValueError:
+                raise self._bad(text) from None
+            self._check_bounds(n, v)
+            return n
+        if self.type == "float":
+            try:
+                f = float(v)
+            except ValueError:
+                raise self._bad(text) from None
+            self._check_bounds(f, v)
+            return f
+        if self.type == "bool":
+            if v.lower() in _TRUE:
+                return True
+            if v.lower() in _FALSE:
+                return False
+            raise self._bad(text)
+        if self.type == "enum":
+            if v.lower() not in (self.choices or ()):
+                raise self._bad(text)
+            return v.lower()
+        if self.type == "json":
+            try:
+                return parse_hardness_voters(v)
+            except ValueError as e:
+                raise ConfigError(f"setting {self.name!r}: {e} (got {text!r})") from None
+        if self.type == "list":
+            names = tuple(p.strip() for p in v.split(",") if p.strip())
+            if not names:
+                raise self._bad(text)
+            return names
+        return v
+
+    def format(self, value: Any) -> str:
+        """The text ``nl2sql.setting`` stores for a typed ``value`` (``parse``'s inverse).
+
+        Args:
+            value: a value of this setting's type.
+
+        Returns:
+            e.g. ``'9'``, ``'0.7'``, ``'on'``, ``'a,b'``, ``'{"easy": ["m"]}'`` (``''`` for no
+            hardness routing).
+        """
+        if self.type == "bool":
+            return "on" if value else "off"
+        if self.type == "json":
+            return json.dumps(value) if value else ""
+        if self.type == "list":
+            return ",".join(value)
+        return str(value)
+
+    def normalize(self, text: str | None) -> str:
+        """``text`` checked and in its stored form (``format(parse(text))``).
+
+        Args:
+            text: a value as a user gives it, e.g. ``' 2 '`` or ``'False'``.
+
+        Returns:
+            The normalized text, e.g. ``'2'`` or ``'off'``.
+
+        Raises:
+            ConfigError: as ``parse``.
+        """
+        return self.format(self.parse(text))
+
+
+def _unit(name: str, default: float, meaning: str) -> Setting:
+    """A similarity/threshold setting in 0..1."""
+    return Setting(name, "float", default, meaning, minimum=0, maximum=1)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("k_examples", "int", 9,
+            "examples retrieved by masked-question similarity (PET-SQL uses 9)", minimum=0),
+    Setting("candidate_timeout_ms", "int", 5000,
+            "wall-clock limit per candidate execution (ms)", minimum=1),
+    Setting("max_rows", "int", 10000, "rows fetched per candidate for voting", minimum=1),
+    Setting("schemas", "list", ("public",),
+            "comma-separated schemas `reindex()` covers by default"),
+    Setting("sample_values", "int", 3, "cell values per column shown in the prompt", minimum=0),
+    Setting("presql_votes", "bool", False,
+            "the PreSQL is a candidate too (it then counts twice for the first model; no gain "
+            "in the replay, see \"Generation and selection\")"),
+    Setting("question_max_chars", "int", 4000, "longer questions are refused", minimum=1),
+    Setting("values_per_column", "int", 1000,
+            "distinct string values indexed per column (most frequent first)", minimum=0),
+    Setting("value_max_chars", "int", 200, "longer strings are not indexed", minimum=0),
+    # 60, not 60.0: the stored default text stays '60' (parsed as the float 60.0)
+    Setting("llm_timeout_s", "float", 60,
+            "model call timeout (seconds) when the model has no `timeout_s`",
+            minimum=0, minimum_exclusive=True),
+    Setting("llm_max_retries", "int", 2,
+            "retries (exponential backoff, Retry-After honoured) on HTTP 408/409/429/5xx and "
+            "connection errors, by the openai client", minimum=0, maximum=10),
+    Setting("send_values", "bool", True,
+            "`off`: no cell value (sample values, indexed values) reaches any prompt"),
+    # generation and selection (README "Generation and selection")
+    Setting("prompt_variants", "int", 1,
+            "FinSQL prompts per model (MCS-SQL multiple prompts); see \"Generation and "
+            "selection\"", minimum=1, maximum=8),
+    Setting("samples_per_model", "int", 1,
+            "samples per prompt and model, one request with `n` (self-consistency)",
+            minimum=1, maximum=16),
+    Setting("sample_temperature", "float", 1.0,
+            "temperature of those samples for a model configured at temperature 0",
+            minimum=0, maximum=2),
+    Setting("repair_rounds", "int", 3, "repair rounds for failing or empty candidates (ReBoost)",
+            minimum=0, maximum=3),
+    Setting("value_alignment", "bool", True,
+            "string literals compared with a column are snapped to its indexed cell values"),
+    _unit("align_min_trigram", 0.4, "minimum pg_trgm similarity for value alignment"),
+    _unit("align_min_cosine", 0.8,
+          "minimum embedding cosine similarity for value alignment (tried after trigrams)"),
+    _unit("confidence_threshold", 0.2,
+          "result groups with a smaller share of the executed candidates are dropped (MCS-SQL)"),
+    Setting("tie_break", "enum", "fastest",
+            "equal-size groups: `fastest` execution (times within max(0.5 ms, 10 %) of the "
+            "fastest count as equal, and priority decides among those, so that the same "
+            "candidates always give the same answer), or `priority` (group holding the "
+            "highest-priority model)", choices=("fastest", "priority")),
+    Setting("selection", "enum", "majority",
+            "`majority`, or `multiple_choice` (a model picks among the remaining groups)",
+            choices=("majority", "multiple_choice")),
+    Setting("selection_model", "str", "",
+            "model for multiple-choice selection; empty = the PreSQL writer"),
+    Setting("hardness_voters", "json", {},
+            "PET-SQL fine-grained voting: JSON `{\"easy\": [models], \"medium\": …, \"hard\": …, "
+            "\"extra\": …}`; empty = every model votes"),
+    Setting("rewrite_time", "bool", True,
+            "relative time in the question (\"this month\", \"today\", \"currently\") made "
+            "explicit from the database's `now()`"),
+    # retrieval and schema linking (README "Retrieval and schema linking")
+    Setting("value_top_k", "int", 10,
+            "cell values retrieved per question (shown in the prompts, used for masking and "
+            "linking)", minimum=0),
+    _unit("value_trgm_min", 0.5,
+          "pg_trgm `similarity(value, phrase)` a value needs to match a question phrase"),
+    _unit("value_vector_min", 0.8,
+          "cosine similarity of value and phrase embeddings a value needs to match (1 turns "
+          "vector matching off)"),
+    Setting("value_vector_phrases", "int", 8,
+            "at most this many question phrases get an embedding lookup: those no value "
+            "matched exactly or by trigram, not made only of schema or stop words (0 turns it "
+            "off)", minimum=0),
+    _unit("link_value_min", 0.9,
+          "score a non-exact value match needs to link its column (exact matches always link)"),
+    _unit("link_column_min", 0.6,
+          "question/column embedding similarity that links a column and its table"),
+    _unit("dail_tau", 0.6,
+          "DAIL selection: Jaccard similarity of an example's SQL skeleton with PreSQL's that "
+          "keeps it"),
+    Setting("dail_candidates", "int", 50,
+            "examples (nearest by masked question) that DAIL selection re-ranks", minimum=0),
+    Setting("prompt_token_budget", "int", 3000,
+            "when the PreSQL prompt with the whole schema would exceed this many estimated "
+            "tokens, it gets a pruned schema", minimum=500),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+if len(BY_NAME) != len(SETTINGS):
+    raise ConfigError("nl2sql.settings: a setting is declared twice")
+
+# The typed settings: one attribute per declared setting, in declaration order.
+Settings = dataclasses.make_dataclass(
+    "Settings", [(s.name, s.python_type) for s in SETTINGS], frozen=True)
+Settings.__module__ = __name__
+Settings.__doc__ = ("Every setting's effective value, typed (built from ``SETTINGS``): the "
+                    "user's value from ``nl2sql.setting`` or the declared default.")
+
+
+def lookup(key: str) -> Setting:
+    """The declaration of setting ``key``.
+
+    Args:
+        key: a setting name, e.g. ``'k_examples'``.
+
+    Returns:
+        Its ``Setting``.
+
+    Raises:
+        ConfigError: for an unknown name, listing the close names (if any) and every setting.
+    """
+    s = BY_NAME.get(key)
+    if s is not None:
+        return s
+    close = difflib.get_close_matches(str(key), list(BY_NAME), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise ConfigError(f"unknown setting {key!r}{hint} (known settings: "
+                      f"{', '.join(sorted(BY_NAME))})")
+
+
+def settings_from_texts(texts: Mapping[str, str] | Iterable[tuple[str, str]]) -> Settings:
+    """The typed settings from stored texts; a setting without text has its default.
+
+    Args:
+        texts: ``{name: text}`` (or (name, text) pairs), e.g. the rows of ``nl2sql.setting``.
+            Names that are not declared settings are ignored.
+
+    Returns:
+        A ``Settings``.
+
+    Raises:
+        ConfigError: when a stored text does not parse, naming the setting and the value.
+    """
+    given = dict(texts.items() if isinstance(texts, Mapping) else texts)
+    values = {}
+    for s in SETTINGS:
+        text = given.get(s.name)
+        if text is None:
+            text = s.default_text
+        try:
+            values[s.name] = s.parse(text)
+        except ConfigError as e:
+            raise ConfigError(f"{e} (stored in nl2sql.setting; fix it with "
+                              f"SELECT nl2sql.set_setting('{s.name}', '...'))") from None
+    return Settings(**values)
+
+
+def default_settings() -> Settings:
+    """Every setting at its declared default.
+
+    Returns:
+        A ``Settings``.
+    """
+    return settings_from_texts({})
+
+
+def get_settings(plpy) -> Settings:
+    """The effective settings: the row of ``nl2sql.setting`` where a user set one, else the
+    declared default.
+
+    Args:
+        plpy: PL/Python's module.
+
+    Returns:
+        A ``Settings`` (typed attributes, e.g. ``st.k_examples`` is an int).
+
+    Raises:
+        ConfigError: when a stored value does not parse.
+    """
+    return settings_from_texts((r["key"], r["value"])
+                               for r in spi.query(plpy, "SELECT key, value FROM nl2sql.setting"))
 
 
 def validate_setting(key: str, value: str) -> str:
-    """Check one setting's value; returns it normalized. Raises ConfigError naming the key, the
-    allowed values and the current problem."""
-    if key not in DEFAULTS:
-        raise ConfigError(f"unknown setting {key!r}; known settings: {', '.join(sorted(DEFAULTS))}")
-    v = (value or "").strip()
-    if key in {"k_examples", "candidate_timeout_ms", "max_rows", "sample_values",
-               "question_max_chars", "values_per_column", "value_max_chars",
-               "value_vector_phrases"}:
-        n = _as_int(key, v, value)
-        if n < 0 or (key in {"candidate_timeout_ms", "max_rows", "question_max_chars"} and n < 1):
-            raise ConfigError(f"setting {key!r} must be positive, got {n}")
-        return str(n)
-    if key in UNIT_INTERVAL:
-        try:
-            f = float(v)
-        except ValueError:
-            raise ConfigError(f"setting {key!r} must be a number between 0 and 1, got {value!r}") from None
-        if not 0 <= f <= 1:
-            raise ConfigError(f"setting {key!r} must be between 0 and 1 (a similarity), got {f}")
-        return str(f)
-    if key in {"value_top_k", "dail_candidates", "prompt_token_budget"}:
-        n = _as_int(key, v, value)
-        if n < 0 or (key == "prompt_token_budget" and n < 500):
-            raise ConfigError(f"setting {key!r} must be >= {500 if key == 'prompt_token_budget' else 0}, got {n}")
-        return str(n)
-    if key == "llm_timeout_s":
-        try:
-            f = float(v)
-        except ValueError:
-            raise ConfigError(f"setting 'llm_timeout_s' must be a number of seconds, got {value!r}") from None
-        if f <= 0:
-            raise ConfigError("setting 'llm_timeout_s' must be > 0")
-        return str(f)
-    if key == "llm_max_retries":
-        n = _as_int(key, v, value)
-        if not 0 <= n <= 10:
-            raise ConfigError(f"setting 'llm_max_retries' must be between 0 and 10, got {n}")
-        return str(n)
-    if key == "send_values":
-        if v.lower() not in {"on", "off", "true", "false"}:
-            raise ConfigError("setting 'send_values' must be on or off")
-        return "on" if v.lower() in {"on", "true"} else "off"
-    if key in GENERATION_KEYS:
-        return validate_generation_setting(key, v)
-    if key == "presql_votes":
-        if v.lower() not in {"on", "off", "true", "false"}:
-            raise ConfigError("setting 'presql_votes' must be on or off")
-        return "on" if v.lower() in {"on", "true"} else "off"
-    if key == "schemas" and not v:
-        raise ConfigError("setting 'schemas' must name at least one schema (comma-separated)")
-    return v
+    """Check one setting's value for ``nl2sql.set_setting``.
+
+    Args:
+        key: the setting's name.
+        value: the text given.
+
+    Returns:
+        The value in its stored form (e.g. ``' 2 '`` → ``'2'``, ``'False'`` → ``'off'``).
+
+    Raises:
+        ConfigError: for an unknown key (listing close names) or a value that does not parse
+            or is out of range (naming the key, the value and what is allowed).
+    """
+    return lookup(key).normalize(value)
 
 
-def get_models(plpy, st: dict[str, str] | None = None) -> list[ModelConfig]:
-    """Enabled models in position order (``st``: the settings, read when not given). Raises
-    ConfigError when none is configured, saying how to add one with ``nl2sql.add_model``."""
+def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
+    """Enabled models in position order.
+
+    Args:
+        plpy: PL/Python's module.
+        st: the settings (read when not given).
+
+    Returns:
+        One ``ModelConfig`` per enabled model.
+
+    Raises:
+        ConfigError: when none is configured, saying how to add one with ``nl2sql.add_model``.
+    """
     st = st or get_settings(plpy)
     rows = spi.query(
         plpy, "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect "
@@ -135,75 +461,69 @@ def get_models(plpy, st: dict[str, str] | None = None) -> list[ModelConfig]:
             "the key is read from that environment variable of the PostgreSQL server")
     return [ModelConfig(name=r["name"], model=r["model"], base_url=r["base_url"],
                         api_key_env=r["api_key_env"], temperature=float(r["temperature"]),
-                        timeout_s=float(r["timeout_s"] or st["llm_timeout_s"]),
+                        timeout_s=float(r["timeout_s"] or st.llm_timeout_s),
                         max_tokens=int(r["max_tokens"]),
-                        max_retries=int(st["llm_max_retries"]),
+                        max_retries=st.llm_max_retries,
                         dialect=r["dialect"] or "postgres")
             for r in rows]
 
 
-GENERATION_KEYS = {"prompt_variants", "samples_per_model", "sample_temperature", "repair_rounds",
-                   "value_alignment", "align_min_trigram", "align_min_cosine",
-                   "confidence_threshold", "tie_break", "selection", "selection_model",
-                   "hardness_voters", "rewrite_time"}
+def _md(text: str) -> str:
+    """``text`` safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
-def validate_generation_setting(key: str, v: str) -> str:
-    """Validate one generation/selection setting (issue 5); returns it normalized. Raises
-    ConfigError naming the key, the allowed values and what was given."""
-    def integer(lo: int, hi: int) -> str:
-        try:
-            n = int(v)
-        except ValueError:
-            raise ConfigError(f"setting {key!r} must be an integer from {lo} to {hi}, got {v!r}") from None
-        if not lo <= n <= hi:
-            raise ConfigError(f"setting {key!r} must be from {lo} to {hi}, got {n}")
-        return str(n)
+def markdown_table() -> str:
+    """The README's settings table, generated from ``SETTINGS``.
 
-    def number(lo: float, hi: float) -> str:
-        try:
-            f = float(v)
-        except ValueError:
-            raise ConfigError(f"setting {key!r} must be a number from {lo:g} to {hi:g}, got {v!r}") from None
-        if not lo <= f <= hi:
-            raise ConfigError(f"setting {key!r} must be from {lo:g} to {hi:g}, got {f:g}")
-        return str(f)
+    Returns:
+        Markdown text (header, separator, one row per setting; ends with a newline).
+    """
+    lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        default = s.default_text or "(empty)"
+        lines.append(f"| `{s.name}` | {_md(default)} | {_md(s.allowed())} | {_md(s.meaning)} |")
+    return "\n".join(lines) + "\n"
 
-    def onoff() -> str:
-        if v.lower() not in {"on", "off", "true", "false"}:
-            raise ConfigError(f"setting {key!r} must be on or off, got {v!r}")
-        return "on" if v.lower() in {"on", "true"} else "off"
 
-    if key == "prompt_variants":
-        return integer(1, 8)
-    if key == "samples_per_model":
-        return integer(1, 16)
-    if key == "sample_temperature":
-        return number(0.0, 2.0)
-    if key == "repair_rounds":
-        return integer(0, 3)
-    if key in {"value_alignment", "rewrite_time"}:
-        return onoff()
-    if key in {"align_min_trigram", "align_min_cosine", "confidence_threshold"}:
-        return number(0.0, 1.0)
-    if key == "tie_break":
-        if v.lower() not in {"fastest", "priority"}:
-            raise ConfigError(f"setting 'tie_break' must be fastest or priority, got {v!r}")
-        return v.lower()
-    if key == "selection":
-        if v.lower() not in {"majority", "multiple_choice"}:
-            raise ConfigError(f"setting 'selection' must be majority or multiple_choice, got {v!r}")
-        return v.lower()
-    if key == "selection_model":
-        return v  # a model name, or empty for the PreSQL writer; checked when used
-    if key == "hardness_voters":
-        from .hardness import parse_voters
+def _sql_literal(text: str) -> str:
+    """A PostgreSQL string literal for ``text`` (single quotes doubled; standard strings)."""
+    if "\x00" in text:
+        raise ConfigError("PostgreSQL text cannot hold NUL")
+    return "'" + text.replace("'", "''") + "'"
 
-        try:
-            parsed = parse_voters(v)
-        except ValueError as e:
-            raise ConfigError(f"setting 'hardness_voters': {e}") from None
-        import json
 
-        return json.dumps(parsed) if parsed else ""
-    raise ConfigError(f"unknown setting {key!r}")
+def sql_values() -> str:
+    """The settings as a SQL ``VALUES`` list of (name, type, default_text, meaning) rows, for
+    the build script's ``nl2sql.settings`` view.
+
+    Returns:
+        Text such as ``VALUES\\n    ('k_examples', 'int', '9', 'examples …'),\\n    …``: every
+        literal a PostgreSQL standard string literal with single quotes doubled (no trailing
+        semicolon).
+    """
+    rows = [f"    ({_sql_literal(s.name)}, {_sql_literal(s.type)}, "
+            f"{_sql_literal(s.default_text)}, {_sql_literal(s.meaning)})" for s in SETTINGS]
+    return "VALUES\n" + ",\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m nl2sql.settings --markdown | --sql``: print the README table or the SQL
+    ``VALUES`` list.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m nl2sql.settings",
+                                 description="print the settings declaration")
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--markdown", action="store_true", help="README's settings table")
+    g.add_argument("--sql", action="store_true", help="SQL VALUES list of the settings")
+    args = ap.parse_args(argv)
+    print(markdown_table() if args.markdown else sql_values(), end="" if args.markdown else "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -79,7 +79,7 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
 
     sql = nl2sql(plpy, question, search_path, evidence)
     st = get_settings(plpy)
-    return fetch_rows(plpy, sql, search_path, int(st["candidate_timeout_ms"]), int(st["max_rows"]))
+    return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows)
 
 
 @entry_point

@@ -5,7 +5,7 @@
 CREATE OR REPLACE VIEW nl2sql.settings AS
     SELECT d.name, COALESCE(s.value, d.default_value) AS value, d.default_value, d.type,
            s.key IS NOT NULL AS changed, d.meaning
-    FROM (VALUES
+    FROM (
     @SETTINGS_VALUES@
     ) AS d(name, type, default_value, meaning)
     LEFT JOIN nl2sql.setting s ON s.key = d.name;
