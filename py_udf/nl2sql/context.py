@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import prompts, spi
+from . import catalog, prompts, spi
 from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
     linking_values, prune_schema, schema_words, table_scores
@@ -24,6 +24,8 @@ from .masking import mask_question
 from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
     merge_matches, vector_phrases
 from .example_selection import Selection, dail_select, presql_skeleton
+from .question import validate_question
+from .settings import get_settings
 from .types import Example, Schema
 
 
@@ -258,10 +260,6 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
     and, when ``presql`` is given (a PreSQL from
     elsewhere), the schema linking, DAIL selection and FinSQL prompt it leads to. Timings in ms.
     Raises RuntimeError when nothing is indexed."""
-    from . import catalog
-    from .pipeline import validate_question
-    from .settings import get_settings
-
     st = get_settings(plpy)
     q = validate_question(question, int(st["question_max_chars"]))
     t0 = time.perf_counter()

@@ -9,6 +9,7 @@ question/SQL pairs without their schemas.
 from __future__ import annotations
 
 from .loopback_marker import QUESTION_MARKER
+from .spi import quote_literal
 from .types import Example, Schema, Table
 
 SYSTEM_MESSAGE = (
@@ -26,8 +27,7 @@ def _quote_value(v: str, data_type: str) -> str:
     }
     if numeric:
         return v
-    v = v if len(v) <= 60 else v[:57] + "..."
-    return "'" + v.replace("'", "''") + "'"
+    return quote_literal(v if len(v) <= 60 else v[:57] + "...")
 
 
 def render_table(table: Table, n_values: int = 3) -> str:

@@ -136,13 +136,13 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     policy a table with row-level security is not value-indexed (its rows would be read with the
     indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._value_rule``
     (here through ``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies."""
-    rows = plpy.execute(plpy.prepare(
-        "SELECT a.attname::text AS col, "
+    rows = spi.query(
+        plpy, "SELECT a.attname::text AS col, "
         "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
         "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
         "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
         "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",
-        ["name", "name"]), [schema, table])
+        [schema, table], ["name", "name"])
     return {r["col"]: bool(r["ok"]) for r in rows}
 
 
@@ -163,22 +163,22 @@ def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None)
     if send_values is None:
         plpy.error("nl2sql.set_value_policy: send_values must be true or false",
                    hint="false keeps the values out of the index and prompts; true opts in")
-    r = plpy.execute(plpy.prepare(
-        "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
+    r = spi.query(
+        plpy, "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass",
-        ["text"]), [tbl])[0]
+        [tbl], ["text"])[0]
     col = column_name or ""
     if col and col not in value_columns(plpy, r["s"], r["t"]):
         plpy.error(f"nl2sql.set_value_policy: table {r['s']}.{r['t']} has no column {col!r}",
                    hint="pass column_name => NULL for the whole table")
-    plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
+    spi.query(
+        plpy, "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
         "VALUES ($1, $2, $3, $4) ON CONFLICT (schema_name, table_name, column_name) "
-        "DO UPDATE SET send_values = EXCLUDED.send_values", ["name", "name", "name", "bool"]),
-        [r["s"], r["t"], col, send_values])
-    indexed = plpy.execute(plpy.prepare(
-        "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
-        ["name", "name"]), [r["s"], r["t"]])
+        "DO UPDATE SET send_values = EXCLUDED.send_values", [r["s"], r["t"], col, send_values],
+        ["name", "name", "name", "bool"])
+    indexed = spi.query(
+        plpy, "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+        [r["s"], r["t"]], ["name", "name"])
     if indexed:
         index_table(plpy, r["s"], r["t"], force=True)
     return json.dumps({"table": f"{r['s']}.{r['t']}", "column": column_name,
@@ -190,12 +190,12 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
     so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
     Returns how many relations were recorded."""
     targets = sorted(set(relation_targets(tree, schema)))
-    plpy.execute(plpy.prepare("DELETE FROM nl2sql.example_relation WHERE example_id = $1",
-                              ["int8"]), [example_id])
-    ins = plpy.prepare("INSERT INTO nl2sql.example_relation (example_id, schema_name, table_name) "
-                       "VALUES ($1, $2, $3)", ["int8", "name", "name"])
+    spi.query(plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id],
+              ["int8"])
+    ins = spi.plan(plpy, "INSERT INTO nl2sql.example_relation (example_id, schema_name, "
+                         "table_name) VALUES ($1, $2, $3)", ["int8", "name", "name"])
     for s, t in targets:
-        plpy.execute(ins, [example_id, s, t])
+        spi.execute(plpy, ins, [example_id, s, t])
     return len(targets)
 
 

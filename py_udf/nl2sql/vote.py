@@ -13,7 +13,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from .types import Candidate, Vote
+from .types import Candidate, Status, Vote
 
 
 def normalize_value(v: Any) -> Any:
@@ -58,7 +58,7 @@ def vote(candidates: list[Candidate]) -> Vote:
     other status (refused, error, timeout) do not vote. Returns Vote with ``sql`` None when no
     candidate executed.
     """
-    ok = [c for c in candidates if c.status == "ok" and c.result_hash is not None]
+    ok = [c for c in candidates if c.status == Status.OK and c.result_hash is not None]
     if not ok:
         return Vote(sql=None, winner_hash=None, confidence=0.0, groups=[],
                     reason="no candidate executed successfully")
