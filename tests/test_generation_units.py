@@ -9,7 +9,8 @@ import pytest
 
 from nl2sql.cleaning import clean
 from nl2sql.generation import candidates_from, finsql_calls, variant_inputs
-from nl2sql.hardness import hardness, parse_voters, route
+from nl2sql.hardness import hardness, route
+from nl2sql.settings import parse_hardness_voters as parse_voters
 from nl2sql.repair import feedback, repair_prompt
 from nl2sql.rewriting import needs_rewrite, rewrite_relative_time
 from nl2sql.selection import apply_choice, multiple_choice_prompt, parse_choice, select

@@ -17,15 +17,11 @@ PKG_DIR = Path(__file__).resolve().parent.parent / "py_udf" / "nl2sql"
 PKG = "nl2sql"
 FORBIDDEN_TOP_LEVEL = {"nl2sql_indexer", "tests", "bench", "conftest"}
 
-# A cycle another branch is removing (pipeline.py/context.py are not this branch's files). The
-# lead empties this set when that branch is merged; nothing else may be added to it.
-KNOWN_CYCLES_BEING_FIXED: set[frozenset[str]] = {frozenset({"context", "pipeline"})}
-
 # ``raise`` of a class that is not from errors.py, allowed with the reason: (module, class).
 RAISES_OUTSIDE_ERRORS = {
     ("embed", "SystemExit"): "the command line's exit status (python -m nl2sql.embed)",
     ("context", "ValueError"): "a caller's programming error (stages called out of order), "
-                               "not a user-facing condition; context.py is another branch's",
+                               "not a user-facing condition",
 }
 
 
@@ -173,17 +169,9 @@ def test_import_walker_sees_every_form():
 def test_no_import_cycles():
     graph = _graph()
     assert len(graph) > 20, f"too few modules found under {PKG_DIR}"
-    cycles = [c for c in _cycles(graph) if frozenset(c) not in KNOWN_CYCLES_BEING_FIXED]
+    cycles = _cycles(graph)
     assert not cycles, "import cycles in py_udf/nl2sql (lazy imports count): " + "; ".join(
         _path(graph, c) for c in cycles)
-
-
-@pytest.mark.parametrize("known", sorted(KNOWN_CYCLES_BEING_FIXED, key=sorted))
-def test_known_cycles_are_still_real(known):
-    """An entry of KNOWN_CYCLES_BEING_FIXED that is no longer a cycle must be removed."""
-    if sorted(known) not in _cycles(_graph()):
-        pytest.fail(f"{sorted(known)} is no longer an import cycle: remove it from "
-                    "KNOWN_CYCLES_BEING_FIXED")
 
 
 def test_server_package_imports_no_tooling():

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import prompts, spi
+from . import catalog, prompts, spi
 from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
     linking_values, prune_schema, schema_words, table_scores
@@ -24,7 +24,9 @@ from .masking import mask_question
 from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
     merge_matches, vector_phrases
 from .example_selection import Selection, dail_select, presql_skeleton
-from .settings import Settings
+from .question import validate_question
+from .settings import Settings, get_settings
+from .timing import StageTimer
 from .types import Example, Schema
 
 
@@ -106,26 +108,23 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
     value_vector_min, value_vector_phrases, link_value_min, k_examples, dail_candidates.
     Timings (ms): ``values_ms``, ``embed_ms``, ``examples_ms``. Raises embed.EmbeddingError
     when the embedding model is missing."""
-    timings = {"values_ms": 0.0, "embed_ms": 0.0, "examples_ms": 0.0}
-    t = time.perf_counter()
+    timer = StageTimer()
     trgm_min, vector_min = st.value_trgm_min, st.value_vector_min
-    phrases = candidate_phrases(question, evidence)
-    found = match_values(plpy, phrases, fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [],
-                         trgm_min=trgm_min)
-    vec_idx = vector_phrases(phrases, found, schema_words(schema),
-                             st.value_vector_phrases) if vector_min <= 1 else []
-    values = merge_matches(found, st.value_top_k)
-    masked = _masked(question, schema, values, st.link_value_min)
-    timings["values_ms"] = (time.perf_counter() - t) * 1000
-    t = time.perf_counter()
-    m_vec = embed([masked])[0]
-    timings["embed_ms"] = (time.perf_counter() - t) * 1000
-    t = time.perf_counter()
-    cands, skels = retrieve_examples(plpy, m_vec, _n_candidates(st))
-    timings["examples_ms"] = (time.perf_counter() - t) * 1000
+    with timer.stage("values_ms"):
+        phrases = candidate_phrases(question, evidence)
+        found = match_values(plpy, phrases, trgm_min=trgm_min,
+                             fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [])
+        vec_idx = vector_phrases(phrases, found, schema_words(schema),
+                                 st.value_vector_phrases) if vector_min <= 1 else []
+        values = merge_matches(found, st.value_top_k)
+        masked = _masked(question, schema, values, st.link_value_min)
+    with timer.stage("embed_ms"):
+        m_vec = embed([masked])[0]
+    with timer.stage("examples_ms"):
+        cands, skels = retrieve_examples(plpy, m_vec, _n_candidates(st))
     pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(question, evidence, values, masked, cands, skels,
-                   {k: round(v, 3) for k, v in timings.items()},
+                   {k: round(v, 3) for k, v in timer.timings.items()},
                    phrases=phrases, found=found, vector_phrases=vec_idx,
                    pending_vectors=pending, vectors_done=not vec_idx)
 
@@ -259,20 +258,17 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
     and, when ``presql`` is given (a PreSQL from
     elsewhere), the schema linking, DAIL selection and FinSQL prompt it leads to. Timings in ms.
     Raises RuntimeError when nothing is indexed."""
-    from . import catalog
-    from .pipeline import validate_question
-    from .settings import get_settings
-
     st = get_settings(plpy)
     q = validate_question(question, st.question_max_chars)
-    t0 = time.perf_counter()
-    schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path),
-                                 st.sample_values)
-    t_schema = (time.perf_counter() - t0) * 1000
+    timer = StageTimer()
+    with timer.stage("schema_ms"):
+        schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path),
+                                     st.sample_values)
     ctx = retrieve_context(plpy, q, evidence, schema, st)
-    t = time.perf_counter()
-    pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st)
-    prompt_ms = (time.perf_counter() - t) * 1000 - ctx.timings.get("columns_ms", 0.0)
+    with timer.stage("prompt_ms"):
+        pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st)
+        timer.exclude(ctx.timings.get("columns_ms", 0.0))
+    prompt_ms = timer.timings["prompt_ms"]
     examples = [e.__dict__ for e in ctx.candidates[:st.k_examples]]
     # what nl2sql() does while the PreSQL call is out
     ctx.timings["values_ms"] = round(ctx.timings["values_ms"]
@@ -286,7 +282,7 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
         linked, sel = finsql_context(ctx, schema, presql, st)
         out.update(linking_trace(linked, sel))
         out["finsql_prompt"] = finsql_prompt(ctx, schema, linked, sel, st)[0]
-    out["timings"] = {"schema_ms": round(t_schema, 3), **ctx.timings,
+    out["timings"] = {"schema_ms": round(timer.timings["schema_ms"], 3), **ctx.timings,
                       "prompt_ms": round(prompt_ms, 3),
                       "retrieval_ms": round(sum(ctx.timings.values()) + prompt_ms, 3)}
     return out

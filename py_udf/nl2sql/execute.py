@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from . import spi
-from .types import Candidate
+from .types import Candidate, Status
 from .vote import result_signature, row_from_json
 
 
@@ -96,20 +96,23 @@ def _is_cancel(e: Exception) -> bool:
     return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
 
 
+_RUN_SQL = "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r"
+_RUN_TYPES = ("text", "text", "int4")
+
+
 def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
                    max_rows: int) -> tuple[list[str], float, bool]:
     """Run ``sql`` through ``nl2sql._run_candidate`` in a subtransaction that is always rolled
     back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, elapsed ms,
     whether the watchdog fired). Raises plpy.SPIError when the query fails or is cancelled."""
-    plan = spi.plan(plpy, "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r",
-                    ["text", "text", "int4"])
     rows: list[str] = []
     dog = Watchdog(os.getpid(), timeout_ms)
     t0 = time.perf_counter()
     failed = False
     try:
         with plpy.subtransaction():
-            rows = [r["r"] for r in plpy.execute(plan, [sql, search_path, max_rows])]
+            rows = [r["r"] for r in spi.query(plpy, _RUN_SQL, [sql, search_path, max_rows],
+                                                  _RUN_TYPES)]
             raise _Rollback()
     except _Rollback:
         pass
@@ -123,7 +126,7 @@ def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
             # the signal may still be pending: let it land on a throwaway statement
             try:
                 with plpy.subtransaction():
-                    plpy.execute("SELECT 1")
+                    spi.cancel_point(plpy)
             except plpy.SPIError:
                 pass
     return rows, elapsed, fired
@@ -146,10 +149,10 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
         cand.exec_ms = round(elapsed, 3)
         if _is_cancel(err):
             if elapsed >= timeout_ms * 0.9:
-                cand.status, cand.reason = "timeout", f"cancelled after {timeout_ms} ms time limit"
+                cand.status, cand.reason = Status.TIMEOUT, f"cancelled after {timeout_ms} ms time limit"
                 return cand
             raise  # the user's own cancel
-        cand.status = "error"
+        cand.status = Status.ERROR
         cand.reason = str(err).splitlines()[0][:500]
         return cand
     cand.exec_ms = round(elapsed, 3)
@@ -158,7 +161,7 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
     cand.row_count = len(parsed)
     cand.sample_rows = [r[:300] for r in rows[:3]]  # shown to a multiple-choice selector
     cand.result_hash = result_signature(parsed, ordered=ordered)
-    cand.status = "ok"
+    cand.status = Status.OK
     return cand
 
 

@@ -27,7 +27,7 @@ from .errors import CandidateRefused
 from .execute import run_candidate
 from .safety import check_candidate_in_db
 from .sqlcheck import referenced_tables, to_sql
-from .types import Candidate, Example, LLMReply, ModelConfig, Schema
+from .types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
 
 
 @dataclass
@@ -93,7 +93,7 @@ def candidates_from(calls: list[GenCall], replies: list[LLMReply]) -> list[Candi
             c = Candidate(source=f"finsql:{rep.model}{suffix}", model=rep.model, raw_text=text,
                           prompt=call.prompt)
             if rep.error or not text:
-                c.status, c.reason = "refused", f"no answer: {rep.error or 'empty'}"
+                c.status, c.reason = Status.REFUSED, f"no answer: {rep.error or 'empty'}"
             out.append(c)
     return out
 
@@ -126,7 +126,7 @@ class Evaluator:
         if self.ms is None:
             self.reset_ms()
         if not text:
-            c.status, c.reason = "refused", "no answer: empty"
+            c.status, c.reason = Status.REFUSED, "no answer: empty"
             return False
         t0 = time.perf_counter()
         dialect = self.dialects.get(c.model, "postgres")
@@ -137,7 +137,7 @@ class Evaluator:
             for f, v in hit.items():
                 setattr(c, f, list(v) if isinstance(v, list) else v)
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
-            return c.status != "refused"
+            return c.status != Status.REFUSED
         ok = self._prepare(c, text, dialect, t0)
         self._prep[(dialect, text)] = {f: getattr(c, f) for f in
                                        ("status", "reason", "sql", "cleaning", "alignments", "tables")}
@@ -149,7 +149,7 @@ class Evaluator:
         try:
             tree = check_candidate_in_db(self.plpy, cl.sql, self.schema)
         except CandidateRefused as e:
-            c.status, c.reason, c.sql = "refused", str(e), cl.sql or None
+            c.status, c.reason, c.sql = Status.REFUSED, str(e), cl.sql or None
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
             return False
         t1 = time.perf_counter()
@@ -163,7 +163,7 @@ class Evaluator:
 
     def run(self, c: Candidate, text: str | None) -> Candidate:
         """prepare, then execute read-only under the time limit (status ok/error/timeout)."""
-        c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = "pending", None, None, None, None
+        c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = Status.PENDING, None, None, None, None
         c.sample_rows = []
         if self.prepare(c, text):
             t0 = time.perf_counter()

@@ -27,8 +27,6 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from .errors import CandidateRefused
-from .settings import HARDNESS_LEVELS as LEVELS
-from .settings import parse_hardness_voters as parse_voters  # noqa: F401  (re-exported)
 from .sqlcheck import parse_shared
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from . import spi
 from .embed import embed, to_pgvector
 from .examples import BUILTIN_SOURCE, builtin_pool
 from .settings import Settings, get_settings
@@ -28,30 +29,30 @@ def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
     of ``schemas`` (default: setting ``schemas``) that the current role may SELECT."""
     if not schemas:
         schemas = list(get_settings(plpy).schemas)
-    rows = plpy.execute(plpy.prepare(
-        "SELECT n.nspname AS s, c.relname AS t FROM pg_catalog.pg_class c "
+    rows = spi.query(
+        plpy, "SELECT n.nspname AS s, c.relname AS t FROM pg_catalog.pg_class c "
         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = ANY($1) AND c.relkind IN ('r','p','v','m') "
         "AND NOT c.relispartition AND n.nspname <> 'nl2sql' "
         "AND pg_catalog.has_table_privilege(c.oid, 'SELECT') "
         "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.objid = c.oid "
         "  AND d.deptype = 'e') "
-        "ORDER BY 1, 2", ["text[]"]), [schemas])
+        "ORDER BY 1, 2", [schemas], ["text[]"])
     return [(r["s"], r["t"]) for r in rows]
 
 
 def _catalog_of(plpy, schema: str, table: str) -> dict:
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
-    cols = plpy.execute(plpy.prepare(
-        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, "
+    cols = spi.query(
+        plpy, "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, "
         "pg_catalog.col_description(a.attrelid, a.attnum) AS comment, a.attnum AS ord, "
         "COALESCE(a.attnum = ANY(i.indkey), false) AS pk "
         "FROM pg_catalog.pg_attribute a "
         "LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
         "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attnum", ["text"]), [rel])
-    fks = plpy.execute(plpy.prepare(
-        "SELECT con.conname AS name, "
+        "ORDER BY a.attnum", [rel], ["text"])
+    fks = spi.query(
+        plpy, "SELECT con.conname AS name, "
         "ARRAY(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY k(n, o) "
         "      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n "
         "      ORDER BY k.o)::name[] AS cols, "
@@ -63,9 +64,9 @@ def _catalog_of(plpy, schema: str, table: str) -> dict:
         "JOIN pg_catalog.pg_class rc ON rc.oid = con.confrelid "
         "JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace "
         "WHERE con.conrelid = $1::regclass AND con.contype = 'f' ORDER BY con.conname",
-        ["text"]), [rel])
-    comment = plpy.execute(plpy.prepare(
-        "SELECT pg_catalog.obj_description($1::regclass, 'pg_class') AS c", ["text"]), [rel])[0]["c"]
+        [rel], ["text"])
+    comment = spi.query(plpy, "SELECT pg_catalog.obj_description($1::regclass, 'pg_class') AS c",
+                        [rel], ["text"])[0]["c"]
     return {
         "columns": [dict(c) for c in cols],
         "fks": [{"name": f["name"], "cols": list(f["cols"]), "ref_schema": f["ref_schema"],
@@ -82,21 +83,21 @@ def _read_table(plpy, schema: str, table: str, st: Settings) -> dict:
     max_chars = st.value_max_chars
     cat = _catalog_of(plpy, schema, table)
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
-    cat["n_rows"] = plpy.execute(f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+    cat["n_rows"] = spi.run(plpy, f"SELECT count(*) AS n FROM {rel}")[0]["n"]
     allowed = value_columns(plpy, schema, table)  # RLS tables and opted-out columns: no values
     for c in cat["columns"]:
         col = plpy.quote_ident(c["name"])
         if not allowed.get(c["name"], False):
             c["samples"], c["values"] = [], []
             continue
-        c["samples"] = [r["v"] for r in plpy.execute(
-            f"SELECT {col}::text AS v FROM (SELECT {col} FROM {rel} WHERE {col} IS NOT NULL "
+        c["samples"] = [r["v"] for r in spi.run(
+            plpy, f"SELECT {col}::text AS v FROM (SELECT {col} FROM {rel} WHERE {col} IS NOT NULL "
             f"LIMIT 10000) s GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {n_samples}")] \
             if n_samples > 0 else []
         c["values"] = []
         if c["type"].split("(")[0].strip() in _STRING_TYPES and per_col > 0:
-            c["values"] = [r["v"] for r in plpy.execute(
-                f"SELECT {col}::text AS v FROM {rel} WHERE {col} IS NOT NULL "
+            c["values"] = [r["v"] for r in spi.run(
+                plpy, f"SELECT {col}::text AS v FROM {rel} WHERE {col} IS NOT NULL "
                 f"AND length({col}::text) BETWEEN 1 AND {max_chars} "
                 f"GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {per_col}")]
     shape = json.dumps(cat, sort_keys=True, default=str)
@@ -115,38 +116,38 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
     embedded (the expensive part)."""
     st = get_settings(plpy)
     cat = _read_table(plpy, schema, table, st)
-    old = plpy.execute(plpy.prepare(
-        "SELECT fingerprint FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
-        ["name", "name"]), [schema, table])
+    old = spi.query(
+        plpy, "SELECT fingerprint FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+        [schema, table], ["name", "name"])
     if old and old[0]["fingerprint"] == cat["fingerprint"] and not force:
         return {"table": f"{schema}.{table}", "skipped": True}
     # keep existing value embeddings: only new values get embedded
-    known = {(r["column_name"], r["value"]): r["e"] for r in plpy.execute(plpy.prepare(
-        "SELECT column_name, value, embedding::text AS e FROM nl2sql.cell_value "
-        "WHERE schema_name = $1 AND table_name = $2", ["name", "name"]), [schema, table])}
-    plpy.execute(plpy.prepare(
-        "DELETE FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
-        ["name", "name"]), [schema, table])
-    plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, fingerprint) "
-        "VALUES ($1, $2, $3, $4, $5)", ["name", "name", "text", "int8", "text"]),
-        [schema, table, cat["comment"], cat["n_rows"], cat["fingerprint"]])
+    known = {(r["column_name"], r["value"]): r["e"] for r in spi.query(
+        plpy, "SELECT column_name, value, embedding::text AS e FROM nl2sql.cell_value "
+        "WHERE schema_name = $1 AND table_name = $2", [schema, table], ["name", "name"])}
+    spi.query(plpy, "DELETE FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+              [schema, table], ["name", "name"])
+    spi.query(plpy,
+              "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, "
+              "fingerprint) VALUES ($1, $2, $3, $4, $5)",
+              [schema, table, cat["comment"], cat["n_rows"], cat["fingerprint"]],
+              ["name", "name", "text", "int8", "text"])
 
     col_texts = [f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
                  for c in cat["columns"]]
     col_vecs = embed(col_texts, cache=False)
-    ins_col = plpy.prepare(
-        "INSERT INTO nl2sql.schema_column (schema_name, table_name, column_name, ordinal, "
+    ins_col = spi.plan(
+        plpy, "INSERT INTO nl2sql.schema_column (schema_name, table_name, column_name, ordinal, "
         "data_type, is_primary_key, comment, sample_values, embedding) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::vector)",
         ["name", "name", "name", "int4", "text", "bool", "text", "text[]", "text"])
-    ins_val = plpy.prepare(
-        "INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, embedding) "
+    ins_val = spi.plan(
+        plpy, "INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, embedding) "
         "SELECT $1, $2, $3, v, e::vector FROM unnest($4::text[], $5::text[]) AS u(v, e) "
         "ON CONFLICT DO NOTHING", ["name", "name", "name", "text[]", "text[]"])
     n_values = n_embedded = 0
     for c, vec in zip(cat["columns"], col_vecs):
-        plpy.execute(ins_col, [schema, table, c["name"], c["ord"], c["type"], c["pk"],
+        spi.execute(plpy, ins_col, [schema, table, c["name"], c["ord"], c["type"], c["pk"],
                                c["comment"], c["samples"], to_pgvector(vec)])
         vals = c["values"]
         if not vals:
@@ -154,15 +155,15 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
         new = [v for v in vals if (c["name"], v) not in known]
         fresh = dict(zip(new, (to_pgvector(e) for e in embed(new, cache=False)))) if new else {}
         vecs = [known.get((c["name"], v)) or fresh[v] for v in vals]
-        plpy.execute(ins_val, [schema, table, c["name"], vals, vecs])
+        spi.execute(plpy, ins_val, [schema, table, c["name"], vals, vecs])
         n_values += len(vals)
         n_embedded += len(new)
-    ins_fk = plpy.prepare(
-        "INSERT INTO nl2sql.schema_fk (schema_name, table_name, constraint_name, columns, "
+    ins_fk = spi.plan(
+        plpy, "INSERT INTO nl2sql.schema_fk (schema_name, table_name, constraint_name, columns, "
         "ref_schema, ref_table, ref_columns) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         ["name", "name", "name", "name[]", "name", "name", "name[]"])
     for f in cat["fks"]:
-        plpy.execute(ins_fk, [schema, table, f["name"], f["cols"], f["ref_schema"],
+        spi.execute(plpy, ins_fk, [schema, table, f["name"], f["cols"], f["ref_schema"],
                               f["ref_table"], f["ref_cols"]])
     return {"table": f"{schema}.{table}", "skipped": False, "columns": len(cat["columns"]),
             "values": n_values, "values_embedded": n_embedded, "fks": len(cat["fks"]),
@@ -175,22 +176,22 @@ def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -
     if not schemas:
         schemas = list(get_settings(plpy).schemas)
     keep_names = [f"{s}.{t}" for s, t in keep]
-    res = plpy.execute(plpy.prepare(
-        "DELETE FROM nl2sql.schema_table WHERE schema_name = ANY($2) "
+    res = spi.query(
+        plpy, "DELETE FROM nl2sql.schema_table WHERE schema_name = ANY($2) "
         "AND NOT (schema_name || '.' || table_name = ANY($1)) RETURNING 1",
-        ["text[]", "text[]"]), [keep_names, schemas])
+        [keep_names, schemas], ["text[]", "text[]"])
     return len(res)
 
 
 def load_builtin_examples(plpy) -> int:
     """Insert the built-in pool (source 'builtin') if missing. Returns rows inserted."""
-    ins = plpy.prepare(
-        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, schema, "
-        "source) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT DO NOTHING RETURNING id",
+    ins = spi.plan(
+        plpy, "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
+        "schema, source) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT DO NOTHING RETURNING id",
         ["text", "text", "text", "text", "text", "text", "text"])
     n = 0
     for e in builtin_pool():
-        n += len(plpy.execute(ins, [e.db_id, e.question, e.sql, e.masked_question,
+        n += len(spi.execute(plpy, ins, [e.db_id, e.question, e.sql, e.masked_question,
                                     e.sql_skeleton, json.dumps(e.schema), BUILTIN_SOURCE]))
     return n
 
@@ -199,14 +200,13 @@ def index_examples(plpy) -> dict:
     """Load the built-in pool if needed and embed every example without an embedding.
     Returns ``{"examples_added", "examples_embedded", "examples_total"}``."""
     added = load_builtin_examples(plpy)
-    rows = plpy.execute("SELECT id, masked_question FROM nl2sql.example WHERE embedding IS NULL")
+    rows = spi.query(plpy, "SELECT id, masked_question FROM nl2sql.example WHERE embedding IS NULL")
     if rows:
         vecs = embed([r["masked_question"] for r in rows], cache=False)
-        upd = plpy.prepare(
-            "UPDATE nl2sql.example SET embedding = e::vector FROM unnest($1::int8[], $2::text[]) "
-            "AS u(i, e) WHERE id = u.i", ["int8[]", "text[]"])
-        plpy.execute(upd, [[r["id"] for r in rows], [to_pgvector(v) for v in vecs]])
-    total = plpy.execute("SELECT count(*) AS n FROM nl2sql.example")[0]["n"]
+        spi.query(plpy, "UPDATE nl2sql.example SET embedding = e::vector "
+                  "FROM unnest($1::int8[], $2::text[]) AS u(i, e) WHERE id = u.i",
+                  [[r["id"] for r in rows], [to_pgvector(v) for v in vecs]], ["int8[]", "text[]"])
+    total = spi.query(plpy, "SELECT count(*) AS n FROM nl2sql.example")[0]["n"]
     return {"examples_added": added, "examples_embedded": len(rows), "examples_total": total}
 
 
@@ -243,12 +243,12 @@ def tidy_indexes(plpy) -> dict:
     pages = None
     try:
         with plpy.subtransaction():
-            pages = plpy.execute("SELECT pg_catalog.gin_clean_pending_list("
-                                 "'nl2sql.cell_value_trgm'::regclass) AS n")[0]["n"]
+            pages = spi.query(plpy, "SELECT pg_catalog.gin_clean_pending_list("
+                                    "'nl2sql.cell_value_trgm'::regclass) AS n")[0]["n"]
     except plpy.SPIError:
         pass
     for t in INDEX_TABLES:
-        plpy.execute(f"ANALYZE nl2sql.{t}")
+        spi.run(plpy, f"ANALYZE nl2sql.{t}")
     return {"trigram_pending_pages": pages, "tables_analyzed": len(INDEX_TABLES)}
 
 

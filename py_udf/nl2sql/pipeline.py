@@ -1,61 +1,133 @@
 """One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
 
-question → rewrite relative time (ReBoost) → exact/trigram value retrieval, mask & embed,
-top-k examples (masked-question cosine) (context.py) → PreSQL (first model,
-reference-enhanced prompt over the indexed schema, pruned to the token budget when too large)
-→ schema linking (PreSQL ∪ matched values ∪ similar columns ∪ FK bridges) and DAIL example
-selection → PreSQL hardness routes the voters (PET-SQL fine-grained voting) → FinSQL (models ×
-prompt variants × samples, concurrently, linked tables only) → clean → check → align values →
-execute (read-only, time-limited) → repair failing/empty candidates (≤ 3 rounds) → selection
-(MCS-SQL: filter, confidence threshold, majority with ties to the fastest, optional multiple
-choice) → log.
+``answer()`` runs the stages below one after another, as DESIGN.md's diagram draws them; each
+is a function of its own taking and returning dataclasses, and each is timed by ``answer()``
+under its key of the trace's ``timings`` (timing.StageTimer):
 
-Work that needs no reply of a model round runs while the round's models are out (vector value
-retrieval and question/column similarity during PreSQL; the PreSQL candidate, and each FinSQL
-answer as it arrives, during FinSQL), so the in-database time a caller waits for beyond the
-models shrinks; the trace's ``overlapped_ms`` shows what was hidden that way.
+=====================  =====================================================  =================
+stage                  what it does                                           timing key
+=====================  =====================================================  =================
+``question_stage``     validate the question, rewrite relative time           ``schema_ms``
+                       (ReBoost), load the schema the role may see
+``retrieve_stage``     exact/trigram value matches, mask & embed, top-k       ``retrieval_ms``
+                       examples by masked-question similarity (context.py)
+``presql_prompt_stage`` reference-enhanced prompt, schema pruned to the       ``prompt_ms``
+                       token budget when too large
+``presql_stage``       the first model writes the PreSQL; vector value        ``presql_round_ms``
+                       matches and question/column similarity run meanwhile
+``linking_stage``      clean the PreSQL; schema linking (PreSQL ∪ values ∪    ``finsql_prompt_ms``
+                       similar columns ∪ FK bridges); DAIL re-selection;
+                       PreSQL hardness routes the voters
+``finsql_plan_stage``  FinSQL calls (models × prompt variants × samples),     ``finsql_prompt_ms``
+                       the PreSQL as a candidate, the evaluator
+``finsql_stage``       the FinSQL round; the PreSQL candidate and each early  ``finsql_round_ms``
+                       answer are cleaned → checked → aligned → executed
+                       while other models are still out
+``execute_stage``      the answers that came last: clean → check → align →    ``execute_ms``
+                       execute (read-only, time-limited)
+``repair_stage``       failing or empty candidates, ≤ 3 rounds                ``repair_ms``
+``vote_stage``         MCS-SQL selection: filter, confidence threshold,        ``vote_ms``
+                       majority with ties to the fastest, optional multiple
+                       choice by a model
+``trace_stage``        candidates, vote, tokens and error into the trace      ``trace_ms``
+=====================  =====================================================  =================
+
+The caller logs the trace (``log_trace``). Model waits are recorded per round in
+``llm_waits_ms`` and left out of every stage's figure; work done while a round's models are
+out is shown in ``overlapped_ms``; ``overhead_ms`` = total − model waits.
 
 Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4; MCS-SQL (Lee
 et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 """
 from __future__ import annotations
 
-import time
-from datetime import date
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from . import catalog, context, prompts, safety
+from . import catalog, context, prompts, safety, spi, value_policy
 from .alignment import ValueIndex
 from .cleaning import clean
-from .generation import Evaluator, candidates_from, finsql_calls
+from .context import Context
+from .errors import ConfigError
+from .example_selection import Selection
+from .generation import Evaluator, GenCall, candidates_from, finsql_calls
 from .hardness import hardness, route
+from .linking import Linked
 from .llm import call_models, call_models_during
+from .question import rewrite_question, validate_question
 from .repair import repair_loop
-from .rewriting import needs_rewrite, rewrite_relative_time
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
-from .settings import ConfigError, Settings, get_models, get_settings
-from .types import Candidate, LLMReply, ModelConfig
+from .settings import Settings, get_models, get_settings
+from .timing import StageTimer
+from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Vote
 
 
-from .errors import QuestionError  # noqa: E402  (re-exported)
+@dataclass
+class Run:
+    """What every stage of one call shares: the database, settings, models, trace and timer."""
+
+    plpy: Any
+    st: Settings
+    models: list[ModelConfig]
+    search_path: str
+    evidence: str | None
+    trace: dict[str, Any]
+    timer: StageTimer
+
+    def on_wait(self) -> None:
+        """Called between slices of a model wait: lets a pg_cancel_backend (Ctrl-C) land."""
+        spi.cancel_point(self.plpy)
+
+    def budget_s(self) -> float | None:
+        """Seconds left before the caller's statement_timeout (None: no limit)."""
+        return safety.statement_remaining_s(self.plpy)
 
 
-def validate_question(question: str | None, max_chars: int) -> str:
-    """The stripped question; raises QuestionError for null, empty/whitespace, NUL bytes or more
-    than ``max_chars`` characters, saying what to change."""
-    if question is None:
-        raise QuestionError("nl2sql: the question is NULL; pass a question as text")
-    q = question.strip()
-    if not q:
-        raise QuestionError("nl2sql: the question is empty; ask something about the data, "
-                            "e.g. SELECT nl2sql('How many singers do we have?')")
-    if "\x00" in q:
-        raise QuestionError("nl2sql: the question contains a NUL byte")
-    if len(q) > max_chars:
-        raise QuestionError(
-            f"nl2sql: the question is {len(q)} characters long, over the limit of {max_chars}; "
-            f"shorten it or raise it with SELECT nl2sql.set_setting('question_max_chars', '...')")
-    return q
+@dataclass
+class Asked:
+    """The question: as validated, as the prompts show it, and the schema the role may see."""
+
+    question: str
+    prompt_question: str
+    schema: Schema
+
+
+@dataclass
+class PreSQL:
+    """PreSQL's round: its prompt, the model's reply and the cleaned SQL (None: no answer)."""
+
+    prompt: str
+    reply: LLMReply
+    sql: str | None = None
+
+
+@dataclass
+class Linking:
+    """After PreSQL: linked schema, DAIL selection, and the routed FinSQL writers/voters."""
+
+    linked: Linked
+    selection: Selection
+    models: list[ModelConfig]
+    schema: Schema                # the linked tables (the whole schema when nothing linked)
+
+
+@dataclass
+class FinsqlPlan:
+    """The FinSQL round to run: its calls, the PreSQL as a candidate, and the evaluator."""
+
+    calls: list[GenCall]
+    presql: Candidate
+    evaluator: Evaluator
+    early: dict[int, list[Candidate]] = field(default_factory=dict)  # answers evaluated early
+
+
+@dataclass
+class Selected:
+    """The vote's outcome and the multiple-choice replies (none when not asked)."""
+
+    vote: Vote
+    replies: list[LLMReply] = field(default_factory=list)
 
 
 def _reply_json(r: LLMReply) -> dict[str, Any]:
@@ -65,236 +137,456 @@ def _reply_json(r: LLMReply) -> dict[str, Any]:
 
 
 def answer(plpy, question: str, search_path: str, evidence: str | None = None) -> dict[str, Any]:
-    """Run the pipeline for one question; returns the trace (a JSON-able dict) whose ``sql`` is
-    the chosen query (None with ``error`` set when no candidate executed).
+    """Run the pipeline for one question (PET-SQL §3, with DAIL-SQL selection, MCS-SQL
+    selection, ReBoost rewriting and repair): the stages of the module docstring, in order.
 
-    Raises QuestionError (bad question), settings.ConfigError (no model), RuntimeError (nothing
-    indexed). Model failures are recorded in the trace; when every model failed, ``error`` says
-    so. Timings in milliseconds: ``llm_wait_ms`` is time spent waiting on models,
-    ``overhead_ms`` = total − llm_wait (in-database work).
+    Args:
+        plpy: PL/Python's module.
+        question: the question as asked.
+        search_path: the caller's search_path (names resolve as the caller's would).
+        evidence: BIRD-style external knowledge, or None.
+
+    Returns:
+        The trace (a JSON-able dict) whose ``sql`` is the chosen query (None with ``error`` set
+        when no candidate executed). Timings in milliseconds: ``llm_wait_ms`` is time spent
+        waiting on models, ``overhead_ms`` = total − llm_wait (in-database work).
+
+    Raises:
+        QuestionError: a bad question. ConfigError: no model, or a bad setting.
+        RuntimeError: nothing indexed. Model failures are recorded in the trace; when every
+        model failed, ``error`` says so.
     """
-    t_start = time.perf_counter()
-    timings: dict[str, float] = {}
+    timer = StageTimer()
+    run = start(plpy, question, search_path, evidence, timer)
+    with timer.stage("schema_ms"):
+        asked = question_stage(run)
+    with timer.stage("retrieval_ms"):
+        ctx = retrieve_stage(run, asked)
+    with timer.stage("prompt_ms"):
+        pre_prompt = presql_prompt_stage(run, asked, ctx)
+    with timer.stage("presql_round_ms"):
+        pre = presql_stage(run, asked, ctx, pre_prompt)
+    with timer.stage("finsql_prompt_ms"):
+        link = linking_stage(run, asked, ctx, pre)
+        plan = finsql_plan_stage(run, asked, ctx, pre, link)
+    with timer.stage("finsql_round_ms"):
+        fin_replies = finsql_stage(run, plan, link)
+    with timer.stage("execute_ms"):
+        cands = execute_stage(run, plan, fin_replies)
+    with timer.stage("repair_ms"):
+        rep = repair_stage(run, ctx, pre, plan, cands)
+    with timer.stage("vote_ms"):
+        sel = vote_stage(run, asked, link, cands)
+    with timer.stage("trace_ms"):
+        trace_stage(run, pre, fin_replies, cands, rep, sel)
+    timer.finish(run.trace)
+    return run.trace
 
-    def lap(name: str, t0: float) -> float:
-        timings[name] = round((time.perf_counter() - t0) * 1000, 3)
-        return time.perf_counter()
 
+def start(plpy, question: str, search_path: str, evidence: str | None,
+          timer: StageTimer) -> Run:
+    """Settings, the question's validation and the enabled models, before any timed stage.
+
+    Args:
+        plpy, question, search_path, evidence: as ``answer``.
+        timer: the call's timer.
+
+    Returns:
+        The Run every stage shares, its trace holding question, evidence, search_path, models.
+
+    Raises:
+        QuestionError: a bad question (question.validate_question). ConfigError: no model.
+    """
     st = get_settings(plpy)
     q = validate_question(question, st.question_max_chars)
     models = get_models(plpy, st)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
                              "models": [m.name for m in models]}
-    t = time.perf_counter()
-    q_prompt = rewrite_question(plpy, q, st, trace)  # ReBoost query rewriting (relative time)
-    path = catalog.parse_search_path(plpy, search_path)
-    schema = catalog.load_schema(plpy, path, st.sample_values)
-    trace["values_withheld"] = safety.withheld_value_columns(schema)
-    t = lap("schema_ms", t)
+    return Run(plpy, st, models, search_path, evidence, trace, timer)
 
-    ctx = context.retrieve_context(plpy, q_prompt, evidence, schema, st)
-    k = st.k_examples
-    variants = st.prompt_variants
-    n_values = st.sample_values
-    trace["examples"] = [e.__dict__ for e in ctx.candidates[:k]]
-    t = lap("retrieval_ms", t)
 
-    # PreSQL: the first model, full (or budget-pruned) schema, reference-enhanced prompt.
-    pre_prompt, _pre_schema, pruning = context.presql_prompt(plpy, ctx, schema, st)
-    trace["pruning"] = pruning
-    timings.update(ctx.timings)
-    t = lap("prompt_ms", t)
-    timings["prompt_ms"] = round(timings["prompt_ms"] - ctx.timings.get("columns_ms", 0.0), 3)
-    waits: dict[str, float] = {}  # time waiting on models, per stage (ms)
-    overlapped: dict[str, float] = {}  # work done while models were out, per item (ms)
+def question_stage(run: Run) -> Asked:
+    """ReBoost §3.1 query rewriting (relative time made explicit) and the schema the role may
+    see (catalog.load_schema over the caller's search_path).
 
-    def on_wait() -> None:
-        plpy.execute("SELECT 1")  # lets a pg_cancel_backend (Ctrl-C) interrupt the wait
+    Args:
+        run: the call's shared state (``trace["question"]`` is the validated question).
 
-    def presql_work() -> None:
-        # vector value matches and question/column similarity are needed only after PreSQL
-        # (schema linking, DAIL selection, FinSQL, value alignment)
-        for key, ms in (("vector_values_ms", context.add_vector_values(plpy, ctx, schema, st)),
-                        ("columns_ms", context.add_columns(plpy, ctx, schema))):
-            if ms:
-                overlapped[key] = ms
+    Returns:
+        Asked: the question, its rewritten form and the schema. Sets ``trace["rewriting"]``
+        (when rewritten) and ``trace["values_withheld"]``.
 
-    tw = time.perf_counter()
-    rnd = call_models_during([(models[0], prompts.messages(pre_prompt))], presql_work, on_wait,
-                             safety.statement_remaining_s(plpy))
-    pre_reply = rnd.replies[0]
-    waits["presql"] = rnd.wait_ms
-    timings["presql_round_ms"] = round((time.perf_counter() - tw) * 1000 - rnd.wait_ms, 3)
-    trace.update(context.context_trace(ctx))
+    Raises:
+        RuntimeError: nothing the role may read is indexed.
+    """
+    q = run.trace["question"]
+    q_prompt = rewrite_question(run.plpy, q, run.st, run.trace)
+    path = catalog.parse_search_path(run.plpy, run.search_path)
+    schema = catalog.load_schema(run.plpy, path, run.st.sample_values)
+    run.trace["values_withheld"] = value_policy.withheld_value_columns(schema)
+    return Asked(q, q_prompt, schema)
+
+
+def retrieve_stage(run: Run, asked: Asked) -> Context:
+    """Exact and trigram value matches, the masked question, its embedding and the top-k
+    examples by masked-question similarity (PET-SQL §3.2; OpenSearch-SQL §3.4 values): what the
+    PreSQL prompt needs (context.retrieve_context).
+
+    Args:
+        run: the call's shared state. asked: from ``question_stage``.
+
+    Returns:
+        The retrieval context; ``trace["examples"]`` holds the top-k examples.
+
+    Raises:
+        embed.EmbeddingError: the embedding model is missing.
+    """
+    ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
+                                   run.st)
+    run.trace["examples"] = [e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
+    return ctx
+
+
+def presql_prompt_stage(run: Run, asked: Asked, ctx: Context) -> str:
+    """PET-SQL §3.1's reference-enhanced PreSQL prompt over the whole schema, or one pruned to
+    the token budget (context.presql_prompt). Records ``trace["pruning"]`` and retrieval's own
+    figures (``values_ms``, ``embed_ms``, ``examples_ms``; ``columns_ms`` when pruning needed
+    the question/column similarity, left out of this stage's time).
+
+    Args:
+        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's.
+
+    Returns:
+        The PreSQL prompt.
+
+    Raises:
+        embed.EmbeddingError: pruning needed an embedding and the model is missing.
+    """
+    prompt, _schema, pruning = context.presql_prompt(run.plpy, ctx, asked.schema, run.st)
+    run.trace["pruning"] = pruning
+    run.timer.add_all(ctx.timings)
+    run.timer.exclude(ctx.timings.get("columns_ms", 0.0))
+    return prompt
+
+
+def presql_overlap(run: Run, ctx: Context, schema: Schema) -> None:
+    """The work of the PreSQL round's calling thread while the model writes: vector value
+    matches (OpenSearch-SQL §3.4) and question/column similarity (PET-SQL §3.3), needed only
+    after PreSQL (linking, DAIL selection, FinSQL, value alignment). Times are recorded in
+    ``overlapped_ms`` (``vector_values_ms``, ``columns_ms``) when there was work to do.
+
+    Args:
+        run: the call's shared state. ctx: retrieval's. schema: the role's schema.
+
+    Returns:
+        None.
+
+    Raises:
+        embed.EmbeddingError: the embedding model is missing.
+    """
+    run.timer.overlapped("vector_values_ms",
+                         context.add_vector_values(run.plpy, ctx, schema, run.st))
+    run.timer.overlapped("columns_ms", context.add_columns(run.plpy, ctx, schema))
+
+
+def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
+    """PET-SQL §3.1 PreSQL: the first model answers the reference-enhanced prompt while
+    ``presql_overlap`` runs; the wait is recorded as ``llm_waits_ms.presql``.
+
+    Args:
+        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's.
+        prompt: from ``presql_prompt_stage``.
+
+    Returns:
+        PreSQL with the prompt and the reply (``sql`` is set by ``linking_stage``). Sets the
+        trace's retrieval part (context.context_trace) and, when a strong vector match
+        re-masked the question, ``examples_after_vector_values``.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+    """
+    rnd = call_models_during([(run.models[0], prompts.messages(prompt))],
+                             partial(presql_overlap, run, ctx, asked.schema), run.on_wait,
+                             run.budget_s())
+    run.timer.waited("presql", rnd.wait_ms)
+    run.trace.update(context.context_trace(ctx))
     if ctx.remasked:
-        trace["examples_after_vector_values"] = [e.__dict__ for e in ctx.candidates[:k]]
-    t = time.perf_counter()
-    pre_clean = clean(pre_reply.text, models[0].dialect) if pre_reply.text else None
-    presql = pre_clean.sql if pre_clean else None
-    trace["presql"] = {"prompt": pre_prompt, "reply": _reply_json(pre_reply), "sql": presql,
-                       "cleaning": pre_clean.steps if pre_clean else []}
+        run.trace["examples_after_vector_values"] = [
+            e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
+    return PreSQL(prompt, rnd.replies[0])
 
-    # Schema linking and DAIL selection (issue 3's context stages).
-    linked, selection = context.finsql_context(ctx, schema, presql, st)
-    trace.update(context.linking_trace(linked, selection))
 
-    # PET-SQL fine-grained voting: PreSQL's hardness picks the FinSQL writers/voters.
-    level = hardness(presql) if presql else None
-    voters, why = route(level, st.hardness_voters, [m.name for m in models])
-    fin_models = [m for m in models if m.name in voters]
-    trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
+def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
+    """The PreSQL cleaned (``pre.sql``); schema linking from it (PET-SQL §3.3) and DAIL
+    re-selection of examples by its skeleton (DAIL-SQL §3.3); its hardness picks the FinSQL
+    writers and voters (PET-SQL §3.4 fine-grained voting, setting ``hardness_voters``).
 
-    # FinSQL: routed models × prompt variants × samples, linked schema only, concurrently.
-    fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
-    chosen = {e.id for e in selection.examples}
-    pool = list(selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k]
-    calls = finsql_calls(fin_models, q_prompt, fin_schema, pool, k, n_values, evidence,
-                         variants=variants, samples=st.samples_per_model,
+    Args:
+        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's (with
+            the column similarity ``presql_overlap`` computed). pre: from ``presql_stage``.
+
+    Returns:
+        Linking. Sets the trace's ``presql``, linking/selection part and ``hardness``.
+
+    Raises:
+        ValueError: setting ``hardness_voters`` is not valid JSON of model lists.
+    """
+    reply = pre.reply
+    cl = clean(reply.text, run.models[0].dialect) if reply.text else None
+    pre.sql = cl.sql if cl else None
+    run.trace["presql"] = {"prompt": pre.prompt, "reply": _reply_json(reply), "sql": pre.sql,
+                           "cleaning": cl.steps if cl else []}
+    linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st)
+    run.trace.update(context.linking_trace(linked, selection))
+    level = hardness(pre.sql) if pre.sql else None
+    names = [m.name for m in run.models]
+    voters, why = route(level, run.st.hardness_voters, names)
+    run.trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
+    fin_schema = asked.schema.subset(set(linked.tables)) if linked.tables else asked.schema
+    return Linking(linked, selection, [m for m in run.models if m.name in voters], fin_schema)
+
+
+def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
+                      link: Linking) -> FinsqlPlan:
+    """The FinSQL calls: routed models × prompt variants × samples over the linked schema
+    (PET-SQL §3.4 cross-consistency; MCS-SQL §3.2 prompt variants), DAIL-selected examples
+    first; the PreSQL as a candidate (it votes with ``presql_votes``; otherwise a FinSQL answer
+    of the same text reuses its outcome); the evaluator (value alignment per
+    ``value_alignment``, OpenSearch-SQL §3.5).
+
+    Args:
+        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's.
+        pre: the cleaned PreSQL. link: from ``linking_stage``.
+
+    Returns:
+        FinsqlPlan.
+
+    Raises:
+        Nothing of its own.
+    """
+    st, k = run.st, run.st.k_examples
+    chosen = {e.id for e in link.selection.examples}
+    pool = list(link.selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k]
+    calls = finsql_calls(link.models, asked.prompt_question, link.schema, pool, k,
+                         st.sample_values, run.evidence,
+                         variants=st.prompt_variants, samples=st.samples_per_model,
                          sample_temperature=st.sample_temperature,
-                         values=context.value_triples(schema, ctx.values,
-                                                      {tb.name for tb in fin_schema.tables}))
-    # The PreSQL as a candidate: checked, aligned and executed while the FinSQL calls are out.
-    # Without presql_votes it does not vote, but a FinSQL answer with the same text (a writer
-    # often repeats its PreSQL) then reuses its outcome instead of running again.
-    pc = Candidate(source=f"presql:{pre_reply.model}", model=pre_reply.model,
-                   raw_text=pre_reply.text, prompt=pre_prompt)
-    if pre_reply.error or not pre_reply.text:
-        pc.status, pc.reason = "refused", f"no answer: {pre_reply.error or 'empty'}"
+                         values=context.value_triples(asked.schema, ctx.values,
+                                                      {tb.name for tb in link.schema.tables}))
+    reply = pre.reply
+    pc = Candidate(source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text,
+                   prompt=pre.prompt)
+    if reply.error or not reply.text:
+        pc.status, pc.reason = Status.REFUSED, f"no answer: {reply.error or 'empty'}"
     index = None
     if st.value_alignment:
-        index = ValueIndex(plpy, st.values_per_column, st.value_max_chars,
+        index = ValueIndex(run.plpy, st.values_per_column, st.value_max_chars,
                            st.align_min_trigram, st.align_min_cosine)
-    ev = Evaluator(plpy=plpy, schema=schema, search_path=search_path,
+    ev = Evaluator(plpy=run.plpy, schema=asked.schema, search_path=run.search_path,
                    timeout_ms=st.candidate_timeout_ms, max_rows=st.max_rows,
-                   dialects={m.name: m.dialect for m in models}, values=index)
+                   dialects={m.name: m.dialect for m in run.models}, values=index)
+    return FinsqlPlan(calls, pc, ev)
 
-    def finsql_work() -> None:
-        if pc.status == "pending":
+
+@dataclass
+class FinsqlOverlap:
+    """The FinSQL round's calling-thread work while models are out (PET-SQL §3.4 candidates
+    evaluated as they arrive): ``work`` evaluates the PreSQL candidate; ``on_reply`` evaluates
+    each answer that arrives while other calls are still out (kept in ``plan.early``). Times go
+    to ``overlapped_ms`` (``presql_candidate_ms``, ``finsql_candidates_ms``)."""
+
+    timer: StageTimer
+    plan: FinsqlPlan
+
+    def work(self) -> None:
+        """Check, align and execute the PreSQL candidate (unless it had no answer)."""
+        pc, ev = self.plan.presql, self.plan.evaluator
+        if pc.status == Status.PENDING:
             ev.reset_ms()
             ev.run(pc, pc.raw_text)
-            overlapped["presql_candidate_ms"] = round(sum(ev.ms.values()), 3)
+            self.timer.overlapped("presql_candidate_ms", sum(ev.ms.values()))
 
-    # FinSQL answers are evaluated as they arrive while other models are still out (their time
-    # is overlapped); what arrives last is evaluated after the round.
-    early: dict[int, list[Candidate]] = {}
-
-    def on_reply(i: int, reply: LLMReply, still_out: int) -> None:
+    def on_reply(self, i: int, reply: LLMReply, still_out: int) -> None:
+        """Evaluate call ``i``'s answer now when ``still_out`` calls are still out."""
         if not still_out:
             return
-        tr = time.perf_counter()
-        ev.reset_ms()
-        early[i] = candidates_from([calls[i]], [reply])
-        for c in early[i]:
-            if c.status == "pending":
-                ev.run(c, c.raw_text)
-        overlapped["finsql_candidates_ms"] = round(
-            overlapped.get("finsql_candidates_ms", 0.0) + (time.perf_counter() - tr) * 1000, 3)
-
-    t = lap("finsql_prompt_ms", t)
-    tw = time.perf_counter()
-    rnd = call_models_during([c.as_call() for c in calls], finsql_work, on_wait,
-                             safety.statement_remaining_s(plpy), on_reply)
-    fin_replies = rnd.replies
-    waits["finsql"] = rnd.wait_ms
-    timings["finsql_round_ms"] = round((time.perf_counter() - tw) * 1000 - rnd.wait_ms, 3)
-    t = time.perf_counter()
-    trace["finsql"] = {"prompt": calls[0].prompt if calls else None,
-                       "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is fin_models[0]],
-                       "replies": [_reply_json(r) for r in fin_replies]}
-
-    # Candidates: every FinSQL sample (in call order), and the PreSQL (already evaluated).
-    ev.reset_ms()  # what runs after the round
-    cands = []
-    for i, (call, reply) in enumerate(zip(calls, fin_replies)):
-        if i not in early:
-            for c in candidates_from([call], [reply]):
-                if c.status == "pending":
+        ev = self.plan.evaluator
+        with self.timer.overlap("finsql_candidates_ms"):
+            ev.reset_ms()
+            self.plan.early[i] = candidates_from([self.plan.calls[i]], [reply])
+            for c in self.plan.early[i]:
+                if c.status == Status.PENDING:
                     ev.run(c, c.raw_text)
-                cands.append(c)
-        else:
-            cands.extend(early[i])
-    if st.presql_votes:
-        cands.append(pc)
-    t = lap("execute_ms", t)
-    timings.update({k: round(v, 3) for k, v in ev.ms.items()})
 
-    # Repair (ReBoost / OpenSearch-SQL): failing or empty candidates, at most 3 rounds.
-    rep = repair_loop(cands, {m.name: m for m in models}, lambda c: c.prompt or pre_prompt, ev,
-                      [v.to_json() for v in ctx.values], st.repair_rounds, on_wait,
-                      lambda: safety.statement_remaining_s(plpy))
-    waits["repair"] = rep["llm_wait_ms"]
-    trace["repair"] = rep
-    t = lap("repair_ms", t)
-    timings["repair_ms"] = round(timings["repair_ms"] - rep["llm_wait_ms"], 3)
 
-    # Selection (MCS-SQL): filter, confidence threshold, majority; optional multiple choice.
+def finsql_stage(run: Run, plan: FinsqlPlan, link: Linking) -> list[LLMReply]:
+    """The FinSQL round (PET-SQL §3.4): every call concurrently, with ``FinsqlOverlap``'s work
+    done meanwhile; the wait is recorded as ``llm_waits_ms.finsql``.
+
+    Args:
+        run: the call's shared state. plan: from ``finsql_plan_stage``. link: the routing.
+
+    Returns:
+        The replies, in call order. Sets ``trace["finsql"]`` (prompts and replies).
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+    """
+    overlap = FinsqlOverlap(run.timer, plan)
+    rnd = call_models_during([c.as_call() for c in plan.calls], overlap.work, run.on_wait,
+                             run.budget_s(), overlap.on_reply)
+    run.timer.waited("finsql", rnd.wait_ms)
+    calls = plan.calls
+    run.trace["finsql"] = {
+        "prompt": calls[0].prompt if calls else None,
+        "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is link.models[0]],
+        "replies": [_reply_json(r) for r in rnd.replies]}
+    return rnd.replies
+
+
+def execute_stage(run: Run, plan: FinsqlPlan, replies: list[LLMReply]) -> list[Candidate]:
+    """Every FinSQL sample as a candidate, in call order: those not evaluated during the round
+    are cleaned, checked, aligned and executed now (read-only, time-limited); the PreSQL
+    candidate is added when setting ``presql_votes`` is on. Records ``check_ms``, ``align_ms``
+    and ``run_ms`` of this work.
+
+    Args:
+        run: the call's shared state. plan: the round's plan. replies: from ``finsql_stage``.
+
+    Returns:
+        The candidates.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled.
+    """
+    ev = plan.evaluator
+    ev.reset_ms()  # what runs after the round
+    cands: list[Candidate] = []
+    for i, (call, reply) in enumerate(zip(plan.calls, replies)):
+        if i in plan.early:
+            cands.extend(plan.early[i])
+            continue
+        for c in candidates_from([call], [reply]):
+            if c.status == Status.PENDING:
+                ev.run(c, c.raw_text)
+            cands.append(c)
+    if run.st.presql_votes:
+        cands.append(plan.presql)
+    run.timer.add_all(ev.ms)
+    return cands
+
+
+def repair_stage(run: Run, ctx: Context, pre: PreSQL, plan: FinsqlPlan,
+                 cands: list[Candidate]) -> dict[str, Any]:
+    """Repair (ReBoost §3.3, OpenSearch-SQL §3.5): failing or empty candidates get the error
+    and the relevant cell values, at most ``repair_rounds`` (≤ 3) rounds; the waits are
+    recorded as ``llm_waits_ms.repair``.
+
+    Args:
+        run: the call's shared state. ctx: retrieval's (matched values). pre: the PreSQL
+            (its prompt for candidates without one). plan: the evaluator. cands: in place.
+
+    Returns:
+        repair.repair_loop's summary, also set as ``trace["repair"]``.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled.
+    """
+    rep = repair_loop(cands, {m.name: m for m in run.models},
+                      partial(_prompt_of, pre.prompt), plan.evaluator,
+                      [v.to_json() for v in ctx.values], run.st.repair_rounds,
+                      run.on_wait, run.budget_s)
+    run.timer.waited("repair", rep["llm_wait_ms"])
+    run.trace["repair"] = rep
+    return rep
+
+
+def _prompt_of(default: str, c: Candidate) -> str:
+    return c.prompt or default
+
+
+def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) -> Selected:
+    """Selection (MCS-SQL §3.3; PET-SQL §3.4; OpenSearch-SQL §3.6): filter, confidence
+    threshold, majority with ties to the fastest; with ``selection`` = multiple_choice and
+    several groups, a model picks among them (its wait is ``llm_waits_ms.multiple_choice``).
+
+    Args:
+        run: the call's shared state. asked: the question. link: the linked schema (shown to
+            the choosing model). cands: the candidates.
+
+    Returns:
+        Selected. Sets ``trace["multiple_choice"]`` when a model chose.
+
+    Raises:
+        ConfigError: setting ``selection_model`` names a model that is not enabled.
+    """
+    st = run.st
     v = select(cands, st.confidence_threshold, st.tie_break,
-               [m.name for m in models])
-    mc_replies: list[LLMReply] = []
-    if st.selection == "multiple_choice" and len(v.groups) > 1:
-        mc_model = pick_selection_model(models, st.selection_model)
-        rows = {c.result_hash: c.sample_rows for c in cands if c.status == "ok"}
-        mc_prompt = multiple_choice_prompt(q_prompt, v.groups, prompts.render_schema(fin_schema, n_values),
-                                           rows, evidence)
-        t = lap("vote_ms", t)
-        tw = time.perf_counter()
-        mc_replies = call_models([(mc_model, prompts.messages(mc_prompt))], on_wait,
-                                 safety.statement_remaining_s(plpy))
-        waits["multiple_choice"] = (time.perf_counter() - tw) * 1000
-        t = time.perf_counter()
-        choice = parse_choice(mc_replies[0].text, len(v.groups))
-        v = apply_choice(v, choice, mc_model.name, mc_replies[0].text or mc_replies[0].error)
-        trace["multiple_choice"] = {"model": mc_model.name, "prompt": mc_prompt,
-                                    "reply": _reply_json(mc_replies[0]), "choice": choice}
-    timings["vote_ms"] = round(timings.get("vote_ms", 0.0) + (time.perf_counter() - t) * 1000, 3)
-    t = time.perf_counter()
+               [m.name for m in run.models])
+    if st.selection != "multiple_choice" or len(v.groups) <= 1:
+        return Selected(v)
+    mc_model = pick_selection_model(run.models, st.selection_model)
+    rows = {c.result_hash: c.sample_rows for c in cands if c.status == Status.OK}
+    mc_prompt = multiple_choice_prompt(
+        asked.prompt_question, v.groups,
+        prompts.render_schema(link.schema, st.sample_values), rows, run.evidence)
+    with run.timer.model_wait("multiple_choice"):
+        replies = call_models([(mc_model, prompts.messages(mc_prompt))], run.on_wait,
+                              run.budget_s())
+    choice = parse_choice(replies[0].text, len(v.groups))
+    v = apply_choice(v, choice, mc_model.name, replies[0].text or replies[0].error)
+    run.trace["multiple_choice"] = {"model": mc_model.name, "prompt": mc_prompt,
+                                    "reply": _reply_json(replies[0]), "choice": choice}
+    return Selected(v, replies)
 
+
+def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[Candidate],
+                rep: dict[str, Any], sel: Selected) -> None:
+    """The outcome into the trace: candidates, vote, ``sql``, confidence, tokens of every model
+    call, and ``error`` when nothing was chosen (every model failed, or no candidate executed).
+
+    Args:
+        run: the call's shared state. pre, fin_replies, cands, rep, sel: the stages' outputs.
+
+    Returns:
+        None (``run.trace`` is filled in).
+
+    Raises:
+        Nothing.
+    """
+    trace, v = run.trace, sel.vote
     trace["candidates"] = [c.to_json() for c in cands]
     trace["vote"] = {"sql": v.sql, "confidence": v.confidence, "reason": v.reason,
                      "method": v.method, "groups": v.groups, "dropped": v.dropped}
     trace["sql"] = v.sql
     trace["confidence"] = v.confidence
-    all_replies = [pre_reply, *fin_replies, *mc_replies]
+    all_replies = [pre.reply, *fin_replies, *sel.replies]
     trace["tokens"] = {
         "prompt": sum(r.prompt_tokens for r in all_replies) + rep["prompt_tokens"],
         "completion": sum(r.completion_tokens for r in all_replies) + rep["completion_tokens"],
     }
     if v.sql is None:
-        if all(r.error for r in [pre_reply, *fin_replies]):
+        if all(r.error for r in [pre.reply, *fin_replies]):
             trace["error"] = ("nl2sql: every model failed: "
                               + "; ".join(sorted({r.error for r in all_replies if r.error})))
         else:
             reasons = "; ".join(f"{c.source}: {c.reason}" for c in cands)
             trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
-    timings["trace_ms"] = round((time.perf_counter() - t) * 1000, 3)
-    total = (time.perf_counter() - t_start) * 1000
-    wait_ms = sum(waits.values())
-    trace["llm_waits_ms"] = {k: round(v, 3) for k, v in waits.items()}
-    trace["overlapped_ms"] = overlapped
-    timings["llm_wait_ms"] = round(wait_ms, 3)
-    timings["total_ms"] = round(total, 3)
-    timings["overhead_ms"] = round(total - wait_ms, 3)
-    trace["timings"] = timings
-    return trace
-
-
-def rewrite_question(plpy, q: str, st: Settings, trace: dict[str, Any]) -> str:
-    """The question as the prompts show it: relative time made explicit from the database's
-    ``now()`` when setting ``rewrite_time`` is on (ReBoost §3.1; see rewriting.py). Records
-    ``trace["rewriting"]`` when something was rewritten."""
-    if not st.rewrite_time or not needs_rewrite(q):
-        return q
-    today = plpy.execute("SELECT (pg_catalog.now())::date::text AS d")[0]["d"]
-    rw = rewrite_relative_time(q, date.fromisoformat(today))
-    if rw.rewrites:
-        trace["rewriting"] = {"original": q, "rewritten": rw.question, "today": rw.today,
-                              "rewrites": [r.__dict__ for r in rw.rewrites]}
-    return rw.question
 
 
 def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
-    """The model for multiple-choice selection: setting ``selection_model``, or the PreSQL
-    writer when empty. Raises ConfigError when the named model is not enabled."""
+    """The model for MCS-SQL §3.3 multiple-choice selection.
+
+    Args:
+        models: the enabled models, PreSQL writer first.
+        name: setting ``selection_model`` ('' for the PreSQL writer).
+
+    Returns:
+        The model.
+
+    Raises:
+        ConfigError: the named model is not enabled.
+    """
     if not name:
         return models[0]
     for m in models:
@@ -307,6 +599,17 @@ def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:
-    """Insert the trace into ``nl2sql.query_log`` (through ``safety.log_query``); returns its id,
-    or None on a server in recovery (read replica), where nothing is written."""
+    """Log the whole trace (the pipeline's last step, as DESIGN.md draws it).
+
+    Args:
+        plpy: PL/Python's module.
+        trace: ``answer``'s trace.
+
+    Returns:
+        The ``nl2sql.query_log`` id, or None on a server in recovery (read replica), where
+        nothing is written.
+
+    Raises:
+        plpy.SPIError: the insert failed.
+    """
     return safety.log_query(plpy, trace)

@@ -8,6 +8,7 @@ question/SQL pairs without their schemas.
 """
 from __future__ import annotations
 
+from .spi import quote_literal
 from .types import Example, Schema, Table
 
 QUESTION_MARKER = "/* Answer the following: "
@@ -29,8 +30,7 @@ def _quote_value(v: str, data_type: str) -> str:
     }
     if numeric:
         return v
-    v = v if len(v) <= 60 else v[:57] + "..."
-    return "'" + v.replace("'", "''") + "'"
+    return quote_literal(v if len(v) <= 60 else v[:57] + "...")
 
 
 def render_table(table: Table, n_values: int = 3) -> str:

@@ -17,6 +17,7 @@ relevant values.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 from . import prompts
@@ -24,10 +25,19 @@ from .alignment import literal_comparisons
 from .cleaning import clean
 from .llm import call_models
 from .errors import CandidateRefused
+from .spi import quote_literal
 from .sqlcheck import parse_one
-from .types import Candidate, ModelConfig
+from .types import Candidate, ModelConfig, Status
 
 MAX_ROUNDS = 3
+
+
+class RepairOutcome(StrEnum):
+    """A repair round's status when no new SQL was executed (otherwise the round's status is
+    the trial's ``types.Status``); string-valued, so the trace's JSON is unchanged."""
+
+    NO_ANSWER = "no answer"   # the model gave no answer this round
+    UNCHANGED = "unchanged"   # the model repeated its SQL: repair stopped
 
 
 def feedback(c: Candidate) -> str | None:
@@ -45,21 +55,21 @@ def feedback(c: Candidate) -> str | None:
     Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type; ReBoost (Sui et
     al. 2023) §3.3, empty results count as failures.
     """
-    if c.status == "ok":
+    if c.status == Status.OK:
         return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
-    if c.status == "refused":
+    if c.status == Status.REFUSED:
         if (c.reason or "").startswith("no answer"):
             return None
         return f"the query was refused: {c.reason}"
-    if c.status == "timeout":
+    if c.status == Status.TIMEOUT:
         return f"the query did not finish within the time limit ({c.reason})"
-    if c.status == "error":
+    if c.status == Status.ERROR:
         return f"the query failed with the error: {c.reason}"
     return None
 
 
 def _rank(c: Candidate) -> int:
-    if c.status == "ok":
+    if c.status == Status.OK:
         return 2 if (c.row_count or 0) > 0 else 1
     return 0
 
@@ -128,12 +138,12 @@ def relevant_values(c: Candidate, ev, question_values: list[dict]) -> list[str]:
             for lit, col in literal_comparisons(tree, ev.schema)[:5]:
                 near = ev.values.nearest_values(col, lit.this, 3)
                 if near:
-                    vals = ", ".join("'" + v.replace("'", "''") + "'" for v in near)
+                    vals = ", ".join(quote_literal(v) for v in near)
                     out.append(f"{col[1]}.{col[2]}: {vals}")
         except CandidateRefused:
             pass
     for v in question_values[:5]:
-        s = f"{v['table']}.{v['column']}: '" + v["value"].replace("'", "''") + "'"
+        s = f"{v['table']}.{v['column']}: {quote_literal(v['value'])}"
         if s not in out:
             out.append(s)
     return out
@@ -204,13 +214,13 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
             entry: dict[str, Any] = {"round": r, "problem": problem_of[id(c)], "model": rep.model,
                                      "latency_ms": round(rep.latency_ms, 1)}
             if rep.error or not rep.text:
-                entry.update(status="no answer", reason=rep.error or "empty")
+                entry.update(status=RepairOutcome.NO_ANSWER, reason=rep.error or "empty")
                 c.repairs.append(entry)
                 still.append(c)
                 continue
             answer = clean(rep.text, ev.dialects.get(c.model, "postgres")).sql
             if answer == last_answer[id(c)]:
-                entry.update(status="unchanged", sql=answer,
+                entry.update(status=RepairOutcome.UNCHANGED, sql=answer,
                              reason="the model answered with the same SQL; repair stopped")
                 c.repairs.append(entry)
                 continue

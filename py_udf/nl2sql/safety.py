@@ -29,7 +29,6 @@ from . import spi, value_policy
 from .errors import CandidateRefused
 from .sqlcheck import check_candidate, referenced_tables
 from .types import Schema
-from .value_policy import value_columns, withheld_value_columns  # noqa: F401  (re-exported)
 
 # Volatile functions a candidate may still call: they read no data and change nothing but the
 # values they return. Documented in README "Safety".
@@ -164,12 +163,12 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
     so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
     Returns how many relations were recorded."""
     targets = sorted(set(relation_targets(tree, schema)))
-    plpy.execute(plpy.prepare("DELETE FROM nl2sql.example_relation WHERE example_id = $1",
-                              ["int8"]), [example_id])
-    ins = plpy.prepare("INSERT INTO nl2sql.example_relation (example_id, schema_name, table_name) "
-                       "VALUES ($1, $2, $3)", ["int8", "name", "name"])
+    spi.query(plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id],
+              ["int8"])
+    ins = spi.plan(plpy, "INSERT INTO nl2sql.example_relation (example_id, schema_name, "
+                         "table_name) VALUES ($1, $2, $3)", ["int8", "name", "name"])
     for s, t in targets:
-        plpy.execute(ins, [example_id, s, t])
+        spi.execute(plpy, ins, [example_id, s, t])
     return len(targets)
 
 

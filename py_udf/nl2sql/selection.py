@@ -26,7 +26,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .prompts import QUESTION_MARKER
-from .types import Candidate, Vote
+from .types import Candidate, Status, Vote
 
 TIE_BREAKS = ("fastest", "priority")
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -87,7 +87,7 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
     if tie_break not in TIE_BREAKS:
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
-    ok = [c for c in candidates if c.status == "ok" and c.result_hash is not None]
+    ok = [c for c in candidates if c.status == Status.OK and c.result_hash is not None]
     failed = len(candidates) - len(ok)
     if not ok:
         return Vote(sql=None, winner_hash=None, confidence=0.0, groups=[],

@@ -9,6 +9,13 @@ still planned with its own parameter values, and privilege checks (``has_*_privi
 ``current_user``) run at execution, as the calling role. PostgreSQL invalidates a kept plan
 itself when an object it uses changes (e.g. an extension update replacing a view).
 
+Every SQL statement of the package goes through this module: ``query`` (kept plan; ``plan`` and
+``execute`` for a loop that fetches the plan once), ``run``
+(statements whose text differs per relation, e.g. ``count(*)`` of each indexed table or
+``ANALYZE``: prepared for the one call and not kept, so a catalog of thousands of tables does
+not fill the backend with plans) and ``cancel_point`` (the trivial statement that lets a
+pending cancel land). ``quote_literal`` is the package's one SQL string-literal quoting.
+
 All functions run on the backend's main thread.
 """
 from __future__ import annotations
@@ -56,3 +63,72 @@ def query(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -
         plpy.SPIError: the statement does not prepare or fails, as ``plpy.execute`` raises.
     """
     return plpy.execute(plan(plpy, sql, types), list(args))
+
+
+def execute(plpy, kept: Any, args: Sequence[Any] = ()) -> Any:
+    """Run a plan from ``plan`` with ``args`` (for loops that fetch the plan once).
+
+    Args:
+        plpy: PL/Python's module. kept: ``plan``'s result. args: one value per parameter.
+
+    Returns:
+        PL/Python's result (rows as dicts).
+
+    Raises:
+        plpy.SPIError: as plpy.execute does.
+    """
+    return plpy.execute(kept, list(args))
+
+
+def run(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -> Any:
+    """Run ``sql`` once without keeping its plan: for statements whose text is built per
+    relation (identifiers quoted with ``plpy.quote_ident``), which a kept plan would not be
+    reused for.
+
+    Args:
+        plpy: PL/Python's module. sql: the statement. args, types: its parameters, if any.
+
+    Returns:
+        PL/Python's result (rows as dicts).
+
+    Raises:
+        plpy.SPIError: as plpy.execute does.
+    """
+    if not types:
+        return plpy.execute(sql)
+    return plpy.execute(plpy.prepare(sql, list(types)), list(args))
+
+
+def cancel_point(plpy) -> None:
+    """Run a trivial statement so that a pending cancel (``pg_cancel_backend``, psql's Ctrl-C,
+    or the candidate watchdog's SIGINT) is acted on now: PostgreSQL checks for interrupts only
+    inside statements, and Python waiting on model replies runs none (DESIGN.md field notes).
+
+    Args:
+        plpy: PL/Python's module.
+
+    Returns:
+        None.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when a cancel was pending.
+    """
+    query(plpy, "SELECT 1")
+
+
+def quote_literal(value: str) -> str:
+    """``value`` as an SQL string literal (``'it''s'``), as PostgreSQL's quote_literal writes a
+    value without backslashes; for text shown to a model (PET-SQL §3.1 cell-value references
+    in prompts, ReBoost §3.3 values in repair prompts), never for building statements (those
+    bind parameters).
+
+    Args:
+        value: the text.
+
+    Returns:
+        The quoted literal.
+
+    Raises:
+        Nothing.
+    """
+    return "'" + value.replace("'", "''") + "'"

@@ -6,7 +6,25 @@ database calls can be tested without a server.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class Status(StrEnum):
+    """What happened to a candidate (``Candidate.status``). String-valued, so the trace's JSON
+    and comparisons with the plain strings are unchanged.
+
+    ``pending``: not evaluated yet; ``refused``: no answer, or it failed the check (safety.py);
+    ``error``: execution failed; ``timeout``: cancelled at the time limit; ``ok``: executed
+    (possibly with an empty result). Sources: MCS-SQL (Lee et al. 2024) §3.3 and
+    OpenSearch-SQL (Xie et al. 2024) §3.6 filter candidates by these outcomes before voting.
+    """
+
+    PENDING = "pending"
+    REFUSED = "refused"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    OK = "ok"
 
 
 @dataclass
@@ -109,15 +127,14 @@ class LLMReply:
 class Candidate:
     """A candidate SQL and what happened to it: check, execution, result signature.
 
-    ``status`` is one of ``pending``, ``refused`` (failed the check), ``error`` (execution
-    failed), ``timeout``, ``ok``. ``result_hash`` identifies the result as a multiset of rows.
+    ``status`` is a ``Status``. ``result_hash`` identifies the result as a multiset of rows.
     """
 
     source: str            # "presql:<model>" or "finsql:<model>" (+ "#p<prompt>s<sample>")
     model: str
     raw_text: str | None
     sql: str | None = None
-    status: str = "pending"
+    status: Status = Status.PENDING
     reason: str | None = None
     result_hash: str | None = None
     row_count: int | None = None

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from . import examples as ex_mod
-from . import indexer
+from . import indexer, spi
 from . import version
 from .errors import (CandidateRefused, ConfigError, EmbeddingError, QuestionError,
                      VersionMismatch)
@@ -116,9 +116,9 @@ def set_setting(plpy, key: str, value: str) -> str:
         v = validate_setting(key, value)
     except ConfigError as e:
         _fail(plpy, str(e))
-    plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
-        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", ["text", "text"]), [key, v])
+    spi.query(plpy, "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", [key, v],
+              ["text", "text"])
     return v
 
 
@@ -135,8 +135,8 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
             from .catalog import load_schema, parse_search_path
             from .safety import check_candidate_in_db
 
-            path = parse_search_path(plpy, plpy.execute(
-                "SELECT current_setting('search_path') AS p")[0]["p"])
+            path = parse_search_path(plpy, spi.query(
+                plpy, "SELECT current_setting('search_path') AS p")[0]["p"])
             schema = load_schema(plpy, path)
             tree = check_candidate_in_db(plpy, entry.sql, schema)
             entry.schema = {t.table: [c.name for c in t.columns] for t in schema.tables}
@@ -146,13 +146,13 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
     from .embed import embed, to_pgvector
 
     vec = to_pgvector(embed([entry.masked_question])[0])
-    res = plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, schema, "
-        "source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector) "
+    res = spi.query(
+        plpy, "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
+        "schema, source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector) "
         "ON CONFLICT (db_id, question, sql) DO UPDATE SET source = EXCLUDED.source RETURNING id",
-        ["text", "text", "text", "text", "text", "text", "text", "text"]),
         [entry.db_id, entry.question, entry.sql, entry.masked_question, entry.sql_skeleton,
-         json.dumps(entry.schema), source, vec])
+         json.dumps(entry.schema), source, vec],
+        ["text", "text", "text", "text", "text", "text", "text", "text"])
     if tree is not None:  # an example of this database: shown only to roles that may read it
         from .safety import record_example_relations
 
@@ -173,15 +173,16 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
     from .embed import embed, to_pgvector
 
     vecs = embed([e.masked_question for e in entries], cache=False)
-    ins = plpy.prepare(
-        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, schema, "
-        "source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, 'load', $7::vector) "
+    ins = spi.plan(
+        plpy, "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
+        "schema, source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, 'load', $7::vector) "
         "ON CONFLICT DO NOTHING RETURNING id",
         ["text", "text", "text", "text", "text", "text", "text"])
     loaded = 0
     for e, v in zip(entries, vecs):
-        loaded += len(plpy.execute(ins, [e.db_id, e.question, e.sql, e.masked_question,
-                                         e.sql_skeleton, json.dumps(e.schema), to_pgvector(v)]))
+        loaded += len(spi.execute(plpy, ins, [e.db_id, e.question, e.sql, e.masked_question,
+                                              e.sql_skeleton, json.dumps(e.schema),
+                                              to_pgvector(v)]))
     return json.dumps({"loaded": loaded, "duplicates": len(entries) - loaded,
                        "failed": failures})
 
@@ -191,8 +192,8 @@ def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
     """``nl2sql.feedback(log_id, correct, sql) → bigint``: a judged answer becomes a verified
     example: the logged SQL when ``correct``, else the corrected ``sql`` when given. Returns the
     example id (null when incorrect and no correction)."""
-    rows = plpy.execute(plpy.prepare(
-        "SELECT question, sql FROM nl2sql.query_log WHERE id = $1", ["int8"]), [log_id])
+    rows = spi.query(plpy, "SELECT question, sql FROM nl2sql.query_log WHERE id = $1", [log_id],
+                     ["int8"])
     if not rows:
         _fail(plpy, f"nl2sql.feedback: no query_log row with id {log_id}")
     use = rows[0]["sql"] if correct else sql

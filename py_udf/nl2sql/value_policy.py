@@ -14,13 +14,14 @@ and every prompt read the same answer. This module is the Python side: which col
 may be value-indexed (the indexer asks), which columns of the prompt schema are withheld (the
 trace reports them), and storing a policy row (``nl2sql.set_value_policy``).
 
-It imports only ``types`` from the package, so the indexer, safety and the pipeline may all
+It imports only ``spi`` and ``types`` from the package, so the indexer, safety and the pipeline may all
 import it.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from . import spi
 from .types import Schema
 
 
@@ -39,13 +40,13 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     Returns:
         Column name → whether its values may be indexed and sent (empty for an unknown table).
     """
-    rows = plpy.execute(plpy.prepare(
-        "SELECT a.attname::text AS col, "
+    rows = spi.query(
+        plpy, "SELECT a.attname::text AS col, "
         "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
         "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
         "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
         "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",
-        ["name", "name"]), [schema, table])
+        [schema, table], ["name", "name"])
     return {r["col"]: bool(r["ok"]) for r in rows}
 
 
@@ -85,21 +86,21 @@ def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> 
     if send_values is None:
         plpy.error("nl2sql.set_value_policy: send_values must be true or false",
                    hint="false keeps the values out of the index and prompts; true opts in")
-    r = plpy.execute(plpy.prepare(
-        "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
+    r = spi.query(
+        plpy, "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass",
-        ["text"]), [tbl])[0]
+        [tbl], ["text"])[0]
     col = column_name or ""
     if col and col not in value_columns(plpy, r["s"], r["t"]):
         plpy.error(f"nl2sql.set_value_policy: table {r['s']}.{r['t']} has no column {col!r}",
                    hint="pass column_name => NULL for the whole table")
-    plpy.execute(plpy.prepare(
-        "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
+    spi.query(
+        plpy, "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
         "VALUES ($1, $2, $3, $4) ON CONFLICT (schema_name, table_name, column_name) "
-        "DO UPDATE SET send_values = EXCLUDED.send_values", ["name", "name", "name", "bool"]),
-        [r["s"], r["t"], col, send_values])
-    indexed = plpy.execute(plpy.prepare(
-        "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
-        ["name", "name"]), [r["s"], r["t"]])
+        "DO UPDATE SET send_values = EXCLUDED.send_values", [r["s"], r["t"], col, send_values],
+        ["name", "name", "name", "bool"])
+    indexed = spi.query(
+        plpy, "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+        [r["s"], r["t"]], ["name", "name"])
     return {"schema": r["s"], "table": r["t"], "column": column_name,
             "send_values": send_values, "indexed": bool(indexed)}

@@ -7,7 +7,7 @@ backend, that the two agree, and says what to run when they do not.
 """
 from __future__ import annotations
 
-from . import __version__
+from . import __version__, spi
 from .errors import VersionMismatch
 
 _CHECKED: set[str] = set()
@@ -51,7 +51,8 @@ def check(plpy) -> None:
     """
     if __version__ in _CHECKED:
         return
-    rows = plpy.execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql'")
+    rows = spi.query(plpy, "SELECT extversion FROM pg_catalog.pg_extension "
+                     "WHERE extname = 'nl2sql'")
     problem = mismatch(rows[0]["extversion"] if rows else None)
     if problem:
         err = VersionMismatch(problem[0])
