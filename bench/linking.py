@@ -12,7 +12,7 @@ question (``predictions[<model>]`` in ``bird_minidev_<db>.jsonl``, default gpt-4
   alone ("strict");
 * the same figures for PreSQL's own tables alone (PET-SQL's linking), for reference.
 
-Goal (issue 3): R_s >= 0.98 and mean linked <= gold mean + 0.3.
+Goal: R_s >= 0.98 and mean linked <= gold mean + 0.3.
 
 Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero] [--model gpt-4]
        [--limit N] [--datadir DIR]

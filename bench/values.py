@@ -7,7 +7,7 @@ from ``evals.jsonl`` (no evidence).
 
 A gold literal "is a cell value" when some string column of the database holds it exactly
 (checked in the database itself, not in the index); it is "found" when a retrieved value is
-the same string (case-sensitive). Goal (issue 3): >= 0.95 on superhero and geo.
+the same string (case-sensitive). Goal: >= 0.95 on superhero and geo.
 
 ``--dbs demo`` is the project's own demo database and its 10 questions (nl2sql_indexer.demo_data).
 

@@ -8,16 +8,18 @@ itself creates for ``DEMO_QUESTIONS``.
 
 from __future__ import annotations
 
+from pathlib import Path
 import json
 import re
-from pathlib import Path
 
+from sqlglot import exp
 import pytest
 import sqlglot
-from sqlglot import exp
 
-import nl2sql
+from nl2sql.examples import make_entry, parse_benchmark_json, sql_skeleton
 from nl2sql_indexer import demo_data
+import nl2sql
+
 
 POOL_PATH = Path(nl2sql.__file__).resolve().parent / "data" / "example_pool.json"
 
@@ -387,3 +389,27 @@ def test_unknown_references_catches_mistakes():
         parse_one_query("SELECT 1; SELECT 2")
     with pytest.raises((AssertionError, sqlglot.errors.ParseError)):
         parse_one_query("DELETE FROM t")
+
+
+def test_sql_skeleton_drops_identifiers_and_literals():
+    a = sql_skeleton("SELECT count(*) FROM singer WHERE age > 30")
+    b = sql_skeleton("SELECT count(*) FROM book WHERE pages > 300")
+    c = sql_skeleton("SELECT name FROM singer ORDER BY age DESC LIMIT 1")
+    assert a == b and a != c and "singer" not in a and "30" not in a
+
+
+def test_make_entry_masks_with_the_examples_own_schema():
+    e = make_entry("library", "How many books did 'Penguin' publish?",
+                   "SELECT count(*) FROM book WHERE publisher = 'Penguin'",
+                   {"book": ["book_id", "title", "publisher"]})
+    assert "Penguin" not in e.masked_question and "books" not in e.masked_question
+
+
+def test_benchmark_loader_reports_failures():
+    data = "\n".join(json.dumps(x) for x in [
+        {"db_id": "a", "question": "How many?", "query": "SELECT count(*) FROM t"},
+        {"db_id": "a", "question": "bad", "query": "SELECT FROM WHERE ("},
+        {"db_id": "a", "question": "", "SQL": "SELECT 1"},
+    ])
+    entries, failures = parse_benchmark_json(data)
+    assert len(entries) == 1 and [f["index"] for f in failures] == [1, 2]

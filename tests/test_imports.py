@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 PKG_DIR = Path(__file__).resolve().parent.parent / "py_udf" / "nl2sql"
 PKG = "nl2sql"

@@ -1,4 +1,6 @@
-"""Safety and robustness inside a real PostgreSQL (issue 4): the adversarial corpus, two roles,
+"""Safety and robustness: the candidate check without a server (the adversarial corpus against
+the shape check, the volatility check with a scripted pg_proc lookup) and inside a real
+PostgreSQL: the adversarial corpus executed, two roles,
 cell-value policy, grants, model faults, bad input.
 
 A database of its own (``nl2sql_safety``): the demo tables plus tables one role may not read
@@ -16,8 +18,14 @@ import pytest
 
 from adversarial_corpus import CORPUS
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
+from nl2sql.safety import VOLATILE_ALLOWLIST, check_functions, function_names
+from nl2sql.sqlcheck import CandidateRefused, check_candidate, parse_one
 from nl2sql_indexer.demo_data import demo_sql
 from nl2sql_indexer.loopback import Rule
+
+
+KNOWN = {"singer", "stadium", "concert", "singer_in_concert"}
+
 
 SAFE_DB = "nl2sql_safety"
 ROLE = "nl2sql_analyst"
@@ -524,3 +532,43 @@ def test_callers_own_transaction_is_untouched_by_the_rolled_back_candidates(clus
         c.execute("UPDATE venue SET venue_name = 'Caller Hall 2' WHERE venue_id = 500")
         c.rollback()
     assert sdb.execute("SELECT count(*) FROM venue WHERE venue_id = 500").fetchone()[0] == 0
+
+
+def test_corpus_has_at_least_fifty_statements_with_unique_ids():
+    assert len(CORPUS) >= 50
+    assert len({c[0] for c in CORPUS}) == len(CORPUS)
+    assert {c[2] for c in CORPUS} == {"shape", "refused", "contained"}
+
+
+@pytest.mark.parametrize("cid,sql", [(c[0], c[1]) for c in CORPUS if c[2] == "shape"])
+def test_shape_check_refuses_corpus_statement(cid, sql):
+    with pytest.raises(CandidateRefused):
+        check_candidate(sql, KNOWN)
+
+
+@pytest.mark.parametrize("cid,sql", [(c[0], c[1]) for c in CORPUS if c[2] == "refused"])
+def test_volatility_check_refuses_what_the_shape_check_lets_through(cid, sql):
+    tree = check_candidate(sql, KNOWN)  # a plain SELECT: the shape check cannot know
+    volatile_in_pg_proc = {"currval", "setseed", "pg_notify", "pg_stat_reset_shared", "lo_creat",
+                           "pg_stat_reset", "pg_try_advisory_lock", "adv_writer", "random"}
+    with pytest.raises(CandidateRefused, match="volatile"):
+        check_functions(tree, lambda names: names & volatile_in_pg_proc)
+
+
+def test_function_names_cover_qualified_and_portable_nodes():
+    names = function_names(parse_one(
+        "SELECT pg_catalog.pg_sleep(1), random(), count(*), gen_random_uuid() FROM singer"))
+    assert {"pg_sleep", "random", "count", "gen_random_uuid"} <= names
+
+
+def test_allowlisted_volatile_function_passes_and_others_do_not():
+    seen: list[set[str]] = []
+
+    def lookup(names: set[str]) -> set[str]:
+        seen.append(set(names))
+        return names & {"random", "clock_timestamp", "gen_random_uuid"}
+
+    check_functions(parse_one("SELECT name FROM singer ORDER BY random() LIMIT 1"), lookup)
+    assert "random" in VOLATILE_ALLOWLIST and "random" not in seen[-1]
+    with pytest.raises(CandidateRefused, match=r"gen_random_uuid\(\)"):
+        check_functions(parse_one("SELECT gen_random_uuid()"), lookup)

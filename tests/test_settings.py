@@ -3,16 +3,18 @@ are enforced, the README's table is the generated one, the SQL VALUES list is we
 no module of the package casts a setting by hand. Pure Python: no database."""
 from __future__ import annotations
 
+from pathlib import Path
 import ast
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from nl2sql import settings as S
 from nl2sql.errors import ConfigError
+from nl2sql.settings import validate_setting
+
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "py_udf" / "nl2sql"
@@ -272,3 +274,22 @@ def test_no_module_casts_a_setting_by_hand():
     problems = {p.name: hand_casts(p.read_text()) for p in sorted(PACKAGE.glob("*.py"))}
     assert len(problems) > 10  # the walk saw the package
     assert {k: v for k, v in problems.items() if v} == {}
+
+
+@pytest.mark.parametrize("key,bad", [
+    ("repair_rounds", "4"), ("repair_rounds", "x"), ("confidence_threshold", "1.2"),
+    ("prompt_variants", "0"), ("samples_per_model", "17"), ("tie_break", "random"),
+    ("selection", "vote"), ("value_alignment", "maybe"), ("sample_temperature", "3"),
+])
+def test_generation_settings_are_validated(key, bad):
+    with pytest.raises(ConfigError, match=key):
+        validate_setting(key, bad)
+
+
+def test_generation_settings_normalize():
+    assert validate_setting("repair_rounds", " 2 ") == "2"
+    assert validate_setting("selection", "Multiple_Choice") == "multiple_choice"
+    assert validate_setting("value_alignment", "false") == "off"
+    assert validate_setting("hardness_voters", '{"easy": ["a", "a"]}') == '{"easy": ["a"]}'
+
+

@@ -1,0 +1,81 @@
+"""cleaning: model text to SQL, one test per rule, each step recorded."""
+from __future__ import annotations
+
+import pytest
+
+from nl2sql.cleaning import clean, clean_model_output
+from nl2sql.errors import CandidateRefused
+from nl2sql.sqlcheck import check_candidate
+
+
+def test_clean_model_output_rules():
+    assert clean_model_output("```sql\nSELECT 1;\n```") == "SELECT 1"
+    assert clean_model_output("Sure! Here is the query:\nSELECT a FROM t") == "SELECT a FROM t"
+    assert clean_model_output("SELECT a\\_b FROM t;") == "SELECT a_b FROM t"
+    assert clean_model_output(None) == ""
+    # a lone closing fence after the SQL, and prose after it that contains "with"
+    assert clean_model_output("SELECT a FROM t;\n```") == "SELECT a FROM t"
+    assert clean_model_output("SELECT a FROM t;\n```\n\nThis query works with full_name 'x'.") \
+        == "SELECT a FROM t"
+    assert clean_model_output("WITH x AS (SELECT 1) SELECT * FROM x") == "WITH x AS (SELECT 1) SELECT * FROM x"
+
+
+@pytest.mark.parametrize("text,sql,step", [
+    ("```sql\nSELECT name FROM singer\n```", "SELECT name FROM singer", "fence"),
+    ("Here is the query you asked for:\nSELECT name FROM singer", "SELECT name FROM singer",
+     "leading_prose"),
+    ("Sure! SELECT name FROM singer", "SELECT name FROM singer", "leading_prose"),
+    ("SELECT name FROM singer;\nThis lists every singer's name.", "SELECT name FROM singer",
+     "trailing_prose"),
+    ("SELECT name FROM singer\n\nExplanation: it lists the names.", "SELECT name FROM singer",
+     "trailing_prose"),
+    ("```sql\nSELECT name FROM singer\n```\nThe query selects names.", "SELECT name FROM singer",
+     "trailing_prose"),
+    ("SELECT song\\_name FROM singer WHERE a \\* 2 > 1", "SELECT song_name FROM singer WHERE a * 2 > 1",
+     "markdown_escape"),
+    ("SELECT name FROM singer # all singers\nWHERE age > 30", "SELECT name FROM singer \nWHERE age > 30",
+     "hash_comment"),
+    ("SELECT name FROM singer;", "SELECT name FROM singer", "trailing_semicolon"),
+])
+def test_each_cleaning_rule_is_applied_and_recorded(text, sql, step):
+    out = clean(text)
+    assert out.sql == sql
+    assert step in out.steps
+
+
+def test_semicolon_inside_a_string_is_not_the_statement_end():
+    out = clean("SELECT name FROM singer WHERE country = 'a;b'; -- done\nbye")
+    assert out.sql == "SELECT name FROM singer WHERE country = 'a;b'"
+
+
+def test_a_second_statement_is_kept_for_the_check_to_refuse():
+    for text in ("SELECT count(*) FROM singer; SELECT 1",
+                 "SELECT count(*) FROM singer;\n-- and now\nDROP TABLE singer;"):
+        out = clean(text)
+        assert ";" in out.sql and "trailing_prose" not in out.steps
+        with pytest.raises(CandidateRefused, match="exactly one statement"):
+            check_candidate(out.sql, {"singer"})
+
+
+def test_hash_is_kept_when_postgres_reads_it_as_xor():
+    out = clean("SELECT 5 # 3")
+    assert out.sql == "SELECT 5 # 3" and "hash_comment" not in out.steps
+
+
+def test_mysql_backticks_are_transpiled_when_postgres_cannot_parse_them():
+    out = clean("SELECT `name` FROM `singer` WHERE `age` > 30")
+    assert out.steps[-1].startswith("transpile:")
+    assert "`" not in out.sql and '"name"' in out.sql
+
+
+def test_sqlite_model_text_is_transpiled_double_quoted_strings_become_literals():
+    out = clean('SELECT name FROM singer WHERE country = "France"', dialect="sqlite")
+    assert out.sql == "SELECT name FROM singer WHERE country = 'France'"
+    assert out.steps == ["transpile:sqlite"]
+
+
+def test_postgres_text_needs_no_step_and_unknown_dialect_is_refused():
+    out = clean("SELECT 1")
+    assert out.sql == "SELECT 1" and out.steps == []
+    with pytest.raises(ValueError, match="dialect"):
+        clean("SELECT 1", dialect="oracle")
