@@ -163,9 +163,12 @@ class LocalCluster:
 
 
 def _port_free(port: int | None) -> bool:
+    """Whether PostgreSQL could listen on ``port`` of 127.0.0.1. SO_REUSEADDR as the server
+    sets it: connections of a cluster just stopped, left in TIME_WAIT, do not block it."""
     if port is None:
         return False
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
