@@ -25,7 +25,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from .errors import CandidateRefused, ConfigError
-from .sqlcheck import parse_shared, transpile
+from .sqlcheck import parse_shared, parse_single, transpile
 
 TARGET = "postgres"
 DIALECTS = ("postgres", "sqlite", "mysql")
@@ -70,17 +70,12 @@ def parses_as(text: str, dialect: str) -> bool:
     process: cleaning asks this of the same text at several steps, and nine models often send
     the same answer; PostgreSQL text is parsed through sqlcheck.parse_shared, whose tree the
     candidate check then reuses."""
-    if dialect == TARGET:
-        try:
-            parse_shared(text)
-            return True
-        except (CandidateRefused, ValueError):
-            return False
     try:
-        trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
-    except (ParseError, TokenError, ValueError):
+        # PostgreSQL text through the shared cache, whose tree the candidate check reuses
+        parse_shared(text) if dialect == TARGET else parse_single(text, dialect)
+        return True
+    except (CandidateRefused, ValueError):
         return False
-    return len(trees) == 1
 
 
 def _unfence(t: str, steps: list[str]) -> str:

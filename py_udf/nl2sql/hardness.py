@@ -22,12 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 
 from .errors import CandidateRefused
-from .sqlcheck import parse_shared
+from .sqlcheck import parse_shared, parse_single
 
 
 @dataclass
@@ -145,12 +143,9 @@ def hardness(sql: str, dialect: str = "postgres") -> str | None:
         except (CandidateRefused, ValueError):
             return None
     try:
-        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
-    except (ParseError, TokenError, ValueError):
+        return counts(parse_single(sql, dialect)).level
+    except CandidateRefused:
         return None
-    if len(trees) != 1:
-        return None
-    return counts(trees[0]).level
 
 
 def route(level: str | None, voters: dict[str, list[str]], models: list[str]) -> tuple[list[str], str]:

@@ -98,10 +98,10 @@ class Setting:
     type: str
     default: Any
     meaning: str
+    minimum_exclusive: bool = False
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
-    minimum_exclusive: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -172,20 +172,13 @@ class Setting:
             ConfigError: naming the setting, the bad value and the allowed values or range.
         """
         v = (text or "").strip()
-        if self.type == "int":
+        if self.type in ("int", "float"):
             try:
-                n = int(v)
+                number = (int if self.type == "int" else float)(v)
             except ValueError:
                 raise self._bad(text) from None
-            self._check_bounds(n, v)
-            return n
-        if self.type == "float":
-            try:
-                f = float(v)
-            except ValueError:
-                raise self._bad(text) from None
-            self._check_bounds(f, v)
-            return f
+            self._check_bounds(number, v)
+            return number
         if self.type == "bool":
             if v.lower() in _TRUE:
                 return True

@@ -39,20 +39,39 @@ _FORBIDDEN_FUNCTIONS = {
 from .errors import CandidateRefused  # noqa: E402  (re-exported)
 
 
-def parse_one(sql: str) -> exp.Expression:
-    """Parse ``sql`` as exactly one PostgreSQL statement.
+def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
+    """Parse ``sql`` as exactly one statement of dialect ``read`` with sqlglot.
 
-    Raises CandidateRefused when it does not parse, is empty, or holds several statements.
+    Args:
+        sql: SQL text.
+        read: sqlglot dialect name (``postgres``, ``sqlite``, ``mysql``).
+
+    Returns:
+        The statement's tree.
+
+    Raises:
+        CandidateRefused: the text is empty, does not parse (the parser's first line says
+            where), or holds more or fewer than one statement.
     """
     if not sql or not sql.strip():
         raise CandidateRefused("empty SQL")
     try:
-        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-    except (ParseError, TokenError) as e:
-        raise CandidateRefused(f"does not parse as PostgreSQL: {str(e).splitlines()[0][:300]}") from None
+        statements = [s for s in sqlglot.parse(sql, read=read) if s is not None]
+    except (ParseError, TokenError, ValueError) as e:
+        name = "PostgreSQL" if read == DIALECT else read
+        raise CandidateRefused(f"does not parse as {name}: {str(e).splitlines()[0][:300]}") from None
     if len(statements) != 1:
         raise CandidateRefused(f"expected exactly one statement, got {len(statements)}")
     return statements[0]
+
+
+def parse_one(sql: str) -> exp.Expression:
+    """Parse ``sql`` as exactly one PostgreSQL statement (``parse_single`` with ``postgres``).
+
+    Raises:
+        CandidateRefused: as ``parse_single``.
+    """
+    return parse_single(sql, DIALECT)
 
 
 @lru_cache(maxsize=256)
@@ -156,13 +175,7 @@ def transpile(sql: str, read: str) -> str:
     lenient quoting, common in Spider/BIRD gold SQL). Raises CandidateRefused when it does not
     parse in ``read``.
     """
-    try:
-        trees = [t for t in sqlglot.parse(sql, read=read) if t is not None]
-    except (ParseError, TokenError) as e:
-        raise CandidateRefused(f"does not parse as {read}: {str(e).splitlines()[0][:300]}") from None
-    if len(trees) != 1:
-        raise CandidateRefused(f"expected exactly one statement, got {len(trees)}")
-    tree = trees[0]
+    tree = parse_single(sql, read)
     if read == "sqlite":
         tree = _quoted_strings_to_literals(tree)
     return tree.sql(dialect=DIALECT)

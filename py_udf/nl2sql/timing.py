@@ -12,10 +12,10 @@ and ``overhead_ms`` = total − model waits), ``llm_waits_ms`` (per model round)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ContextManager
 
 
 @dataclass
@@ -84,14 +84,9 @@ class StageTimer:
         self.waits[name] = self.waits.get(name, 0.0) + ms
         self.exclude(ms)
 
-    @contextmanager
-    def model_wait(self, name: str) -> Iterator[None]:
+    def model_wait(self, name: str) -> ContextManager[None]:
         """Time the block as a wait on models in round ``name`` (see ``waited``)."""
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.waited(name, (time.perf_counter() - t0) * 1000)
+        return _timed(self.waited, name)
 
     def overlapped(self, name: str, ms: float) -> None:
         """Add ``ms`` of work done while models were out to ``overlapped_ms[name]``; nothing is
@@ -99,14 +94,9 @@ class StageTimer:
         if ms:
             self.overlapped_ms[name] = self.overlapped_ms.get(name, 0.0) + ms
 
-    @contextmanager
-    def overlap(self, name: str) -> Iterator[None]:
+    def overlap(self, name: str) -> ContextManager[None]:
         """Time the block as work overlapped with model calls (see ``overlapped``)."""
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.overlapped(name, (time.perf_counter() - t0) * 1000)
+        return _timed(self.overlapped, name)
 
     def finish(self, trace: dict[str, Any]) -> None:
         """Write ``timings``, ``llm_waits_ms`` and ``overlapped_ms`` into ``trace``, with the
@@ -121,3 +111,13 @@ class StageTimer:
         timings["total_ms"] = round(total, 3)
         timings["overhead_ms"] = round(total - wait_ms, 3)
         trace["timings"] = timings
+
+
+@contextmanager
+def _timed(record: Callable[[str, float], None], name: str) -> Iterator[None]:
+    """Time the block and pass (``name``, its milliseconds) to ``record``, even when it raises."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        record(name, (time.perf_counter() - t0) * 1000)
