@@ -31,6 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from . import spi
+from .names import Names, resolve
 from .types import Schema
 
 
@@ -45,37 +46,30 @@ class Lookup:
     reason: str | None = None
 
 
-def _table_map(tree: exp.Expression, schema: Schema) -> tuple[dict[str, Any], list[Any]]:
-    """Alias/name (lower-cased) → schema Table for every table the query reads, and the list
-    of those tables (each once)."""
-    by_prompt = {t.name.lower(): t for t in schema.tables}
-    by_full = {f"{t.schema}.{t.table}".lower(): t for t in schema.tables}
-    aliases: dict[str, Any] = {}
-    used: list[Any] = []
-    for node in tree.find_all(exp.Table):
-        if not node.name:
-            continue
-        db = node.args.get("db")
-        key = f"{db.name}.{node.name}".lower() if db else node.name.lower()
-        t = by_full.get(key) if db else by_prompt.get(key)
-        if t is None:
-            continue
-        aliases[node.alias_or_name.lower()] = t
-        aliases.setdefault(node.name.lower(), t)
-        if t not in used:
-            used.append(t)
-    return aliases, used
+def _table_lookup(schema: Schema) -> dict[str, Any]:
+    """Schema tables by prompt name and by ``schema.table``, lower-cased."""
+    out: dict[str, Any] = {t.name.lower(): t for t in schema.tables}
+    out.update({f"{t.schema}.{t.table}".lower(): t for t in schema.tables})
+    return out
 
 
-def resolve_column(col: exp.Column, aliases: dict[str, Any], used: list[Any]) -> tuple[str, str, str] | None:
-    """(schema, table, column) of a column reference: through its qualifier, or — unqualified —
-    the only table the query reads that has such a column. None when it does not resolve."""
+def resolve_column(col: exp.Column, names: Names,
+                   lookup: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The column a column reference means, in the schema.
+
+    Args:
+        col: a column reference of the query ``names`` was resolved from.
+        names: ``names.resolve`` of the query.
+        lookup: ``_table_lookup`` of the schema.
+
+    Returns:
+        (schema, table, column) when exactly one relation the reference may belong to (its
+        qualifier's, or for an unqualified one, those of its scope) has such a column; None
+        otherwise.
+    """
     name = col.name.lower()
-    if col.table:
-        t = aliases.get(col.table.lower())
-        tables = [t] if t is not None else []
-    else:
-        tables = used
+    tables = list({id(t): t for t in (lookup.get(r.key) for r in names.column_relations(col))
+                   if t is not None}.values())
     hits = [(t.schema, t.table, c.name) for t in tables for c in t.columns if c.name.lower() == name]
     return hits[0] if len(hits) == 1 else None
 
@@ -83,7 +77,7 @@ def resolve_column(col: exp.Column, aliases: dict[str, Any], used: list[Any]) ->
 def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.Literal, tuple[str, str, str]]]:
     """String literals compared with a resolvable column by ``=``, ``<>`` / ``!=`` or ``IN``
     (either side), with the column each is compared with."""
-    aliases, used = _table_map(tree, schema)
+    names, lookup = resolve(tree), _table_lookup(schema)
     out: list[tuple[exp.Literal, tuple[str, str, str]]] = []
     for node in tree.find_all(exp.EQ, exp.NEQ, exp.In):
         if isinstance(node, exp.In):
@@ -96,7 +90,7 @@ def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.
         lits = [x for x in lits if isinstance(x, exp.Literal) and x.is_string]
         if not lits:
             continue
-        where = resolve_column(col, aliases, used)
+        where = resolve_column(col, names, lookup)
         if where is None:
             continue
         out.extend((lit, where) for lit in lits)

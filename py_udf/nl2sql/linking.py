@@ -27,7 +27,8 @@ from sqlglot import exp
 from . import spi
 from .errors import CandidateRefused
 from .masking import inflections, name_words, tokenize
-from .sqlcheck import cte_names, parse_shared
+from .names import resolve
+from .sqlcheck import parse_shared
 from .types import Schema, Table
 
 CHARS_PER_TOKEN = 3.5
@@ -84,8 +85,9 @@ def _table_lookup(schema: Schema) -> dict[str, Table]:
 def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tuple[str, str]]]:
     """Tables (prompt names) and (table, column) pairs that PreSQL reads (PET-SQL §3.3).
 
-    Qualified columns resolve through the query's table aliases; an unqualified column is
-    credited to every table of the query that has a column of that name. Names not in
+    Names resolve with ``names.resolve`` (sqlglot scopes): a qualified column through its
+    scope's aliases; an unqualified column is credited to every relation of its scope that has
+    a column of that name. Names not in
     ``schema`` are ignored. Returns ([], []) when PreSQL is empty or does not parse."""
     if not presql:
         return [], []
@@ -94,27 +96,18 @@ def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tu
     except CandidateRefused:
         return [], []
     lookup = _table_lookup(schema)
-    ctes = cte_names(tree)
-    alias: dict[str, Table] = {}
+    names = resolve(tree)
     tables: list[Table] = []
-    for t in tree.find_all(exp.Table):
-        if not t.name or (not t.args.get("db") and t.name.lower() in ctes):
-            continue
-        key = f"{t.args['db'].name}.{t.name}".lower() if t.args.get("db") else t.name.lower()
-        tb = lookup.get(key)
-        if tb is None:
-            continue
-        if tb not in tables:
+    for rel in names.relations:
+        tb = lookup.get(rel.key)
+        if tb is not None and tb not in tables:
             tables.append(tb)
-        alias[(t.alias or t.name).lower()] = tb
-        alias.setdefault(t.name.lower(), tb)
     cols: list[tuple[str, str]] = []
     for c in tree.find_all(exp.Column):
         if not c.name:
             continue
         cname = c.name.lower()
-        owners = [alias[c.table.lower()]] if c.table and c.table.lower() in alias else \
-            [] if c.table else tables
+        owners = [lookup[r.key] for r in names.column_relations(c) if r.key in lookup]
         for tb in owners:
             for col in tb.columns:
                 if col.name.lower() == cname and (tb.name, col.name) not in cols:

@@ -12,6 +12,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from .errors import CandidateRefused
+from .names import resolve
+
 DIALECT = "postgres"
 
 # Statement kinds whose presence anywhere in the tree refuses the candidate.
@@ -35,8 +38,6 @@ _FORBIDDEN_FUNCTIONS = {
     "txid_current", "pg_switch_wal", "query_to_xml", "pg_logical_emit_message",
 }
 
-
-from .errors import CandidateRefused  # noqa: E402  (re-exported)
 
 
 def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
@@ -83,26 +84,19 @@ def parse_shared(sql: str) -> exp.Expression:
     return parse_one(sql)
 
 
-def cte_names(tree: exp.Expression) -> set[str]:
-    """Lower-cased names of the CTEs defined anywhere in ``tree``."""
-    return {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-
-
 def referenced_tables(tree: exp.Expression) -> list[str]:
-    """Relations a query reads, as ``schema.table`` or ``table`` (lower-cased, CTE names excluded),
-    each once. Used for PreSQL-based schema linking (PET-SQL §3.3)."""
-    ctes = cte_names(tree)
-    seen: list[str] = []
-    for t in tree.find_all(exp.Table):
-        if not t.name:
-            continue
-        name = t.name.lower()
-        if not t.args.get("db") and name in ctes:
-            continue
-        full = f"{t.args['db'].name.lower()}.{name}" if t.args.get("db") else name
-        if full not in seen:
-            seen.append(full)
-    return seen
+    """Relations a query reads, each once, in order (``names.resolve``).
+
+    Args:
+        tree: the parsed query.
+
+    Returns:
+        ``schema.table`` (when qualified) or ``table`` names, lower-cased; CTEs, derived
+        tables and other non-relation sources excluded.
+
+    Source: used for PreSQL-based schema linking, PET-SQL (Li et al. 2024) §3.3.
+    """
+    return resolve(tree).keys()
 
 
 def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
