@@ -194,6 +194,9 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     MCS-SQL (Lee et al. 2024) §3.2–3.3 prompts and selection, ReBoost (Sui et al. 2023) §3.1
     rewriting and §3.3 repair.
 
+    Model failures are not raised: they are recorded in the trace; when every model failed,
+    its ``error`` says so.
+
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
         question: the question as asked.
@@ -211,8 +214,6 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         NotIndexedError: nothing the role may read is indexed.
         EmbeddingError: the embedding model is missing.
         plpy.SPIError: QueryCanceled when the caller cancelled.
-        Model failures are not raised: they are recorded in the trace; when every model
-        failed, ``error`` says so.
     """
     timer = StageTimer()
     run = start(plpy, question, search_path, evidence, timer)
