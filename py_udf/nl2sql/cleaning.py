@@ -40,10 +40,14 @@ _LANG_TAGS = {"sql", "postgresql", "postgres", "pgsql", "sqlite", "mysql", ""}
 class Cleaned:
     """The outcome of cleaning one model answer.
 
-    ``sql``: the SQL text (PostgreSQL unless transpiling failed; may be empty);
-    ``steps``: names of the steps applied, in order (``fence``, ``leading_prose``,
-    ``trailing_prose``, ``markdown_escape``, ``hash_comment``, ``trailing_semicolon``,
-    ``transpile:<dialect>``); ``dialect``: the dialect the text was read as.
+    Attributes:
+        sql: the SQL text, stripped, without a trailing semicolon; PostgreSQL unless
+            transpiling failed (then still in the model's dialect); may be empty.
+        steps: names of the steps applied, in order, each once: ``fence``, ``leading_prose``,
+            ``trailing_prose``, ``markdown_escape``, ``hash_comment``, ``trailing_semicolon``,
+            ``transpile:<dialect>``.
+        dialect: the sqlglot dialect the text was read as (``postgres``, ``sqlite`` or
+            ``mysql``); the configured dialect when transpiling failed.
     """
 
     sql: str
@@ -66,10 +70,20 @@ def _tokens(text: str, dialect: str = TARGET):
 
 @lru_cache(maxsize=512)
 def parses_as(text: str, dialect: str) -> bool:
-    """True when ``text`` parses as exactly one statement of ``dialect`` (sqlglot). Cached per
-    process: cleaning asks this of the same text at several steps, and nine models often send
-    the same answer; PostgreSQL text is parsed through sqlcheck.parse_shared, whose tree the
-    candidate check then reuses."""
+    """Say whether ``text`` parses as exactly one statement of ``dialect`` (sqlglot).
+
+    Cached per process (512 entries): cleaning asks this of the same text at several steps,
+    and several models often send the same answer. PostgreSQL text is parsed through
+    ``sqlcheck.parse_shared``, whose tree the candidate check then reuses.
+
+    Args:
+        text: the SQL text to try.
+        dialect: a sqlglot dialect name (``postgres``, ``sqlite``, ``mysql``).
+
+    Returns:
+        True when it parses as exactly one statement; False on a parse or token error or when
+        it holds no or several statements. Never raises.
+    """
     try:
         # PostgreSQL text through the shared cache, whose tree the candidate check reuses
         parse_shared(text) if dialect == TARGET else parse_single(text, dialect)
@@ -202,9 +216,10 @@ def _cut_hash_comments(t: str, steps: list[str]) -> str:
 
 
 def transpile_to_postgres(sql: str, read: str) -> str:
-    """``sql`` read as ``read`` and written as PostgreSQL (sqlglot). For SQLite, a
-    double-quoted name compared with a column becomes a string literal (SQLite's lenient
-    quoting).
+    """Transpile one statement from dialect ``read`` to PostgreSQL (sqlglot).
+
+    For SQLite, a double-quoted string compared with a column becomes a string literal
+    (SQLite's lenient quoting, common in Spider/BIRD gold SQL).
 
     Args:
         sql: one statement in dialect ``read``.
@@ -214,19 +229,38 @@ def transpile_to_postgres(sql: str, read: str) -> str:
         The statement as PostgreSQL text.
 
     Raises:
-        CandidateRefused: (a ValueError) when it does not parse as ``read``.
+        CandidateRefused: (a ValueError) when it does not parse as ``read`` or holds other
+            than exactly one statement.
     """
     return transpile(sql, read)
 
 
 def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
-    """Clean one model answer into SQL.
+    """Clean one model answer into one SQL statement, recording every step.
 
-    ``dialect``: the dialect the model is configured to write (``postgres``, ``sqlite`` or
-    ``mysql``); text in another dialect is transpiled to PostgreSQL. For a ``postgres`` model,
-    text that does not parse as PostgreSQL but parses as SQLite or MySQL is transpiled from the
-    first that parses. Never raises: text that cannot be cleaned comes back as is (the check
-    then refuses it with the parser's message). Returns ``Cleaned(sql, steps, dialect)``.
+    Steps, in order: unfence markdown code blocks, undo markdown escapes (``\\_``, ``\\*``),
+    cut leading prose, cut at the first top-level semicolon when prose follows (a further
+    statement is kept so the check refuses it), drop trailing paragraphs until the text parses,
+    cut MySQL ``#`` comments, drop a trailing semicolon, and transpile to PostgreSQL. For a
+    ``postgres`` model, text that does not parse as PostgreSQL but parses as SQLite or MySQL is
+    transpiled from the first that parses. Text that cannot be cleaned comes back as it is (the
+    check then refuses it with the parser's message).
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.1, the "no explanation" output rule (models still
+    explain); OpenSearch-SQL (Xie et al. 2024) §3.5, style alignment of generated SQL.
+
+    Args:
+        text: the model's answer text; ``None`` or blank gives an empty ``sql``.
+        dialect: the dialect the model is configured to write (``postgres``, ``sqlite`` or
+            ``mysql``); text in another dialect than PostgreSQL is transpiled.
+
+    Returns:
+        ``Cleaned(sql, steps, dialect)``: the SQL, the names of the steps applied (each once,
+        in order) and the dialect the text was read as.
+
+    Raises:
+        ConfigError: when ``dialect`` is not one of ``postgres``, ``sqlite``, ``mysql``. A text
+            that cannot be cleaned never raises.
     """
     if dialect not in DIALECTS:
         raise ConfigError(f"unknown SQL dialect {dialect!r}; one of {', '.join(DIALECTS)}")
@@ -263,9 +297,10 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
 
 
 def clean_model_output(text: str | None) -> str:
-    """Turn a model's chat answer into SQL text: the SQL of :func:`clean` for a PostgreSQL
-    model (see there for the steps: fences, leading/trailing prose, markdown escapes, ``#``
-    comments, dialects).
+    """Turn a model's chat answer into SQL text, as :func:`clean` does for a PostgreSQL model.
+
+    See :func:`clean` for the steps (fences, leading/trailing prose, markdown escapes, ``#``
+    comments, dialects). Never raises.
 
     Args:
         text: the model's answer text (``None`` or empty gives ``""``).

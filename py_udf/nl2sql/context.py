@@ -32,7 +32,29 @@ from .types import Example, Schema
 
 @dataclass
 class Context:
-    """What retrieval found for one question (before any model call)."""
+    """What retrieval found for one question (before any model call).
+
+    Attributes:
+        question: the (validated, possibly rewritten) question.
+        evidence: the caller's hint text, or None.
+        values: matched cell values, merged and cut to ``value_top_k`` (exact and trigram
+            first; vector matches added by ``add_vector_values``).
+        masked_question: the question with schema names and strongly matched values masked.
+        candidates: example candidates by masked-question similarity, best first.
+        skeletons: example id -> its SQL skeleton.
+        timings: stage -> milliseconds (``values_ms``, ``embed_ms``, ``examples_ms``,
+            ``columns_ms``).
+        column_sims: ``(schema, table, column, cosine similarity)`` for every readable indexed
+            column, best first; None until ``add_columns`` has run.
+        scores: table prompt name -> its best column's similarity with the question; None
+            until ``add_columns`` has run.
+        phrases: the candidate phrases of the question and evidence (retrieval.Phrase).
+        found: the exact and trigram matches, before merging.
+        vector_phrases: positions in ``phrases`` chosen for vector (embedding) lookups.
+        pending_vectors: a Future of their embeddings (computed in the background), or None.
+        vectors_done: True once the vector lookups are done (or none were needed).
+        remasked: True when a strong vector match changed the masked question (and examples).
+    """
 
     question: str
     evidence: str | None
@@ -56,7 +78,17 @@ class Context:
 
 def value_triples(schema: Schema, values: list[ValueMatch],
                    tables: set[str] | None = None) -> list[tuple[str, str, str]]:
-    """(table prompt name, column, value) for values of ``tables`` (all when None)."""
+    """List matched values as ``(table prompt name, column, value)`` for the prompt.
+
+    Args:
+        schema: the schema whose prompt names are used.
+        values: the matched cell values.
+        tables: prompt names of the tables whose values to keep; None keeps all. Values of
+            tables not in ``schema`` are always dropped.
+
+    Returns:
+        One ``(table prompt name, column, value)`` triple per kept value, in ``values`` order.
+    """
     names = {(t.schema, t.table): t.name for t in schema.tables}
     out = []
     for v in values:
@@ -67,8 +99,23 @@ def value_triples(schema: Schema, values: list[ValueMatch],
 
 
 def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Example], dict[int, str]]:
-    """The ``n`` pool examples nearest to the masked question's embedding ``masked_vec``
-    (cosine), best first, and their SQL skeletons by id (PET-SQL §3.2, DAIL-SQL §3.3)."""
+    """Fetch the pool examples nearest to the masked question (cosine), best first.
+
+    Reads ``nl2sql.visible_example`` (examples with an embedding).
+
+    Source: PET-SQL (Li et al. 2024) §3.2, examples retrieved by masked-question embedding;
+    DAIL-SQL (Gao et al. 2023) §3.3, masked-question similarity.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        masked_vec: the masked question's embedding: 384 floats, all-MiniLM-L6-v2,
+            L2-normalised.
+        n: how many examples to fetch.
+
+    Returns:
+        ``(examples, skeletons)``: at most ``n`` ``Example`` with ``similarity`` (cosine,
+        4 places), best first, and example id -> SQL skeleton (``""`` when none).
+    """
     rows = spi.query(plpy, "SELECT id, db_id, question, sql, masked_question, sql_skeleton, "
                            "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
                            "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
@@ -96,18 +143,33 @@ def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float
 
 def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
                      st: Settings) -> Context:
-    """Exact and trigram value matches, masked question and example candidates for
-    ``question``: what the PreSQL prompt needs. Embedding (vector) value matches are
-    ``add_vector_values`` and question/column similarity is ``add_columns``; the pipeline runs
-    both while the PreSQL call is out.
+    """Retrieve what the PreSQL prompt needs: value matches, masked question, examples.
 
     Order: exact and trigram value lookups (no embedding); the masked question from them, its
     embedding and its examples; then the phrases chosen for vector lookups
     (retrieval.vector_phrases) start embedding in a background thread (ONNX Runtime releases
-    the GIL), for add_vector_values. Settings used: value_top_k, value_trgm_min,
-    value_vector_min, value_vector_phrases, link_value_min, k_examples, dail_candidates.
-    Timings (ms): ``values_ms``, ``embed_ms``, ``examples_ms``. Raises embed.EmbeddingError
-    when the embedding model is missing."""
+    the GIL), for ``add_vector_values``. Embedding (vector) value matches are
+    ``add_vector_values`` and question/column similarity is ``add_columns``; the pipeline runs
+    both while the PreSQL call is out.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, value retrieval; PET-SQL (Li et al. 2024)
+    §3.2, masked-question example retrieval.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the validated question.
+        evidence: the caller's hint text, or None (its phrases are looked up too).
+        schema: the schema the role may read (``catalog.load_schema``).
+        st: the settings; used: ``value_top_k``, ``value_trgm_min``, ``value_vector_min``,
+            ``value_vector_phrases``, ``link_value_min``, ``k_examples``, ``dail_candidates``.
+
+    Returns:
+        A ``Context`` with ``values``, ``masked_question``, ``candidates``, ``skeletons`` and
+        ``timings`` (milliseconds: ``values_ms``, ``embed_ms``, ``examples_ms``).
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
     timer = StageTimer()
     trgm_min, vector_min = st.value_trgm_min, st.value_vector_min
     with timer.stage("values_ms"):
@@ -130,14 +192,31 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
 
 
 def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float:
-    """Embedding (vector) value matches for the phrases retrieve_context chose (OpenSearch-SQL
-    §3.4 vector value retrieval: paraphrases such as "USA" for 'United States'): the phrases'
-    embeddings (started in the background) are looked up in the value index, the matches are
-    merged into ``ctx.values``, and a match strong enough to mask (≥ link_value_min) re-masks
-    the question and fetches its examples again (``ctx.remasked``). The pipeline runs this
-    while the PreSQL call is out: the PreSQL prompt shows exact and trigram matches; schema
-    linking, DAIL selection, FinSQL and value alignment see all. Does nothing when already
-    done. Returns the milliseconds spent. Settings as retrieve_context."""
+    """Add embedding (vector) value matches for the phrases ``retrieve_context`` chose.
+
+    The phrases' embeddings (started in the background) are looked up in the value index, the
+    matches are merged into ``ctx.values``, and a match strong enough to mask
+    (≥ ``link_value_min``) re-masks the question and fetches its examples again
+    (``ctx.remasked``). The pipeline runs this while the PreSQL call is out: the PreSQL prompt
+    shows exact and trigram matches; schema linking, DAIL selection, FinSQL and value
+    alignment see all. Does nothing when already done.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, vector value retrieval (paraphrases such as
+    "USA" for 'United States').
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        ctx: the question's context, changed in place.
+        schema: the schema the role may read.
+        st: the settings (``value_vector_min``, ``value_top_k``, ``link_value_min``,
+            ``k_examples``, ``dail_candidates``).
+
+    Returns:
+        The milliseconds spent (0.0 when already done), rounded to 3 places.
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
     if ctx.vectors_done:
         return 0.0
     t = time.perf_counter()
@@ -157,11 +236,25 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float
 
 
 def add_columns(plpy, ctx: Context, schema: Schema) -> float:
-    """Question/column similarity (PET-SQL §3.3 linking by similar columns; the table scores
-    that prune a PreSQL schema over budget): embeds the question, compares it with every
-    indexed column the role may read (linking.column_similarities) and sets
-    ``ctx.column_sims`` and ``ctx.scores``. Does nothing when already set. Returns the
-    milliseconds spent (0.0 when already set)."""
+    """Compute question/column similarity and the table scores derived from it.
+
+    Embeds the question, compares it with every indexed column the role may read
+    (``linking.column_similarities``) and sets ``ctx.column_sims`` and ``ctx.scores`` (which
+    also prune a PreSQL schema over budget). Does nothing when already set.
+
+    Source: PET-SQL (Li et al. 2024) §3.3, linking by similar columns.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        ctx: the question's context, changed in place.
+        schema: the schema the role may read (keys of ``ctx.scores`` are its prompt names).
+
+    Returns:
+        The milliseconds spent (0.0 when already set), rounded to 3 places.
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
     if ctx.column_sims is not None:
         return 0.0
     t = time.perf_counter()
@@ -173,12 +266,32 @@ def add_columns(plpy, ctx: Context, schema: Schema) -> float:
 
 def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
                   ) -> tuple[str, Schema, dict]:
-    """The PreSQL prompt: the whole schema, or — when that prompt would exceed the setting
-    ``prompt_token_budget`` (estimated tokens, see linking.estimate_tokens) — a schema pruned
-    to the tables most similar to the question plus their FK neighbours, tables of matched
-    values first (those that would link, see linking.linking_values). Pruning needs the
-    question/column similarity: ``add_columns`` is then run here (its time added to
-    ``ctx.timings["columns_ms"]``). Returns (prompt, schema used, pruning info)."""
+    """Build the PreSQL prompt, pruning the schema when it is over the token budget.
+
+    The prompt shows the whole schema, or — when that prompt would exceed the setting
+    ``prompt_token_budget`` (estimated tokens, see ``linking.estimate_tokens``) — a schema
+    pruned to the tables most similar to the question plus their FK neighbours, tables of
+    matched values first (those that would link, see ``linking.linking_values``). Pruning needs
+    the question/column similarity: ``add_columns`` is then run here (its time added to
+    ``ctx.timings["columns_ms"]``).
+
+    Source: PET-SQL (Li et al. 2024) §3.1, the reference-enhanced PreSQL prompt.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        ctx: the question's context (``add_columns`` may fill it).
+        schema: the schema the role may read.
+        st: the settings (``sample_values``, ``k_examples``, ``link_value_min``,
+            ``prompt_token_budget``).
+
+    Returns:
+        ``(prompt, schema used, info)``; info: ``pruned``, ``tokens_full``, ``tokens``
+        (estimated tokens of the prompt), ``tables_kept``, ``tables_total``, ``budget`` and
+        what pruning adds.
+
+    Raises:
+        EmbeddingError: pruning needed the question's embedding and the model is missing.
+    """
     n_values = st.sample_values
     examples = ctx.candidates[:st.k_examples]
     vmin = st.link_value_min
@@ -205,9 +318,24 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
 
 def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Settings
                    ) -> tuple[Linked, Selection]:
-    """Schema linking (linking.link_schema with the settings link_value_min and
-    link_column_min) and DAIL selection (settings k_examples, dail_tau) after PreSQL.
-    Needs ``add_columns`` run first (raises ValueError otherwise)."""
+    """Link the schema and select the examples for FinSQL, after PreSQL.
+
+    Source: PET-SQL (Li et al. 2024) §3.3, PreSQL-based schema linking; DAIL-SQL (Gao et al.
+    2023) §3.3, DAIL selection by question and SQL-skeleton similarity.
+
+    Args:
+        ctx: the question's context; ``add_columns`` must have run.
+        schema: the schema the role may read.
+        presql: the PreSQL candidate's SQL, or None when there is none.
+        st: the settings (``link_value_min``, ``link_column_min``, ``k_examples``,
+            ``dail_tau``).
+
+    Returns:
+        ``(Linked, Selection)``: the linked tables and columns, and the chosen examples.
+
+    Raises:
+        ValueError: ``add_columns`` has not run on ``ctx``.
+    """
     if ctx.column_sims is None:
         raise ValueError("finsql_context: run add_columns(plpy, ctx, schema) first")
     cmin = st.link_column_min
@@ -220,8 +348,22 @@ def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Setting
 
 def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
                   st: Settings) -> tuple[str, Schema]:
-    """The FinSQL prompt: the linked tables only (the whole schema when nothing linked), the
-    matched values of those tables, the DAIL-selected examples."""
+    """Build the FinSQL prompt from the linked schema and the selected examples.
+
+    Source: PET-SQL (Li et al. 2024) §3.3, the FinSQL prompt over the linked schema.
+
+    Args:
+        ctx: the question's context.
+        schema: the schema the role may read.
+        linked: the linking of ``finsql_context``.
+        sel: the DAIL selection of ``finsql_context``.
+        st: the settings (``sample_values``).
+
+    Returns:
+        ``(prompt, schema used)``: the schema holds the linked tables only (the whole schema
+        when nothing linked); the prompt shows those tables' matched values and the selected
+        examples.
+    """
     fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
     tables = {t.name for t in fin_schema.tables}
     prompt = prompts.build_prompt(ctx.question, fin_schema, sel.examples,
@@ -231,8 +373,16 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
 
 
 def context_trace(ctx: Context) -> dict[str, Any]:
-    """The retrieval part of the trace: masked question, matched values, and the most similar
-    columns once ``add_columns`` has run."""
+    """Return the retrieval part of the trace.
+
+    Args:
+        ctx: the question's context.
+
+    Returns:
+        ``masked_question``, ``values`` (each ``ValueMatch.to_json()``) and, once
+        ``add_columns`` has run, ``columns_similar``: the 10 most similar columns as
+        ``[schema, table, column, similarity]``.
+    """
     out: dict[str, Any] = {"masked_question": ctx.masked_question,
                            "values": [v.to_json() for v in ctx.values]}
     if ctx.column_sims is not None:
@@ -241,7 +391,16 @@ def context_trace(ctx: Context) -> dict[str, Any]:
 
 
 def linking_trace(linked: Linked, sel: Selection) -> dict[str, Any]:
-    """The linking/selection part of the trace."""
+    """Return the linking and example-selection part of the trace.
+
+    Args:
+        linked: the schema linking.
+        sel: the DAIL selection.
+
+    Returns:
+        ``linked_tables``, ``linked_columns``, ``linking`` (why, how) and ``selection`` (how,
+        passed_tau, tau, examples).
+    """
     return {"linked_tables": linked.tables, "linked_columns": linked.columns,
             "linking": {"why": linked.why, "how": "linked" if linked.tables else
                         "full schema (nothing linked)"},
@@ -251,13 +410,32 @@ def linking_trace(linked: Linked, sel: Selection) -> dict[str, Any]:
 
 def retrieve(plpy, question: str, search_path: str, evidence: str | None,
              presql: str | None) -> dict[str, Any]:
-    """``nl2sql.retrieve(question, evidence, presql) → jsonb``: every retrieval stage of
-    ``nl2sql()`` without calling a model — masked question, matched values, examples, the
-    PreSQL prompt (built, as in nl2sql(), before the vector value matches and the column
-    similarity, which nl2sql() computes while PreSQL is out) with its pruning/token figures
-    and, when ``presql`` is given (a PreSQL from
-    elsewhere), the schema linking, DAIL selection and FinSQL prompt it leads to. Timings in ms.
-    Raises RuntimeError when nothing is indexed."""
+    """Run every retrieval stage of ``nl2sql()`` without calling a model.
+
+    Backs ``nl2sql.retrieve(question, evidence, presql, search_path) → jsonb``. The PreSQL
+    prompt is built, as in ``nl2sql()``, before the vector value matches and the column
+    similarity, which ``nl2sql()`` computes while PreSQL is out.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the question as the caller passed it.
+        search_path: the caller's search_path text (which tables are bare names).
+        evidence: the caller's hint text, or None.
+        presql: a PreSQL from elsewhere, or None; when given, schema linking, DAIL selection
+            and the FinSQL prompt are added.
+
+    Returns:
+        A JSON-able dict: ``question``, ``evidence``, ``masked_question``, ``values``,
+        ``columns_similar``, ``examples``, ``presql_prompt``, ``presql_tables``, ``pruning``;
+        with ``presql`` also ``linked_tables``, ``linked_columns``, ``linking``,
+        ``selection``, ``finsql_prompt``; and ``timings`` (milliseconds).
+
+    Raises:
+        QuestionError: the question is null, empty, too long or holds a NUL byte.
+        ConfigError: a setting is invalid.
+        NotIndexedError: no table the role may read is indexed.
+        EmbeddingError: the embedding model is missing.
+    """
     st = get_settings(plpy)
     q = validate_question(question, st.question_max_chars)
     timer = StageTimer()

@@ -21,7 +21,16 @@ BUILTIN_SOURCE = "builtin"
 
 @dataclass
 class PoolEntry:
-    """One pair ready for the pool (before embedding)."""
+    """One pair ready for the pool (before embedding).
+
+    Attributes:
+        db_id: the database the pair was written for.
+        question: the question, stripped.
+        sql: the SQL, as PostgreSQL.
+        schema: table name -> column names of its database (for masking); may be empty.
+        masked_question: the question with schema names and the SQL's literals masked.
+        sql_skeleton: the SQL with identifiers and literals removed (``sql_skeleton``).
+    """
 
     db_id: str
     question: str
@@ -32,7 +41,18 @@ class PoolEntry:
 
 
 def sql_identifiers(sql: str) -> tuple[set[str], set[str]]:
-    """(table and column names, literal values) that a PostgreSQL query mentions."""
+    """Collect the names and literal values a PostgreSQL query mentions.
+
+    Args:
+        sql: one PostgreSQL statement.
+
+    Returns:
+        ``(names, values)``: the table and column names, and the non-empty literal values as
+        text.
+
+    Raises:
+        CandidateRefused: the SQL does not parse as one PostgreSQL statement.
+    """
     tree = parse_one(sql)
     names: set[str] = set()
     for t in tree.find_all(exp.Table):
@@ -46,10 +66,22 @@ def sql_identifiers(sql: str) -> tuple[set[str], set[str]]:
 
 
 def sql_skeleton(sql: str) -> str:
-    """The SQL with identifiers and literals removed: keywords and structure only (DAIL-SQL §3.3).
+    """Remove identifiers and literals from the SQL: keywords and structure only.
 
-    Identifiers become ``_``, literals ``?``; e.g. ``SELECT count(*) FROM singer WHERE age > 30``
-    → ``SELECT COUNT(*) FROM _ WHERE _ > ?``."""
+    Identifiers become ``_``, literals a placeholder (``%s``); e.g.
+    ``SELECT count(*) FROM singer WHERE age > 30`` → ``SELECT COUNT(*) FROM _ WHERE _ > %s``.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3, SQL skeleton.
+
+    Args:
+        sql: one PostgreSQL statement.
+
+    Returns:
+        The skeleton, as PostgreSQL text.
+
+    Raises:
+        CandidateRefused: the SQL does not parse as one PostgreSQL statement.
+    """
     tree = parse_shared(sql)  # transform() below works on a copy
 
     def strip(node: exp.Expression) -> exp.Expression:
@@ -63,11 +95,22 @@ def sql_skeleton(sql: str) -> str:
 
 
 def literal_phrases(values) -> list[str]:
-    """Phrases of SQL literals a question may use for them: each literal, and its contiguous
-    runs of two or more words, and its single words of four or more letters that are not stop
-    words ('Band-Omega-9' → 'band omega', 'omega 9', 'band', 'omega', …). The question asked is
-    masked with the phrases that matched the value index (also misspelt or partial ones), so a
-    pool question is masked with these to stay comparable."""
+    """List the phrases a question may use for SQL literals.
+
+    Each literal, its contiguous runs of two or more (but not all) words, and its single words
+    of four or more characters that are not stop words, case kept ('Band-Omega-9' →
+    'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'). The question asked is masked
+    with the phrases that matched the value index (also misspelt or partial ones), so a pool
+    question is masked with these to stay comparable.
+
+    Source: PET-SQL (Li et al. 2024) §3.2, examples masked with their own values.
+
+    Args:
+        values: the literal values (any objects; taken as ``str``).
+
+    Returns:
+        The phrases, sorted, each once.
+    """
     out: set[str] = set()
     for v in values:
         v = str(v)
@@ -82,10 +125,29 @@ def literal_phrases(values) -> list[str]:
 
 def make_entry(db_id: str, question: str, sql: str, schema: dict[str, list[str]] | None = None,
                dialect: str = "postgres") -> PoolEntry:
-    """Validate and prepare one pair: transpile ``sql`` from ``dialect`` to PostgreSQL, parse it,
-    mask the question with the schema's names (``schema`` or, if absent, the identifiers of the
-    SQL) and the SQL's literals. Raises CandidateRefused when the SQL does not parse,
-    QuestionError (a ValueError) on an empty question."""
+    """Validate and prepare one question/SQL pair for the pool.
+
+    Transpiles ``sql`` from ``dialect`` to PostgreSQL, parses it, masks the question with the
+    schema's names (those of ``schema`` and the identifiers of the SQL) and the SQL's literals
+    (``literal_phrases``), and computes the SQL skeleton.
+
+    Source: PET-SQL (Li et al. 2024) §3.2, masked questions; DAIL-SQL (Gao et al. 2023) §3.3,
+    SQL skeleton.
+
+    Args:
+        db_id: the database the pair was written for.
+        question: the pair's question.
+        sql: the pair's SQL, in ``dialect``.
+        schema: table name -> column names of its database, or None.
+        dialect: the sqlglot dialect of ``sql`` (``postgres``, ``sqlite``, ``mysql``).
+
+    Returns:
+        The ``PoolEntry``.
+
+    Raises:
+        QuestionError: (a ValueError) the question is empty.
+        CandidateRefused: (a ValueError) the SQL does not parse as one statement.
+    """
     if not question or not question.strip():
         raise QuestionError("empty question")
     pg_sql = sql if dialect == "postgres" else transpile(sql, read=dialect)
@@ -101,7 +163,14 @@ def make_entry(db_id: str, question: str, sql: str, schema: dict[str, list[str]]
 
 
 def builtin_pool() -> list[PoolEntry]:
-    """The project's cross-domain pool (``data/example_pool.json``), prepared."""
+    """Load and prepare the project's cross-domain pool (package file ``data/example_pool.json``).
+
+    Returns:
+        One ``PoolEntry`` per example of the file, in file order.
+
+    Raises:
+        CandidateRefused: an example's SQL does not parse (a packaging error).
+    """
     raw = json.loads(resources.files("nl2sql").joinpath("data/example_pool.json").read_text())
     schemas = raw.get("schemas", {})
     return [make_entry(e["db_id"], e["question"], e["sql"], schemas.get(e["db_id"]))
@@ -110,12 +179,21 @@ def builtin_pool() -> list[PoolEntry]:
 
 def parse_benchmark_json(text: str, dialect: str = "sqlite",
                          tables: list[dict] | None = None) -> tuple[list[PoolEntry], list[dict]]:
-    """Read Spider/BIRD-format pairs: a JSON list (or JSON lines) of objects with ``question``,
-    ``query`` or ``SQL``, ``db_id``; SQL in ``dialect`` is transpiled to PostgreSQL.
+    """Read Spider/BIRD-format question/SQL pairs and prepare them for the pool.
 
-    ``tables``: optional Spider ``tables.json`` content giving each db_id's schema for masking.
-    Returns (entries, failures) where each failure is ``{"index", "question", "error"}`` —
-    pairs that fail are reported, never silently dropped."""
+    Args:
+        text: a JSON list (or JSON lines) of objects with ``question``, ``query`` (or ``SQL``
+            or ``sql``) and ``db_id``.
+        dialect: the sqlglot dialect of the SQL (transpiled to PostgreSQL).
+        tables: Spider ``tables.json`` content giving each db_id's schema for masking, or None.
+
+    Returns:
+        ``(entries, failures)``: each failure is ``{"index", "question", "error"}`` — pairs
+        that fail are reported, never silently dropped.
+
+    Raises:
+        ValueError: (json.JSONDecodeError) ``text`` is not JSON or JSON lines.
+    """
     text = text.strip()
     if text.startswith("["):
         items = json.loads(text)

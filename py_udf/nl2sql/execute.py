@@ -1,6 +1,6 @@
 """Executing candidates inside the database: read-only, always rolled back, time-limited.
 
-Mechanisms (verified on PG 15, DESIGN.md field notes):
+Mechanisms (verified on PG 15):
 - read-only: ``nl2sql._run_candidate`` (PL/pgSQL) does ``SET LOCAL transaction_read_only = on``
   and then EXECUTEs the candidate, so the server itself refuses any write; the whole call runs
   in an explicit subtransaction that is always rolled back afterwards.
@@ -67,9 +67,18 @@ def _helper(pid: int) -> subprocess.Popen:
 
 
 class Watchdog:
-    """Sends SIGINT to ``pid`` after ``timeout_ms`` unless stopped first. A helper process
-    keeps the clock (so it fires even while this backend is busy inside SPI); it is started
-    once per backend and re-armed for each candidate."""
+    """Send SIGINT to ``pid`` after ``timeout_ms`` unless stopped first.
+
+    A helper process keeps the clock (so it fires even while this backend is busy inside SPI);
+    it is started once per backend and re-armed for each candidate. Constructing arms it.
+
+    Args:
+        pid: the process id of the backend to signal (``os.getpid()``).
+        timeout_ms: milliseconds until the signal (at least 1).
+
+    Raises:
+        BrokenPipeError: (or OSError) when the helper cannot be armed, even after a restart.
+    """
 
     def __init__(self, pid: int, timeout_ms: int):
         secs = max(timeout_ms, 1) / 1000.0
@@ -84,7 +93,12 @@ class Watchdog:
                     raise
 
     def stop(self) -> bool:
-        """Stop the clock; True when the helper had already sent the signal."""
+        """Stop the clock.
+
+        Returns:
+            True when the helper had already sent the signal; False otherwise (also when the
+            helper is gone).
+        """
         try:
             self.proc.stdin.write(b"disarm\n")
             return self.proc.stdout.readline().strip() == b"fired"
@@ -134,12 +148,30 @@ def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
 
 def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_rows: int,
                   ordered: bool = False) -> Candidate:
-    """Execute ``cand.sql`` (already checked) and fill status, result hash, row count, time.
+    """Execute ``cand.sql`` (already checked) and fill its outcome in place.
 
-    ``search_path``: the caller's, so the candidate resolves names as the user would.
-    ``timeout_ms``: wall-clock limit; on expiry status is ``timeout``. Errors become status
-    ``error`` with the server's message. Writes are impossible (read-only subtransaction, rolled
-    back). A user's own Ctrl-C is re-raised, never swallowed.
+    Runs through ``nl2sql._run_candidate`` in a read-only subtransaction that is always rolled
+    back, so writes are impossible, under the watchdog's wall-clock limit.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3 and OpenSearch-SQL (Xie et al. 2024) §3.6, candidates
+    executed and filtered by outcome before voting.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        cand: the candidate; ``cand.sql`` must have passed the check.
+        search_path: the caller's search_path text, so names resolve as the user's would.
+        timeout_ms: wall-clock limit in milliseconds; on expiry status is ``timeout``.
+        max_rows: most rows fetched for the result hash; more set ``truncated``.
+        ordered: when True the row order counts in the result hash (else a multiset).
+
+    Returns:
+        ``cand``, with ``status`` ``ok`` (and ``result_hash``, ``row_count``, ``truncated``,
+        ``sample_rows``), ``error`` (``reason`` the server's first message line, at most 500
+        characters) or ``timeout``; ``exec_ms`` in milliseconds in every case.
+
+    Raises:
+        plpy.SPIError: the user's own cancel (Ctrl-C, ``pg_cancel_backend``) before the time
+            limit is re-raised, never swallowed.
     """
     t0 = time.perf_counter()
     try:
@@ -166,7 +198,20 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
 
 
 def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int) -> list[str]:
-    """Rows of a checked query as ``row_to_json`` texts (at most ``max_rows``), read-only and
-    time-limited (used by ``nl2sql.ask``). Raises plpy.SPIError on failure or timeout."""
+    """Fetch the rows of a checked query, read-only and time-limited (used by ``nl2sql.ask``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the query; it must have passed the check.
+        search_path: the caller's search_path text.
+        timeout_ms: wall-clock limit in milliseconds.
+        max_rows: most rows returned.
+
+    Returns:
+        At most ``max_rows`` rows, each a ``row_to_json`` text.
+
+    Raises:
+        plpy.SPIError: the query failed or was cancelled (time limit or the user's cancel).
+    """
     rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows)
     return rows[:max_rows]

@@ -32,7 +32,15 @@ from .types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
 
 @dataclass
 class GenCall:
-    """One FinSQL request: a model, its prompt (variant ``variant``), ``n`` samples."""
+    """One FinSQL request: a model, its prompt (variant ``variant``), ``n`` samples.
+
+    Attributes:
+        model: the model's configuration.
+        prompt: the user message text of this prompt variant.
+        variant: the prompt variant, 0 for the prompt as retrieved.
+        n: samples asked for in the one request (``n`` of chat completions).
+        temperature: sampling temperature for this request; None uses the model's own.
+    """
 
     model: ModelConfig
     prompt: str
@@ -41,16 +49,35 @@ class GenCall:
     temperature: float | None = None
 
     def as_call(self) -> tuple:
-        """The argument tuple of ``llm.call_model``."""
+        """Return the request as one entry of ``llm.call_models``' ``calls``.
+
+        Returns:
+            ``(model, messages, n, temperature)``, the messages from ``prompts.messages``.
+        """
         return (self.model, prompts.messages(self.prompt), self.n, self.temperature)
 
 
 def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int,
                    seed: str) -> tuple[Schema, list[Example]]:
-    """The schema and examples of prompt variant ``variant`` (0 = as retrieved: top-``k`` in
-    similarity order). Variant v ≥ 1: ``k`` examples sampled from ``examples`` (the top 2k) and
-    shuffled, tables shuffled; seeded by ``seed`` and v, so a question always gets the same
-    prompts."""
+    """Choose the schema and examples of one prompt variant.
+
+    Variant 0 is as retrieved: the schema unchanged and the first ``k`` examples in the given
+    order. Variant v ≥ 1: ``k`` examples sampled from all of ``examples`` in random order, and
+    the tables shuffled; seeded by ``seed`` and v, so a question always gets the same prompts.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.2, multiple prompts differing in examples and table
+    order.
+
+    Args:
+        schema: the schema to show.
+        examples: the example candidates, best first (the pipeline passes the top 2k).
+        k: examples per prompt.
+        variant: the variant number, 0 or more.
+        seed: the seed text (the question).
+
+    Returns:
+        ``(schema, examples)`` of the variant; the schema is a new ``Schema`` for v ≥ 1.
+    """
     if variant == 0:
         return schema, examples[:k]
     rnd = random.Random(f"{seed}\x00{variant}")
@@ -64,11 +91,32 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
                  examples: list[Example], k: int, n_values: int, evidence: str | None,
                  variants: int = 1, samples: int = 1, sample_temperature: float = 1.0,
                  values: list[tuple[str, str, str]] | None = None) -> list[GenCall]:
-    """The FinSQL requests for one question: for each prompt variant (0..variants−1) and each
-    model, one request of ``samples`` samples. ``examples``: the DAIL selection first, then
-    further candidates (variants sample from the top 2k); ``values``: retrieved (table, column,
-    value) triples shown in every prompt. Returns them variant-major (all models' variant 0
-    first)."""
+    """Plan the FinSQL requests for one question.
+
+    For each prompt variant (0..variants−1) and each model, one request of ``samples``
+    samples; a model configured at temperature 0 is sampled at ``sample_temperature`` when
+    ``samples`` > 1.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency (every model answers); MCS-SQL
+    (Lee et al. 2024) §3.2, multiple prompts and sampling.
+
+    Args:
+        models: the FinSQL models' configurations.
+        question: the question (also the variants' seed).
+        schema: the linked schema to show.
+        examples: the DAIL selection first, then further candidates (variants sample from all).
+        k: examples per prompt.
+        n_values: most cell values shown per column.
+        evidence: the caller's hint text, or None.
+        variants: prompt variants per model (at least 1 is made).
+        samples: samples per request (at least 1).
+        sample_temperature: temperature for temperature-0 models when ``samples`` > 1.
+        values: retrieved ``(table prompt name, column, value)`` triples shown in every
+            prompt, or None.
+
+    Returns:
+        The ``GenCall`` list, variant-major (all models' variant 0 first).
+    """
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
         sch, exs = variant_inputs(schema, examples, k, v, question)
@@ -83,8 +131,19 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
 
 
 def candidates_from(calls: list[GenCall], replies: list[LLMReply]) -> list[Candidate]:
-    """One candidate per returned sample (a failed call gives one candidate carrying the
-    error), named as in the module docstring."""
+    """Turn model replies into candidates: one per returned sample.
+
+    A failed or empty call gives one candidate with status ``refused`` carrying the error.
+    Names (``source``): ``finsql:<model>`` for variant 0's first sample, else
+    ``finsql:<model>#p<variant>s<sample>``.
+
+    Args:
+        calls: the requests made.
+        replies: their replies, in the order of ``calls``.
+
+    Returns:
+        The candidates, status ``pending`` unless the call gave no answer.
+    """
     out: list[Candidate] = []
     for call, rep in zip(calls, replies):
         texts = rep.choices or [rep.text]
@@ -100,7 +159,22 @@ def candidates_from(calls: list[GenCall], replies: list[LLMReply]) -> list[Candi
 
 @dataclass
 class Evaluator:
-    """Everything needed to turn candidate text into an executed candidate, for one question."""
+    """Everything needed to turn candidate text into an executed candidate, for one question.
+
+    Answer texts already prepared and SQL already executed for this question are not done
+    again: the candidate gets the earlier outcome.
+
+    Attributes:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: what the calling role may see (``catalog.load_schema``).
+        search_path: the caller's search_path text.
+        timeout_ms: execution wall-clock limit per candidate, in milliseconds.
+        max_rows: most rows fetched per candidate.
+        dialects: model name -> the SQL dialect it writes (``postgres`` when absent).
+        values: the value index for value alignment; None turns alignment off.
+        ms: accumulated milliseconds: ``check_ms``, ``align_ms``, ``run_ms``; None until the
+            first use.
+    """
 
     plpy: Any
     schema: Schema                     # what the calling role may see (catalog.load_schema)
@@ -114,15 +188,34 @@ class Evaluator:
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
 
     def reset_ms(self) -> dict[str, float]:
-        """Start a fresh ``ms`` (check_ms, align_ms, run_ms: 0.0) and return it: what runs from
-        now on is timed apart from what ran before (e.g. work done while models were out)."""
+        """Start a fresh ``ms``, so that what runs from now on is timed apart from before.
+
+        Returns:
+            The new ``ms``: ``check_ms``, ``align_ms``, ``run_ms``, each 0.0 milliseconds.
+        """
         self.ms = {"check_ms": 0.0, "align_ms": 0.0, "run_ms": 0.0}
         return self.ms
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
-        """Clean and check ``text`` into ``c.sql`` (the full check of safety.check_candidate_in_db)
-        and align its values; False (with status ``refused`` and the reason) when it does not
-        pass the check."""
+        """Clean, check and value-align one answer text into ``c.sql``.
+
+        Runs ``cleaning.clean`` in the model's dialect, the full check of
+        ``safety.check_candidate_in_db``, and (when ``values`` is set) value alignment; sets
+        ``c.sql``, ``c.cleaning``, ``c.alignments``, ``c.tables``.
+
+        Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of generated SQL.
+
+        Args:
+            c: the candidate, changed in place.
+            text: the model's answer text, or None.
+
+        Returns:
+            True when it passed the check; False with status ``refused`` and the reason
+            otherwise (also for no text).
+
+        Raises:
+            ConfigError: the model's configured dialect is unknown.
+        """
         if self.ms is None:
             self.reset_ms()
         if not text:
@@ -162,7 +255,19 @@ class Evaluator:
         return True
 
     def run(self, c: Candidate, text: str | None) -> Candidate:
-        """prepare, then execute read-only under the time limit (status ok/error/timeout)."""
+        """Prepare one answer text, then execute it read-only under the time limit.
+
+        Args:
+            c: the candidate, changed in place (its earlier outcome is reset).
+            text: the model's answer text, or None.
+
+        Returns:
+            ``c``, with status ``refused``, ``ok``, ``error`` or ``timeout``.
+
+        Raises:
+            ConfigError: the model's configured dialect is unknown.
+            plpy.SPIError: the user cancelled the statement.
+        """
         c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = Status.PENDING, None, None, None, None
         c.sample_rows = []
         if self.prepare(c, text):

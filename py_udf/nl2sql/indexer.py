@@ -25,8 +25,22 @@ _STRING_TYPES = {"text", "character varying", "character", "varchar", "char", "c
 
 
 def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
-    """Tables (schema, table) to cover: ordinary/partitioned tables, views and materialized views
-    of ``schemas`` (default: setting ``schemas``) that the current role may SELECT."""
+    """List the tables a reindex covers.
+
+    Ordinary and partitioned tables (not partitions), views and materialized views of
+    ``schemas`` that the current role may SELECT; nl2sql's own schema and extension members
+    are left out.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schemas: schema names; None or empty uses setting ``schemas``.
+
+    Returns:
+        ``(schema, table)`` pairs, sorted.
+
+    Raises:
+        ConfigError: a stored setting is invalid.
+    """
     if not schemas:
         schemas = list(get_settings(plpy).schemas)
     rows = spi.query(
@@ -106,14 +120,35 @@ def _read_table(plpy, schema: str, table: str, st: Settings) -> dict:
 
 
 def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
-    """(Re)index one table: catalog rows, sample values, string cell values with embeddings,
-    column embeddings. Returns counts ``{"table", "skipped", "columns", "values",
-    "values_embedded", "fks", "rows"}``.
+    """(Re)index one table: catalog rows, sample values, string cell values, embeddings.
 
-    Incremental: the fingerprint covers columns, types, keys, comments, row count, sample values
-    and the distinct string values; when it is unchanged (and not ``force``) nothing is written
-    (``skipped: true``). Values already embedded keep their embedding; only new ones are
-    embedded (the expensive part)."""
+    Writes ``nl2sql.schema_table``, ``schema_column`` (with column embeddings of
+    ``table column words: comment``), ``cell_value`` (distinct string values with embeddings;
+    none for columns the value policy withholds) and ``schema_fk``. Incremental: the
+    fingerprint (MD5) covers columns, types, keys, comments, foreign keys, row count, sample
+    values and the distinct string values; when it is unchanged (and not ``force``) nothing is
+    written. Values already embedded keep their embedding; only new ones are embedded (the
+    expensive part).
+
+    Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
+    2024) §3.4, value index over string cells.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: the table's schema name.
+        table: the table's name.
+        force: rewrite even when the fingerprint is unchanged.
+
+    Returns:
+        ``{"table": "schema.table", "skipped": True}`` when unchanged; else ``table``,
+        ``skipped`` (False), ``columns``, ``values``, ``values_embedded``, ``fks``, ``rows``
+        (counts).
+
+    Raises:
+        ConfigError: a stored setting is invalid.
+        EmbeddingError: the embedding model is missing.
+        plpy.SPIError: the table cannot be read (e.g. dropped meanwhile).
+    """
     st = get_settings(plpy)
     cat = _read_table(plpy, schema, table, st)
     old = spi.query(
@@ -171,8 +206,16 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
 
 
 def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -> int:
-    """Remove index rows of tables in the covered schemas that no longer exist (or are no longer
-    covered). Returns how many tables were dropped from the index."""
+    """Remove index rows of tables in the covered schemas that are no longer covered.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        keep: the ``(schema, table)`` pairs covered now (``plan``).
+        schemas: the covered schema names; None or empty uses setting ``schemas``.
+
+    Returns:
+        How many tables were dropped from the index.
+    """
     if not schemas:
         schemas = list(get_settings(plpy).schemas)
     keep_names = [f"{s}.{t}" for s, t in keep]
@@ -184,7 +227,14 @@ def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -
 
 
 def load_builtin_examples(plpy) -> int:
-    """Insert the built-in pool (source 'builtin') if missing. Returns rows inserted."""
+    """Insert the built-in example pool (source ``builtin``) where its rows are missing.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        How many rows were inserted (0 when all were there).
+    """
     ins = spi.plan(
         plpy, "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
         "schema, source) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT DO NOTHING RETURNING id",
@@ -198,7 +248,21 @@ def load_builtin_examples(plpy) -> int:
 
 def index_examples(plpy) -> dict:
     """Load the built-in pool if needed and embed every example without an embedding.
-    Returns ``{"examples_added", "examples_embedded", "examples_total"}``."""
+
+    The embedding is of the masked question (all-MiniLM-L6-v2, 384 floats).
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, examples
+    retrieved by masked-question embedding.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        ``{"examples_added", "examples_embedded", "examples_total"}`` (counts).
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
     added = load_builtin_examples(plpy)
     rows = spi.query(plpy, "SELECT id, masked_question FROM nl2sql.example WHERE embedding IS NULL")
     if rows:
@@ -211,8 +275,15 @@ def index_examples(plpy) -> dict:
 
 
 def sum_table_counts(results) -> dict:
-    """Totals over ``index_table`` results: tables indexed/skipped, columns, values,
-    values_embedded, fks."""
+    """Add up ``index_table`` results.
+
+    Args:
+        results: an iterable of ``index_table`` result dicts.
+
+    Returns:
+        ``{"tables_indexed", "tables_skipped", "columns", "values", "values_embedded",
+        "fks"}`` (counts; skipped tables count only in ``tables_skipped``).
+    """
     out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0,
            "values_embedded": 0, "fks": 0}
     for r in results:
@@ -231,15 +302,23 @@ INDEX_TABLES = ("schema_table", "schema_column", "schema_fk", "cell_value", "exa
 
 
 def tidy_indexes(plpy) -> dict:
-    """After a reindex that changed the index: fold the trigram index's pending list into the
-    index (``gin_clean_pending_list``) and ANALYZE the index tables (``INDEX_TABLES``).
+    """Tidy the index after a reindex that changed it: GIN pending list and statistics.
 
-    GIN's fast update leaves newly inserted values in a pending list that every trigram lookup
-    reads in full until autovacuum cleans it: on superhero right after a reindex, 15 phrases
-    took 25 ms instead of 1.6 ms. Fresh statistics let the lookups' kept plans use the indexes.
-    Both need ownership of the tables; for a role without it they are skipped (with
-    PostgreSQL's warning for ANALYZE), not an error. Returns ``{"trigram_pending_pages",
-    "tables_analyzed"}`` (pages folded in, None when not permitted)."""
+    Folds the trigram index's pending list into the index (``gin_clean_pending_list``) and
+    ANALYZEs the index tables (``INDEX_TABLES``). GIN's fast update leaves newly inserted
+    values in a pending list that every trigram lookup reads in full until autovacuum cleans
+    it: on the superhero database right after a reindex, 15 phrases took 25 ms instead of
+    1.6 ms. Fresh statistics let the lookups' kept plans use the indexes. Both need ownership
+    of the tables; for a role without it they are skipped (with PostgreSQL's warning for
+    ANALYZE), not an error.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        ``{"trigram_pending_pages", "tables_analyzed"}``: pages folded in (None when not
+        permitted) and the number of tables ANALYZE was run on (also when it skipped them).
+    """
     pages = None
     try:
         with plpy.subtransaction():
@@ -253,17 +332,39 @@ def tidy_indexes(plpy) -> dict:
 
 
 def changed(counts: dict) -> bool:
-    """Whether a reindex's counts show a change of the index (tables indexed or dropped,
-    examples added or embedded)."""
+    """Say whether a reindex's counts show a change of the index.
+
+    Args:
+        counts: the reindex's counts (``reindex``'s dict, before tidying).
+
+    Returns:
+        True when tables were indexed or dropped, or examples added or embedded.
+    """
     return any(counts.get(k) for k in ("tables_indexed", "tables_dropped", "examples_added",
                                       "examples_embedded"))
 
 
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
-    """Index the catalog of ``schemas`` (default: setting ``schemas``), their cell values and the
-    example pool; incremental unless ``force``; then ``tidy_indexes`` when anything changed.
-    Returns counts: tables indexed/skipped/dropped, columns, values, foreign keys, examples
-    (and tidy_indexes' counts when it ran)."""
+    """Index the catalog of ``schemas``, their cell values and the example pool.
+
+    What ``nl2sql.reindex()`` runs: ``index_table`` for each table of ``plan``, then
+    ``drop_missing``, ``index_examples`` and, when anything changed, ``tidy_indexes``.
+    Incremental unless ``force``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schemas: schema names; None or empty uses setting ``schemas``.
+        force: rewrite every table even when its fingerprint is unchanged.
+
+    Returns:
+        Counts: ``tables_indexed``, ``tables_skipped``, ``tables_dropped``, ``columns``,
+        ``values``, ``values_embedded``, ``fks``, ``examples_added``, ``examples_embedded``,
+        ``examples_total`` (and ``trigram_pending_pages``, ``tables_analyzed`` when tidied).
+
+    Raises:
+        ConfigError: a stored setting is invalid.
+        EmbeddingError: the embedding model is missing.
+    """
     tables = plan(plpy, schemas)
     out = sum_table_counts(index_table(plpy, s, t, force=force) for s, t in tables)
     out["tables_dropped"] = drop_missing(plpy, tables, schemas)

@@ -1,6 +1,6 @@
 """One call of ``nl2sql(question)``: PET-SQL's two stages with cross-consistency voting.
 
-``answer()`` runs the stages below one after another, as DESIGN.md's diagram draws them; each
+``answer()`` runs the stages below one after another; each
 is a function of its own taking and returning dataclasses, and each is timed by ``answer()``
 under its key of the trace's ``timings`` (timing.StageTimer):
 
@@ -65,7 +65,17 @@ from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Vote
 
 @dataclass
 class Run:
-    """What every stage of one call shares: the database, settings, models, trace and timer."""
+    """What every stage of one call shares: the database, settings, models, trace and timer.
+
+    Attributes:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        st: the effective settings.
+        models: the enabled models, in position order (the first writes the PreSQL).
+        search_path: the caller's search_path text.
+        evidence: the caller's hint text, or None.
+        trace: the call's trace, filled in by the stages.
+        timer: the call's stage timer.
+    """
 
     plpy: Any
     st: Settings
@@ -76,17 +86,33 @@ class Run:
     timer: StageTimer
 
     def on_wait(self) -> None:
-        """Called between slices of a model wait: lets a pg_cancel_backend (Ctrl-C) land."""
+        """Let a pending cancel land; called between slices of a model wait.
+
+        Raises:
+            plpy.SPIError: QueryCanceled when the caller cancelled (``pg_cancel_backend``,
+                Ctrl-C).
+        """
         spi.cancel_point(self.plpy)
 
     def budget_s(self) -> float | None:
-        """Seconds left before the caller's statement_timeout (None: no limit)."""
+        """Return the seconds left before the caller's ``statement_timeout``.
+
+        Returns:
+            Seconds (may be negative when already over), or None when no statement_timeout
+            is set.
+        """
         return safety.statement_remaining_s(self.plpy)
 
 
 @dataclass
 class Asked:
-    """The question: as validated, as the prompts show it, and the schema the role may see."""
+    """The question: as validated, as the prompts show it, and the schema the role may see.
+
+    Attributes:
+        question: the validated question.
+        prompt_question: the question as the prompts show it (relative time rewritten).
+        schema: the schema the calling role may read (``catalog.load_schema``).
+    """
 
     question: str
     prompt_question: str
@@ -95,7 +121,13 @@ class Asked:
 
 @dataclass
 class PreSQL:
-    """PreSQL's round: its prompt, the model's reply and the cleaned SQL (None: no answer)."""
+    """PreSQL's round: its prompt, the model's reply and the cleaned SQL.
+
+    Attributes:
+        prompt: the PreSQL prompt.
+        reply: the first model's reply.
+        sql: the cleaned PreSQL, set by ``linking_stage``; None when there was no answer.
+    """
 
     prompt: str
     reply: LLMReply
@@ -104,7 +136,14 @@ class PreSQL:
 
 @dataclass
 class Linking:
-    """After PreSQL: linked schema, DAIL selection, and the routed FinSQL writers/voters."""
+    """After PreSQL: linked schema, DAIL selection, and the routed FinSQL writers/voters.
+
+    Attributes:
+        linked: the schema linking (tables, columns, why).
+        selection: the DAIL selection of examples.
+        models: the FinSQL writers (voters) routed by the PreSQL's hardness.
+        schema: the linked tables (the whole schema when nothing linked).
+    """
 
     linked: Linked
     selection: Selection
@@ -114,7 +153,14 @@ class Linking:
 
 @dataclass
 class FinsqlPlan:
-    """The FinSQL round to run: its calls, the PreSQL as a candidate, and the evaluator."""
+    """The FinSQL round to run: its calls, the PreSQL as a candidate, and the evaluator.
+
+    Attributes:
+        calls: the FinSQL requests, variant-major.
+        presql: the PreSQL as a candidate (status ``refused`` when it had no answer).
+        evaluator: turns answer text into executed candidates.
+        early: call index -> its candidates, for answers evaluated during the round.
+    """
 
     calls: list[GenCall]
     presql: Candidate
@@ -124,7 +170,12 @@ class FinsqlPlan:
 
 @dataclass
 class Selected:
-    """The vote's outcome and the multiple-choice replies (none when not asked)."""
+    """The vote's outcome and the multiple-choice replies.
+
+    Attributes:
+        vote: the selection's outcome.
+        replies: the multiple-choice model's reply; empty when no model was asked.
+    """
 
     vote: Vote
     replies: list[LLMReply] = field(default_factory=list)
@@ -137,11 +188,17 @@ def _reply_json(r: LLMReply) -> dict[str, Any]:
 
 
 def answer(plpy, question: str, search_path: str, evidence: str | None = None) -> dict[str, Any]:
-    """Run the pipeline for one question (PET-SQL §3, with DAIL-SQL selection, MCS-SQL
-    selection, ReBoost rewriting and repair): the stages of the module docstring, in order.
+    """Run the pipeline for one question: the stages of the module docstring, in order.
+
+    Source: PET-SQL (Li et al. 2024) §3, with DAIL-SQL (Gao et al. 2023) §3.3 selection,
+    MCS-SQL (Lee et al. 2024) §3.2–3.3 prompts and selection, ReBoost (Sui et al. 2023) §3.1
+    rewriting and §3.3 repair.
+
+    Model failures are not raised: they are recorded in the trace; when every model failed,
+    its ``error`` says so.
 
     Args:
-        plpy: PL/Python's module.
+        plpy: the PL/Python module of the calling backend (SPI access).
         question: the question as asked.
         search_path: the caller's search_path (names resolve as the caller's would).
         evidence: BIRD-style external knowledge, or None.
@@ -152,9 +209,11 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         waiting on models, ``overhead_ms`` = total − llm_wait (in-database work).
 
     Raises:
-        QuestionError: a bad question. ConfigError: no model, or a bad setting.
-        RuntimeError: nothing indexed. Model failures are recorded in the trace; when every
-        model failed, ``error`` says so.
+        QuestionError: a bad question.
+        ConfigError: no model, or a bad setting.
+        NotIndexedError: nothing the role may read is indexed.
+        EmbeddingError: the embedding model is missing.
+        plpy.SPIError: QueryCanceled when the caller cancelled.
     """
     timer = StageTimer()
     run = start(plpy, question, search_path, evidence, timer)
@@ -185,17 +244,21 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
 
 def start(plpy, question: str, search_path: str, evidence: str | None,
           timer: StageTimer) -> Run:
-    """Settings, the question's validation and the enabled models, before any timed stage.
+    """Read the settings, validate the question and read the models, before any timed stage.
 
     Args:
-        plpy, question, search_path, evidence: as ``answer``.
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the question as asked.
+        search_path: the caller's search_path text.
+        evidence: the caller's hint text, or None.
         timer: the call's timer.
 
     Returns:
         The Run every stage shares, its trace holding question, evidence, search_path, models.
 
     Raises:
-        QuestionError: a bad question (question.validate_question). ConfigError: no model.
+        QuestionError: a bad question (question.validate_question).
+        ConfigError: no model is enabled, or a stored setting is invalid.
     """
     st = get_settings(plpy)
     q = validate_question(question, st.question_max_chars)
@@ -206,8 +269,12 @@ def start(plpy, question: str, search_path: str, evidence: str | None,
 
 
 def question_stage(run: Run) -> Asked:
-    """ReBoost §3.1 query rewriting (relative time made explicit) and the schema the role may
-    see (catalog.load_schema over the caller's search_path).
+    """Rewrite the question and load the schema the role may see.
+
+    The rewriting makes relative time explicit; the schema is ``catalog.load_schema`` over the
+    caller's search_path.
+
+    Source: ReBoost (Sui et al. 2023) §3.1, query rewriting.
 
     Args:
         run: the call's shared state (``trace["question"]`` is the validated question).
@@ -217,7 +284,8 @@ def question_stage(run: Run) -> Asked:
         (when rewritten) and ``trace["values_withheld"]``.
 
     Raises:
-        RuntimeError: nothing the role may read is indexed.
+        NotIndexedError: nothing the role may read is indexed.
+        plpy.SPIError: the date could not be read.
     """
     q = run.trace["question"]
     q_prompt = rewrite_question(run.plpy, q, run.st, run.trace)
@@ -228,18 +296,23 @@ def question_stage(run: Run) -> Asked:
 
 
 def retrieve_stage(run: Run, asked: Asked) -> Context:
-    """Exact and trigram value matches, the masked question, its embedding and the top-k
-    examples by masked-question similarity (PET-SQL §3.2; OpenSearch-SQL §3.4 values): what the
-    PreSQL prompt needs (context.retrieve_context).
+    """Retrieve what the PreSQL prompt needs (``context.retrieve_context``).
+
+    Exact and trigram value matches, the masked question, its embedding and the top-k
+    examples by masked-question similarity.
+
+    Source: PET-SQL (Li et al. 2024) §3.2, masked-question examples; OpenSearch-SQL (Xie et
+    al. 2024) §3.4, value retrieval.
 
     Args:
-        run: the call's shared state. asked: from ``question_stage``.
+        run: the call's shared state.
+        asked: from ``question_stage``.
 
     Returns:
         The retrieval context; ``trace["examples"]`` holds the top-k examples.
 
     Raises:
-        embed.EmbeddingError: the embedding model is missing.
+        EmbeddingError: the embedding model is missing.
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
@@ -248,19 +321,24 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
 
 
 def presql_prompt_stage(run: Run, asked: Asked, ctx: Context) -> str:
-    """PET-SQL §3.1's reference-enhanced PreSQL prompt over the whole schema, or one pruned to
-    the token budget (context.presql_prompt). Records ``trace["pruning"]`` and retrieval's own
-    figures (``values_ms``, ``embed_ms``, ``examples_ms``; ``columns_ms`` when pruning needed
-    the question/column similarity, left out of this stage's time).
+    """Build the PreSQL prompt over the whole schema, or one pruned to the token budget.
+
+    Uses ``context.presql_prompt``. Records ``trace["pruning"]`` and retrieval's own figures
+    (``values_ms``, ``embed_ms``, ``examples_ms``; ``columns_ms`` when pruning needed the
+    question/column similarity, left out of this stage's time).
+
+    Source: PET-SQL (Li et al. 2024) §3.1, the reference-enhanced prompt.
 
     Args:
-        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's.
+        run: the call's shared state.
+        asked: from ``question_stage``.
+        ctx: retrieval's context.
 
     Returns:
         The PreSQL prompt.
 
     Raises:
-        embed.EmbeddingError: pruning needed an embedding and the model is missing.
+        EmbeddingError: pruning needed an embedding and the model is missing.
     """
     prompt, _schema, pruning = context.presql_prompt(run.plpy, ctx, asked.schema, run.st)
     run.trace["pruning"] = pruning
@@ -270,19 +348,25 @@ def presql_prompt_stage(run: Run, asked: Asked, ctx: Context) -> str:
 
 
 def presql_overlap(run: Run, ctx: Context, schema: Schema) -> None:
-    """The work of the PreSQL round's calling thread while the model writes: vector value
-    matches (OpenSearch-SQL §3.4) and question/column similarity (PET-SQL §3.3), needed only
-    after PreSQL (linking, DAIL selection, FinSQL, value alignment). Times are recorded in
-    ``overlapped_ms`` (``vector_values_ms``, ``columns_ms``) when there was work to do.
+    """Do the PreSQL round's calling-thread work while the model writes.
+
+    Vector value matches and question/column similarity, needed only after PreSQL (linking,
+    DAIL selection, FinSQL, value alignment). Times are recorded in ``overlapped_ms``
+    (``vector_values_ms``, ``columns_ms``) when there was work to do.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, vector value retrieval; PET-SQL (Li et al.
+    2024) §3.3, similar columns.
 
     Args:
-        run: the call's shared state. ctx: retrieval's. schema: the role's schema.
+        run: the call's shared state.
+        ctx: retrieval's context, changed in place.
+        schema: the role's schema.
 
     Returns:
         None.
 
     Raises:
-        embed.EmbeddingError: the embedding model is missing.
+        EmbeddingError: the embedding model is missing.
     """
     run.timer.overlapped("vector_values_ms",
                          context.add_vector_values(run.plpy, ctx, schema, run.st))
@@ -290,11 +374,16 @@ def presql_overlap(run: Run, ctx: Context, schema: Schema) -> None:
 
 
 def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
-    """PET-SQL §3.1 PreSQL: the first model answers the reference-enhanced prompt while
-    ``presql_overlap`` runs; the wait is recorded as ``llm_waits_ms.presql``.
+    """Run the PreSQL round: the first model answers while ``presql_overlap`` runs.
+
+    The wait is recorded as ``llm_waits_ms.presql``.
+
+    Source: PET-SQL (Li et al. 2024) §3.1, PreSQL.
 
     Args:
-        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's.
+        run: the call's shared state.
+        asked: from ``question_stage``.
+        ctx: retrieval's context.
         prompt: from ``presql_prompt_stage``.
 
     Returns:
@@ -304,6 +393,7 @@ def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
 
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+        EmbeddingError: the embedding model is missing (``presql_overlap``).
     """
     rnd = call_models_during([(run.models[0], prompts.messages(prompt))],
                              partial(presql_overlap, run, ctx, asked.schema), run.on_wait,
@@ -317,19 +407,26 @@ def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
 
 
 def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
-    """The PreSQL cleaned (``pre.sql``); schema linking from it (PET-SQL §3.3) and DAIL
-    re-selection of examples by its skeleton (DAIL-SQL §3.3); its hardness picks the FinSQL
-    writers and voters (PET-SQL §3.4 fine-grained voting, setting ``hardness_voters``).
+    """Clean the PreSQL, link the schema from it, re-select examples, route the voters.
+
+    Sets ``pre.sql``; schema linking from it and DAIL re-selection of examples by its
+    skeleton; its hardness picks the FinSQL writers and voters (setting ``hardness_voters``).
+
+    Source: PET-SQL (Li et al. 2024) §3.3, PreSQL-based schema linking, and §3.4, fine-grained
+    voting; DAIL-SQL (Gao et al. 2023) §3.3, DAIL selection.
 
     Args:
-        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's (with
-            the column similarity ``presql_overlap`` computed). pre: from ``presql_stage``.
+        run: the call's shared state.
+        asked: from ``question_stage``.
+        ctx: retrieval's context (with the column similarity ``presql_overlap`` computed).
+        pre: from ``presql_stage``; ``pre.sql`` is set here.
 
     Returns:
         Linking. Sets the trace's ``presql``, linking/selection part and ``hardness``.
 
     Raises:
-        ValueError: setting ``hardness_voters`` is not valid JSON of model lists.
+        ValueError: the column similarity is missing (``presql_overlap`` did not run); not
+            expected within ``answer``.
     """
     reply = pre.reply
     cl = clean(reply.text, run.models[0].dialect) if reply.text else None
@@ -348,15 +445,22 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
 
 def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
                       link: Linking) -> FinsqlPlan:
-    """The FinSQL calls: routed models × prompt variants × samples over the linked schema
-    (PET-SQL §3.4 cross-consistency; MCS-SQL §3.2 prompt variants), DAIL-selected examples
-    first; the PreSQL as a candidate (it votes with ``presql_votes``; otherwise a FinSQL answer
-    of the same text reuses its outcome); the evaluator (value alignment per
-    ``value_alignment``, OpenSearch-SQL §3.5).
+    """Plan the FinSQL round: its calls, the PreSQL as a candidate, and the evaluator.
+
+    The calls are routed models × prompt variants × samples over the linked schema,
+    DAIL-selected examples first. The PreSQL is a candidate (it votes with ``presql_votes``;
+    otherwise a FinSQL answer of the same text reuses its outcome). The evaluator aligns
+    values when ``value_alignment`` is on.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency; MCS-SQL (Lee et al. 2024) §3.2,
+    prompt variants; OpenSearch-SQL (Xie et al. 2024) §3.5, value alignment.
 
     Args:
-        run: the call's shared state. asked: from ``question_stage``. ctx: retrieval's.
-        pre: the cleaned PreSQL. link: from ``linking_stage``.
+        run: the call's shared state.
+        asked: from ``question_stage``.
+        ctx: retrieval's context.
+        pre: the cleaned PreSQL.
+        link: from ``linking_stage``.
 
     Returns:
         FinsqlPlan.
@@ -390,16 +494,28 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
 
 @dataclass
 class FinsqlOverlap:
-    """The FinSQL round's calling-thread work while models are out (PET-SQL §3.4 candidates
-    evaluated as they arrive): ``work`` evaluates the PreSQL candidate; ``on_reply`` evaluates
-    each answer that arrives while other calls are still out (kept in ``plan.early``). Times go
-    to ``overlapped_ms`` (``presql_candidate_ms``, ``finsql_candidates_ms``)."""
+    """The FinSQL round's calling-thread work while models are out.
+
+    ``work`` evaluates the PreSQL candidate; ``on_reply`` evaluates each answer that arrives
+    while other calls are still out (kept in ``plan.early``). Times go to ``overlapped_ms``
+    (``presql_candidate_ms``, ``finsql_candidates_ms``).
+
+    Source: PET-SQL (Li et al. 2024) §3.4, candidates (here evaluated as they arrive).
+
+    Attributes:
+        timer: the call's stage timer.
+        plan: the round's plan.
+    """
 
     timer: StageTimer
     plan: FinsqlPlan
 
     def work(self) -> None:
-        """Check, align and execute the PreSQL candidate (unless it had no answer)."""
+        """Check, align and execute the PreSQL candidate (unless it had no answer).
+
+        Raises:
+            plpy.SPIError: QueryCanceled when the caller cancelled.
+        """
         pc, ev = self.plan.presql, self.plan.evaluator
         if pc.status == Status.PENDING:
             ev.reset_ms()
@@ -407,7 +523,16 @@ class FinsqlOverlap:
             self.timer.overlapped("presql_candidate_ms", sum(ev.ms.values()))
 
     def on_reply(self, i: int, reply: LLMReply, still_out: int) -> None:
-        """Evaluate call ``i``'s answer now when ``still_out`` calls are still out."""
+        """Evaluate one call's answer now, when other calls are still out.
+
+        Args:
+            i: the call's index in ``plan.calls``.
+            reply: its reply.
+            still_out: how many calls are still out; 0 leaves the answer to ``execute_stage``.
+
+        Raises:
+            plpy.SPIError: QueryCanceled when the caller cancelled.
+        """
         if not still_out:
             return
         ev = self.plan.evaluator
@@ -420,11 +545,16 @@ class FinsqlOverlap:
 
 
 def finsql_stage(run: Run, plan: FinsqlPlan, link: Linking) -> list[LLMReply]:
-    """The FinSQL round (PET-SQL §3.4): every call concurrently, with ``FinsqlOverlap``'s work
-    done meanwhile; the wait is recorded as ``llm_waits_ms.finsql``.
+    """Run the FinSQL round: every call concurrently, ``FinsqlOverlap``'s work meanwhile.
+
+    The wait is recorded as ``llm_waits_ms.finsql``.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency.
 
     Args:
-        run: the call's shared state. plan: from ``finsql_plan_stage``. link: the routing.
+        run: the call's shared state.
+        plan: from ``finsql_plan_stage``.
+        link: the routing (its first model's prompt variants go into the trace).
 
     Returns:
         The replies, in call order. Sets ``trace["finsql"]`` (prompts and replies).
@@ -445,13 +575,19 @@ def finsql_stage(run: Run, plan: FinsqlPlan, link: Linking) -> list[LLMReply]:
 
 
 def execute_stage(run: Run, plan: FinsqlPlan, replies: list[LLMReply]) -> list[Candidate]:
-    """Every FinSQL sample as a candidate, in call order: those not evaluated during the round
+    """Evaluate the answers not evaluated during the round; collect every candidate.
+
+    Every FinSQL sample is a candidate, in call order: those not evaluated during the round
     are cleaned, checked, aligned and executed now (read-only, time-limited); the PreSQL
     candidate is added when setting ``presql_votes`` is on. Records ``check_ms``, ``align_ms``
     and ``run_ms`` of this work.
 
+    Source: MCS-SQL (Lee et al. 2024) §3.3, candidates executed and filtered before voting.
+
     Args:
-        run: the call's shared state. plan: the round's plan. replies: from ``finsql_stage``.
+        run: the call's shared state.
+        plan: the round's plan.
+        replies: from ``finsql_stage``, in call order.
 
     Returns:
         The candidates.
@@ -478,13 +614,20 @@ def execute_stage(run: Run, plan: FinsqlPlan, replies: list[LLMReply]) -> list[C
 
 def repair_stage(run: Run, ctx: Context, pre: PreSQL, plan: FinsqlPlan,
                  cands: list[Candidate]) -> dict[str, Any]:
-    """Repair (ReBoost §3.3, OpenSearch-SQL §3.5): failing or empty candidates get the error
-    and the relevant cell values, at most ``repair_rounds`` (≤ 3) rounds; the waits are
-    recorded as ``llm_waits_ms.repair``.
+    """Repair failing or empty candidates with the error and the relevant cell values.
+
+    At most ``repair_rounds`` (≤ 3) rounds; the waits are recorded as
+    ``llm_waits_ms.repair``.
+
+    Source: ReBoost (Sui et al. 2023) §3.3, error-driven correction; OpenSearch-SQL (Xie et
+    al. 2024) §3.5, refinement.
 
     Args:
-        run: the call's shared state. ctx: retrieval's (matched values). pre: the PreSQL
-            (its prompt for candidates without one). plan: the evaluator. cands: in place.
+        run: the call's shared state.
+        ctx: retrieval's context (matched values).
+        pre: the PreSQL (its prompt for candidates without one).
+        plan: the round's plan (its evaluator).
+        cands: the candidates, changed in place.
 
     Returns:
         repair.repair_loop's summary, also set as ``trace["repair"]``.
@@ -506,19 +649,28 @@ def _prompt_of(default: str, c: Candidate) -> str:
 
 
 def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) -> Selected:
-    """Selection (MCS-SQL §3.3; PET-SQL §3.4; OpenSearch-SQL §3.6): filter, confidence
-    threshold, majority with ties to the fastest; with ``selection`` = multiple_choice and
-    several groups, a model picks among them (its wait is ``llm_waits_ms.multiple_choice``).
+    """Select the answer: filter, confidence threshold, majority, optional multiple choice.
+
+    Majority ties go as setting ``tie_break`` says (by default to the fastest). With
+    ``selection`` = multiple_choice and several groups, a model picks among them (its wait is
+    ``llm_waits_ms.multiple_choice``).
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, filtering, confidence and multiple-choice
+    selection; PET-SQL (Li et al. 2024) §3.4 and OpenSearch-SQL (Xie et al. 2024) §3.6, vote
+    by result.
 
     Args:
-        run: the call's shared state. asked: the question. link: the linked schema (shown to
-            the choosing model). cands: the candidates.
+        run: the call's shared state.
+        asked: the question.
+        link: the linked schema (shown to the choosing model).
+        cands: the candidates.
 
     Returns:
         Selected. Sets ``trace["multiple_choice"]`` when a model chose.
 
     Raises:
         ConfigError: setting ``selection_model`` names a model that is not enabled.
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
     """
     st = run.st
     v = select(cands, st.confidence_threshold, st.tie_break,
@@ -542,11 +694,18 @@ def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) ->
 
 def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[Candidate],
                 rep: dict[str, Any], sel: Selected) -> None:
-    """The outcome into the trace: candidates, vote, ``sql``, confidence, tokens of every model
-    call, and ``error`` when nothing was chosen (every model failed, or no candidate executed).
+    """Write the outcome into the trace.
+
+    Candidates, vote, ``sql``, confidence, tokens of every model call, and ``error`` when
+    nothing was chosen (every model failed, or no candidate executed).
 
     Args:
-        run: the call's shared state. pre, fin_replies, cands, rep, sel: the stages' outputs.
+        run: the call's shared state.
+        pre: from ``presql_stage``.
+        fin_replies: from ``finsql_stage``.
+        cands: from ``execute_stage`` (after repair).
+        rep: from ``repair_stage`` (its token counts).
+        sel: from ``vote_stage``.
 
     Returns:
         None (``run.trace`` is filled in).
@@ -575,7 +734,9 @@ def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[
 
 
 def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
-    """The model for MCS-SQL §3.3 multiple-choice selection.
+    """Pick the model for multiple-choice selection.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection.
 
     Args:
         models: the enabled models, PreSQL writer first.
@@ -599,10 +760,10 @@ def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:
-    """Log the whole trace (the pipeline's last step, as DESIGN.md draws it).
+    """Log the whole trace to ``nl2sql.query_log`` (the pipeline's last step).
 
     Args:
-        plpy: PL/Python's module.
+        plpy: the PL/Python module of the calling backend (SPI access).
         trace: ``answer``'s trace.
 
     Returns:

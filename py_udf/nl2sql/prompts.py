@@ -34,8 +34,21 @@ def _quote_value(v: str, data_type: str) -> str:
 
 
 def render_table(table: Table, n_values: int = 3) -> str:
-    """One table as a commented CREATE TABLE: column types, primary key, comments and up to
-    ``n_values`` cell values per column (PET-SQL's cell-value references)."""
+    """Render one table as a commented CREATE TABLE.
+
+    Shows column types, the primary key, comments and up to ``n_values`` cell values per
+    column (numbers bare, text quoted and cut at 60 characters).
+
+    Source: PET-SQL (Li et al. 2024) §3.1, cell-value references; DAIL-SQL (Gao et al. 2023)
+    §3.1, code representation.
+
+    Args:
+        table: the table (its ``name`` is the prompt name).
+        n_values: most cell values shown per column; 0 shows none.
+
+    Returns:
+        The ``CREATE TABLE ... );`` text, one line per column.
+    """
     lines = []
     header = f"CREATE TABLE {table.name} ("
     if table.comment:
@@ -61,7 +74,18 @@ def render_table(table: Table, n_values: int = 3) -> str:
 
 
 def render_schema(schema: Schema, n_values: int = 3) -> str:
-    """The schema in code representation followed by foreign-key lines (PET-SQL Listing 2)."""
+    """Render the schema in code representation followed by foreign-key lines.
+
+    Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2.
+
+    Args:
+        schema: the tables and foreign keys to show.
+        n_values: most cell values shown per column.
+
+    Returns:
+        The tables' ``CREATE TABLE`` texts, then (when there are any) a ``/* Foreign keys: */``
+        line and one ``-- t(c) REFERENCES r(rc)`` line per foreign key.
+    """
     parts = [render_table(t, n_values) for t in schema.tables]
     if schema.foreign_keys:
         parts.append("/* Foreign keys: */")
@@ -74,7 +98,17 @@ def render_schema(schema: Schema, n_values: int = 3) -> str:
 
 
 def render_examples(examples: list[Example]) -> str:
-    """DAIL organization: question/SQL pairs only, no example schemas."""
+    """Render the examples in DAIL organization: question/SQL pairs only, no example schemas.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.4, DAIL organization of examples.
+
+    Args:
+        examples: the chosen examples, in the order to show.
+
+    Returns:
+        A header line, then per example its question after ``QUESTION_MARKER`` and its SQL
+        ending in one ``;``; ``""`` for no examples.
+    """
     if not examples:
         return ""
     out = ["/* Some example questions and corresponding SQL queries are provided based on "
@@ -86,8 +120,17 @@ def render_examples(examples: list[Example]) -> str:
 
 
 def render_values(values: list[tuple[str, str, str]]) -> str:
-    """Cell values retrieved for the question (OpenSearch-SQL §3.4), one line per column:
-    ``-- table.column: 'v1', 'v2'``; ``values`` are (table, column, value) triples."""
+    """Render the cell values retrieved for the question, one line per column.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieved values in the prompt.
+
+    Args:
+        values: ``(table prompt name, column, value)`` triples.
+
+    Returns:
+        A header line, then ``-- table.column: 'v1', 'v2'`` per column (values quoted, cut at
+        60 characters), in first-seen order; ``""`` for no values.
+    """
     if not values:
         return ""
     by_col: dict[tuple[str, str], list[str]] = {}
@@ -101,11 +144,26 @@ def render_values(values: list[tuple[str, str, str]]) -> str:
 def build_prompt(question: str, schema: Schema, examples: list[Example], n_values: int = 3,
                  evidence: str | None = None,
                  values: list[tuple[str, str, str]] | None = None) -> str:
-    """The reference-enhanced prompt: schema with values and FKs, retrieved cell values
-    (``values``: (table, column, value) triples), examples, instruction, question.
+    """Build the reference-enhanced prompt (the user message).
 
-    Returns the user message text. The question always comes last, after ``QUESTION_MARKER``.
-    Used for PreSQL (full or pruned schema) and FinSQL (linked schema only).
+    Parts, separated by blank lines: the schema with cell values and foreign keys, the
+    retrieved cell values, the examples, the hint (``evidence``), the instruction, and the
+    question last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
+    FinSQL (linked schema only).
+
+    Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2, the reference-enhanced prompt;
+    DAIL-SQL (Gao et al. 2023) §3.1–3.4, code representation and DAIL organization.
+
+    Args:
+        question: the question (stripped here).
+        schema: the schema to show.
+        examples: the examples to show, in order.
+        n_values: most cell values shown per column.
+        evidence: the caller's hint text, or None for no hint.
+        values: retrieved ``(table prompt name, column, value)`` triples, or None.
+
+    Returns:
+        The user message text.
     """
     parts = ["/* Given the following database schema: */", render_schema(schema, n_values)]
     if values:
@@ -121,5 +179,13 @@ def build_prompt(question: str, schema: Schema, examples: list[Example], n_value
 
 
 def messages(prompt: str) -> list[dict[str, str]]:
-    """Chat messages for an OpenAI-compatible endpoint."""
+    """Wrap a prompt as chat messages for an OpenAI-compatible endpoint.
+
+    Args:
+        prompt: the user message text (``build_prompt``).
+
+    Returns:
+        Two messages: the system message (``SYSTEM_MESSAGE``) and the user message, each a
+        dict with ``role`` and ``content``.
+    """
     return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": prompt}]

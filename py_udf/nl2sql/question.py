@@ -17,11 +17,12 @@ from .settings import Settings
 
 
 def validate_question(question: str | None, max_chars: int) -> str:
-    """The question, stripped and checked before any work is done.
+    """Strip and check the question before any work is done.
 
     Args:
         question: the text the caller passed (may be None).
-        max_chars: setting ``question_max_chars``.
+        max_chars: the most characters allowed after stripping (setting
+            ``question_max_chars``).
 
     Returns:
         The stripped question.
@@ -46,14 +47,19 @@ def validate_question(question: str | None, max_chars: int) -> str:
 
 
 def rewrite_question(plpy, q: str, st: Settings, trace: dict[str, Any]) -> str:
-    """The question as the prompts show it: relative time made explicit from the database's
-    ``now()`` when setting ``rewrite_time`` is on (ReBoost §3.1; see rewriting.py).
+    """Rewrite the question as the prompts show it: relative time made explicit.
+
+    When setting ``rewrite_time`` is on and the question has a vague time ("last year"), it is
+    made explicit from the database's ``now()::date`` (see rewriting.py).
+
+    Source: ReBoost (Sui et al. 2023) §3.1, query rewriting.
 
     Args:
-        plpy: PL/Python's module (reads the database's date).
+        plpy: the PL/Python module of the calling backend (SPI access; reads the date).
         q: the validated question.
-        st: the settings.
-        trace: the call's trace; ``trace["rewriting"]`` is set when something was rewritten.
+        st: the settings (``rewrite_time``).
+        trace: the call's trace, changed in place: ``trace["rewriting"]`` (original,
+            rewritten, today, rewrites) is set when something was rewritten.
 
     Returns:
         The rewritten question (``q`` itself when nothing needed rewriting).

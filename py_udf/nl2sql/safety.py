@@ -3,8 +3,8 @@ privileges, the statement's remaining time, and the query-log write; the cell-va
 rules are in ``value_policy`` (re-exported here: ``value_columns``, ``withheld_value_columns``;
 ``set_value_policy`` is the SQL function's entry).
 
-The model's text is untrusted input executed inside someone's database (DESIGN.md "Safety
-model"). ``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
+The model's text is untrusted input executed inside someone's database (README "Safety").
+``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
 what only the catalog knows:
 
 - every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or

@@ -47,7 +47,9 @@ _FALSE = {"off", "false"}
 
 
 def parse_hardness_voters(value: str) -> dict[str, list[str]]:
-    """Parse the ``hardness_voters`` setting (PET-SQL fine-grained voting).
+    """Parse the ``hardness_voters`` setting: which models vote at each hardness level.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting by question hardness.
 
     Args:
         value: a JSON object mapping hardness levels to lists of model names, e.g.
@@ -88,10 +90,23 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its name, kind (a key of ``TYPES``), typed default, meaning and bounds.
+    """One setting's declaration: its name, kind, typed default, meaning and bounds.
 
-    ``minimum``/``maximum`` bound int and float settings (inclusive, unless
-    ``minimum_exclusive``); ``choices`` lists the values of an enum setting.
+    Attributes:
+        name: the setting's key in ``nl2sql.setting``.
+        type: its kind, a key of ``TYPES`` (``int``, ``float``, ``bool``, ``str``, ``enum``,
+            ``json``, ``list``).
+        default: the typed default value.
+        meaning: what it does, in words (the README table's column).
+        minimum: lower bound of an int or float setting (inclusive unless
+            ``minimum_exclusive``), or None.
+        maximum: upper bound of an int or float setting (inclusive), or None.
+        choices: the values of an enum setting (lower case), or None.
+        minimum_exclusive: True when ``minimum`` itself is not allowed.
+
+    Raises:
+        ConfigError: (on construction) an unknown ``type``, or ``choices`` without type enum
+            or type enum without ``choices``.
     """
 
     name: str
@@ -111,16 +126,16 @@ class Setting:
 
     @property
     def default_text(self) -> str:
-        """The default as the text ``nl2sql.setting`` stores (e.g. ``'9'``, ``'off'``, ``''``)."""
+        """Return the default as the text ``nl2sql.setting`` stores (``'9'``, ``'off'``, ``''``)."""
         return self.format(self.default)
 
     @property
     def python_type(self) -> type:
-        """The Python type of this setting's value in ``Settings``."""
+        """Return the Python type of this setting's value in ``Settings`` (``TYPES[type]``)."""
         return TYPES[self.type]
 
     def allowed(self) -> str:
-        """The values this setting accepts, in words (used in errors and the README table).
+        """Describe the values this setting accepts, in words (errors, the README table).
 
         Returns:
             e.g. ``'an integer from 0 to 3'``, ``'a number > 0'``, ``'on or off'``.
@@ -158,7 +173,7 @@ class Setting:
             raise self._bad(given)
 
     def parse(self, text: str | None) -> Any:
-        """The typed value of ``text`` (surrounding whitespace ignored).
+        """Parse a setting's text into its typed value (surrounding whitespace ignored).
 
         Args:
             text: the setting's text, as ``nl2sql.set_setting`` receives it or the table
@@ -202,7 +217,7 @@ class Setting:
         return v
 
     def format(self, value: Any) -> str:
-        """The text ``nl2sql.setting`` stores for a typed ``value`` (``parse``'s inverse).
+        """Format a typed value as the text ``nl2sql.setting`` stores (``parse``'s inverse).
 
         Args:
             value: a value of this setting's type.
@@ -220,7 +235,7 @@ class Setting:
         return str(value)
 
     def normalize(self, text: str | None) -> str:
-        """``text`` checked and in its stored form (``format(parse(text))``).
+        """Check a text and return it in its stored form (``format(parse(text))``).
 
         Args:
             text: a value as a user gives it, e.g. ``' 2 '`` or ``'False'``.
@@ -339,7 +354,7 @@ Settings.__doc__ = ("Every setting's effective value, typed (built from ``SETTIN
 
 
 def lookup(key: str) -> Setting:
-    """The declaration of setting ``key``.
+    """Look up the declaration of one setting.
 
     Args:
         key: a setting name, e.g. ``'k_examples'``.
@@ -360,7 +375,7 @@ def lookup(key: str) -> Setting:
 
 
 def settings_from_texts(texts: Mapping[str, str] | Iterable[tuple[str, str]]) -> Settings:
-    """The typed settings from stored texts; a setting without text has its default.
+    """Build the typed settings from stored texts; a setting without text has its default.
 
     Args:
         texts: ``{name: text}`` (or (name, text) pairs), e.g. the rows of ``nl2sql.setting``.
@@ -387,7 +402,7 @@ def settings_from_texts(texts: Mapping[str, str] | Iterable[tuple[str, str]]) ->
 
 
 def default_settings() -> Settings:
-    """Every setting at its declared default.
+    """Return every setting at its declared default.
 
     Returns:
         A ``Settings``.
@@ -396,11 +411,12 @@ def default_settings() -> Settings:
 
 
 def get_settings(plpy) -> Settings:
-    """The effective settings: the row of ``nl2sql.setting`` where a user set one, else the
-    declared default.
+    """Read the effective settings from ``nl2sql.setting``.
+
+    A setting takes the value of its row where a user set one, else its declared default.
 
     Args:
-        plpy: PL/Python's module.
+        plpy: the PL/Python module of the calling backend (SPI access).
 
     Returns:
         A ``Settings`` (typed attributes, e.g. ``st.k_examples`` is an int).
@@ -430,17 +446,19 @@ def validate_setting(key: str, value: str) -> str:
 
 
 def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
-    """Enabled models in position order.
+    """Read the enabled models of ``nl2sql.model``, in position order (then name).
 
     Args:
-        plpy: PL/Python's module.
-        st: the settings (read when not given).
+        plpy: the PL/Python module of the calling backend (SPI access).
+        st: the settings (read when not given): ``llm_timeout_s`` is the timeout of a model
+            without its own ``timeout_s``, ``llm_max_retries`` every model's retries.
 
     Returns:
-        One ``ModelConfig`` per enabled model.
+        One ``ModelConfig`` per enabled model (dialect ``postgres`` when unset).
 
     Raises:
-        ConfigError: when none is configured, saying how to add one with ``nl2sql.add_model``.
+        ConfigError: when none is enabled, saying how to add one with ``nl2sql.add_model``,
+            or when a stored setting is invalid.
     """
     st = st or get_settings(plpy)
     rows = spi.query(
@@ -467,7 +485,7 @@ def _md(text: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's settings table, generated from ``SETTINGS``.
+    """Generate the README's settings table from ``SETTINGS``.
 
     Returns:
         Markdown text (header, separator, one row per setting; ends with a newline).
@@ -487,13 +505,18 @@ def _sql_literal(text: str) -> str:
 
 
 def sql_values() -> str:
-    """The settings as a SQL ``VALUES`` list of (name, type, default_text, meaning) rows, for
-    the build script's ``nl2sql.settings`` view.
+    """Render the settings as a SQL ``VALUES`` list for the ``nl2sql.settings`` view.
+
+    One ``(name, type, default_text, meaning)`` row per setting; the build script puts the
+    list into the view.
 
     Returns:
         Text such as ``VALUES\\n    ('k_examples', 'int', '9', 'examples …'),\\n    …``: every
         literal a PostgreSQL standard string literal with single quotes doubled (no trailing
         semicolon).
+
+    Raises:
+        ConfigError: a declared text holds a NUL character.
     """
     rows = [f"    ({_sql_literal(s.name)}, {_sql_literal(s.type)}, "
             f"{_sql_literal(s.default_text)}, {_sql_literal(s.meaning)})" for s in SETTINGS]
@@ -501,11 +524,13 @@ def sql_values() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m nl2sql.settings --markdown | --sql``: print the README table or the SQL
-    ``VALUES`` list.
+    """Print the README table or the SQL ``VALUES`` list (``python -m nl2sql.settings``).
 
     Args:
-        argv: the arguments (default ``sys.argv[1:]``).
+        argv: the arguments, ``--markdown`` or ``--sql`` (default ``sys.argv[1:]``).
+
+    Raises:
+        SystemExit: (argparse) neither or both options given.
     """
     import argparse
 

@@ -102,7 +102,7 @@ def run(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -> 
 def cancel_point(plpy) -> None:
     """Run a trivial statement so that a pending cancel (``pg_cancel_backend``, psql's Ctrl-C,
     or the candidate watchdog's SIGINT) is acted on now: PostgreSQL checks for interrupts only
-    inside statements, and Python waiting on model replies runs none (DESIGN.md field notes).
+    inside statements, and Python waiting on model replies runs none.
 
     Args:
         plpy: PL/Python's module.

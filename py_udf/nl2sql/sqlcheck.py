@@ -2,7 +2,7 @@
 
 Every parse goes through sqlglot (PostgreSQL dialect). The shape check here is the first line of
 defence only: execution also runs each candidate in a read-only, always-rolled-back
-subtransaction under a time limit (see ``execute.py`` and DESIGN.md "Safety model").
+subtransaction under a time limit (see ``execute.py`` and README "Safety").
 """
 from __future__ import annotations
 

@@ -32,7 +32,14 @@ class _Open:
 
 @dataclass
 class StageTimer:
-    """Timings of one call of the pipeline (see the module docstring)."""
+    """Timings of one call of the pipeline (see the module docstring).
+
+    Attributes:
+        t_start: when the timer started (``time.perf_counter()`` seconds).
+        timings: stage name -> in-database milliseconds, model waits excluded.
+        waits: model round name -> milliseconds spent waiting on models.
+        overlapped_ms: name -> milliseconds of work done while models were out.
+    """
 
     t_start: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
@@ -42,8 +49,10 @@ class StageTimer:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[_Open]:
-        """Time the block as stage ``name`` (added to what the name already holds), less the
-        model waits recorded inside it and what the block ``exclude``s on the yielded handle.
+        """Time the block as stage ``name``, less the model waits recorded inside it.
+
+        The figure is added to what the name already holds; what the block ``exclude``s on the
+        yielded handle is left out too.
 
         Args:
             name: the key in ``timings`` (e.g. ``"presql_round_ms"``).
@@ -64,44 +73,86 @@ class StageTimer:
         self.add(name, (time.perf_counter() - st.t0) * 1000 - st.excluded_ms)
 
     def add(self, name: str, ms: float) -> None:
-        """Add ``ms`` to ``timings[name]`` (a figure measured elsewhere, e.g. retrieval's)."""
+        """Add a figure measured elsewhere (e.g. retrieval's) to ``timings[name]``.
+
+        Args:
+            name: the key in ``timings``.
+            ms: milliseconds.
+        """
         self.timings[name] = self.timings.get(name, 0.0) + ms
 
     def add_all(self, figures: Mapping[str, float]) -> None:
-        """``add`` each of ``figures`` (name → ms)."""
+        """Add each of several figures measured elsewhere, as ``add`` does.
+
+        Args:
+            figures: name -> milliseconds.
+        """
         for name, ms in figures.items():
             self.add(name, ms)
 
     def exclude(self, ms: float) -> None:
-        """Leave ``ms`` out of every stage open now: time recorded under a key of its own
-        (e.g. ``columns_ms`` computed inside the prompt stage)."""
+        """Leave time recorded under a key of its own out of every stage open now.
+
+        E.g. ``columns_ms`` computed inside the prompt stage.
+
+        Args:
+            ms: milliseconds.
+        """
         for st in self._open:
             st.exclude(ms)
 
     def waited(self, name: str, ms: float) -> None:
-        """Record ``ms`` spent waiting on models in round ``name`` (``llm_waits_ms``); it is
-        excluded from every stage open now."""
+        """Record time spent waiting on models; it is excluded from every stage open now.
+
+        Args:
+            name: the model round (key of ``llm_waits_ms``).
+            ms: milliseconds waited.
+        """
         self.waits[name] = self.waits.get(name, 0.0) + ms
         self.exclude(ms)
 
     def model_wait(self, name: str) -> ContextManager[None]:
-        """Time the block as a wait on models in round ``name`` (see ``waited``)."""
+        """Time the block as a wait on models (see ``waited``).
+
+        Args:
+            name: the model round (key of ``llm_waits_ms``).
+
+        Returns:
+            A context manager; the wait is recorded also when the block raises.
+        """
         return _timed(self.waited, name)
 
     def overlapped(self, name: str, ms: float) -> None:
-        """Add ``ms`` of work done while models were out to ``overlapped_ms[name]``; nothing is
-        recorded for 0 (no work was left to do)."""
+        """Record work done while models were out, in ``overlapped_ms[name]``.
+
+        Args:
+            name: the key in ``overlapped_ms``.
+            ms: milliseconds; nothing is recorded for 0 (no work was left to do).
+        """
         if ms:
             self.overlapped_ms[name] = self.overlapped_ms.get(name, 0.0) + ms
 
     def overlap(self, name: str) -> ContextManager[None]:
-        """Time the block as work overlapped with model calls (see ``overlapped``)."""
+        """Time the block as work overlapped with model calls (see ``overlapped``).
+
+        Args:
+            name: the key in ``overlapped_ms``.
+
+        Returns:
+            A context manager; the time is recorded also when the block raises.
+        """
         return _timed(self.overlapped, name)
 
     def finish(self, trace: dict[str, Any]) -> None:
-        """Write ``timings``, ``llm_waits_ms`` and ``overlapped_ms`` into ``trace``, with the
-        totals: ``llm_wait_ms`` (all model waits), ``total_ms`` (since the timer started) and
-        ``overhead_ms`` (total − model waits: the in-database time the caller waits for)."""
+        """Write the figures into the trace, with the totals.
+
+        Args:
+            trace: the call's trace, changed in place: ``timings`` (per stage, plus
+                ``llm_wait_ms`` for all model waits, ``total_ms`` since the timer started and
+                ``overhead_ms`` = total − model waits, the in-database time the caller waits
+                for), ``llm_waits_ms`` (per model round) and ``overlapped_ms``. Every figure in
+                milliseconds, rounded to 3 decimals.
+        """
         total = (time.perf_counter() - self.t_start) * 1000
         wait_ms = sum(self.waits.values())
         trace["llm_waits_ms"] = {k: round(v, 3) for k, v in self.waits.items()}

@@ -1,4 +1,4 @@
-"""Typed values that flow between pipeline stages (see DESIGN.md, "The pipeline").
+"""Typed values that flow between pipeline stages (``pipeline.answer()`` runs the stages).
 
 Each stage is a function with dataclass inputs/outputs so that everything except the
 database calls can be tested without a server.
@@ -11,13 +11,19 @@ from typing import Any
 
 
 class Status(StrEnum):
-    """What happened to a candidate (``Candidate.status``). String-valued, so the trace's JSON
-    and comparisons with the plain strings are unchanged.
+    """What happened to a candidate (``Candidate.status``).
 
-    ``pending``: not evaluated yet; ``refused``: no answer, or it failed the check (safety.py);
-    ``error``: execution failed; ``timeout``: cancelled at the time limit; ``ok``: executed
-    (possibly with an empty result). Sources: MCS-SQL (Lee et al. 2024) §3.3 and
-    OpenSearch-SQL (Xie et al. 2024) §3.6 filter candidates by these outcomes before voting.
+    String-valued, so the trace's JSON and comparisons with the plain strings are unchanged.
+
+    Attributes:
+        PENDING: ``pending``, not evaluated yet.
+        REFUSED: ``refused``, no answer, or it failed the check (safety.py).
+        ERROR: ``error``, execution failed.
+        TIMEOUT: ``timeout``, cancelled at the time limit.
+        OK: ``ok``, executed (possibly with an empty result).
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3 and OpenSearch-SQL (Xie et al. 2024) §3.6 filter
+    candidates by these outcomes before voting.
     """
 
     PENDING = "pending"
@@ -29,7 +35,20 @@ class Status(StrEnum):
 
 @dataclass
 class Column:
-    """One catalog column, with PET-SQL's cell-value references (``sample_values``)."""
+    """One catalog column, with its cell-value references.
+
+    Source: PET-SQL (Li et al. 2024) §3.1, cell-value references in the prompt.
+
+    Attributes:
+        name: the column's name.
+        data_type: its PostgreSQL type, as text (e.g. ``integer``, ``text``).
+        is_primary_key: True when it is (part of) the table's primary key.
+        comment: the column's comment, or None.
+        sample_values: up to ``sample_values`` (setting) distinct cell values, as text; empty
+            where the value policy withholds them.
+        values_allowed: True when cell values of this column may reach a model (value policy,
+            ``send_values``).
+    """
 
     name: str
     data_type: str
@@ -41,7 +60,14 @@ class Column:
 
 @dataclass
 class ForeignKey:
-    """A foreign key ``table(columns) -> ref_table(ref_columns)`` (names as shown to the model)."""
+    """A foreign key ``table(columns) -> ref_table(ref_columns)``.
+
+    Attributes:
+        table: the referencing table's prompt name (as ``Table.name``).
+        columns: the referencing columns, in key order.
+        ref_table: the referenced table's prompt name.
+        ref_columns: the referenced columns, in the same order as ``columns``.
+    """
 
     table: str
     columns: list[str]
@@ -51,8 +77,16 @@ class ForeignKey:
 
 @dataclass
 class Table:
-    """One catalog table. ``name`` is how the prompt and candidates refer to it: bare when its
-    schema is on the caller's search_path, ``schema.table`` otherwise."""
+    """One catalog table.
+
+    Attributes:
+        name: how the prompt and candidates refer to it: bare when its schema is the first on
+            the caller's search_path holding a table of that name, ``schema.table`` otherwise.
+        schema: the PostgreSQL schema it lives in.
+        table: its name within ``schema``.
+        columns: its columns, in table order.
+        comment: the table's comment, or None.
+    """
 
     name: str
     schema: str
@@ -63,18 +97,34 @@ class Table:
 
 @dataclass
 class Schema:
-    """The schema shown to the model: tables and foreign keys between them."""
+    """The schema shown to the model.
+
+    Attributes:
+        tables: the tables, as ``Table``.
+        foreign_keys: the foreign keys between those tables.
+    """
 
     tables: list[Table]
     foreign_keys: list[ForeignKey] = field(default_factory=list)
 
     def table_names(self) -> list[str]:
-        """Names of the tables, as the prompt shows them."""
+        """List the tables' names, as the prompt shows them.
+
+        Returns:
+            The ``Table.name`` of each table, in schema order.
+        """
         return [t.name for t in self.tables]
 
     def subset(self, names: set[str]) -> "Schema":
-        """The schema restricted to tables whose prompt name (case-insensitive) is in ``names``,
-        with only the foreign keys between kept tables."""
+        """Restrict the schema to some tables.
+
+        Args:
+            names: prompt names of the tables to keep (compared case-insensitively).
+
+        Returns:
+            A new ``Schema`` with the kept tables (in their order here) and only the foreign
+            keys between kept tables.
+        """
         keep = {n.lower() for n in names}
         tables = [t for t in self.tables if t.name.lower() in keep]
         kept = {t.name for t in tables}
@@ -84,7 +134,19 @@ class Schema:
 
 @dataclass
 class Example:
-    """A question/SQL pair of the example pool, with its similarity to the asked question."""
+    """A question/SQL pair of the example pool, with its similarity to the asked question.
+
+    Attributes:
+        id: the example's id in ``nl2sql.example``.
+        db_id: the database (schema) the example was written for.
+        question: the example's question.
+        sql: its SQL.
+        masked_question: the question with schema names and values masked, or None.
+        similarity: cosine similarity of its masked question's embedding with the asked
+            question's (all-MiniLM-L6-v2), rounded to 4 places; None when not retrieved.
+        skeleton_jaccard: Jaccard similarity of its SQL skeleton with PreSQL's, in [0, 1]
+            (DAIL selection), rounded to 4 places; None until computed.
+    """
 
     id: int
     db_id: str
@@ -97,7 +159,21 @@ class Example:
 
 @dataclass
 class ModelConfig:
-    """One configured OpenAI-compatible endpoint (row of ``nl2sql.model``)."""
+    """One configured OpenAI-compatible endpoint (row of ``nl2sql.model``).
+
+    Attributes:
+        name: the configuration's name (how settings and the trace refer to it).
+        model: the model id sent to the endpoint.
+        base_url: the endpoint's base URL; None for the OpenAI client's default.
+        api_key_env: name of the server environment variable holding the API key; None when
+            the endpoint needs no key.
+        temperature: sampling temperature.
+        timeout_s: seconds that bound each request.
+        max_tokens: most tokens of one answer.
+        max_retries: retries with backoff on 408/409/429/5xx and connection errors.
+        dialect: the SQL dialect the model writes (``postgres``, ``sqlite`` or ``mysql``);
+            cleaning transpiles it to PostgreSQL.
+    """
 
     name: str
     model: str
@@ -112,7 +188,17 @@ class ModelConfig:
 
 @dataclass
 class LLMReply:
-    """One model call's outcome: ``text`` or ``error``; ``latency_ms`` wall time of the call."""
+    """One model call's outcome.
+
+    Attributes:
+        model: the configuration's name (``ModelConfig.name``).
+        text: the answer (the first sample), or None on failure.
+        error: why the call failed, or None.
+        latency_ms: wall time of the call, retries included, in milliseconds.
+        prompt_tokens: prompt tokens the endpoint reported (0 when unknown).
+        completion_tokens: completion tokens the endpoint reported, all samples (0 when unknown).
+        choices: every sample's text (self-consistency, ``n`` > 1); may be empty.
+    """
 
     model: str
     text: str | None
@@ -127,7 +213,25 @@ class LLMReply:
 class Candidate:
     """A candidate SQL and what happened to it: check, execution, result signature.
 
-    ``status`` is a ``Status``. ``result_hash`` identifies the result as a multiset of rows.
+    Attributes:
+        source: its name: ``presql:<model>`` or ``finsql:<model>`` (plus ``#p<variant>s<sample>``
+            for further prompt variants and samples).
+        model: the configuration's name that wrote it.
+        raw_text: the model's answer text, or None.
+        sql: the cleaned, checked (and value-aligned) SQL, or None.
+        status: a ``Status``.
+        reason: why it was refused or failed (the check's or the server's message), or None.
+        result_hash: SHA-256 of the result as a multiset of rows (64 hex characters), or None.
+        row_count: rows fetched (at most ``max_rows``), or None.
+        truncated: True when the result had more than ``max_rows`` rows.
+        exec_ms: execution wall time in milliseconds, or None.
+        tables: the relations it reads (lower-cased, CTEs excluded).
+        cleaning: names of the cleaning steps applied (cleaning.py).
+        alignments: literals snapped to cell values (alignment.py), one dict each.
+        repairs: repair rounds (repair.py), one dict each.
+        sample_rows: the first (at most 3) result rows as ``row_to_json`` texts, each cut at 300
+            characters.
+        prompt: the FinSQL prompt variant it answered (not in the trace), or None.
     """
 
     source: str            # "presql:<model>" or "finsql:<model>" (+ "#p<prompt>s<sample>")
@@ -148,7 +252,11 @@ class Candidate:
     prompt: str | None = None          # the FinSQL prompt variant it answered (not in the trace)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-able dict for the trace (the prompt is in the trace's ``finsql`` part)."""
+        """Return the candidate as a JSON-able dict for the trace.
+
+        Returns:
+            Every field but ``prompt`` (the prompt is in the trace's ``finsql`` part).
+        """
         d = asdict(self)
         d.pop("prompt", None)
         return d
@@ -156,7 +264,21 @@ class Candidate:
 
 @dataclass
 class Vote:
-    """The vote's outcome: the winning group and every group's size/confidence."""
+    """The vote's outcome: the winning group and every group's size and confidence.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3 (confidence threshold, multiple-choice selection);
+    PET-SQL (Li et al. 2024) §3.4 (vote by execution result).
+
+    Attributes:
+        sql: the winning SQL, or None when nothing executed.
+        winner_hash: the winning group's result hash, or None.
+        confidence: the winning group's share of the executed candidates, in [0, 1].
+        groups: the kept groups, best first; each a dict (result_hash, size, confidence,
+            sources, fastest_ms, fastest_source, sql, row_count, best_priority).
+        reason: why this group won, in words.
+        dropped: groups below the confidence threshold, in the same form.
+        method: ``majority``, ``multiple_choice`` or ``majority (multiple choice unusable)``.
+    """
 
     sql: str | None
     winner_hash: str | None

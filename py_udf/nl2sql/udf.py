@@ -1,5 +1,5 @@
 """Entry points of the SQL functions: each SQL function is a few lines of PL/Python that call
-one function here (DESIGN.md, "The SQL layer is thin"). Every function takes PL/Python's
+one function here (the SQL layer is thin). Every function takes PL/Python's
 ``plpy`` module; errors are raised with ``plpy.error`` carrying a message that says what went
 wrong and a hint that says what to do.
 """
@@ -26,8 +26,21 @@ def _fail(plpy, msg: str, hint: str | None = None):
 
 
 def entry_point(fn):
-    """Decorator of every SQL entry point: first checks, once per backend, that this database's
-    extension is the package's version (``version.check``), failing with what to run."""
+    """Decorate an SQL entry point with the version check.
+
+    The wrapped function first checks, until it once succeeds in a backend, that this
+    database's extension is the package's version (``version.check``).
+
+    Args:
+        fn: the entry point; its first parameter is ``plpy``.
+
+    Returns:
+        The wrapped function, same signature.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``, from the wrapper) the versions differ; the SQL
+            error's hint says what to run.
+    """
     @functools.wraps(fn)
     def wrapper(plpy, *args, **kwargs):
         try:
@@ -55,8 +68,25 @@ def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[st
 
 @entry_point
 def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
-    """``nl2sql(question) → text``: the chosen SQL. Raises when no candidate could be executed
-    (every model failed, or every candidate was refused or failed), naming why."""
+    """Answer a question with one SQL query: backs ``nl2sql(question, evidence) → text``.
+
+    Logs the trace to ``nl2sql.query_log``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the natural-language question.
+        search_path: the caller's search_path text.
+        evidence: the caller's hint text, or None.
+
+    Returns:
+        The chosen SQL text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) for an invalid question, setting or model
+            configuration, a missing index or embedding model, or when no candidate could be
+            executed (every model failed, or every candidate was refused or failed), naming
+            why; the hint points to ``nl2sql.explain`` and the log id.
+    """
     trace = _run(plpy, question, search_path, evidence)
     if trace.get("sql") is None:
         _fail(plpy, trace.get("error") or "nl2sql: no SQL chosen",
@@ -66,15 +96,41 @@ def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -
 
 @entry_point
 def explain(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
-    """``nl2sql.explain(question) → jsonb``: the whole trace as JSON text (also on failure, with
-    ``error`` set)."""
+    """Return the whole trace of answering a question: backs ``nl2sql.explain(...) → jsonb``.
+
+    Logs the trace to ``nl2sql.query_log`` (its id is the trace's ``log_id``).
+
+    Args:
+        plpy, question, search_path, evidence: as for ``nl2sql``.
+
+    Returns:
+        The trace as JSON text; also when no SQL was chosen (then ``sql`` is null and
+        ``error`` says why).
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) for an invalid question, setting or model
+            configuration, a missing index or embedding model.
+    """
     return json.dumps(_run(plpy, question, search_path, evidence), default=str)
 
 
 @entry_point
 def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> list[str]:
-    """``nl2sql.ask(question) → setof jsonb``: the rows of the chosen SQL, each as a JSON object,
-    fetched read-only under the candidate time limit and row cap."""
+    """Answer a question with the rows of the chosen SQL: backs ``nl2sql.ask(...) → setof jsonb``.
+
+    The rows are fetched read-only under the settings ``candidate_timeout_ms`` and
+    ``max_rows``.
+
+    Args:
+        plpy, question, search_path, evidence: as for ``nl2sql``.
+
+    Returns:
+        At most ``max_rows`` rows, each a ``row_to_json`` text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) as ``nl2sql``.
+        plpy.SPIError: the chosen SQL failed or timed out when fetched.
+    """
     from .execute import fetch_rows
 
     sql = nl2sql(plpy, question, search_path, evidence)
@@ -85,8 +141,20 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
 @entry_point
 def retrieve(plpy, question: str, search_path: str, evidence: str | None,
              presql: str | None) -> str:
-    """``nl2sql.retrieve(question, evidence, presql) → jsonb``: the retrieval stages without a
-    model call (see context.retrieve)."""
+    """Run the retrieval stages without a model call: backs ``nl2sql.retrieve(...) → jsonb``.
+
+    Args:
+        plpy, question, search_path, evidence: as for ``nl2sql``.
+        presql: a PreSQL from elsewhere, or None (see ``context.retrieve``).
+
+    Returns:
+        ``context.retrieve``'s dict as JSON text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) for an invalid question, a missing index or
+            embedding model.
+        ConfigError: a stored setting is invalid (not converted).
+    """
     from .context import retrieve as run_retrieval
 
     try:
@@ -101,7 +169,20 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
 
 @entry_point
 def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
-    """``nl2sql.reindex(schemas, force) → jsonb`` counts (see indexer.reindex)."""
+    """Index the catalog, cell values and example pool: backs ``nl2sql.reindex(...) → jsonb``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schemas: schema names (a SQL ``text[]``), or None for setting ``schemas``.
+        force: rewrite every table even when unchanged.
+
+    Returns:
+        ``indexer.reindex``'s counts as JSON text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the embedding model is missing.
+        ConfigError: a stored setting is invalid (not converted).
+    """
     try:
         return json.dumps(indexer.reindex(plpy, list(schemas) if schemas else None, force))
     except EmbeddingError as e:
@@ -110,8 +191,19 @@ def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
 
 @entry_point
 def set_setting(plpy, key: str, value: str) -> str:
-    """``nl2sql.set_setting(key, value)``: validate and store one setting; returns the stored
-    value."""
+    """Validate and store one setting: backs ``nl2sql.set_setting(key, value) → text``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        key: the setting's name.
+        value: its new value, as text.
+
+    Returns:
+        The stored (normalised) value text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the key is unknown or the value invalid.
+    """
     try:
         v = validate_setting(key, value)
     except ConfigError as e:
@@ -125,9 +217,30 @@ def set_setting(plpy, key: str, value: str) -> str:
 @entry_point
 def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
                 source: str = "user") -> int:
-    """``nl2sql.add_example(question, sql, db_id, dialect) → bigint``: add one pair to the pool
-    (transpiled to PostgreSQL, masked, embedded); returns its id. A pair for the current
-    database (db_id null) is checked against the indexed catalog."""
+    """Add one question/SQL pair to the pool: backs ``nl2sql.add_example(...) → bigint``.
+
+    The pair is transpiled to PostgreSQL, masked and embedded. A pair for the current database
+    (``db_id`` null) is checked against the indexed catalog (as a candidate is), masked with
+    its tables' names, and shown only to roles that may read its relations. An existing pair
+    (same db_id, question, SQL) gets the new ``source``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the pair's question.
+        sql: the pair's SQL, in ``dialect``.
+        db_id: the database it was written for; None for this database.
+        dialect: the sqlglot dialect of ``sql`` (``postgres``, ``sqlite``, ``mysql``).
+        source: the pool row's source (``user``; ``feedback`` from ``feedback``).
+
+    Returns:
+        The example's id.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the question is empty or the SQL does not parse
+            or fails the check.
+        NotIndexedError: ``db_id`` is None and nothing is indexed (not converted).
+        EmbeddingError: the embedding model is missing (not converted).
+    """
     tree = schema = None
     try:
         entry = ex_mod.make_entry(db_id or "local", question, sql, None, dialect=dialect)
@@ -162,8 +275,22 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
 
 @entry_point
 def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
-    """``nl2sql.load_examples(data, dialect, tables) → jsonb``: bulk-load Spider/BIRD-format
-    pairs; returns ``{"loaded", "failed": [{"index", "question", "error"}]}``."""
+    """Bulk-load Spider/BIRD-format pairs: backs ``nl2sql.load_examples(...) → jsonb``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        data: a JSON array (or JSON lines) of ``{question, query|SQL, db_id}`` objects.
+        dialect: the sqlglot dialect of the SQL (transpiled to PostgreSQL).
+        tables: Spider ``tables.json`` text giving each db_id's schema for masking, or None.
+
+    Returns:
+        JSON text ``{"loaded", "duplicates", "failed": [{"index", "question", "error"}]}``:
+        pairs inserted, pairs already in the pool, pairs that failed.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) ``data`` or ``tables`` is not JSON.
+        EmbeddingError: the embedding model is missing (not converted).
+    """
     try:
         entries, failures = ex_mod.parse_benchmark_json(
             data, dialect=dialect, tables=json.loads(tables) if tables else None)
@@ -189,9 +316,24 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
 
 @entry_point
 def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
-    """``nl2sql.feedback(log_id, correct, sql) → bigint``: a judged answer becomes a verified
-    example: the logged SQL when ``correct``, else the corrected ``sql`` when given. Returns the
-    example id (null when incorrect and no correction)."""
+    """Turn a judged answer into a verified example: backs ``nl2sql.feedback(...) → bigint``.
+
+    The logged SQL is used when ``correct``, else the corrected ``sql`` when given; it is
+    added as ``add_example`` does for this database (source ``feedback``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        log_id: the ``nl2sql.query_log`` id (the trace's ``log_id``).
+        correct: whether the logged SQL was right.
+        sql: the corrected SQL, or None.
+
+    Returns:
+        The example's id; None when incorrect and no correction was given.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) no log row has that id, or the SQL does not
+            parse or fails the check.
+    """
     rows = spi.query(plpy, "SELECT question, sql FROM nl2sql.query_log WHERE id = $1", [log_id],
                      ["int8"])
     if not rows:

@@ -26,14 +26,16 @@ from .types import Schema
 
 
 def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
-    """Whether each column's cell values may be indexed and sent to a model: the setting
-    ``send_values`` is on, and the column's policy, else its table's, allows it; without a
-    policy a table with row-level security is not value-indexed (its rows would be read with the
-    indexer's rights, not the asking role's). The rule is SQL function ``nl2sql._value_rule``
-    (here through ``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies.
+    """Say for each column of a table whether its cell values may be indexed and sent.
+
+    Allowed when the setting ``send_values`` is on and the column's policy, else its table's,
+    allows it; without a policy a table with row-level security is not value-indexed (its rows
+    would be read with the indexer's rights, not the asking role's). The rule is SQL function
+    ``nl2sql._value_rule`` (here through ``nl2sql._values_allowed``), which view
+    ``nl2sql.visible_column`` also applies.
 
     Args:
-        plpy: PL/Python's module.
+        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
 
@@ -51,8 +53,9 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
 
 
 def withheld_value_columns(schema: Schema) -> list[str]:
-    """The columns of ``schema`` whose cell values are kept from the model (value policy,
-    row-level security, setting ``send_values``): what the trace reports as not sent.
+    """List the columns whose cell values are kept from the model: what the trace reports.
+
+    Withheld by the value policy, row-level security or the setting ``send_values``.
 
     Args:
         schema: ``catalog.load_schema``'s result (what the calling role may read).
@@ -65,11 +68,12 @@ def withheld_value_columns(schema: Schema) -> list[str]:
 
 
 def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> dict[str, Any]:
-    """Store one policy row in ``nl2sql.value_policy`` (insert or update) for table ``tbl``, or
-    for one of its columns.
+    """Store one value-policy row for a table or one of its columns: backs ``set_value_policy``.
+
+    Inserts or updates the row of ``nl2sql.value_policy``.
 
     Args:
-        plpy: PL/Python's module.
+        plpy: the PL/Python module of the calling backend (SPI access).
         tbl: the table, as ``regclass`` text (resolved on the caller's search_path).
         send_values: true opts the values in, false keeps them out of the index and prompts.
         column_name: one column of ``tbl``, or None/empty for the whole table.
@@ -80,8 +84,9 @@ def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> 
         values need re-indexing).
 
     Raises:
-        plpy.Error (through ``plpy.error``, the SQL error the caller sees): on a null
-        ``send_values`` or a column the table does not have.
+        plpy.Error: (through ``plpy.error``, the SQL error the caller sees) on a null
+            ``send_values`` or a column the table does not have.
+        plpy.SPIError: ``tbl`` names no relation.
     """
     if send_values is None:
         plpy.error("nl2sql.set_value_policy: send_values must be true or false",

@@ -18,14 +18,16 @@ def _key(version: str) -> tuple[int, ...]:
 
 
 def mismatch(installed: str | None, package: str = __version__) -> tuple[str, str] | None:
-    """Compare versions.
+    """Compare the installed extension's version with the package's.
 
     Args:
         installed: ``extversion`` of nl2sql in this database (None when not installed).
-        package: the importable package's version.
+        package: the importable package's version (default ``nl2sql.__version__``).
 
     Returns:
-        None when they agree, else (message, hint): the hint says what to run.
+        None when they agree, else ``(message, hint)``: the message says what differs, the
+        hint what to run (``CREATE EXTENSION``, ``ALTER EXTENSION nl2sql UPDATE``, or install
+        the matching package).
     """
     if installed == package:
         return None
@@ -42,12 +44,18 @@ def mismatch(installed: str | None, package: str = __version__) -> tuple[str, st
 
 
 def check(plpy) -> None:
-    """Raise VersionMismatch unless this database's nl2sql is the package's version; checked
-    once per backend (the answer cannot change without a new package, i.e. a new backend, or
-    ALTER EXTENSION, after which the next call checks again only if it failed).
+    """Check that this database's nl2sql extension is the package's version.
+
+    Checked until it once succeeds in a backend, then not again (the answer cannot change
+    without a new package, i.e. a new backend); after a failure each call checks again, so an
+    ``ALTER EXTENSION`` is seen at once.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
 
     Raises:
-        VersionMismatch: with ``hint`` saying what to run.
+        VersionMismatch: the versions differ or the extension is not installed; its ``hint``
+            attribute says what to run.
     """
     if __version__ in _CHECKED:
         return
