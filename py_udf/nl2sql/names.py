@@ -65,7 +65,11 @@ class Names:
                                                  compare=False)
 
     def keys(self) -> list[str]:
-        """Each relation's ``key`` once, in the order of ``relations``."""
+        """The relations' keys, each once.
+
+        Returns:
+            ``schema.name`` or ``name`` strings, in the order of ``relations``.
+        """
         return list(dict.fromkeys(r.key for r in self.relations))
 
     def column_relations(self, column: exp.Column) -> list[Relation]:
