@@ -10,6 +10,11 @@ Every judgement about SQL structure is made by sqlglot (its tokenizer finds the 
 and ``#`` comments outside string literals; its parser decides whether a text is PostgreSQL or
 needs transpiling). Only the markdown/prose layer around the SQL is handled as text.
 
+Bounds: the model's text is untrusted input read inside a database backend, so ``clean`` first
+checks it against fixed caps (``MAX_ANSWER_CHARS``, ``MAX_ANSWER_TOKENS``, ``MAX_NESTING``) and
+refuses a NUL byte, each with linear work before anything parses it; an answer past a cap comes
+back as empty SQL with ``Cleaned.reason`` set, and the candidate is refused with that reason.
+
 Sources: DAIL-SQL (Gao et al. 2023) §3.1, the "no explanation" output rule (models still
 explain); OpenSearch-SQL (Xie et al. 2024) §3.5, style alignment of generated SQL; the
 transpiling of SQLite predictions follows the BIRD PostgreSQL release's dialect notes.
@@ -32,6 +37,22 @@ DIALECTS = ("postgres", "sqlite", "mysql")
 # Dialects tried, in order, when the text does not parse as PostgreSQL.
 FALLBACK_DIALECTS = ("sqlite", "mysql")
 
+# Caps checked by ``_bounded`` before any parse. A real answer is far smaller (the largest
+# recorded BIRD prediction is about 2,000 characters, 400 tokens, 8 levels of parentheses);
+# every later step (sqlglot's parser, the candidate check, the skeleton, the hardness count,
+# value alignment) is linear in the text at best, and a model that loops (an IN list of 200,000
+# items, 50,000 nested parentheses) would otherwise hold the backend for seconds to minutes
+# while pg_cancel_backend is not noticed (Python does not check for it) — or overflow the
+# parser's recursion. The caps bound that work to well under a second per answer.
+MAX_ANSWER_CHARS = 100_000
+"""Most characters of a model answer (before any cleaning)."""
+MAX_ANSWER_TOKENS = 20_000
+"""Most sqlglot tokens of a model answer."""
+MAX_NESTING = 100
+"""Deepest nesting of parentheses in a model answer. sqlglot's recursive-descent parser and
+generator recurse a few frames per level and reach Python's recursion limit (1,000) at about
+400 levels."""
+
 _SQL_START = re.compile(r"^\s*(select|with)\b", re.IGNORECASE | re.MULTILINE)
 _LANG_TAGS = {"sql", "postgresql", "postgres", "pgsql", "sqlite", "mysql", ""}
 
@@ -48,11 +69,15 @@ class Cleaned:
             ``transpile:<dialect>``.
         dialect: the sqlglot dialect the text was read as (``postgres``, ``sqlite`` or
             ``mysql``); the configured dialect when transpiling failed.
+        reason: why the answer holds no SQL to check (then ``sql`` is empty): a NUL byte, a
+            cap passed (``answer too large: N tokens > cap 20000``), or only a comment; None
+            otherwise. The steps then end with ``refused``.
     """
 
     sql: str
     steps: list[str] = field(default_factory=list)
     dialect: str = TARGET
+    reason: str | None = None
 
 
 def _strip_lang_tag(piece: str) -> str:
@@ -88,8 +113,63 @@ def parses_as(text: str, dialect: str) -> bool:
         # PostgreSQL text through the shared cache, whose tree the candidate check reuses
         parse_shared(text) if dialect == TARGET else parse_single(text, dialect)
         return True
-    except (CandidateRefused, ValueError):
+    except (CandidateRefused, ValueError, RecursionError):
         return False
+
+
+def _nesting(toks) -> int:
+    """Deepest nesting of parentheses among sqlglot tokens (one pass)."""
+    depth = deepest = 0
+    for tok in toks:
+        if tok.token_type == TokenType.L_PAREN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok.token_type == TokenType.R_PAREN:
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _char_nesting(text: str) -> int:
+    """Deepest nesting of ``(`` characters in ``text`` (one pass): an upper bound of the SQL's
+    nesting, used when the text does not tokenize (parentheses in literals count too)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif ch == ")" and depth:
+            depth -= 1
+    return deepest
+
+
+def bound_answer(text: str) -> str | None:
+    """Check a model answer against the caps, in linear time, before anything parses it.
+
+    In order: a NUL byte (PostgreSQL text cannot hold one), more than ``MAX_ANSWER_CHARS``
+    characters, more than ``MAX_ANSWER_TOKENS`` sqlglot tokens, parentheses nested deeper than
+    ``MAX_NESTING``. The text is tokenized once (sqlglot's tokenizer is linear); when it does
+    not tokenize (prose around the SQL), the nesting is bounded by counting ``(`` characters
+    and the tokens by the character cap.
+
+    Args:
+        text: the model's answer text.
+
+    Returns:
+        None when the answer is within every cap; otherwise the reason, e.g.
+        ``answer too large: 200007 tokens > cap 20000``. Never raises.
+    """
+    if "\x00" in text:
+        return "answer holds a NUL byte (U+0000), which PostgreSQL text cannot hold"
+    if len(text) > MAX_ANSWER_CHARS:
+        return f"answer too large: {len(text)} characters > cap {MAX_ANSWER_CHARS}"
+    toks = _tokens(text)
+    if toks is not None and len(toks) > MAX_ANSWER_TOKENS:
+        return f"answer too large: {len(toks)} tokens > cap {MAX_ANSWER_TOKENS}"
+    depth = _nesting(toks) if toks is not None else _char_nesting(text)
+    if depth > MAX_NESTING:
+        return f"answer nested too deeply: {depth} levels of parentheses > cap {MAX_NESTING}"
+    return None
 
 
 def _unfence(t: str, steps: list[str]) -> str:
@@ -238,10 +318,12 @@ def transpile_to_postgres(sql: str, read: str) -> str:
 def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
     """Clean one model answer into one SQL statement, recording every step.
 
-    Steps, in order: unfence markdown code blocks, undo markdown escapes (``\\_``, ``\\*``),
-    cut leading prose, cut at the first top-level semicolon when prose follows (a further
-    statement is kept so the check refuses it), drop trailing paragraphs until the text parses,
-    cut MySQL ``#`` comments, drop a trailing semicolon, and transpile to PostgreSQL. For a
+    Steps, in order: check the caps (``bound_answer``: NUL byte, size, tokens, nesting; an
+    answer past one gives empty SQL with ``reason``), unfence markdown code blocks, refuse an
+    answer that is only a comment (``-- SELECT ...``, ``/* ... */``: empty SQL with
+    ``reason``), undo markdown escapes (``\\_``, ``\\*``), cut leading prose, cut at the first
+    top-level semicolon when prose follows (a further statement is kept so the check refuses
+    it), drop trailing paragraphs until the text parses, cut MySQL ``#`` comments, drop a trailing semicolon, and transpile to PostgreSQL. For a
     ``postgres`` model, text that does not parse as PostgreSQL but parses as SQLite or MySQL is
     transpiled from the first that parses. Text that cannot be cleaned comes back as it is (the
     check then refuses it with the parser's message).
@@ -255,8 +337,9 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
             ``mysql``); text in another dialect than PostgreSQL is transpiled.
 
     Returns:
-        ``Cleaned(sql, steps, dialect)``: the SQL, the names of the steps applied (each once,
-        in order) and the dialect the text was read as.
+        ``Cleaned(sql, steps, dialect, reason)``: the SQL, the names of the steps applied
+        (each once, in order), the dialect the text was read as, and why there is no SQL
+        (None unless the answer was refused).
 
     Raises:
         ConfigError: when ``dialect`` is not one of ``postgres``, ``sqlite``, ``mysql``. A text
@@ -267,7 +350,13 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
     steps: list[str] = []
     if not text or not text.strip():
         return Cleaned("", steps, dialect)
+    why = bound_answer(text)
+    if why is not None:
+        return Cleaned("", ["refused"], dialect, why)
     t = _unfence(text.strip(), steps)
+    if t.strip() and _tokens(t) == []:  # tokenizes to nothing: only comments
+        return Cleaned("", [*steps, "refused"], dialect,
+                       "answer is only a comment: no SQL to run")
     if "\\_" in t or "\\*" in t:
         t = t.replace("\\_", "_").replace("\\*", "*")
         steps.append("markdown_escape")

@@ -52,7 +52,8 @@ def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
 
     Raises:
         CandidateRefused: the text is empty, does not parse (the parser's first line says
-            where), or holds more or fewer than one statement.
+            where, or it is nested too deeply for the parser), or holds more or fewer than one
+            statement.
     """
     if not sql or not sql.strip():
         raise CandidateRefused("empty SQL")
@@ -61,6 +62,8 @@ def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
     except (ParseError, TokenError, ValueError) as e:
         name = "PostgreSQL" if read == DIALECT else read
         raise CandidateRefused(f"does not parse as {name}: {str(e).splitlines()[0][:300]}") from None
+    except RecursionError:
+        raise CandidateRefused("does not parse: nested too deeply (recursion limit)") from None
     if len(statements) != 1:
         raise CandidateRefused(f"expected exactly one statement, got {len(statements)}")
     return statements[0]
