@@ -34,6 +34,11 @@ from . import spi
 from .names import Names, resolve
 from .types import Schema
 
+# Most literals of one candidate looked up for alignment (the first ones, in tree order). Each
+# lookup may be an SPI query and an embedding; a model's IN list of thousands of strings would
+# otherwise cost thousands of them. A real query compares a handful of literals.
+MAX_ALIGNED_LITERALS = 50
+
 
 @dataclass
 class Lookup:
@@ -184,11 +189,12 @@ def align_values(tree: exp.Expression, schema: Schema, index: ValueIndex) -> tup
     closest indexed value (module docstring). Returns (the tree — ``tree`` itself when nothing
     changed, else a changed copy: ``tree`` may be shared, see sqlcheck.parse_shared — and the
     list of alignments ``{"column", "from", "to", "method", "score"}``). Never raises for a
-    literal that cannot be aligned: it is left as is."""
+    literal that cannot be aligned: it is left as is. Only the first ``MAX_ALIGNED_LITERALS``
+    compared literals are looked up."""
     done: list[dict[str, Any]] = []
     replace: list[tuple[int, str]] = []
     found_in = literal_comparisons(tree, schema)
-    for i, (lit, col) in enumerate(found_in):
+    for i, (lit, col) in enumerate(found_in[:MAX_ALIGNED_LITERALS]):
         text = lit.this
         found = index.closest(col, text)
         if found.value is None or found.method == "exact" or found.value == text:

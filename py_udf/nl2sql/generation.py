@@ -23,7 +23,7 @@ from typing import Any
 from . import prompts
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
-from .errors import CandidateRefused
+from .errors import CandidateRefused, Nl2sqlError
 from .execute import run_candidate
 from .safety import check_candidate_in_db
 from .sqlcheck import referenced_tables, to_sql
@@ -211,10 +211,13 @@ class Evaluator:
 
         Returns:
             True when it passed the check; False with status ``refused`` and the reason
-            otherwise (also for no text).
+            otherwise (also for no text, and for any unexpected error while cleaning,
+            checking or aligning this one answer: it costs this candidate only).
 
         Raises:
             ConfigError: the model's configured dialect is unknown.
+            Nl2sqlError: another error of the call's, not of the answer's (e.g. EmbeddingError).
+            plpy.SPIError: a lookup was cancelled by the user (or failed in the database).
         """
         if self.ms is None:
             self.reset_ms()
@@ -231,14 +234,33 @@ class Evaluator:
                 setattr(c, f, list(v) if isinstance(v, list) else v)
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
             return c.status != Status.REFUSED
-        ok = self._prepare(c, text, dialect, t0)
+        try:
+            ok = self._prepare(c, text, dialect, t0)
+        except Exception as e:  # noqa: BLE001 - one bad answer costs its candidate only
+            if isinstance(e, (Nl2sqlError, self._spi_error())) \
+                    and not isinstance(e, CandidateRefused):
+                raise  # a configuration to fix, or the user's cancel: the call's, not the answer's
+            c.status = Status.REFUSED
+            c.reason = f"could not be prepared: {type(e).__name__}: {str(e)[:300]}"
+            c.sql, c.alignments, c.tables = None, [], []
+            self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
+            ok = False
         self._prep[(dialect, text)] = {f: getattr(c, f) for f in
                                        ("status", "reason", "sql", "cleaning", "alignments", "tables")}
         return ok
 
+    def _spi_error(self) -> type[BaseException]:
+        """The backend's ``plpy.SPIError`` (a query error or cancel), or a class never raised."""
+        err = getattr(self.plpy, "SPIError", None)
+        return err if isinstance(err, type) and issubclass(err, BaseException) else _NeverRaised
+
     def _prepare(self, c: Candidate, text: str, dialect: str, t0: float) -> bool:
         cl = clean(text, dialect)
         c.cleaning = cl.steps
+        if cl.reason is not None:  # past a cap, a NUL byte, only a comment: nothing to check
+            c.status, c.reason, c.sql = Status.REFUSED, cl.reason, None
+            self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
+            return False
         try:
             tree = check_candidate_in_db(self.plpy, cl.sql, self.schema)
         except CandidateRefused as e:
@@ -283,6 +305,10 @@ class Evaluator:
                 self._runs[c.sql] = {f: getattr(c, f) for f in _RUN_FIELDS}
             self.ms["run_ms"] += (time.perf_counter() - t0) * 1000
         return c
+
+
+class _NeverRaised(Exception):
+    """Stands for ``plpy.SPIError`` where the backend module has none (tests)."""
 
 
 _RUN_FIELDS = ("status", "reason", "result_hash", "row_count", "truncated", "exec_ms",

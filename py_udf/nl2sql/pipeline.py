@@ -49,7 +49,7 @@ from . import catalog, context, prompts, safety, spi, value_policy
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
-from .errors import ConfigError
+from .errors import ConfigError, Nl2sqlError
 from .example_selection import Selection
 from .generation import Evaluator, GenCall, candidates_from, finsql_calls
 from .hardness import hardness, route
@@ -239,7 +239,34 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
     with timer.stage("trace_ms"):
         trace_stage(run, pre, fin_replies, cands, rep, sel)
     timer.finish(run.trace)
-    return run.trace
+    return without_nul(run.trace)
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with every NUL character (U+0000) in its strings replaced by U+FFFD.
+
+    PostgreSQL text and jsonb cannot hold U+0000, and a model's answer may contain it: the
+    trace keeps the answer's text (``raw_text``, the replies), so the log write and ``explain``
+    would fail on it. One pass over the JSON-able trace; nothing is copied where no string
+    holds a NUL.
+
+    Args:
+        value: a JSON-able value (dicts, lists, tuples, strings, scalars).
+
+    Returns:
+        The value itself when it holds no NUL; otherwise a copy with each NUL replaced.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        out = {k: without_nul(v) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else out
+    if isinstance(value, (list, tuple)):
+        items = [without_nul(v) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
 
 
 def start(plpy, question: str, search_path: str, evidence: str | None,
@@ -430,12 +457,22 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
     """
     reply = pre.reply
     cl = clean(reply.text, run.models[0].dialect) if reply.text else None
-    pre.sql = cl.sql if cl else None
+    pre.sql = (cl.sql or None) if cl else None
     run.trace["presql"] = {"prompt": pre.prompt, "reply": _reply_json(reply), "sql": pre.sql,
                            "cleaning": cl.steps if cl else []}
-    linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st)
+    if cl is not None and cl.reason is not None:
+        run.trace["presql"]["refused"] = cl.reason
+    try:
+        linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st)
+        level = hardness(pre.sql) if pre.sql else None
+    except Exception as e:  # noqa: BLE001 - a bad PreSQL answer costs its use only
+        if isinstance(e, Nl2sqlError) or isinstance(e, getattr(run.plpy, "SPIError", ())):
+            raise
+        run.trace["presql"]["refused"] = f"linking failed: {type(e).__name__}: {str(e)[:300]}"
+        pre.sql = None  # link, select examples and route as without a PreSQL
+        linked, selection = context.finsql_context(ctx, asked.schema, None, run.st)
+        level = None
     run.trace.update(context.linking_trace(linked, selection))
-    level = hardness(pre.sql) if pre.sql else None
     names = [m.name for m in run.models]
     voters, why = route(level, run.st.hardness_voters, names)
     run.trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
