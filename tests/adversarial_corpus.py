@@ -99,3 +99,24 @@ CORPUS: list[tuple[str, str, str]] = [
     ("recursive_forever", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
                           "SELECT count(*) FROM r", "contained"),
 ]
+
+# Model answers whose mere size or shape is the attack: cleaning refuses each before anything
+# parses it (``cleaning.bound_answer``), so the candidate is refused and the other models'
+# answers still count. Each entry: (id, answer text, a fragment of the refusal reason).
+IN_LIST_ITEMS = 200_000
+NESTING = 50_000
+OVERSIZED: list[tuple[str, str, str]] = [
+    ("in_list_200k", "SELECT name FROM singer WHERE name IN ("
+                     + ", ".join(f"'v{i}'" for i in range(IN_LIST_ITEMS)) + ")",
+     "answer too large"),
+    ("in_list_tokens", "SELECT name FROM singer WHERE age IN ("
+                       + ",".join("1" for _ in range(30_000)) + ")", "tokens > cap"),
+    ("nested_parens_50k", "SELECT " + "(" * NESTING + "1" + ")" * NESTING, "answer too large"),
+    ("nested_parens_500", "SELECT " + "(" * 500 + "1" + ")" * 500, "nested too deeply"),
+    ("nested_subqueries", "SELECT " + "(SELECT " * 300 + "1" + ")" * 300, "nested too deeply"),
+    ("nul_byte", "SELECT name FROM singer\x00; DROP TABLE singer", "NUL byte"),
+    ("nul_only", "\x00", "NUL byte"),
+    ("line_comment_only", "-- SELECT name FROM singer", "only a comment"),
+    ("block_comment_only", "/* SELECT name FROM singer */", "only a comment"),
+    ("fenced_comment_only", "```sql\n-- SELECT count(*) FROM singer;\n```", "only a comment"),
+]

@@ -310,3 +310,34 @@ def test_cancel_while_waiting_on_a_hanging_model(cluster, db, llm):
     err, seconds = cancel_while_model_hangs(cluster, db, llm, "nl2sql_test", Q_COUNT, "hang_e2e")
     assert isinstance(err, psycopg.errors.QueryCanceled)
     assert seconds < 1.5
+
+
+def test_oversized_nul_and_nested_answers_cost_their_candidate_only(db, llm):
+    # a 200,000-item IN list (it also writes the PreSQL), a NUL byte, 50,000 nested
+    # parentheses: each is refused with its reason, quickly; the good answer is chosen
+    import time
+
+    from adversarial_corpus import OVERSIZED
+    bad = {cid: text for cid, text, _ in OVERSIZED}
+    add_models(db, llm, ["huge", "nul", "nested", "good"])
+    llm.add_rule(Rule(model="huge", response=bad["in_list_200k"]))
+    llm.add_rule(Rule(model="nul", response="SELECT count(*) FROM singer\x00"))
+    llm.add_rule(Rule(model="nested", response=bad["nested_parens_50k"]))
+    llm.add_rule(Rule(model="good", response="SELECT count(*) FROM singer"))
+    t0 = time.monotonic()
+    sql = db.execute("SELECT nl2sql(%s)", (Q_COUNT,)).fetchone()[0]
+    assert time.monotonic() - t0 < 30
+    assert sql.lower().replace(" ", "") == "selectcount(*)fromsinger"
+    trace = db.execute("SELECT nl2sql.explain(%s)", (Q_COUNT,)).fetchone()[0]
+    st = {c["source"]: c for c in trace["candidates"]}
+    assert st["finsql:huge"]["status"] == "refused"
+    assert "answer too large" in st["finsql:huge"]["reason"]
+    assert st["presql:huge"]["status"] == "refused"
+    assert "answer too large" in trace["presql"]["refused"]
+    assert st["finsql:nul"]["status"] == "refused" and "NUL byte" in st["finsql:nul"]["reason"]
+    assert "\x00" not in st["finsql:nul"]["raw_text"]   # the log row and explain hold it
+    assert st["finsql:nul"]["raw_text"].startswith("SELECT count(*) FROM singer")
+    assert st["finsql:nested"]["status"] == "refused"
+    assert "answer too large" in st["finsql:nested"]["reason"]
+    assert st["finsql:good"]["status"] == "ok"
+    assert trace["sql"].lower().replace(" ", "") == "selectcount(*)fromsinger"

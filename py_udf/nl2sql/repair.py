@@ -49,8 +49,8 @@ def feedback(c: Candidate) -> str | None:
     Returns:
         One sentence on the problem (empty result, refusal with its reason, timeout, execution
         error with the server's message), or None when the candidate needs no repair (a
-        non-empty result) or cannot be repaired (the model gave no answer, or an unknown
-        status).
+        non-empty result) or cannot be repaired (the model gave no answer, cleaning refused
+        its answer before any parse, or an unknown status).
 
     Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type; ReBoost (Sui et
     al. 2023) §3.3, empty results count as failures.
@@ -60,6 +60,8 @@ def feedback(c: Candidate) -> str | None:
     if c.status == Status.REFUSED:
         if (c.reason or "").startswith("no answer"):
             return None
+        if c.cleaning[-1:] == ["refused"]:  # past cleaning's caps, a NUL, only a comment:
+            return None                      # nothing to show the model again
         return f"the query was refused: {c.reason}"
     if c.status == Status.TIMEOUT:
         return f"the query did not finish within the time limit ({c.reason})"
