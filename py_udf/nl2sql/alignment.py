@@ -14,11 +14,12 @@ indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order
 
 Values are read through SQL function ``nl2sql._column_values`` (exact, case, trigram; an index
 scan of the one column) and view ``nl2sql.visible_cell_value`` (the embedding fallback): only
-columns the calling role may SELECT and whose values the value policy allows are looked up. A literal is only replaced when the
-column's index is complete (fewer indexed values than the
-``values_per_column`` cap, and the literal no longer than ``value_max_chars``): otherwise the
-literal could be a real value that was not indexed. Each replacement is recorded (column, from,
-to, method, score) in the candidate's trace. Parsing and rewriting use sqlglot.
+columns the calling role may SELECT and whose values the value policy allows are looked up. A
+literal is only replaced when the column's index is complete (fewer indexed values than the
+``values_per_column`` cap) and the literal is no longer than ``value_max_chars``: otherwise
+the literal could be a real value that was not indexed. The embedding step is skipped when
+``align_min_cosine`` is above 1. Each replacement is recorded (column, from, to, method,
+score) in the candidate's trace. Parsing and rewriting use sqlglot.
 
 Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
 database's values (value retrieval by exact match, edit/trigram similarity and embeddings).
@@ -42,8 +43,18 @@ MAX_ALIGNED_LITERALS = 50
 
 @dataclass
 class Lookup:
-    """The best indexed value for one (column, literal): ``value`` None when nothing is close
-    enough or the column cannot be aligned (``reason`` says why)."""
+    """The best indexed value for one (column, literal), or why there is none.
+
+    Attributes:
+        value: str, the indexed value to use; None when nothing is close enough or the column
+            cannot be aligned.
+        method: str, how ``value`` was found: ``exact``, ``case``, ``trigram`` or ``vector``;
+            None with no value.
+        score: float, 1.0 for ``exact`` and ``case``, pg_trgm similarity (0..1) for
+            ``trigram``, cosine similarity for ``vector``, rounded to 4 digits; None with no
+            value.
+        reason: str, why there is no value (for the trace); None when there is one.
+    """
 
     value: str | None
     method: str | None = None       # exact | case | trigram | vector
@@ -60,17 +71,18 @@ def _table_lookup(schema: Schema) -> dict[str, Any]:
 
 def resolve_column(col: exp.Column, names: Names,
                    lookup: dict[str, Any]) -> tuple[str, str, str] | None:
-    """The column a column reference means, in the schema.
+    """Find the schema column a column reference means.
 
     Args:
-        col: a column reference of the query ``names`` was resolved from.
+        col: a column reference (``exp.Column``) of the query ``names`` was resolved from.
         names: ``names.resolve`` of the query.
-        lookup: ``_table_lookup`` of the schema.
+        lookup: ``_table_lookup`` of the schema (tables by lower-cased prompt name and
+            ``schema.table``).
 
     Returns:
-        (schema, table, column) when exactly one relation the reference may belong to (its
-        qualifier's, or for an unqualified one, those of its scope) has such a column; None
-        otherwise.
+        (schema, table, column) names as the schema spells them, when exactly one relation the
+        reference may belong to (its qualifier's, or for an unqualified one, those of its scope)
+        has a column of that name (case-insensitive); None otherwise.
     """
     name = col.name.lower()
     tables = list({id(t): t for t in (lookup.get(r.key) for r in names.column_relations(col))
@@ -80,8 +92,19 @@ def resolve_column(col: exp.Column, names: Names,
 
 
 def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.Literal, tuple[str, str, str]]]:
-    """String literals compared with a resolvable column by ``=``, ``<>`` / ``!=`` or ``IN``
-    (either side), with the column each is compared with."""
+    """Find the string literals compared with a resolvable column.
+
+    The comparisons are ``column = 'literal'`` and ``column <> 'literal'`` / ``!=`` (the column
+    on either side) and ``column IN ('a', 'b')`` (string literals of the list).
+
+    Args:
+        tree: the candidate's sqlglot tree; not changed.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+
+    Returns:
+        list of (literal node, (schema, table, column)) pairs in tree order; comparisons whose
+        column does not resolve to exactly one schema column are left out.
+    """
     names, lookup = resolve(tree), _table_lookup(schema)
     out: list[tuple[exp.Literal, tuple[str, str, str]]] = []
     for node in tree.find_all(exp.EQ, exp.NEQ, exp.In):
@@ -103,8 +126,25 @@ def literal_comparisons(tree: exp.Expression, schema: Schema) -> list[tuple[exp.
 
 
 class ValueIndex:
-    """Lookups in ``nl2sql.cell_value`` for one question, cached (the same literal in nine
-    candidates is looked up once). Runs on the backend's main thread (``plpy``)."""
+    """Look up values in ``nl2sql.cell_value`` for one question, with a cache.
+
+    The same literal in nine candidates is looked up once. Runs on the backend's main thread
+    (``plpy`` is not thread-safe).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        values_per_column: int, the indexer's cap on values kept per column; a column with that
+            many indexed values may be incomplete and is not aligned.
+        value_max_chars: int, the longest value (in characters) the indexer keeps; a longer
+            literal is not aligned.
+        min_trigram: float in [0, 1], the least pg_trgm similarity for a trigram match.
+        min_cosine: float, the least cosine similarity for an embedding match; above 1.0 turns
+            the embedding fallback off.
+
+    Attributes:
+        lookups: int, how many literals were looked up in the database so far (cache misses
+            that passed the column checks).
+    """
 
     def __init__(self, plpy, values_per_column: int, value_max_chars: int,
                  min_trigram: float, min_cosine: float):
@@ -118,10 +158,18 @@ class ValueIndex:
         self.lookups = 0
 
     def column_count(self, col: tuple[str, str, str]) -> int:
-        """Indexed values of a column the calling role may read (view
-        ``nl2sql._column_values``: column privilege and value policy); 0 when it is not a
-        string column, not indexed, not readable, or its values are withheld — such values never
-        reach a candidate or a prompt."""
+        """Count the indexed values of a column that the calling role may read.
+
+        Read through SQL function ``nl2sql._column_values`` (the role's SELECT privilege on the
+        column and the value policy); cached per column.
+
+        Args:
+            col: (schema, table, column) names.
+
+        Returns:
+            int: the number of indexed values; 0 when the column is not indexed, not readable or its
+            values are withheld (such values never reach a candidate or a prompt).
+        """
         if col not in self._counts:
             rows = spi.query(self.plpy, "SELECT n_values AS n FROM nl2sql._column_values("
                                         "current_user, $1, $2, $3, NULL, NULL, 0)",
@@ -130,7 +178,27 @@ class ValueIndex:
         return self._counts[col]
 
     def closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
-        """The best indexed value of ``col`` for ``literal`` (see the module docstring)."""
+        """Find the best indexed value of ``col`` for ``literal`` (cached per column and literal).
+
+        Tried in order (module docstring): exact, case-insensitive, trigram similarity ≥
+        ``min_trigram`` (SQL function ``nl2sql._column_values``), then embedding cosine similarity
+        ≥ ``min_cosine`` (view ``nl2sql.visible_cell_value``). Nothing is looked up when the column
+        has no readable values, holds ``values_per_column`` values or more (the index may be
+        incomplete), or the literal is blank or longer than ``value_max_chars``.
+
+        Source: OpenSearch-SQL (Xie et al. 2024) §3.5, value alignment.
+
+        Args:
+            col: (schema, table, column) names.
+            literal: the literal's text as the candidate wrote it.
+
+        Returns:
+            Lookup: the value with its method and score, or ``value`` None with the reason.
+
+        Raises:
+            EmbeddingError: the embedding fallback is reached and the embedding model cannot be
+                loaded (raised by ``embed.embed``).
+        """
         key = (*col, literal)
         if key in self._cache:
             return self._cache[key]
@@ -174,8 +242,20 @@ class ValueIndex:
         return Lookup(None, reason=f"no value close enough{best}")
 
     def nearest_values(self, col: tuple[str, str, str], literal: str, k: int = 3) -> list[str]:
-        """Up to ``k`` indexed values of ``col`` most similar to ``literal`` by trigram (for
-        repair prompts)."""
+        """List the indexed values of ``col`` most similar to ``literal``, for repair prompts.
+
+        Ordered as ``nl2sql._column_values`` orders them: equal, equal ignoring case, then by
+        pg_trgm similarity (no threshold).
+
+        Args:
+            col: (schema, table, column) names.
+            literal: the literal's text.
+            k: int, how many values at most.
+
+        Returns:
+            list[str] of up to ``k`` values, best first; empty when the role may read no indexed
+            value of the column.
+        """
         if self.column_count(col) == 0:
             return []
         rows = spi.query(self.plpy, "SELECT value FROM nl2sql._column_values(current_user, $1, $2, "
@@ -185,12 +265,29 @@ class ValueIndex:
 
 
 def align_values(tree: exp.Expression, schema: Schema, index: ValueIndex) -> tuple[exp.Expression, list[dict[str, Any]]]:
-    """Replace each compared string literal that is not a cell value of its column by the
-    closest indexed value (module docstring). Returns (the tree — ``tree`` itself when nothing
-    changed, else a changed copy: ``tree`` may be shared, see sqlcheck.parse_shared — and the
-    list of alignments ``{"column", "from", "to", "method", "score"}``). Never raises for a
-    literal that cannot be aligned: it is left as is. Only the first ``MAX_ALIGNED_LITERALS``
-    compared literals are looked up."""
+    """Replace each compared literal that is not a cell value of its column by the closest value.
+
+    See the module docstring for which comparisons and which lookups. A literal that cannot be
+    aligned is left as is. Only the first ``MAX_ALIGNED_LITERALS`` compared literals are
+    looked up.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
+    database's values.
+
+    Args:
+        tree: the candidate's sqlglot tree; may be shared (``sqlcheck.parse_shared``) and is not
+            changed.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        index: the question's ValueIndex.
+
+    Returns:
+        (tree, alignments): ``tree`` itself when nothing changed, else a changed copy; and the
+        list of alignments, dicts ``{"column": "schema.table.column", "from", "to", "method",
+        "score"}``, one per replaced literal.
+
+    Raises:
+        EmbeddingError: as ``ValueIndex.closest``.
+    """
     done: list[dict[str, Any]] = []
     replace: list[tuple[int, str]] = []
     found_in = literal_comparisons(tree, schema)

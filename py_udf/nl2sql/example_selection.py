@@ -20,9 +20,21 @@ from .types import Example
 
 @lru_cache(maxsize=4096)
 def skeleton_tokens(skeleton: str) -> frozenset[str]:
-    """The token set of an SQL skeleton, by sqlglot's PostgreSQL tokenizer (keywords
-    upper-cased; ``_`` stands for every identifier and ``?`` for every literal). Cached per
-    process: the pool's skeletons are compared with every PreSQL."""
+    """Split an SQL skeleton into its set of tokens, by sqlglot's PostgreSQL tokenizer.
+
+    Token texts are upper-cased; in a skeleton of ``examples.sql_skeleton`` ``_`` stands for every
+    identifier and ``%s`` for every literal (tokenized as ``%`` and ``S``). Text the tokenizer
+    rejects is split on whitespace instead. Cached per process (4096 skeletons): the pool's
+    skeletons are compared with every PreSQL.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3, skeleton similarity.
+
+    Args:
+        skeleton: an SQL skeleton (``examples.sql_skeleton``), or any SQL text.
+
+    Returns:
+        frozenset[str] of upper-cased token texts; empty for empty text.
+    """
     try:
         toks = Postgres().tokenize(skeleton)
     except TokenError:
@@ -31,7 +43,17 @@ def skeleton_tokens(skeleton: str) -> frozenset[str]:
 
 
 def skeleton_jaccard(a: str, b: str) -> float:
-    """Jaccard similarity (0..1) of two SQL skeletons' token sets; 0 when either is empty."""
+    """Compute the Jaccard similarity of two SQL skeletons' token sets (``skeleton_tokens``).
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3, skeleton similarity.
+
+    Args:
+        a: an SQL skeleton.
+        b: another SQL skeleton.
+
+    Returns:
+        float in [0, 1]: |A ∩ B| / |A ∪ B|; 0.0 when either token set is empty.
+    """
     ta, tb = skeleton_tokens(a), skeleton_tokens(b)
     if not ta or not tb:
         return 0.0
@@ -39,7 +61,15 @@ def skeleton_jaccard(a: str, b: str) -> float:
 
 
 def presql_skeleton(presql: str | None) -> str | None:
-    """PreSQL's skeleton, or None when there is no PreSQL or it does not parse."""
+    """Compute PreSQL's skeleton (``examples.sql_skeleton``), or None when there is none.
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None / empty when there is no PreSQL.
+
+    Returns:
+        The skeleton text; None when ``presql`` is empty or does not parse as one statement
+        (never raises for that).
+    """
     if not presql:
         return None
     try:
@@ -50,9 +80,17 @@ def presql_skeleton(presql: str | None) -> str | None:
 
 @dataclass
 class Selection:
-    """What DAIL selection chose: the examples, and how (``dail`` = all passed τ, ``dail +
-    fallback`` = some filled by question similarity, ``question similarity`` = no PreSQL
-    skeleton)."""
+    """What DAIL selection chose, and how.
+
+    Attributes:
+        examples: list[Example], the chosen examples, at most k, best first.
+        how: str, ``dail`` (at least k candidates passed τ), ``dail + fallback`` (fewer than k
+            passed; the rest, if any candidates remain, filled by question similarity) or
+            ``question similarity`` (no PreSQL skeleton: no skeleton filter).
+        passed: int, how many candidates' skeleton Jaccard was ≥ τ (0 without a PreSQL
+            skeleton).
+        tau: float, the Jaccard threshold τ used, in [0, 1].
+    """
 
     examples: list[Example]
     how: str
@@ -62,11 +100,28 @@ class Selection:
 
 def dail_select(candidates: list[Example], skeletons: dict[int, str], presql_skel: str | None,
                 k: int, tau: float) -> Selection:
-    """DAIL selection among ``candidates`` (ordered by masked-question similarity, best first):
-    keep those whose skeleton (``skeletons[example.id]``) has Jaccard ≥ ``tau`` with
-    ``presql_skel``, in that order; fill up to ``k`` with the best remaining candidates. Each
-    chosen Example gets ``skeleton_jaccard`` set. Without a PreSQL skeleton the first ``k``
-    candidates are returned (question similarity only)."""
+    """Select up to ``k`` few-shot examples by DAIL selection.
+
+    Candidates whose skeleton has Jaccard similarity ≥ ``tau`` with PreSQL's skeleton are kept,
+    in question-similarity order; when fewer than ``k`` pass, the rest is filled with the best
+    candidates below ``tau``. Every candidate gets ``skeleton_jaccard`` set (rounded to 4
+    digits; the Example objects are changed in place). Without a PreSQL skeleton the first ``k``
+    candidates are returned (question similarity only) and none is changed.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3, DAIL selection (masked-question similarity, then
+    query-skeleton similarity above a threshold).
+
+    Args:
+        candidates: Example list ordered by masked-question similarity, best first.
+        skeletons: Example id -> that example's SQL skeleton (a missing id counts as an empty
+            skeleton: Jaccard 0).
+        presql_skel: PreSQL's skeleton (``presql_skeleton``), or None.
+        k: int, how many examples to choose at most.
+        tau: float in [0, 1], the skeleton Jaccard threshold τ.
+
+    Returns:
+        Selection with the chosen examples and how they were chosen.
+    """
     if not presql_skel:
         return Selection(list(candidates[:k]), "question similarity", 0, tau)
     scored = []

@@ -30,7 +30,20 @@ from .sqlcheck import parse_shared, parse_single
 
 @dataclass
 class HardnessCounts:
-    """Spider's three counts for one query and the level they give."""
+    """Spider's three counts for one query and the hardness level they give.
+
+    Source: Spider's hardness rules (Yu et al. 2018), ``evaluation.py``.
+
+    Attributes:
+        component1: int, Spider's ``count_component1`` on the outermost SELECT (WHERE, GROUP BY,
+            ORDER BY, LIMIT, one per JOIN, one per OR and per LIKE in its conditions).
+        component2: int, Spider's ``count_component2``: subqueries used by the outermost SELECT's
+            join/WHERE/HAVING conditions, plus one for a UNION / INTERSECT / EXCEPT.
+        others: int, Spider's ``count_others``, 0..4 (more than one aggregate, SELECT column,
+            WHERE condition, GROUP BY expression: 1 each).
+        level: str, ``easy``, ``medium``, ``hard`` or ``extra`` (``classify`` of the three
+            counts).
+    """
 
     component1: int
     component2: int
@@ -94,7 +107,21 @@ def _outer_select(tree: exp.Expression) -> tuple[exp.Select | None, int]:
 
 
 def counts(tree: exp.Expression) -> HardnessCounts:
-    """Spider's component1 / component2 / others counts and level for a parsed query."""
+    """Count Spider's component1 / component2 / others on a parsed query and classify it.
+
+    Only the outermost query level is counted: nested SELECTs count as component 2 and are not
+    descended into; for a set operation, its leftmost SELECT is the one counted.
+
+    Source: Spider's hardness rules (Yu et al. 2018), ``evaluation.py``: ``count_component1``,
+    ``count_component2``, ``count_others``, ``eval_hardness``.
+
+    Args:
+        tree: sqlglot tree of one query (SELECT, set operation or parenthesised query).
+
+    Returns:
+        HardnessCounts with the three counts and the level. A tree with no SELECT at the outermost
+        level gives all-zero counts (component 2 being 1 for a set operation).
+    """
     sel, setops = _outer_select(tree)
     if sel is None:
         return HardnessCounts(0, setops, 0, classify(0, setops, 0))
@@ -123,7 +150,18 @@ def counts(tree: exp.Expression) -> HardnessCounts:
 
 
 def classify(c1: int, c2: int, others: int) -> str:
-    """Spider's ``eval_hardness`` rule on the three counts."""
+    """Apply Spider's ``eval_hardness`` rule to the three counts.
+
+    Source: Spider's hardness rules (Yu et al. 2018), ``evaluation.py``: ``eval_hardness``.
+
+    Args:
+        c1: int, component-1 count.
+        c2: int, component-2 count (nested queries and set operations).
+        others: int, the "others" count, 0..4.
+
+    Returns:
+        ``"easy"``, ``"medium"``, ``"hard"`` or ``"extra"`` (rules in the module docstring).
+    """
     if c1 <= 1 and others == 0 and c2 == 0:
         return "easy"
     if (others <= 2 and c1 <= 1 and c2 == 0) or (c1 <= 2 and others < 2 and c2 == 0):
@@ -135,8 +173,21 @@ def classify(c1: int, c2: int, others: int) -> str:
 
 
 def hardness(sql: str, dialect: str = "postgres") -> str | None:
-    """Spider hardness of ``sql`` (``easy``/``medium``/``hard``/``extra``), None when it does not
-    parse as one statement."""
+    """Classify one SQL statement by Spider's hardness rules.
+
+    A PostgreSQL statement (the PreSQL) is parsed through ``sqlcheck.parse_shared``, so the tree
+    that linking and the skeleton already parsed is reused; another dialect is parsed afresh.
+
+    Source: Spider's hardness rules (Yu et al. 2018).
+
+    Args:
+        sql: SQL text of one statement.
+        dialect: sqlglot dialect name of ``sql`` (default ``postgres``).
+
+    Returns:
+        ``"easy"``, ``"medium"``, ``"hard"`` or ``"extra"``; None when ``sql`` is empty, does not
+        parse, or is not exactly one statement (never raises for those).
+    """
     if dialect == "postgres":  # the PreSQL: already parsed for linking and its skeleton
         try:
             return counts(parse_shared(sql)).level
@@ -149,11 +200,23 @@ def hardness(sql: str, dialect: str = "postgres") -> str | None:
 
 
 def route(level: str | None, voters: dict[str, list[str]], models: list[str]) -> tuple[list[str], str]:
-    """Models that write FinSQL and vote for a PreSQL of hardness ``level`` (PET-SQL §3.4).
+    """Choose the models that write FinSQL and vote for a PreSQL of hardness ``level``.
 
-    ``voters``: from ``parse_voters``; ``models``: the enabled model names in order. Returns
-    (names in ``models`` order, reason for the trace). All models when routing is off, the level
-    is unknown or not configured, or the configured names match no enabled model."""
+    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting (the voting models are chosen
+    per PreSQL hardness level).
+
+    Args:
+        level: the PreSQL's Spider hardness (``easy``/``medium``/``hard``/``extra``), or None when
+            it is unknown (the PreSQL did not parse).
+        voters: level -> model names that vote at that level (from
+            ``settings.parse_hardness_voters``); empty turns hardness routing off.
+        models: the enabled model names, in order.
+
+    Returns:
+        (chosen model names, in ``models`` order; one-line reason for the trace). All of
+        ``models`` when routing is off, the level is unknown or has no voters configured, or the
+        configured names match no enabled model.
+    """
     if not voters:
         return list(models), "hardness voting off"
     if level is None:

@@ -35,27 +35,45 @@ CHARS_PER_TOKEN = 3.5
 
 
 def estimate_tokens(text: str) -> int:
-    """Estimated LLM tokens of ``text``: ``ceil(len(text) / 3.5)``.
+    """Estimate the LLM tokens of ``text`` as ``ceil(len(text) / 3.5)``.
 
-    GPT-style BPE tokenizers average about 4 characters per token on English prose and fewer
-    on SQL DDL (underscored identifiers, punctuation); 3.5 characters per token over-estimates
-    slightly, so a prompt kept under the budget by this estimate stays under it in practice.
-    No tokenizer ships with the extension (none can be downloaded at run time)."""
+    GPT-style BPE tokenizers average about 4 characters per token on English prose and fewer on
+    SQL DDL (underscored identifiers, punctuation); 3.5 characters per token over-estimates
+    slightly, so a prompt kept under the budget by this estimate stays under it in practice. No
+    tokenizer ships with the extension (none can be downloaded at run time).
+
+    Args:
+        text: the prompt text (may be empty).
+
+    Returns:
+        int: the estimated token count; 0 for empty text.
+    """
     return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
 
 
 @dataclass
 class Linked:
-    """The linked schema: table prompt names and ``table.column`` names (in link order), and
-    for each table the reasons it was linked (``presql``, ``value table.column = 'v'``,
-    ``column similarity table.column 0.63``, ``fk bridge a - b``)."""
+    """The linked schema, with the reasons each table was linked.
+
+    Attributes:
+        tables: list[str], table prompt names, in link order.
+        columns: list[str], ``table.column`` names (table by prompt name), in link order.
+        why: dict[str, list[str]], table prompt name -> the reasons it was linked, e.g.
+            ``presql``, ``value table.column = 'v' (exact 1.00)``, ``column similarity
+            table.column 0.63``, ``fk bridge a - b``.
+    """
 
     tables: list[str] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     why: dict[str, list[str]] = field(default_factory=dict)
 
     def add_table(self, table: str, reason: str) -> None:
-        """Link ``table`` (once) and record ``reason``."""
+        """Link ``table`` (once) and record ``reason`` for it (once).
+
+        Args:
+            table: the table's prompt name.
+            reason: why it is linked (shown in the trace).
+        """
         if table not in self.tables:
             self.tables.append(table)
         reasons = self.why.setdefault(table, [])
@@ -63,14 +81,25 @@ class Linked:
             reasons.append(reason)
 
     def add_column(self, table: str, column: str, reason: str) -> None:
-        """Link ``table.column`` (and its table) and record ``reason`` for the table."""
+        """Link ``table.column`` (and its table) and record ``reason`` for the table.
+
+        Args:
+            table: the table's prompt name.
+            column: the column's name.
+            reason: why it is linked (recorded for the table).
+        """
         self.add_table(table, reason)
         name = f"{table}.{column}"
         if name not in self.columns:
             self.columns.append(name)
 
     def to_json(self) -> dict:
-        """JSON-able dict for the trace."""
+        """Return the linked schema as a JSON-able dict for the trace.
+
+        Returns:
+            ``{"tables": [...], "columns": [...], "why": {table: [reasons]}}`` (the lists and dict
+            themselves, not copies).
+        """
         return {"tables": self.tables, "columns": self.columns, "why": self.why}
 
 
@@ -83,12 +112,22 @@ def _table_lookup(schema: Schema) -> dict[str, Table]:
 
 
 def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tuple[str, str]]]:
-    """Tables (prompt names) and (table, column) pairs that PreSQL reads (PET-SQL §3.3).
+    """Find the tables and columns that PreSQL reads.
 
     Names resolve with ``names.resolve`` (sqlglot scopes): a qualified column through its
     scope's aliases; an unqualified column is credited to every relation of its scope that has
-    a column of that name. Names not in
-    ``schema`` are ignored. Returns ([], []) when PreSQL is empty or does not parse."""
+    a column of that name. Names not in ``schema`` are ignored.
+
+    Source: PET-SQL (Li et al. 2024) §3.3, PreSQL-based schema linking.
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+
+    Returns:
+        (table prompt names, (table prompt name, column name) pairs), each in query order without
+        duplicates; ([], []) when PreSQL is empty or does not parse (never raises for that).
+    """
     if not presql:
         return [], []
     try:
@@ -116,7 +155,15 @@ def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tu
 
 
 def fk_graph(schema: Schema) -> dict[str, set[str]]:
-    """Undirected adjacency of tables (prompt names) joined by a foreign key."""
+    """Build the undirected graph of tables joined by a foreign key.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        dict: table prompt name -> set of prompt names of the tables it shares a foreign key
+        with (self-references left out; every table of ``schema`` is a key).
+    """
     g: dict[str, set[str]] = {t.name: set() for t in schema.tables}
     for fk in schema.foreign_keys:
         if fk.table in g and fk.ref_table in g and fk.table != fk.ref_table:
@@ -145,11 +192,22 @@ def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str])
 
 
 def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
-    """Tables needed to join ``tables`` over foreign keys, as (bridge, from, to) triples.
+    """Find the tables needed to join ``tables`` over foreign keys.
 
-    Grows a connected tree from the first table: repeatedly the shortest FK path from the tree
-    to a linked table not yet in it is added (the usual greedy Steiner-tree approximation).
-    Linked tables that no FK path reaches stay unconnected; nothing is added for them."""
+    Grows a connected tree from the first table: repeatedly the shortest FK path (breadth-first,
+    neighbours in name order: deterministic) from the tree to a linked table not yet in it is
+    added, the usual greedy Steiner-tree approximation. Linked tables that no FK path reaches
+    stay unconnected; nothing is added for them.
+
+    Args:
+        tables: table prompt names, in link order (names not in ``schema`` are ignored).
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        list of (bridge table, from table, to table) triples, prompt names: each bridge is an
+        intermediate table of the path from ``from`` (in the tree) to ``to`` (a linked table)
+        that is not itself in ``tables``. Empty for fewer than two known tables.
+    """
     g = fk_graph(schema)
     todo = [t for t in tables if t in g]
     if len(todo) < 2:
@@ -174,8 +232,17 @@ def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
 
 
 def schema_words(schema: Schema) -> frozenset[str]:
-    """Lower-cased words of every table and column name, with singular/plural forms (cached
-    per set of names: a call computes it for value retrieval and again for linking)."""
+    """Collect the lower-cased words of every table and column name, with singular/plural forms.
+
+    Cached per set of names (16 schemas): a call computes it for value retrieval and again for
+    linking.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        frozenset[str] of the words (``masking.name_words``) and their ``masking.inflections``.
+    """
     return _schema_words(tuple(n for t in schema.tables
                                for n in [t.table] + [c.name for c in t.columns]))
 
@@ -196,16 +263,32 @@ def _contains(longer: list[str], shorter: list[str]) -> bool:
 
 def linking_values(schema: Schema, values: list, value_min: float,
                    presql_columns: set[tuple[str, str]] = frozenset()) -> list:
-    """The matched values that link their column. A value links when it is exact or scores
-    ≥ ``value_min`` and was found from the question or a quoted span (not from loose evidence
-    n-grams, whose words are mostly column names), unless:
+    """Select the matched values that link their column.
 
-    * its phrase is made only of words of schema names ("power" names a column, not a value);
+    A value links when it is exact or scores ≥ ``value_min`` and was not found from an evidence
+    n-gram (whose words are mostly column names), unless:
+
+    * it was found from a question n-gram whose phrase is made only of words of schema names
+      ("power" names a column, not a value);
     * its phrase lies inside a longer phrase that matched exactly ("Strength" inside "Super
       Strength": the longest match wins, as in entity extraction);
-    * the same value text matched a column PreSQL already reads (``presql_columns``, pairs of
-      (schema, table) prompt name and column, lower-cased): the ambiguity is resolved by
-      PreSQL ("Durability" is an attribute and a power)."""
+    * the same value text (case-insensitive) matched a column PreSQL already reads, and this
+      match is in another column: the ambiguity is resolved by PreSQL ("Durability" is an
+      attribute and a power).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, columns of retrieved values added to the
+    linked schema.
+
+    Args:
+        schema: the schema the values were retrieved from (``catalog.load_schema``).
+        values: ``retrieval.ValueMatch`` list (schema, table, column, value, score, how, phrase,
+            source).
+        value_min: float in [0, 1], the least score of a non-exact match.
+        presql_columns: (table prompt name, column name) pairs PreSQL reads, lower-cased.
+
+    Returns:
+        The ValueMatch objects that link, in input order.
+    """
     words = schema_words(schema)
     names = {(t.schema, t.table): t.name.lower() for t in schema.tables}
 
@@ -233,12 +316,26 @@ def linking_values(schema: Schema, values: list, value_min: float,
 
 def link_schema(schema: Schema, presql: str | None, values: list, similar_columns: list,
                 value_min: float = 0.9) -> Linked:
-    """Schema linking = PreSQL's tables and columns ∪ columns of matched values (see
-    ``linking_values``) ∪ ``similar_columns`` ∪ FK bridge tables joining them.
+    """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
 
-    ``values``: retrieval.ValueMatch list (schema/table/column/value/score/how/phrase/source).
-    ``similar_columns``: (schema, table, column, similarity) tuples already filtered by the
-    caller's threshold. Returns a Linked with the reasons per table; empty when nothing links.
+    Linked = PreSQL's tables and columns ∪ columns of matched values (``linking_values``) ∪
+    ``similar_columns`` ∪ the FK bridge tables joining them (``fk_bridges``).
+
+    Source: PET-SQL (Li et al. 2024) §3.3 (PreSQL-based schema linking); OpenSearch-SQL (Xie et
+    al. 2024) §3.4 (columns of retrieved values and columns close to the question); MCS-SQL (Lee
+    et al. 2024) §3.1 (linking favours recall).
+
+    Args:
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        presql: the PreSQL's text, or None.
+        values: ``retrieval.ValueMatch`` list (schema, table, column, value, score, how, phrase,
+            source).
+        similar_columns: (schema, table, column, similarity) tuples, already filtered by the
+            caller's threshold.
+        value_min: float in [0, 1], the least score of a non-exact value match that links.
+
+    Returns:
+        Linked with the reasons per table; empty when nothing links.
     """
     lookup = _table_lookup(schema)
     linked = Linked()
@@ -263,8 +360,19 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
 
 
 def neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:
-    """Each table's rank score for pruning: its own score, or a foreign-key neighbour's score
-    minus ``step`` when that is higher (so a table's FK neighbours come right after it)."""
+    """Rank each table for pruning: its own score, or a foreign-key neighbour's score less a step.
+
+    A table scores the higher of its own score and its best FK neighbour's score minus
+    ``step``, so a table's FK neighbours come right after it.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+        scores: table prompt name -> similarity with the question (0..1); missing tables score 0.
+        step: float, how far below its neighbour a table ranks.
+
+    Returns:
+        dict: table prompt name -> rank score, for every table of ``schema``.
+    """
     g = fk_graph(schema)
     out = {}
     for t in schema.tables:
@@ -277,16 +385,29 @@ def neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> d
 def prune_schema(schema: Schema, scores: dict[str, float] | Callable[[], dict[str, float]],
                  budget: int, render,
                  keep: list[str] = (), neighbour_step: float = 0.05) -> tuple[Schema, dict]:
-    """The schema for a prompt that must stay within ``budget`` estimated tokens.
+    """Prune the schema so that the prompt stays within ``budget`` estimated tokens.
 
-    ``render(schema) -> str`` builds the whole prompt for a candidate schema; ``scores`` maps
-    table prompt names to their similarity with the question (0..1), or is a function returning
-    that map, called only when the schema must be pruned; ``keep`` (tables of
-    matched values) go first. Tables are added best first (FK neighbours ranked
-    ``neighbour_step`` below the table they hang off, see ``neighbour_scores``) while the
-    prompt's ``estimate_tokens`` stays ≤ ``budget``. Returns (schema, info) where info has
-    ``pruned`` (bool), ``tokens_full``, ``tokens``, ``tables_kept``, ``tables_total``.
-    When the full schema fits, it is returned unchanged."""
+    When the full schema fits, it is returned unchanged. Otherwise tables are added best first
+    (``keep`` first, then by ``neighbour_scores``: FK neighbours ranked ``neighbour_step`` below
+    the table they hang off; ties by name) while the prompt's estimated tokens stay ≤
+    ``budget``; a table's cost is estimated as its CREATE TABLE plus its FK lines to tables
+    already chosen, and the worst tables are dropped again while the rendered prompt exceeds the
+    budget.
+
+    Args:
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        scores: table prompt name -> similarity with the question (0..1), or a function
+            returning that map, called only when the schema must be pruned.
+        budget: int, the most estimated tokens (``estimate_tokens``) the prompt may take.
+        render: callable taking a Schema and returning the whole prompt text for it.
+        keep: table prompt names that go first (tables of matched values).
+        neighbour_step: float, how far below its neighbour an FK neighbour ranks.
+
+    Returns:
+        (schema, info): the pruned Schema (``Schema.subset``), or ``schema`` itself when it fits;
+        info is ``{"pruned": bool, "tokens_full", "tokens", "tables_kept", "tables_total",
+        "budget"}`` (token counts estimated).
+    """
     full_tokens = estimate_tokens(render(schema))
     info = {"pruned": False, "tokens_full": full_tokens, "tokens": full_tokens,
             "tables_kept": len(schema.tables), "tables_total": len(schema.tables),
@@ -329,11 +450,22 @@ def prune_schema(schema: Schema, scores: dict[str, float] | Callable[[], dict[st
 
 def column_similarities(plpy, question_vec: list[float],
                         relation: str = "nl2sql.visible_column") -> list[tuple[str, str, str, float]]:
-    """Cosine similarity (0..1 for these embeddings) of the question's embedding with every
-    indexed column the calling role may read (``relation``, default the privilege-filtered
-    view; embedding text ``table column words: comment``), best first:
-    [(schema, table, column, similarity)]. One sequential pass over ``relation``: a few ms
-    for thousands of columns."""
+    """Compute the cosine similarity of the question's embedding with every readable indexed column.
+
+    The columns' embedding text is ``table column words: comment``. One sequential pass over
+    ``relation``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question_vec: the question's embedding, 384 floats (``embed.embed``).
+        relation: the relation to read, interpolated into the SQL (a trusted name); default the
+            privilege-filtered view ``nl2sql.visible_column``.
+
+    Returns:
+        list of (schema, table, column, similarity) tuples, best first; similarity is ``1 -``
+        pgvector cosine distance, in [-1, 1] (in practice 0..1 for these embeddings), rounded to
+        4 digits.
+    """
     from .embed import to_pgvector
 
     rows = spi.query(
@@ -345,8 +477,16 @@ def column_similarities(plpy, question_vec: list[float],
 
 
 def table_scores(schema: Schema, col_sims: list[tuple[str, str, str, float]]) -> dict[str, float]:
-    """Each table's similarity to the question: the best similarity of its columns (tables
-    without embedded columns score 0). Keys are prompt names."""
+    """Score each table's similarity to the question: the best similarity of its columns.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+        col_sims: (schema, table, column, similarity) tuples (``column_similarities``).
+
+    Returns:
+        dict: table prompt name -> best column similarity, for every table of ``schema``; 0.0
+        for tables without embedded columns (and a negative best similarity counts as 0.0).
+    """
     lookup = _table_lookup(schema)
     out = {t.name: 0.0 for t in schema.tables}
     for s, t, _c, sim in col_sims:

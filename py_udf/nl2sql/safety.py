@@ -36,12 +36,18 @@ VOLATILE_ALLOWLIST = frozenset({"random", "clock_timestamp", "timeofday"})
 
 
 def function_names(tree: exp.Expression) -> set[str]:
-    """Lower-cased names under which PostgreSQL may resolve each function call in ``tree``.
+    """List the lower-cased names under which PostgreSQL may resolve each function call in ``tree``.
 
     An unknown function (``exp.Anonymous``) contributes its own name (schema qualification
-    dropped: ``pg_catalog.pg_sleep`` → ``pg_sleep``). A function sqlglot knows contributes every
-    name sqlglot maps to that node (e.g. ``exp.Rand`` → ``rand``, ``random``), so that a
+    dropped: ``pg_catalog.pg_sleep`` -> ``pg_sleep``). A function sqlglot knows contributes every
+    name sqlglot maps to that node (e.g. ``exp.Rand`` -> ``rand``, ``random``), so that a
     volatile PostgreSQL function hidden behind a portable node is still looked up.
+
+    Args:
+        tree: the candidate's sqlglot tree; not changed.
+
+    Returns:
+        set[str] of lower-cased function names (aggregates and built-ins included).
     """
     names: set[str] = set()
     for node in tree.find_all(exp.Func):
@@ -56,8 +62,18 @@ def function_names(tree: exp.Expression) -> set[str]:
 
 
 def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
-    """Those of ``names`` for which ``pg_proc`` holds at least one volatile function of that
-    name (in any schema: conservative, overloads and schemas are not told apart)."""
+    """Find those of ``names`` that name a volatile function in ``pg_proc``.
+
+    A name counts when at least one function of that name, in any schema, has ``provolatile =
+    'v'``: conservative, overloads and schemas are not told apart.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: function names (as ``function_names`` gives them).
+
+    Returns:
+        set[str]: the volatile ones among ``names``; empty when ``names`` is empty (no query then).
+    """
     names = sorted(set(names))
     if not names:
         return set()
@@ -70,8 +86,17 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
 def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str]]) -> None:
     """Refuse a candidate that calls a volatile function not on ``VOLATILE_ALLOWLIST``.
 
-    ``volatile(names)`` returns the volatile ones among ``names`` (``volatile_functions`` bound
-    to ``plpy`` inside the server). Raises CandidateRefused naming the functions."""
+    Args:
+        tree: the candidate's sqlglot tree.
+        volatile: callable taking a set of function names and returning the volatile ones
+            among them (``volatile_functions`` bound to ``plpy`` inside the server).
+
+    Returns:
+        None, when every function called is non-volatile or allowlisted.
+
+    Raises:
+        CandidateRefused: the candidate calls a volatile function; the message names them.
+    """
     bad = sorted(volatile(function_names(tree) - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
     if bad:
         raise CandidateRefused(
@@ -81,8 +106,19 @@ def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str
 
 
 def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, str]]:
-    """(schema, table) of every relation ``tree`` reads that ``schema`` (the caller's visible
-    schema) knows, by prompt name or ``schema.table``."""
+    """List the (schema, table) of every relation ``tree`` reads that ``schema`` knows.
+
+    A relation is matched by its prompt name or by ``schema.table`` (lower-cased); relations
+    ``schema`` does not know are left out.
+
+    Args:
+        tree: the candidate's sqlglot tree.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+
+    Returns:
+        list of (schema name, table name) pairs, in the order the query reads them (a relation
+        read under two names may appear twice).
+    """
     by_name: dict[str, tuple[str, str]] = {}
     for t in schema.tables:
         by_name[t.name.lower()] = (t.schema, t.table)
@@ -91,9 +127,19 @@ def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, st
 
 
 def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
-    """``schema.table`` names among ``targets`` on which the current role may SELECT no column
-    (or that no longer exist). Column-level privileges are the database's to enforce when the
-    candidate runs."""
+    """List the relations among ``targets`` on which the current role may SELECT no column.
+
+    A relation that no longer exists counts as unreadable. Column-level privileges are the
+    database's to enforce when the candidate runs (``has_any_column_privilege`` here).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        targets: (schema name, table name) pairs; duplicates are checked once.
+
+    Returns:
+        list[str] of ``schema.table`` names, in the order of ``targets``; empty when all are
+        readable or ``targets`` is empty.
+    """
     targets = list(dict.fromkeys(targets))
     if not targets:
         return []
@@ -105,11 +151,25 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
-    """The full candidate check (issue 4, item 1): ``sqlcheck.check_candidate`` (one
-    SELECT/WITH/set operation, no data-modifying node, no SELECT INTO, no locking clause, known
-    relations only — ``schema`` is what the calling role may see), then every function
-    non-volatile in pg_proc or allowlisted, then SELECT privilege on every relation for the
-    current role. Returns the parsed tree; raises CandidateRefused with the reason."""
+    """Run the full candidate check: the statement's shape, function volatility, privileges.
+
+    In order: ``sqlcheck.check_candidate`` (one SELECT/WITH/set operation, no data-modifying or
+    DDL node, no SELECT INTO, no locking clause, no function refused by name, known relations
+    only: ``schema`` is what the calling role may see); then every function non-volatile in
+    ``pg_proc`` or on ``VOLATILE_ALLOWLIST`` (``check_functions``); then SELECT privilege on
+    every relation for the current role (``unreadable_relations``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the candidate's SQL text (PostgreSQL).
+        schema: the schema the calling role may see (``catalog.load_schema``).
+
+    Returns:
+        The parsed tree, SHARED (``sqlcheck.parse_shared``): copy it before changing it.
+
+    Raises:
+        CandidateRefused: the candidate breaks a rule; the message says which.
+    """
     from .catalog import known_relations
 
     tree = check_candidate(sql, known_relations(schema))
@@ -121,8 +181,17 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
 
 
 def statement_remaining_s(plpy) -> float | None:
-    """Seconds left before the caller's ``statement_timeout`` cancels the current statement;
-    None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``."""
+    """Compute the seconds left before the caller's ``statement_timeout`` cancels the statement.
+
+    Elapsed time counts from ``statement_timestamp()`` to ``clock_timestamp()``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        float seconds (negative once the timeout has passed); None when ``statement_timeout`` is
+        0 (no timeout set).
+    """
     # current_setting shows the timeout with its unit ('2s', '500ms', '1min', '0'), which
     # interval input reads; pg_settings would materialize every setting (~2 ms)
     r = spi.query(plpy, "SELECT EXTRACT(epoch FROM pg_catalog.current_setting('statement_timeout')"
@@ -134,20 +203,25 @@ def statement_remaining_s(plpy) -> float | None:
 
 
 def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:
-    """``nl2sql.set_value_policy(tbl, send_values, column_name)``: store the policy
-    (``value_policy.store_policy``) and re-index the table's values now (when it is indexed).
+    """Store a cell-value policy and re-index the table's values (``nl2sql.set_value_policy``).
+
+    The policy is stored by ``value_policy.store_policy``; when the table is in the schema index,
+    it is re-indexed now (``indexer.index_table`` with ``force=True``) so that its cell values
+    follow the new policy.
 
     Args:
-        plpy: PL/Python's module.
-        tbl: the table, as ``regclass`` text.
+        plpy: the PL/Python module of the calling backend (SPI access).
+        tbl: the table, as ``regclass`` text (e.g. ``public.heroes``).
         send_values: true opts the table's (or column's) values in, false keeps them out.
-        column_name: one column, or None for the whole table.
+        column_name: one column of ``tbl``, or None for the whole table.
 
     Returns:
-        ``{"table", "column", "send_values", "reindexed"}`` as JSON.
+        JSON text of ``{"table": "schema.table", "column", "send_values", "reindexed"}``.
 
     Raises:
-        plpy.Error (through ``plpy.error``): on an unknown column or a null flag.
+        plpy.Error: (through ``plpy.error``, the SQL error the caller sees) on a null
+            ``send_values`` or a column the table does not have.
+        plpy.SPIError: ``tbl`` names no relation.
     """
     from .indexer import index_table
 
@@ -159,9 +233,20 @@ def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None)
 
 
 def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:
-    """Store which relations an example of this database reads (``nl2sql.example_relation``),
-    so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
-    Returns how many relations were recorded."""
+    """Store which relations an example reads, in ``nl2sql.example_relation``.
+
+    View ``nl2sql.visible_example`` then shows the example only to roles that may read all of
+    them. The example's earlier rows are deleted first.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        example_id: int, the example's id (``nl2sql.example``).
+        tree: the example's parsed SQL (sqlglot tree).
+        schema: the schema the relations are resolved against (``catalog.load_schema``).
+
+    Returns:
+        int: how many distinct relations were recorded (those ``schema`` knows).
+    """
     targets = sorted(set(relation_targets(tree, schema)))
     spi.query(plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id],
               ["int8"])
@@ -173,9 +258,19 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
 
 
 def log_query(plpy, trace: dict) -> int | None:
-    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (SECURITY DEFINER:
-    ordinary roles cannot write the log table directly); returns its id, or None on a server in
-    recovery (read replica), where nothing is written."""
+    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query``.
+
+    ``nl2sql._log_query`` is SECURITY DEFINER: ordinary roles cannot write the log table
+    directly. On a server in recovery (a read replica) nothing is written.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        trace: the call's trace; its ``question``, ``sql``, ``confidence`` and ``error`` keys
+            fill those columns and the whole trace is stored as JSON.
+
+    Returns:
+        The new row's id (int); None on a server in recovery.
+    """
     if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
         return None
     res = spi.query(plpy, "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",

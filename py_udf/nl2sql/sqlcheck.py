@@ -28,7 +28,7 @@ _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
     if t is not None
 )
 
-# Functions refused by name even though a SELECT may call them (issue 4 extends this with
+# Functions refused by name even though a SELECT may call them (``safety`` adds the check of
 # pg_proc volatility; the database's read-only mode is the backstop).
 _FORBIDDEN_FUNCTIONS = {
     "pg_sleep", "pg_sleep_for", "pg_sleep_until", "pg_read_file", "pg_read_binary_file",
@@ -72,45 +72,79 @@ def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
 def parse_one(sql: str) -> exp.Expression:
     """Parse ``sql`` as exactly one PostgreSQL statement (``parse_single`` with ``postgres``).
 
+    Args:
+        sql: SQL text.
+
+    Returns:
+        The statement's sqlglot tree (a fresh one on every call).
+
     Raises:
-        CandidateRefused: as ``parse_single``.
+        CandidateRefused: as ``parse_single``: empty text, a parse error, or not exactly one
+            statement.
     """
     return parse_single(sql, DIALECT)
 
 
 @lru_cache(maxsize=256)
 def parse_shared(sql: str) -> exp.Expression:
-    """``parse_one(sql)``, cached per process and SHARED between callers: read it, or copy it
+    """Parse ``sql`` as one PostgreSQL statement, cached per process and shared between callers.
+
+    The tree is ``parse_one(sql)``, kept in an LRU cache of 256 texts: read it, or copy it
     (``tree.copy()``, ``tree.transform``) before changing anything. A candidate's text is parsed
-    once for cleaning's checks, the candidate check and its execution text; the PreSQL once
-    for linking, its skeleton and its hardness. Raises CandidateRefused as parse_one."""
+    once for cleaning's checks, the candidate check and its execution text; the PreSQL once for
+    linking, its skeleton and its hardness.
+
+    Args:
+        sql: SQL text.
+
+    Returns:
+        The statement's sqlglot tree, the same object for the same text while it stays cached.
+
+    Raises:
+        CandidateRefused: as ``parse_one`` (a failed parse is not cached).
+    """
     return parse_one(sql)
 
 
 def referenced_tables(tree: exp.Expression) -> list[str]:
-    """Relations a query reads, each once, in order (``names.resolve``).
+    """List the relations a query reads, each once, in order (``names.resolve``).
+
+    Used by the candidate checks and by PreSQL-based schema linking, PET-SQL (Li et al. 2024)
+    §3.3.
 
     Args:
-        tree: the parsed query.
+        tree: the parsed query (sqlglot tree); not changed.
 
     Returns:
-        ``schema.table`` (when qualified) or ``table`` names, lower-cased; CTEs, derived
-        tables and other non-relation sources excluded.
-
-    Source: used for PreSQL-based schema linking, PET-SQL (Li et al. 2024) §3.3.
+        list[str]: ``schema.table`` (when qualified in the query) or ``table`` names,
+        lower-cased; CTEs, derived tables and other non-relation sources excluded.
     """
     return resolve(tree).keys()
 
 
 def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
-    """Check a candidate: one read-only query over known relations only.
+    """Check that a candidate is one read-only query over known relations only.
 
-    ``known_tables``: lower-cased relation names the caller may use (bare and/or
-    ``schema.table``). Returns the parsed tree, SHARED (``parse_shared``: the same text is
-    parsed once per process, also by cleaning): copy it before changing it. Raises
-    CandidateRefused naming the rule broken:
-    not a query, a data-modifying or DDL node (also inside CTEs), SELECT INTO, a locking clause,
-    a refused function, or an unknown relation.
+    The rules, each refusing the candidate: the statement is not a query (SELECT, set operation
+    or parenthesised query; a WITH query parses as its SELECT); a data-modifying, DDL or other
+    refused node anywhere in the tree (also inside CTEs: INSERT, UPDATE, DELETE, MERGE, CREATE,
+    DROP, ALTER, SET, COPY, TRUNCATE, GRANT, REVOKE, an unparsed command); SELECT INTO; a locking
+    clause (FOR UPDATE/SHARE); a function refused by name (``pg_sleep``, ``pg_read_file``,
+    ``nextval``, ``set_config``, ``dblink``, ...); a relation not in ``known_tables``. Function
+    volatility and privileges are checked by ``safety.check_candidate_in_db``.
+
+    Args:
+        sql: the candidate's SQL text (PostgreSQL).
+        known_tables: lower-cased relation names the caller may use (bare and/or
+            ``schema.table``), as ``catalog.known_relations`` builds them.
+
+    Returns:
+        The parsed tree, SHARED (``parse_shared``: the same text is parsed once per process, also
+        by cleaning): copy it before changing it.
+
+    Raises:
+        CandidateRefused: the text does not parse as one statement, or breaks a rule above; the
+            message names the rule.
     """
     tree = parse_shared(sql)
     if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)):
@@ -131,12 +165,30 @@ def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
 
 
 def to_sql(tree: exp.Expression) -> str:
-    """The PostgreSQL text of a checked tree — what is executed is exactly what was checked."""
+    """Render a checked tree as PostgreSQL text: what is executed is exactly what was checked.
+
+    Args:
+        tree: a sqlglot tree (as ``check_candidate`` returns it).
+
+    Returns:
+        The tree's SQL text in the PostgreSQL dialect.
+    """
     return tree.sql(dialect=DIALECT)
 
 
 def has_top_level_order(sql: str) -> bool:
-    """True when the query's outermost statement has an ORDER BY (row order then matters for EX)."""
+    """Tell whether the query's outermost statement has an ORDER BY (row order then matters for EX).
+
+    Args:
+        sql: SQL text of one PostgreSQL statement.
+
+    Returns:
+        True when the outermost statement (for a set operation, the set operation itself) has an
+        ORDER BY clause; an ORDER BY only inside a subquery or CTE does not count.
+
+    Raises:
+        CandidateRefused: as ``parse_one`` (empty text, a parse error, not one statement).
+    """
     tree = parse_one(sql)
     return tree.args.get("order") is not None
 
@@ -168,9 +220,20 @@ def _quoted_strings_to_literals(tree: exp.Expression) -> exp.Expression:
 def transpile(sql: str, read: str) -> str:
     """Transpile one statement from dialect ``read`` (e.g. ``sqlite``) to PostgreSQL with sqlglot.
 
-    For SQLite, double-quoted strings compared with a column become string literals (SQLite's
-    lenient quoting, common in Spider/BIRD gold SQL). Raises CandidateRefused when it does not
-    parse in ``read``.
+    For SQLite, a double-quoted unqualified name compared with a column (``=``, ``<>``, ``<``,
+    ``>``, ``LIKE``, an ``IN`` list) becomes a string literal (SQLite's lenient quoting, common in
+    Spider/BIRD gold SQL).
+
+    Args:
+        sql: SQL text of one statement in dialect ``read``.
+        read: sqlglot dialect name of ``sql`` (``sqlite``, ``mysql``, ``postgres``, ...).
+
+    Returns:
+        The statement as PostgreSQL text.
+
+    Raises:
+        CandidateRefused: as ``parse_single``: empty text, a parse error in ``read``, or not
+            exactly one statement.
     """
     tree = parse_single(sql, read)
     if read == "sqlite":
