@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.optimizer.scope import walk_in_scope
 
 from .errors import CandidateRefused
 from .sqlcheck import parse_shared, parse_single
@@ -51,19 +52,6 @@ class HardnessCounts:
     level: str
 
 
-def _in_scope(node: exp.Expression, root: exp.Expression):
-    """Nodes under ``node`` that belong to ``root``'s query level (no descent into nested
-    SELECTs / subqueries)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Union, exp.Intersect,
-                                            exp.Except)) and n is not root:
-            continue
-        yield n
-        stack.extend(n.iter_expressions())
-
-
 def _conditions(cond: exp.Expression | None, root: exp.Expression) -> list[exp.Expression]:
     """Leaf conditions of an AND/OR tree (parentheses removed)."""
     if cond is None:
@@ -90,7 +78,7 @@ def _nested_in(cond: exp.Expression) -> int:
 
 
 def _count_aggs(nodes: list[exp.Expression], root: exp.Expression) -> int:
-    return sum(1 for n in nodes for x in _in_scope(n, root) if isinstance(x, exp.AggFunc))
+    return sum(1 for n in nodes for x in walk_in_scope(n) if isinstance(x, exp.AggFunc))
 
 
 def _outer_select(tree: exp.Expression) -> tuple[exp.Select | None, int]:
@@ -135,7 +123,7 @@ def counts(tree: exp.Expression) -> HardnessCounts:
     jconds = [c for j in joins for c in _conditions(j.args.get("on"), sel)]
     all_cond_roots = [x for x in (where.this if where else None, having.this if having else None,
                                   *[j.args.get("on") for j in joins]) if x is not None]
-    n_or = sum(1 for r in all_cond_roots for x in _in_scope(r, sel) if isinstance(x, exp.Or))
+    n_or = sum(1 for r in all_cond_roots for x in walk_in_scope(r) if isinstance(x, exp.Or))
     n_like = sum(1 for c in wconds + hconds + jconds if isinstance(c, (exp.Like, exp.ILike))
                  or (isinstance(c, exp.Not) and isinstance(c.this, (exp.Like, exp.ILike))))
     c1 = (bool(where) + bool(group) + bool(order) + bool(sel.args.get("limit"))
