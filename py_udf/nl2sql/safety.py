@@ -7,6 +7,10 @@ The model's text is untrusted input executed inside someone's database (README "
 ``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
 what only the catalog knows:
 
+- no function a candidate calls may reach relations, queries or cursors by name or report on
+  other sessions or the server: name families (``pg_*``, ``*_to_xml*``, ``lo_*``, ``dblink*``)
+  and argument types read from ``pg_proc`` (``regclass``, ``regproc``, ``refcursor``, ...) are
+  refused (``check_functions``);
 - every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or
   's'), or be on ``VOLATILE_ALLOWLIST``; a volatile function can change state or reach outside
   the query (``pg_sleep``, ``pg_read_file``, ``nextval``, ``set_config``, ``dblink``, a user's
@@ -67,15 +71,142 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
     return {r["n"] for r in rows}
 
 
-def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str]]) -> None:
-    """Refuse a candidate that calls a volatile function not on ``VOLATILE_ALLOWLIST``.
+# Argument types that name a relation, function, operator or cursor: a function taking one
+# reaches that object by name, past the relation check (``table_to_xml('pg_authid', ...)``,
+# ``pg_relation_filepath``, ``cursor_to_xml``). A name with any overload taking one is refused.
+RELATION_ARG_TYPES = frozenset({"regclass", "regproc", "regprocedure", "regoper", "regoperator",
+                                "refcursor"})
+# Object identifiers: a function every overload of which takes one is about catalog objects, not
+# values (``obj_description(oid)``, ``format_type``); ``max(oid)`` beside ``max(int)`` is not.
+OBJECT_ID_TYPES = RELATION_ARG_TYPES | frozenset({
+    "oid", "regnamespace", "regrole", "regtype", "regcollation", "regconfig", "regdictionary"})
+# Name families refused in every schema (README "Safety"), as (prefix, why).
+DENIED_PREFIXES = (
+    ("pg_", "a pg_* function reports on the server, other sessions, files, relations or the "
+            "catalog (pg_stat_*, pg_ls_*, pg_read_*, pg_file_*, pg_*_size, pg_get_*, ...)"),
+    ("lo_", "large-object functions reach objects by identifier"),
+    ("dblink", "dblink reaches other databases"),
+)
+DENIED_INFIXES = (
+    ("_to_xml", "the *_to_xml family reads tables, queries, cursors, schemas or the database "
+                "by name"),
+)
+# pg_* functions over values only (not about the server): allowed despite the prefix.
+PG_VALUE_FUNCTIONS = frozenset({"pg_typeof", "pg_size_pretty", "pg_size_bytes",
+                                "pg_column_size"})
 
-    ``volatile(names)`` returns the volatile ones among ``names`` (``volatile_functions`` bound
-    to ``plpy`` inside the server). Raises CandidateRefused naming the functions."""
-    bad = sorted(volatile(function_names(tree) - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
+
+def denied_by_name(name: str) -> str | None:
+    """Why a function name is in a refused family, or None.
+
+    Args:
+        name: the lower-case function name, schema qualification dropped.
+
+    Returns:
+        The family's reason, or None when the name is in no refused family.
+    """
+    if name in PG_VALUE_FUNCTIONS:
+        return None
+    for prefix, why in DENIED_PREFIXES:
+        if name.startswith(prefix):
+            return why
+    for part, why in DENIED_INFIXES:
+        if part in name:
+            return why
+    return None
+
+
+def denied_by_signature(overloads: Iterable[Iterable[str]]) -> str | None:
+    """Why a function's argument types make it refused, or None.
+
+    Args:
+        overloads: the input argument types of every ``pg_proc`` row of that name (any schema),
+            each as ``format_type`` names (``regclass``, ``integer``, ...).
+
+    Returns:
+        The reason when any overload takes a ``RELATION_ARG_TYPES`` argument, or every
+        overload takes an ``OBJECT_ID_TYPES`` argument; else None.
+    """
+    sigs = [set(a) for a in overloads]
+    for a in sigs:
+        hit = sorted(a & RELATION_ARG_TYPES)
+        if hit:
+            return (f"it takes a {hit[0]} argument, which reaches a relation, function or cursor "
+                    f"by name past the relation check")
+    if sigs and all(a & OBJECT_ID_TYPES for a in sigs):
+        return "it takes object identifiers (oid, reg*): it is about catalog objects, not values"
+    return None
+
+
+def denied_functions(plpy, names: Iterable[str]) -> dict[str, str]:
+    """The refused ones among ``names``, read from ``pg_proc``, with why.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case function names (``function_names``).
+
+    Returns:
+        ``{name: reason}`` for each name in a refused family (``denied_by_name``) or whose
+        ``pg_proc`` overloads (every schema) are refused by ``denied_by_signature``.
+    """
+    names = sorted(set(names))
+    out = {n: why for n in names if (why := denied_by_name(n))}
+    rest = [n for n in names if n not in out]
+    if not rest:
+        return out
+    rows = spi.query(plpy, "SELECT p.proname::text AS n, ARRAY(SELECT pg_catalog.format_type(t, "
+                           "NULL) FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) AS t) AS a "
+                           "FROM pg_catalog.pg_proc p WHERE p.proname = ANY($1::name[])",
+                     [rest], ["text[]"])
+    sigs: dict[str, list[list[str]]] = {}
+    for r in rows:
+        sigs.setdefault(r["n"], []).append(list(r["a"] or []))
+    for n, overloads in sigs.items():
+        why = denied_by_signature(overloads)
+        if why:
+            out[n] = why
+    return out
+
+
+def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str]],
+                    denied: Callable[[set[str]], dict[str, str]] | None = None) -> None:
+    """Refuse a candidate that calls a function of a refused family or a volatile function.
+
+    Deny by default for functions that reach relations, queries or cursors by name or report
+    on other sessions or the server (README "Safety"): refused are the name families of
+    ``denied_by_name`` (checked here, with no lookup) and what ``denied`` finds in ``pg_proc``
+    (``denied_functions``: argument types); then every function must be non-volatile or on
+    ``VOLATILE_ALLOWLIST``.
+
+    Args:
+        tree: the parsed candidate.
+        volatile: ``volatile(names)`` returns the volatile ones among ``names``
+            (``volatile_functions`` bound to ``plpy`` inside the server).
+        denied: ``denied(names)`` returns ``{name: reason}`` for the refused ones
+            (``denied_functions`` bound to ``plpy``); None applies the name families only.
+
+    Returns:
+        None.
+
+    Raises:
+        CandidateRefused: naming the functions and why.
+    """
+    names = function_names(tree)
+    bad = {n: why for n in names if (why := denied_by_name(n))}
+    if denied is not None:
+        bad.update(denied(names - set(bad)))
     if bad:
+        by_why: dict[str, list[str]] = {}
+        for n in sorted(bad):
+            by_why.setdefault(bad[n], []).append(f"{n}()")
         raise CandidateRefused(
-            f"calls volatile function(s) {', '.join(f + '()' for f in bad)}: only non-volatile "
+            "calls " + "; ".join(f"{', '.join(fs)}: {why}" for why, fs in by_why.items())
+            + "; only functions over values (string, math, date/time, aggregates, window, json, "
+              "array, regex) are allowed")
+    bad_v = sorted(volatile(names - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
+    if bad_v:
+        raise CandidateRefused(
+            f"calls volatile function(s) {', '.join(f + '()' for f in bad_v)}: only non-volatile "
             f"functions (pg_proc.provolatile 'i' or 's') and {', '.join(sorted(VOLATILE_ALLOWLIST))} "
             f"are allowed")
 
@@ -113,7 +244,8 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
     from .catalog import known_relations
 
     tree = check_candidate(sql, known_relations(schema))
-    check_functions(tree, lambda names: volatile_functions(plpy, names))
+    check_functions(tree, lambda names: volatile_functions(plpy, names),
+                    lambda names: denied_functions(plpy, names))
     denied = unreadable_relations(plpy, relation_targets(tree, schema))
     if denied:
         raise CandidateRefused(f"the calling role may not SELECT {', '.join(denied)}")
