@@ -166,8 +166,7 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
             assert c["reason"]
             if kind == "refused":
                 assert re.search(FUNCTION_REFUSAL, c["reason"]), c["reason"]
-            if kind == "denied":
-                assert "only functions over values" in c["reason"], c["reason"]
+            if kind == "denied":  # by the function check (or sqlcheck's name list)
                 assert any(f"{n}()" in c["reason"] for n in function_names(parse_one(sql)))
         else:
             assert c["status"] in ("timeout", "error"), (c["status"], c["reason"])
