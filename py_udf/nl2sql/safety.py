@@ -46,6 +46,12 @@ def function_names(tree: exp.Expression) -> set[str]:
     dropped: ``pg_catalog.pg_sleep`` → ``pg_sleep``). A function sqlglot knows contributes every
     name sqlglot maps to that node (e.g. ``exp.Rand`` → ``rand``, ``random``), so that a
     volatile PostgreSQL function hidden behind a portable node is still looked up.
+
+    Args:
+        tree: the parsed candidate.
+
+    Returns:
+        The lower-cased names.
     """
     names: set[str] = set()
     for node in tree.find_all(exp.Func):
@@ -61,7 +67,15 @@ def function_names(tree: exp.Expression) -> set[str]:
 
 def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
     """Those of ``names`` for which ``pg_proc`` holds at least one volatile function of that
-    name (in any schema: conservative, overloads and schemas are not told apart)."""
+    name (in any schema: conservative, overloads and schemas are not told apart).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case function names.
+
+    Returns:
+        The volatile ones.
+    """
     names = sorted(set(names))
     if not names:
         return set()
@@ -213,7 +227,15 @@ def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str
 
 def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, str]]:
     """(schema, table) of every relation ``tree`` reads that ``schema`` (the caller's visible
-    schema) knows, by prompt name or ``schema.table``."""
+    schema) knows, by prompt name or ``schema.table``.
+
+    Args:
+        tree: the parsed candidate.
+        schema: the calling role's visible schema.
+
+    Returns:
+        The (schema, table) pairs, in the order read.
+    """
     by_name: dict[str, tuple[str, str]] = {}
     for t in schema.tables:
         by_name[t.name.lower()] = (t.schema, t.table)
@@ -224,7 +246,15 @@ def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, st
 def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
     """``schema.table`` names among ``targets`` on which the current role may SELECT no column
     (or that no longer exist). Column-level privileges are the database's to enforce when the
-    candidate runs."""
+    candidate runs.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        targets: (schema, table) pairs.
+
+    Returns:
+        The unreadable ones as ``schema.table``.
+    """
     targets = list(dict.fromkeys(targets))
     if not targets:
         return []
@@ -236,11 +266,23 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
-    """The full candidate check (issue 4, item 1): ``sqlcheck.check_candidate`` (one
+    """The full candidate check (README "Safety"): ``sqlcheck.check_candidate`` (one
     SELECT/WITH/set operation, no data-modifying node, no SELECT INTO, no locking clause, known
-    relations only — ``schema`` is what the calling role may see), then every function
-    non-volatile in pg_proc or allowlisted, then SELECT privilege on every relation for the
-    current role. Returns the parsed tree; raises CandidateRefused with the reason."""
+    relations only — ``schema`` is what the calling role may see), then the function check
+    (no function of a refused family or signature, every function non-volatile in pg_proc or
+    allowlisted), then SELECT privilege on every relation for the current role.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the candidate's text.
+        schema: the calling role's visible schema.
+
+    Returns:
+        The parsed tree.
+
+    Raises:
+        CandidateRefused: with the reason.
+    """
     from .catalog import known_relations
 
     tree = check_candidate(sql, known_relations(schema))
@@ -254,7 +296,14 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
 
 def statement_remaining_s(plpy) -> float | None:
     """Seconds left before the caller's ``statement_timeout`` cancels the current statement;
-    None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``."""
+    None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        Seconds left (negative when already past), or None.
+    """
     # current_setting shows the timeout with its unit ('2s', '500ms', '1min', '0'), which
     # interval input reads; pg_settings would materialize every setting (~2 ms)
     r = spi.query(plpy, "SELECT EXTRACT(epoch FROM pg_catalog.current_setting('statement_timeout')"
@@ -293,7 +342,16 @@ def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None)
 def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:
     """Store which relations an example of this database reads (``nl2sql.example_relation``),
     so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
-    Returns how many relations were recorded."""
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        example_id: the example's id.
+        tree: the example's parsed SQL.
+        schema: the visible schema its relations are resolved against.
+
+    Returns:
+        How many relations were recorded.
+    """
     targets = sorted(set(relation_targets(tree, schema)))
     spi.query(plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id],
               ["int8"])
@@ -307,7 +365,15 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
 def log_query(plpy, trace: dict) -> int | None:
     """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (SECURITY DEFINER:
     ordinary roles cannot write the log table directly); returns its id, or None on a server in
-    recovery (read replica), where nothing is written."""
+    recovery (read replica), where nothing is written.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        trace: the call's trace (already redacted by the caller).
+
+    Returns:
+        The log row's id, or None.
+    """
     if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
         return None
     res = spi.query(plpy, "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",
