@@ -6,11 +6,14 @@ Each entry: (id, SQL, how it must end)
 - ``"shape"``: refused by ``sqlcheck.check_candidate`` alone (no database needed);
 - ``"refused"``: refused before execution, by the shape check or the catalog checks
   (pg_proc volatility, relation privileges);
+- ``"denied"``: refused by the function check (``safety.check_functions``: a function that
+  reaches relations, queries or cursors by name or reports on sessions or the server), the
+  reason naming the function;
 - ``"contained"``: passes the checks, and the database stops it (timeout or read-only error).
 
 Objects used: demo tables (singer, stadium, concert, singer_in_concert), the sequence
 ``adv_seq``, the volatile user function ``adv_writer()`` and the STABLE-declared
-``adv_liar()`` that calls it (tests/test_safety.py creates them).
+``adv_liar()`` that calls it, the STABLE ``adv_rowcount(regclass)`` (tests/test_safety.py creates them).
 """
 from __future__ import annotations
 
@@ -81,6 +84,24 @@ CORPUS: list[tuple[str, str, str]] = [
     ("txid_current", "SELECT txid_current()", "shape"),
     ("query_to_xml", "SELECT query_to_xml('DELETE FROM singer RETURNING *', true, true, '')", "shape"),
     # volatile functions only pg_proc knows about
+    # functions that reach relations, queries or cursors by name, or report on other sessions
+    # or the server: refused whatever their volatility, the reason naming the function
+    ("table_to_xml_authid", "SELECT table_to_xml('pg_catalog.pg_authid', true, false, '')", "denied"),
+    ("table_to_xml_qualified_log",
+     "SELECT pg_catalog.table_to_xml('nl2sql.query_log', true, false, '')", "denied"),
+    ("table_to_xmlschema", "SELECT table_to_xmlschema('payroll', true, false, '')", "denied"),
+    ("query_to_xml_payroll", "SELECT query_to_xml('SELECT * FROM payroll', true, false, '')", "denied"),
+    ("cursor_to_xml", "SELECT cursor_to_xml('c'::refcursor, 10, false, false, '')", "denied"),
+    ("schema_to_xml", "SELECT schema_to_xml('nl2sql', true, false, '')", "denied"),
+    ("database_to_xml", "SELECT database_to_xml(true, false, '')", "denied"),
+    ("pg_stat_get_activity", "SELECT query FROM pg_stat_get_activity(NULL)", "denied"),
+    ("pg_stat_get_backend_activity",
+     "SELECT pg_stat_get_backend_activity(s) FROM pg_stat_get_backend_idset() AS s", "denied"),
+    ("pg_relation_size", "SELECT pg_relation_size('payroll')", "denied"),
+    ("pg_relation_filepath", "SELECT pg_catalog.pg_relation_filepath('payroll')", "denied"),
+    ("pg_get_viewdef", "SELECT pg_get_viewdef('nl2sql.visible_table')", "denied"),
+    ("obj_description", "SELECT obj_description(16384)", "denied"),
+    ("user_regclass_arg", "SELECT adv_rowcount('payroll')", "denied"),
     ("currval", "SELECT currval('adv_seq')", "refused"),
     ("setseed", "SELECT setseed(0.5)", "refused"),
     ("pg_notify", "SELECT pg_notify('nl2sql_channel', 'x')", "refused"),

@@ -11,6 +11,7 @@ from the scripted loopback server.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import psycopg
@@ -18,13 +19,25 @@ import pytest
 
 from adversarial_corpus import CORPUS
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
-from nl2sql.safety import VOLATILE_ALLOWLIST, check_functions, function_names
+from nl2sql.safety import (VOLATILE_ALLOWLIST, check_functions, denied_by_name,
+                           denied_by_signature, function_names)
 from nl2sql.sqlcheck import CandidateRefused, check_candidate, parse_one
 from nl2sql_indexer.demo_data import demo_sql
 from nl2sql_indexer.loopback import Rule
 
 
 KNOWN = {"singer", "stadium", "concert", "singer_in_concert"}
+# what a refusal by the function check says: volatility, or a refused family
+FUNCTION_REFUSAL = r"volatile|only functions over values"
+# queries over values that must still pass the function check (any role)
+ORDINARY = [
+    "SELECT count(*) FROM singer",
+    "SELECT upper(name), length(name), substr(name, 1, 3), name || '!' FROM singer",
+    "SELECT date_trunc('month', now()), extract(year FROM now()), to_char(now(), 'YYYY')",
+    "SELECT json_agg(name), array_agg(age), string_agg(name, ', ') FROM singer",
+    "SELECT name, rank() OVER (ORDER BY age) FROM singer WHERE name ~ '^[A-Z]'",
+    "SELECT round(avg(age), 2), max(age), coalesce(min(age), 0) FROM singer",
+]
 
 
 SAFE_DB = "nl2sql_safety"
@@ -51,6 +64,8 @@ SELECT nextval('adv_seq');
 CREATE FUNCTION adv_writer() RETURNS int LANGUAGE sql AS
     'INSERT INTO venue VALUES (99, ''pwned'', ''x'') RETURNING venue_id';
 CREATE FUNCTION adv_liar() RETURNS int LANGUAGE plpgsql STABLE AS 'BEGIN RETURN adv_writer(); END';
+CREATE FUNCTION adv_rowcount(r regclass) RETURNS bigint LANGUAGE plpgsql STABLE AS
+    'DECLARE n bigint; BEGIN EXECUTE format(''SELECT count(*) FROM %s'', r) INTO n; RETURN n; END';
 CREATE PROCEDURE adv_proc() LANGUAGE sql AS 'DELETE FROM singer';
 DO $$BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ROLE}') THEN
@@ -146,11 +161,13 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
             assert c["sql"].strip().lower() != sql.strip().lower()
             assert c["sql"].lower().startswith(("select", "with", "("))
             continue
-        if kind in ("shape", "refused"):
+        if kind in ("shape", "refused", "denied"):
             assert c["status"] == "refused", (c["status"], c["reason"])
             assert c["reason"]
             if kind == "refused":
-                assert "volatile" in c["reason"]
+                assert re.search(FUNCTION_REFUSAL, c["reason"]), c["reason"]
+            if kind == "denied":  # by the function check (or sqlcheck's name list)
+                assert any(f"{n}()" in c["reason"] for n in function_names(parse_one(sql)))
         else:
             assert c["status"] in ("timeout", "error"), (c["status"], c["reason"])
             if c["status"] == "timeout":
@@ -537,7 +554,7 @@ def test_callers_own_transaction_is_untouched_by_the_rolled_back_candidates(clus
 def test_corpus_has_at_least_fifty_statements_with_unique_ids():
     assert len(CORPUS) >= 50
     assert len({c[0] for c in CORPUS}) == len(CORPUS)
-    assert {c[2] for c in CORPUS} == {"shape", "refused", "contained"}
+    assert {c[2] for c in CORPUS} == {"shape", "refused", "denied", "contained"}
 
 
 @pytest.mark.parametrize("cid,sql", [(c[0], c[1]) for c in CORPUS if c[2] == "shape"])
@@ -551,7 +568,7 @@ def test_volatility_check_refuses_what_the_shape_check_lets_through(cid, sql):
     tree = check_candidate(sql, KNOWN)  # a plain SELECT: the shape check cannot know
     volatile_in_pg_proc = {"currval", "setseed", "pg_notify", "pg_stat_reset_shared", "lo_creat",
                            "pg_stat_reset", "pg_try_advisory_lock", "adv_writer", "random"}
-    with pytest.raises(CandidateRefused, match="volatile"):
+    with pytest.raises(CandidateRefused, match=FUNCTION_REFUSAL):
         check_functions(tree, lambda names: names & volatile_in_pg_proc)
 
 
@@ -572,3 +589,119 @@ def test_allowlisted_volatile_function_passes_and_others_do_not():
     assert "random" in VOLATILE_ALLOWLIST and "random" not in seen[-1]
     with pytest.raises(CandidateRefused, match=r"gen_random_uuid\(\)"):
         check_functions(parse_one("SELECT gen_random_uuid()"), lookup)
+
+
+# --------------------------------------------------------------------------------------------
+# functions that reach relations, queries or cursors by name (deny by default)
+# --------------------------------------------------------------------------------------------
+
+# input argument types of every overload, as pg_proc holds them (PostgreSQL 15)
+PG_PROC_SIGS = {
+    "table_to_xml": [["regclass", "boolean", "boolean", "text"]],
+    "cursor_to_xml": [["refcursor", "integer", "boolean", "boolean", "text"]],
+    "obj_description": [["oid"], ["oid", "name"]],
+    "adv_rowcount": [["regclass"]],
+    "max": [["integer"], ["oid"], ["text"]],
+    "to_tsvector": [["text"], ["regconfig", "text"]],
+    "count": [[], ['"any"']],
+}
+
+
+def _scripted_denied(names: set[str]) -> dict[str, str]:
+    out = {}
+    for n in names:
+        why = denied_by_name(n) or denied_by_signature(PG_PROC_SIGS.get(n, []))
+        if why:
+            out[n] = why
+    return out
+
+
+@pytest.mark.parametrize("cid,sql", [(c[0], c[1]) for c in CORPUS if c[2] == "denied"])
+def test_function_check_refuses_denied_corpus_statement_naming_the_function(cid, sql):
+    tree = parse_one(sql)
+    with pytest.raises(CandidateRefused, match="only functions over values") as e:
+        check_functions(tree, lambda names: set(), _scripted_denied)
+    assert any(f"{n}()" in str(e.value) for n in function_names(tree)), str(e.value)
+
+
+@pytest.mark.parametrize("sql", ORDINARY)
+def test_function_check_lets_ordinary_value_functions_through(sql):
+    check_functions(parse_one(sql), lambda names: set(), _scripted_denied)
+
+
+def test_denied_families_and_signatures():
+    for n in ("table_to_xml", "query_to_xml", "cursor_to_xml", "schema_to_xml", "database_to_xml",
+              "table_to_xmlschema", "query_to_xml_and_xmlschema", "pg_stat_get_activity",
+              "pg_stat_get_backend_activity", "pg_stat_statements", "pg_ls_dir", "pg_read_file",
+              "pg_file_write", "pg_relation_size", "pg_relation_filepath", "pg_get_viewdef",
+              "lo_get", "dblink", "dblink_exec"):
+        assert denied_by_name(n), n
+    for n in ("count", "upper", "date_trunc", "json_agg", "pg_typeof", "pg_size_pretty",
+              "similarity", "regexp_replace", "lower", "longest"):
+        assert denied_by_name(n) is None, n
+    assert "regclass" in denied_by_signature([["regclass", "boolean"], ["text"]])
+    assert "refcursor" in denied_by_signature([["refcursor", "integer"]])
+    assert denied_by_signature([["oid"], ["oid", "name"]])          # catalog objects only
+    assert denied_by_signature([["integer"], ["oid"]]) is None      # max(oid) beside max(int)
+    assert denied_by_signature([["text"], ["regconfig", "text"]]) is None  # to_tsvector
+    assert denied_by_signature([]) is None
+
+
+@pytest.mark.parametrize("cid,sql", [(c[0], c[1]) for c in CORPUS if c[2] == "denied"])
+def test_denied_function_is_refused_for_an_ordinary_role(sdb, analyst_conn, llm, cid, sql):
+    add_models(sdb, llm, ["adv"])
+    llm.add_rule(Rule(model="adv", response=sql))
+    trace = analyst_conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+    assert trace["candidates"] and trace["sql"] is None
+    for c in trace["candidates"]:
+        assert c["status"] == "refused", (c["status"], c["reason"])
+        assert any(f"{n}()" in c["reason"] for n in function_names(parse_one(sql))) \
+            or "unknown relation" in c["reason"], c["reason"]
+    # nothing of what those functions reach came back
+    dumped = json.dumps(trace)
+    assert "rolpassword" not in dumped and "SCRAM-SHA-256" not in dumped
+
+
+@pytest.mark.parametrize("sql", ORDINARY)
+def test_ordinary_queries_pass_for_an_ordinary_role_and_the_owner(sdb, analyst_conn, llm, sql):
+    add_models(sdb, llm, ["m1"])
+    llm.set_default(sql)
+    for conn in (sdb, analyst_conn):
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        assert trace["sql"] is not None, trace.get("error")
+        assert all(c["status"] == "ok" for c in trace["candidates"]), trace["candidates"]
+
+
+# --------------------------------------------------------------------------------------------
+# secrets echoed by an endpoint are redacted
+# --------------------------------------------------------------------------------------------
+
+OTHER_KEY = "sk-proj-AbCdEf0123456789XyZ"
+BEARER = "Bearer tok3n-9f8e7d6c5b4a"
+
+
+def test_a_key_echoed_in_a_401_reaches_no_explain_log_or_error(sdb, analyst_conn, llm):
+    sdb.execute("SELECT nl2sql.add_model('keyed', 'keyed', base_url => %s, api_key_env => %s)",
+                (llm.base_url, TEST_KEY_ENV))
+    llm.add_rule(Rule(model="keyed", status=401, response=(
+        f"Incorrect API key provided: {TEST_API_KEY}. Also tried {OTHER_KEY} with {BEARER}. "
+        f"You can find your API key at https://example.invalid/account/api-keys.")))
+    leaked = (TEST_API_KEY, OTHER_KEY, "tok3n-9f8e7d6c5b4a")
+    for conn in (analyst_conn, sdb):
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        dumped = json.dumps(trace)
+        assert "HTTP 401" in dumped and "[REDACTED]" in dumped and trace["sql"] is None
+        assert not any(k in dumped for k in leaked), dumped
+        for call in ("SELECT nl2sql(%s)", "SELECT * FROM nl2sql.ask(%s)"):
+            with pytest.raises(psycopg.Error) as e:
+                conn.execute(call, (Q,))
+            msg = " ".join(str(x) for x in (e.value, e.value.diag.message_primary,
+                                             e.value.diag.message_detail, e.value.diag.message_hint))
+            assert "401" in msg and not any(k in msg for k in leaked), msg
+        logged = conn.execute("SELECT string_agg(coalesce(error, '') || trace::text, '|') "
+                              "FROM nl2sql.my_query_log").fetchone()[0]
+        assert "HTTP 401" in logged and not any(k in logged for k in leaked)
+    # the owner's view of the whole log
+    everything = sdb.execute("SELECT string_agg(coalesce(error, '') || trace::text, '|') "
+                             "FROM nl2sql.query_log").fetchone()[0]
+    assert "[REDACTED]" in everything and not any(k in everything for k in leaked)

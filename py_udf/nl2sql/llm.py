@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
+from .redaction import env_secrets, redact
 from .types import LLMReply, ModelConfig
 
 WAIT_SLICE_S = 0.2
@@ -67,7 +68,8 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
     most ``cfg.max_retries`` times. The API key is read from the server environment variable
     ``cfg.api_key_env``. Never raises: every failure (missing key, timeout, unreachable
     endpoint, HTTP error, empty answer) comes back in ``LLMReply.error``, naming the model,
-    the endpoint and what went wrong.
+    the endpoint and what went wrong, with the key and key-like tokens masked
+    (``redaction.redact``).
 
     Args:
         cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
@@ -84,6 +86,7 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
     """
     t0 = time.perf_counter()
     timeout_s = timeout_s or cfg.timeout_s
+    secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
     try:
         import openai
 
@@ -106,14 +109,19 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
         err = (f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer within "
                f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint")
     except openai.APIConnectionError as e:
-        err = (f"model {cfg.name!r}: cannot reach {cfg.base_url or 'default endpoint'} ({e}); "
+        err = (f"model {cfg.name!r}: cannot reach {cfg.base_url or 'default endpoint'} "
+               f"({redact(str(e), secrets)}); "
                f"check base_url and that the endpoint is up")
     except openai.APIStatusError as e:
         retried = f" (after {cfg.max_retries} retries)" if e.status_code in (408, 409, 429) \
             or e.status_code >= 500 else ""
-        err = f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: {str(e)[:300]}"
+        err = (f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: "
+               f"{redact(str(e), secrets)[:300]}")
     except Exception as e:  # any other client failure is reported, not raised
-        err = f"model {cfg.name!r}: {type(e).__name__}: {str(e)[:300]}"
+        err = f"model {cfg.name!r}: {type(e).__name__}: {redact(str(e), secrets)[:300]}"
+    # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
+    # error goes to the trace, the log and raised messages: mask the key and key-like tokens
+    err = redact(err, secrets)
     return LLMReply(model=cfg.name, text=None, error=err,
                     latency_ms=(time.perf_counter() - t0) * 1000)
 

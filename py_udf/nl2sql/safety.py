@@ -7,6 +7,10 @@ The model's text is untrusted input executed inside someone's database (README "
 ``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
 what only the catalog knows:
 
+- no function a candidate calls may reach relations, queries or cursors by name or report on
+  other sessions or the server: name families (``pg_*``, ``*_to_xml*``, ``lo_*``, ``dblink*``)
+  and argument types read from ``pg_proc`` (``regclass``, ``regproc``, ``refcursor``, ...) are
+  refused (``check_functions``);
 - every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or
   's'), or be on ``VOLATILE_ALLOWLIST``; a volatile function can change state or reach outside
   the query (``pg_sleep``, ``pg_read_file``, ``nextval``, ``set_config``, ``dblink``, a user's
@@ -44,10 +48,10 @@ def function_names(tree: exp.Expression) -> set[str]:
     volatile PostgreSQL function hidden behind a portable node is still looked up.
 
     Args:
-        tree: the candidate's sqlglot tree; not changed.
+        tree: the parsed candidate.
 
     Returns:
-        set[str] of lower-cased function names (aggregates and built-ins included).
+        The lower-cased names.
     """
     names: set[str] = set()
     for node in tree.find_all(exp.Func):
@@ -62,17 +66,15 @@ def function_names(tree: exp.Expression) -> set[str]:
 
 
 def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
-    """Find those of ``names`` that name a volatile function in ``pg_proc``.
-
-    A name counts when at least one function of that name, in any schema, has ``provolatile =
-    'v'``: conservative, overloads and schemas are not told apart.
+    """Those of ``names`` for which ``pg_proc`` holds at least one volatile function of that
+    name (in any schema: conservative, overloads and schemas are not told apart).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        names: function names (as ``function_names`` gives them).
+        names: lower-case function names.
 
     Returns:
-        set[str]: the volatile ones among ``names``; empty when ``names`` is empty (no query then).
+        The volatile ones.
     """
     names = sorted(set(names))
     if not names:
@@ -83,41 +85,156 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
     return {r["n"] for r in rows}
 
 
-def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str]]) -> None:
-    """Refuse a candidate that calls a volatile function not on ``VOLATILE_ALLOWLIST``.
+# Argument types that name a relation, function, operator or cursor: a function taking one
+# reaches that object by name, past the relation check (``table_to_xml('pg_authid', ...)``,
+# ``pg_relation_filepath``, ``cursor_to_xml``). A name with any overload taking one is refused.
+RELATION_ARG_TYPES = frozenset({"regclass", "regproc", "regprocedure", "regoper", "regoperator",
+                                "refcursor"})
+# Object identifiers: a function every overload of which takes one is about catalog objects, not
+# values (``obj_description(oid)``, ``format_type``); ``max(oid)`` beside ``max(int)`` is not.
+OBJECT_ID_TYPES = RELATION_ARG_TYPES | frozenset({
+    "oid", "regnamespace", "regrole", "regtype", "regcollation", "regconfig", "regdictionary"})
+# Name families refused in every schema (README "Safety"), as (prefix, why).
+DENIED_PREFIXES = (
+    ("pg_", "a pg_* function reports on the server, other sessions, files, relations or the "
+            "catalog (pg_stat_*, pg_ls_*, pg_read_*, pg_file_*, pg_*_size, pg_get_*, ...)"),
+    ("lo_", "large-object functions reach objects by identifier"),
+    ("dblink", "dblink reaches other databases"),
+)
+DENIED_INFIXES = (
+    ("_to_xml", "the *_to_xml family reads tables, queries, cursors, schemas or the database "
+                "by name"),
+)
+# pg_* functions over values only (not about the server): allowed despite the prefix.
+PG_VALUE_FUNCTIONS = frozenset({"pg_typeof", "pg_size_pretty", "pg_size_bytes",
+                                "pg_column_size"})
+
+
+def denied_by_name(name: str) -> str | None:
+    """Why a function name is in a refused family, or None.
 
     Args:
-        tree: the candidate's sqlglot tree.
-        volatile: callable taking a set of function names and returning the volatile ones
-            among them (``volatile_functions`` bound to ``plpy`` inside the server).
+        name: the lower-case function name, schema qualification dropped.
 
     Returns:
-        None, when every function called is non-volatile or allowlisted.
+        The family's reason, or None when the name is in no refused family.
+    """
+    if name in PG_VALUE_FUNCTIONS:
+        return None
+    for prefix, why in DENIED_PREFIXES:
+        if name.startswith(prefix):
+            return why
+    for part, why in DENIED_INFIXES:
+        if part in name:
+            return why
+    return None
+
+
+def denied_by_signature(overloads: Iterable[Iterable[str]]) -> str | None:
+    """Why a function's argument types make it refused, or None.
+
+    Args:
+        overloads: the input argument types of every ``pg_proc`` row of that name (any schema),
+            each as ``format_type`` names (``regclass``, ``integer``, ...).
+
+    Returns:
+        The reason when any overload takes a ``RELATION_ARG_TYPES`` argument, or every
+        overload takes an ``OBJECT_ID_TYPES`` argument; else None.
+    """
+    sigs = [set(a) for a in overloads]
+    for a in sigs:
+        hit = sorted(a & RELATION_ARG_TYPES)
+        if hit:
+            return (f"it takes a {hit[0]} argument, which reaches a relation, function or cursor "
+                    f"by name past the relation check")
+    if sigs and all(a & OBJECT_ID_TYPES for a in sigs):
+        return "it takes object identifiers (oid, reg*): it is about catalog objects, not values"
+    return None
+
+
+def denied_functions(plpy, names: Iterable[str]) -> dict[str, str]:
+    """The refused ones among ``names``, read from ``pg_proc``, with why.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case function names (``function_names``).
+
+    Returns:
+        ``{name: reason}`` for each name in a refused family (``denied_by_name``) or whose
+        ``pg_proc`` overloads (every schema) are refused by ``denied_by_signature``.
+    """
+    names = sorted(set(names))
+    out = {n: why for n in names if (why := denied_by_name(n))}
+    rest = [n for n in names if n not in out]
+    if not rest:
+        return out
+    rows = spi.query(plpy, "SELECT p.proname::text AS n, ARRAY(SELECT pg_catalog.format_type(t, "
+                           "NULL) FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) AS t) AS a "
+                           "FROM pg_catalog.pg_proc p WHERE p.proname = ANY($1::name[])",
+                     [rest], ["text[]"])
+    sigs: dict[str, list[list[str]]] = {}
+    for r in rows:
+        sigs.setdefault(r["n"], []).append(list(r["a"] or []))
+    for n, overloads in sigs.items():
+        why = denied_by_signature(overloads)
+        if why:
+            out[n] = why
+    return out
+
+
+def check_functions(tree: exp.Expression, volatile: Callable[[set[str]], set[str]],
+                    denied: Callable[[set[str]], dict[str, str]] | None = None) -> None:
+    """Refuse a candidate that calls a function of a refused family or a volatile function.
+
+    Deny by default for functions that reach relations, queries or cursors by name or report
+    on other sessions or the server (README "Safety"): refused are the name families of
+    ``denied_by_name`` (checked here, with no lookup) and what ``denied`` finds in ``pg_proc``
+    (``denied_functions``: argument types); then every function must be non-volatile or on
+    ``VOLATILE_ALLOWLIST``.
+
+    Args:
+        tree: the parsed candidate.
+        volatile: ``volatile(names)`` returns the volatile ones among ``names``
+            (``volatile_functions`` bound to ``plpy`` inside the server).
+        denied: ``denied(names)`` returns ``{name: reason}`` for the refused ones
+            (``denied_functions`` bound to ``plpy``); None applies the name families only.
+
+    Returns:
+        None.
 
     Raises:
-        CandidateRefused: the candidate calls a volatile function; the message names them.
+        CandidateRefused: naming the functions and why.
     """
-    bad = sorted(volatile(function_names(tree) - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
+    names = function_names(tree)
+    bad = {n: why for n in names if (why := denied_by_name(n))}
+    if denied is not None:
+        bad.update(denied(names - set(bad)))
     if bad:
+        by_why: dict[str, list[str]] = {}
+        for n in sorted(bad):
+            by_why.setdefault(bad[n], []).append(f"{n}()")
         raise CandidateRefused(
-            f"calls volatile function(s) {', '.join(f + '()' for f in bad)}: only non-volatile "
+            "calls " + "; ".join(f"{', '.join(fs)}: {why}" for why, fs in by_why.items())
+            + "; only functions over values (string, math, date/time, aggregates, window, json, "
+              "array, regex) are allowed")
+    bad_v = sorted(volatile(names - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
+    if bad_v:
+        raise CandidateRefused(
+            f"calls volatile function(s) {', '.join(f + '()' for f in bad_v)}: only non-volatile "
             f"functions (pg_proc.provolatile 'i' or 's') and {', '.join(sorted(VOLATILE_ALLOWLIST))} "
             f"are allowed")
 
 
 def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, str]]:
-    """List the (schema, table) of every relation ``tree`` reads that ``schema`` knows.
-
-    A relation is matched by its prompt name or by ``schema.table`` (lower-cased); relations
-    ``schema`` does not know are left out.
+    """(schema, table) of every relation ``tree`` reads that ``schema`` (the caller's visible
+    schema) knows, by prompt name or ``schema.table``.
 
     Args:
-        tree: the candidate's sqlglot tree.
-        schema: the schema the calling role may see (``catalog.load_schema``).
+        tree: the parsed candidate.
+        schema: the calling role's visible schema.
 
     Returns:
-        list of (schema name, table name) pairs, in the order the query reads them (a relation
-        read under two names may appear twice).
+        The (schema, table) pairs, in the order read.
     """
     by_name: dict[str, tuple[str, str]] = {}
     for t in schema.tables:
@@ -127,18 +244,16 @@ def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, st
 
 
 def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
-    """List the relations among ``targets`` on which the current role may SELECT no column.
-
-    A relation that no longer exists counts as unreadable. Column-level privileges are the
-    database's to enforce when the candidate runs (``has_any_column_privilege`` here).
+    """``schema.table`` names among ``targets`` on which the current role may SELECT no column
+    (or that no longer exist). Column-level privileges are the database's to enforce when the
+    candidate runs.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        targets: (schema name, table name) pairs; duplicates are checked once.
+        targets: (schema, table) pairs.
 
     Returns:
-        list[str] of ``schema.table`` names, in the order of ``targets``; empty when all are
-        readable or ``targets`` is empty.
+        The unreadable ones as ``schema.table``.
     """
     targets = list(dict.fromkeys(targets))
     if not targets:
@@ -151,29 +266,28 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
-    """Run the full candidate check: the statement's shape, function volatility, privileges.
-
-    In order: ``sqlcheck.check_candidate`` (one SELECT/WITH/set operation, no data-modifying or
-    DDL node, no SELECT INTO, no locking clause, no function refused by name, known relations
-    only: ``schema`` is what the calling role may see); then every function non-volatile in
-    ``pg_proc`` or on ``VOLATILE_ALLOWLIST`` (``check_functions``); then SELECT privilege on
-    every relation for the current role (``unreadable_relations``).
+    """The full candidate check (README "Safety"): ``sqlcheck.check_candidate`` (one
+    SELECT/WITH/set operation, no data-modifying node, no SELECT INTO, no locking clause, known
+    relations only — ``schema`` is what the calling role may see), then the function check
+    (no function of a refused family or signature, every function non-volatile in pg_proc or
+    allowlisted), then SELECT privilege on every relation for the current role.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        sql: the candidate's SQL text (PostgreSQL).
-        schema: the schema the calling role may see (``catalog.load_schema``).
+        sql: the candidate's text.
+        schema: the calling role's visible schema.
 
     Returns:
-        The parsed tree, SHARED (``sqlcheck.parse_shared``): copy it before changing it.
+        The parsed tree.
 
     Raises:
-        CandidateRefused: the candidate breaks a rule; the message says which.
+        CandidateRefused: with the reason.
     """
     from .catalog import known_relations
 
     tree = check_candidate(sql, known_relations(schema))
-    check_functions(tree, lambda names: volatile_functions(plpy, names))
+    check_functions(tree, lambda names: volatile_functions(plpy, names),
+                    lambda names: denied_functions(plpy, names))
     denied = unreadable_relations(plpy, relation_targets(tree, schema))
     if denied:
         raise CandidateRefused(f"the calling role may not SELECT {', '.join(denied)}")
@@ -181,16 +295,14 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
 
 
 def statement_remaining_s(plpy) -> float | None:
-    """Compute the seconds left before the caller's ``statement_timeout`` cancels the statement.
-
-    Elapsed time counts from ``statement_timestamp()`` to ``clock_timestamp()``.
+    """Seconds left before the caller's ``statement_timeout`` cancels the current statement;
+    None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
 
     Returns:
-        float seconds (negative once the timeout has passed); None when ``statement_timeout`` is
-        0 (no timeout set).
+        Seconds left (negative when already past), or None.
     """
     # current_setting shows the timeout with its unit ('2s', '500ms', '1min', '0'), which
     # interval input reads; pg_settings would materialize every setting (~2 ms)
@@ -233,19 +345,17 @@ def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None)
 
 
 def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:
-    """Store which relations an example reads, in ``nl2sql.example_relation``.
-
-    View ``nl2sql.visible_example`` then shows the example only to roles that may read all of
-    them. The example's earlier rows are deleted first.
+    """Store which relations an example of this database reads (``nl2sql.example_relation``),
+    so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        example_id: int, the example's id (``nl2sql.example``).
-        tree: the example's parsed SQL (sqlglot tree).
-        schema: the schema the relations are resolved against (``catalog.load_schema``).
+        example_id: the example's id.
+        tree: the example's parsed SQL.
+        schema: the visible schema its relations are resolved against.
 
     Returns:
-        int: how many distinct relations were recorded (those ``schema`` knows).
+        How many relations were recorded.
     """
     targets = sorted(set(relation_targets(tree, schema)))
     spi.query(plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id],
@@ -258,18 +368,16 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
 
 
 def log_query(plpy, trace: dict) -> int | None:
-    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query``.
-
-    ``nl2sql._log_query`` is SECURITY DEFINER: ordinary roles cannot write the log table
-    directly. On a server in recovery (a read replica) nothing is written.
+    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (SECURITY DEFINER:
+    ordinary roles cannot write the log table directly); returns its id, or None on a server in
+    recovery (read replica), where nothing is written.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        trace: the call's trace; its ``question``, ``sql``, ``confidence`` and ``error`` keys
-            fill those columns and the whole trace is stored as JSON.
+        trace: the call's trace (already redacted by the caller).
 
     Returns:
-        The new row's id (int); None on a server in recovery.
+        The log row's id, or None.
     """
     if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
         return None

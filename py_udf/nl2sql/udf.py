@@ -12,9 +12,10 @@ from typing import Any
 from . import examples as ex_mod
 from . import indexer, spi
 from . import version
-from .errors import (CandidateRefused, ConfigError, EmbeddingError, QuestionError,
+from .errors import (CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError,
                      VersionMismatch)
 from .pipeline import answer, log_trace
+from .redaction import configured_secrets, redact, redact_obj
 from .settings import get_settings, validate_setting
 from .sqlcheck import parse_one
 
@@ -52,16 +53,20 @@ def entry_point(fn):
 
 
 def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[str, Any]:
+    # every error message raised here and the whole trace (logged, returned by explain, its
+    # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
+    secrets = configured_secrets(plpy)
     try:
         trace = answer(plpy, question, search_path, evidence)
     except QuestionError as e:
-        _fail(plpy, str(e))
+        _fail(plpy, redact(str(e), secrets))
     except ConfigError as e:
-        _fail(plpy, str(e), "see README.md, section 'Models'")
+        _fail(plpy, redact(str(e), secrets), "see README.md, section 'Models'")
     except EmbeddingError as e:
-        _fail(plpy, f"nl2sql: {e}")
-    except RuntimeError as e:
-        _fail(plpy, str(e))
+        _fail(plpy, redact(f"nl2sql: {e}", secrets))
+    except (RuntimeError, Nl2sqlError) as e:
+        _fail(plpy, redact(str(e), secrets))
+    trace = redact_obj(trace, secrets)
     trace["log_id"] = log_trace(plpy, trace)
     return trace
 
