@@ -753,10 +753,10 @@ def test_advisory_lock_a_candidate_takes_is_released_and_the_callers_own_stay(sd
         assert sdb.execute(ADV_LOCKS_SQL).fetchall() == mine
         adv = [c for c in trace["candidates"] if c["sql"].strip().lower() != GOOD.lower()]
         assert adv, trace["candidates"]
+        # the volatile routes are refused by the check, the others by the backstop
+        why = "calls volatile function" if "volatile" in cid else "took a session-level advisory lock"
         for c in adv:
-            assert c["status"] in ("refused", "error"), (c["status"], c["reason"])
-            if c["status"] == "refused":
-                assert "advisory lock" in c["reason"] or "volatile" in c["reason"], c["reason"]
+            assert c["status"] == "refused" and why in c["reason"], (c["status"], c["reason"])
         assert trace["sql"] is not None and trace["sql"].strip().lower() == GOOD.lower(), trace
         # nl2sql() itself, as the caller sees it
         assert sdb.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0].strip().lower() == GOOD.lower()
