@@ -10,10 +10,17 @@ Each entry: (id, SQL, how it must end)
   reaches relations, queries or cursors by name or reports on sessions or the server), the
   reason naming the function;
 - ``"contained"``: passes the checks, and the database stops it (timeout or read-only error).
+- ``"lock"``: takes a session-level advisory lock, which outlives the rolled-back
+  subtransaction: refused by the volatility check where it sees the volatile function (an
+  operator's ``oprcode``, column notation), else by the backstop after execution
+  (``session_state``: the lock released, the candidate refused); no lock is left either way.
 
 Objects used: demo tables (singer, stadium, concert, singer_in_concert), the sequence
 ``adv_seq``, the volatile user function ``adv_writer()`` and the STABLE-declared
-``adv_liar()`` that calls it, the STABLE ``adv_rowcount(regclass)`` (tests/test_safety.py creates them).
+``adv_liar()`` that calls it, the STABLE ``adv_rowcount(regclass)``, the advisory-lock takers
+``nl2sql_adv_stable(int)`` (STABLE), operator ``@@@`` (STABLE function), ``###`` (volatile),
+``nl2sql_adv_row(singer)`` (STABLE) and ``nl2sql_adv_row_volatile(singer)`` (tests/test_safety.py
+creates them).
 """
 from __future__ import annotations
 
@@ -111,6 +118,14 @@ CORPUS: list[tuple[str, str, str]] = [
     ("pg_try_advisory_lock", "SELECT pg_try_advisory_lock(7)", "refused"),
     ("user_volatile_writer", "SELECT adv_writer()", "refused"),
     ("user_volatile_in_join", "SELECT s.name FROM singer s JOIN concert c ON adv_writer() = 1", "refused"),
+    # session-level advisory locks, through routes a function-call check does not see
+    ("lock_stable_wrapper", "SELECT nl2sql_adv_stable(9101) AS k", "lock"),
+    ("lock_operator", "SELECT count(*) FROM singer WHERE age @@@ 1", "lock"),
+    ("lock_operator_spelled", "SELECT count(*) FROM singer WHERE age OPERATOR(public.@@@) 1", "lock"),
+    ("lock_column_notation", "SELECT s.nl2sql_adv_row FROM singer s", "lock"),
+    ("lock_volatile_operator", "SELECT count(*) FROM singer WHERE age OPERATOR(public.###) 30",
+     "lock"),
+    ("lock_volatile_column_notation", "SELECT s.nl2sql_adv_row_volatile FROM singer s", "lock"),
     # contained by the database: pass the checks, stopped at run time
     ("stable_liar_writes", "SELECT adv_liar()", "contained"),
     ("cross_join_millions", "SELECT count(*) FROM singer a CROSS JOIN generate_series(1, 100000000) g",

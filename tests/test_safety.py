@@ -67,6 +67,21 @@ CREATE FUNCTION adv_liar() RETURNS int LANGUAGE plpgsql STABLE AS 'BEGIN RETURN 
 CREATE FUNCTION adv_rowcount(r regclass) RETURNS bigint LANGUAGE plpgsql STABLE AS
     'DECLARE n bigint; BEGIN EXECUTE format(''SELECT count(*) FROM %s'', r) INTO n; RETURN n; END';
 CREATE PROCEDURE adv_proc() LANGUAGE sql AS 'DELETE FROM singer';
+-- session-level advisory locks survive the candidate's rollback: routes the volatility check
+-- does not see (a STABLE function calling a volatile one, an operator, column notation), and
+-- routes through volatile functions it must see (an operator's oprcode, column notation)
+CREATE FUNCTION nl2sql_adv_stable(k int) RETURNS int LANGUAGE plpgsql STABLE AS
+    'BEGIN PERFORM pg_advisory_lock(k); RETURN k; END';
+CREATE FUNCTION nl2sql_adv_stable_op(a int, b int) RETURNS boolean LANGUAGE plpgsql STABLE AS
+    'BEGIN PERFORM nl2sql_adv_stable(9102); RETURN a = b; END';
+CREATE OPERATOR @@@ (LEFTARG = int, RIGHTARG = int, FUNCTION = nl2sql_adv_stable_op);
+CREATE FUNCTION nl2sql_adv_row(s singer) RETURNS int LANGUAGE plpgsql STABLE AS
+    'BEGIN PERFORM pg_advisory_lock_shared(9103, s.singer_id); RETURN 1; END';
+CREATE FUNCTION nl2sql_adv_volatile_op(a int, b int) RETURNS boolean LANGUAGE plpgsql AS
+    'BEGIN PERFORM pg_advisory_lock(9104, a); RETURN a = b; END';
+CREATE OPERATOR ### (LEFTARG = int, RIGHTARG = int, FUNCTION = nl2sql_adv_volatile_op);
+CREATE FUNCTION nl2sql_adv_row_volatile(s singer) RETURNS int LANGUAGE plpgsql AS
+    'BEGIN PERFORM pg_advisory_lock(9105); RETURN 1; END';
 DO $$BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ROLE}') THEN
         CREATE ROLE {ROLE} LOGIN;
@@ -161,6 +176,9 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
             assert c["sql"].strip().lower() != sql.strip().lower()
             assert c["sql"].lower().startswith(("select", "with", "("))
             continue
+        if kind == "lock":  # refused before running, or by the backstop after (lock released)
+            assert c["status"] in ("refused", "error"), (c["status"], c["reason"])
+            continue
         if kind in ("shape", "refused", "denied"):
             assert c["status"] == "refused", (c["status"], c["reason"])
             assert c["reason"]
@@ -179,6 +197,8 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
     assert checksums(sdb) == corpus_baseline
     assert sdb.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
     assert sdb.execute("SHOW transaction_read_only").fetchone()[0] == "off"
+    assert sdb.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() "
+                       "AND locktype = 'advisory'").fetchone()[0] == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -554,7 +574,7 @@ def test_callers_own_transaction_is_untouched_by_the_rolled_back_candidates(clus
 def test_corpus_has_at_least_fifty_statements_with_unique_ids():
     assert len(CORPUS) >= 50
     assert len({c[0] for c in CORPUS}) == len(CORPUS)
-    assert {c[2] for c in CORPUS} == {"shape", "refused", "denied", "contained"}
+    assert {c[2] for c in CORPUS} == {"shape", "refused", "denied", "contained", "lock"}
 
 
 @pytest.mark.parametrize("cid,sql", [(c[0], c[1]) for c in CORPUS if c[2] == "shape"])
@@ -705,3 +725,77 @@ def test_a_key_echoed_in_a_401_reaches_no_explain_log_or_error(sdb, analyst_conn
     everything = sdb.execute("SELECT string_agg(coalesce(error, '') || trace::text, '|') "
                              "FROM nl2sql.query_log").fetchone()[0]
     assert "[REDACTED]" in everything and not any(k in everything for k in leaked)
+
+
+# --------------------------------------------------------------------------------------------
+# session-level advisory locks outlive the rolled-back candidate: released, the candidate refused
+# --------------------------------------------------------------------------------------------
+
+ADVISORY_ROUTES = [(c[0], c[1]) for c in CORPUS if c[2] == "lock"]
+ADV_LOCKS_SQL = ("SELECT classid::int8, objid::int8, objsubid::int, mode FROM pg_locks "
+                 "WHERE pid = pg_backend_pid() AND locktype = 'advisory' ORDER BY 1, 2, 3, 4")
+GOOD = "SELECT count(*) FROM singer"
+
+
+@pytest.mark.parametrize("cid,sql", ADVISORY_ROUTES, ids=[c[0] for c in ADVISORY_ROUTES])
+def test_advisory_lock_a_candidate_takes_is_released_and_the_callers_own_stay(sdb, llm, cid, sql):
+    add_models(sdb, llm, ["adv", "good"])
+    llm.add_rule(Rule(model="adv", response=sql))
+    llm.add_rule(Rule(model="good", response=GOOD))
+    sdb.execute("SELECT pg_advisory_unlock_all()")
+    # the caller's own locks: a bigint key held twice, a shared (int, int) key
+    sdb.execute("SELECT pg_advisory_lock(4242), pg_advisory_lock(4242), "
+                "pg_advisory_lock_shared(-1, 2)")
+    mine = sdb.execute(ADV_LOCKS_SQL).fetchall()
+    assert len(mine) == 2
+    try:
+        trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        assert sdb.execute(ADV_LOCKS_SQL).fetchall() == mine
+        adv = [c for c in trace["candidates"] if c["sql"].strip().lower() != GOOD.lower()]
+        assert adv, trace["candidates"]
+        # the volatile routes are refused by the check, the others by the backstop
+        why = "calls volatile function" if "volatile" in cid else "took a session-level advisory lock"
+        for c in adv:
+            if cid == "lock_operator" and c["status"] == "error":
+                # sqlglot reads ``a @@@ b`` as ``a @@ @b`` and writes ``a @@ $1``: what runs is
+                # not the operator, and fails (no parameter); nothing was locked (checked above)
+                continue
+            assert c["status"] == "refused" and why in c["reason"], (c["status"], c["reason"])
+        assert trace["sql"] is not None and trace["sql"].strip().lower() == GOOD.lower(), trace
+        # nl2sql() itself, as the caller sees it
+        assert sdb.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0].strip().lower() == GOOD.lower()
+        assert sdb.execute(ADV_LOCKS_SQL).fetchall() == mine
+        # the caller's bigint lock is still held twice: two unlocks succeed, a third does not
+        assert sdb.execute("SELECT pg_advisory_unlock(4242) AND pg_advisory_unlock(4242)"
+                           ).fetchone()[0] is True
+    finally:
+        sdb.execute("SELECT pg_advisory_unlock_all()")
+
+
+def test_the_lock_backstop_reason_names_each_key(sdb, llm):
+    # the STABLE route is not visible to the volatility check: only the backstop refuses it
+    add_models(sdb, llm, ["adv"])
+    llm.add_rule(Rule(model="adv", response="SELECT nl2sql_adv_stable(9101) AS k"))
+    sdb.execute("SELECT pg_advisory_unlock_all()")
+    trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+    assert trace["sql"] is None
+    for c in trace["candidates"]:
+        assert c["status"] == "refused" and "pg_advisory_lock(9101)" in c["reason"], c
+    assert sdb.execute(ADV_LOCKS_SQL).fetchall() == []
+
+
+def test_operator_and_column_notation_calls_of_volatile_functions_are_seen():
+    from nl2sql.safety import check_operators
+
+    ops = {"###": "nl2sql_adv_volatile_op"}
+    for sql, ok in [("SELECT 1 OPERATOR(public.###) 2", False), ("SELECT 1 = 2", True),
+                    ("SELECT s.nl2sql_adv_row_volatile FROM singer s", False),
+                    ("SELECT s.name FROM singer s", True)]:
+        tree = parse_one(sql)
+        try:
+            check_operators(tree, lambda names: {n: ops[n] for n in names if n in ops},
+                            lambda names: names & {"nl2sql_adv_row_volatile"})
+            refused = False
+        except CandidateRefused:
+            refused = True
+        assert refused is not ok, sql

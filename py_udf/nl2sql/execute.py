@@ -16,7 +16,8 @@ import os
 import subprocess
 import time
 
-from . import spi
+from . import session_state, spi
+from .errors import CandidateRefused
 from .types import Candidate, Status
 from .vote import result_signature, row_from_json
 
@@ -151,7 +152,9 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
     """Execute ``cand.sql`` (already checked) and fill its outcome in place.
 
     Runs through ``nl2sql._run_candidate`` in a read-only subtransaction that is always rolled
-    back, so writes are impossible, under the watchdog's wall-clock limit.
+    back, so writes are impossible, under the watchdog's wall-clock limit. A session-level
+    advisory lock the candidate took (it survives the rollback) is released and the candidate
+    refused (``session_state``); the caller's own locks stay held.
 
     Source: MCS-SQL (Lee et al. 2024) §3.3 and OpenSearch-SQL (Xie et al. 2024) §3.6, candidates
     executed and filtered by outcome before voting.
@@ -173,6 +176,19 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
         plpy.SPIError: the user's own cancel (Ctrl-C, ``pg_cancel_backend``) before the time
             limit is re-raised, never swallowed.
     """
+    before = session_state.advisory_locks(plpy)
+    try:
+        _run_and_record(plpy, cand, search_path, timeout_ms, max_rows, ordered)
+    finally:
+        taken = session_state.release_new(plpy, before)
+    if taken:
+        cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
+        cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
+    return cand
+
+
+def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_rows: int,
+                    ordered: bool) -> Candidate:
     t0 = time.perf_counter()
     try:
         rows, elapsed, _ = _readonly_rows(plpy, cand.sql, search_path, timeout_ms, max_rows)
@@ -212,6 +228,13 @@ def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int)
 
     Raises:
         plpy.SPIError: the query failed or was cancelled (time limit or the user's cancel).
+        CandidateRefused: the query took a session-level advisory lock (released again).
     """
-    rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows)
+    before = session_state.advisory_locks(plpy)
+    try:
+        rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows)
+    finally:
+        taken = session_state.release_new(plpy, before)
+    if taken:
+        raise CandidateRefused(session_state.refusal(taken))
     return rows[:max_rows]

@@ -14,7 +14,9 @@ what only the catalog knows:
 - every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or
   's'), or be on ``VOLATILE_ALLOWLIST``; a volatile function can change state or reach outside
   the query (``pg_sleep``, ``pg_read_file``, ``nextval``, ``set_config``, ``dblink``, a user's
-  function that writes) even when the statement is a plain SELECT;
+  function that writes) even when the statement is a plain SELECT; the same for a function an
+  operator calls (``pg_operator.oprcode``: ``a @@ b``, ``OPERATOR(s.###)``) and a function of a
+  row argument called in column notation (``t.fn``) (``check_operators``);
 - every relation must be one the calling role may SELECT (``has_table_privilege``);
 - cell values of a table with row-level security are not indexed unless opted in, and any
   table or column can be opted out (``nl2sql.value_policy``; module ``value_policy``).
@@ -83,6 +85,124 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
                            "WHERE proname = ANY($1::name[]) AND provolatile = 'v'",
                      [names], ["text[]"])
     return {r["n"] for r in rows}
+
+
+# sqlglot nodes that stand for a PostgreSQL operator, with that operator's name: a user-defined
+# operator of the same name (another argument type) calls its own function (pg_operator.oprcode).
+OPERATOR_NODES: dict[type, str] = {
+    exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.Pow: "^",
+    exp.DPipe: "||", exp.BitwiseAnd: "&", exp.BitwiseOr: "|", exp.BitwiseXor: "#",
+    exp.BitwiseLeftShift: "<<", exp.BitwiseRightShift: ">>", exp.Like: "~~", exp.ILike: "~~*",
+    exp.RegexpLike: "~", exp.RegexpILike: "~*", exp.MatchAgainst: "@@", exp.Distance: "<->",
+    exp.ArrayContainsAll: "@>", exp.ArrayContainedBy: "<@", exp.ArrayOverlaps: "&&",
+    exp.JSONBContains: "?", exp.Neg: "-", exp.BitwiseNot: "~",
+}
+
+
+def operator_names(tree: exp.Expression) -> set[str]:
+    """The names of the operators a parsed candidate uses: ``OPERATOR(schema.op)`` spelled
+    out (``exp.Operator``) and the operator nodes of ``OPERATOR_NODES`` (``a @@ b``).
+
+    Args:
+        tree: the parsed candidate.
+
+    Returns:
+        Operator names without schema, e.g. ``{"=", "@@", "###"}``.
+    """
+    names: set[str] = set()
+    for node in tree.walk():
+        if isinstance(node, exp.Operator):
+            names.add(str(node.args.get("operator") or "").rsplit(".", 1)[-1].strip())
+        elif type(node) in OPERATOR_NODES:
+            names.add(OPERATOR_NODES[type(node)])
+    names.discard("")
+    return names
+
+
+def column_notation_names(tree: exp.Expression) -> set[str]:
+    """The names of the qualified columns of a parsed candidate (``t.x``): in PostgreSQL
+    ``t.fn`` also calls a function ``fn`` that takes ``t``'s row type (column notation).
+
+    Args:
+        tree: the parsed candidate.
+
+    Returns:
+        Lower-case column names that carry a table qualifier.
+    """
+    return {c.name.lower() for c in tree.find_all(exp.Column) if c.table and c.name}
+
+
+def volatile_operators(plpy, names: Iterable[str]) -> dict[str, str]:
+    """Those of ``names`` for which ``pg_operator`` holds an operator of that name (any schema,
+    any argument types: conservative) whose function (``oprcode``) is volatile.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: operator names.
+
+    Returns:
+        ``{operator: function name}`` for the volatile ones.
+    """
+    names = sorted(set(names))
+    if not names:
+        return {}
+    rows = spi.query(plpy, "SELECT o.oprname::text AS op, min(p.proname::text) AS fn "
+                           "FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc p "
+                           "ON p.oid = o.oprcode WHERE o.oprname = ANY($1::name[]) "
+                           "AND p.provolatile = 'v' GROUP BY 1",
+                     [names], ["text[]"])
+    return {r["op"]: r["fn"] for r in rows}
+
+
+def volatile_row_functions(plpy, names: Iterable[str]) -> set[str]:
+    """Those of ``names`` for which ``pg_proc`` holds a volatile function of one argument of a
+    composite (row) type: what ``t.name`` calls in column notation.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case column names (``column_notation_names``).
+
+    Returns:
+        The names of such functions.
+    """
+    names = sorted(set(names))
+    if not names:
+        return set()
+    rows = spi.query(plpy, "SELECT DISTINCT p.proname::text AS n FROM pg_catalog.pg_proc p "
+                           "JOIN pg_catalog.pg_type t ON t.oid = p.proargtypes[0] "
+                           "WHERE p.proname = ANY($1::name[]) AND p.pronargs = 1 "
+                           "AND t.typtype = 'c' AND p.provolatile = 'v'",
+                     [names], ["text[]"])
+    return {r["n"] for r in rows}
+
+
+def check_operators(tree: exp.Expression, volatile_ops: Callable[[set[str]], dict[str, str]],
+                    volatile_row_fns: Callable[[set[str]], set[str]]) -> None:
+    """Refuse a candidate that calls a volatile function through an operator (``a @@ b``,
+    ``OPERATOR(s.###)``) or in column notation (``t.fn``): the calls ``check_functions``
+    does not see.
+
+    Args:
+        tree: the parsed candidate.
+        volatile_ops: ``volatile_ops(names)`` → ``{operator: function}`` for the operators
+            whose function is volatile (``volatile_operators`` bound to ``plpy``).
+        volatile_row_fns: ``volatile_row_fns(names)`` → the volatile functions of a row
+            argument among ``names`` (``volatile_row_functions`` bound to ``plpy``).
+
+    Returns:
+        None.
+
+    Raises:
+        CandidateRefused: naming the operators and functions.
+    """
+    bad = [f"operator {op} ({fn}())" for op, fn in sorted(volatile_ops(operator_names(tree)).items())]
+    bad += [f"{fn}() in column notation" for fn in
+            sorted(volatile_row_fns(column_notation_names(tree)) - VOLATILE_ALLOWLIST)]
+    if bad:
+        raise CandidateRefused(
+            f"calls volatile function(s) through {', '.join(bad)}: only non-volatile functions "
+            f"(pg_proc.provolatile 'i' or 's') are allowed")
 
 
 # Argument types that name a relation, function, operator or cursor: a function taking one
@@ -288,6 +408,8 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
     tree = check_candidate(sql, known_relations(schema))
     check_functions(tree, lambda names: volatile_functions(plpy, names),
                     lambda names: denied_functions(plpy, names))
+    check_operators(tree, lambda names: volatile_operators(plpy, names),
+                    lambda names: volatile_row_functions(plpy, names))
     denied = unreadable_relations(plpy, relation_targets(tree, schema))
     if denied:
         raise CandidateRefused(f"the calling role may not SELECT {', '.join(denied)}")

@@ -140,7 +140,10 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
 
     sql = nl2sql(plpy, question, search_path, evidence)
     st = get_settings(plpy)
-    return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows)
+    try:
+        return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows)
+    except CandidateRefused as e:  # it took a session-level advisory lock (released)
+        _fail(plpy, f"nl2sql: the chosen query {e}")
 
 
 @entry_point

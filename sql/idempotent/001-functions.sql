@@ -50,6 +50,34 @@ BEGIN
 END
 $$;
 
+-- Releases a session-level advisory lock a candidate left behind (session_state.py): the key as
+-- pg_locks lists it (classid, objid, objsubid 1: one bigint key split in two halves; 2: two int
+-- keys), unlocked as often as it is held, at most max_n times. The last unlock, which finds the
+-- lock no longer held, warns; client_min_messages keeps that warning from the caller.
+-- Returns how many holds were released.
+CREATE OR REPLACE FUNCTION nl2sql._advisory_release(classid oid, objid oid, objsubid int,
+                                                    shared boolean, max_n int)
+RETURNS int LANGUAGE plpgsql SET search_path FROM CURRENT SET client_min_messages = error AS $$
+DECLARE
+    n int := 0;
+    k1 int := (classid::int8 - CASE WHEN classid::int8 > 2147483647 THEN 4294967296 ELSE 0 END)::int4;
+    k2 int := (objid::int8 - CASE WHEN objid::int8 > 2147483647 THEN 4294967296 ELSE 0 END)::int4;
+    k bigint := (classid::int8 << 32) | objid::int8;
+BEGIN
+    WHILE n < max_n LOOP
+        IF objsubid = 1 THEN
+            EXIT WHEN NOT (CASE WHEN shared THEN pg_catalog.pg_advisory_unlock_shared(k)
+                                ELSE pg_catalog.pg_advisory_unlock(k) END);
+        ELSE
+            EXIT WHEN NOT (CASE WHEN shared THEN pg_catalog.pg_advisory_unlock_shared(k1, k2)
+                                ELSE pg_catalog.pg_advisory_unlock(k1, k2) END);
+        END IF;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
 -- plan_cache_mode: the pipeline keeps its SPI plans per backend; after 5 runs PostgreSQL would
 -- switch a plan to a generic one, which for the privilege-filtered views is 6-10x slower
 -- (example search: 1.5 ms custom vs 10-14 ms generic, measured on superhero).
