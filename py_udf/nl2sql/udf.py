@@ -140,7 +140,8 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
 
     sql = nl2sql(plpy, question, search_path, evidence)
     st = get_settings(plpy)
-    return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows)
+    return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows,
+                      st.max_result_bytes)
 
 
 @entry_point
