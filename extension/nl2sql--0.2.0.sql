@@ -859,6 +859,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('k_examples', 'int', '9', 'examples retrieved by masked-question similarity (PET-SQL uses 9)'),
     ('candidate_timeout_ms', 'int', '5000', 'wall-clock limit per candidate execution (ms)'),
     ('max_rows', 'int', '10000', 'rows fetched per candidate for voting'),
+    ('max_result_bytes', 'int', '50000000', 'bytes of row_to_json text fetched per candidate (and by `nl2sql.ask`); a larger result is abandoned in the database and the candidate refused ("Safety")'),
     ('schemas', 'list', 'public', 'comma-separated schemas `reindex()` covers by default'),
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
