@@ -281,6 +281,30 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 004-run-candidate-byte-budget.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$004-run-candidate-byte-budget.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- nl2sql._run_candidate gained a byte budget (max_bytes, setting max_result_bytes): the old
+-- three-argument signature goes; sql/idempotent/001-functions.sql creates the new one.
+DROP FUNCTION IF EXISTS nl2sql._run_candidate(text, text, int);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -323,14 +347,36 @@ $py$;
 -- Runs one candidate read-only: SET LOCAL transaction_read_only inside PL/pgSQL sticks for the
 -- EXECUTE that follows (it would not through plpy). Rows come back as row_to_json text, at most
 -- max_rows + 1 of them (one more than the cap flags truncation). The caller always rolls back.
-CREATE OR REPLACE FUNCTION nl2sql._run_candidate(candidate text, caller_search_path text, max_rows int)
+-- Bytes are bounded as well as rows: the rows are fetched one at a time from a cursor (a FOR
+-- loop would prefetch ten) with a running sum of their octet_length; once the sum passes
+-- max_bytes one NULL row (row_to_json never yields NULL) is returned last and the query is
+-- abandoned, so a wide result is never materialised whole (setting max_result_bytes).
+CREATE OR REPLACE FUNCTION nl2sql._run_candidate(candidate text, caller_search_path text,
+                                                 max_rows int, max_bytes bigint)
 RETURNS SETOF text LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    cur refcursor;
+    r text;
+    total bigint := 0;
 BEGIN
     SET LOCAL transaction_read_only = on;
     PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
-    RETURN QUERY EXECUTE
+    OPEN cur NO SCROLL FOR EXECUTE
         'SELECT pg_catalog.row_to_json(nl2sql_c)::text FROM (' || candidate || ') AS nl2sql_c LIMIT '
-        || (max_rows + 1);
+        || (max_rows OPERATOR(pg_catalog.+) 1);
+    LOOP
+        FETCH cur INTO r;
+        EXIT WHEN NOT FOUND;
+        total := total OPERATOR(pg_catalog.+) pg_catalog.octet_length(r);
+        IF total OPERATOR(pg_catalog.>) max_bytes THEN
+            r := NULL;
+            CLOSE cur;
+            RETURN NEXT NULL::text;
+            RETURN;
+        END IF;
+        RETURN NEXT r;
+    END LOOP;
+    CLOSE cur;
 END
 $$;
 
@@ -841,6 +887,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('k_examples', 'int', '9', 'examples retrieved by masked-question similarity (PET-SQL uses 9)'),
     ('candidate_timeout_ms', 'int', '5000', 'wall-clock limit per candidate execution (ms)'),
     ('max_rows', 'int', '10000', 'rows fetched per candidate for voting'),
+    ('max_result_bytes', 'int', '50000000', 'bytes of row_to_json text fetched per candidate (and by `nl2sql.ask`); a larger result is abandoned in the database and the candidate refused ("Safety")'),
     ('schemas', 'list', 'public', 'comma-separated schemas `reindex()` covers by default'),
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),

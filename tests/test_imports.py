@@ -21,6 +21,9 @@ RAISES_OUTSIDE_ERRORS = {
     ("embed", "SystemExit"): "the command line's exit status (python -m nl2sql.embed)",
     ("context", "ValueError"): "a caller's programming error (stages called out of order), "
                                "not a user-facing condition",
+    ("llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "
+                                "hard deadline: the openai client propagates its own errors "
+                                "without retrying; call_model turns it into an error reply",
 }
 
 

@@ -61,3 +61,51 @@ def test_call_models_abandons_a_call_at_the_statement_budget(monkeypatch):
     assert took < 1.5
     assert replies[0].text is None and "statement_timeout" in replies[0].error
     assert replies[1].text == "SELECT 2"
+
+
+def _llm_threads() -> int:
+    import threading
+
+    return sum(1 for t in threading.enumerate() if t.name == "nl2sql-llm")
+
+
+def test_trickling_models_end_at_their_deadline_and_never_starve_later_calls():
+    """20 questions whose model trickles its reply a byte at a time (the per-read timeout never
+    trips) are each cut at the model's timeout_s; the next ordinary call answers at once."""
+    from nl2sql_indexer.loopback import LoopbackLLM, Rule
+
+    with LoopbackLLM() as server:
+        server.add_rule(Rule(model="slow", response="SELECT 1", trickle_s=0.05))
+        server.add_rule(Rule(model="fast", response="SELECT 2"))
+        slow = ModelConfig(name="slow", model="slow", base_url=server.base_url, timeout_s=1,
+                           max_retries=2)
+        fast = ModelConfig(name="fast", model="fast", base_url=server.base_url, timeout_s=5)
+        before = _llm_threads()
+        t0 = time.monotonic()
+        for q in range(20):  # 20 questions, 4 trickling calls each (80 calls at once)
+            rnd = llm_mod.call_models([(slow, [{"role": "user", "content": f"q{q}"}])] * 4)
+            assert all(r.text is None and "1 s" in r.error for r in rnd)
+        assert time.monotonic() - t0 < 20 * 1.6
+        t1 = time.monotonic()
+        (reply,) = llm_mod.call_models([(fast, [{"role": "user", "content": "ordinary"}])])
+        assert reply.text == "SELECT 2" and reply.error is None
+        assert time.monotonic() - t1 < 1.0
+        # the abandoned calls do not linger: each ended at its deadline (+ slack)
+        deadline = time.monotonic() + 1.5
+        while _llm_threads() > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _llm_threads() <= before
+
+
+def test_call_model_cuts_a_trickling_reply_at_its_hard_deadline():
+    from nl2sql_indexer.loopback import LoopbackLLM, Rule
+
+    with LoopbackLLM() as server:
+        server.add_rule(Rule(model="slow", response="SELECT 1", trickle_s=0.02))
+        cfg = ModelConfig(name="slow", model="slow", base_url=server.base_url, timeout_s=0.7,
+                          max_retries=2)
+        t0 = time.monotonic()
+        reply = llm_mod.call_model(cfg, [{"role": "user", "content": "q"}])
+        took = time.monotonic() - t0
+        assert reply.text is None and "0.7 s" in reply.error
+        assert 0.6 <= took < 0.7 + 0.3, took

@@ -799,3 +799,43 @@ def test_operator_and_column_notation_calls_of_volatile_functions_are_seen():
         except CandidateRefused:
             refused = True
         assert refused is not ok, sql
+
+
+# --------------------------------------------------------------------------------------------
+# result size (max_result_bytes)
+# --------------------------------------------------------------------------------------------
+
+def _vm_hwm_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def test_a_wide_result_is_stopped_at_max_result_bytes_and_the_backend_stays_small(cluster, sdb,
+                                                                                  llm):
+    """A candidate producing ~96 MB of text is stopped at the byte budget in the database (the
+    backend's peak memory grows far less than the result), refused with its reason, and the
+    other model's right answer is chosen."""
+    add_models(sdb, llm, ["wide", "ok"])
+    llm.add_rule(Rule(model="wide", response=(
+        "SELECT repeat(md5(g::text), 100000) AS s FROM generate_series(1, 30) AS g")))
+    llm.add_rule(Rule(model="ok", response="SELECT count(*) FROM singer"))
+    sdb.execute("SELECT nl2sql.set_setting('max_result_bytes', '10000000')")
+    conn = cluster.connect(SAFE_DB)
+    try:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        conn.execute("SELECT nl2sql.explain(%s)", (Q,))  # warm: Python, models, plans loaded
+        before = _vm_hwm_kb(pid)
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q + " ",)).fetchone()[0]
+        after = _vm_hwm_kb(pid)
+    finally:
+        conn.close()
+        sdb.execute("SELECT nl2sql.reset_setting('max_result_bytes')")
+    st = {c["source"]: c for c in trace["candidates"]}
+    assert st["finsql:wide"]["status"] == "refused", st["finsql:wide"]
+    assert st["finsql:wide"]["reason"].startswith("result too large: more than 10000000 bytes")
+    assert "count" in trace["sql"].lower()
+    print(f"backend VmHWM before {before} kB, after {after} kB, growth {after - before} kB")
+    assert after - before < 64 * 1024, (before, after)  # the result is ~96 MB

@@ -138,7 +138,9 @@ class Rule:
     the first match wins. ``times`` limits how often a rule may match (then it is skipped).
     ``status`` != 200 answers with an OpenAI-style JSON error (``response`` is its message, if
     given). ``hang`` never answers: the handler waits until the server stops (at most an hour),
-    so the client must time out.
+    so the client must time out. ``trickle_s`` > 0 sends the answer's body one byte at a time
+    with that pause before each byte (a slow endpoint that never trips a per-read timeout);
+    it stops when the server stops or the client goes away.
     """
 
     model: str | None = None
@@ -149,6 +151,7 @@ class Rule:
     status: int = 200
     hang: bool = False
     times: int | None = None
+    trickle_s: float = 0.0
 
 
 _RULE_FIELDS = {f.name for f in fields(Rule)}
@@ -172,6 +175,9 @@ def _rule_from_dict(d: Any) -> Rule:
         raise ValueError("rule.delay_s must be a non-negative number")
     if isinstance(rule.status, bool) or not isinstance(rule.status, int) or not 100 <= rule.status <= 599:
         raise ValueError("rule.status must be an HTTP status code")
+    if (isinstance(rule.trickle_s, bool) or not isinstance(rule.trickle_s, (int, float))
+            or rule.trickle_s < 0):
+        raise ValueError("rule.trickle_s must be a non-negative number")
     if not isinstance(rule.hang, bool):
         raise ValueError("rule.hang must be a boolean")
     if rule.times is not None and (isinstance(rule.times, bool) or not isinstance(rule.times, int) or rule.times < 0):
@@ -203,9 +209,11 @@ def _error_type(status: int) -> tuple[str, str]:
 class _Reply:
     """What the handler should do for one chat request."""
 
-    __slots__ = ("status", "content", "message", "code", "delay_s", "hang")
+    __slots__ = ("status", "content", "message", "code", "delay_s", "hang", "trickle_s")
 
-    def __init__(self, status=200, content="", message="", code=None, delay_s=0.0, hang=False):
+    def __init__(self, status=200, content="", message="", code=None, delay_s=0.0, hang=False,
+                 trickle_s=0.0):
+        self.trickle_s = trickle_s
         self.status = status
         self.content = content
         self.message = message
@@ -262,14 +270,28 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.write("loopback LLM: %s - %s\n" % (self.address_string(), format % args))
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _send_json(self, status: int, obj: Any) -> None:
+    def _send_json(self, status: int, obj: Any, trickle_s: float = 0.0) -> None:
         body = json.dumps(obj).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if trickle_s <= 0:
+            self.wfile.write(body)
+            self.wfile.flush()
+            return
         self.wfile.flush()
+        stop = self.server.owner._stop_event
+        for i in range(len(body)):
+            if stop.wait(trickle_s):
+                self.close_connection = True
+                return
+            try:
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+            except OSError:  # the client closed the connection (its deadline)
+                self.close_connection = True
+                return
 
     def _send_error(self, status: int, message: str, code: str | None = None) -> None:
         etype, ecode = _error_type(status)
@@ -474,7 +496,7 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": prompt_tokens,
                       "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
-        })
+        }, reply.trickle_s)
 
 
 def _replay_from_dict(body: Any) -> tuple[str, dict[str, str], float]:
@@ -683,7 +705,8 @@ class LoopbackLLM:
                 if rule.status != 200:
                     msg = rule.response or f"scripted error (HTTP {rule.status}) from the loopback server"
                     return _Reply(status=rule.status, message=msg, delay_s=rule.delay_s)
-                return _Reply(content=rule.response, delay_s=rule.delay_s)
+                return _Reply(content=rule.response, delay_s=rule.delay_s,
+                              trickle_s=float(rule.trickle_s))
             replay = self._replays.get(model)
             if replay is not None and question is not None:
                 exact, normalized, delay_s = replay

@@ -47,3 +47,7 @@ class EmbeddingError(Nl2sqlError, RuntimeError):
 
 class NoCandidateError(Nl2sqlError, RuntimeError):
     """Models answered, but no candidate passed the checks and executed."""
+
+
+class ResultTooLarge(Nl2sqlError, RuntimeError):
+    """A query's rows passed the byte budget (setting ``max_result_bytes``); it was stopped."""

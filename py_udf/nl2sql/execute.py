@@ -9,6 +9,10 @@ Mechanisms (verified on PG 15):
   it is disarmed as soon as the candidate finishes, and a cancel that raced the finish is
   absorbed. One watchdog process serves the backend for its lifetime.
 - rows: at most ``max_rows`` rows are fetched for voting; more are flagged as truncated.
+- bytes: at most ``max_bytes`` (setting ``max_result_bytes``) of row_to_json text; the helper
+  fetches row by row with a running byte sum and abandons a larger result in the database
+  (one NULL row marks it), so it is never materialised whole; the candidate is refused with
+  the reason ``result too large``.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import subprocess
 import time
 
 from . import session_state, spi
-from .errors import CandidateRefused
+from .errors import CandidateRefused, ResultTooLarge
 from .types import Candidate, Status
 from .vote import result_signature, row_from_json
 
@@ -111,23 +115,32 @@ def _is_cancel(e: Exception) -> bool:
     return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
 
 
-_RUN_SQL = "SELECT r FROM nl2sql._run_candidate($1, $2, $3) AS r"
-_RUN_TYPES = ("text", "text", "int4")
+_RUN_SQL = "SELECT r FROM nl2sql._run_candidate($1, $2, $3, $4) AS r"
+_RUN_TYPES = ("text", "text", "int4", "int8")
+DEFAULT_MAX_BYTES = 50_000_000  # the default of the setting max_result_bytes
+
+
+def _too_large(max_bytes: int) -> str:
+    return (f"result too large: more than {max_bytes} bytes of rows (max_result_bytes); "
+            f"the query was stopped before its whole result was fetched")
 
 
 def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
-                   max_rows: int) -> tuple[list[str], float, bool]:
+                   max_rows: int, max_bytes: int = DEFAULT_MAX_BYTES
+                   ) -> tuple[list[str | None], float, bool]:
     """Run ``sql`` through ``nl2sql._run_candidate`` in a subtransaction that is always rolled
-    back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, elapsed ms,
-    whether the watchdog fired). Raises plpy.SPIError when the query fails or is cancelled."""
+    back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, the last
+    one None when the result passed ``max_bytes``, elapsed ms, whether the watchdog fired).
+    Raises plpy.SPIError when the query fails or is cancelled."""
     rows: list[str] = []
     dog = Watchdog(os.getpid(), timeout_ms)
     t0 = time.perf_counter()
     failed = False
     try:
         with plpy.subtransaction():
-            rows = [r["r"] for r in spi.query(plpy, _RUN_SQL, [sql, search_path, max_rows],
-                                                  _RUN_TYPES)]
+            rows = [r["r"] for r in spi.query(plpy, _RUN_SQL,
+                                              [sql, search_path, max_rows, max_bytes],
+                                              _RUN_TYPES)]
             raise _Rollback()
     except _Rollback:
         pass
@@ -148,7 +161,7 @@ def _readonly_rows(plpy, sql: str, search_path: str, timeout_ms: int,
 
 
 def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_rows: int,
-                  ordered: bool = False) -> Candidate:
+                  ordered: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Candidate:
     """Execute ``cand.sql`` (already checked) and fill its outcome in place.
 
     Runs through ``nl2sql._run_candidate`` in a read-only subtransaction that is always rolled
@@ -166,11 +179,14 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
         timeout_ms: wall-clock limit in milliseconds; on expiry status is ``timeout``.
         max_rows: most rows fetched for the result hash; more set ``truncated``.
         ordered: when True the row order counts in the result hash (else a multiset).
+        max_bytes: most bytes of row_to_json text fetched (setting ``max_result_bytes``); a
+            larger result is stopped in the database and the candidate refused.
 
     Returns:
         ``cand``, with ``status`` ``ok`` (and ``result_hash``, ``row_count``, ``truncated``,
         ``sample_rows``), ``error`` (``reason`` the server's first message line, at most 500
-        characters) or ``timeout``; ``exec_ms`` in milliseconds in every case.
+        characters), ``timeout``, or ``refused`` with the reason ``result too large: ...``;
+        ``exec_ms`` in milliseconds in every case.
 
     Raises:
         plpy.SPIError: the user's own cancel (Ctrl-C, ``pg_cancel_backend``) before the time
@@ -178,7 +194,7 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
     """
     before = session_state.advisory_locks(plpy)
     try:
-        _run_and_record(plpy, cand, search_path, timeout_ms, max_rows, ordered)
+        _run_and_record(plpy, cand, search_path, timeout_ms, max_rows, ordered, max_bytes)
     finally:
         taken = session_state.release_new(plpy, before)
     if taken:
@@ -188,10 +204,11 @@ def run_candidate(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_
 
 
 def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, max_rows: int,
-                    ordered: bool) -> Candidate:
+                    ordered: bool, max_bytes: int) -> Candidate:
     t0 = time.perf_counter()
     try:
-        rows, elapsed, _ = _readonly_rows(plpy, cand.sql, search_path, timeout_ms, max_rows)
+        rows, elapsed, _ = _readonly_rows(plpy, cand.sql, search_path, timeout_ms, max_rows,
+                                          max_bytes)
     except plpy.SPIError as err:
         elapsed = (time.perf_counter() - t0) * 1000
         cand.exec_ms = round(elapsed, 3)
@@ -204,6 +221,9 @@ def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, ma
         cand.reason = str(err).splitlines()[0][:500]
         return cand
     cand.exec_ms = round(elapsed, 3)
+    if rows and rows[-1] is None:
+        cand.status, cand.reason = Status.REFUSED, _too_large(max_bytes)
+        return cand
     cand.truncated = len(rows) > max_rows
     parsed = [row_from_json(r) for r in rows[:max_rows]]
     cand.row_count = len(parsed)
@@ -213,7 +233,8 @@ def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, ma
     return cand
 
 
-def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int) -> list[str]:
+def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
     """Fetch the rows of a checked query, read-only and time-limited (used by ``nl2sql.ask``).
 
     Args:
@@ -222,6 +243,7 @@ def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int)
         search_path: the caller's search_path text.
         timeout_ms: wall-clock limit in milliseconds.
         max_rows: most rows returned.
+        max_bytes: most bytes of row_to_json text returned (setting ``max_result_bytes``).
 
     Returns:
         At most ``max_rows`` rows, each a ``row_to_json`` text.
@@ -229,12 +251,15 @@ def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int)
     Raises:
         plpy.SPIError: the query failed or was cancelled (time limit or the user's cancel).
         CandidateRefused: the query took a session-level advisory lock (released again).
+        ResultTooLarge: the rows passed ``max_bytes`` (the query was stopped there).
     """
     before = session_state.advisory_locks(plpy)
     try:
-        rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows)
+        rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows, max_bytes)
     finally:
         taken = session_state.release_new(plpy, before)
     if taken:
         raise CandidateRefused(session_state.refusal(taken))
+    if rows and rows[-1] is None:
+        raise ResultTooLarge(_too_large(max_bytes))
     return rows[:max_rows]

@@ -24,7 +24,7 @@ from . import prompts
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
 from .errors import CandidateRefused, Nl2sqlError
-from .execute import run_candidate
+from .execute import DEFAULT_MAX_BYTES, run_candidate
 from .safety import check_candidate_in_db
 from .sqlcheck import referenced_tables, to_sql
 from .types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
@@ -170,6 +170,7 @@ class Evaluator:
         search_path: the caller's search_path text.
         timeout_ms: execution wall-clock limit per candidate, in milliseconds.
         max_rows: most rows fetched per candidate.
+        max_bytes: most bytes of row text fetched per candidate (``max_result_bytes``).
         dialects: model name -> the SQL dialect it writes (``postgres`` when absent).
         values: the value index for value alignment; None turns alignment off.
         ms: accumulated milliseconds: ``check_ms``, ``align_ms``, ``run_ms``; None until the
@@ -182,6 +183,7 @@ class Evaluator:
     timeout_ms: int
     max_rows: int
     dialects: dict[str, str]
+    max_bytes: int = DEFAULT_MAX_BYTES
     values: ValueIndex | None = None   # None: value alignment off
     ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
@@ -301,7 +303,8 @@ class Evaluator:
                 for f, v in done.items():
                     setattr(c, f, v)
             else:
-                run_candidate(self.plpy, c, self.search_path, self.timeout_ms, self.max_rows)
+                run_candidate(self.plpy, c, self.search_path, self.timeout_ms, self.max_rows,
+                              max_bytes=self.max_bytes)
                 self._runs[c.sql] = {f: getattr(c, f) for f in _RUN_FIELDS}
             self.ms["run_ms"] += (time.perf_counter() - t0) * 1000
         return c

@@ -12,36 +12,141 @@ times (setting ``llm_max_retries``). Each model's whole call, retries included, 
 ``timeout_s`` and by the time left before the caller's ``statement_timeout``
 (``budget_s`` of ``call_models``); a model that is not done by then is reported as timed out and
 abandoned, and the others still vote.
+
+Hard deadline: the HTTP client's timeouts bound each read, so an endpoint that trickles its
+reply a byte at a time never trips them. Each call therefore gets its own HTTP client whose
+connections are shut down at the call's deadline (a timer; the sockets are caught through the
+transport's trace hook), every attempt's timeouts are cut to the time left, no retry starts or
+waits past the deadline, and each call runs in its own daemon thread (no shared pool that
+abandoned calls could fill): a later call always gets a thread, and an abandoned call's thread
+ends at its deadline.
 """
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
 from .redaction import env_secrets, redact
 from .types import LLMReply, ModelConfig
 
 WAIT_SLICE_S = 0.2
-_POOL: ThreadPoolExecutor | None = None
-_CLIENTS: dict[tuple, object] = {}
+_SSL_CONTEXT = None  # one TLS context for every per-call HTTP client (building one costs ms)
+_CLIENT_CLASS = None
 
 
 from .errors import ModelError  # noqa: E402  (re-exported)
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        # generous: a call abandoned at its deadline may keep its thread until the client's
-        # own timeout (and retries) end it; threads only wait on sockets
-        _POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="nl2sql-llm")
-    return _POOL
+def _spawn(fn: Callable, *args) -> Future:
+    """Run ``fn(*args)`` in a new daemon thread; its outcome lands in the returned Future."""
+    fut: Future = Future()
+    fut.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 (handed to the waiter)
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name="nl2sql-llm", daemon=True).start()
+    return fut
 
 
-def _client(cfg: ModelConfig):
+class _Deadline:
+    """A call's wall-clock deadline: shuts its connections down when it passes.
+
+    ``hook`` (an httpx request event hook) cuts each attempt's timeouts to the time left,
+    refuses an attempt past the deadline, and installs ``trace`` so that every socket the
+    attempt opens is recorded; the timer shuts those sockets down at the deadline, which wakes
+    a read blocked on a trickling reply.
+    """
+
+    def __init__(self, seconds: float):
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._streams: list = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self.expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def trace(self, event: str, info: dict) -> None:
+        if event.endswith((".connect_tcp.complete", ".start_tls.complete",
+                           ".connect_unix_socket.complete")):
+            stream = info.get("return_value")
+            if stream is None:
+                return
+            with self._lock:
+                self._streams.append(stream)
+                expired = self.expired
+            if expired:
+                self._shut(stream)
+
+    def hook(self, request) -> None:
+        import openai
+
+        left = self.left()
+        if left <= 0 or self.expired:
+            raise openai.APITimeoutError(request=request)
+        old = request.extensions.get("timeout") or {}
+        request.extensions["timeout"] = {
+            k: min(old[k], left) if old.get(k) is not None else left
+            for k in ("connect", "read", "write", "pool")}
+        request.extensions["trace"] = self.trace
+
+    @staticmethod
+    def _shut(stream) -> None:
+        try:
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:  # noqa: BLE001 (already closed, or detached by TLS)
+            pass
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            streams = list(self._streams)
+        for stream in streams:
+            self._shut(stream)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _client_class():
+    """openai.OpenAI whose retry back-off never sleeps past the call's deadline."""
+    global _CLIENT_CLASS
+    if _CLIENT_CLASS is None:
+        import openai
+
+        class _DeadlineOpenAI(openai.OpenAI):
+            nl2sql_deadline: _Deadline | None = None
+
+            def _sleep_for_retry(self, *, retries_taken, max_retries, options, response):
+                d = self.nl2sql_deadline
+                remaining = max_retries - retries_taken
+                wait_s = self._calculate_retry_timeout(
+                    remaining, options, response.headers if response else None)
+                if d is not None:
+                    wait_s = min(wait_s, max(d.left(), 0.0))
+                time.sleep(wait_s)
+
+        _CLIENT_CLASS = _DeadlineOpenAI
+    return _CLIENT_CLASS
+
+
+def _client(cfg: ModelConfig, deadline: _Deadline):
+    global _SSL_CONTEXT
+    import httpx2
     import openai
 
     key = None
@@ -52,11 +157,15 @@ def _client(cfg: ModelConfig):
                 f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
                 f"PostgreSQL server's environment; set it where the server starts (e.g. "
                 f"/etc/postgresql/15/main/environment) and restart, or change api_key_env")
-    ck = (cfg.base_url, key, cfg.max_retries)
-    if ck not in _CLIENTS:
-        _CLIENTS[ck] = openai.OpenAI(base_url=cfg.base_url, api_key=key or "no-key",
-                                     timeout=cfg.timeout_s, max_retries=cfg.max_retries)
-    return _CLIENTS[ck]
+    if _SSL_CONTEXT is None:
+        _SSL_CONTEXT = httpx2.create_ssl_context()
+    http = openai.DefaultHttpxClient(verify=_SSL_CONTEXT,
+                                     event_hooks={"request": [deadline.hook]})
+    client = _client_class()(base_url=cfg.base_url, api_key=key or "no-key",
+                             timeout=cfg.timeout_s, max_retries=cfg.max_retries,
+                             http_client=http)
+    client.nl2sql_deadline = deadline
+    return client
 
 
 def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
@@ -75,7 +184,8 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
         cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
             max_tokens, timeout_s, max_retries).
         messages: chat messages, ``[{"role": ..., "content": ...}, ...]``.
-        timeout_s: seconds that bound each HTTP attempt; None or 0 uses ``cfg.timeout_s``.
+        timeout_s: the call's hard deadline in seconds, retries and a trickling reply
+            included (its connections are shut down then); None or 0 uses ``cfg.timeout_s``.
         n: number of samples asked for in one request (self-consistency); at least 1.
         temperature: sampling temperature overriding ``cfg.temperature``; None keeps it.
 
@@ -87,10 +197,12 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
     t0 = time.perf_counter()
     timeout_s = timeout_s or cfg.timeout_s
     secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
+    deadline = _Deadline(timeout_s)
+    client = None
     try:
         import openai
 
-        client = _client(cfg)
+        client = _client(cfg, deadline)
         resp = client.chat.completions.create(
             model=cfg.model, messages=messages,
             temperature=cfg.temperature if temperature is None else temperature,
@@ -119,6 +231,17 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
                f"{redact(str(e), secrets)[:300]}")
     except Exception as e:  # any other client failure is reported, not raised
         err = f"model {cfg.name!r}: {type(e).__name__}: {redact(str(e), secrets)[:300]}"
+    finally:
+        deadline.cancel()
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
+    if deadline.expired and not err.startswith(f"model {cfg.name!r} at"):
+        err = (f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no complete answer "
+               f"within {timeout_s:g} s (hard deadline; connection closed); raise timeout_s "
+               f"with nl2sql.add_model or check the endpoint")
     # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
     # error goes to the trace, the log and raised messages: mask the key and key-like tokens
     err = redact(err, secrets)
@@ -208,8 +331,8 @@ def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
 
     futures: list[Future] = []
     for i, ((cfg, msgs, n, temp), lim) in enumerate(zip(calls, limits)):
-        f = _pool().submit(call_model, cfg, msgs, lim,
-                           *(() if n == 1 and temp is None else (n, temp)))
+        f = _spawn(call_model, cfg, msgs, lim,
+                   *(() if n == 1 and temp is None else (n, temp)))
         f.add_done_callback(stamp(i))
         futures.append(f)
     work_ms = 0.0

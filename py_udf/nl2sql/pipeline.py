@@ -525,6 +525,7 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
                            st.align_min_trigram, st.align_min_cosine)
     ev = Evaluator(plpy=run.plpy, schema=asked.schema, search_path=run.search_path,
                    timeout_ms=st.candidate_timeout_ms, max_rows=st.max_rows,
+                   max_bytes=st.max_result_bytes,
                    dialects={m.name: m.dialect for m in run.models}, values=index)
     return FinsqlPlan(calls, pc, ev)
 

@@ -260,6 +260,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("candidate_timeout_ms", "int", 5000,
             "wall-clock limit per candidate execution (ms)", minimum=1),
     Setting("max_rows", "int", 10000, "rows fetched per candidate for voting", minimum=1),
+    Setting("max_result_bytes", "int", 50_000_000,
+            "bytes of row_to_json text fetched per candidate (and by `nl2sql.ask`); a larger "
+            "result is abandoned in the database and the candidate refused (\"Safety\")",
+            minimum=1),
     Setting("schemas", "list", ("public",),
             "comma-separated schemas `reindex()` covers by default"),
     Setting("sample_values", "int", 3, "cell values per column shown in the prompt", minimum=0),

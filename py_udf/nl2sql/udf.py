@@ -141,7 +141,8 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
     sql = nl2sql(plpy, question, search_path, evidence)
     st = get_settings(plpy)
     try:
-        return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows)
+        return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows,
+                          st.max_result_bytes)
     except CandidateRefused as e:  # it took a session-level advisory lock (released)
         _fail(plpy, f"nl2sql: the chosen query {e}")
 

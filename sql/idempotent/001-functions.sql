@@ -39,14 +39,36 @@ $py$;
 -- Runs one candidate read-only: SET LOCAL transaction_read_only inside PL/pgSQL sticks for the
 -- EXECUTE that follows (it would not through plpy). Rows come back as row_to_json text, at most
 -- max_rows + 1 of them (one more than the cap flags truncation). The caller always rolls back.
-CREATE OR REPLACE FUNCTION nl2sql._run_candidate(candidate text, caller_search_path text, max_rows int)
+-- Bytes are bounded as well as rows: the rows are fetched one at a time from a cursor (a FOR
+-- loop would prefetch ten) with a running sum of their octet_length; once the sum passes
+-- max_bytes one NULL row (row_to_json never yields NULL) is returned last and the query is
+-- abandoned, so a wide result is never materialised whole (setting max_result_bytes).
+CREATE OR REPLACE FUNCTION nl2sql._run_candidate(candidate text, caller_search_path text,
+                                                 max_rows int, max_bytes bigint)
 RETURNS SETOF text LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    cur refcursor;
+    r text;
+    total bigint := 0;
 BEGIN
     SET LOCAL transaction_read_only = on;
     PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
-    RETURN QUERY EXECUTE
+    OPEN cur NO SCROLL FOR EXECUTE
         'SELECT pg_catalog.row_to_json(nl2sql_c)::text FROM (' || candidate || ') AS nl2sql_c LIMIT '
-        || (max_rows + 1);
+        || (max_rows OPERATOR(pg_catalog.+) 1);
+    LOOP
+        FETCH cur INTO r;
+        EXIT WHEN NOT FOUND;
+        total := total OPERATOR(pg_catalog.+) pg_catalog.octet_length(r);
+        IF total OPERATOR(pg_catalog.>) max_bytes THEN
+            r := NULL;
+            CLOSE cur;
+            RETURN NEXT NULL::text;
+            RETURN;
+        END IF;
+        RETURN NEXT r;
+    END LOOP;
+    CLOSE cur;
 END
 $$;
 
