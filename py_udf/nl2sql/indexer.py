@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from . import spi
+from . import citus, ddl_queue, spi
 from .embed import embed, to_pgvector
 from .examples import BUILTIN_SOURCE, builtin_pool
 from .settings import Settings, get_settings
@@ -28,8 +28,8 @@ def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
     """List the tables a reindex covers.
 
     Ordinary and partitioned tables (not partitions), views and materialized views of
-    ``schemas`` that the current role may SELECT; nl2sql's own schema and extension members
-    are left out.
+    ``schemas`` that the current role may SELECT; nl2sql's own schema, extension members and,
+    with Citus, shard tables are left out (``citus.plan_query``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -43,15 +43,7 @@ def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
     """
     if not schemas:
         schemas = list(get_settings(plpy).schemas)
-    rows = spi.query(
-        plpy, "SELECT n.nspname AS s, c.relname AS t FROM pg_catalog.pg_class c "
-        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = ANY($1) AND c.relkind IN ('r','p','v','m') "
-        "AND NOT c.relispartition AND n.nspname <> 'nl2sql' "
-        "AND pg_catalog.has_table_privilege(c.oid, 'SELECT') "
-        "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.objid = c.oid "
-        "  AND d.deptype = 'e') "
-        "ORDER BY 1, 2", [schemas], ["text[]"])
+    rows = spi.query(plpy, citus.plan_query(citus.present(plpy)), [schemas], ["text[]"])
     return [(r["s"], r["t"]) for r in rows]
 
 
@@ -89,6 +81,14 @@ def _catalog_of(plpy, schema: str, table: str) -> dict:
     }
 
 
+def _row_count(plpy, schema: str, table: str, rel: str) -> int:
+    """Rows of a table: ``count(*)``, or for a Citus distributed table the sum of its shards'
+    ``n_live_tup`` (no distributed scan; see ``citus.shard_stats``)."""
+    if citus.distributed(plpy, schema, table, citus.present(plpy)):
+        return citus.shard_stats(plpy, schema, table)["n_rows"]
+    return spi.run(plpy, f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+
+
 def _read_table(plpy, schema: str, table: str, st: Settings) -> dict:
     """Catalog entry plus the data-derived parts: row count, sample values per column, distinct
     string cell values per string column, and a fingerprint over all of it."""
@@ -97,7 +97,7 @@ def _read_table(plpy, schema: str, table: str, st: Settings) -> dict:
     max_chars = st.value_max_chars
     cat = _catalog_of(plpy, schema, table)
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
-    cat["n_rows"] = spi.run(plpy, f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+    cat["n_rows"] = _row_count(plpy, schema, table, rel)
     allowed = value_columns(plpy, schema, table)  # RLS tables and opted-out columns: no values
     for c in cat["columns"]:
         col = plpy.quote_ident(c["name"])
@@ -133,6 +133,10 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
     Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
     2024) §3.4, value index over string cells.
 
+    A table that DDL queued (``ddl_queue``: created, altered, renamed) is rewritten as with
+    ``force`` (its column embeddings name the table and its cell values were dropped by a
+    rename), and its queue rows up to that point are removed afterwards.
+
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
@@ -140,15 +144,25 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
         force: rewrite even when the fingerprint is unchanged.
 
     Returns:
-        ``{"table": "schema.table", "skipped": True}`` when unchanged; else ``table``,
-        ``skipped`` (False), ``columns``, ``values``, ``values_embedded``, ``fks``, ``rows``
-        (counts).
+        ``{"table": "schema.table", "skipped": True, "queued": False}`` when unchanged; else
+        ``table``, ``skipped`` (False), ``queued`` (DDL queued it), ``columns``, ``values``,
+        ``values_embedded``, ``fks``, ``rows`` (counts).
 
     Raises:
         ConfigError: a stored setting is invalid.
         EmbeddingError: the embedding model is missing.
         plpy.SPIError: the table cannot be read (e.g. dropped meanwhile).
     """
+    mark = ddl_queue.table_mark(plpy, schema, table)
+    out = _write_table(plpy, schema, table, force or mark is not None)
+    out["queued"] = mark is not None
+    if mark is not None:
+        ddl_queue.mark_done(plpy, schema, table, mark)
+    return out
+
+
+def _write_table(plpy, schema: str, table: str, force: bool) -> dict:
+    """``index_table`` without the DDL queue: read the table, compare fingerprints, write."""
     st = get_settings(plpy)
     cat = _read_table(plpy, schema, table, st)
     old = spi.query(
@@ -164,7 +178,8 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
               [schema, table], ["name", "name"])
     spi.query(plpy,
               "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, "
-              "fingerprint) VALUES ($1, $2, $3, $4, $5)",
+              "fingerprint, relid) VALUES ($1, $2, $3, $4, $5, pg_catalog.to_regclass("
+              "pg_catalog.quote_ident($1) || '.' || pg_catalog.quote_ident($2)))",
               [schema, table, cat["comment"], cat["n_rows"], cat["fingerprint"]],
               ["name", "name", "text", "int8", "text"])
 
@@ -208,6 +223,9 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
 def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -> int:
     """Remove index rows of tables in the covered schemas that are no longer covered.
 
+    Also removes the DDL queue's rows that no covered table will consume
+    (``ddl_queue.clear_uncovered``: dropped relations, other schemas, partitions, shards).
+
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
         keep: the ``(schema, table)`` pairs covered now (``plan``).
@@ -223,6 +241,7 @@ def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -
         plpy, "DELETE FROM nl2sql.schema_table WHERE schema_name = ANY($2) "
         "AND NOT (schema_name || '.' || table_name = ANY($1)) RETURNING 1",
         [keep_names, schemas], ["text[]", "text[]"])
+    ddl_queue.clear_uncovered(plpy, schemas, keep)
     return len(res)
 
 
@@ -281,12 +300,14 @@ def sum_table_counts(results) -> dict:
         results: an iterable of ``index_table`` result dicts.
 
     Returns:
-        ``{"tables_indexed", "tables_skipped", "columns", "values", "values_embedded",
-        "fks"}`` (counts; skipped tables count only in ``tables_skipped``).
+        ``{"tables_indexed", "tables_skipped", "tables_queued", "columns", "values",
+        "values_embedded", "fks"}`` (counts; skipped tables count only in ``tables_skipped``;
+        ``tables_queued``: tables indexed because DDL queued them).
     """
-    out = {"tables_indexed": 0, "tables_skipped": 0, "columns": 0, "values": 0,
-           "values_embedded": 0, "fks": 0}
+    out = {"tables_indexed": 0, "tables_skipped": 0, "tables_queued": 0, "columns": 0,
+           "values": 0, "values_embedded": 0, "fks": 0}
     for r in results:
+        out["tables_queued"] += bool(r.get("queued"))
         if r["skipped"]:
             out["tables_skipped"] += 1
             continue
@@ -347,9 +368,9 @@ def changed(counts: dict) -> bool:
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
     """Index the catalog of ``schemas``, their cell values and the example pool.
 
-    What ``nl2sql.reindex()`` runs: ``index_table`` for each table of ``plan``, then
-    ``drop_missing``, ``index_examples`` and, when anything changed, ``tidy_indexes``.
-    Incremental unless ``force``.
+    What ``nl2sql.reindex()`` runs: ``index_table`` for each table of ``plan`` (tables DDL
+    queued are rewritten), then ``drop_missing``, ``index_examples`` and, when anything
+    changed, ``tidy_indexes``. Incremental unless ``force``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -357,7 +378,7 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
         force: rewrite every table even when its fingerprint is unchanged.
 
     Returns:
-        Counts: ``tables_indexed``, ``tables_skipped``, ``tables_dropped``, ``columns``,
+        Counts: ``tables_indexed``, ``tables_skipped``, ``tables_queued``, ``tables_dropped``, ``columns``,
         ``values``, ``values_embedded``, ``fks``, ``examples_added``, ``examples_embedded``,
         ``examples_total`` (and ``trigram_pending_pages``, ``tables_analyzed`` when tidied).
 
