@@ -206,8 +206,10 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
 # --------------------------------------------------------------------------------------------
 
 # SECURITY DEFINER, each acting for nl2sql._acting_role(who) or answering only yes/no per column
+# The DDL event triggers' functions write the schema index for whoever runs the DDL and take no
+# input but the event's (sql/idempotent/004-ddl-tracking.sql).
 DEFINERS = ("nl2sql._log_query(", "nl2sql._values_allowed(", "nl2sql._match_values(",
-            "nl2sql._column_values(")
+            "nl2sql._column_values(", "nl2sql._ddl_command_end(", "nl2sql._ddl_sql_drop(")
 
 
 def test_every_function_is_invoker_with_pinned_search_path_except_the_definers(sdb):
