@@ -1213,7 +1213,7 @@ BEGIN
     END IF;
 EXCEPTION WHEN insufficient_privilege THEN
     RAISE WARNING 'nl2sql: DDL tracking is off: creating event triggers needs a superuser (%)', SQLERRM
-        USING HINT = 'a superuser can run ALTER EXTENSION nl2sql UPDATE to add them; until then run SELECT nl2sql.reindex() after DDL';
+        USING HINT = 'a superuser can create them (README "Keeping the index true"); until then run SELECT nl2sql.reindex() after DDL';
 END
 $nl2sql_ddl$;
 

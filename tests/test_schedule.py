@@ -1,0 +1,77 @@
+"""nl2sql.schedule_reindex / unschedule_reindex with the pg_cron the test cluster preloads
+(shared_preload_libraries = 'pg_cron', cron.database_name = 'postgres': nl2sql_indexer.cluster).
+
+The job is scheduled from a database other than pg_cron's, runs nl2sql.reindex() in that
+database (its schema index fills up) and its run is in cron.job_run_details. pg_cron 1.4
+(Debian bookworm) has no seconds schedules, so the test waits for the next minute.
+"""
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+DB = "nl2sql_cron"
+JOB = f"nl2sql-reindex {DB}"
+
+
+@pytest.fixture(scope="module")
+def cron_db(cluster):
+    with cluster.connect("postgres") as pg:
+        pg.execute("DROP EXTENSION IF EXISTS pg_cron")
+    cluster.create_database(DB, drop=True)
+    conn = cluster.connect(DB)
+    conn.execute("CREATE TABLE harbour (hid int PRIMARY KEY, hname text)")
+    conn.execute("INSERT INTO harbour VALUES (1, 'Valletta'), (2, 'Kotor')")
+    conn.execute("CREATE EXTENSION nl2sql CASCADE")
+    yield conn
+    conn.close()
+
+
+def test_errors_say_what_to_install(cluster, cron_db):
+    with pytest.raises(psycopg.errors.RaiseException) as e:
+        cron_db.execute("SELECT nl2sql.schedule_reindex('0 3 * * *')")
+    assert "needs the dblink extension" in str(e.value)
+    assert "CREATE EXTENSION dblink" in e.value.diag.message_hint
+    assert "cron.schedule_in_database('nl2sql-reindex nl2sql_cron', '0 3 * * *'" \
+        in e.value.diag.message_hint  # what to run by hand in pg_cron's database
+    cron_db.execute("CREATE EXTENSION dblink")
+    with pytest.raises(psycopg.errors.RaiseException) as e:  # pg_cron not created in 'postgres'
+        cron_db.execute("SELECT nl2sql.schedule_reindex('0 3 * * *')")
+    assert "CREATE EXTENSION pg_cron" in e.value.diag.message_hint
+    with cluster.connect("postgres") as pg:
+        pg.execute("CREATE EXTENSION pg_cron")
+    with pytest.raises(psycopg.errors.RaiseException) as e:
+        cron_db.execute("SELECT nl2sql.schedule_reindex('')")
+    assert "schedule is empty" in str(e.value)
+    with pytest.raises(psycopg.Error) as e:
+        cron_db.execute("SELECT nl2sql.schedule_reindex('every now and then')")
+    assert "invalid schedule" in str(e.value)
+
+
+def test_scheduled_reindex_runs_in_the_callers_database(cluster, cron_db):
+    assert cron_db.execute("SELECT count(*) FROM nl2sql.schema_table").fetchone()[0] == 0
+    job = cron_db.execute("SELECT nl2sql.schedule_reindex('* * * * *')").fetchone()[0]
+    # scheduling again updates the one job
+    assert cron_db.execute("SELECT nl2sql.schedule_reindex('* * * * *')").fetchone()[0] == job
+    with cluster.connect("postgres") as pg:
+        assert pg.execute("SELECT jobname, database, command, username FROM cron.job "
+                          "WHERE jobid = %s", (job,)).fetchone() == \
+            (JOB, DB, "SELECT nl2sql.reindex()", "postgres")
+        deadline = time.monotonic() + 150
+        run = None
+        while time.monotonic() < deadline:
+            run = pg.execute("SELECT status, return_message FROM cron.job_run_details "
+                             "WHERE jobid = %s AND status IN ('succeeded', 'failed') "
+                             "ORDER BY runid LIMIT 1", (job,)).fetchone()
+            if run:
+                break
+            time.sleep(1)
+    assert run is not None, "pg_cron did not run the job within 150 s"
+    assert run[0] == "succeeded", run
+    assert cron_db.execute("SELECT table_name FROM nl2sql.schema_table").fetchall() == [("harbour",)]
+    assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is True
+    assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is False
+    with cluster.connect("postgres") as pg:
+        assert pg.execute("SELECT count(*) FROM cron.job WHERE jobid = %s", (job,)).fetchone()[0] == 0
