@@ -157,3 +157,35 @@ def test_without_the_triggers_the_views_still_hide_old_names(ddb, llm):
     finally:
         ddb.execute("ALTER EVENT TRIGGER nl2sql_ddl_command_end ENABLE")
         ddb.execute("ALTER EVENT TRIGGER nl2sql_ddl_sql_drop ENABLE")
+
+
+def test_install_without_a_superuser_warns_and_goes_on(ddb, cluster):
+    """The part of the install script that creates the triggers (sql/idempotent/
+    004-ddl-tracking.sql), run by a role that may not create event triggers: a WARNING that
+    says so, no error; run again by a superuser, it adds them."""
+    from conftest import ROOT
+
+    text = (ROOT / "sql/idempotent/004-ddl-tracking.sql").read_text()
+    block = text[text.index("DO $nl2sql_ddl$"):text.index("$nl2sql_ddl$;") + len("$nl2sql_ddl$;")]
+    triggers = ("nl2sql_ddl_command_end", "nl2sql_ddl_sql_drop")
+    for t in triggers:
+        ddb.execute(f"ALTER EXTENSION nl2sql DROP EVENT TRIGGER {t}")
+        ddb.execute(f"DROP EVENT TRIGGER {t}")
+    ddb.execute("DROP ROLE IF EXISTS ddl_owner")
+    ddb.execute("CREATE ROLE ddl_owner LOGIN")
+    try:
+        with cluster.connect(DB, user="ddl_owner") as other:
+            notices = []
+            other.add_notice_handler(lambda d: notices.append((d.severity, d.message_primary)))
+            other.execute(block)
+            assert any(sev == "WARNING" and "DDL tracking is off" in msg for sev, msg in notices)
+        assert ddb.execute("SELECT count(*) FROM pg_event_trigger WHERE evtname LIKE 'nl2sql%'"
+                           ).fetchone()[0] == 0
+    finally:
+        ddb.execute(block)
+        for t in triggers:
+            ddb.execute(f"ALTER EXTENSION nl2sql ADD EVENT TRIGGER {t}")
+        ddb.execute("DROP ROLE ddl_owner")
+    start = _last_id(ddb)
+    ddb.execute("CREATE TABLE after_restore (a int)")
+    assert _queue(ddb, start) == [("created", "table", "public.after_restore", None, None)]
