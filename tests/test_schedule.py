@@ -75,3 +75,20 @@ def test_scheduled_reindex_runs_in_the_callers_database(cluster, cron_db):
     assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is False
     with cluster.connect("postgres") as pg:
         assert pg.execute("SELECT count(*) FROM cron.job WHERE jobid = %s", (job,)).fetchone()[0] == 0
+
+
+def test_in_pg_crons_own_database_the_job_is_added_directly(cluster, cron_db):
+    """No dblink needed where nl2sql and pg_cron share the database (cron.database_name)."""
+    with cluster.connect("postgres") as pg:
+        pg.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        pg.execute("CREATE EXTENSION nl2sql CASCADE")
+        try:
+            assert pg.execute("SELECT count(*) FROM pg_extension WHERE extname = 'dblink'"
+                              ).fetchone()[0] == 0
+            job = pg.execute("SELECT nl2sql.schedule_reindex('30 2 * * 0')").fetchone()[0]
+            assert pg.execute("SELECT jobname, schedule, database FROM cron.job WHERE jobid = %s",
+                              (job,)).fetchone() == ("nl2sql-reindex postgres", "30 2 * * 0",
+                                                     "postgres")
+            assert pg.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is True
+        finally:
+            pg.execute("DROP EXTENSION nl2sql")
