@@ -352,6 +352,11 @@ ALTER TABLE nl2sql.schema_fk
     DROP CONSTRAINT schema_fk_schema_name_table_name_fkey,
     ADD CONSTRAINT schema_fk_schema_name_table_name_fkey FOREIGN KEY (schema_name, table_name)
         REFERENCES nl2sql.schema_table ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- Citus only: a distributed or reference table's change signature, read from its shards'
+-- statistics when it was indexed (py_udf/nl2sql/citus.py); an unchanged one skips the table
+-- without reading its data. NULL for every other table.
+ALTER TABLE nl2sql.schema_table ADD COLUMN shard_signature text;
 $nl2sql_body$;
     _done nl2sql.migration%ROWTYPE;
 BEGIN

@@ -110,3 +110,53 @@ def test_distributed_table_is_measured_from_its_shards_statistics(standins):
     time.sleep(0.2)
     after = _run(standins, citus.shard_stats_query(), "public.concert", "text")[0]
     assert after[1] == before[1] + 1 and after[0] == before[0]
+
+
+class _FakePlpy:
+    """Answers the indexer's statements as a Citus coordinator would, from canned rows, and
+    records every statement; ``spi.run`` statements (the per-table reads) stop the test."""
+
+    class Read(Exception):
+        pass
+
+    def __init__(self, stored_signature: str | None):
+        self.stored = stored_signature
+        self.seen: list[str] = []
+
+    @staticmethod
+    def quote_ident(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    def prepare(self, sql, types=None):
+        return sql
+
+    def execute(self, sql, args=None):
+        self.seen.append(sql)
+        if "FROM nl2sql.setting" in sql:
+            return []
+        if "pg_extension WHERE extname = 'citus'" in sql or "pg_dist_partition" in sql:
+            return [{"?column?": 1}]
+        if "run_command_on_shards" in sql:
+            return [{"n_rows": 40, "changes": 44, "shards": "102044,102045", "ok": True}]
+        if "SELECT fingerprint, shard_signature" in sql:
+            return [{"fingerprint": "f", "shard_signature": self.stored}]
+        raise self.Read(sql)
+
+
+def test_unchanged_distributed_table_is_skipped_without_reading_its_data():
+    from nl2sql import indexer, spi
+    from nl2sql.settings import settings_from_texts
+
+    st = settings_from_texts([])  # the defaults, as the fake's empty nl2sql.setting gives them
+    settings = f"{st.sample_values}:{st.values_per_column}:{st.value_max_chars}"
+    spi._PLANS.clear()
+    signature = f"citus:44:102044,102045:True:{settings}"  # counters, shards, settings
+    plpy = _FakePlpy(signature)
+    assert indexer._write_table(plpy, "public", "concert", force=False)["skipped"] is True
+    assert not any("count(*)" in s or "GROUP BY" in s for s in plpy.seen)
+    # counters moved: the table is read (the first read stops the fake), and forced too
+    for stored, force in ((f"citus:43:102044,102045:True:{settings}", False), (signature, True)):
+        spi._PLANS.clear()
+        with pytest.raises(_FakePlpy.Read):
+            indexer._write_table(_FakePlpy(stored), "public", "concert", force=force)
+    spi._PLANS.clear()

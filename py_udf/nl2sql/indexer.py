@@ -81,23 +81,28 @@ def _catalog_of(plpy, schema: str, table: str) -> dict:
     }
 
 
-def _row_count(plpy, schema: str, table: str, rel: str) -> int:
-    """Rows of a table: ``count(*)``, or for a Citus distributed table the sum of its shards'
-    ``n_live_tup`` (no distributed scan; see ``citus.shard_stats``)."""
-    if citus.distributed(plpy, schema, table, citus.present(plpy)):
-        return citus.shard_stats(plpy, schema, table)["n_rows"]
-    return spi.run(plpy, f"SELECT count(*) AS n FROM {rel}")[0]["n"]
+def _shard_stats(plpy, schema: str, table: str, st: Settings) -> dict | None:
+    """For a Citus distributed or reference table, its row count and change signature from its
+    shards' statistics (``citus.shard_stats``), the signature extended by the settings that
+    shape what is read; None without Citus or for any other table."""
+    if not citus.distributed(plpy, schema, table, citus.present(plpy)):
+        return None
+    stats = citus.shard_stats(plpy, schema, table)
+    stats["signature"] += f":{st.sample_values}:{st.values_per_column}:{st.value_max_chars}"
+    return stats
 
 
-def _read_table(plpy, schema: str, table: str, st: Settings) -> dict:
-    """Catalog entry plus the data-derived parts: row count, sample values per column, distinct
-    string cell values per string column, and a fingerprint over all of it."""
+def _read_table(plpy, schema: str, table: str, st: Settings, shard: dict | None = None) -> dict:
+    """Catalog entry plus the data-derived parts: row count (``count(*)``, or from ``shard``,
+    ``_shard_stats`` of a Citus table), sample values per column, distinct string cell values
+    per string column, and a fingerprint over all of it."""
     n_samples = st.sample_values
     per_col = st.values_per_column
     max_chars = st.value_max_chars
     cat = _catalog_of(plpy, schema, table)
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
-    cat["n_rows"] = _row_count(plpy, schema, table, rel)
+    cat["n_rows"] = shard["n_rows"] if shard else \
+        spi.run(plpy, f"SELECT count(*) AS n FROM {rel}")[0]["n"]
     allowed = value_columns(plpy, schema, table)  # RLS tables and opted-out columns: no values
     for c in cat["columns"]:
         col = plpy.quote_ident(c["name"])
@@ -133,6 +138,10 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
     Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
     2024) §3.4, value index over string cells.
 
+    With Citus, a distributed or reference table whose shards' statistics are unchanged since
+    it was indexed is skipped without reading its data (``citus.shard_stats``), and its row
+    count comes from those statistics instead of a distributed ``count(*)``.
+
     A table that DDL queued (``ddl_queue``: created, altered, renamed) is rewritten as with
     ``force`` (its column embeddings name the table and its cell values were dropped by a
     rename), and its queue rows up to that point are removed afterwards.
@@ -162,13 +171,23 @@ def index_table(plpy, schema: str, table: str, force: bool = False) -> dict:
 
 
 def _write_table(plpy, schema: str, table: str, force: bool) -> dict:
-    """``index_table`` without the DDL queue: read the table, compare fingerprints, write."""
+    """``index_table`` without the DDL queue: compare, read the table, compare, write.
+
+    A Citus distributed table whose shard signature (``_shard_stats``) is the stored one is
+    skipped before any of its data is read."""
     st = get_settings(plpy)
-    cat = _read_table(plpy, schema, table, st)
     old = spi.query(
-        plpy, "SELECT fingerprint FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
-        [schema, table], ["name", "name"])
+        plpy, "SELECT fingerprint, shard_signature FROM nl2sql.schema_table "
+        "WHERE schema_name = $1 AND table_name = $2", [schema, table], ["name", "name"])
+    shard = _shard_stats(plpy, schema, table, st)
+    if shard and old and old[0]["shard_signature"] == shard["signature"] and not force:
+        return {"table": f"{schema}.{table}", "skipped": True}
+    cat = _read_table(plpy, schema, table, st, shard)
     if old and old[0]["fingerprint"] == cat["fingerprint"] and not force:
+        if shard:  # data unchanged, counters moved (e.g. an update to the same values)
+            spi.query(plpy, "UPDATE nl2sql.schema_table SET shard_signature = $3 "
+                      "WHERE schema_name = $1 AND table_name = $2",
+                      [schema, table, shard["signature"]], ["name", "name", "text"])
         return {"table": f"{schema}.{table}", "skipped": True}
     # keep existing value embeddings: only new values get embedded
     known = {(r["column_name"], r["value"]): r["e"] for r in spi.query(
@@ -178,10 +197,12 @@ def _write_table(plpy, schema: str, table: str, force: bool) -> dict:
               [schema, table], ["name", "name"])
     spi.query(plpy,
               "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, "
-              "fingerprint, relid) VALUES ($1, $2, $3, $4, $5, pg_catalog.to_regclass("
-              "pg_catalog.quote_ident($1) || '.' || pg_catalog.quote_ident($2)))",
-              [schema, table, cat["comment"], cat["n_rows"], cat["fingerprint"]],
-              ["name", "name", "text", "int8", "text"])
+              "fingerprint, relid, shard_signature) VALUES ($1, $2, $3, $4, $5, "
+              "pg_catalog.to_regclass(pg_catalog.quote_ident($1) || '.' || "
+              "pg_catalog.quote_ident($2)), $6)",
+              [schema, table, cat["comment"], cat["n_rows"], cat["fingerprint"],
+               shard["signature"] if shard else None],
+              ["name", "name", "text", "int8", "text", "text"])
 
     col_texts = [f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
                  for c in cat["columns"]]
