@@ -452,7 +452,7 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
         pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st, gate)
         timer.exclude(ctx.timings.get("columns_ms", 0.0))
     prompt_ms = timer.timings["prompt_ms"]
-    examples = [e.__dict__ for e in ctx.candidates[:st.k_examples]]
+    examples = [e.__dict__ for e in gate.examples("trace", ctx.candidates[:st.k_examples])]
     # what nl2sql() does while the PreSQL call is out
     ctx.timings["values_ms"] = round(ctx.timings["values_ms"]
                                      + add_vector_values(plpy, ctx, schema, st), 3)
@@ -464,6 +464,7 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
     if presql:
         linked, sel = finsql_context(ctx, schema, presql, st)
         out.update(linking_trace(linked, sel))
+        out["selection"]["examples"] = [e.__dict__ for e in gate.examples("trace", sel.examples)]
         out["finsql_prompt"] = finsql_prompt(ctx, schema, linked, sel, st, gate)[0]
     out["values_withheld"] = gate.report()
     out["timings"] = {"schema_ms": round(timer.timings["schema_ms"], 3), **ctx.timings,

@@ -349,7 +349,8 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
-    run.trace["examples"] = [e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
+    run.trace["examples"] = [e.__dict__ for e in
+                             run.gate.examples("trace", ctx.candidates[:run.st.k_examples])]
     return ctx
 
 
@@ -436,7 +437,7 @@ def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
     run.trace.update(context.context_trace(ctx))
     if ctx.remasked:
         run.trace["examples_after_vector_values"] = [
-            e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
+            e.__dict__ for e in run.gate.examples("trace", ctx.candidates[:run.st.k_examples])]
     return PreSQL(prompt, rnd.replies[0])
 
 
@@ -480,6 +481,8 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
         linked, selection = context.finsql_context(ctx, asked.schema, None, run.st)
         level = None
     run.trace.update(context.linking_trace(linked, selection))
+    run.trace["selection"]["examples"] = [
+        e.__dict__ for e in run.gate.examples("trace", selection.examples)]
     names = [m.name for m in run.models]
     voters, why = route(level, run.st.hardness_voters, names)
     run.trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
