@@ -48,6 +48,7 @@ SECRETS = ["payroll", "employee_label", "wage_band", "Zorblax Quuxington", "Band
            "private_phone", "PHONE-SECRET-5551"]
 RLS_VALUE = "RLS-HIDDEN-TIP"
 OPTOUT_VALUE = "OPTOUT-CODE-77"
+SENDOFF_VALUE = "SENDOFF-MARK-42"   # an ordinary column: kept from models only by send_values = off
 
 EXTRA_SQL = f"""
 CREATE TABLE payroll (payroll_id int PRIMARY KEY, employee_label text, wage_band text);
@@ -59,6 +60,8 @@ INSERT INTO tips VALUES (1, '{RLS_VALUE}'), (2, 'another tip');
 ALTER TABLE tips ENABLE ROW LEVEL SECURITY;
 CREATE TABLE venue (venue_id int PRIMARY KEY, venue_name text, secret_code text);
 INSERT INTO venue VALUES (1, 'Main Hall', '{OPTOUT_VALUE}'), (2, 'Side Room', 'OPTOUT-CODE-78');
+CREATE TABLE memo (memo_id int PRIMARY KEY, memo_text text);
+INSERT INTO memo VALUES (1, '{SENDOFF_VALUE}'), (2, 'plain memo');
 CREATE SEQUENCE adv_seq;
 SELECT nextval('adv_seq');
 CREATE FUNCTION adv_writer() RETURNS int LANGUAGE sql AS
@@ -87,7 +90,7 @@ DO $$BEGIN
         CREATE ROLE {ROLE} LOGIN;
     END IF;
 END$$;
-GRANT SELECT ON singer, stadium, concert, singer_in_concert, tips, venue TO {ROLE};
+GRANT SELECT ON singer, stadium, concert, singer_in_concert, tips, venue, memo TO {ROLE};
 GRANT SELECT (contact_id, display_name) ON contact TO {ROLE};
 """
 
@@ -237,11 +240,29 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
                  "SELECT nl2sql.add_example('q', 'SELECT 1')"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(call)
-    # the log writer never attributes a row to a role the session may not act as
-    log_id = analyst_conn.execute(
-        "SELECT nl2sql._log_query('postgres', 'forged?', NULL, NULL, NULL, '{}')").fetchone()[0]
-    assert analyst_conn.execute("SELECT role_name FROM nl2sql.my_query_log WHERE id = %s",
-                                (log_id,)).fetchone()[0] == ROLE
+
+
+@pytest.mark.parametrize("token", [None, "", "0" * 64, "forged"])
+def test_only_the_pipeline_writes_the_query_log(sdb, analyst_conn, llm, token):
+    """nl2sql._log_query called directly, by an ordinary role or a superuser, with no token or a
+    guessed one, is refused and writes nothing; nl2sql() still logs the role's question."""
+    forge = ("SELECT nl2sql._log_query(%s, %s, 'forged?', 'SELECT 1', 1, NULL, '{}')")
+    before = sdb.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0]
+    for conn, who in ((analyst_conn, ROLE), (sdb, "postgres")):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="only nl2sql"):
+            conn.execute(forge, (token, who))
+    assert sdb.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0] == before
+    assert sdb.execute("SELECT count(*) FROM nl2sql.query_log WHERE question = 'forged?'"
+                       ).fetchone()[0] == 0
+    add_models(sdb, llm, ["logm"])
+    llm.set_default("SELECT count(*) FROM singer")
+    assert analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
+    row = analyst_conn.execute("SELECT role_name, question FROM nl2sql.my_query_log "
+                               "ORDER BY id DESC LIMIT 1").fetchone()
+    assert row == (ROLE, Q)
+    # a token is good once: the writer refused just after a logged call still refuses
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        analyst_conn.execute(forge, (token, ROLE))
 
 
 def test_value_lookup_acts_only_for_a_role_the_session_may_be(sdb, analyst_conn):
@@ -318,7 +339,8 @@ def test_role_without_select_never_sees_the_table_in_prompts_or_explain(sdb, ana
         for s in SECRETS:
             assert s.lower() not in text.lower(), f"explain shows {s!r} to {ROLE}"
         # the trace says which readable columns' values were kept from the model
-        assert {"public.venue.secret_code", "public.tips.tip_text"} <= set(trace["values_withheld"])
+        assert {"public.venue.secret_code", "public.tips.tip_text"} <= set(
+            trace["values_withheld"]["columns"])
     assert analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
     rows = analyst_conn.execute("SELECT * FROM nl2sql.ask(%s)", (Q,)).fetchall()
     assert len(rows) == 1
@@ -839,3 +861,97 @@ def test_a_wide_result_is_stopped_at_max_result_bytes_and_the_backend_stays_smal
     assert "count" in trace["sql"].lower()
     print(f"backend VmHWM before {before} kB, after {after} kB, growth {after - before} kB")
     assert after - before < 64 * 1024, (before, after)  # the result is ~96 MB
+
+
+# --------------------------------------------------------------------------------------------
+# value leaks: every text bound for a model passes one gate (gate.py)
+# --------------------------------------------------------------------------------------------
+
+MC_ANSWER = "Answer with one letter"
+# stage → (model answers, in rule order): PreSQL and FinSQL answers (two groups, so that the
+# multiple-choice model is asked), a failing candidate whose error quotes a cell (repair)
+LEAK_RULES = [
+    Rule(contains=MC_ANSWER, response="B"),
+    Rule(model="leak1", contains="Repair round", response="SELECT venue_name FROM venue"),
+    Rule(model="leak1", response="SELECT venue_id, secret_code::int FROM venue"),
+    Rule(model="leak2", contains="Repair round", response="SELECT memo_id FROM memo"),
+    Rule(model="leak2", response="SELECT memo_id, memo_text::int FROM memo"),
+    Rule(model="leak3", response="SELECT venue_id, venue_name, secret_code FROM venue"),
+    Rule(model="leak4", response="SELECT v.*, m.memo_text FROM venue v JOIN memo m "
+                                 "ON m.memo_id = v.venue_id"),
+]
+LEAK_QUESTION = "List the venues with their codes and the memos"
+
+
+def _leak_text(conn, trace) -> str:
+    """Everything of one call the asking role can read: the trace (explain), its log rows."""
+    rows = conn.execute("SELECT question, sql, error, trace::text FROM nl2sql.my_query_log "
+                        "WHERE id = %s", (trace["log_id"],)).fetchall()
+    assert rows
+    return json.dumps(trace) + json.dumps([list(r) for r in rows])
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
+        sdb, analyst_conn, llm, as_role, send_values):
+    """Markers in protected data: an opted-out column (venue.secret_code) and, with
+    send_values = off, an ordinary column (memo.memo_text). A recording loopback endpoint;
+    PreSQL, FinSQL, repair (errors quoting the cell: invalid input syntax for type integer),
+    multiple choice (options' first rows), and a local example quoting the opted-out value.
+    No marker in any request body, in explain, in the role's log rows or in a raised error."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    sdb.execute("SELECT nl2sql.set_setting('selection', 'multiple_choice')")
+    sdb.execute("SELECT nl2sql.set_setting('confidence_threshold', '0')")
+    sdb.execute("SELECT nl2sql.add_example(%s, %s)",
+                (f"Which venue has the code {OPTOUT_VALUE} and memo {SENDOFF_VALUE}?",
+                 f"SELECT venue_name FROM venue, memo WHERE secret_code = '{OPTOUT_VALUE}' "
+                 f"AND memo_text = '{SENDOFF_VALUE}'"))
+    try:
+        add_models(sdb, llm, ["leak1", "leak2", "leak3", "leak4"])
+        for r in LEAK_RULES:
+            llm.add_rule(r)
+        # the data does quote the markers: the errors the repair round is about
+        for sql, mark in (("SELECT secret_code::int FROM venue", OPTOUT_VALUE),
+                          ("SELECT memo_text::int FROM memo", SENDOFF_VALUE)):
+            with pytest.raises(psycopg.errors.InvalidTextRepresentation, match=mark):
+                conn.execute(sql)
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (LEAK_QUESTION,)).fetchone()[0]
+        sent = json.dumps(llm.requests)
+        asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+        # every stage was reached
+        assert any("Repair round 1" in p for p in asked), "no repair round"
+        assert any(MC_ANSWER in p for p in asked), trace["vote"]
+        assert len([p for p in asked if "Repair round" not in p and MC_ANSWER not in p]) >= 5
+        held = trace["values_withheld"]
+        assert held["send_values"] == (send_values == "on")
+        assert held["held"]["repair"]["quoted values in errors"] >= 1
+        assert held["held"]["multiple_choice"], held
+        assert held["held"]["presql"]["examples masked"] == 1  # the local example, masked
+        assert held["held"]["finsql"]["examples masked"] == 1
+        marks = [OPTOUT_VALUE, "OPTOUT-CODE-78"] + ([SENDOFF_VALUE] if send_values == "off" else [])
+        readable = _leak_text(conn, trace)
+        for m in marks:
+            assert m not in sent, f"a request body holds {m!r}"
+            assert m not in readable, f"explain or the log holds {m!r}"
+        if send_values == "off":
+            assert "--   row:" not in "".join(asked) and "rows withheld" in "".join(asked)
+        else:  # the positive control: values that are allowed do reach the prompts
+            assert SENDOFF_VALUE in sent and "Main Hall" in sent
+        # a call that fails names its errors without the markers
+        llm.clear()
+        llm.set_default("SELECT venue_id, secret_code::int FROM venue")
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("SELECT nl2sql(%s)", (LEAK_QUESTION,))
+        assert "no candidate executed" in str(err.value)
+        last = conn.execute("SELECT error, trace::text FROM nl2sql.my_query_log "
+                            "ORDER BY id DESC LIMIT 1").fetchone()
+        for m in marks:
+            assert m not in str(err.value) and m not in json.dumps(llm.requests)
+            assert m not in json.dumps(list(last))
+    finally:
+        sdb.execute("DELETE FROM nl2sql.example WHERE db_id = 'local' AND question LIKE "
+                    "'Which venue has the code%%'")
+        sdb.execute("SELECT nl2sql.reset_setting('selection')")
+        sdb.execute("SELECT nl2sql.reset_setting('confidence_threshold')")
