@@ -835,17 +835,18 @@ def _vm_hwm_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.parametrize("user", ["postgres", ROLE])
 def test_a_wide_result_is_stopped_at_max_result_bytes_and_the_backend_stays_small(cluster, sdb,
-                                                                                  llm):
+                                                                                  llm, user):
     """A candidate producing ~96 MB of text is stopped at the byte budget in the database (the
     backend's peak memory grows far less than the result), refused with its reason, and the
-    other model's right answer is chosen."""
+    other model's right answer is chosen; as a superuser and as an ordinary role."""
     add_models(sdb, llm, ["wide", "ok"])
     llm.add_rule(Rule(model="wide", response=(
         "SELECT repeat(md5(g::text), 100000) AS s FROM generate_series(1, 30) AS g")))
     llm.add_rule(Rule(model="ok", response="SELECT count(*) FROM singer"))
     sdb.execute("SELECT nl2sql.set_setting('max_result_bytes', '10000000')")
-    conn = cluster.connect(SAFE_DB)
+    conn = cluster.connect(SAFE_DB, user=user)
     try:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         conn.execute("SELECT nl2sql.explain(%s)", (Q,))  # warm: Python, models, plans loaded
@@ -955,3 +956,109 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
                     "'Which venue has the code%%'")
         sdb.execute("SELECT nl2sql.reset_setting('selection')")
         sdb.execute("SELECT nl2sql.reset_setting('confidence_threshold')")
+
+
+# --------------------------------------------------------------------------------------------
+# cancellation, abandoned calls, session state: as an ordinary role and as a superuser
+# --------------------------------------------------------------------------------------------
+
+LONG_CANDIDATE = ("SELECT count(*) FROM generate_series(1, 100000000) a, "
+                  "generate_series(1, 1000) b")
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+def test_cancel_stops_a_call_within_a_second_while_a_candidate_runs(cluster, sdb, llm, user):
+    """pg_cancel_backend while a long candidate executes (its own time limit is 60 s) ends the
+    call with QueryCanceled within a second, and the backend answers the next query."""
+    import threading
+
+    sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '60000')")
+    add_models(sdb, llm, ["long_cand"])
+    llm.set_default(LONG_CANDIDATE)
+    try:
+        with cluster.connect(SAFE_DB, user=user) as other:
+            pid = other.info.backend_pid
+            out: dict = {}
+
+            def ask():
+                try:
+                    other.execute("SELECT nl2sql(%s)", (Q,))
+                except psycopg.Error as e:
+                    out["error"] = e
+                out["done"] = time.monotonic()
+
+            th = threading.Thread(target=ask)
+            th.start()
+            deadline = time.monotonic() + 30
+            while len(llm.requests) < 2 and time.monotonic() < deadline:  # PreSQL and FinSQL
+                time.sleep(0.05)
+            time.sleep(1.0)  # the candidate is running now (it runs for minutes)
+            assert "done" not in out, out
+            t0 = time.monotonic()
+            sdb.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            th.join(10)
+            took = out.get("done", float("inf")) - t0
+            assert isinstance(out.get("error"), psycopg.errors.QueryCanceled), out
+            assert took < 1.0, took
+            assert other.execute("SELECT 1").fetchone()[0] == 1
+    finally:
+        sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '5000')")
+
+
+def test_after_twenty_trickling_calls_the_next_question_is_answered_normally(sdb, analyst_conn,
+                                                                            llm):
+    """Five questions, each with four models that trickle their replies a byte at a time (20
+    abandoned calls, each cut at its 1 s deadline), then an ordinary question: answered at
+    once by its model."""
+    add_models(sdb, llm, ["fastq", "drip1", "drip2", "drip3", "drip4"], timeout_s=1)
+    for m in ("drip1", "drip2", "drip3", "drip4"):
+        llm.add_rule(Rule(model=m, response="SELECT 1", trickle_s=0.05))
+    llm.add_rule(Rule(model="fastq", response="SELECT count(*) FROM singer"))
+    t0 = time.monotonic()
+    for i in range(5):
+        trace = analyst_conn.execute("SELECT nl2sql.explain(%s)", (f"{Q} ({i})",)).fetchone()[0]
+        drips = [r for r in trace["finsql"]["replies"] if r["model"].startswith("drip")]
+        assert len(drips) == 4 and all(r["error"] and r["text"] is None for r in drips), drips
+        assert trace["sql"] is not None
+    assert time.monotonic() - t0 < 5 * 3
+    sdb.execute("SELECT nl2sql.remove_model(name) FROM nl2sql.model WHERE name LIKE 'drip%%'")
+    t1 = time.monotonic()
+    sql = analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
+    assert "count" in sql.lower() and time.monotonic() - t1 < 2.0
+
+
+def _session_state(conn) -> dict:
+    """What a session can carry past a statement: locks, prepared statements, cursors,
+    temporary relations, LISTEN channels, settings changed in the session."""
+    q = {
+        "advisory": "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() "
+                    "AND locktype = 'advisory'",
+        "prepared": "SELECT count(*) FROM pg_prepared_statements",
+        "cursors": "SELECT count(*) FROM pg_cursors",
+        "temp": "SELECT count(*) FROM pg_class WHERE relpersistence = 't'",
+        "listen": "SELECT count(*) FROM pg_listening_channels()",
+        "settings": "SELECT string_agg(name || '=' || setting, ',' ORDER BY name) FROM pg_settings "
+                    "WHERE source = 'session'",
+        "read_only": "SHOW transaction_read_only",
+    }
+    return {k: conn.execute(v).fetchone()[0] for k, v in q.items()}
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+def test_no_session_state_is_left_after_a_call(cluster, sdb, llm, user):
+    """Candidates taking advisory locks by every route, setting a parameter, and ordinary ones:
+    after the call the backend holds exactly the session state it held before."""
+    answers = [sql for cid, sql, kind in CORPUS if kind == "lock"] + [
+        "SELECT set_config('work_mem', '1GB', false)", "SELECT count(*) FROM singer"]
+    names = [f"st{i}" for i in range(len(answers))]
+    add_models(sdb, llm, names)
+    for n, sql in zip(names, answers):
+        llm.add_rule(Rule(model=n, response=sql))
+    with cluster.connect(SAFE_DB, user=user) as conn:
+        before = _session_state(conn)
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        assert _session_state(conn) == before
+        assert trace["sql"] is not None
+        locks = [c for c in trace["candidates"] if "advisory" in (c["reason"] or "")
+                 or "volatile" in (c["reason"] or "")]
+        assert len(locks) >= len(answers) - 2, [c["reason"] for c in trace["candidates"]]
