@@ -17,7 +17,7 @@ import time
 import psycopg
 import pytest
 
-from adversarial_corpus import CORPUS
+from adversarial_corpus import CORPUS, VALUE_LEAKS
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
 from nl2sql.safety import (VOLATILE_ALLOWLIST, check_functions, denied_by_name,
                            denied_by_signature, function_names)
@@ -869,19 +869,17 @@ def test_a_wide_result_is_stopped_at_max_result_bytes_and_the_backend_stays_smal
 # --------------------------------------------------------------------------------------------
 
 MC_ANSWER = "Answer with one letter"
-# stage → (model answers, in rule order): PreSQL and FinSQL answers (two groups, so that the
-# multiple-choice model is asked), a failing candidate whose error quotes a cell (repair)
-LEAK_RULES = [
-    Rule(contains=MC_ANSWER, response="B"),
-    Rule(model="leak1", contains="Repair round", response="SELECT venue_name FROM venue"),
-    Rule(model="leak1", response="SELECT venue_id, secret_code::int FROM venue"),
-    Rule(model="leak2", contains="Repair round", response="SELECT memo_id FROM memo"),
-    Rule(model="leak2", response="SELECT memo_id, memo_text::int FROM memo"),
-    Rule(model="leak3", response="SELECT venue_id, venue_name, secret_code FROM venue"),
-    Rule(model="leak4", response="SELECT v.*, m.memo_text FROM venue v JOIN memo m "
-                                 "ON m.memo_id = v.venue_id"),
-]
-LEAK_QUESTION = "List the venues with their codes and the memos"
+# one model per value-leak spelling (adversarial_corpus.VALUE_LEAKS); the first writes the
+# PreSQL; failing ones are repaired with a query that runs; the distinct results make the
+# multiple-choice model choose among many options
+LEAK_MODELS = [f"leak_{cid}" for cid, _, _ in VALUE_LEAKS]
+LEAK_RULES = [Rule(contains=MC_ANSWER, response="B")] + [
+    Rule(model=f"leak_{cid}", contains="Repair round", response="SELECT venue_name FROM venue")
+    for cid, _, kind in VALUE_LEAKS if kind == "error"] + [
+    Rule(model=f"leak_{cid}", response=sql) for cid, sql, _ in VALUE_LEAKS]
+# the question names the markers' words but not the markers: value retrieval (trigram) would
+# find them were they not withheld
+LEAK_QUESTION = "List the venues with their optout codes and the memo saying sendoff mark"
 
 
 def _leak_text(conn, trace) -> str:
@@ -906,18 +904,23 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
     sdb.execute("SELECT nl2sql.set_setting('selection', 'multiple_choice')")
     sdb.execute("SELECT nl2sql.set_setting('confidence_threshold', '0')")
     sdb.execute("SELECT nl2sql.add_example(%s, %s)",
-                (f"Which venue has the code {OPTOUT_VALUE} and memo {SENDOFF_VALUE}?",
+                (f"List the venues with optout code {OPTOUT_VALUE} and the memo saying "
+                 f"{SENDOFF_VALUE}",
                  f"SELECT venue_name FROM venue, memo WHERE secret_code = '{OPTOUT_VALUE}' "
                  f"AND memo_text = '{SENDOFF_VALUE}'"))
     try:
-        add_models(sdb, llm, ["leak1", "leak2", "leak3", "leak4"])
+        add_models(sdb, llm, LEAK_MODELS)
         for r in LEAK_RULES:
             llm.add_rule(r)
-        # the data does quote the markers: the errors the repair round is about
-        for sql, mark in (("SELECT secret_code::int FROM venue", OPTOUT_VALUE),
-                          ("SELECT memo_text::int FROM memo", SENDOFF_VALUE)):
-            with pytest.raises(psycopg.errors.InvalidTextRepresentation, match=mark):
-                conn.execute(sql)
+        # the data does carry the markers: each error spelling quotes one, each rows spelling
+        # shows one, when the role runs it itself
+        marker = re.compile(f"{OPTOUT_VALUE[:-3]}|{SENDOFF_VALUE}")
+        for cid, sql, kind in VALUE_LEAKS:
+            if kind == "error":
+                with pytest.raises(psycopg.DataError, match=marker):
+                    conn.execute(sql)
+            else:
+                assert marker.search(json.dumps(conn.execute(sql).fetchall())), cid
         trace = conn.execute("SELECT nl2sql.explain(%s)", (LEAK_QUESTION,)).fetchone()[0]
         sent = json.dumps(llm.requests)
         asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
@@ -927,7 +930,15 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
         assert len([p for p in asked if "Repair round" not in p and MC_ANSWER not in p]) >= 5
         held = trace["values_withheld"]
         assert held["send_values"] == (send_values == "on")
-        assert held["held"]["repair"]["quoted values in errors"] >= 1
+        cands = {c["source"]: c for c in trace["candidates"]}
+        errors = [cid for cid, _, kind in VALUE_LEAKS if kind == "error"]
+        for cid in errors:  # each failed, and its repair round was asked
+            c = cands[f"finsql:leak_{cid}"]
+            assert c["repairs"] and c["repairs"][0]["problem"].startswith(
+                "the query failed"), (cid, c)
+        assert held["held"]["repair"]["quoted values in errors"] >= len(errors)
+        options = [p for p in asked if MC_ANSWER in p][0].count("-- Option ")
+        assert options >= len(VALUE_LEAKS) - len(errors), options
         assert held["held"]["multiple_choice"], held
         assert held["held"]["presql"]["examples masked"] == 1  # the local example, masked
         assert held["held"]["finsql"]["examples masked"] == 1
@@ -953,7 +964,7 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
             assert m not in json.dumps(list(last))
     finally:
         sdb.execute("DELETE FROM nl2sql.example WHERE db_id = 'local' AND question LIKE "
-                    "'Which venue has the code%%'")
+                    "'List the venues with optout code%%'")
         sdb.execute("SELECT nl2sql.reset_setting('selection')")
         sdb.execute("SELECT nl2sql.reset_setting('confidence_threshold')")
 
