@@ -1073,3 +1073,32 @@ def test_no_session_state_is_left_after_a_call(cluster, sdb, llm, user):
         locks = [c for c in trace["candidates"] if "advisory" in (c["reason"] or "")
                  or "volatile" in (c["reason"] or "")]
         assert len(locks) >= len(answers) - 2, [c["reason"] for c in trace["candidates"]]
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+def test_oversized_answers_end_as_refused_candidates_within_the_time_limit(cluster, sdb, llm,
+                                                                           user):
+    """Every entry of adversarial_corpus.OVERSIZED (a 200,000-item IN list, 50,000 nested
+    parentheses, 30,000 tokens, NUL bytes, comment-only answers) as one model's answer, beside a
+    good one: each ends as that candidate's refusal with its reason, the call answers, within
+    the statement's time limit, as a superuser and as an ordinary role."""
+    from adversarial_corpus import OVERSIZED
+
+    names = ["good"] + [f"big_{cid}" for cid, _, _ in OVERSIZED]
+    add_models(sdb, llm, names)
+    llm.add_rule(Rule(model="good", response="SELECT count(*) FROM singer"))
+    for cid, text, _ in OVERSIZED:
+        llm.add_rule(Rule(model=f"big_{cid}", response=text))
+    with cluster.connect(SAFE_DB, user=user) as conn:
+        conn.execute("SET statement_timeout = '20s'")
+        t0 = time.monotonic()
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        took = time.monotonic() - t0
+        assert conn.execute("SELECT 1").fetchone()[0] == 1
+    st = {c["source"]: c for c in trace["candidates"]}
+    for cid, _, why in OVERSIZED:
+        c = st[f"finsql:big_{cid}"]
+        assert c["status"] == "refused" and why in c["reason"], (cid, c["reason"])
+    assert "count" in trace["sql"].lower()
+    print(f"{len(OVERSIZED)} oversized answers refused in {took:.2f} s as {user}")
+    assert took < 20
