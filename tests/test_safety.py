@@ -940,8 +940,9 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
         options = [p for p in asked if MC_ANSWER in p][0].count("-- Option ")
         assert options >= len(VALUE_LEAKS) - len(errors), options
         assert held["held"]["multiple_choice"], held
-        assert held["held"]["presql"]["examples masked"] == 1  # the local example, masked
-        assert held["held"]["finsql"]["examples masked"] == 1
+        # the local example (and, as superuser with send_values off, others of this database)
+        assert held["held"]["presql"]["examples masked"] >= 1
+        assert held["held"]["finsql"]["examples masked"] >= 1
         marks = [OPTOUT_VALUE, "OPTOUT-CODE-78"] + ([SENDOFF_VALUE] if send_values == "off" else [])
         readable = _leak_text(conn, trace)
         for m in marks:

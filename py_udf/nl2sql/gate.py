@@ -112,12 +112,11 @@ class Gate:
         self.send_values = bool(send_values)
         self.held: dict[str, dict[str, int]] = {}
         self._by_table: dict[str, set[str]] = {}
-        names: set[str] = set()
+        self._schema = schema
+        self._words: frozenset[str] | None = None
         withheld: list[str] = []
         for t in schema.tables:
-            names.update({t.name.lower(), t.table.lower(), t.schema.lower()})
             for c in t.columns:
-                names.update({c.name.lower(), c.data_type.lower()})
                 if self.send_values and c.values_allowed:
                     continue
                 withheld.append(f"{t.schema}.{t.table}.{c.name}")
@@ -127,7 +126,17 @@ class Gate:
                     self.note("samples", "sample values", len(c.sample_values))
                     c.sample_values = []
         self.withheld_columns = sorted(withheld)
-        self._schema_words = frozenset(names)
+
+    def _schema_words(self) -> frozenset[str]:
+        """The schema's names (schemas, tables, columns, types), lower-cased; built once."""
+        if self._words is None:
+            names: set[str] = set()
+            for t in self._schema.tables:
+                names.update({t.name.lower(), t.table.lower(), t.schema.lower()})
+                for c in t.columns:
+                    names.update({c.name.lower(), c.data_type.lower()})
+            self._words = frozenset(names)
+        return self._words
 
     @property
     def withholding(self) -> bool:
@@ -341,7 +350,7 @@ class Gate:
         if sqlstate and sqlstate.upper().startswith("P0"):
             self.note(stage, "function error messages")
             return f"a function raised an error (SQLSTATE {sqlstate}); its message is withheld"
-        words = self._schema_words | _sql_words(sql)
+        words = self._schema_words() | _sql_words(sql)
         n = 0
 
         def sub(m: re.Match) -> str:
