@@ -42,6 +42,10 @@ def test_error_details_lose_quoted_data_but_keep_names_and_the_models_own_words(
         ('column "nmae" does not exist', False),             # the model's own word
         ('relation "venue" does not exist', False),          # a schema name
         ('invalid input syntax for type integer: "Side"', False),  # the model's own literal
+        (f'invalid input syntax for type integer: "a"{MARK}"', True),  # a quote inside the value
+        (f'invalid input syntax for type integer: "{MARK}\nsecond line"', True),  # a newline
+        (f"invalid input syntax for type integer: 'it''s {MARK}'", True),
+        (f'invalid value "{MARK[:4]}" for "YYYY"', True),       # part of the value
     ]
     for text, withheld in cases:
         out = g.error("repair", text, sql + " nmae")
@@ -49,7 +53,7 @@ def test_error_details_lose_quoted_data_but_keep_names_and_the_models_own_words(
         assert (WITHHELD in out) == withheld, out
     assert g.error("repair", f"boom {MARK}", sql, "P0001").count(MARK) == 0
     held = g.report()["held"]["repair"]
-    assert held["quoted values in errors"] == 4 and held["error detail lines"] == 1
+    assert held["quoted values in errors"] == 9 and held["error detail lines"] == 2
 
 
 def test_send_values_off_sends_no_rows_only_the_shape():

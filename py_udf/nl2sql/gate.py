@@ -26,8 +26,10 @@ error details          ``Gate.error``: only the message's first line (DETAIL lin
                        keys: ``Key (x)=(...)``, ``Failing row contains``); every quoted span that
                        is not a word of the candidate's own SQL or a name of the schema becomes
                        ``"[value withheld]"`` (PostgreSQL quotes data: ``invalid input syntax for
-                       type integer: "<cell>"``); a message raised by a function (SQLSTATE
-                       class P0) is withheld whole
+                       type integer: "<cell>"``, without escaping a quote inside it: a span
+                       closes only before white space, punctuation or the line's end, and a
+                       quote left open withholds the rest of the line); a message raised by a
+                       function (SQLSTATE class P0) is withheld whole
 =====================  ==========================================================================
 
 A prompt becomes chat messages only through ``Gate.seal``, which returns ``Gated``; ``llm``
@@ -57,8 +59,11 @@ LOCAL_DB = "local"
 """``db_id`` of the examples written for this database (``nl2sql.add_example``'s default)."""
 WITHHELD = "[value withheld]"
 _SEAL = object()
-# a double- or single-quoted span of an error message (doubled quotes inside)
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"|\'((?:[^\']|\'\')*)\'')
+# a double- or single-quoted span of an error message: PostgreSQL does not escape a quote inside
+# a quoted value (`"a"b"`), so a span closes only at a quote followed by the end of the line,
+# white space or punctuation; a quote left open withholds the rest of the line
+_QUOTED = re.compile(r'"(.*?)"(?=$|[\s,.;:)\]])|\'(.*?)\'(?=$|[\s,.;:)\]])')
+_OPEN_QUOTE = re.compile(r'["\']')
 _MAX_ERROR_CHARS = 2000
 
 
@@ -356,12 +361,18 @@ class Gate:
         def sub(m: re.Match) -> str:
             nonlocal n
             inner = m.group(1) if m.group(1) is not None else m.group(2)
-            if inner.replace('""', '"').replace("''", "'").lower() in words:
+            if inner.lower() in words:
                 return m.group(0)
             n += 1
             return f'"{WITHHELD}"'
 
         out = _QUOTED.sub(sub, line)
+        kept = [m.span() for m in _QUOTED.finditer(out)]
+        for m in _OPEN_QUOTE.finditer(out):  # a quote outside every closed span: open to the end
+            if not any(a <= m.start() < b for a, b in kept):
+                out = out[:m.start()] + f'"{WITHHELD}"'
+                n += 1
+                break
         self.note(stage, "quoted values in errors", n)
         if len(text.splitlines()) > 1:
             self.note(stage, "error detail lines", len(text.splitlines()) - 1)
