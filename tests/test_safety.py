@@ -1011,6 +1011,7 @@ def test_cancel_stops_a_call_within_a_second_while_a_candidate_runs(cluster, sdb
             th.join(10)
             took = out.get("done", float("inf")) - t0
             assert isinstance(out.get("error"), psycopg.errors.QueryCanceled), out
+            print(f"cancel during a running candidate as {user}: returned in {took:.3f} s")
             assert took < 1.0, took
             assert other.execute("SELECT 1").fetchone()[0] == 1
     finally:
@@ -1032,10 +1033,13 @@ def test_after_twenty_trickling_calls_the_next_question_is_answered_normally(sdb
         drips = [r for r in trace["finsql"]["replies"] if r["model"].startswith("drip")]
         assert len(drips) == 4 and all(r["error"] and r["text"] is None for r in drips), drips
         assert trace["sql"] is not None
-    assert time.monotonic() - t0 < 5 * 3
+    took = time.monotonic() - t0
+    assert took < 5 * 3
     sdb.execute("SELECT nl2sql.remove_model(name) FROM nl2sql.model WHERE name LIKE 'drip%%'")
     t1 = time.monotonic()
     sql = analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
+    print(f"5 questions x 4 trickling models in {took:.2f} s; next question "
+          f"{time.monotonic() - t1:.3f} s")
     assert "count" in sql.lower() and time.monotonic() - t1 < 2.0
 
 

@@ -52,7 +52,7 @@ from sqlglot.errors import SqlglotError
 from . import prompts
 from .errors import CandidateRefused, GateError
 from .names import resolve
-from .sqlcheck import parse_one
+from .sqlcheck import parse_shared
 from .types import Example, Schema
 
 LOCAL_DB = "local"
@@ -236,7 +236,7 @@ class Gate:
         if not self.send_values:
             return True
         try:
-            tree = parse_one(sql)
+            tree = parse_shared(sql)
         except (CandidateRefused, SqlglotError, RecursionError):
             return True
         return self._tainted(tree)
@@ -264,7 +264,7 @@ class Gate:
     def _allowed_outputs(self, sql: str | None) -> list[bool] | None:
         """Per output column of ``sql``: may its values be sent? None: none may."""
         try:
-            tree = parse_one(sql or "")
+            tree = parse_shared(sql or "")
         except (CandidateRefused, SqlglotError, RecursionError):
             return None
         if not self._tainted(tree):
@@ -415,7 +415,7 @@ def _sql_words(sql: str | None) -> frozenset[str]:
 def _without_literals(sql: str) -> str:
     """``sql`` with every string literal replaced by ``'value'`` and every number by 0."""
     try:
-        tree = parse_one(sql)
+        tree = parse_shared(sql)
     except (CandidateRefused, SqlglotError, RecursionError):
         return "SELECT ..."
 
