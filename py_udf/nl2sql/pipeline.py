@@ -807,10 +807,11 @@ def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:
     d = c.to_json()
     if not gate.withholding:
         return d
-    d["reason"] = gate.error("trace", c.reason, c.sql, c.sqlstate)
+    if not (c.reason or "").startswith("no answer"):  # a model's failure, already redacted
+        d["reason"] = gate.error("trace", c.reason, c.sql or c.raw_text, c.sqlstate)
     d["sample_rows"] = gate.rows("trace", c.sql, d["sample_rows"])[0]
-    for r in d["repairs"]:
-        if r.get("reason"):
+    for r in d["repairs"]:  # an attempt's database error or refusal (not a model's failure)
+        if r.get("reason") and r.get("status") in (Status.ERROR, Status.REFUSED, Status.TIMEOUT):
             r["reason"] = gate.error("trace", r["reason"], r.get("sql"))
     return d
 

@@ -62,12 +62,11 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     """
     if c.status == Status.OK:
         return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
+    if c.status == Status.REFUSED and ((c.reason or "").startswith("no answer")
+                                       or c.cleaning[-1:] == ["refused"]):
+        return None  # no answer; or past cleaning's caps, a NUL, only a comment: nothing to show
     reason = gate.error("repair", c.reason, c.sql or c.raw_text, c.sqlstate) if gate else c.reason
     if c.status == Status.REFUSED:
-        if (c.reason or "").startswith("no answer"):
-            return None
-        if c.cleaning[-1:] == ["refused"]:  # past cleaning's caps, a NUL, only a comment:
-            return None                      # nothing to show the model again
         return f"the query was refused: {reason}"
     if c.status == Status.TIMEOUT:
         return f"the query did not finish within the time limit ({reason})"
