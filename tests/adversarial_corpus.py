@@ -156,3 +156,39 @@ OVERSIZED: list[tuple[str, str, str]] = [
     ("block_comment_only", "/* SELECT name FROM singer */", "only a comment"),
     ("fenced_comment_only", "```sql\n-- SELECT count(*) FROM singer;\n```", "only a comment"),
 ]
+
+# Value leaks: candidates whose *error message* or *result rows* carry a cell value the value
+# rules keep from every model (``gate.py``): an opted-out column (``venue.secret_code``, values
+# ``OPTOUT-CODE-77``/``-78``) and, with ``send_values = off``, an ordinary one
+# (``memo.memo_text``, ``SENDOFF-MARK-42``). ``"error"``: the database's message quotes the
+# cell (PostgreSQL quotes data in errors: ``invalid input syntax for type integer: "<cell>"``),
+# so the repair round must not send it; ``"rows"``: the rows show it, so a multiple-choice
+# option must not. Each entry: (id, SQL, kind). tests/test_safety.py creates the tables.
+VALUE_LEAKS: list[tuple[str, str, str]] = [
+    ("cast_int", "SELECT venue_id, secret_code::int FROM venue", "error"),
+    ("cast_spelled", "SELECT CAST(v.secret_code AS integer) FROM venue AS v", "error"),
+    ("cast_date", "SELECT secret_code::date FROM venue", "error"),
+    ("cast_numeric", "SELECT sum(secret_code::numeric) FROM venue", "error"),
+    ("cast_boolean", "SELECT venue_name FROM venue WHERE secret_code::boolean", "error"),
+    ("cast_uuid", "SELECT secret_code::uuid FROM venue", "error"),
+    ("cast_interval", "SELECT secret_code::interval FROM venue", "error"),
+    ("cast_range", "SELECT secret_code::int4range FROM venue", "error"),
+    ("cast_array_elem", "SELECT ARRAY[secret_code]::int[] FROM venue", "error"),
+    ("cast_in_where", "SELECT count(*) FROM venue WHERE secret_code::int > 1", "error"),
+    ("cast_memo", "SELECT memo_id, memo_text::int FROM memo", "error"),
+    ("rows_plain", "SELECT venue_id, venue_name, secret_code FROM venue", "rows"),
+    ("rows_alias", "SELECT v.secret_code AS label FROM venue v ORDER BY 1", "rows"),
+    ("rows_function", "SELECT upper(secret_code) AS u, venue_id FROM venue", "rows"),
+    ("rows_star", "SELECT * FROM venue WHERE venue_id = 1", "rows"),
+    ("rows_table_star", "SELECT v.* FROM venue v WHERE v.venue_id = 2", "rows"),
+    ("rows_whole_row", "SELECT v FROM venue v", "rows"),
+    ("rows_cte", "WITH x AS (SELECT secret_code AS a FROM venue) SELECT a, 1 AS one FROM x",
+     "rows"),
+    ("rows_derived", "SELECT s.a FROM (SELECT secret_code AS a FROM venue) AS s WHERE s.a <> ''",
+     "rows"),
+    ("rows_union", "SELECT secret_code FROM venue UNION ALL SELECT 'x'", "rows"),
+    ("rows_scalar_subquery", "SELECT (SELECT max(secret_code) FROM venue) AS m, 2 AS two",
+     "rows"),
+    ("rows_json", "SELECT json_agg(secret_code) FROM venue", "rows"),
+    ("rows_memo", "SELECT memo_id, memo_text FROM memo", "rows"),
+]

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from conftest import add_models
+from nl2sql.gate import open_gate
 from nl2sql.generation import candidates_from, finsql_calls, variant_inputs
 from nl2sql.types import Column, Example, LLMReply, ModelConfig, Schema, Table
 from nl2sql_indexer.loopback import Rule
@@ -356,7 +357,7 @@ def test_prompt_variants_differ_in_examples_and_table_order_and_are_stable():
 def test_finsql_calls_cover_models_variants_and_samples():
     models = [ModelConfig("m1", "m1"), ModelConfig("m2", "m2", temperature=0.3)]
     calls = finsql_calls(models, "How many?", _schema(), _examples(6), 3, 3, None,
-                         variants=2, samples=3, sample_temperature=0.9)
+                         variants=2, samples=3, sample_temperature=0.9, gate=open_gate())
     assert [(c.model.name, c.variant, c.n) for c in calls] == [
         ("m1", 0, 3), ("m2", 0, 3), ("m1", 1, 3), ("m2", 1, 3)]
     assert calls[0].temperature == 0.9        # configured at 0: sampled at sample_temperature

@@ -4,10 +4,12 @@ from __future__ import annotations
 import time
 
 from nl2sql import llm as llm_mod
+from nl2sql.gate import open_gate
 from nl2sql.types import LLMReply, ModelConfig
 
 
 KNOWN = {"singer", "stadium", "concert", "singer_in_concert"}
+MSG = open_gate().seal("test", "q")  # what the model layer sends: messages the gate sealed
 
 
 def _delayed_models(monkeypatch, delays: dict[str, float]) -> list[ModelConfig]:
@@ -22,11 +24,11 @@ def _delayed_models(monkeypatch, delays: dict[str, float]) -> list[ModelConfig]:
 
 def test_work_during_a_round_is_not_counted_as_model_wait(monkeypatch):
     cfgs = _delayed_models(monkeypatch, {"a": 0.3, "b": 0.5})
-    rnd = llm_mod.call_models_during([(c, []) for c in cfgs], lambda: time.sleep(0.2))
+    rnd = llm_mod.call_models_during([(c, MSG) for c in cfgs], lambda: time.sleep(0.2))
     assert [r.text for r in rnd.replies] == ["SELECT 'a'", "SELECT 'b'"]
     assert 450 <= rnd.wait_ms < 650 and 190 <= rnd.work_ms < 300  # hidden behind the models
     t0 = time.monotonic()
-    rnd = llm_mod.call_models_during([(c, []) for c in cfgs], lambda: time.sleep(0.8))
+    rnd = llm_mod.call_models_during([(c, MSG) for c in cfgs], lambda: time.sleep(0.8))
     assert time.monotonic() - t0 >= 0.8
     assert 450 <= rnd.wait_ms < 650  # the 0.3 s of work after the last reply is not model time
 
@@ -36,7 +38,7 @@ def test_replies_reach_on_reply_as_they_arrive_with_the_calls_still_out(monkeypa
     seen: list[tuple[int, str, int, float]] = []
     t0 = time.monotonic()
     rnd = llm_mod.call_models_during(
-        [(c, []) for c in cfgs], None,
+        [(c, MSG) for c in cfgs], None,
         on_reply=lambda i, r, out: seen.append((i, r.model, out, time.monotonic() - t0)))
     assert [(i, m, out) for i, m, out, _ in seen] == [(1, "fast", 2), (2, "mid", 1), (0, "slow", 0)]
     assert seen[0][3] < 0.25 and seen[1][3] < 0.55  # handled while the slower ones ran
@@ -56,7 +58,7 @@ def test_call_models_abandons_a_call_at_the_statement_budget(monkeypatch):
     cfgs = [ModelConfig(name="slow", model="s", timeout_s=30),
             ModelConfig(name="fast", model="f", timeout_s=30)]
     t0 = time.monotonic()
-    replies = llm_mod.call_models([(c, []) for c in cfgs], budget_s=0.5)
+    replies = llm_mod.call_models([(c, MSG) for c in cfgs], budget_s=0.5)
     took = time.monotonic() - t0
     assert took < 1.5
     assert replies[0].text is None and "statement_timeout" in replies[0].error
@@ -83,11 +85,11 @@ def test_trickling_models_end_at_their_deadline_and_never_starve_later_calls():
         before = _llm_threads()
         t0 = time.monotonic()
         for q in range(20):  # 20 questions, 4 trickling calls each (80 calls at once)
-            rnd = llm_mod.call_models([(slow, [{"role": "user", "content": f"q{q}"}])] * 4)
+            rnd = llm_mod.call_models([(slow, open_gate().seal("test", f"q{q}"))] * 4)
             assert all(r.text is None and "1 s" in r.error for r in rnd)
         assert time.monotonic() - t0 < 20 * 1.6
         t1 = time.monotonic()
-        (reply,) = llm_mod.call_models([(fast, [{"role": "user", "content": "ordinary"}])])
+        (reply,) = llm_mod.call_models([(fast, open_gate().seal("test", "ordinary"))])
         assert reply.text == "SELECT 2" and reply.error is None
         assert time.monotonic() - t1 < 1.0
         # the abandoned calls do not linger: each ended at its deadline (+ slack)
@@ -105,7 +107,25 @@ def test_call_model_cuts_a_trickling_reply_at_its_hard_deadline():
         cfg = ModelConfig(name="slow", model="slow", base_url=server.base_url, timeout_s=0.7,
                           max_retries=2)
         t0 = time.monotonic()
-        reply = llm_mod.call_model(cfg, [{"role": "user", "content": "q"}])
+        reply = llm_mod.call_model(cfg, MSG)
         took = time.monotonic() - t0
         assert reply.text is None and "0.7 s" in reply.error
         assert 0.6 <= took < 0.7 + 0.3, took
+
+
+def test_a_message_that_did_not_pass_the_gate_never_reaches_a_model():
+    """llm sends only what gate.Gate.seal made: plain messages are refused before any call,
+    and a Gated built by hand cannot exist."""
+    import pytest
+
+    from nl2sql.errors import GateError
+    from nl2sql.gate import Gated
+
+    cfg = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9", timeout_s=1)
+    plain = [{"role": "user", "content": "q"}]
+    with pytest.raises(GateError):
+        llm_mod.call_model(cfg, plain)
+    with pytest.raises(GateError):
+        llm_mod.call_models([(cfg, plain)])
+    with pytest.raises(GateError):
+        Gated("presql", tuple(plain))

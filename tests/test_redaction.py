@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nl2sql import llm as llm_mod
+from nl2sql.gate import open_gate
 from nl2sql.redaction import MASK, env_secrets, redact, redact_obj
 from nl2sql.types import ModelConfig
 from nl2sql_indexer.loopback import LoopbackLLM, Rule
@@ -65,7 +66,7 @@ def test_a_401_echoing_the_key_gives_a_redacted_model_error(monkeypatch):
                              response=f"Incorrect API key provided: {KEY}. Try again."))
         cfg = ModelConfig(name="keyed", model="keyed", base_url=server.base_url,
                           api_key_env="NL2SQL_REDACT_KEY", timeout_s=5, max_retries=0)
-        reply = llm_mod.call_model(cfg, [{"role": "user", "content": "q"}])
+        reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
     finally:
         server.stop()
     assert reply.text is None and "HTTP 401" in reply.error

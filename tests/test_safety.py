@@ -17,7 +17,7 @@ import time
 import psycopg
 import pytest
 
-from adversarial_corpus import CORPUS
+from adversarial_corpus import CORPUS, VALUE_LEAKS
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
 from nl2sql.safety import (VOLATILE_ALLOWLIST, check_functions, denied_by_name,
                            denied_by_signature, function_names)
@@ -48,6 +48,7 @@ SECRETS = ["payroll", "employee_label", "wage_band", "Zorblax Quuxington", "Band
            "private_phone", "PHONE-SECRET-5551"]
 RLS_VALUE = "RLS-HIDDEN-TIP"
 OPTOUT_VALUE = "OPTOUT-CODE-77"
+SENDOFF_VALUE = "SENDOFF-MARK-42"   # an ordinary column: kept from models only by send_values = off
 
 EXTRA_SQL = f"""
 CREATE TABLE payroll (payroll_id int PRIMARY KEY, employee_label text, wage_band text);
@@ -59,6 +60,8 @@ INSERT INTO tips VALUES (1, '{RLS_VALUE}'), (2, 'another tip');
 ALTER TABLE tips ENABLE ROW LEVEL SECURITY;
 CREATE TABLE venue (venue_id int PRIMARY KEY, venue_name text, secret_code text);
 INSERT INTO venue VALUES (1, 'Main Hall', '{OPTOUT_VALUE}'), (2, 'Side Room', 'OPTOUT-CODE-78');
+CREATE TABLE memo (memo_id int PRIMARY KEY, memo_text text);
+INSERT INTO memo VALUES (1, '{SENDOFF_VALUE}'), (2, 'plain memo');
 CREATE SEQUENCE adv_seq;
 SELECT nextval('adv_seq');
 CREATE FUNCTION adv_writer() RETURNS int LANGUAGE sql AS
@@ -87,7 +90,7 @@ DO $$BEGIN
         CREATE ROLE {ROLE} LOGIN;
     END IF;
 END$$;
-GRANT SELECT ON singer, stadium, concert, singer_in_concert, tips, venue TO {ROLE};
+GRANT SELECT ON singer, stadium, concert, singer_in_concert, tips, venue, memo TO {ROLE};
 GRANT SELECT (contact_id, display_name) ON contact TO {ROLE};
 """
 
@@ -239,11 +242,29 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
                  "SELECT nl2sql.add_example('q', 'SELECT 1')"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(call)
-    # the log writer never attributes a row to a role the session may not act as
-    log_id = analyst_conn.execute(
-        "SELECT nl2sql._log_query('postgres', 'forged?', NULL, NULL, NULL, '{}')").fetchone()[0]
-    assert analyst_conn.execute("SELECT role_name FROM nl2sql.my_query_log WHERE id = %s",
-                                (log_id,)).fetchone()[0] == ROLE
+
+
+@pytest.mark.parametrize("token", [None, "", "0" * 64, "forged"])
+def test_only_the_pipeline_writes_the_query_log(sdb, analyst_conn, llm, token):
+    """nl2sql._log_query called directly, by an ordinary role or a superuser, with no token or a
+    guessed one, is refused and writes nothing; nl2sql() still logs the role's question."""
+    forge = ("SELECT nl2sql._log_query(%s, %s, 'forged?', 'SELECT 1', 1, NULL, '{}')")
+    before = sdb.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0]
+    for conn, who in ((analyst_conn, ROLE), (sdb, "postgres")):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="only nl2sql"):
+            conn.execute(forge, (token, who))
+    assert sdb.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0] == before
+    assert sdb.execute("SELECT count(*) FROM nl2sql.query_log WHERE question = 'forged?'"
+                       ).fetchone()[0] == 0
+    add_models(sdb, llm, ["logm"])
+    llm.set_default("SELECT count(*) FROM singer")
+    assert analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
+    row = analyst_conn.execute("SELECT role_name, question FROM nl2sql.my_query_log "
+                               "ORDER BY id DESC LIMIT 1").fetchone()
+    assert row == (ROLE, Q)
+    # a token is good once: the writer refused just after a logged call still refuses
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        analyst_conn.execute(forge, (token, ROLE))
 
 
 def test_value_lookup_acts_only_for_a_role_the_session_may_be(sdb, analyst_conn):
@@ -320,7 +341,8 @@ def test_role_without_select_never_sees_the_table_in_prompts_or_explain(sdb, ana
         for s in SECRETS:
             assert s.lower() not in text.lower(), f"explain shows {s!r} to {ROLE}"
         # the trace says which readable columns' values were kept from the model
-        assert {"public.venue.secret_code", "public.tips.tip_text"} <= set(trace["values_withheld"])
+        assert {"public.venue.secret_code", "public.tips.tip_text"} <= set(
+            trace["values_withheld"]["columns"])
     assert analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
     rows = analyst_conn.execute("SELECT * FROM nl2sql.ask(%s)", (Q,)).fetchall()
     assert len(rows) == 1
@@ -815,17 +837,18 @@ def _vm_hwm_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.parametrize("user", ["postgres", ROLE])
 def test_a_wide_result_is_stopped_at_max_result_bytes_and_the_backend_stays_small(cluster, sdb,
-                                                                                  llm):
+                                                                                  llm, user):
     """A candidate producing ~96 MB of text is stopped at the byte budget in the database (the
     backend's peak memory grows far less than the result), refused with its reason, and the
-    other model's right answer is chosen."""
+    other model's right answer is chosen; as a superuser and as an ordinary role."""
     add_models(sdb, llm, ["wide", "ok"])
     llm.add_rule(Rule(model="wide", response=(
         "SELECT repeat(md5(g::text), 100000) AS s FROM generate_series(1, 30) AS g")))
     llm.add_rule(Rule(model="ok", response="SELECT count(*) FROM singer"))
     sdb.execute("SELECT nl2sql.set_setting('max_result_bytes', '10000000')")
-    conn = cluster.connect(SAFE_DB)
+    conn = cluster.connect(SAFE_DB, user=user)
     try:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         conn.execute("SELECT nl2sql.explain(%s)", (Q,))  # warm: Python, models, plans loaded
@@ -841,3 +864,248 @@ def test_a_wide_result_is_stopped_at_max_result_bytes_and_the_backend_stays_smal
     assert "count" in trace["sql"].lower()
     print(f"backend VmHWM before {before} kB, after {after} kB, growth {after - before} kB")
     assert after - before < 64 * 1024, (before, after)  # the result is ~96 MB
+
+
+# --------------------------------------------------------------------------------------------
+# value leaks: every text bound for a model passes one gate (gate.py)
+# --------------------------------------------------------------------------------------------
+
+MC_ANSWER = "Answer with one letter"
+# one model per value-leak spelling (adversarial_corpus.VALUE_LEAKS); the first writes the
+# PreSQL; failing ones are repaired with a query that runs; the distinct results make the
+# multiple-choice model choose among many options
+LEAK_MODELS = [f"leak_{cid}" for cid, _, _ in VALUE_LEAKS]
+LEAK_RULES = [Rule(contains=MC_ANSWER, response="B")] + [
+    Rule(model=f"leak_{cid}", contains="Repair round", response="SELECT venue_name FROM venue")
+    for cid, _, kind in VALUE_LEAKS if kind == "error"] + [
+    Rule(model=f"leak_{cid}", response=sql) for cid, sql, _ in VALUE_LEAKS]
+# the question names the markers' words but not the markers: value retrieval (trigram) would
+# find them were they not withheld
+LEAK_QUESTION = "List the venues with their optout codes and the memo saying sendoff mark"
+
+
+def _leak_text(conn, trace) -> str:
+    """Everything of one call the asking role can read: the trace (explain), its log rows."""
+    rows = conn.execute("SELECT question, sql, error, trace::text FROM nl2sql.my_query_log "
+                        "WHERE id = %s", (trace["log_id"],)).fetchall()
+    assert rows
+    return json.dumps(trace) + json.dumps([list(r) for r in rows])
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
+        sdb, analyst_conn, llm, as_role, send_values):
+    """Markers in protected data: an opted-out column (venue.secret_code) and, with
+    send_values = off, an ordinary column (memo.memo_text). A recording loopback endpoint;
+    PreSQL, FinSQL, repair (errors quoting the cell: invalid input syntax for type integer),
+    multiple choice (options' first rows), and a local example quoting the opted-out value.
+    No marker in any request body, in explain, in the role's log rows or in a raised error."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    sdb.execute("SELECT nl2sql.set_setting('selection', 'multiple_choice')")
+    sdb.execute("SELECT nl2sql.set_setting('confidence_threshold', '0')")
+    sdb.execute("SELECT nl2sql.add_example(%s, %s)",
+                (f"List the venues with optout code {OPTOUT_VALUE} and the memo saying "
+                 f"{SENDOFF_VALUE}",
+                 f"SELECT venue_name FROM venue, memo WHERE secret_code = '{OPTOUT_VALUE}' "
+                 f"AND memo_text = '{SENDOFF_VALUE}'"))
+    try:
+        add_models(sdb, llm, LEAK_MODELS)
+        for r in LEAK_RULES:
+            llm.add_rule(r)
+        # the data does carry the markers: each error spelling quotes one, each rows spelling
+        # shows one, when the role runs it itself
+        marker = re.compile(f"{OPTOUT_VALUE[:-3]}|{SENDOFF_VALUE}")
+        for cid, sql, kind in VALUE_LEAKS:
+            if kind == "error":
+                with pytest.raises(psycopg.DataError, match=marker):
+                    conn.execute(sql)
+            else:
+                assert marker.search(json.dumps(conn.execute(sql).fetchall())), cid
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (LEAK_QUESTION,)).fetchone()[0]
+        sent = json.dumps(llm.requests)
+        asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+        # every stage was reached
+        assert any("Repair round 1" in p for p in asked), "no repair round"
+        assert any(MC_ANSWER in p for p in asked), trace["vote"]
+        assert len([p for p in asked if "Repair round" not in p and MC_ANSWER not in p]) >= 5
+        held = trace["values_withheld"]
+        assert held["send_values"] == (send_values == "on")
+        cands = {c["source"]: c for c in trace["candidates"]}
+        errors = [cid for cid, _, kind in VALUE_LEAKS if kind == "error"]
+        for cid in errors:  # each failed, and its repair round was asked
+            c = cands[f"finsql:leak_{cid}"]
+            assert c["repairs"] and c["repairs"][0]["problem"].startswith(
+                "the query failed"), (cid, c)
+        assert held["held"]["repair"]["quoted values in errors"] >= len(errors)
+        options = [p for p in asked if MC_ANSWER in p][0].count("-- Option ")
+        assert options >= len(VALUE_LEAKS) - len(errors), options
+        assert held["held"]["multiple_choice"], held
+        # the local example (and, as superuser with send_values off, others of this database)
+        assert held["held"]["presql"]["examples masked"] >= 1
+        assert held["held"]["finsql"]["examples masked"] >= 1
+        marks = [OPTOUT_VALUE, "OPTOUT-CODE-78"] + ([SENDOFF_VALUE] if send_values == "off" else [])
+        readable = _leak_text(conn, trace)
+        for m in marks:
+            assert m not in sent, f"a request body holds {m!r}"
+            assert m not in readable, f"explain or the log holds {m!r}"
+        if send_values == "off":
+            assert "--   row:" not in "".join(asked) and "rows withheld" in "".join(asked)
+        else:  # the positive control: values that are allowed do reach the prompts
+            assert SENDOFF_VALUE in sent and "Main Hall" in sent
+        # a call that fails names its errors without the markers
+        llm.clear()
+        llm.set_default("SELECT venue_id, secret_code::int FROM venue")
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("SELECT nl2sql(%s)", (LEAK_QUESTION,))
+        assert "no candidate executed" in str(err.value)
+        last = conn.execute("SELECT error, trace::text FROM nl2sql.my_query_log "
+                            "ORDER BY id DESC LIMIT 1").fetchone()
+        for m in marks:
+            assert m not in str(err.value) and m not in json.dumps(llm.requests)
+            assert m not in json.dumps(list(last))
+    finally:
+        sdb.execute("DELETE FROM nl2sql.example WHERE db_id = 'local' AND question LIKE "
+                    "'List the venues with optout code%%'")
+        sdb.execute("SELECT nl2sql.reset_setting('selection')")
+        sdb.execute("SELECT nl2sql.reset_setting('confidence_threshold')")
+
+
+# --------------------------------------------------------------------------------------------
+# cancellation, abandoned calls, session state: as an ordinary role and as a superuser
+# --------------------------------------------------------------------------------------------
+
+LONG_CANDIDATE = ("SELECT count(*) FROM generate_series(1, 100000000) a, "
+                  "generate_series(1, 1000) b")
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+def test_cancel_stops_a_call_within_a_second_while_a_candidate_runs(cluster, sdb, llm, user):
+    """pg_cancel_backend while a long candidate executes (its own time limit is 60 s) ends the
+    call with QueryCanceled within a second, and the backend answers the next query."""
+    import threading
+
+    sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '60000')")
+    add_models(sdb, llm, ["long_cand"])
+    llm.set_default(LONG_CANDIDATE)
+    try:
+        with cluster.connect(SAFE_DB, user=user) as other:
+            pid = other.info.backend_pid
+            out: dict = {}
+
+            def ask():
+                try:
+                    other.execute("SELECT nl2sql(%s)", (Q,))
+                except psycopg.Error as e:
+                    out["error"] = e
+                out["done"] = time.monotonic()
+
+            th = threading.Thread(target=ask)
+            th.start()
+            deadline = time.monotonic() + 30
+            while len(llm.requests) < 2 and time.monotonic() < deadline:  # PreSQL and FinSQL
+                time.sleep(0.05)
+            time.sleep(1.0)  # the candidate is running now (it runs for minutes)
+            assert "done" not in out, out
+            t0 = time.monotonic()
+            sdb.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            th.join(10)
+            took = out.get("done", float("inf")) - t0
+            assert isinstance(out.get("error"), psycopg.errors.QueryCanceled), out
+            print(f"cancel during a running candidate as {user}: returned in {took:.3f} s")
+            assert took < 1.0, took
+            assert other.execute("SELECT 1").fetchone()[0] == 1
+    finally:
+        sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '5000')")
+
+
+def test_after_twenty_trickling_calls_the_next_question_is_answered_normally(sdb, analyst_conn,
+                                                                            llm):
+    """Five questions, each with four models that trickle their replies a byte at a time (20
+    abandoned calls, each cut at its 1 s deadline), then an ordinary question: answered at
+    once by its model."""
+    add_models(sdb, llm, ["fastq", "drip1", "drip2", "drip3", "drip4"], timeout_s=1)
+    for m in ("drip1", "drip2", "drip3", "drip4"):
+        llm.add_rule(Rule(model=m, response="SELECT 1", trickle_s=0.05))
+    llm.add_rule(Rule(model="fastq", response="SELECT count(*) FROM singer"))
+    t0 = time.monotonic()
+    for i in range(5):
+        trace = analyst_conn.execute("SELECT nl2sql.explain(%s)", (f"{Q} ({i})",)).fetchone()[0]
+        drips = [r for r in trace["finsql"]["replies"] if r["model"].startswith("drip")]
+        assert len(drips) == 4 and all(r["error"] and r["text"] is None for r in drips), drips
+        assert trace["sql"] is not None
+    took = time.monotonic() - t0
+    assert took < 5 * 3
+    sdb.execute("SELECT nl2sql.remove_model(name) FROM nl2sql.model WHERE name LIKE 'drip%%'")
+    t1 = time.monotonic()
+    sql = analyst_conn.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
+    print(f"5 questions x 4 trickling models in {took:.2f} s; next question "
+          f"{time.monotonic() - t1:.3f} s")
+    assert "count" in sql.lower() and time.monotonic() - t1 < 2.0
+
+
+def _session_state(conn) -> dict:
+    """What a session can carry past a statement: locks, prepared statements, cursors,
+    temporary relations, LISTEN channels, settings changed in the session."""
+    q = {
+        "advisory": "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() "
+                    "AND locktype = 'advisory'",
+        "prepared": "SELECT count(*) FROM pg_prepared_statements",
+        "cursors": "SELECT count(*) FROM pg_cursors",
+        "temp": "SELECT count(*) FROM pg_class WHERE relpersistence = 't'",
+        "listen": "SELECT count(*) FROM pg_listening_channels()",
+        "settings": "SELECT string_agg(name || '=' || setting, ',' ORDER BY name) FROM pg_settings "
+                    "WHERE source = 'session'",
+        "read_only": "SHOW transaction_read_only",
+    }
+    return {k: conn.execute(v).fetchone()[0] for k, v in q.items()}
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+def test_no_session_state_is_left_after_a_call(cluster, sdb, llm, user):
+    """Candidates taking advisory locks by every route, setting a parameter, and ordinary ones:
+    after the call the backend holds exactly the session state it held before."""
+    answers = [sql for cid, sql, kind in CORPUS if kind == "lock"] + [
+        "SELECT set_config('work_mem', '1GB', false)", "SELECT count(*) FROM singer"]
+    names = [f"st{i}" for i in range(len(answers))]
+    add_models(sdb, llm, names)
+    for n, sql in zip(names, answers):
+        llm.add_rule(Rule(model=n, response=sql))
+    with cluster.connect(SAFE_DB, user=user) as conn:
+        before = _session_state(conn)
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        assert _session_state(conn) == before
+        assert trace["sql"] is not None
+        locks = [c for c in trace["candidates"] if "advisory" in (c["reason"] or "")
+                 or "volatile" in (c["reason"] or "")]
+        assert len(locks) >= len(answers) - 2, [c["reason"] for c in trace["candidates"]]
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+def test_oversized_answers_end_as_refused_candidates_within_the_time_limit(cluster, sdb, llm,
+                                                                           user):
+    """Every entry of adversarial_corpus.OVERSIZED (a 200,000-item IN list, 50,000 nested
+    parentheses, 30,000 tokens, NUL bytes, comment-only answers) as one model's answer, beside a
+    good one: each ends as that candidate's refusal with its reason, the call answers, within
+    the statement's time limit, as a superuser and as an ordinary role."""
+    from adversarial_corpus import OVERSIZED
+
+    names = ["good"] + [f"big_{cid}" for cid, _, _ in OVERSIZED]
+    add_models(sdb, llm, names)
+    llm.add_rule(Rule(model="good", response="SELECT count(*) FROM singer"))
+    for cid, text, _ in OVERSIZED:
+        llm.add_rule(Rule(model=f"big_{cid}", response=text))
+    with cluster.connect(SAFE_DB, user=user) as conn:
+        conn.execute("SET statement_timeout = '20s'")
+        t0 = time.monotonic()
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        took = time.monotonic() - t0
+        assert conn.execute("SELECT 1").fetchone()[0] == 1
+    st = {c["source"]: c for c in trace["candidates"]}
+    for cid, _, why in OVERSIZED:
+        c = st[f"finsql:big_{cid}"]
+        assert c["status"] == "refused" and why in c["reason"], (cid, c["reason"])
+    assert "count" in trace["sql"].lower()
+    print(f"{len(OVERSIZED)} oversized answers refused in {took:.2f} s as {user}")
+    assert took < 20

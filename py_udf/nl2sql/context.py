@@ -24,6 +24,7 @@ from .masking import mask_question
 from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
     merge_matches, vector_phrases
 from .example_selection import Selection, dail_select, presql_skeleton
+from .gate import Gate
 from .question import validate_question
 from .settings import Settings, get_settings
 from .timing import StageTimer
@@ -264,7 +265,7 @@ def add_columns(plpy, ctx: Context, schema: Schema) -> float:
     return round((time.perf_counter() - t) * 1000, 3)
 
 
-def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
+def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
                   ) -> tuple[str, Schema, dict]:
     """Build the PreSQL prompt, pruning the schema when it is over the token budget.
 
@@ -283,6 +284,7 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
         schema: the schema the role may read.
         st: the settings (``sample_values``, ``k_examples``, ``link_value_min``,
             ``prompt_token_budget``).
+        gate: the call's gate: the values and examples shown pass it.
 
     Returns:
         ``(prompt, schema used, info)``; info: ``pruned``, ``tokens_full``, ``tokens``
@@ -293,13 +295,14 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
         EmbeddingError: pruning needed the question's embedding and the model is missing.
     """
     n_values = st.sample_values
-    examples = ctx.candidates[:st.k_examples]
+    examples = gate.examples("presql", ctx.candidates[:st.k_examples])
     vmin = st.link_value_min
+    shown = gate.values("presql", value_triples(schema, ctx.values))
 
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
         return prompts.build_prompt(ctx.question, s, examples, n_values, ctx.evidence,
-                                    value_triples(schema, ctx.values, tables))
+                                    [v for v in shown if v[0] in tables])
 
     keep = []
     for name, _c, _v in value_triples(schema, linking_values(schema, ctx.values, vmin)):
@@ -347,7 +350,7 @@ def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Setting
 
 
 def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
-                  st: Settings) -> tuple[str, Schema]:
+                  st: Settings, gate: Gate) -> tuple[str, Schema]:
     """Build the FinSQL prompt from the linked schema and the selected examples.
 
     Source: PET-SQL (Li et al. 2024) §3.3, the FinSQL prompt over the linked schema.
@@ -358,6 +361,7 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
         linked: the linking of ``finsql_context``.
         sel: the DAIL selection of ``finsql_context``.
         st: the settings (``sample_values``).
+        gate: the call's gate: the values and examples shown pass it.
 
     Returns:
         ``(prompt, schema used)``: the schema holds the linked tables only (the whole schema
@@ -366,9 +370,9 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
     """
     fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
     tables = {t.name for t in fin_schema.tables}
-    prompt = prompts.build_prompt(ctx.question, fin_schema, sel.examples,
+    prompt = prompts.build_prompt(ctx.question, fin_schema, gate.examples("finsql", sel.examples),
                                   st.sample_values, ctx.evidence,
-                                  value_triples(schema, ctx.values, tables))
+                                  gate.values("finsql", value_triples(schema, ctx.values, tables)))
     return prompt, fin_schema
 
 
@@ -442,12 +446,13 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
     with timer.stage("schema_ms"):
         schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path),
                                      st.sample_values)
+    gate = Gate(schema, st.send_values)
     ctx = retrieve_context(plpy, q, evidence, schema, st)
     with timer.stage("prompt_ms"):
-        pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st)
+        pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st, gate)
         timer.exclude(ctx.timings.get("columns_ms", 0.0))
     prompt_ms = timer.timings["prompt_ms"]
-    examples = [e.__dict__ for e in ctx.candidates[:st.k_examples]]
+    examples = [e.__dict__ for e in gate.examples("trace", ctx.candidates[:st.k_examples])]
     # what nl2sql() does while the PreSQL call is out
     ctx.timings["values_ms"] = round(ctx.timings["values_ms"]
                                      + add_vector_values(plpy, ctx, schema, st), 3)
@@ -459,7 +464,9 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
     if presql:
         linked, sel = finsql_context(ctx, schema, presql, st)
         out.update(linking_trace(linked, sel))
-        out["finsql_prompt"] = finsql_prompt(ctx, schema, linked, sel, st)[0]
+        out["selection"]["examples"] = [e.__dict__ for e in gate.examples("trace", sel.examples)]
+        out["finsql_prompt"] = finsql_prompt(ctx, schema, linked, sel, st, gate)[0]
+    out["values_withheld"] = gate.report()
     out["timings"] = {"schema_ms": round(timer.timings["schema_ms"], 3), **ctx.timings,
                       "prompt_ms": round(prompt_ms, 3),
                       "retrieval_ms": round(sum(ctx.timings.values()) + prompt_ms, 3)}

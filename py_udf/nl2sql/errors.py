@@ -51,3 +51,7 @@ class NoCandidateError(Nl2sqlError, RuntimeError):
 
 class ResultTooLarge(Nl2sqlError, RuntimeError):
     """A query's rows passed the byte budget (setting ``max_result_bytes``); it was stopped."""
+
+
+class GateError(Nl2sqlError, TypeError):
+    """A text was about to reach a model without passing the gate (``gate.py``): a bug."""

@@ -219,6 +219,7 @@ def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, ma
             raise  # the user's own cancel
         cand.status = Status.ERROR
         cand.reason = str(err).splitlines()[0][:500]
+        cand.sqlstate = getattr(err, "sqlstate", None)
         return cand
     cand.exec_ms = round(elapsed, 3)
     if rows and rows[-1] is None:
@@ -227,7 +228,8 @@ def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, ma
     cand.truncated = len(rows) > max_rows
     parsed = [row_from_json(r) for r in rows[:max_rows]]
     cand.row_count = len(parsed)
-    cand.sample_rows = [r[:300] for r in rows[:3]]  # shown to a multiple-choice selector
+    # shown to a multiple-choice selector through gate.Gate.rows (whole rows parse as JSON)
+    cand.sample_rows = [r[:2000] for r in rows[:3]]
     cand.result_hash = result_signature(parsed, ordered=ordered)
     cand.status = Status.OK
     return cand

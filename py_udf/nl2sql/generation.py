@@ -25,6 +25,7 @@ from .alignment import ValueIndex, align_values
 from .cleaning import clean
 from .errors import CandidateRefused, Nl2sqlError
 from .execute import DEFAULT_MAX_BYTES, run_candidate
+from .gate import Gate
 from .safety import check_candidate_in_db
 from .sqlcheck import referenced_tables, to_sql
 from .types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
@@ -48,13 +49,16 @@ class GenCall:
     n: int = 1
     temperature: float | None = None
 
-    def as_call(self) -> tuple:
+    def as_call(self, gate: Gate) -> tuple:
         """Return the request as one entry of ``llm.call_models``' ``calls``.
 
+        Args:
+            gate: the call's gate (the prompt was built from parts that passed it).
+
         Returns:
-            ``(model, messages, n, temperature)``, the messages from ``prompts.messages``.
+            ``(model, messages, n, temperature)``, the messages sealed by ``gate.seal``.
         """
-        return (self.model, prompts.messages(self.prompt), self.n, self.temperature)
+        return (self.model, gate.seal("finsql", self.prompt), self.n, self.temperature)
 
 
 def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int,
@@ -90,7 +94,8 @@ def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int
 def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
                  examples: list[Example], k: int, n_values: int, evidence: str | None,
                  variants: int = 1, samples: int = 1, sample_temperature: float = 1.0,
-                 values: list[tuple[str, str, str]] | None = None) -> list[GenCall]:
+                 values: list[tuple[str, str, str]] | None = None, *,
+                 gate: Gate) -> list[GenCall]:
     """Plan the FinSQL requests for one question.
 
     For each prompt variant (0..variants−1) and each model, one request of ``samples``
@@ -113,10 +118,14 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
         sample_temperature: temperature for temperature-0 models when ``samples`` > 1.
         values: retrieved ``(table prompt name, column, value)`` triples shown in every
             prompt, or None.
+        gate: the call's gate: values and examples pass it (``Gate.values``,
+            ``Gate.examples``).
 
     Returns:
         The ``GenCall`` list, variant-major (all models' variant 0 first).
     """
+    values = gate.values("finsql", values or [])
+    examples = gate.examples("finsql", examples)
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
         sch, exs = variant_inputs(schema, examples, k, v, question)
@@ -293,7 +302,7 @@ class Evaluator:
             plpy.SPIError: the user cancelled the statement.
         """
         c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = Status.PENDING, None, None, None, None
-        c.sample_rows = []
+        c.sample_rows, c.sqlstate = [], None
         if self.prepare(c, text):
             t0 = time.perf_counter()
             if self._runs is None:
@@ -315,4 +324,4 @@ class _NeverRaised(Exception):
 
 
 _RUN_FIELDS = ("status", "reason", "result_hash", "row_count", "truncated", "exec_ms",
-               "sample_rows")
+               "sample_rows", "sqlstate")

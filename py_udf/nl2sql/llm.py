@@ -31,6 +31,8 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
+from .errors import GateError
+from .gate import Gated
 from .redaction import env_secrets, redact
 from .types import LLMReply, ModelConfig
 
@@ -168,7 +170,7 @@ def _client(cfg: ModelConfig, deadline: _Deadline):
     return client
 
 
-def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
+def call_model(cfg: ModelConfig, messages: Gated,
                timeout_s: float | None = None, n: int = 1,
                temperature: float | None = None) -> LLMReply:
     """Make one chat-completions call to a model's OpenAI-compatible endpoint.
@@ -183,7 +185,8 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
     Args:
         cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
             max_tokens, timeout_s, max_retries).
-        messages: chat messages, ``[{"role": ..., "content": ...}, ...]``.
+        messages: the chat messages as the gate sealed them (``gate.Gate.seal``): nothing
+            else reaches a model.
         timeout_s: the call's hard deadline in seconds, retries and a trickling reply
             included (its connections are shut down then); None or 0 uses ``cfg.timeout_s``.
         n: number of samples asked for in one request (self-consistency); at least 1.
@@ -193,7 +196,13 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
         ``LLMReply``: ``text`` (the first sample; None on failure), ``choices`` (every
         non-empty sample's text), ``error`` (None on success), ``latency_ms`` (wall time,
         milliseconds), ``prompt_tokens`` and ``completion_tokens`` (0 when not reported).
+
+    Raises:
+        GateError: ``messages`` did not come from the gate (a bug, not a model failure).
     """
+    if not isinstance(messages, Gated):
+        raise GateError(f"nl2sql: model {cfg.name!r} was asked with messages that did not pass "
+                        f"the gate ({type(messages).__name__}); build them with gate.Gate.seal")
     t0 = time.perf_counter()
     timeout_s = timeout_s or cfg.timeout_s
     secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
@@ -204,7 +213,7 @@ def call_model(cfg: ModelConfig, messages: list[dict[str, str]],
 
         client = _client(cfg, deadline)
         resp = client.chat.completions.create(
-            model=cfg.model, messages=messages,
+            model=cfg.model, messages=messages.as_list(),
             temperature=cfg.temperature if temperature is None else temperature,
             max_tokens=cfg.max_tokens, n=max(1, int(n)), timeout=timeout_s)
         texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
@@ -275,7 +284,7 @@ def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
 
     Args:
         calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the
-            arguments of ``call_model``.
+            arguments of ``call_model`` (``messages`` sealed by ``gate.Gate.seal``).
         on_wait: called on the calling thread every ``WAIT_SLICE_S`` seconds (0.2) while
             waiting; it may raise to cancel (e.g. QueryCanceled from a trivial SPI call), and
             the exception then propagates with the outstanding calls abandoned. None for none.
@@ -284,6 +293,9 @@ def call_models(calls: list[tuple], on_wait: Callable[[], None] | None = None,
 
     Returns:
         One ``LLMReply`` per call, in the order of ``calls``.
+
+    Raises:
+        GateError: a call's messages did not come from the gate.
     """
     return call_models_during(calls, None, on_wait, budget_s).replies
 
@@ -296,7 +308,7 @@ def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
 
     Args:
         calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the
-            arguments of ``call_model``.
+            arguments of ``call_model`` (``messages`` sealed by ``gate.Gate.seal``).
         work: what the pipeline would otherwise do before or after the round (inside
             PostgreSQL: SPI and CPU work that needs no reply of this round); run once, right
             after the calls are submitted. Exceptions it raises propagate (the calls are then
@@ -316,9 +328,16 @@ def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
         replies), ``wait_ms`` (only the models' time, until the last reply arrived or was
         abandoned, so work that outlasts the models counts as the caller's own time) and
         ``work_ms`` (the time of ``work``), both in milliseconds.
+
+    Raises:
+        GateError: a call's messages did not come from the gate.
     """
     t0 = time.monotonic()
     calls = [(c[0], c[1], c[2] if len(c) > 2 else 1, c[3] if len(c) > 3 else None) for c in calls]
+    for cfg, msgs, *_ in calls:  # refused here, on the calling thread, before anything is sent
+        if not isinstance(msgs, Gated):
+            raise GateError(f"nl2sql: model {cfg.name!r} was asked with messages that did not "
+                            f"pass the gate; build them with gate.Gate.seal")
     limits = [min(cfg.timeout_s, budget_s) if budget_s is not None else cfg.timeout_s
               for cfg, *_ in calls]
     limits = [max(x, 0.05) for x in limits]

@@ -45,12 +45,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import catalog, context, prompts, safety, spi, value_policy
+from . import catalog, context, prompts, safety, spi
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
 from .errors import ConfigError, Nl2sqlError
 from .example_selection import Selection
+from .gate import Gate
 from .generation import Evaluator, GenCall, candidates_from, finsql_calls
 from .hardness import hardness, route
 from .linking import Linked
@@ -75,6 +76,8 @@ class Run:
         evidence: the caller's hint text, or None.
         trace: the call's trace, filled in by the stages.
         timer: the call's stage timer.
+        gate: the gate every text bound for a model passes (the asking role's value rules),
+            set by ``question_stage``.
     """
 
     plpy: Any
@@ -84,6 +87,7 @@ class Run:
     evidence: str | None
     trace: dict[str, Any]
     timer: StageTimer
+    gate: Gate | None = None
 
     def on_wait(self) -> None:
         """Let a pending cancel land; called between slices of a model wait.
@@ -308,7 +312,8 @@ def question_stage(run: Run) -> Asked:
 
     Returns:
         Asked: the question, its rewritten form and the schema. Sets ``trace["rewriting"]``
-        (when rewritten) and ``trace["values_withheld"]``.
+        (when rewritten), ``run.gate`` (the asking role's value rules, ``gate.Gate``) and
+        ``trace["values_withheld"]``.
 
     Raises:
         NotIndexedError: nothing the role may read is indexed.
@@ -318,7 +323,8 @@ def question_stage(run: Run) -> Asked:
     q_prompt = rewrite_question(run.plpy, q, run.st, run.trace)
     path = catalog.parse_search_path(run.plpy, run.search_path)
     schema = catalog.load_schema(run.plpy, path, run.st.sample_values)
-    run.trace["values_withheld"] = value_policy.withheld_value_columns(schema)
+    run.gate = Gate(schema, run.st.send_values)
+    run.trace["values_withheld"] = run.gate.report()
     return Asked(q, q_prompt, schema)
 
 
@@ -343,7 +349,8 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
-    run.trace["examples"] = [e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
+    run.trace["examples"] = [e.__dict__ for e in
+                             run.gate.examples("trace", ctx.candidates[:run.st.k_examples])]
     return ctx
 
 
@@ -367,7 +374,8 @@ def presql_prompt_stage(run: Run, asked: Asked, ctx: Context) -> str:
     Raises:
         EmbeddingError: pruning needed an embedding and the model is missing.
     """
-    prompt, _schema, pruning = context.presql_prompt(run.plpy, ctx, asked.schema, run.st)
+    prompt, _schema, pruning = context.presql_prompt(run.plpy, ctx, asked.schema, run.st,
+                                                     run.gate)
     run.trace["pruning"] = pruning
     run.timer.add_all(ctx.timings)
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))
@@ -422,14 +430,14 @@ def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
         EmbeddingError: the embedding model is missing (``presql_overlap``).
     """
-    rnd = call_models_during([(run.models[0], prompts.messages(prompt))],
+    rnd = call_models_during([(run.models[0], run.gate.seal("presql", prompt))],
                              partial(presql_overlap, run, ctx, asked.schema), run.on_wait,
                              run.budget_s())
     run.timer.waited("presql", rnd.wait_ms)
     run.trace.update(context.context_trace(ctx))
     if ctx.remasked:
         run.trace["examples_after_vector_values"] = [
-            e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
+            e.__dict__ for e in run.gate.examples("trace", ctx.candidates[:run.st.k_examples])]
     return PreSQL(prompt, rnd.replies[0])
 
 
@@ -473,6 +481,8 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
         linked, selection = context.finsql_context(ctx, asked.schema, None, run.st)
         level = None
     run.trace.update(context.linking_trace(linked, selection))
+    run.trace["selection"]["examples"] = [
+        e.__dict__ for e in run.gate.examples("trace", selection.examples)]
     names = [m.name for m in run.models]
     voters, why = route(level, run.st.hardness_voters, names)
     run.trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
@@ -513,7 +523,8 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
                          variants=st.prompt_variants, samples=st.samples_per_model,
                          sample_temperature=st.sample_temperature,
                          values=context.value_triples(asked.schema, ctx.values,
-                                                      {tb.name for tb in link.schema.tables}))
+                                                      {tb.name for tb in link.schema.tables}),
+                         gate=run.gate)
     reply = pre.reply
     pc = Candidate(source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text,
                    prompt=pre.prompt)
@@ -601,7 +612,7 @@ def finsql_stage(run: Run, plan: FinsqlPlan, link: Linking) -> list[LLMReply]:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
     """
     overlap = FinsqlOverlap(run.timer, plan)
-    rnd = call_models_during([c.as_call() for c in plan.calls], overlap.work, run.on_wait,
+    rnd = call_models_during([c.as_call(run.gate) for c in plan.calls], overlap.work, run.on_wait,
                              run.budget_s(), overlap.on_reply)
     run.timer.waited("finsql", rnd.wait_ms)
     calls = plan.calls
@@ -676,7 +687,7 @@ def repair_stage(run: Run, ctx: Context, pre: PreSQL, plan: FinsqlPlan,
     rep = repair_loop(cands, {m.name: m for m in run.models},
                       partial(_prompt_of, pre.prompt), plan.evaluator,
                       [v.to_json() for v in ctx.values], run.st.repair_rounds,
-                      run.on_wait, run.budget_s)
+                      run.on_wait, run.budget_s, gate=run.gate)
     run.timer.waited("repair", rep["llm_wait_ms"])
     run.trace["repair"] = rep
     return rep
@@ -716,13 +727,19 @@ def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) ->
     if st.selection != "multiple_choice" or len(v.groups) <= 1:
         return Selected(v)
     mc_model = pick_selection_model(run.models, st.selection_model)
-    rows = {c.result_hash: c.sample_rows for c in cands if c.status == Status.OK}
+    rows: dict[str, list[str]] = {}
+    notes: dict[str, str] = {}
+    for c in cands:  # each option's rows pass the gate (rows / columns withheld, shapes kept)
+        if c.status == Status.OK and c.result_hash not in rows:
+            rows[c.result_hash], note = run.gate.rows("multiple_choice", c.sql, c.sample_rows)
+            if note:
+                notes[c.result_hash] = note
     mc_prompt = multiple_choice_prompt(
         asked.prompt_question, v.groups,
-        prompts.render_schema(link.schema, st.sample_values), rows, run.evidence)
+        prompts.render_schema(link.schema, st.sample_values), rows, run.evidence, notes)
     with run.timer.model_wait("multiple_choice"):
-        replies = call_models([(mc_model, prompts.messages(mc_prompt))], run.on_wait,
-                              run.budget_s())
+        replies = call_models([(mc_model, run.gate.seal("multiple_choice", mc_prompt))],
+                              run.on_wait, run.budget_s())
     choice = parse_choice(replies[0].text, len(v.groups))
     v = apply_choice(v, choice, mc_model.name, replies[0].text or replies[0].error)
     run.trace["multiple_choice"] = {"model": mc_model.name, "prompt": mc_prompt,
@@ -752,7 +769,7 @@ def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[
         Nothing.
     """
     trace, v = run.trace, sel.vote
-    trace["candidates"] = [c.to_json() for c in cands]
+    trace["candidates"] = [gated_candidate(run.gate, c) for c in cands]
     trace["vote"] = {"sql": v.sql, "confidence": v.confidence, "reason": v.reason,
                      "method": v.method, "groups": v.groups, "dropped": v.dropped}
     trace["sql"] = v.sql
@@ -767,8 +784,36 @@ def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[
             trace["error"] = ("nl2sql: every model failed: "
                               + "; ".join(sorted({r.error for r in all_replies if r.error})))
         else:
-            reasons = "; ".join(f"{c.source}: {c.reason}" for c in cands)
+            reasons = "; ".join(f"{c['source']}: {c['reason']}" for c in trace["candidates"])
             trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
+    trace["values_withheld"] = run.gate.report()
+
+
+def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:
+    """A candidate as the trace keeps it: errors and rows through the gate's rules.
+
+    The trace is logged and shown (``explain``, ``my_query_log``, the error ``nl2sql()``
+    raises); while values are withheld it holds no more of them than a model was sent: the
+    database's error messages lose quoted values (``Gate.error``) and sample rows lose withheld
+    columns (``Gate.rows``).
+
+    Args:
+        gate: the call's gate.
+        c: the candidate.
+
+    Returns:
+        ``c.to_json()``, with ``reason``, ``sample_rows`` and each repair's ``reason`` gated.
+    """
+    d = c.to_json()
+    if not gate.withholding:
+        return d
+    if not (c.reason or "").startswith("no answer"):  # a model's failure, already redacted
+        d["reason"] = gate.error("trace", c.reason, c.sql or c.raw_text, c.sqlstate)
+    d["sample_rows"] = gate.rows("trace", c.sql, d["sample_rows"])[0]
+    for r in d["repairs"]:  # an attempt's database error or refusal (not a model's failure)
+        if r.get("reason") and r.get("status") in (Status.ERROR, Status.REFUSED, Status.TIMEOUT):
+            r["reason"] = gate.error("trace", r["reason"], r.get("sql"))
+    return d
 
 
 def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:

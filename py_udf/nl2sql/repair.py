@@ -20,11 +20,12 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from . import prompts
 from .alignment import literal_comparisons
 from .cleaning import clean
 from .llm import call_models
+from . import prompts
 from .errors import CandidateRefused
+from .gate import Gate
 from .spi import quote_literal
 from .sqlcheck import parse_one
 from .types import Candidate, ModelConfig, Status
@@ -40,11 +41,15 @@ class RepairOutcome(StrEnum):
     UNCHANGED = "unchanged"   # the model repeated its SQL: repair stopped
 
 
-def feedback(c: Candidate) -> str | None:
+def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     """Say what went wrong with a candidate, for the repair prompt.
+
+    The reason is the check's or the database's message; with a gate, the message passes
+    ``Gate.error`` (quoted data withheld while values are withheld).
 
     Args:
         c: a checked and executed (or refused) candidate.
+        gate: the call's gate, or None for the message as it is (what the trace keeps).
 
     Returns:
         One sentence on the problem (empty result, refusal with its reason, timeout, execution
@@ -57,16 +62,16 @@ def feedback(c: Candidate) -> str | None:
     """
     if c.status == Status.OK:
         return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
+    if c.status == Status.REFUSED and ((c.reason or "").startswith("no answer")
+                                       or c.cleaning[-1:] == ["refused"]):
+        return None  # no answer; or past cleaning's caps, a NUL, only a comment: nothing to show
+    reason = gate.error("repair", c.reason, c.sql or c.raw_text, c.sqlstate) if gate else c.reason
     if c.status == Status.REFUSED:
-        if (c.reason or "").startswith("no answer"):
-            return None
-        if c.cleaning[-1:] == ["refused"]:  # past cleaning's caps, a NUL, only a comment:
-            return None                      # nothing to show the model again
-        return f"the query was refused: {c.reason}"
+        return f"the query was refused: {reason}"
     if c.status == Status.TIMEOUT:
-        return f"the query did not finish within the time limit ({c.reason})"
+        return f"the query did not finish within the time limit ({reason})"
     if c.status == Status.ERROR:
-        return f"the query failed with the error: {c.reason}"
+        return f"the query failed with the error: {reason}"
     return None
 
 
@@ -113,7 +118,8 @@ def repair_prompt(base_prompt: str, sql: str | None, problem: str, values: list[
     return "\n\n".join(parts)
 
 
-def relevant_values(c: Candidate, ev, question_values: list[dict]) -> list[str]:
+def relevant_values(c: Candidate, ev, question_values: list[dict],
+                    gate: Gate | None = None) -> list[str]:
     """Collect the cell values worth showing for a failing candidate.
 
     First, for each of the first 5 string literals the candidate's SQL compares with a
@@ -126,6 +132,8 @@ def relevant_values(c: Candidate, ev, question_values: list[dict]) -> list[str]:
             literal lookup when ``ev.values`` is None).
         question_values: values retrieved for the question, as ``ValueMatch.to_json()`` dicts
             (keys ``table``, ``column``, ``value``).
+        gate: the call's gate: values of withheld columns are dropped (``Gate.values``);
+            None keeps them all.
 
     Returns:
         Distinct strings of the form ``table.column: 'v1', 'v2'`` (single quotes in values
@@ -133,28 +141,30 @@ def relevant_values(c: Candidate, ev, question_values: list[dict]) -> list[str]:
 
     Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
     """
-    out: list[str] = []
+    found: list[tuple[str, str, str]] = []
     if c.sql and ev.values is not None:
         try:
             tree = parse_one(c.sql)
             for lit, col in literal_comparisons(tree, ev.schema)[:5]:
                 near = ev.values.nearest_values(col, lit.this, 3)
                 if near:
-                    vals = ", ".join(quote_literal(v) for v in near)
-                    out.append(f"{col[1]}.{col[2]}: {vals}")
+                    found.append((col[1], col[2], ", ".join(quote_literal(v) for v in near)))
         except CandidateRefused:
             pass
     for v in question_values[:5]:
-        s = f"{v['table']}.{v['column']}: {quote_literal(v['value'])}"
-        if s not in out:
-            out.append(s)
-    return out
+        t = (v["table"], v["column"], quote_literal(v["value"]))
+        if t not in found:
+            found.append(t)
+    if gate is not None:
+        return gate.value_lines("repair", found)
+    return [f"{t}.{col}: {vals}" for t, col, vals in found]
 
 
 def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_of: Callable[[Candidate], str],
                 ev, question_values: list[dict], max_rounds: int,
                 on_wait: Callable[[], None] | None = None,
-                budget_s: Callable[[], float | None] | None = None) -> dict[str, Any]:
+                budget_s: Callable[[], float | None] | None = None, *,
+                gate: Gate) -> dict[str, Any]:
     """Run the repair rounds over the candidates, in place.
 
     See the module docstring: each round sends every candidate that ``feedback`` says needs
@@ -176,6 +186,8 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
             raise to cancel); None for none.
         budget_s: called before each round; gives the seconds left before the caller's
             statement_timeout, or None (no limit). None: no limit.
+        gate: the call's gate: each problem's error text (``Gate.error``) and relevant values
+            (``Gate.values``) pass it, and each repair prompt is sealed by it.
 
     Returns:
         Summary for the trace: ``{"rounds": [{"round", "candidates", "repaired"}, ...],
@@ -192,7 +204,7 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
                                "completion_tokens": 0}
     active = [c for c in cands if feedback(c) and c.model in models]
     # per candidate: the last attempt's problem, SQL shown to the model, and cleaned answer
-    problem_of = {id(c): feedback(c) for c in active}
+    problem_of = {id(c): feedback(c, gate) for c in active}
     shown_sql = {id(c): c.sql or c.raw_text for c in active}
     last_answer = {id(c): clean(c.raw_text, ev.dialects.get(c.model, "postgres")).sql
                    for c in active}
@@ -202,10 +214,10 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
         jobs = []
         for c in active:
             p = repair_prompt(prompt_of(c), shown_sql[id(c)], problem_of[id(c)],
-                              relevant_values(c, ev, question_values), r, max_rounds)
+                              relevant_values(c, ev, question_values, gate), r, max_rounds)
             jobs.append((c, p))
         t0 = time.perf_counter()
-        replies = call_models([(models[c.model], prompts.messages(p)) for c, p in jobs], on_wait,
+        replies = call_models([(models[c.model], gate.seal("repair", p)) for c, p in jobs], on_wait,
                               budget_s() if budget_s else None)
         summary["llm_wait_ms"] += (time.perf_counter() - t0) * 1000
         still: list[Candidate] = []
@@ -235,13 +247,13 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
             c.repairs.append(entry)
             if _rank(trial) > _rank(c):
                 for f in ("sql", "status", "reason", "result_hash", "row_count", "truncated",
-                          "exec_ms", "tables", "cleaning", "alignments", "sample_rows"):
+                          "exec_ms", "tables", "cleaning", "alignments", "sample_rows", "sqlstate"):
                     setattr(c, f, getattr(trial, f))
                 c.raw_text = rep.text
             if _rank(trial) == 2:
                 fixed += 1
                 continue
-            problem_of[id(c)] = feedback(trial) or problem_of[id(c)]
+            problem_of[id(c)] = feedback(trial, gate) or problem_of[id(c)]
             shown_sql[id(c)] = trial.sql or answer
             still.append(c)
         summary["rounds"].append({"round": r, "candidates": [c.source for c, _ in jobs],

@@ -26,7 +26,9 @@ as the calling role (every user-facing function is SECURITY INVOKER).
 """
 from __future__ import annotations
 
+import hmac
 import json
+import secrets
 from collections.abc import Callable, Iterable
 
 from sqlglot import exp
@@ -489,22 +491,84 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
     return len(targets)
 
 
+# The one-time token of the log row being written (``log_query`` → ``write_log``): it lives only
+# in this backend's Python interpreter, which only PL/Python code can reach (plpython3u is
+# untrusted: only superusers create functions in it), so no role can pass it by itself.
+_log_token: str | None = None
+
+
 def log_query(plpy, trace: dict) -> int | None:
-    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (SECURITY DEFINER:
-    ordinary roles cannot write the log table directly); returns its id, or None on a server in
-    recovery (read replica), where nothing is written.
+    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query``.
+
+    The writer is SECURITY DEFINER (ordinary roles cannot write the log table) and accepts the
+    row only with the one-time token issued here for it (``write_log``): a role that calls
+    ``nl2sql._log_query`` itself is refused, so the log holds only what the pipeline wrote.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
         trace: the call's trace (already redacted by the caller).
 
     Returns:
-        The log row's id, or None.
+        The log row's id, or None on a server in recovery (read replica), where nothing is
+        written.
+
+    Raises:
+        plpy.SPIError: the insert failed.
     """
+    global _log_token
     if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
         return None
-    res = spi.query(plpy, "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",
-                    [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-                     trace.get("error"), json.dumps(trace, default=str)],
-                    ["text", "text", "float8", "text", "text"])
+    _log_token = secrets.token_hex(32)
+    try:
+        res = spi.query(
+            plpy, "SELECT nl2sql._log_query($1, current_user, $2, $3, $4, $5, $6::jsonb) AS id",
+            [_log_token, trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
+             trace.get("error"), json.dumps(trace, default=str)],
+            ["text", "text", "text", "float8", "text", "text"])
+    finally:
+        _log_token = None
     return res[0]["id"]
+
+
+def write_log(plpy, sd: dict, token: str | None, role_name: str | None, question: str | None,
+              sql: str | None, confidence: float | None, error: str | None,
+              trace: str | None) -> int:
+    """Insert one ``nl2sql.query_log`` row: the body of ``nl2sql._log_query`` (SECURITY DEFINER).
+
+    The row is written only when ``token`` is the one-time token ``log_query`` issued for it
+    (compared in constant time, and used up either way). It is attributed to ``role_name``
+    only when the session may act as that role, else to ``session_user``
+    (``nl2sql._acting_role``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sd: the function's static dictionary (``SD``): the prepared insert is kept there.
+        token: the token the caller passed.
+        role_name: the role the row is for.
+        question: the question.
+        sql: the chosen SQL, or None.
+        confidence: the vote's confidence, or None.
+        error: the call's error, or None.
+        trace: the trace as JSON text.
+
+    Returns:
+        The new row's id.
+
+    Raises:
+        plpy.Error: (SQLSTATE 42501, through ``plpy.error``) without the pipeline's token:
+            the caller is not ``nl2sql()``, ``nl2sql.explain()`` or ``nl2sql.ask()``.
+    """
+    global _log_token
+    expected, _log_token = _log_token, None
+    if not (expected and token and hmac.compare_digest(expected.encode(), token.encode())):
+        plpy.error("nl2sql._log_query: only nl2sql(), nl2sql.explain() and nl2sql.ask() write "
+                   "the query log", hint="ask a question with nl2sql(); read your rows in "
+                   "nl2sql.my_query_log", sqlstate="42501")
+    plan = sd.get("insert")
+    if plan is None:
+        plan = plpy.prepare(
+            "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace) "
+            "VALUES (nl2sql._acting_role($1), $2, $3, $4, $5, $6::jsonb) RETURNING id",
+            ["name", "text", "text", "float8", "text", "text"])
+        sd["insert"] = plan
+    return plpy.execute(plan, [role_name, question, sql, confidence, error, trace])[0]["id"]

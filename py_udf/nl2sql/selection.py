@@ -157,7 +157,8 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
 
 def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_text: str,
                            rows: dict[str, list[str]] | None = None,
-                           evidence: str | None = None) -> str:
+                           evidence: str | None = None,
+                           notes: dict[str, str] | None = None) -> str:
     """Build the user message of the multiple-choice selection.
 
     The message holds the schema, the hint (evidence), one option per group (letters A, B, …
@@ -169,8 +170,11 @@ def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_t
         question: the question (natural language).
         groups: ``Vote.groups`` of ``select``, best first.
         schema_text: the schema as the prompts show it.
-        rows: result hash → the group's row texts (``row_to_json`` text); None for no rows.
+        rows: result hash → the group's row texts (``row_to_json`` text) as the gate let them
+            through (``gate.Gate.rows``); None for no rows.
         evidence: BIRD-style external knowledge for the question, or None.
+        notes: result hash → what the gate withheld from that option's rows (shown as a
+            comment line); None for none.
 
     Returns:
         The user message text.
@@ -188,6 +192,8 @@ def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_t
                  f"{g['row_count']} rows)", g["sql"] + ";"]
         for r in (rows or {}).get(g["result_hash"], [])[:3]:
             lines.append(f"--   row: {r[:200]}")
+        if (notes or {}).get(g["result_hash"]):
+            lines.append(f"--   ({notes[g['result_hash']]})")
         parts.append("\n".join(lines))
     parts.append("/* Answer with one letter: which option answers the question? */")
     parts.append(f"{QUESTION_MARKER}{question.strip()} */")

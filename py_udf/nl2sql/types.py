@@ -229,8 +229,9 @@ class Candidate:
         cleaning: names of the cleaning steps applied (cleaning.py).
         alignments: literals snapped to cell values (alignment.py), one dict each.
         repairs: repair rounds (repair.py), one dict each.
-        sample_rows: the first (at most 3) result rows as ``row_to_json`` texts, each cut at 300
-            characters.
+        sample_rows: the first (at most 3) result rows as ``row_to_json`` texts, each cut at
+            2,000 characters (300 in the trace); what reaches a model passes ``gate.Gate.rows``.
+        sqlstate: the SQLSTATE of the execution error, or None.
         prompt: the FinSQL prompt variant it answered (not in the trace), or None.
     """
 
@@ -249,16 +250,19 @@ class Candidate:
     alignments: list[dict[str, Any]] = field(default_factory=list)  # literals snapped to cell values
     repairs: list[dict[str, Any]] = field(default_factory=list)     # repair rounds (repair.py)
     sample_rows: list[str] = field(default_factory=list)   # first rows (row_to_json text)
+    sqlstate: str | None = None        # the execution error's SQLSTATE
     prompt: str | None = None          # the FinSQL prompt variant it answered (not in the trace)
 
     def to_json(self) -> dict[str, Any]:
         """Return the candidate as a JSON-able dict for the trace.
 
         Returns:
-            Every field but ``prompt`` (the prompt is in the trace's ``finsql`` part).
+            Every field but ``prompt`` (the prompt is in the trace's ``finsql`` part); sample
+            rows cut at 300 characters.
         """
         d = asdict(self)
         d.pop("prompt", None)
+        d["sample_rows"] = [r[:300] for r in d["sample_rows"]]
         return d
 
 

@@ -236,24 +236,24 @@ CREATE OR REPLACE VIEW nl2sql.my_query_log WITH (security_barrier) AS
 GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
                 nl2sql.visible_cell_value, nl2sql.visible_example, nl2sql.my_query_log TO PUBLIC;
 
--- The one write a user call needs: its query_log row. SECURITY DEFINER, pinned search_path;
--- the row is attributed to the given role only when the session may act as it (SET ROLE),
--- else to session_user: never to a role the caller is not (e.g. when called from inside some
--- other SECURITY DEFINER function, current_user is that function's owner).
-CREATE OR REPLACE FUNCTION nl2sql._log_query(role_name name, question text, sql text,
-                                             confidence float8, error text, trace jsonb)
-RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    new_id bigint;
-    who name := nl2sql._acting_role(_log_query.role_name);
-BEGIN
-    INSERT INTO nl2sql.query_log AS q (role_name, question, sql, confidence, error, trace)
-    VALUES (who, _log_query.question, _log_query.sql, _log_query.confidence,
-            _log_query.error, _log_query.trace)
-    RETURNING q.id INTO new_id;
-    RETURN new_id;
-END
-$$;
+-- The one write a user call needs: its query_log row. The log holds only what the pipeline
+-- wrote: the writer is SECURITY DEFINER (ordinary roles cannot write the table) and accepts a
+-- row only with the one-time token the pipeline issued for it in this backend's Python
+-- interpreter (nl2sql.safety.log_query): the token never leaves the server process, and only
+-- code that runs inside PL/Python can read it, i.e. functions in plpython3u, an untrusted
+-- language in which only superusers can create functions. A role calling the writer itself
+-- has no token and is refused (SQLSTATE 42501). The row is attributed to the given role only
+-- when the session may act as it (SET ROLE), else to session_user: never to a role the caller
+-- is not (e.g. when called from inside some other SECURITY DEFINER function, current_user is
+-- that function's owner).
+CREATE OR REPLACE FUNCTION nl2sql._log_query(token text, role_name name, question text,
+                                             sql text, confidence float8, error text,
+                                             trace jsonb)
+RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import safety
+return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace)
+$py$;
 
 -- Per-table/column cell-value policy (see nl2sql.value_policy); re-indexes the table's values.
 CREATE OR REPLACE FUNCTION nl2sql.set_value_policy(tbl regclass, send_values boolean,

@@ -1,0 +1,116 @@
+"""The gate every text bound for a model passes (gate.py), without a server: value rules on
+error messages, result rows, retrieved values and examples; ``values_withheld``."""
+from __future__ import annotations
+
+import json
+
+from nl2sql.gate import WITHHELD, Gate
+from nl2sql.types import Column, Example, Schema, Table
+
+MARK = "MARKER-5f3a"
+
+
+def _schema(opt_out: bool = True) -> Schema:
+    venue = Table("venue", "public", "venue", [
+        Column("venue_id", "integer", True, sample_values=["1", "2"]),
+        Column("venue_name", "text", sample_values=["Main Hall"]),
+        Column("secret_code", "text", sample_values=[MARK] if not opt_out else [],
+               values_allowed=not opt_out)])
+    singer = Table("singer", "public", "singer", [
+        Column("singer_id", "integer", True), Column("name", "text", sample_values=["Ann"])])
+    return Schema([venue, singer])
+
+
+def test_nothing_withheld_passes_everything_unchanged():
+    g = Gate(_schema(opt_out=False), True)
+    assert not g.withholding
+    err = f'invalid input syntax for type integer: "{MARK}"'
+    assert g.error("repair", err, "SELECT 1") == err
+    rows = [json.dumps({"secret_code": MARK})]
+    assert g.rows("multiple_choice", "SELECT secret_code FROM venue", rows) == (rows, None)
+    assert g.report()["held"] == {}
+
+
+def test_error_details_lose_quoted_data_but_keep_names_and_the_models_own_words():
+    g = Gate(_schema(), True)
+    sql = "SELECT venue_name::int FROM venue WHERE venue_name = 'Side'"
+    cases = [
+        (f'invalid input syntax for type integer: "{MARK}"', True),
+        (f"invalid input value for enum mood: '{MARK}'", True),
+        (f'duplicate key value violates unique constraint "venue_pkey"\nDETAIL: Key (venue_id)=({MARK}) already exists.', True),
+        (f'value "{MARK}" is out of range for type integer', True),
+        ('column "nmae" does not exist', False),             # the model's own word
+        ('relation "venue" does not exist', False),          # a schema name
+        ('invalid input syntax for type integer: "Side"', False),  # the model's own literal
+        (f'invalid input syntax for type integer: "a"{MARK}"', True),  # a quote inside the value
+        (f'invalid input syntax for type integer: "{MARK}\nsecond line"', True),  # a newline
+        (f"invalid input syntax for type integer: 'it''s {MARK}'", True),
+        (f'invalid value "{MARK[:4]}" for "YYYY"', True),       # part of the value
+    ]
+    for text, withheld in cases:
+        out = g.error("repair", text, sql + " nmae")
+        assert MARK not in out and "DETAIL" not in out, out
+        assert (WITHHELD in out) == withheld, out
+    assert g.error("repair", f"boom {MARK}", sql, "P0001").count(MARK) == 0
+    held = g.report()["held"]["repair"]
+    assert held["quoted values in errors"] == 9 and held["error detail lines"] == 2
+
+
+def test_send_values_off_sends_no_rows_only_the_shape():
+    g = Gate(_schema(opt_out=False), False)
+    rows = [json.dumps({"venue_name": MARK, "n": 1})] * 3
+    kept, note = g.rows("multiple_choice", "SELECT venue_name, 1 AS n FROM venue", rows)
+    assert kept == [] and note.startswith("2 columns") and MARK not in note
+    assert g.report()["held"]["multiple_choice"]["rows"] == 3
+    assert g.report()["columns"] == ["public.singer.name", "public.singer.singer_id",
+                                     "public.venue.secret_code", "public.venue.venue_id",
+                                     "public.venue.venue_name"]
+
+
+def test_rows_lose_opted_out_columns_spelled_every_way():
+    g = Gate(_schema(), True)
+    row = lambda **kw: [json.dumps(kw)]  # noqa: E731
+    keep = g.rows("mc", "SELECT venue_name, secret_code FROM venue",
+                  row(venue_name="Main Hall", secret_code=MARK))
+    assert keep == (['{"venue_name": "Main Hall"}'], "1 column(s) withheld")
+    for sql, r in [
+        ("SELECT v.secret_code AS c FROM venue v", row(c=MARK)),
+        ("SELECT upper(secret_code) FROM venue", row(upper=MARK)),
+        ("SELECT max(v.secret_code) || '' AS m FROM venue AS v", row(m=MARK)),
+        ("SELECT * FROM venue", row(venue_id=1, venue_name="x", secret_code=MARK)),
+        ("SELECT v.* FROM venue v", row(venue_id=1, venue_name="x", secret_code=MARK)),
+        ("SELECT v FROM venue v", row(v={"secret_code": MARK})),
+        ("WITH x AS (SELECT secret_code AS a FROM venue) SELECT a FROM x", row(a=MARK)),
+        ("SELECT a FROM (SELECT secret_code AS a FROM venue) s", row(a=MARK)),
+        ("SELECT secret_code FROM venue UNION SELECT name FROM singer", row(secret_code=MARK)),
+        ("SELECT (SELECT secret_code FROM venue LIMIT 1) AS s, 1 AS one", row(s=MARK, one=1)),
+    ]:
+        kept, _ = g.rows("mc", sql, r)
+        assert MARK not in "".join(kept), sql
+    # a query reading no withheld column keeps its rows
+    assert g.rows("mc", "SELECT name FROM singer", row(name="Ann"))[0] == row(name="Ann")
+
+
+def test_values_and_examples_of_withheld_columns_are_held_back():
+    g = Gate(_schema(), True)
+    vals = [("venue", "secret_code", MARK), ("venue", "venue_name", "Main Hall")]
+    assert g.values("presql", vals) == [("venue", "venue_name", "Main Hall")]
+    assert Gate(_schema(), False).values("presql", vals) == []
+    local = Example(1, "local", f"Which venue has code {MARK}?",
+                    f"SELECT venue_name FROM venue WHERE secret_code = '{MARK}'",
+                    masked_question="Which venue has code [V]?")
+    other = Example(2, "concert_singer", "How many singers?", "SELECT count(*) FROM singer")
+    plain = Example(3, "local", "Names of venues?", "SELECT venue_name FROM venue WHERE venue_id = 1")
+    out = g.examples("finsql", [local, other, plain])
+    assert MARK not in out[0].question + out[0].sql and "'value'" in out[0].sql
+    assert out[1] is other and out[2] is plain
+    off = Gate(_schema(), False).examples("finsql", [plain])
+    assert "1" not in off[0].sql.replace("venue_id", "")
+
+
+def test_withheld_sample_values_are_cleared_even_if_a_view_returned_them():
+    s = _schema(opt_out=False)
+    s.tables[0].columns[2].values_allowed = False  # as if the view had not blanked them
+    g = Gate(s, True)
+    assert s.tables[0].columns[2].sample_values == []
+    assert g.report()["held"]["samples"]["sample values"] == 1
