@@ -222,3 +222,9 @@ def test_sqlite_rules_need_the_schema_and_the_sqlite_dialect():
     assert not any(s.startswith("sqlite:") for s in clean(text, "sqlite").steps)
     pg = clean("SELECT name FROM singer WHERE name LIKE 'a%'", "postgres", _schema())
     assert pg.steps == [] and "LIKE" in pg.sql and "ILIKE" not in pg.sql
+
+
+def test_sqlite_grouped_key_of_a_derived_table_determines_the_joined_table():
+    cl = _sqlite("SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM concert) AS d "
+                 "JOIN singer AS T2 ON d.sid = T2.singer_id GROUP BY d.sid")
+    assert cl.reason is None and "GROUP BY d.sid, T2.name" in cl.sql

@@ -181,18 +181,17 @@ def like_nocase(tree: exp.Expression) -> tuple[exp.Expression, bool]:
     return tree, changed
 
 
-def _source_table(scope: Scope, col: exp.Column, tables: dict[str, Table]
-                  ) -> tuple[str, Table] | None:
-    """The (alias, schema table) a column of ``scope`` reads, when certain."""
+def _resolve(scope: Scope, col: exp.Column, tables: dict[str, Table]
+             ) -> tuple[str, Table | None] | None:
+    """The source a column of ``scope`` reads, when certain: ``(alias, schema table)`` for a
+    table, ``(alias, None)`` for a derived table or CTE; None when unknown or ambiguous."""
     if col.table:
-        src = scope.sources.get(col.table)
-        if src is None:
-            src = next((v for k, v in scope.sources.items() if k.lower() == col.table.lower()), None)
+        src = next((v for k, v in scope.sources.items() if k.lower() == col.table.lower()), None)
         if isinstance(src, exp.Table):
             t = _schema_table(src, tables)
             return (col.table.lower(), t) if t is not None else None
-        return None
-    hits = []
+        return (col.table.lower(), None) if isinstance(src, Scope) else None
+    hits: list[tuple[str, Table | None]] = []
     for alias, src in scope.sources.items():
         if isinstance(src, exp.Table):
             t = _schema_table(src, tables)
@@ -202,8 +201,15 @@ def _source_table(scope: Scope, col: exp.Column, tables: dict[str, Table]
                 hits.append((alias.lower(), t))
         elif isinstance(src, Scope) and col.name.lower() in {
                 s.lower() for s in getattr(src.expression, "named_selects", [])}:
-            return None
+            hits.append((alias.lower(), None))
     return hits[0] if len(hits) == 1 else None
+
+
+def _source_table(scope: Scope, col: exp.Column, tables: dict[str, Table]
+                  ) -> tuple[str, Table] | None:
+    """The (alias, schema table) a column of ``scope`` reads, when certain and a table."""
+    hit = _resolve(scope, col, tables)
+    return hit if hit is not None and hit[1] is not None else None
 
 
 def text_vs_number(tree: exp.Expression, schema: Schema) -> tuple[exp.Expression, bool]:
@@ -287,7 +293,7 @@ def _group_by_scope(scope: Scope, tables: dict[str, Table]) -> tuple[bool, str |
         return False, None
 
     def key(col: exp.Column) -> tuple[str, str] | None:
-        hit = _source_table(scope, col, tables)
+        hit = _resolve(scope, col, tables)
         return (hit[0], col.name.lower()) if hit else None
 
     grouped_sql = {g.sql().lower() for g in group.expressions}
@@ -314,8 +320,8 @@ def _group_by_scope(scope: Scope, tables: dict[str, Table]) -> tuple[bool, str |
             k = key(col)
             if k is None or k in closure or k in seen:
                 continue
-            alias, t = _source_table(scope, col, tables)
-            pk = {c.name.lower() for c in t.columns if c.is_primary_key}
+            alias, t = _resolve(scope, col, tables)
+            pk = {c.name.lower() for c in t.columns if c.is_primary_key} if t else set()
             if pk and all((alias, p) in closure for p in pk):
                 group.append("expressions", col.copy())
                 seen.add(k)
