@@ -59,9 +59,8 @@ import psycopg  # noqa: E402
 
 import common as C  # noqa: E402
 from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
-from nl2sql.cleaning import clean_model_output  # noqa: E402
-from nl2sql.errors import CandidateRefused  # noqa: E402
-from nl2sql.sqlcheck import transpile  # noqa: E402
+from nl2sql.cleaning import clean  # noqa: E402
+from nl2sql.types import Column, Schema, Table  # noqa: E402
 
 # Settings per configuration; "recommended" is the extension's defaults (README).
 CONFIGS: dict[str, dict[str, str]] = {
@@ -126,17 +125,27 @@ def prediction(row: dict, m: dict) -> str | None:
     return src.get(m["key"])
 
 
-def cleaned(text: str | None, dialect: str) -> str | None:
-    """The prediction as the pipeline would clean it (reference column only)."""
+def cleaned(text: str | None, dialect: str, schema: Schema | None = None) -> str | None:
+    """The prediction as the pipeline cleans it (reference column only): ``cleaning.clean``
+    in the model's dialect, with the database's schema (SQLite semantics); None when there is
+    no text or cleaning refuses it."""
     if not text:
         return None
-    t = clean_model_output(text)
-    if dialect != "postgres":
-        try:
-            t = transpile(t, dialect)
-        except CandidateRefused:
-            return None
-    return t
+    cl = clean(text, dialect, schema)
+    return cl.sql or None
+
+
+def indexed_schema(conn) -> Schema:
+    """The schema nl2sql indexed (``nl2sql.visible_column``: names, types, primary keys), as
+    the pipeline's cleaning sees it; call after ``nl2sql.reindex()``."""
+    rows = conn.execute(
+        "SELECT schema_name, table_name, column_name, data_type, is_primary_key "
+        "FROM nl2sql.visible_column ORDER BY schema_name, table_name, ordinal").fetchall()
+    tables: dict[tuple[str, str], Table] = {}
+    for s, t, c, ty, pk in rows:
+        tables.setdefault((s, t), Table(name=t, schema=s, table=t, columns=[])).columns.append(
+            Column(name=c, data_type=ty, is_primary_key=bool(pk)))
+    return Schema(tables=list(tables.values()))
 
 
 def offline_majority(singles: dict[str, dict]) -> dict:
@@ -343,6 +352,7 @@ def run_database(args: argparse.Namespace, cluster: Any, db: str, rows: list[dic
     score_conn = cluster.connect(db)
     score_conn.execute(f"SET search_path TO {search_path}")
     gold_cache: dict = {}
+    schema = indexed_schema(conn)
 
     results: list[dict] = []
     llm = LoopbackLLM().start()
@@ -369,7 +379,7 @@ def run_database(args: argparse.Namespace, cluster: Any, db: str, rows: list[dic
                 for m in models:
                     pred = prediction(r, m)
                     s = C.score(score_conn, gold, pred, ordered=ordered, cache=gold_cache, timeout_ms=args.timeout_ms)
-                    cl = cleaned(pred, m["dialect"])
+                    cl = cleaned(pred, m["dialect"], schema)
                     s2 = C.score(score_conn, gold, cl, ordered=ordered, cache=gold_cache,
                                  timeout_ms=args.timeout_ms) if cl and cl != pred else s
                     singles[m["name"]] = {

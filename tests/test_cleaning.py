@@ -228,3 +228,10 @@ def test_sqlite_grouped_key_of_a_derived_table_determines_the_joined_table():
     cl = _sqlite("SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM concert) AS d "
                  "JOIN singer AS T2 ON d.sid = T2.singer_id GROUP BY d.sid")
     assert cl.reason is None and "GROUP BY d.sid, T2.name" in cl.sql
+
+
+def test_sqlite_quoted_name_in_another_case_takes_the_database_spelling():
+    cl = _sqlite('SELECT "Name", "Country" FROM "Singer" WHERE "Age" > 30')
+    assert "sqlite:identifier_case" in cl.steps
+    assert cl.sql == "SELECT name, country FROM singer WHERE age > 30"
+    assert "sqlite:identifier_case" not in _sqlite('SELECT "name" FROM singer').steps

@@ -3,7 +3,7 @@ against the schema.
 
 ``sqlglot.transpile`` changes SQLite's syntax into PostgreSQL's, but not what SQLite does with
 it. A model configured with ``dialect => 'sqlite'`` (and Spider/BIRD-trained models in
-general) relies on five SQLite behaviours that PostgreSQL does not share; each rule here
+general) relies on six SQLite behaviours that PostgreSQL does not share; each rule here
 rewrites one of them on the parsed tree (sqlglot, with its optimizer's scopes) and is named in
 the candidate's ``cleaning`` list:
 
@@ -11,6 +11,9 @@ the candidate's ``cleaning`` list:
     ``"x"`` is a string literal in SQLite when no column ``x`` exists; a double-quoted,
     unqualified name that names no column of the statement's tables (nor an output name of one
     of its queries) becomes ``'x'``.
+``sqlite:identifier_case``
+    a double-quoted table or column name in another case than the database's (``"Hometown"``
+    for ``hometown``) takes the database's spelling: SQLite matches it case-insensitively.
 ``sqlite:derived_alias``
     a derived table (subquery in FROM/JOIN) without an alias gets one (PostgreSQL 15 requires
     it).
@@ -98,11 +101,12 @@ def _kind(data_type: str | None) -> str | None:
     return None
 
 
-def _known_names(tree: exp.Expression, tables: dict[str, Table]) -> set[str] | None:
-    """Every name a column reference of ``tree`` may mean: the columns of its tables, the
-    output names of its queries and CTEs, its aliases. None when a table is not in the schema
-    (then nothing is known to be missing)."""
-    names: set[str] = set()
+def _known_names(tree: exp.Expression, tables: dict[str, Table]) -> dict[str, str] | None:
+    """Every name a column reference of ``tree`` may mean, lower-cased, with its spelling in
+    the database (the columns of its tables) or as written (output names of its queries and
+    CTEs, its aliases). None when a table is not in the schema (then nothing is known to be
+    missing)."""
+    names: dict[str, str] = {}
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in tree.find_all(exp.Table):
         t = _schema_table(node, tables)
@@ -110,11 +114,13 @@ def _known_names(tree: exp.Expression, tables: dict[str, Table]) -> set[str] | N
             if node.name.lower() in ctes:
                 continue
             return None
-        names.update(c.name.lower() for c in t.columns)
+        names.update((c.name.lower(), c.name) for c in t.columns)
     for node in tree.find_all(exp.Alias, exp.TableAlias):
-        names.add(node.alias.lower() if isinstance(node, exp.Alias) else node.name.lower())
+        alias = node.alias if isinstance(node, exp.Alias) else node.name
+        names.setdefault(alias.lower(), alias)
         if isinstance(node, exp.TableAlias):
-            names.update(c.name.lower() for c in node.columns)
+            for c in node.columns:
+                names.setdefault(c.name.lower(), c.name)
     return names
 
 
@@ -138,6 +144,38 @@ def string_literals(tree: exp.Expression, schema: Schema) -> tuple[exp.Expressio
             continue
         if ident.name.lower() not in known:
             col.replace(exp.Literal.string(ident.name))
+            changed = True
+    return tree, changed
+
+
+def identifier_case(tree: exp.Expression, schema: Schema) -> tuple[exp.Expression, bool]:
+    """A double-quoted table or column name spelled in another case than in the database
+    (``"Hometown"`` for ``hometown``) takes the database's spelling: SQLite matches quoted
+    names case-insensitively, PostgreSQL exactly.
+
+    Args:
+        tree: a statement parsed as SQLite (sqlglot); changed in place.
+        schema: the tables the statement may read.
+
+    Returns:
+        ``(tree, changed)``.
+    """
+    tables = _tables_by_name(schema)
+    known = _known_names(tree, tables) or {}
+    changed = False
+    for ident in list(tree.find_all(exp.Identifier)):
+        if not ident.quoted:
+            continue
+        parent = ident.parent
+        if isinstance(parent, exp.Table) and parent.this is ident:
+            t = tables.get(ident.name.lower())
+            real = t.table if t is not None else None
+        elif isinstance(parent, exp.Column) and parent.this is ident:
+            real = known.get(ident.name.lower())
+        else:
+            continue
+        if real is not None and real != ident.name:
+            ident.replace(exp.to_identifier(real))
             changed = True
     return tree, changed
 
@@ -363,7 +401,8 @@ def group_by_dependent(tree: exp.Expression, schema: Schema) -> tuple[exp.Expres
 def apply_sqlite_rules(tree: exp.Expression, schema: Schema) -> SqliteRewrite:
     """Rewrite a statement parsed as SQLite so that PostgreSQL gives what SQLite would.
 
-    Rules, in order: ``sqlite:string_literal``, ``sqlite:derived_alias``,
+    Rules, in order: ``sqlite:string_literal``, ``sqlite:identifier_case``,
+    ``sqlite:derived_alias``,
     ``sqlite:like_nocase``, ``sqlite:text_vs_number``, ``sqlite:group_by_dependent`` (see the
     module docstring).
 
@@ -383,6 +422,9 @@ def apply_sqlite_rules(tree: exp.Expression, schema: Schema) -> SqliteRewrite:
     tree, ch = string_literals(tree, schema)
     if ch:
         steps.append("sqlite:string_literal")
+    tree, ch = identifier_case(tree, schema)
+    if ch:
+        steps.append("sqlite:identifier_case")
     tree, ch = derived_aliases(tree)
     if ch:
         steps.append("sqlite:derived_alias")
