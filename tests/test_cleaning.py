@@ -235,3 +235,13 @@ def test_sqlite_quoted_name_in_another_case_takes_the_database_spelling():
     assert "sqlite:identifier_case" in cl.steps
     assert cl.sql == "SELECT name, country FROM singer WHERE age > 30"
     assert "sqlite:identifier_case" not in _sqlite('SELECT "name" FROM singer').steps
+
+
+def test_sqlite_rules_failing_fall_back_to_syntax_only(monkeypatch):
+    import nl2sql.cleaning as cleaning
+
+    def boom(tree, schema):
+        raise AttributeError("unforeseen tree")
+    monkeypatch.setattr(cleaning, "apply_sqlite_rules", boom)
+    cl = _sqlite('SELECT name FROM singer WHERE country = "France"')
+    assert cl.steps[-1] == "sqlite:rules_skipped" and "'France'" in cl.sql and cl.reason is None

@@ -331,7 +331,8 @@ def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str,
         sql: one statement in SQLite dialect.
         schema: the tables the calling role may read.
         steps: the cleaning steps so far; ``transpile:sqlite`` and each rule applied are
-            appended.
+            appended (``sqlite:rules_skipped`` when the rules failed on an unforeseen tree and
+            the text was transpiled by syntax only).
 
     Returns:
         ``(sql, reason)``: the PostgreSQL text, and the reason when the statement cannot mean
@@ -341,8 +342,12 @@ def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str,
         CandidateRefused: (a ValueError) the text does not parse as one SQLite statement.
     """
     tree = parse_single(sql, "sqlite")
-    rw = apply_sqlite_rules(tree, schema)
     steps.append("transpile:sqlite")
+    try:
+        rw = apply_sqlite_rules(tree, schema)
+    except Exception:  # noqa: BLE001 - a tree the rules do not foresee: syntax-only transpile
+        steps.append("sqlite:rules_skipped")
+        return transpile(sql, "sqlite"), None
     steps.extend(rw.steps)
     return rw.tree.sql(dialect=_PG), rw.reason
 
