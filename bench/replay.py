@@ -618,6 +618,7 @@ def aggregate(per_db: dict[str, dict]) -> dict:
 
     Returns:
         ``{"n", "ex_vote", "ex_best_single", "best_single", "per_model_ex",
+        "per_model_ex_in_nl2sql", "best_single_in_nl2sql", "ex_best_single_in_nl2sql",
         "ex_offline_majority", "ex_offline_majority_cleaned", "ex_oracle", "ex_by_config",
         "overhead_ms_p50"}``, EX in % of ``n``.
     """
@@ -627,12 +628,18 @@ def aggregate(per_db: dict[str, dict]) -> dict:
     per_model = {m: C.pct(sum(1 for q in qs if q.get("models", {}).get(m, {}).get("match")), n)
                  for m in models}
     best = max(per_model, key=lambda k: per_model[k]) if per_model else None
+    in_pipeline = {m: C.pct(sum(1 for q in qs for c in (q.get("nl2sql") or {}).get("candidates") or []
+                                if c.get("source") == f"finsql:{m}" and c.get("match")), n)
+                   for m in models}
+    best_in = max(in_pipeline, key=lambda k: in_pipeline[k]) if in_pipeline else None
     cfgs = list(dict.fromkeys(c for d in per_db.values() for c in d["ex_by_config"]))
     ovs = [o for d in per_db.values() for o in d.get("overheads") or []]
     return {
         "n": n, "ex_vote": C.pct(sum(1 for q in qs if (q.get("nl2sql") or {}).get("match")), n),
         "best_single": best, "ex_best_single": per_model[best] if best else 0.0,
-        "per_model_ex": per_model,
+        "per_model_ex": per_model, "per_model_ex_in_nl2sql": in_pipeline,
+        "best_single_in_nl2sql": best_in,
+        "ex_best_single_in_nl2sql": in_pipeline[best_in] if best_in else 0.0,
         "ex_offline_majority": C.pct(sum(1 for q in qs if (q.get("offline_majority") or {}).get("match")), n),
         "ex_offline_majority_cleaned": C.pct(
             sum(1 for q in qs if (q.get("offline_majority_cleaned") or {}).get("match")), n),
@@ -656,7 +663,10 @@ def print_aggregate(per_db: dict[str, dict], agg: dict) -> None:
     log(f"{'ALL':<24} {agg['n']:>4} {agg['ex_vote']:>6.1f} {agg['ex_offline_majority']:>8.1f} "
         f"{agg['ex_offline_majority_cleaned']:>9.1f} {agg['ex_best_single']:>6.1f} {str(agg['best_single'])[:22]:<22} "
         f"{agg['ex_oracle']:>7.1f}")
-    log("per model over all questions: " + ", ".join(f"{k} {v:.1f}" for k, v in agg["per_model_ex"].items()))
+    log(f"best single model inside nl2sql (its FinSQL candidate as executed): "
+        f"{agg['best_single_in_nl2sql']} {agg['ex_best_single_in_nl2sql']:.1f}")
+    log("per model over all questions (raw / inside nl2sql): " + ", ".join(
+        f"{k} {v:.1f}/{agg['per_model_ex_in_nl2sql'].get(k, 0.0):.1f}" for k, v in agg["per_model_ex"].items()))
     log("per configuration over all questions: " + ", ".join(f"{k} {v:.1f}" for k, v in agg["ex_by_config"].items()))
 
 
