@@ -14,7 +14,7 @@ question (``predictions[<model>]`` in ``bird_minidev_<db>.jsonl``, default gpt-4
 
 Goal: R_s >= 0.98 and mean linked <= gold mean + 0.3.
 
-Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero] [--model gpt-4]
+Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero|all] [--model gpt-4]
        [--limit N] [--datadir DIR]
 Last line: ``RESULT r_e=<0..1> r_s=<0..1> tables_linked=<mean> tables_gold=<mean> column_recall=<0..1>``
 """
@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C  # noqa: E402
 
+from nl2sql.cleaning import clean  # noqa: E402
 from nl2sql.linking import presql_links  # noqa: E402
 from nl2sql.settings import SETTINGS  # noqa: E402
 from nl2sql.types import Column, Schema, Table  # noqa: E402
@@ -57,26 +58,120 @@ def schema_of(conn, schemas: list[str]) -> Schema:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--db", default="superhero")
-    ap.add_argument("--model", default="gpt-4", help="whose recorded SQL is the PreSQL")
+    ap.add_argument("--db", default="superhero",
+                    help="database, or all: every bird_minidev_<db>.jsonl in --data")
+    ap.add_argument("--model", default="gpt-4",
+                    help="whose recorded SQL is the PreSQL: a PostgreSQL-dialect model "
+                         "(predictions) or a SQLite-dialect one (predictions_sqlite, transpiled "
+                         "as the pipeline cleans a sqlite model's PreSQL)")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--datadir", type=Path, default=None)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="nl2sql setting for this run (repeatable), e.g. link_column_min=0.7")
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
     args = ap.parse_args(argv)
-
-    qfile = args.data / f"bird_minidev_{args.db}.jsonl"
-    if not qfile.exists():
-        ap.error(f"{qfile} not found: this bench needs a real model's recorded SQL per question")
-    rows = [json.loads(x) for x in qfile.read_text().splitlines() if x.strip()]
-    rows = rows[:args.limit] if args.limit else rows
-    if not any(args.model in (r.get("predictions") or {}) for r in rows):
-        ap.error(f"no predictions of model {args.model!r} in {qfile}")
-
+    if args.db == "all":
+        dbs = sorted(p.name[len("bird_minidev_"):-len(".jsonl")] for p in args.data.glob("bird_minidev_*.jsonl")
+                     if (args.data / "pg_dumps" / (p.name[len("bird_minidev_"):-len(".jsonl")] + ".sql")).exists())
+    else:
+        dbs = [args.db]
+    for db in dbs:
+        if not (args.data / f"bird_minidev_{db}.jsonl").exists():
+            ap.error(f"{args.data / f'bird_minidev_{db}.jsonl'} not found: this bench needs a real "
+                     "model's recorded SQL per question")
+    if not dbs:
+        ap.error(f"no bird_minidev_<db>.jsonl with a pg_dumps/<db>.sql in {args.data}")
     cluster = C.start_cluster(args.datadir)
-    rep = C.load_dump(cluster, args.db, args.data / "pg_dumps" / f"{args.db}.sql")
-    conn = cluster.connect(args.db)
+    runs = []
+    for db in dbs:
+        try:
+            runs.append(link_database(args, cluster, db))
+        except LookupError as e:
+            ap.error(str(e))
+    if len(runs) > 1:
+        log("")
+        log(f"{'database':<24} {'n':>4} {'R_e':>6} {'R_s':>6} {'linked':>7} {'gold':>6} {'pre R_s':>8} {'pre n':>6}")
+        for r in runs:
+            a = r["agg"]
+            log(f"{r['db']:<24} {len(a['eq']):>4} {statistics.mean(a['eq']):>6.3f} {statistics.mean(a['sub']):>6.3f} "
+                f"{statistics.mean(a['n_linked']):>7.2f} {statistics.mean(a['n_gold']):>6.2f} "
+                f"{statistics.mean(a['pre_sub']):>8.3f} {statistics.mean(a['pre_n']):>6.2f}")
+        log(f"=== all {len(runs)} databases ===")
+    agg = {k: [x for r in runs for x in r["agg"][k]] for k in runs[0]["agg"]}
+    col = {k: sum(r["col"][k] for r in runs) for k in runs[0]["col"]}
+    reasons: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["reasons"].items():
+            reasons[k] = reasons.get(k, 0) + v
+    ms = [x for r in runs for x in r["ms"]]
+    misses = [(f"{r['db']}:{m[0]}", *m[1:]) for r in runs for m in r["misses"]]
+    details = [d for r in runs for d in r["details"]]
+    mean = statistics.mean
+    r_e, r_s = mean(agg["eq"]), mean(agg["sub"])
+    tl, tg = mean(agg["n_linked"]), mean(agg["n_gold"])
+    colrec = col['hit'] / col['total'] if col['total'] else 0.0
+    log(f"PreSQL tables alone (PET-SQL linking, reference): R_e {mean(agg['pre_eq']):.3f} "
+        f"R_s {mean(agg['pre_sub']):.3f} tables {mean(agg['pre_n']):.2f}; column recall "
+        f"{col['pre'] / col['total'] if col['total'] else 0:.3f}")
+    log(f"nl2sql linking (PreSQL ∪ values ∪ similar columns ∪ FK bridges): R_e {r_e:.3f} "
+        f"R_s {r_s:.3f} tables linked {tl:.2f} vs gold {tg:.2f} (goal: R_s >= 0.98, linked <= "
+        f"{tg + 0.3:.2f}); column recall {colrec:.3f} (strict, linked columns only: "
+        f"{col['strict'] / col['total'] if col['total'] else 0:.3f}) over {col['total']} gold columns")
+    log("link reasons (table links): " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+    log(f"retrieval ms p50 {C.percentile(ms, 50):.0f}, p90 {C.percentile(ms, 90):.0f}")
+    for qid, g, lk, why in misses:
+        log(f"   q{qid}: gold {g} linked {lk} why {json.dumps(why)[:300]}")
+    if args.json:
+        args.json.write_text(json.dumps(details, indent=1, default=str))
+    log(f"RESULT r_e={r_e:.3f} r_s={r_s:.3f} tables_linked={tl:.2f} tables_gold={tg:.2f} "
+        f"column_recall={colrec:.3f}")
+    return 0
+
+
+def model_dialect(rows: list[dict], model: str) -> str | None:
+    """``postgres`` when ``model`` has PostgreSQL-dialect predictions in ``rows``, ``sqlite``
+    when it has SQLite-dialect ones (``predictions_sqlite``), else None."""
+    if any(model in (r.get("predictions") or {}) for r in rows):
+        return "postgres"
+    if any(model in (r.get("predictions_sqlite") or {}) for r in rows):
+        return "sqlite"
+    return None
+
+
+def presql_text(row: dict, model: str, dialect: str) -> str:
+    """The model's recorded SQL for one question as ``nl2sql.retrieve`` takes a PreSQL: as
+    recorded for a PostgreSQL-dialect model; for a SQLite-dialect one cleaned and transpiled as
+    the pipeline cleans a sqlite model's PreSQL (``cleaning.clean``); empty when none."""
+    key = "predictions" if dialect == "postgres" else "predictions_sqlite"
+    raw = (row.get(key) or {}).get(model) or ""
+    return clean(raw, dialect).sql if raw and dialect != "postgres" else raw
+
+
+def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
+    """Load one database, link every question's PreSQL and compare with the gold's tables.
+
+    Args:
+        args: the command line (data, model, limit, set).
+        cluster: the running bench cluster.
+        db: the database name.
+
+    Returns:
+        ``{"db", "agg", "col", "reasons", "ms", "misses", "details"}``: per-question lists
+        under ``agg`` (eq, sub, n_linked, n_gold, pre_eq, pre_sub, pre_n), column counts
+        under ``col`` (hit, strict, pre, total).
+
+    Raises:
+        LookupError: the model has no recorded SQL in the database's question file.
+    """
+    qfile = args.data / f"bird_minidev_{db}.jsonl"
+    rows = [json.loads(x) for x in qfile.read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("gold_ok", True) is not False]
+    rows = rows[:args.limit] if args.limit else rows
+    dialect = model_dialect(rows, args.model)
+    if dialect is None:
+        raise LookupError(f"no predictions of model {args.model!r} in {qfile}")
+    rep = C.load_dump(cluster, db, args.data / "pg_dumps" / f"{db}.sql")
+    conn = cluster.connect(db)
     schemas = list(C.user_schemas(conn))
     conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
     conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
@@ -88,26 +183,26 @@ def main(argv: list[str] | None = None) -> int:
     conn.execute("SELECT nl2sql.reindex()")
     settings = {s.name: C.setting_text(conn, s.name) for s in SETTINGS
                 if s.name.startswith(("link", "value"))}
-    log(f"{args.db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model}; dump "
+    log(f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model} ({dialect}); dump "
         f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}")
     schema = schema_of(conn, schemas)
     all_tables = {t.name for t in schema.tables}
 
     n = 0
     agg = {k: [] for k in ("eq", "sub", "n_linked", "n_gold", "pre_eq", "pre_sub", "pre_n")}
-    col_hit = col_hit_strict = col_hit_pre = col_total = 0
     reasons: dict[str, int] = {}
     misses = []
     ms = []
     details = []
+    col = {"hit": 0, "strict": 0, "pre": 0, "total": 0}
     for r in rows:
-        presql = (r.get("predictions") or {}).get(args.model) or ""
+        presql = presql_text(r, args.model, dialect)
         gold_tabs, gold_cols = presql_links(r["gold_sql"], schema)
         gold = set(gold_tabs)
         res = conn.execute("SELECT nl2sql.retrieve(%s, %s, %s)",
                            (r["question"], r.get("evidence") or None, presql or None)).fetchone()[0]
         ms.append(float(res["timings"]["retrieval_ms"]))
-        details.append({"question_id": r["question_id"], "gold_tables": sorted(gold),
+        details.append({"db": db, "question_id": r["question_id"], "gold_tables": sorted(gold),
                         "gold_columns": gold_cols, "presql": presql, "retrieve": res})
         linked = set(res.get("linked_tables") or []) or set(all_tables)  # pipeline's fallback
         linked_cols = {tuple(c.split(".", 1)) for c in res.get("linked_columns") or []}
@@ -122,10 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         agg["pre_sub"].append(gold <= pre)
         agg["pre_n"].append(len(pre))
         for t, c in gold_cols:
-            col_total += 1
-            col_hit += (t, c) in linked_cols or t in linked
-            col_hit_strict += (t, c) in linked_cols
-            col_hit_pre += t in pre
+            col["total"] += 1
+            col["hit"] += (t, c) in linked_cols or t in linked
+            col["strict"] += (t, c) in linked_cols
+            col["pre"] += t in pre
         for t, why in ((res.get("linking") or {}).get("why") or {}).items():
             for w in why:
                 kind = w.split(" ")[0] + (" " + w.split(" ")[1] if w.startswith(("fk", "column")) else "")
@@ -134,27 +229,9 @@ def main(argv: list[str] | None = None) -> int:
             misses.append((r["question_id"], sorted(gold), sorted(linked),
                            (res.get("linking") or {}).get("why")))
 
-    mean = statistics.mean
-    r_e, r_s = mean(agg["eq"]), mean(agg["sub"])
-    tl, tg = mean(agg["n_linked"]), mean(agg["n_gold"])
-    colrec = col_hit / col_total if col_total else 0.0
-    log(f"PreSQL tables alone (PET-SQL linking, reference): R_e {mean(agg['pre_eq']):.3f} "
-        f"R_s {mean(agg['pre_sub']):.3f} tables {mean(agg['pre_n']):.2f}; column recall "
-        f"{col_hit_pre / col_total if col_total else 0:.3f}")
-    log(f"nl2sql linking (PreSQL ∪ values ∪ similar columns ∪ FK bridges): R_e {r_e:.3f} "
-        f"R_s {r_s:.3f} tables linked {tl:.2f} vs gold {tg:.2f} (goal: R_s >= 0.98, linked <= "
-        f"{tg + 0.3:.2f}); column recall {colrec:.3f} (strict, linked columns only: "
-        f"{col_hit_strict / col_total if col_total else 0:.3f}) over {col_total} gold columns")
-    log("link reasons (table links): " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
-    log(f"retrieval ms p50 {C.percentile(ms, 50):.0f}, p90 {C.percentile(ms, 90):.0f}")
-    for qid, g, lk, why in misses:
-        log(f"   q{qid}: gold {g} linked {lk} why {json.dumps(why)[:300]}")
     conn.close()
-    if args.json:
-        args.json.write_text(json.dumps(details, indent=1, default=str))
-    log(f"RESULT r_e={r_e:.3f} r_s={r_s:.3f} tables_linked={tl:.2f} tables_gold={tg:.2f} "
-        f"column_recall={colrec:.3f}")
-    return 0
+    return {"db": db, "agg": agg, "col": col, "reasons": reasons, "ms": ms, "misses": misses,
+            "details": details}
 
 
 if __name__ == "__main__":

@@ -59,9 +59,8 @@ import psycopg  # noqa: E402
 
 import common as C  # noqa: E402
 from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
-from nl2sql.cleaning import clean_model_output  # noqa: E402
-from nl2sql.errors import CandidateRefused  # noqa: E402
-from nl2sql.sqlcheck import transpile  # noqa: E402
+from nl2sql.cleaning import clean  # noqa: E402
+from nl2sql.types import Column, Schema, Table  # noqa: E402
 
 # Settings per configuration; "recommended" is the extension's defaults (README).
 CONFIGS: dict[str, dict[str, str]] = {
@@ -85,7 +84,17 @@ def log(*a: Any) -> None:
 
 
 def load_questions(path: Path, limit: int | None) -> list[dict]:
+    """The questions of one ``bird_minidev_<db>.jsonl`` whose gold runs (``gold_ok`` not false).
+
+    Args:
+        path: the question file (one JSON object per line).
+        limit: keep only the first N questions (after the filter); None keeps all.
+
+    Returns:
+        The question objects, in file order.
+    """
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("gold_ok", True) is not False]
     return rows[:limit] if limit else rows
 
 
@@ -96,6 +105,8 @@ def model_list(rows: list[dict], which: str, first: str | None) -> list[dict]:
     pg = list(dict.fromkeys(m for r in rows for m in r.get("predictions", {})))
     lite = list(dict.fromkeys(m for r in rows for m in r.get("predictions_sqlite", {})))
     out = []
+    if which == "pg" and not pg:  # no PostgreSQL-dialect output recorded (e.g. Spider)
+        which = "sqlite"
     if which in ("pg", "all"):
         out += [{"name": m, "dialect": "postgres", "key": m} for m in pg]
     if which in ("sqlite", "all"):
@@ -114,17 +125,27 @@ def prediction(row: dict, m: dict) -> str | None:
     return src.get(m["key"])
 
 
-def cleaned(text: str | None, dialect: str) -> str | None:
-    """The prediction as the pipeline would clean it (reference column only)."""
+def cleaned(text: str | None, dialect: str, schema: Schema | None = None) -> str | None:
+    """The prediction as the pipeline cleans it (reference column only): ``cleaning.clean``
+    in the model's dialect, with the database's schema (SQLite semantics); None when there is
+    no text or cleaning refuses it."""
     if not text:
         return None
-    t = clean_model_output(text)
-    if dialect != "postgres":
-        try:
-            t = transpile(t, dialect)
-        except CandidateRefused:
-            return None
-    return t
+    cl = clean(text, dialect, schema)
+    return cl.sql or None
+
+
+def indexed_schema(conn) -> Schema:
+    """The schema nl2sql indexed (``nl2sql.visible_column``: names, types, primary keys), as
+    the pipeline's cleaning sees it; call after ``nl2sql.reindex()``."""
+    rows = conn.execute(
+        "SELECT schema_name, table_name, column_name, data_type, is_primary_key "
+        "FROM nl2sql.visible_column ORDER BY schema_name, table_name, ordinal").fetchall()
+    tables: dict[tuple[str, str], Table] = {}
+    for s, t, c, ty, pk in rows:
+        tables.setdefault((s, t), Table(name=t, schema=s, table=t, columns=[])).columns.append(
+            Column(name=c, data_type=ty, is_primary_key=bool(pk)))
+    return Schema(tables=list(tables.values()))
 
 
 def offline_majority(singles: dict[str, dict]) -> dict:
@@ -184,12 +205,16 @@ def explain_reason(trace: dict | None, err: str | None, cands: list[dict],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="bench-data folder (pg_dumps/, bird_minidev_*.jsonl)")
-    ap.add_argument("--db", default="superhero", help="database name (dump and question file), default superhero")
+    ap.add_argument("--db", default="superhero",
+                    help="database name (dump and question file), default superhero; 'all': every "
+                         "bird_minidev_<db>.jsonl in --data, one after the other, with per-database "
+                         "lines and one aggregate RESULT line")
     ap.add_argument("--datadir", type=Path, default=None,
                     help="cluster folder (default .nl2sql/bench-cluster, or /var/tmp/nl2sql-bench-cluster)")
     ap.add_argument("--models", choices=["pg", "sqlite", "all"], default="pg",
-                    help="pg: the 9 PostgreSQL-dialect models; sqlite: the 4 SQLite-dialect ones "
-                         "(raw text, not transpiled); all: 13")
+                    help="pg: the PostgreSQL-dialect models (`predictions`; where a question file has "
+                         "none, its `predictions_sqlite` models instead); sqlite: the SQLite-dialect "
+                         "ones (raw text, configured with dialect => 'sqlite'); all: both")
     ap.add_argument("--first", default=None, help="model that writes the PreSQL (default: gpt-4-turbo; gpt-4-o for sqlite)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions")
     ap.add_argument("--configs", default=",".join(CONFIGS),
@@ -201,40 +226,114 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t_run = time.perf_counter()
-    dump = args.data / "pg_dumps" / f"{args.db}.sql"
-    qfile = args.data / f"bird_minidev_{args.db}.jsonl"
-    for p in (dump, qfile):
-        if not p.exists():
-            ap.error(f"{p} not found")
-    rows = load_questions(qfile, args.limit)
-    if not rows:
-        ap.error(f"{qfile} holds no questions")
+    try:
+        dbs = database_names(args.data, args.db)
+    except FileNotFoundError as e:
+        ap.error(str(e))
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    for c in configs:
+        if c not in CONFIGS:
+            ap.error(f"unknown configuration {c!r}; known: {', '.join(CONFIGS)}")
+    cluster = C.start_cluster(args.datadir)
+    log(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port}")
+    per_db: dict[str, dict] = {}
+    try:
+        for db in dbs:
+            rows = load_questions(args.data / f"bird_minidev_{db}.jsonl", args.limit)
+            if not rows:
+                log(f"{db}: no questions (or none with gold_ok); skipped")
+                continue
+            per_db[db] = run_database(args, cluster, db, rows, configs)
+    finally:
+        if args.stop_cluster:
+            cluster.stop()
+        else:
+            log(f"cluster left running: pg_ctl -D {cluster.datadir} stop (as user postgres) stops it")
+    if not per_db:
+        log("ERROR: no database ran")
+        return 2
+    agg = aggregate(per_db)
+    if len(per_db) > 1:
+        print_aggregate(per_db, agg)
+    log(f"run time: {time.perf_counter() - t_run:.0f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        out = next(iter(per_db.values())) if len(per_db) == 1 else {"databases": per_db, **agg}
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+        log(f"details: {args.json}")
+    p50 = agg["overhead_ms_p50"]
+    log(f"RESULT ex_vote={agg['ex_vote']:.1f} ex_best_single={agg['ex_best_single']:.1f} "
+        f"overhead_ms_p50={(p50 if p50 is not None else float('nan')):.0f}")
+    return 0
+
+
+def database_names(data: Path, db: str) -> list[str]:
+    """The databases to run: ``[db]``, or for ``all`` every ``bird_minidev_<name>.jsonl`` in
+    ``data`` that has a dump ``pg_dumps/<name>.sql`` (sorted by name).
+
+    Args:
+        data: the bench-data folder.
+        db: a database name or ``all``.
+
+    Returns:
+        The database names, at least one.
+
+    Raises:
+        FileNotFoundError: a named database lacks its dump or question file, or ``all`` finds none.
+    """
+    if db != "all":
+        for p in (data / "pg_dumps" / f"{db}.sql", data / f"bird_minidev_{db}.jsonl"):
+            if not p.exists():
+                raise FileNotFoundError(f"{p} not found")
+        return [db]
+    names = sorted(p.name[len("bird_minidev_"):-len(".jsonl")]
+                   for p in data.glob("bird_minidev_*.jsonl"))
+    names = [n for n in names if (data / "pg_dumps" / f"{n}.sql").exists()]
+    if not names:
+        raise FileNotFoundError(f"no bird_minidev_<db>.jsonl with a pg_dumps/<db>.sql in {data}")
+    return names
+
+
+def run_database(args: argparse.Namespace, cluster: Any, db: str, rows: list[dict],
+                 configs: list[str]) -> dict:
+    """Replay one database's questions: load its dump into ``cluster``, install nl2sql, score
+    every model offline, run each configuration through ``nl2sql.explain``, print the
+    database's summary.
+
+    Args:
+        args: the parsed command line (models, first, timeout_ms, ...).
+        cluster: the running bench cluster (``common.start_cluster``).
+        db: the database name (dump ``pg_dumps/<db>.sql`` in ``args.data``).
+        rows: its questions (``load_questions``), at least one.
+        configs: the configuration names to run (keys of ``CONFIGS``).
+
+    Returns:
+        ``{"db", "models", "n", "per_model_ex", "ex_vote", "ex_offline_majority",
+        "ex_offline_majority_cleaned", "ex_oracle", "ex_by_config", "main_config",
+        "overhead_ms_p50", "overhead_ms_p90", "nl2sql_errors", "questions"}``; ``questions``
+        holds one record per question (its models' offline verdicts under ``models``, the
+        pipeline's outcome per configuration under ``configs``, the main one under ``nl2sql``).
+    """
+    t_run = time.perf_counter()
+    dump = args.data / "pg_dumps" / f"{db}.sql"
     models = model_list(rows, args.models, args.first)
     names = [m["name"] for m in models]
     n = len(rows)
-
-    log(f"nl2sql replay benchmark: {args.db}, {n} questions, models={args.models} ({len(models)})")
-    log("NOTE: every model answer is a real model's RECORDED output (BIRD mini-dev), served by the "
+    main_cfg = "recommended" if "recommended" in configs else configs[-1]
+    log(f"nl2sql replay benchmark: {db}, {n} questions, models={args.models} ({len(models)})")
+    log("NOTE: every model answer is a real model's RECORDED output, served by the "
         "scripted loopback server (nl2sql_indexer.loopback); no live model is called, and answers do not "
         "depend on the prompt.")
     if any(m["dialect"] == "sqlite" for m in models):
         log("NOTE: the sqlite/* models' answers are SQLite dialect; they are configured with "
             "dialect => 'sqlite', so the pipeline transpiles them to PostgreSQL.")
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    for c in configs:
-        if c not in CONFIGS:
-            ap.error(f"unknown configuration {c!r}; known: {', '.join(CONFIGS)}")
-    main_cfg = "recommended" if "recommended" in configs else configs[-1]
-
-    cluster = C.start_cluster(args.datadir)
-    log(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port}")
-    rep = C.load_dump(cluster, args.db, dump)
+    rep = C.load_dump(cluster, db, dump)
     log(f"dump: {dump} loaded in {rep.seconds:.1f} s; roles created {rep.roles_created or 'none'}; "
         f"missing extensions {rep.extensions_missing or 'none'}; harmless psql errors {len(rep.harmless_errors)}")
     for e in rep.harmless_errors[:5]:
         log(f"   (ignored) {e}")
 
-    conn = cluster.connect(args.db)
+    conn = cluster.connect(db)
     schemas = list(C.user_schemas(conn))
     if not schemas:
         log("ERROR: the dump created no tables")
@@ -250,9 +349,10 @@ def main(argv: list[str] | None = None) -> int:
     counts = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
     log(f"schemas: {','.join(schemas)}; reindex in {time.perf_counter() - t0:.1f} s: {json.dumps(counts)}")
 
-    score_conn = cluster.connect(args.db)
+    score_conn = cluster.connect(db)
     score_conn.execute(f"SET search_path TO {search_path}")
     gold_cache: dict = {}
+    schema = indexed_schema(conn)
 
     results: list[dict] = []
     llm = LoopbackLLM().start()
@@ -279,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 for m in models:
                     pred = prediction(r, m)
                     s = C.score(score_conn, gold, pred, ordered=ordered, cache=gold_cache, timeout_ms=args.timeout_ms)
-                    cl = cleaned(pred, m["dialect"])
+                    cl = cleaned(pred, m["dialect"], schema)
                     s2 = C.score(score_conn, gold, cl, ordered=ordered, cache=gold_cache,
                                  timeout_ms=args.timeout_ms) if cl and cl != pred else s
                     singles[m["name"]] = {
@@ -301,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"[{i:>3}/{n}] q{qid} BENCH ERROR {type(e).__name__}: {str(e)[:200]}")
                 traceback.print_exc(limit=3)
                 if score_conn.broken or score_conn.closed:
-                    score_conn = cluster.connect(args.db)
+                    score_conn = cluster.connect(db)
                     score_conn.execute(f"SET search_path TO {search_path}")
             results.append(res)
 
@@ -325,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             except psycopg.Error as e:
                 log(f"warm-up call failed: {str(e).strip()[:200]}")
                 if conn.broken:
-                    conn = cluster.connect(args.db)
+                    conn = cluster.connect(db)
                     conn.execute(f"SET search_path TO {search_path}")
             for i, (r, res) in enumerate(zip(rows, results), 1):
                 if res.get("bench_error"):
@@ -342,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                 except psycopg.Error as e:
                     err = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     if conn.broken or conn.closed:
-                        conn = cluster.connect(args.db)
+                        conn = cluster.connect(db)
                         conn.execute(f"SET search_path TO {search_path}")
                 out["call_ms"] = round((time.perf_counter() - t1) * 1000, 1)
                 cands: list[dict] = []
@@ -380,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                     out.update({"sql": None, "match": False, "candidates": cands,
                                 "error": f"bench: {type(e).__name__}: {e}"})
                     if score_conn.broken or score_conn.closed:
-                        score_conn = cluster.connect(args.db)
+                        score_conn = cluster.connect(db)
                         score_conn.execute(f"SET search_path TO {search_path}")
                 out["call_error"] = err
                 if not out["match"] and correct_models:
@@ -409,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---------------------------------------------------------------- summary
     log("")
-    log(f"=== {args.db}: {n} questions, EX in % of {n} ===")
+    log(f"=== {db}: {n} questions, EX in % of {n} ===")
     gold_fail = [r["question_id"] for r in results if r.get("gold_error")]
     if gold_fail:
         log(f"WARNING: gold SQL fails for {gold_fail} (those count as wrong for everyone)")
@@ -501,25 +601,73 @@ def main(argv: list[str] | None = None) -> int:
         log(f"   q{r['question_id']} ({len(right)} right: {','.join(right)[:80]}): {r['miss_reason']}")
     log(f"run time: {time.perf_counter() - t_run:.0f} s")
 
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "db": args.db, "models": names, "n": n, "per_model_ex": per_model, "ex_vote": ex_vote,
-            "ex_offline_majority": C.pct(n_major, n), "ex_oracle": C.pct(n_oracle, n),
-            "ex_offline_majority_cleaned": C.pct(n_major_cl, n), "ex_by_config": cfg_ex,
-            "main_config": main_cfg,
-            "overhead_ms_p50": p50, "overhead_ms_p90": p90, "nl2sql_errors": n_err,
-            "questions": results}, indent=1, default=str))
-        log(f"details: {args.json}")
-    if args.stop_cluster:
-        cluster.stop()
-    else:
-        log(f"cluster left running: pg_ctl -D {cluster.datadir} stop (as user postgres) stops it")
     for cx in (conn, score_conn):
         cx.close()
-    log(f"RESULT ex_vote={ex_vote:.1f} ex_best_single={ex_best:.1f} "
-        f"overhead_ms_p50={(p50 if p50 is not None else float('nan')):.0f}")
-    return 0
+    return {"db": db, "models": names, "n": n, "per_model_ex": per_model, "ex_vote": ex_vote,
+            "ex_offline_majority": C.pct(n_major, n), "ex_oracle": C.pct(n_oracle, n),
+            "ex_offline_majority_cleaned": C.pct(n_major_cl, n), "ex_by_config": cfg_ex,
+            "main_config": main_cfg, "overhead_ms_p50": p50, "overhead_ms_p90": p90,
+            "nl2sql_errors": n_err, "overheads": ovs, "questions": results}
+
+
+def aggregate(per_db: dict[str, dict]) -> dict:
+    """Figures over every question of every database run (each question counts once).
+
+    Args:
+        per_db: ``run_database``'s result per database name.
+
+    Returns:
+        ``{"n", "ex_vote", "ex_best_single", "best_single", "per_model_ex",
+        "per_model_ex_in_nl2sql", "best_single_in_nl2sql", "ex_best_single_in_nl2sql",
+        "ex_offline_majority", "ex_offline_majority_cleaned", "ex_oracle", "ex_by_config",
+        "overhead_ms_p50"}``, EX in % of ``n``.
+    """
+    qs = [q for d in per_db.values() for q in d["questions"]]
+    n = len(qs)
+    models = list(dict.fromkeys(m for d in per_db.values() for m in d["models"]))
+    per_model = {m: C.pct(sum(1 for q in qs if q.get("models", {}).get(m, {}).get("match")), n)
+                 for m in models}
+    best = max(per_model, key=lambda k: per_model[k]) if per_model else None
+    in_pipeline = {m: C.pct(sum(1 for q in qs for c in (q.get("nl2sql") or {}).get("candidates") or []
+                                if c.get("source") == f"finsql:{m}" and c.get("match")), n)
+                   for m in models}
+    best_in = max(in_pipeline, key=lambda k: in_pipeline[k]) if in_pipeline else None
+    cfgs = list(dict.fromkeys(c for d in per_db.values() for c in d["ex_by_config"]))
+    ovs = [o for d in per_db.values() for o in d.get("overheads") or []]
+    return {
+        "n": n, "ex_vote": C.pct(sum(1 for q in qs if (q.get("nl2sql") or {}).get("match")), n),
+        "best_single": best, "ex_best_single": per_model[best] if best else 0.0,
+        "per_model_ex": per_model, "per_model_ex_in_nl2sql": in_pipeline,
+        "best_single_in_nl2sql": best_in,
+        "ex_best_single_in_nl2sql": in_pipeline[best_in] if best_in else 0.0,
+        "ex_offline_majority": C.pct(sum(1 for q in qs if (q.get("offline_majority") or {}).get("match")), n),
+        "ex_offline_majority_cleaned": C.pct(
+            sum(1 for q in qs if (q.get("offline_majority_cleaned") or {}).get("match")), n),
+        "ex_oracle": C.pct(sum(1 for q in qs if any(v.get("match") for v in q.get("models", {}).values())), n),
+        "ex_by_config": {c: C.pct(sum(1 for q in qs if (q.get("configs", {}).get(c) or {}).get("match")), n)
+                         for c in cfgs},
+        "overhead_ms_p50": C.percentile(ovs, 50),
+    }
+
+
+def print_aggregate(per_db: dict[str, dict], agg: dict) -> None:
+    """Print one line per database and the aggregate figures (EX in %)."""
+    log("")
+    log(f"=== {len(per_db)} databases, {agg['n']} questions, EX in % ===")
+    log(f"{'database':<24} {'n':>4} {'vote':>6} {'maj raw':>8} {'maj clean':>9} {'best single':>12} {'oracle':>7}")
+    for db, d in per_db.items():
+        best = max(d["per_model_ex"], key=lambda k: d["per_model_ex"][k]) if d["per_model_ex"] else ""
+        log(f"{db:<24} {d['n']:>4} {d['ex_vote']:>6.1f} {d['ex_offline_majority']:>8.1f} "
+            f"{d['ex_offline_majority_cleaned']:>9.1f} {d['per_model_ex'].get(best, 0.0):>6.1f} {best[:22]:<22} "
+            f"{d['ex_oracle']:>7.1f}")
+    log(f"{'ALL':<24} {agg['n']:>4} {agg['ex_vote']:>6.1f} {agg['ex_offline_majority']:>8.1f} "
+        f"{agg['ex_offline_majority_cleaned']:>9.1f} {agg['ex_best_single']:>6.1f} {str(agg['best_single'])[:22]:<22} "
+        f"{agg['ex_oracle']:>7.1f}")
+    log(f"best single model inside nl2sql (its FinSQL candidate as executed): "
+        f"{agg['best_single_in_nl2sql']} {agg['ex_best_single_in_nl2sql']:.1f}")
+    log("per model over all questions (raw / inside nl2sql): " + ", ".join(
+        f"{k} {v:.1f}/{agg['per_model_ex_in_nl2sql'].get(k, 0.0):.1f}" for k, v in agg["per_model_ex"].items()))
+    log("per configuration over all questions: " + ", ".join(f"{k} {v:.1f}" for k, v in agg["ex_by_config"].items()))
 
 
 if __name__ == "__main__":

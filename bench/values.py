@@ -11,7 +11,7 @@ the same string (case-sensitive). Goal: >= 0.95 on superhero and geo.
 
 ``--dbs demo`` is the project's own demo database and its 10 questions (nl2sql_indexer.demo_data).
 
-Usage: python bench/values.py [--data ../shared/bench-data] [--dbs superhero,geo,world,demo]
+Usage: python bench/values.py [--data ../shared/bench-data] [--dbs superhero,geo,world,demo | --db all]
        [--limit N] [--datadir DIR] [--json OUT] [--set KEY=VALUE ...]
 Last line: ``RESULT value_recall_at10=<0..1>`` (over all questions of the databases given).
 """
@@ -48,7 +48,7 @@ def questions_for(data: Path, db: str) -> list[dict]:
     if bird.exists():
         rows = [json.loads(x) for x in bird.read_text().splitlines() if x.strip()]
         return [{"id": r["question_id"], "question": r["question"], "evidence": r.get("evidence"),
-                 "gold": r["gold_sql"]} for r in rows]
+                 "gold": r["gold_sql"]} for r in rows if r.get("gold_ok", True) is not False]
     rows = [json.loads(x) for x in (data / "evals.jsonl").read_text().splitlines() if x.strip()]
     return [{"id": r["eval_id"], "question": r["question"], "evidence": None, "gold": r["query"]}
             for r in rows if r["database"] == db]
@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--dbs", default="superhero,geo", help="comma-separated databases")
+    ap.add_argument("--db", default=None,
+                    help="one database, or all: every bird_minidev_<db>.jsonl in --data with its "
+                         "dump (replaces --dbs)")
     ap.add_argument("--limit", type=int, default=None, help="first N questions per database")
     ap.add_argument("--datadir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
@@ -119,11 +122,22 @@ def main(argv: list[str] | None = None) -> int:
     if any(len(kv) != 2 for kv in overrides):
         ap.error("--set takes KEY=VALUE")
 
+    dbs = [d.strip() for d in args.dbs.split(",") if d.strip()]
+    if args.db == "all":
+        dbs = sorted(p.name[len("bird_minidev_"):-len(".jsonl")]
+                     for p in args.data.glob("bird_minidev_*.jsonl")
+                     if (args.data / "pg_dumps" / (p.name[len("bird_minidev_"):-len(".jsonl")] + ".sql")).exists())
+        if not dbs:
+            ap.error(f"no bird_minidev_<db>.jsonl with a pg_dumps/<db>.sql in {args.data}")
+    elif args.db:
+        dbs = [args.db]
+
     cluster = C.start_cluster(args.datadir)
     total_found = total_gold = 0
+    per_db: list[tuple[str, int, int]] = []
     details = []
     all_ms: list[float] = []
-    for db in [d.strip() for d in args.dbs.split(",") if d.strip()]:
+    for db in dbs:
         qs = questions_for(args.data, db)[:args.limit] if args.limit else questions_for(args.data, db)
         conn = setup_db(cluster, args.data, db)
         for k, v in overrides:
@@ -180,9 +194,13 @@ def main(argv: list[str] | None = None) -> int:
             log(f"   miss q{qid}: {v!r}{'' if idx else ' (not indexed)'} in {qq!r}; got {got[:6]}")
         total_found += found
         total_gold += gold
+        per_db.append((db, found, gold))
         all_ms += ms
     if args.json:
         args.json.write_text(json.dumps(details, indent=1, default=str))
+    if len(per_db) > 1:
+        for db, f, g in per_db:
+            log(f"   {db:<24} {f:>4}/{g:<4} = {f / g if g else float('nan'):.3f}")
     recall = total_found / total_gold if total_gold else 0.0
     log(f"all: {total_found}/{total_gold} gold cell values found; value retrieval ms p50 "
         f"{C.percentile(all_ms, 50):.0f}")

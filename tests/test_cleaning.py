@@ -137,3 +137,111 @@ def test_skeleton_of_a_long_in_list_is_linear():
     sk = sql_skeleton(sql)
     assert time.perf_counter() - t0 < 0.6
     assert sk.startswith("SELECT _ FROM _ WHERE _ IN (%s, %s") and sk.count("%s") == 8000
+
+
+# -- SQLite's semantics resolved against the schema (sqlite_rules.py) ---------------------------
+def _schema():
+    from nl2sql.types import Column, Schema, Table
+
+    def col(name, ty, pk=False):
+        return Column(name=name, data_type=ty, is_primary_key=pk)
+    return Schema(tables=[
+        Table("singer", "public", "singer", [col("singer_id", "integer", True), col("name", "text"),
+                                              col("country", "text"), col("age", "integer"),
+                                              col("zip", "text")]),
+        Table("concert", "public", "concert", [col("concert_id", "integer", True),
+                                                col("singer_id", "integer"), col("year", "text"),
+                                                col("theme", "text")]),
+    ])
+
+
+def _sqlite(sql):
+    return clean(sql, "sqlite", _schema())
+
+
+def test_sqlite_double_quoted_name_that_is_no_column_becomes_a_string():
+    cl = _sqlite('SELECT name FROM singer WHERE country = "France" AND "name" IS NOT NULL')
+    assert "sqlite:string_literal" in cl.steps
+    assert "country = 'France'" in cl.sql and 'NOT "name" IS NULL' in cl.sql
+    # a name that is a column stays an identifier, also outside a comparison
+    cl = _sqlite('SELECT "name", "Total" FROM singer')
+    assert "'Total'" in cl.sql and '"name"' in cl.sql
+    # an output name of the query is a name in scope too
+    cl = _sqlite('SELECT count(*) AS "n" FROM singer ORDER BY "n"')
+    assert "sqlite:string_literal" not in cl.steps
+
+
+def test_sqlite_derived_table_gets_an_alias():
+    cl = _sqlite("SELECT count(*) FROM (SELECT country FROM singer GROUP BY country)")
+    assert "sqlite:derived_alias" in cl.steps
+    check_candidate(cl.sql, {"singer"})
+    assert "AS derived_1" in cl.sql
+    assert "sqlite:derived_alias" not in _sqlite(
+        "SELECT count(*) FROM (SELECT country FROM singer) AS s").steps
+
+
+def test_sqlite_like_is_case_insensitive():
+    cl = _sqlite("SELECT name FROM singer WHERE name LIKE '%hey%' AND country NOT LIKE 'us%'")
+    assert "sqlite:like_nocase" in cl.steps
+    assert cl.sql.count("ILIKE") == 2 and " LIKE " not in cl.sql.replace("ILIKE", "")
+    assert "country NOT ILIKE 'us%'" in cl.sql
+    assert "sqlite:like_nocase" not in _sqlite("SELECT name FROM singer").steps
+
+
+def test_sqlite_bare_column_dependent_on_the_grouped_key_is_grouped():
+    # grouped by concert.singer_id, equal to singer's primary key: singer.name is dependent
+    cl = _sqlite("SELECT T2.name, count(*) FROM concert AS T1 JOIN singer AS T2 "
+                 "ON T1.singer_id = T2.singer_id GROUP BY T1.singer_id ORDER BY T2.age")
+    assert "sqlite:group_by_dependent" in cl.steps and cl.reason is None
+    assert "GROUP BY T1.singer_id, T2.name, T2.age" in cl.sql
+    # grouped by the table's own key
+    cl = _sqlite("SELECT name, count(*) FROM singer GROUP BY singer_id")
+    assert cl.reason is None and "GROUP BY singer_id, name" in cl.sql
+
+
+def test_sqlite_bare_column_not_dependent_is_refused_with_a_reason():
+    cl = _sqlite("SELECT name, max(age) FROM singer GROUP BY country")
+    assert cl.sql == "" and cl.steps[-1] == "refused"
+    assert "name" in cl.reason and "GROUP BY country" in cl.reason
+    # aggregated and grouped columns are fine
+    ok = _sqlite("SELECT country, max(age), count(name) FROM singer GROUP BY country")
+    assert ok.reason is None and "sqlite:group_by_dependent" not in ok.steps
+
+
+def test_sqlite_number_compared_with_text_column_is_cast():
+    cl = _sqlite("SELECT name FROM singer AS s JOIN concert AS c ON c.year = s.age "
+                 "WHERE s.zip = 75001 AND c.year IN (2014, 2015) AND s.age > 20")
+    assert "sqlite:text_vs_number" in cl.steps
+    assert "s.zip = '75001'" in cl.sql and "IN ('2014', '2015')" in cl.sql
+    assert "s.age > 20" in cl.sql and "c.year = CAST(s.age AS TEXT)" in cl.sql
+    assert "sqlite:text_vs_number" not in _sqlite("SELECT name FROM singer WHERE age = 3").steps
+
+
+def test_sqlite_rules_need_the_schema_and_the_sqlite_dialect():
+    text = 'SELECT name FROM singer WHERE name LIKE "a%"'
+    assert not any(s.startswith("sqlite:") for s in clean(text, "sqlite").steps)
+    pg = clean("SELECT name FROM singer WHERE name LIKE 'a%'", "postgres", _schema())
+    assert pg.steps == [] and "LIKE" in pg.sql and "ILIKE" not in pg.sql
+
+
+def test_sqlite_grouped_key_of_a_derived_table_determines_the_joined_table():
+    cl = _sqlite("SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM concert) AS d "
+                 "JOIN singer AS T2 ON d.sid = T2.singer_id GROUP BY d.sid")
+    assert cl.reason is None and "GROUP BY d.sid, T2.name" in cl.sql
+
+
+def test_sqlite_quoted_name_in_another_case_takes_the_database_spelling():
+    cl = _sqlite('SELECT "Name", "Country" FROM "Singer" WHERE "Age" > 30')
+    assert "sqlite:identifier_case" in cl.steps
+    assert cl.sql == "SELECT name, country FROM singer WHERE age > 30"
+    assert "sqlite:identifier_case" not in _sqlite('SELECT "name" FROM singer').steps
+
+
+def test_sqlite_rules_failing_fall_back_to_syntax_only(monkeypatch):
+    import nl2sql.cleaning as cleaning
+
+    def boom(tree, schema):
+        raise AttributeError("unforeseen tree")
+    monkeypatch.setattr(cleaning, "apply_sqlite_rules", boom)
+    cl = _sqlite('SELECT name FROM singer WHERE country = "France"')
+    assert cl.steps[-1] == "sqlite:rules_skipped" and "'France'" in cl.sql and cl.reason is None

@@ -310,6 +310,42 @@ def test_sqlite_dialect_model_is_transpiled_and_cleaning_steps_are_traced(gen, l
         gen.execute("SELECT nl2sql.add_model('x', 'x', dialect => 'oracle')")
 
 
+def test_sqlite_dialect_answers_keep_sqlite_semantics_in_the_pipeline(gen, llm):
+    """A SQLite-dialect model's answer as real models write it: a double-quoted string, LIKE
+    compared case-insensitively, a bare column dependent on the grouped key through the join,
+    a derived table without alias; each rule is named in the candidate's cleaning. Its result
+    equals the PostgreSQL model's answer."""
+    gen.execute("SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+                (llm.base_url,))
+    add_models(gen, llm, ["pg"])
+    llm.add_rule(Rule(model="lite", response=(
+        'SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM singer_in_concert) '
+        'JOIN singer AS T2 ON sid = T2.singer_id WHERE T2.country LIKE "%A%" OR T2.country = "x" '
+        'GROUP BY sid')))
+    llm.add_rule(Rule(model="pg", response=(
+        "SELECT s.name, count(*) FROM singer_in_concert AS sc JOIN singer AS s "
+        "ON sc.singer_id = s.singer_id WHERE s.country ILIKE '%a%' OR s.country = 'x' "
+        "GROUP BY s.singer_id, s.name")))
+    trace = explain(gen, "How many concerts per singer from a country with an a?")
+    lite, pg = cand(trace, "finsql:lite"), cand(trace, "finsql:pg")
+    assert pg["status"] == "ok" and pg["row_count"] > 0
+    assert lite["status"] == "ok", lite
+    for step in ("sqlite:string_literal", "sqlite:like_nocase", "sqlite:derived_alias",
+                 "sqlite:group_by_dependent"):
+        assert step in lite["cleaning"]
+    assert lite["result_hash"] == pg["result_hash"]
+
+
+def test_sqlite_bare_column_not_dependent_on_the_key_is_refused_with_the_reason(gen, llm):
+    gen.execute("SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+                (llm.base_url,))
+    llm.add_rule(Rule(model="lite", response="SELECT name, max(age) FROM singer GROUP BY country"))
+    trace = explain(gen, "Who is the oldest singer per country?")
+    lite = cand(trace, "finsql:lite")
+    assert lite["status"] == "refused" and "not functionally dependent" in lite["reason"]
+    assert lite["cleaning"][-1] == "refused"
+
+
 def test_no_alignment_from_a_column_the_caller_may_not_read(gen, llm):
     add_models(gen, llm, ["m1"])
     llm.set_default("SELECT count(*) FROM singer WHERE country = 'france'")

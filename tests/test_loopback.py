@@ -133,6 +133,20 @@ def test_replay_by_extracted_question(llm, client):
         ask(client, "other-model", prompt("How many singers do we have?"))
 
 
+def test_replay_finds_a_question_the_pipeline_rewrote(llm, client):
+    from datetime import date
+
+    from nl2sql.rewriting import rewrite_relative_time
+    asked = "Which singers are on tour currently and how many concerts this month?"
+    llm.set_replay("gpt-x", {asked: "SELECT 1"})
+    rewritten = rewrite_relative_time(asked, date(2026, 11, 22)).question
+    assert rewritten != asked
+    assert ask(client, "gpt-x", prompt(rewritten)) == "SELECT 1"
+    # a question that differs in more than the added dates is still not found
+    with pytest.raises(openai.NotFoundError):
+        ask(client, "gpt-x", prompt(rewritten.replace("singers", "bands")))
+
+
 def test_rules_take_precedence_over_replay(llm, client):
     llm.set_replay("m", {"Q1": "from replay"})
     llm.add_rule(Rule(model="m", question="Q1", response="from rule", times=1))

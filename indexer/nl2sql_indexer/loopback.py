@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 from nl2sql.prompts import QUESTION_MARKER  # noqa: E402  (the pipeline's prompt format)
+from nl2sql.rewriting import original_question  # noqa: E402  (undoes the pipeline's rewriting)
 """The pipeline's prompts end with this marker, the question, and `` */``."""
 
 _HANG_MAX_S = 3600.0
@@ -628,7 +629,9 @@ class LoopbackLLM:
     def set_replay(self, model: str, answers: dict[str, str], delay_s: float = 0.0) -> None:
         """For `model`, answer with answers[extract_question(last user message)].
 
-        Lookup is exact first, then whitespace/case-insensitive. Rules take precedence over
+        Lookup is exact first, then whitespace/case-insensitive, then with the explicit dates
+        of the pipeline's query rewriting removed (``rewriting.original_question``), so a
+        rewritten question still finds the answer recorded for the question as asked. Rules take precedence over
         replays; a question missing from ``answers`` falls through to the default. Setting a
         replay for a model replaces that model's previous replay.
         """
@@ -715,6 +718,10 @@ class LoopbackLLM:
                 norm = _normalize(question)
                 if norm in normalized:
                     return _Reply(content=normalized[norm], delay_s=delay_s)
+                # the pipeline's query rewriting added explicit dates: match the question as asked
+                asked = _normalize(original_question(question))
+                if asked in normalized:
+                    return _Reply(content=normalized[asked], delay_s=delay_s)
             default = self._default
         if default is not None:
             return _Reply(content=default)

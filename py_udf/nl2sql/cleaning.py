@@ -30,7 +30,9 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from .errors import CandidateRefused, ConfigError
-from .sqlcheck import parse_shared, parse_single, transpile
+from .sqlcheck import DIALECT as _PG, parse_shared, parse_single, transpile
+from .sqlite_rules import apply_sqlite_rules
+from .types import Schema
 
 TARGET = "postgres"
 DIALECTS = ("postgres", "sqlite", "mysql")
@@ -66,7 +68,9 @@ class Cleaned:
             transpiling failed (then still in the model's dialect); may be empty.
         steps: names of the steps applied, in order, each once: ``fence``, ``leading_prose``,
             ``trailing_prose``, ``markdown_escape``, ``hash_comment``, ``trailing_semicolon``,
-            ``transpile:<dialect>``.
+            ``transpile:<dialect>``, and with a schema the SQLite rules applied
+            (``sqlite:string_literal``, ``sqlite:derived_alias``, ``sqlite:like_nocase``,
+            ``sqlite:text_vs_number``, ``sqlite:group_by_dependent``; see sqlite_rules.py).
         dialect: the sqlglot dialect the text was read as (``postgres``, ``sqlite`` or
             ``mysql``); the configured dialect when transpiling failed.
         reason: why the answer holds no SQL to check (then ``sql`` is empty): a NUL byte, a
@@ -315,7 +319,40 @@ def transpile_to_postgres(sql: str, read: str) -> str:
     return transpile(sql, read)
 
 
-def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
+def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str, str | None]:
+    """Transpile one SQLite statement to PostgreSQL keeping SQLite's meaning, resolved against
+    the schema (``sqlite_rules.apply_sqlite_rules``: double-quoted strings, derived-table
+    aliases, case-insensitive LIKE, numbers compared with text columns, bare columns in
+    grouped SELECTs).
+
+    Source: the SQLite documentation (datatypes §4.2, keywords, LIKE, bare columns).
+
+    Args:
+        sql: one statement in SQLite dialect.
+        schema: the tables the calling role may read.
+        steps: the cleaning steps so far; ``transpile:sqlite`` and each rule applied are
+            appended (``sqlite:rules_skipped`` when the rules failed on an unforeseen tree and
+            the text was transpiled by syntax only).
+
+    Returns:
+        ``(sql, reason)``: the PostgreSQL text, and the reason when the statement cannot mean
+        in PostgreSQL what it means in SQLite (then ``sql`` is the transpiled text as is).
+
+    Raises:
+        CandidateRefused: (a ValueError) the text does not parse as one SQLite statement.
+    """
+    tree = parse_single(sql, "sqlite")
+    steps.append("transpile:sqlite")
+    try:
+        rw = apply_sqlite_rules(tree, schema)
+    except Exception:  # noqa: BLE001 - a tree the rules do not foresee: syntax-only transpile
+        steps.append("sqlite:rules_skipped")
+        return transpile(sql, "sqlite"), None
+    steps.extend(rw.steps)
+    return rw.tree.sql(dialect=_PG), rw.reason
+
+
+def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None) -> Cleaned:
     """Clean one model answer into one SQL statement, recording every step.
 
     Steps, in order: check the caps (``bound_answer``: NUL byte, size, tokens, nesting; an
@@ -326,7 +363,9 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
     it), drop trailing paragraphs until the text parses, cut MySQL ``#`` comments, drop a trailing semicolon, and transpile to PostgreSQL. For a
     ``postgres`` model, text that does not parse as PostgreSQL but parses as SQLite or MySQL is
     transpiled from the first that parses. Text that cannot be cleaned comes back as it is (the
-    check then refuses it with the parser's message).
+    check then refuses it with the parser's message). With ``schema``, SQLite text keeps
+    SQLite's meaning (``sqlite_to_postgres``); a statement whose meaning cannot be kept (a bare
+    column not dependent on the GROUP BY key) gives empty SQL with ``reason``.
 
     Source: DAIL-SQL (Gao et al. 2023) §3.1, the "no explanation" output rule (models still
     explain); OpenSearch-SQL (Xie et al. 2024) §3.5, style alignment of generated SQL.
@@ -371,18 +410,30 @@ def clean(text: str | None, dialect: str = TARGET) -> Cleaned:
     read = dialect
     if dialect == TARGET and t and not parses_as(t, TARGET):
         read = next((d for d in FALLBACK_DIALECTS if parses_as(t, d)), TARGET)
-    if read != TARGET:
+    if read == "sqlite" and schema is not None:
+        try:
+            t, why = sqlite_to_postgres(t, schema, steps)
+        except ValueError:
+            read = dialect
+        else:
+            if why is not None:
+                return Cleaned("", [*_unique(steps), "refused"], read, why)
+    elif read != TARGET:
         try:
             t = transpile_to_postgres(t, read)
             steps.append(f"transpile:{read}")
         except ValueError:
             read = dialect
-    # de-duplicate while keeping order (e.g. trailing_prose found twice)
+    return Cleaned(t, _unique(steps), read)
+
+
+def _unique(steps: list[str]) -> list[str]:
+    """The steps de-duplicated in order (e.g. trailing_prose found twice)."""
     seen: list[str] = []
     for s in steps:
         if s not in seen:
             seen.append(s)
-    return Cleaned(t, seen, read)
+    return seen
 
 
 def clean_model_output(text: str | None) -> str:

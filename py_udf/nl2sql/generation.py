@@ -266,7 +266,7 @@ class Evaluator:
         return err if isinstance(err, type) and issubclass(err, BaseException) else _NeverRaised
 
     def _prepare(self, c: Candidate, text: str, dialect: str, t0: float) -> bool:
-        cl = clean(text, dialect)
+        cl = clean(text, dialect, self.schema)
         c.cleaning = cl.steps
         if cl.reason is not None:  # past a cap, a NUL byte, only a comment: nothing to check
             c.status, c.reason, c.sql = Status.REFUSED, cl.reason, None

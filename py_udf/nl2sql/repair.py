@@ -206,7 +206,7 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
     # per candidate: the last attempt's problem, SQL shown to the model, and cleaned answer
     problem_of = {id(c): feedback(c, gate) for c in active}
     shown_sql = {id(c): c.sql or c.raw_text for c in active}
-    last_answer = {id(c): clean(c.raw_text, ev.dialects.get(c.model, "postgres")).sql
+    last_answer = {id(c): clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
                    for c in active}
     for r in range(1, max_rounds + 1):
         if not active:
@@ -232,7 +232,7 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
                 c.repairs.append(entry)
                 still.append(c)
                 continue
-            answer = clean(rep.text, ev.dialects.get(c.model, "postgres")).sql
+            answer = clean(rep.text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
             if answer == last_answer[id(c)]:
                 entry.update(status=RepairOutcome.UNCHANGED, sql=answer,
                              reason="the model answered with the same SQL; repair stopped")

@@ -24,6 +24,19 @@ _UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month":
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                  "eight": 8, "nine": 9, "ten": 10, "twelve": 12}
 
+# Verbs of state that "currently"/"now"/"presently" may qualify ("students who currently live
+# in", "players now playing for", "staff presently employed"): the database stores the present
+# state as it is, so such a phrase is the subject's attribute, not a time filter, and is left
+# alone. Besides these, any word ending in -ing after the adverb is read as such a verb.
+_STATE_VERBS = (
+    "live", "lives", "lived", "reside", "resides", "resided", "work", "works", "stay", "stays",
+    "study", "studies", "attend", "attends", "hold", "holds", "own", "owns", "have", "has",
+    "belong", "belongs", "serve", "serves", "play", "plays", "teach", "teaches", "use", "uses",
+    "employed", "enrolled", "located", "based", "registered", "married", "assigned", "housed",
+    "stationed", "signed", "hired", "listed", "stored", "kept",
+)
+_NOT_TIME = r"(?!\s+(?:" + "|".join(_STATE_VERBS) + r"|\w{2,}ing)\b)"
+
 # Longest phrases first; each alternative is a whole-word match (case-insensitive).
 _PATTERN = re.compile(
     r"\b(?:"
@@ -32,7 +45,7 @@ _PATTERN = re.compile(
     r"|(?P<rel>(?P<which>this|last|previous|next|current)\s+(?P<unit>week|month|year|quarter))"
     r"|(?P<day>today|yesterday|tomorrow)"
     r"|(?P<ytd>year[\s-]to[\s-]date)"
-    r"|(?P<now>right\s+now|now|currently|at\s+present|presently)"
+    r"|(?P<now>(?:right\s+now|now|currently|at\s+present|presently)" + _NOT_TIME + ")"
     r")\b", re.IGNORECASE)
 
 
@@ -142,7 +155,9 @@ def rewrite_relative_time(question: str, today: date) -> Rewritten:
     last / previous / next week, month, quarter, year (calendar periods, weeks from Monday);
     (in the) last / past / previous N days, weeks, months, quarters, years (N a number or
     one..ten, twelve; from ``today`` minus N units to ``today``); year to date; now / right
-    now / currently / at present / presently. Ranges are inclusive ISO dates, e.g. "this
+    now / currently / at present / presently, except before a verb of state ("who currently
+    live in", "now playing for": the subject's present attribute, which the data holds as it
+    is, not a time filter). Ranges are inclusive ISO dates, e.g. "this
     month" → "this month (from 2024-05-01 to 2024-05-31)"; the original phrase is kept.
 
     Args:
@@ -170,3 +185,22 @@ def rewrite_relative_time(question: str, today: date) -> Rewritten:
         return Rewritten(question=question)
     out.append(question[pos:])
     return Rewritten(question="".join(out), today=today.isoformat(), rewrites=rewrites)
+
+
+_ADDED = re.compile(r" \((?:as of|on) \d{4}-\d{2}-\d{2}\)| \(from \d{4}-\d{2}-\d{2} to \d{4}-\d{2}-\d{2}\)")
+
+
+def original_question(question: str) -> str:
+    """Undo ``rewrite_relative_time``: drop the explicit ranges it added in parentheses.
+
+    Used where a rewritten question must be matched against the question as asked (the
+    loopback replay of recorded answers). Text the user wrote in parentheses is kept unless it
+    has exactly the added form (`` (as of 2024-05-17)``, `` (on …)``, `` (from … to …)``).
+
+    Args:
+        question: a question, possibly rewritten.
+
+    Returns:
+        The question without the added ranges (unchanged when it holds none).
+    """
+    return _ADDED.sub("", question or "")
