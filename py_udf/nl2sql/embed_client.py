@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import EmbeddingError
+from .errors import EmbedderUnavailable, EmbeddingError  # noqa: F401  (re-exported)
 
 DIR_NAME = "nl2sql_embedder"
 SOCKET_NAME = "embed.sock"       # as nl2sql.embed_service names them
@@ -50,10 +50,6 @@ RETRY_AFTER_S = 30.0             # in-process embedding for this long after a fa
 _LOCK = threading.Lock()
 _STATE: dict = {"mode": "local", "client": None, "retry_at": 0.0, "last_error": None,
                 "served_by": set(), "fallback": None, "started": None}
-
-
-class EmbedderUnavailable(EmbeddingError):
-    """The shared embedding process could not be reached or started (the backend falls back)."""
 
 
 def configure(mode: str) -> None:
