@@ -132,6 +132,18 @@ def _explain(cluster, question: str) -> dict:
         return c.execute("SELECT nl2sql.explain(%s)", (question,)).fetchone()[0]
 
 
+HEAVY = ("onnxruntime", "numpy", "torch", "tokenizers", "sentence_transformers")
+
+
+def _heavy_modules(conn) -> list[str]:
+    """The heavy embedding modules (``HEAVY``) this connection's backend has imported."""
+    found: list[str] = []
+    conn.add_notice_handler(lambda d: found.extend(d.message_primary.split()[1:]))
+    conn.execute("DO $x$\nimport sys\nplpy.notice('heavy: ' + ' '.join(m for m in %r "
+                 "if m in sys.modules))\n$x$ LANGUAGE plpython3u" % (HEAVY,))
+    return found
+
+
 @pytest.fixture
 def shared(db, llm, cluster):
     """The demo database with the default ``embedder = 'shared'`` and the demo questions
@@ -156,6 +168,13 @@ def test_backends_use_one_shared_process_with_the_same_vectors(shared, cluster):
     trace = _explain(cluster, DEMO_QUESTIONS[2][0])
     assert trace["embedder"]["served_by"] == ["shared"]
     assert trace["embedder"]["started_process"] is None and _service_pid(cluster) == pid
+    # a backend that asked, and one that ran the CLI's per-table reindex, stay small
+    with cluster.connect("nl2sql_test") as c:
+        c.execute("SELECT nl2sql(%s)", (DEMO_QUESTIONS[9][0],))
+        assert _heavy_modules(c) == []
+    with cluster.connect("nl2sql_test") as c:
+        c.execute("SELECT nl2sql._reindex_table('public', 'singer', true)")
+        assert _heavy_modules(c) == []
     # the process's vectors equal the in-process engine's; so do the ones reindex stored
     assert min(_cosines(_vectors(str(d / "embed.sock"), TEXTS),
                         embed.embed(TEXTS, cache=False))) >= 0.9999
@@ -202,7 +221,9 @@ def test_unavailable_process_falls_back_in_process_and_says_so(shared, cluster):
 
 def test_local_setting_embeds_in_process(shared, cluster):
     shared.execute("SELECT nl2sql.set_setting('embedder', 'local')")
-    trace = _explain(cluster, DEMO_QUESTIONS[8][0])
-    assert trace["sql"]
-    assert trace["embedder"] == {"setting": "local", "served_by": ["local"], "fallback": None,
-                                 "started_process": None}
+    with cluster.connect("nl2sql_test") as c:
+        trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[8][0],)).fetchone()[0]
+        assert trace["sql"]
+        assert trace["embedder"] == {"setting": "local", "served_by": ["local"],
+                                     "fallback": None, "started_process": None}
+        assert "onnxruntime" in _heavy_modules(c)   # the model is in this backend

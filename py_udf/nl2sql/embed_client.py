@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import EmbedderUnavailable, EmbeddingError  # noqa: F401  (re-exported)
+from .errors import EmbedderUnavailable
 
 DIR_NAME = "nl2sql_embedder"
 SOCKET_NAME = "embed.sock"       # as nl2sql.embed_service names them
@@ -48,7 +48,7 @@ START_TIMEOUT_S = 30.0           # waiting for a process being started (model lo
 RETRY_AFTER_S = 30.0             # in-process embedding for this long after a failure
 
 _LOCK = threading.Lock()
-_STATE: dict = {"mode": "local", "client": None, "retry_at": 0.0, "last_error": None,
+_STATE: dict = {"mode": None, "client": None, "retry_at": 0.0, "last_error": None,
                 "served_by": set(), "fallback": None, "started": None}
 
 
@@ -72,10 +72,37 @@ def configure(mode: str) -> None:
 def active() -> bool:
     """Whether ``nl2sql.embed`` should ask the shared process first.
 
+    A backend whose entry point did not call ``configure`` (the ``nl2sql-index`` CLI's
+    per-table functions) reads the setting once itself (``mode_in_backend``).
+
     Returns:
         True when the mode is ``'shared'``.
     """
+    if _STATE["mode"] is None:
+        _STATE["mode"] = mode_in_backend()
     return _STATE["mode"] == "shared"
+
+
+def mode_in_backend() -> str:
+    """The setting ``embedder`` as seen from this process, read without the caller's ``plpy``.
+
+    Returns:
+        ``'local'`` outside PostgreSQL (no ``plpy`` module: the CLI, the embedding process,
+        tests) or off the main thread (only it may use ``plpy``); inside a backend the stored
+        value, ``'shared'`` when none is stored or it cannot be read.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return "local"
+    try:
+        import plpy
+    except ImportError:
+        return "local"
+    try:
+        rows = plpy.execute("SELECT value FROM nl2sql.setting WHERE key = 'embedder'")
+        value = str(rows[0]["value"]).strip().lower() if rows else "shared"
+    except Exception:  # noqa: BLE001 - an unreadable setting means the default
+        value = "shared"
+    return "local" if value == "local" else "shared"
 
 
 def note_local() -> None:
@@ -97,7 +124,7 @@ def report() -> dict:
         backend's cache. No path is named (the data directory is not for every role).
     """
     with _LOCK:
-        return {"setting": _STATE["mode"], "served_by": sorted(_STATE["served_by"]),
+        return {"setting": _STATE["mode"] or "local", "served_by": sorted(_STATE["served_by"]),
                 "fallback": _STATE["fallback"], "started_process": _STATE["started"]}
 
 
