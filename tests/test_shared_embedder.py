@@ -227,3 +227,19 @@ def test_local_setting_embeds_in_process(shared, cluster):
         assert trace["embedder"] == {"setting": "local", "served_by": ["local"],
                                      "fallback": None, "started_process": None}
         assert "onnxruntime" in _heavy_modules(c)   # the model is in this backend
+
+
+def test_process_that_does_not_answer_costs_one_timeout_then_in_process(shared, cluster):
+    _explain(cluster, DEMO_QUESTIONS[0][0])
+    pid = _service_pid(cluster)
+    os.kill(pid, signal.SIGSTOP)          # alive, socket open, never answers
+    try:
+        t0 = time.monotonic()
+        trace = _explain(cluster, "How many stadiums are there in total?")
+        took = time.monotonic() - t0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    emb = trace["embedder"]
+    assert emb["served_by"] == ["local"] and "did not answer within" in emb["fallback"]
+    assert took < 30, "one request's time limit, then in-process for the rest of the call"
+    assert not _gone(pid) and _service_pid(cluster) == pid   # a slow process is not killed

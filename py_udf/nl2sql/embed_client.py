@@ -43,7 +43,9 @@ LOG_NAME = "embedder.log"
 LOCK_NAME = "start.lock"
 MODEL_NAME = "all-MiniLM-L6-v2"
 CHUNK = 512                      # texts per request
-REQUEST_TIMEOUT_S = 60.0         # one request (a question's texts take milliseconds)
+REQUEST_TIMEOUT_S = 60.0         # the most one request may take (a question's texts: ms)
+TIMEOUT_BASE_S = 5.0             # a request's limit: this plus TIMEOUT_PER_TEXT_S per text
+TIMEOUT_PER_TEXT_S = 0.05
 START_TIMEOUT_S = 30.0           # waiting for a process being started (model load: ~1-2 s)
 RETRY_AFTER_S = 30.0             # in-process embedding for this long after a failure
 
@@ -194,8 +196,22 @@ def _client():
     return _STATE["client"]
 
 
+def request_timeout(n: int) -> float:
+    """The time limit of one request.
+
+    Args:
+        n: texts in the request.
+
+    Returns:
+        Seconds: ``TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n``, at most ``REQUEST_TIMEOUT_S``
+        (5.05 s for one text, 30.6 s for a full chunk of 512).
+    """
+    return min(REQUEST_TIMEOUT_S, TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n)
+
+
 def _request(texts: list[str]) -> list[array.array]:
-    resp = _client().embeddings.create(input=texts, model=MODEL_NAME, encoding_format="base64")
+    resp = _client().embeddings.create(input=texts, model=MODEL_NAME, encoding_format="base64",
+                                       timeout=request_timeout(len(texts)))
     out = [array.array("f", base64.b64decode(d.embedding)) for d in
            sorted(resp.data, key=lambda d: d.index)]
     if len(out) != len(texts) or any(len(v) != 384 for v in out):
@@ -215,7 +231,7 @@ def _ask(texts: list[str]) -> list[array.array]:
             out.extend(_request(chunk))
         except openai.APITimeoutError:
             raise EmbedderUnavailable(f"the shared embedder did not answer within "
-                                      f"{REQUEST_TIMEOUT_S:g} s") from None
+                                      f"{request_timeout(len(chunk)):g} s") from None
         except openai.APIConnectionError:
             ensure_running()
             try:
