@@ -22,7 +22,8 @@ one-off start is shown apart (``service start``) and left out of the p50 figures
 over the backends that found the service running. The embedding process's own RSS is shown
 once (it is shared by every backend of the server).
 
-Usage: python bench/memory.py [--backends 8] [--embedder shared|local] [--datadir DIR]
+Usage: python bench/memory.py [--backends 8] [--embedder shared|local] [--fresh-embedder]
+       [--datadir DIR]
 Run it under scripts/dev_locked.sh (it installs this checkout into the shared extension dir).
 The last line printed is
 ``RESULT rss_mb_p50=<VmRSS after the first question> rss_added_mb_p50=<MB>
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -124,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", choices=["shared", "local"], default=None,
                     help="set the embedder setting first (default: leave it as it is)")
     ap.add_argument("--datadir", type=Path, default=None)
+    ap.add_argument("--fresh-embedder", action="store_true",
+                    help="stop the running embedding process first, so that the first backend "
+                         "starts it (its cost is shown apart)")
     args = ap.parse_args(argv)
 
     cluster = C.start_cluster(args.datadir)
@@ -133,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     llm.set_replay(MODEL, dict(DEMO_QUESTIONS))
     try:
         embedder = setup(cluster, llm, args.embedder)
+        spid, _ = service_rss(cluster)
+        if args.fresh_embedder and spid and proc_status(spid):
+            os.kill(spid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while proc_status(spid).get("VmRSS") and time.monotonic() < deadline:
+                time.sleep(0.05)
         spid, _ = service_rss(cluster)
         log(f"embedder setting: {embedder}; embedding process "
             f"{'running, pid ' + str(spid) if spid and proc_status(spid) else 'not running'}")
