@@ -16,7 +16,8 @@ workload's slowest statement, and the longest lock wait seen (goal: none; the po
 shorter than its 20 ms interval).
 
 Usage: python bench/concurrency.py [--sessions 16] [--questions 20] [--latency-ms 200]
-       [--datadir DIR]
+       [--datadir DIR] [--embedder shared|local]
+(max_connections is raised, with a restart of the bench cluster, when the sessions need it.)
 Run it under scripts/dev_locked.sh (it installs this checkout into the shared extension dir).
 The last line printed is
 ``RESULT errors=<n> p50_ms=<ms> p95_ms=<ms> max_lock_wait_ms=<ms>``.
@@ -56,11 +57,27 @@ def log(*a) -> None:
     print(*a, flush=True)
 
 
-def setup(cluster, llm: LoopbackLLM) -> None:
+def ensure_connections(cluster, sessions: int) -> None:
+    """Raise max_connections (ALTER SYSTEM, restart) when the sessions and the 4 helper
+    connections would not fit."""
+    need = sessions + 10
+    with cluster.connect() as c:
+        have = int(c.execute("SHOW max_connections").fetchone()[0])
+        if have >= need:
+            return
+        c.execute(f"ALTER SYSTEM SET max_connections = {need}")
+    log(f"max_connections {have} -> {need} (restarting the cluster)")
+    cluster.stop()
+    cluster.start()
+
+
+def setup(cluster, llm: LoopbackLLM, embedder: str | None = None) -> None:
     cluster.create_database(DB, drop=True)
     with cluster.connect(DB) as c:
         c.execute(demo_sql())
         c.execute("CREATE EXTENSION nl2sql CASCADE")
+        if embedder:
+            c.execute("SELECT nl2sql.set_setting('embedder', %s)", (embedder,))
         c.execute("SELECT nl2sql.reindex()")
         c.execute("SELECT nl2sql.add_model('bench', 'bench', base_url => %s, timeout_s => 30)",
                   (llm.base_url,))
@@ -75,14 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=20)
     ap.add_argument("--latency-ms", type=float, default=200.0)
     ap.add_argument("--datadir", type=Path, default=None)
+    ap.add_argument("--embedder", choices=["shared", "local"], default=None,
+                    help="set the embedder setting (default: its default, shared)")
     args = ap.parse_args(argv)
 
     cluster = C.start_cluster(args.datadir)
+    ensure_connections(cluster, args.sessions)
     log(f"cluster {cluster.datadir} port {cluster.port}")
     llm = LoopbackLLM().start()
     for q, sql in QUESTIONS:
         llm.add_rule(Rule(question=q, response=sql, delay_s=args.latency_ms / 1000.0))
-    setup(cluster, llm)
+    setup(cluster, llm, args.embedder)
     log(f"{args.sessions} sessions x {args.questions} questions, loopback latency "
         f"{args.latency_ms:g} ms (scripted answers), reindex(force) looping meanwhile")
 

@@ -19,6 +19,8 @@ FORBIDDEN_TOP_LEVEL = {"nl2sql_indexer", "tests", "bench", "conftest"}
 # ``raise`` of a class that is not from errors.py, allowed with the reason: (module, class).
 RAISES_OUTSIDE_ERRORS = {
     ("embed", "SystemExit"): "the command line's exit status (python -m nl2sql.embed)",
+    ("embed_service", "SystemExit"): "the command line's exit status "
+                                     "(python -m nl2sql.embed_service)",
     ("context", "ValueError"): "a caller's programming error (stages called out of order), "
                                "not a user-facing condition",
     ("llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "

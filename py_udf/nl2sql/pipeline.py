@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import catalog, context, prompts, safety, spi
+from . import catalog, context, embed_client, prompts, safety, spi
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
@@ -242,6 +242,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         sel = vote_stage(run, asked, link, cands)
     with timer.stage("trace_ms"):
         trace_stage(run, pre, fin_replies, cands, rep, sel)
+    run.trace["embedder"] = embed_client.report()
     timer.finish(run.trace)
     return without_nul(run.trace)
 

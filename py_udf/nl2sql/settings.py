@@ -283,6 +283,11 @@ SETTINGS: tuple[Setting, ...] = (
             "connection errors, by the openai client", minimum=0, maximum=10),
     Setting("send_values", "bool", True,
             "`off`: no cell value (sample values, indexed values) reaches any prompt"),
+    # embeddings (README "Shared embedder")
+    Setting("embedder", "enum", "shared",
+            "`shared`: backends ask the server's one embedding process (started by the first "
+            "backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: "
+            "each backend loads the model itself", choices=("shared", "local")),
     # generation and selection (README "Generation and selection")
     Setting("prompt_variants", "int", 1,
             "FinSQL prompts per model (MCS-SQL multiple prompts); see \"Generation and "

@@ -10,13 +10,13 @@ import json
 from typing import Any
 
 from . import examples as ex_mod
-from . import indexer, spi
+from . import embed_client, indexer, spi
 from . import version
 from .errors import (CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError,
                      VersionMismatch)
 from .pipeline import answer, log_trace
 from .redaction import configured_secrets, redact, redact_obj
-from .settings import get_settings, validate_setting
+from .settings import get_settings, lookup, validate_setting
 from .sqlcheck import parse_one
 
 
@@ -27,10 +27,11 @@ def _fail(plpy, msg: str, hint: str | None = None):
 
 
 def entry_point(fn):
-    """Decorate an SQL entry point with the version check.
+    """Decorate an SQL entry point with the version check and the embedder choice.
 
     The wrapped function first checks, until it once succeeds in a backend, that this
-    database's extension is the package's version (``version.check``).
+    database's extension is the package's version (``version.check``), then reads the setting
+    ``embedder`` (``configure_embedder``).
 
     Args:
         fn: the entry point; its first parameter is ``plpy``.
@@ -48,8 +49,32 @@ def entry_point(fn):
             version.check(plpy)
         except VersionMismatch as e:
             _fail(plpy, str(e), getattr(e, "hint", None))
+        configure_embedder(plpy)
         return fn(plpy, *args, **kwargs)
     return wrapper
+
+
+def configure_embedder(plpy) -> str:
+    """Point this backend's embeddings at the shared process or in-process, per ``embedder``.
+
+    Only that one setting is read (a stored value that does not parse counts as the default,
+    so that ``set_setting`` can still repair it); ``embed_client.configure`` also starts the
+    call's record of what served its embeddings (the trace's ``embedder``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        The mode in force: ``'shared'`` or ``'local'``.
+    """
+    decl = lookup("embedder")
+    rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = 'embedder'")
+    try:
+        mode = decl.parse(rows[0]["value"]) if rows else decl.default
+    except ConfigError:
+        mode = decl.default
+    embed_client.configure(mode)
+    return mode
 
 
 def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[str, Any]:
