@@ -308,7 +308,7 @@ def question_stage(run: Run) -> Asked:
 
     Returns:
         Asked: the question, its rewritten form and the schema. Sets ``trace["rewriting"]``
-        (when rewritten) and ``trace["values_withheld"]``.
+        (when rewritten), ``trace["values_withheld"]`` and ``trace["values_partial"]``.
 
     Raises:
         NotIndexedError: nothing the role may read is indexed.
@@ -319,6 +319,7 @@ def question_stage(run: Run) -> Asked:
     path = catalog.parse_search_path(run.plpy, run.search_path)
     schema = catalog.load_schema(run.plpy, path, run.st.sample_values)
     run.trace["values_withheld"] = value_policy.withheld_value_columns(schema)
+    run.trace["values_partial"] = value_policy.partial_value_columns(schema)
     return Asked(q, q_prompt, schema)
 
 
@@ -522,7 +523,8 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
     index = None
     if st.value_alignment:
         index = ValueIndex(run.plpy, st.values_per_column, st.value_max_chars,
-                           st.align_min_trigram, st.align_min_cosine)
+                           st.align_min_trigram, st.align_min_cosine,
+                           partial=value_policy.partial_columns(asked.schema))
     ev = Evaluator(plpy=run.plpy, schema=asked.schema, search_path=run.search_path,
                    timeout_ms=st.candidate_timeout_ms, max_rows=st.max_rows,
                    max_bytes=st.max_result_bytes,
