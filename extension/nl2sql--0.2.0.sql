@@ -530,6 +530,7 @@ from nl2sql import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))
+out["vector_index_built"] = indexer.ensure_vector_index(plpy)
 if tables_changed or indexer.changed(out):
     out.update(indexer.tidy_indexes(plpy))
 return json.dumps(out)
@@ -1048,3 +1049,13 @@ return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
         for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
+
+-- The CLI's bulk start: drops the value index's HNSW index when the value index is (almost)
+-- empty (indexer.begin_bulk); nl2sql._reindex_finish builds it again. Returns whether it dropped.
+CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import indexer
+return indexer.begin_bulk(plpy)
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;

@@ -68,6 +68,8 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
         tables = conn.execute("SELECT schema_name, table_name, changed FROM "
                               "nl2sql._reindex_changed(%s, %s)", (schemas, force)).fetchall()
         todo = [(s, t) for s, t, changed in tables if changed]
+        if todo:   # a first index: the vector index is built once at the end (_reindex_finish)
+            conn.execute("SELECT nl2sql._reindex_begin()")
         bar = _progress_bar(conn, disable=not progress)
         results = [{"table": f"{s}.{t}", "skipped": True} for s, t, changed in tables if not changed]
         for i, (s, t) in enumerate(todo, 1):

@@ -513,6 +513,64 @@ def sum_table_counts(results) -> dict:
     return out
 
 
+# The value index's vector index (sql/incremental/001-tables.sql). Inserting into an HNSW graph
+# one row at a time cost ~2.5 ms a row (400 rows/s at 10,000 rows, slower as it grows) against
+# 3,600-6,600 rows/s for building it over the rows at once (pgvector 0.8, this 2-core machine):
+# a reindex that starts from an (almost) empty value index drops it and builds it at the end.
+VECTOR_INDEX = "cell_value_embedding_hnsw"
+VECTOR_INDEX_DDL = ("CREATE INDEX IF NOT EXISTS cell_value_embedding_hnsw ON nl2sql.cell_value "
+                    "USING hnsw (embedding vector_cosine_ops)")
+BULK_BELOW_ROWS = 1000
+
+
+def begin_bulk(plpy) -> bool:
+    """Drop the value index's HNSW index when the value index is (almost) empty.
+
+    With fewer than ``BULK_BELOW_ROWS`` values indexed, a reindex that writes values is a first
+    (or full) index: building the HNSW graph once at the end (``ensure_vector_index``) is 10x
+    faster than inserting into it row by row. Vector lookups still work meanwhile (exact
+    scans). Skipped (False) for a role that may not drop it.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        True when the index was dropped (``ensure_vector_index`` builds it again).
+    """
+    n = spi.query(plpy, "SELECT count(*) AS n FROM (SELECT 1 FROM nl2sql.cell_value LIMIT $1) x",
+                  [BULK_BELOW_ROWS], ["int4"])[0]["n"]
+    if n >= BULK_BELOW_ROWS:
+        return False
+    try:
+        with plpy.subtransaction():
+            spi.run(plpy, f"DROP INDEX IF EXISTS nl2sql.{VECTOR_INDEX}")
+        return True
+    except plpy.SPIError:
+        return False
+
+
+def ensure_vector_index(plpy) -> bool:
+    """Build the value index's HNSW index when it is missing (after ``begin_bulk``).
+
+    The build uses the server's ``maintenance_work_mem`` (pgvector builds in memory while the
+    graph fits, far faster than on disk) and its parallel maintenance workers.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        True when it was built now; False when it existed or the role may not build it.
+    """
+    if spi.query(plpy, f"SELECT to_regclass('nl2sql.{VECTOR_INDEX}') IS NOT NULL AS ok")[0]["ok"]:
+        return False
+    try:
+        with plpy.subtransaction():
+            spi.run(plpy, VECTOR_INDEX_DDL)
+        return True
+    except plpy.SPIError:
+        return False
+
+
 # The index tables read by the pipeline's lookups, analyzed after a reindex that changed them.
 INDEX_TABLES = ("schema_table", "schema_column", "schema_fk", "cell_value", "example",
                 "example_relation")
@@ -564,9 +622,10 @@ def changed(counts: dict) -> bool:
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
     """Index the catalog of ``schemas``, their cell values and the example pool.
 
-    What ``nl2sql.reindex()`` runs: ``table_states`` (one catalog query), ``index_table`` for
-    each table whose state changed (``needs_reindex``), then ``drop_missing``,
-    ``index_examples`` and, when anything changed, ``tidy_indexes``. Incremental unless
+    What ``nl2sql.reindex()`` runs: ``table_states`` (one catalog query), ``begin_bulk`` when a
+    table changed, ``index_table`` for each table whose state changed (``needs_reindex``), then
+    ``drop_missing``, ``index_examples``, ``ensure_vector_index`` and, when anything changed,
+    ``tidy_indexes``. Incremental unless
     ``force``: a reindex with nothing changed reads no user data.
 
     Args:
@@ -578,7 +637,8 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
         Counts: ``tables_indexed``, ``tables_skipped``, ``tables_dropped``, ``columns``,
         ``columns_partial``, ``values``, ``values_embedded``, ``values_reused``, ``fks``,
         ``examples_added``, ``examples_embedded``, ``examples_total`` (and
-        ``trigram_pending_pages``, ``tables_analyzed`` when tidied), ``seconds``.
+        ``trigram_pending_pages``, ``tables_analyzed`` when tidied), ``vector_index_built``,
+        ``seconds``.
 
     Raises:
         ConfigError: a stored setting is invalid.
@@ -587,10 +647,12 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
     t0 = time.perf_counter()
     st = get_settings(plpy)
     states = table_states(plpy, schemas, st=st)
+    bulk = any(needs_reindex(x, force) for x in states) and begin_bulk(plpy)
     out = sum_table_counts(index_table(plpy, x["schema"], x["table"], force=force, state=x)
                            for x in states)
     out["tables_dropped"] = drop_missing(plpy, [(x["schema"], x["table"]) for x in states], schemas)
     out.update(index_examples(plpy))
+    out["vector_index_built"] = ensure_vector_index(plpy) if bulk else False
     if changed(out):
         out.update(tidy_indexes(plpy))
     out["seconds"] = round(time.perf_counter() - t0, 3)
