@@ -172,6 +172,26 @@ def full_reindex(cluster: LocalCluster, conn, db: str) -> dict:
     return fig
 
 
+def embedding_ceiling(conn, n: int = 4096) -> float:
+    """Strings/s of the bulk encoder alone, in this process, now: what the machine gives the
+    embedding model at this moment (the figure the whole reindex can at most reach)."""
+    import os
+
+    from nl2sql.embed import embed
+
+    texts = [r[0] for r in conn.execute(
+        "SELECT a.w || ' ' || b.w || ' ' || c.w FROM generate_series(1, %s) g(i) "
+        "JOIN bench_scale.words a ON a.i = g.i * 7 % 20000 JOIN bench_scale.words b "
+        "ON b.i = g.i * 13 % 20000 JOIN bench_scale.words c ON c.i = g.i * 31 % 20000", (n,))]
+    embed(texts[:64], cache=False, bulk=True)
+    t0 = time.perf_counter()
+    embed(texts, cache=False, bulk=True)
+    rate = len(texts) / (time.perf_counter() - t0)
+    log(f"embedding alone (this process, {len(os.sched_getaffinity(0))} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}): {rate:.0f} strings/s")
+    return rate
+
+
 def timed_reindex(conn) -> tuple[float, dict]:
     t0 = time.perf_counter()
     r = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
@@ -233,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.until == "extension":
         return 0
     n_values, n_tables = index_size(conn)
+    ceiling = embedding_ceiling(conn)
     if args.full or n_values == 0:
         fig = full_reindex(cluster, conn, db)
         log(f"full reindex: {fig['tables']} tables, {fig['values']:,} values "
@@ -278,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     conn.close()
     log(f"RESULT values_per_s={fig.get('values_per_s')} full_reindex_s={fig.get('full_reindex_s')} "
         f"noop_reindex_s={statistics.median(noop):.3f} change_one_table_s={s:.3f} "
-        f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} values={n_values}")
+        f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} values={n_values} "
+        f"embed_only_per_s={ceiling:.0f}")
     return 0
 
 
