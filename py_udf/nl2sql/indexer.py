@@ -285,7 +285,8 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
     ``EMBED_CHUNK`` strings at a time with one ``INSERT ... SELECT FROM unnest``.
 
     Returns:
-        ``{"values_embedded", "values_reused", "values_deleted"}`` (counts).
+        ``{"values_embedded", "values_reused", "values_deleted"}`` (counts) and
+        ``embed_seconds`` (time spent embedding).
     """
     cols = [p[0] for p in pairs]
     vals = [p[1] for p in pairs]
@@ -317,9 +318,12 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
         "SELECT $1, $2, c, v, e::vector FROM unnest($3::name[], $4::text[], $5::text[]) AS u(c, v, e) "
         "ON CONFLICT DO NOTHING", ["name", "name", "name[]", "text[]", "text[]"])
     strings = list(by_value)
+    embed_s = 0.0
     for i in range(0, len(strings), EMBED_CHUNK):
         chunk = strings[i:i + EMBED_CHUNK]
+        t0 = time.perf_counter()
         vecs = [to_pgvector(v) for v in embed(chunk, cache=False, bulk=True)]
+        embed_s += time.perf_counter() - t0
         c_, v_, e_ = [], [], []
         for s, vec in zip(chunk, vecs):
             for colname in by_value[s]:
@@ -328,7 +332,8 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
                 e_.append(vec)
         spi.execute(plpy, ins, [schema, table, c_, v_, e_])
         _progress(plpy, progress, f"{schema}.{table}", min(i + EMBED_CHUNK, len(strings)))
-    return {"values_embedded": len(strings), "values_reused": reused, "values_deleted": len(gone)}
+    return {"values_embedded": len(strings), "values_reused": reused, "values_deleted": len(gone),
+            "embed_seconds": round(embed_s, 3)}
 
 
 def index_table(plpy, schema: str, table: str, force: bool = False,
@@ -356,7 +361,7 @@ def index_table(plpy, schema: str, table: str, force: bool = False,
         ``{"table": "schema.table", "skipped": True}`` when unchanged; else ``table``,
         ``skipped`` (False), ``columns``, ``values``, ``values_embedded``, ``values_reused``,
         ``columns_partial``, ``fks``, ``rows`` (the statistics' row estimate, None for a view
-        or a table never analyzed), ``seconds``.
+        or a table never analyzed), ``seconds`` and ``embed_seconds`` (of it, embedding).
 
     Raises:
         ConfigError: a stored setting is invalid.
@@ -415,7 +420,7 @@ def index_table(plpy, schema: str, table: str, force: bool = False,
         [schema, table, json.dumps(cat["fks"])], ["name", "name", "text"])
     return {"table": f"{schema}.{table}", "skipped": False, "columns": len(cat["columns"]),
             "values": len(pairs), "values_embedded": wrote["values_embedded"],
-            "values_reused": wrote["values_reused"],
+            "values_reused": wrote["values_reused"], "embed_seconds": wrote["embed_seconds"],
             "columns_partial": sum(1 for c in cat["columns"] if c["complete"] is False),
             "fks": len(cat["fks"]), "rows": rows_est,
             "seconds": round(time.perf_counter() - t0, 3)}
@@ -499,9 +504,10 @@ def sum_table_counts(results) -> dict:
     Returns:
         ``{"tables_indexed", "tables_skipped", "columns", "columns_partial", "values",
         "values_embedded", "values_reused", "fks"}`` (counts; skipped tables count only in
-        ``tables_skipped``).
+        ``tables_skipped``) and ``embed_seconds`` (summed time spent embedding).
     """
-    keys = ("columns", "columns_partial", "values", "values_embedded", "values_reused", "fks")
+    keys = ("columns", "columns_partial", "values", "values_embedded", "values_reused", "fks",
+            "embed_seconds")
     out = {"tables_indexed": 0, "tables_skipped": 0, **{k: 0 for k in keys}}
     for r in results:
         if r["skipped"]:
