@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from . import spi
 from .embed import embed, to_pgvector
@@ -275,6 +276,23 @@ def _progress(plpy, on: bool, table: str, done: int) -> None:
         plpy.notice("nl2sql-progress " + json.dumps({"table": table, "values": done}))
 
 
+def _embed_texts(texts: list[str]) -> list[str]:
+    """Bulk embeddings of ``texts`` as pgvector text (runs in the indexer's helper thread)."""
+    return [to_pgvector(v) for v in embed(texts, cache=False, bulk=True)]
+
+
+def _insert_chunk(plpy, ins, schema: str, table: str, chunk: list[str], vecs: list[str],
+                  by_value: dict[str, list[str]]) -> None:
+    """Insert one chunk of new strings (each into every column that holds it)."""
+    c_, v_, e_ = [], [], []
+    for text, vec in zip(chunk, vecs):
+        for colname in by_value[text]:
+            c_.append(colname)
+            v_.append(text)
+            e_.append(vec)
+    spi.execute(plpy, ins, [schema, table, c_, v_, e_])
+
+
 def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
                   progress: bool) -> dict:
     """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs`` (column, value).
@@ -286,7 +304,7 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
 
     Returns:
         ``{"values_embedded", "values_reused", "values_deleted"}`` (counts) and
-        ``embed_seconds`` (time spent embedding).
+        ``embed_seconds`` (time spent waiting for embeddings).
     """
     cols = [p[0] for p in pairs]
     vals = [p[1] for p in pairs]
@@ -318,20 +336,20 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
         "SELECT $1, $2, c, v, e::vector FROM unnest($3::name[], $4::text[], $5::text[]) AS u(c, v, e) "
         "ON CONFLICT DO NOTHING", ["name", "name", "name[]", "text[]", "text[]"])
     strings = list(by_value)
-    embed_s = 0.0
-    for i in range(0, len(strings), EMBED_CHUNK):
-        chunk = strings[i:i + EMBED_CHUNK]
-        t0 = time.perf_counter()
-        vecs = [to_pgvector(v) for v in embed(chunk, cache=False, bulk=True)]
-        embed_s += time.perf_counter() - t0
-        c_, v_, e_ = [], [], []
-        for s, vec in zip(chunk, vecs):
-            for colname in by_value[s]:
-                c_.append(colname)
-                v_.append(s)
-                e_.append(vec)
-        spi.execute(plpy, ins, [schema, table, c_, v_, e_])
-        _progress(plpy, progress, f"{schema}.{table}", min(i + EMBED_CHUNK, len(strings)))
+    chunks = [strings[i:i + EMBED_CHUNK] for i in range(0, len(strings), EMBED_CHUNK)]
+    embed_s, done = 0.0, 0
+    # the next chunk is embedded in a thread (ONNX Runtime releases the GIL) while this one is
+    # formatted and written: only this thread calls plpy
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nl2sql-index") as pool:
+        pending = pool.submit(_embed_texts, chunks[0]) if chunks else None
+        for k, chunk in enumerate(chunks):
+            t0 = time.perf_counter()
+            vecs = pending.result()
+            embed_s += time.perf_counter() - t0
+            pending = pool.submit(_embed_texts, chunks[k + 1]) if k + 1 < len(chunks) else None
+            _insert_chunk(plpy, ins, schema, table, chunk, vecs, by_value)
+            done += len(chunk)
+            _progress(plpy, progress, f"{schema}.{table}", done)
     return {"values_embedded": len(strings), "values_reused": reused, "values_deleted": len(gone),
             "embed_seconds": round(embed_s, 3)}
 
