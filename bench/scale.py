@@ -134,7 +134,9 @@ def build(conn, scale: float) -> None:
             ANALYZE public.events;
         """)
         log(f"built events ({n_events:,} rows) in {time.perf_counter() - t0:.1f} s")
-    conn.execute("VACUUM ANALYZE")
+        made += 1
+    if made:
+        conn.execute("VACUUM ANALYZE")
 
 
 def ensure_extension(conn, db: str, scale: float) -> None:
