@@ -331,6 +331,42 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 007-value-index-scale.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$007-value-index-scale.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Reindex at scale (README "Indexing"): change detection from the catalog and the statistics
+-- counters instead of scans, and columns whose value index is partial.
+--
+-- schema_table.fingerprint now covers the catalog only (columns, types, keys, comments, value
+-- policy, the indexing settings); data_state holds what the statistics say about the data
+-- (relation oid, relfilenode, tuples inserted/updated/deleted, for a view those of the relations
+-- it reads; nl2sql._data_state). A reindex re-reads a table only when either differs, so the
+-- first reindex after this upgrade re-reads every table once.
+ALTER TABLE nl2sql.schema_table ADD COLUMN data_state text;
+
+-- values_indexed: distinct string values indexed for the column; values_complete: every distinct
+-- value (up to value_max_chars) is indexed (false: more than values_per_column, or a sample of a
+-- large table); both NULL for columns without indexed values.
+ALTER TABLE nl2sql.schema_column ADD COLUMN values_indexed int,
+                                 ADD COLUMN values_complete boolean;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== incremental 008-ddl-queue.sql ====
 DO $nl2sql_migration$
 DECLARE
@@ -589,6 +625,7 @@ from nl2sql import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))
+out["vector_index_built"] = indexer.ensure_vector_index(plpy)
 if tables_changed or indexer.changed(out):
     out.update(indexer.tidy_indexes(plpy))
 return json.dumps(out)
@@ -753,11 +790,13 @@ $$;
 -- Columns the caller may SELECT. values_allowed: nl2sql._value_rule (setting send_values and
 -- value_policy), joined set-wise here (a per-row call of nl2sql._values_allowed cost ~40 us per
 -- column: 200 ms on 5,000 columns). sample_values are empty where values are not allowed.
+-- values_complete: false when the column's value index is partial (more distinct values than
+-- values_per_column, or sampled), NULL when it has no indexed values.
 CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
     SELECT c.schema_name, c.table_name, c.column_name, c.ordinal, c.data_type, c.is_primary_key,
            c.comment,
            CASE WHEN va.allowed THEN c.sample_values ELSE '{}'::text[] END AS sample_values,
-           c.embedding, va.allowed AS values_allowed
+           c.embedding, va.allowed AS values_allowed, c.values_indexed, c.values_complete
     FROM nl2sql.schema_column c
     JOIN pg_catalog.pg_namespace n ON n.nspname = c.schema_name
     JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
@@ -987,7 +1026,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
     ('question_max_chars', 'int', '4000', 'longer questions are refused'),
-    ('values_per_column', 'int', '1000', 'distinct string values indexed per column (most frequent first)'),
+    ('values_per_column', 'int', '100000', 'distinct string values indexed per column; a column with more is partially indexed: its most frequent values (see "Indexing")'),
+    ('value_sample_rows', 'int', '1000000', 'a table with more rows (statistics estimate) reads a string column with more distinct values than `values_per_column` (or no statistics) from a block sample of about this many rows, plus its pg_stats most common values ("Indexing")'),
     ('value_max_chars', 'int', '200', 'longer strings are not indexed'),
     ('llm_timeout_s', 'float', '60', 'model call timeout (seconds) when the model has no `timeout_s`'),
     ('llm_max_retries', 'int', '2', 'retries (exponential backoff, Retry-After honoured) on HTTP 408/409/429/5xx and connection errors, by the openai client'),
@@ -1359,3 +1399,79 @@ COMMENT ON FUNCTION nl2sql.unschedule_reindex() IS
 
 REVOKE EXECUTE ON FUNCTION nl2sql.schedule_reindex(text), nl2sql.unschedule_reindex(),
     nl2sql._cron_run(text) FROM PUBLIC;
+
+-- ==== idempotent 007-reindex-state.sql ====
+-- Change detection for reindex (py_udf/nl2sql/indexer.py, table_states): what the statistics
+-- say about a relation's data, without reading it. For a table or materialized view: its oid,
+-- relfilenode (TRUNCATE, VACUUM FULL, CLUSTER, a rewriting ALTER TABLE, REFRESH change it) and
+-- the tuples inserted, updated and deleted according to the cumulative statistics (committed
+-- counts of all sessions, plus the calling session's not yet flushed ones: a session publishes
+-- its counts at most once a second); for a partitioned table those of its partitions; for a view
+-- those of the relations its rules read, recursively. NULL when track_counts is off (the caller
+-- then re-reads the table every time). An md5 over the parts, so that equal text = unchanged.
+CREATE OR REPLACE FUNCTION nl2sql._data_state(rel oid) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE deps(oid, depth) AS (
+        SELECT rel, 0
+        UNION
+        SELECT x.oid, d.depth + 1
+          FROM deps d JOIN pg_class c ON c.oid = d.oid
+          CROSS JOIN LATERAL (
+              SELECT dep.refobjid AS oid FROM pg_rewrite r
+                JOIN pg_depend dep ON dep.classid = 'pg_rewrite'::regclass AND dep.objid = r.oid
+                 AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid <> c.oid
+               WHERE c.relkind = 'v' AND r.ev_class = c.oid
+              UNION
+              SELECT i.inhrelid FROM pg_inherits i WHERE c.relkind = 'p' AND i.inhparent = c.oid
+          ) x
+         WHERE d.depth < 32)
+    SELECT CASE WHEN current_setting('track_counts')::boolean THEN
+        md5(string_agg(concat_ws(':', c.oid, c.relfilenode,
+                                 pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_xact_tuples_inserted(c.oid),
+                                 pg_stat_get_tuples_updated(c.oid) + pg_stat_get_xact_tuples_updated(c.oid),
+                                 pg_stat_get_tuples_deleted(c.oid) + pg_stat_get_xact_tuples_deleted(c.oid)),
+                       ',' ORDER BY c.oid)) END
+      FROM (SELECT DISTINCT oid FROM deps) d JOIN pg_class c ON c.oid = d.oid
+$$;
+
+-- The catalog part of a relation's index entry, as one md5: kind, comment, row security,
+-- columns (number, name, type, comment), primary and foreign keys (with the referenced
+-- relation's name) and its value-policy rows. Read from the catalog only.
+CREATE OR REPLACE FUNCTION nl2sql._catalog_state(rel oid) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT md5(concat_ws('|', c.relkind, obj_description(c.oid, 'pg_class'), c.relrowsecurity,
+        (SELECT string_agg(concat_ws(':', a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
+                                     col_description(a.attrelid, a.attnum)), ',' ORDER BY a.attnum)
+           FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+        (SELECT string_agg(concat_ws(':', k.conname, k.contype, k.conkey::text, rn.nspname,
+                                     rc.relname, k.confkey::text), ',' ORDER BY k.conname)
+           FROM pg_constraint k LEFT JOIN pg_class rc ON rc.oid = k.confrelid
+           LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+          WHERE k.conrelid = c.oid AND k.contype IN ('p', 'f')),
+        (SELECT string_agg(concat_ws(':', p.column_name, p.send_values), ',' ORDER BY p.column_name)
+           FROM nl2sql.value_policy p JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE p.schema_name = n.nspname AND p.table_name = c.relname)))
+      FROM pg_class c WHERE c.oid = rel
+$$;
+
+-- Tables of the CLI's reindex with whether each changed since it was indexed (nl2sql-index
+-- calls _reindex_table only for changed ones).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_changed(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
+RETURNS TABLE (schema_name text, table_name text, changed boolean)
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import indexer
+return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
+        for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
+
+-- The CLI's bulk start: drops the value index's HNSW index when the value index is (almost)
+-- empty (indexer.begin_bulk); nl2sql._reindex_finish builds it again. Returns whether it dropped.
+CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import indexer
+return indexer.begin_bulk(plpy)
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;

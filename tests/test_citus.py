@@ -145,18 +145,21 @@ class _FakePlpy:
 
 def test_unchanged_distributed_table_is_skipped_without_reading_its_data():
     from nl2sql import indexer, spi
-    from nl2sql.settings import settings_from_texts
 
-    st = settings_from_texts([])  # the defaults, as the fake's empty nl2sql.setting gives them
-    settings = f"{st.sample_values}:{st.values_per_column}:{st.value_max_chars}"
     spi._PLANS.clear()
-    signature = f"citus:44:102044,102045:True:{settings}"  # counters, shards, settings
+    signature = "citus:44:102044,102045:True"  # counters, shards, every shard answered
+
+    def state(stored: str) -> dict:  # a table_states row: the coordinator's counters say nothing
+        return {"schema": "public", "table": "concert", "kind": "r", "fingerprint": "f",
+                "data_state": "coordinator", "rows_est": 0.0, "old_fingerprint": "f",
+                "old_data_state": stored}
+
     plpy = _FakePlpy(signature)
-    assert indexer._write_table(plpy, "public", "concert", force=False)["skipped"] is True
+    assert indexer.write_table(plpy, "public", "concert", False, state(signature))["skipped"] is True
     assert not any("count(*)" in s or "GROUP BY" in s for s in plpy.seen)
     # counters moved: the table is read (the first read stops the fake), and forced too
-    for stored, force in ((f"citus:43:102044,102045:True:{settings}", False), (signature, True)):
+    for stored, force in (("citus:43:102044,102045:True", False), (signature, True)):
         spi._PLANS.clear()
         with pytest.raises(_FakePlpy.Read):
-            indexer._write_table(_FakePlpy(stored), "public", "concert", force=force)
+            indexer.write_table(_FakePlpy(stored), "public", "concert", force, state(stored))
     spi._PLANS.clear()

@@ -33,13 +33,34 @@ def test_bulk_path_keeps_order_across_batches():
     assert float((bulk * one).sum(1).min()) >= 0.9999
 
 
+def test_batched_bulk_path_equals_one_text_at_a_time():
+    # token-length batches (many texts of mixed lengths, so several batches and padding) on the
+    # multi-threaded bulk encoder give the vectors of embedding each text alone
+    texts = [f"{'Marvel Comics ' * (i % 9)}value {i}" for i in range(300)] + TEXTS
+    bulk = np.array(embed.embed(texts, cache=False, bulk=True))
+    enc = embed.OnnxEncoder(embed.onnx_path(), embed.model_dir())
+    one = np.concatenate([enc.encode([t]) for t in texts])
+    assert bulk.shape == (len(texts), embed.DIM)
+    assert float((bulk * one).sum(1).min()) >= 0.9999
+    # enough tokens for several batches
+    lens = sorted(len(e.ids) for e in enc.tokenizer.encode_batch(texts))
+    assert sum(lens) > 4 * embed.BATCH_TOKENS   # several batches
+
+
+def test_pgvector_text_is_six_decimals_in_order():
+    v = [i / 1000 - 0.19 for i in range(embed.DIM)]
+    text = embed.to_pgvector(v)
+    assert text == "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+    assert embed.to_pgvector([0.5, -1.0]) == "[0.500000,-1.000000]"
+
+
 def test_cache_embeds_each_text_once(monkeypatch):
     calls: list[list[str]] = []
     real = embed._encode
 
-    def counting(texts, batch_size):
+    def counting(texts, batch_size, bulk=False):
         calls.append(list(texts))
-        return real(texts, batch_size)
+        return real(texts, batch_size, bulk)
 
     monkeypatch.setattr(embed, "_encode", counting)
     monkeypatch.setattr(embed, "_CACHE", type(embed._CACHE)())

@@ -24,7 +24,7 @@ NAMES = {s.name for s in S.SETTINGS}
 PREVIOUS_DEFAULTS = {
     "k_examples": "9", "candidate_timeout_ms": "5000", "max_rows": "10000", "schemas": "public",
     "sample_values": "3", "presql_votes": "off", "question_max_chars": "4000",
-    "values_per_column": "1000", "value_max_chars": "200", "llm_timeout_s": "60",
+    "values_per_column": "100000", "value_max_chars": "200", "llm_timeout_s": "60",
     "llm_max_retries": "2", "send_values": "on", "embedder": "shared", "prompt_variants": "1",
     "samples_per_model": "1", "sample_temperature": "1.0", "repair_rounds": "3",
     "value_alignment": "on", "align_min_trigram": "0.4", "align_min_cosine": "0.8",
@@ -33,6 +33,7 @@ PREVIOUS_DEFAULTS = {
     "value_trgm_min": "0.5", "value_vector_min": "0.8", "value_vector_phrases": "8",
     "link_value_min": "0.9", "link_column_min": "0.6", "dail_tau": "0.6",
     "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
+    "value_sample_rows": "1000000",
 }
 
 

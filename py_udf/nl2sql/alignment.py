@@ -15,9 +15,10 @@ indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order
 Values are read through SQL function ``nl2sql._column_values`` (exact, case, trigram; an index
 scan of the one column) and view ``nl2sql.visible_cell_value`` (the embedding fallback): only
 columns the calling role may SELECT and whose values the value policy allows are looked up. A
-literal is only replaced when the column's index is complete (fewer indexed values than the
-``values_per_column`` cap) and the literal is no longer than ``value_max_chars``: otherwise
-the literal could be a real value that was not indexed. The embedding step is skipped when
+literal is only replaced when the column's index is complete (not marked partially indexed by
+the indexer, ``values_complete``, and fewer indexed values than the ``values_per_column`` cap)
+and the literal is no longer than ``value_max_chars``: otherwise the literal could be a real
+value that was not indexed. The embedding step is skipped when
 ``align_min_cosine`` is above 1. Each replacement is recorded (column, from, to, method,
 score) in the candidate's trace. Parsing and rewriting use sqlglot.
 
@@ -140,6 +141,8 @@ class ValueIndex:
         min_trigram: float in [0, 1], the least pg_trgm similarity for a trigram match.
         min_cosine: float, the least cosine similarity for an embedding match; above 1.0 turns
             the embedding fallback off.
+        partial: (schema, table, column) of the columns the indexer marked partially indexed
+            (``value_policy.partial_columns``); they are not aligned.
 
     Attributes:
         lookups: int, how many literals were looked up in the database so far (cache misses
@@ -147,8 +150,10 @@ class ValueIndex:
     """
 
     def __init__(self, plpy, values_per_column: int, value_max_chars: int,
-                 min_trigram: float, min_cosine: float):
+                 min_trigram: float, min_cosine: float,
+                 partial: set[tuple[str, str, str]] | frozenset = frozenset()):
         self.plpy = plpy
+        self.partial = set(partial)
         self.cap = values_per_column
         self.max_chars = value_max_chars
         self.min_trigram = min_trigram
@@ -183,8 +188,9 @@ class ValueIndex:
         Tried in order (module docstring): exact, case-insensitive, trigram similarity ≥
         ``min_trigram`` (SQL function ``nl2sql._column_values``), then embedding cosine similarity
         ≥ ``min_cosine`` (view ``nl2sql.visible_cell_value``). Nothing is looked up when the column
-        has no readable values, holds ``values_per_column`` values or more (the index may be
-        incomplete), or the literal is blank or longer than ``value_max_chars``.
+        has no readable values, holds ``values_per_column`` values or more or is marked partially
+        indexed (the index may be incomplete), or the literal is blank or longer than
+        ``value_max_chars``.
 
         Source: OpenSearch-SQL (Xie et al. 2024) §3.5, value alignment.
 
@@ -213,6 +219,9 @@ class ValueIndex:
         if n >= self.cap:
             return Lookup(None, reason=f"column has {n} indexed values (the cap): index may be "
                                        "incomplete")
+        if col in self.partial:
+            return Lookup(None, reason="column is partially indexed (more distinct values than "
+                                       "values_per_column, or sampled)")
         if len(literal) > self.max_chars or not literal.strip():
             return Lookup(None, reason="literal longer than value_max_chars or blank")
         self.lookups += 1

@@ -66,7 +66,7 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
                               "or GRANT SELECT on the tables to ask about")
     crows = spi.query(
         plpy, "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
-        "sample_values, values_allowed FROM nl2sql.visible_column "
+        "sample_values, values_allowed, values_complete FROM nl2sql.visible_column "
         "ORDER BY schema_name, table_name, ordinal")
     frows = spi.query(
         plpy, "SELECT schema_name, table_name, columns, ref_schema, ref_table, ref_columns "
@@ -86,7 +86,8 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
             name=r["column_name"], data_type=r["data_type"],
             is_primary_key=bool(r["is_primary_key"]), comment=r["comment"],
             sample_values=list(r["sample_values"] or [])[:n_values],
-            values_allowed=r["values_allowed"] is not False))
+            values_allowed=r["values_allowed"] is not False,
+            values_complete=r["values_complete"]))
     tables = [Table(name=shown(r["schema_name"], r["table_name"]), schema=r["schema_name"],
                     table=r["table_name"], comment=r["comment"],
                     columns=cols.get((r["schema_name"], r["table_name"]), []))

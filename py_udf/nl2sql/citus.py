@@ -33,6 +33,8 @@ _PLAN_SQL = (
     "{shards}"
     "ORDER BY 1, 2")
 _NO_SHARDS = "AND NOT pg_catalog.relation_is_a_known_shard(c.oid::pg_catalog.regclass) "
+NO_SHARDS = _NO_SHARDS
+"""The clause leaving Citus shard tables out of a catalog query (only valid with Citus)."""
 
 # Per distributed/reference table: its shards' live rows and change counters, summed over the
 # shards, and the shard ids (a rebalance, split or new shard changes them). Run only with Citus.

@@ -84,7 +84,7 @@ def embed_texts(texts: list[str]) -> list[list[float]]:
     """
     from . import embed
 
-    return embed.embed(texts, cache=len(texts) < CACHE_BELOW)
+    return embed.embed(texts, cache=len(texts) < CACHE_BELOW, bulk=len(texts) >= CACHE_BELOW)
 
 
 def _encode_vector(vec: list[float], fmt: str):

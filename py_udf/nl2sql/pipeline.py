@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import catalog, context, embed_client, prompts, safety, spi
+from . import catalog, context, embed_client, prompts, safety, spi, value_policy
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
@@ -313,8 +313,8 @@ def question_stage(run: Run) -> Asked:
 
     Returns:
         Asked: the question, its rewritten form and the schema. Sets ``trace["rewriting"]``
-        (when rewritten), ``run.gate`` (the asking role's value rules, ``gate.Gate``) and
-        ``trace["values_withheld"]``.
+        (when rewritten), ``run.gate`` (the asking role's value rules, ``gate.Gate``),
+        ``trace["values_withheld"]`` and ``trace["values_partial"]``.
 
     Raises:
         NotIndexedError: nothing the role may read is indexed.
@@ -326,6 +326,7 @@ def question_stage(run: Run) -> Asked:
     schema = catalog.load_schema(run.plpy, path, run.st.sample_values)
     run.gate = Gate(schema, run.st.send_values)
     run.trace["values_withheld"] = run.gate.report()
+    run.trace["values_partial"] = value_policy.partial_value_columns(schema)
     return Asked(q, q_prompt, schema)
 
 
@@ -534,7 +535,8 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
     index = None
     if st.value_alignment:
         index = ValueIndex(run.plpy, st.values_per_column, st.value_max_chars,
-                           st.align_min_trigram, st.align_min_cosine)
+                           st.align_min_trigram, st.align_min_cosine,
+                           partial=value_policy.partial_columns(asked.schema))
     ev = Evaluator(plpy=run.plpy, schema=asked.schema, search_path=run.search_path,
                    timeout_ms=st.candidate_timeout_ms, max_rows=st.max_rows,
                    max_bytes=st.max_result_bytes,

@@ -271,8 +271,14 @@ SETTINGS: tuple[Setting, ...] = (
             "the PreSQL is a candidate too (it then counts twice for the first model; no gain "
             "in the replay, see \"Generation and selection\")"),
     Setting("question_max_chars", "int", 4000, "longer questions are refused", minimum=1),
-    Setting("values_per_column", "int", 1000,
-            "distinct string values indexed per column (most frequent first)", minimum=0),
+    Setting("values_per_column", "int", 100_000,
+            "distinct string values indexed per column; a column with more is partially "
+            "indexed: its most frequent values (see \"Indexing\")", minimum=0),
+    Setting("value_sample_rows", "int", 1_000_000,
+            "a table with more rows (statistics estimate) reads a string column with more "
+            "distinct values than `values_per_column` (or no statistics) from a block sample "
+            "of about this many rows, plus its pg_stats most common values (\"Indexing\")",
+            minimum=1000),
     Setting("value_max_chars", "int", 200, "longer strings are not indexed", minimum=0),
     # 60, not 60.0: the stored default text stays '60' (parsed as the float 60.0)
     Setting("llm_timeout_s", "float", 60,

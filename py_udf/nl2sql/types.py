@@ -48,6 +48,9 @@ class Column:
             where the value policy withholds them.
         values_allowed: True when cell values of this column may reach a model (value policy,
             ``send_values``).
+        values_complete: True when every distinct string value of the column is in the value
+            index, False when it is partially indexed (more than ``values_per_column``, or
+            sampled), None when the column has no indexed values.
     """
 
     name: str
@@ -56,6 +59,7 @@ class Column:
     comment: str | None = None
     sample_values: list[str] = field(default_factory=list)
     values_allowed: bool = True   # cell values may reach a model (value policy, send_values)
+    values_complete: bool | None = None   # False: the value index holds only part of its values
 
 
 @dataclass

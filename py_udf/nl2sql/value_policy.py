@@ -67,6 +67,35 @@ def withheld_value_columns(schema: Schema) -> list[str]:
                   if not c.values_allowed)
 
 
+def partial_columns(schema: Schema) -> set[tuple[str, str, str]]:
+    """Find the columns whose value index is partial (``Column.values_complete`` False).
+
+    Args:
+        schema: ``catalog.load_schema``'s result (what the calling role may read).
+
+    Returns:
+        ``(schema, table, column)`` names of the columns with more distinct values than
+        ``values_per_column`` or sampled values: a literal missing from their index may still be
+        a cell value.
+    """
+    return {(t.schema, t.table, c.name) for t in schema.tables for c in t.columns
+            if c.values_complete is False}
+
+
+def partial_value_columns(schema: Schema, limit: int = 50) -> dict[str, Any]:
+    """Report the partially indexed columns for the trace (``explain``'s ``values_partial``).
+
+    Args:
+        schema: ``catalog.load_schema``'s result (what the calling role may read).
+        limit: most column names listed.
+
+    Returns:
+        ``{"count": n, "columns": ["schema.table.column", ...]}`` (sorted, at most ``limit``).
+    """
+    names = sorted(".".join(c) for c in partial_columns(schema))
+    return {"count": len(names), "columns": names[:limit]}
+
+
 def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> dict[str, Any]:
     """Store one value-policy row for a table or one of its columns: backs ``set_value_policy``.
 

@@ -186,6 +186,7 @@ from nl2sql import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))
+out["vector_index_built"] = indexer.ensure_vector_index(plpy)
 if tables_changed or indexer.changed(out):
     out.update(indexer.tidy_indexes(plpy))
 return json.dumps(out)

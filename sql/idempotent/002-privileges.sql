@@ -60,11 +60,13 @@ $$;
 -- Columns the caller may SELECT. values_allowed: nl2sql._value_rule (setting send_values and
 -- value_policy), joined set-wise here (a per-row call of nl2sql._values_allowed cost ~40 us per
 -- column: 200 ms on 5,000 columns). sample_values are empty where values are not allowed.
+-- values_complete: false when the column's value index is partial (more distinct values than
+-- values_per_column, or sampled), NULL when it has no indexed values.
 CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
     SELECT c.schema_name, c.table_name, c.column_name, c.ordinal, c.data_type, c.is_primary_key,
            c.comment,
            CASE WHEN va.allowed THEN c.sample_values ELSE '{}'::text[] END AS sample_values,
-           c.embedding, va.allowed AS values_allowed
+           c.embedding, va.allowed AS values_allowed, c.values_indexed, c.values_complete
     FROM nl2sql.schema_column c
     JOIN pg_catalog.pg_namespace n ON n.nspname = c.schema_name
     JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Indexing and value lookups at scale: 1,000 tables plus a 10-million-row table, about
+1,000,000 distinct string cell values in the value index.
+
+The database is built once and kept (database ``nl2sql_scale`` — ``nl2sql_scale_<scale>`` for
+``--scale`` below 1 — in the cluster of ``--datadir``, default ``/var/tmp/nl2sql-scale-cluster``);
+a later run reuses it and rebuilds only what is missing. Its data is generated in SQL from the
+whole words of all-MiniLM-L6-v2's vocabulary (so values tokenize like real names: 2-4 words):
+
+* ``t0001`` ... ``t1000``: 600 rows each; ``name`` (3 words, distinct everywhere), ``city``
+  (150 of a pool of 5,000 two-word names shared by all tables), ``category`` (12 values shared
+  by all tables), an integer ``code``: 762 values per table, 762,000 in all (605,000 distinct
+  strings).
+* ``events``: 10,000,000 rows with 5 string columns: ``status`` (5 values), ``country`` (200),
+  ``city`` (20,000), ``customer`` (2,000,000 three-word names) and ``description`` (four words,
+  nearly all distinct). The last two have more distinct values than ``values_per_column``
+  (100,000): they are read from a block sample and marked partial; the others in full.
+
+Steps and figures:
+
+1. full reindex (``--full``, or when the index is empty) through the ``nl2sql-index`` CLI's fast
+   path: seconds and **values indexed/s** (new strings embedded per second of the whole reindex:
+   reading, embedding, writing, index maintenance); the per-run figure is stored in the
+   database (``bench_scale.result``) and shown again by later runs;
+2. **no-op reindex** (``nl2sql.reindex()`` with nothing changed; median of 3);
+3. reindex after changing one small table (one row inserted) and after changing ``events``
+   (one row inserted: the 10-million-row table is read again, sampled);
+4. **value lookup** at the index's size: ``nl2sql.retrieve(question)``'s ``values_ms`` (exact,
+   trigram and vector lookups through the SECURITY DEFINER ``nl2sql._match_values``) for 40
+   questions built from indexed values (half of them misspelt); p50 and p90.
+
+Usage: python bench/scale.py [--scale 1.0] [--full] [--datadir DIR] [--questions 40]
+The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,000 strings: at
+~1,000 values/s, a full reindex takes about a quarter of an hour on a 2-core machine.
+``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute.
+Last line: ``RESULT values_per_s=… full_reindex_s=… noop_reindex_s=… lookup_ms_p50=…``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common as C  # noqa: E402
+from nl2sql_indexer.cli import index_database  # noqa: E402
+from nl2sql_indexer.cluster import LocalCluster  # noqa: E402
+
+DEFAULT_DATADIR = Path("/var/tmp/nl2sql-scale-cluster")
+TABLES, TABLE_ROWS, EVENT_ROWS = 1000, 600, 10_000_000
+
+
+def log(*a) -> None:
+    print(*a, flush=True)
+
+
+def vocabulary() -> list[str]:
+    """Whole lower-case words (4+ letters) of the embedding model's WordPiece vocabulary."""
+    from tokenizers import Tokenizer
+
+    from nl2sql.embed import model_dir
+
+    vocab = Tokenizer.from_file(str(model_dir() / "tokenizer.json")).get_vocab()
+    return sorted(w for w in vocab if w.isalpha() and w.isascii() and w.islower() and len(w) >= 4)
+
+
+def build(conn, scale: float) -> None:
+    """Create what is missing of the bench data (each part in its own transaction)."""
+    n_tables = max(10, round(TABLES * scale))
+    n_events = max(100_000, round(EVENT_ROWS * scale))
+    conn.execute("CREATE SCHEMA IF NOT EXISTS bench_scale")
+    conn.execute("CREATE TABLE IF NOT EXISTS bench_scale.result (at timestamptz DEFAULT now(), "
+                 "figures jsonb)")
+    if not conn.execute("SELECT to_regclass('bench_scale.words')").fetchone()[0]:
+        words = vocabulary()
+        conn.execute("CREATE TABLE bench_scale.words (i int PRIMARY KEY, w text)")
+        conn.execute("INSERT INTO bench_scale.words SELECT i - 1, initcap(w) FROM "
+                     "unnest(%s::text[]) WITH ORDINALITY AS u(w, i)", (words,))
+    if not conn.execute("SELECT to_regclass('bench_scale.cities')").fetchone()[0]:
+        conn.execute("CREATE TABLE bench_scale.cities AS SELECT g.i, a.w || ' ' || b.w AS name "
+                     "FROM generate_series(0, 19999) g(i) JOIN bench_scale.words a ON a.i = "
+                     "abs(hashint4(g.i)) % (SELECT count(*) FROM bench_scale.words) "
+                     "JOIN bench_scale.words b ON b.i = abs(hashint4(g.i + 7777777)) % "
+                     "(SELECT count(*) FROM bench_scale.words)")
+        conn.execute("ALTER TABLE bench_scale.cities ADD PRIMARY KEY (i)")
+    n_words = conn.execute("SELECT count(*) FROM bench_scale.words").fetchone()[0]
+    have = {r[0] for r in conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n ON "
+                                       "n.oid = c.relnamespace WHERE n.nspname = 'public'")}
+    t0, made = time.perf_counter(), 0
+    for k in range(1, n_tables + 1):
+        name = f"t{k:04d}"
+        if name in have:
+            continue
+        conn.execute(f"""
+            CREATE TABLE public.{name} (id int PRIMARY KEY, name text, city text, category text,
+                                        code int);
+            INSERT INTO public.{name}
+            SELECT g.i, a.w || ' ' || b.w || ' ' || c.w, ci.name, 'Category ' || d.w, g.i * 7
+              FROM generate_series(1, {TABLE_ROWS}) g(i)
+              JOIN bench_scale.words a ON a.i = abs(hashint4(g.i * 1000 + {k})) % {n_words}
+              JOIN bench_scale.words b ON b.i = abs(hashint4(g.i * 1000 + {k} + 1000000000)) % {n_words}
+              JOIN bench_scale.words c ON c.i = abs(hashint4(g.i * 1000 + {k} + 2000000000)) % {n_words}
+              JOIN bench_scale.cities ci ON ci.i = ({k} * 150 + abs(hashint4(g.i + {k} * 7)) % 150) % 5000
+              JOIN bench_scale.words d ON d.i = g.i % 12 * 101;
+            COMMENT ON TABLE public.{name} IS 'generated table {k} of bench/scale.py';
+        """)
+        made += 1
+    if made:
+        log(f"built {made} tables of {TABLE_ROWS} rows in {time.perf_counter() - t0:.1f} s")
+    if "events" not in have:
+        t0 = time.perf_counter()
+        conn.execute(f"""
+            CREATE TABLE public.events (id bigint, status text, country text, city text,
+                                        customer text, description text, amount numeric);
+            INSERT INTO public.events
+            SELECT g, (ARRAY['open','closed','pending','cancelled','refunded'])[1 + g % 5],
+                   co.w, ci.name, a.w || ' ' || b.w || ' ' || c.w,
+                   d1.w || ' ' || d2.w || ' ' || d3.w || ' ' || d4.w, (g % 1000) / 10.0
+              FROM generate_series(1, {n_events}) g
+              JOIN bench_scale.words co ON co.i = abs(hashint4(g)) % 200 * 37
+              JOIN bench_scale.cities ci ON ci.i = abs(hashint4(g + 11)) % 20000
+              JOIN bench_scale.words a ON a.i = abs(hashint4(abs(hashint4(g + 3)) % 2000000)) % {n_words}
+              JOIN bench_scale.words b ON b.i = abs(hashint4(abs(hashint4(g + 3)) % 2000000 + 5)) % {n_words}
+              JOIN bench_scale.words c ON c.i = abs(hashint4(abs(hashint4(g + 3)) % 2000000 + 9)) % {n_words}
+              JOIN bench_scale.words d1 ON d1.i = abs(hashint4(g + 21)) % {n_words}
+              JOIN bench_scale.words d2 ON d2.i = abs(hashint4(g + 22)) % {n_words}
+              JOIN bench_scale.words d3 ON d3.i = abs(hashint4(g + 23)) % {n_words}
+              JOIN bench_scale.words d4 ON d4.i = abs(hashint4(g + 24)) % {n_words};
+            ANALYZE public.events;
+        """)
+        log(f"built events ({n_events:,} rows) in {time.perf_counter() - t0:.1f} s")
+        made += 1
+    if made:
+        conn.execute("VACUUM ANALYZE")
+
+
+def ensure_extension(conn, db: str, scale: float) -> None:
+    """The extension, its settings (the value budgets scaled with ``--scale``, so a smaller run
+    keeps the full run's proportions), and memory for building the HNSW index in one go."""
+    conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
+    conn.execute("ALTER EXTENSION nl2sql UPDATE")
+    conn.execute("SELECT nl2sql.set_setting('schemas', 'public')")
+    if scale < 1:
+        conn.execute("SELECT nl2sql.set_setting('values_per_column', %s)",
+                     (str(max(1000, round(100_000 * scale))),))
+        conn.execute("SELECT nl2sql.set_setting('value_sample_rows', %s)",
+                     (str(max(1000, round(1_000_000 * scale))),))
+    conn.execute(f'ALTER DATABASE "{db}" SET maintenance_work_mem = \'2GB\'')
+
+
+def index_size(conn) -> tuple[int, int]:
+    return conn.execute("SELECT (SELECT count(*) FROM nl2sql.cell_value), "
+                        "(SELECT count(*) FROM nl2sql.schema_table)").fetchone()
+
+
+def full_reindex(cluster: LocalCluster, conn, db: str) -> dict:
+    """Empty the index and rebuild it with the nl2sql-index CLI (progress bar on stderr)."""
+    conn.execute("TRUNCATE nl2sql.cell_value, nl2sql.schema_column, nl2sql.schema_fk, "
+                 "nl2sql.schema_table")
+    t0 = time.perf_counter()
+    out = index_database(cluster.dsn(db), None, True, progress=True)
+    secs = time.perf_counter() - t0
+    fig = {"full_reindex_s": round(secs, 1), "values": out["values"],
+           "values_embedded": out["values_embedded"], "values_reused": out["values_reused"],
+           "values_per_s": round(out["values_embedded"] / secs, 1),
+           "rows_per_s": round(out["values"] / secs, 1), "tables": out["tables_indexed"],
+           "columns_partial": out["columns_partial"],
+           "embed_s": round(out["embed_seconds"], 1)}
+    conn.execute("INSERT INTO bench_scale.result (figures) VALUES (%s)", (json.dumps(fig),))
+    return fig
+
+
+def embedding_ceiling(conn, n: int = 4096) -> float:
+    """Strings/s of the bulk encoder alone, in this process, now: what the machine gives the
+    embedding model at this moment (the figure the whole reindex can at most reach)."""
+    import os
+
+    from nl2sql.embed import embed
+
+    texts = [r[0] for r in conn.execute(
+        "SELECT a.w || ' ' || b.w || ' ' || c.w FROM generate_series(1, %s) g(i) "
+        "JOIN bench_scale.words a ON a.i = g.i * 7 %% 20000 JOIN bench_scale.words b "
+        "ON b.i = g.i * 13 %% 20000 JOIN bench_scale.words c ON c.i = g.i * 31 %% 20000", (n,))]
+    embed(texts[:64], cache=False, bulk=True)
+    t0 = time.perf_counter()
+    embed(texts, cache=False, bulk=True)
+    rate = len(texts) / (time.perf_counter() - t0)
+    log(f"embedding alone (this process, {len(os.sched_getaffinity(0))} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}): {rate:.0f} strings/s")
+    return rate
+
+
+def timed_reindex(conn) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    r = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
+    return time.perf_counter() - t0, r
+
+
+def questions(conn, n: int) -> list[str]:
+    """Questions naming indexed values (of small tables and of events), half misspelt."""
+    rnd = random.Random(7)
+    vals = [r[0] for r in conn.execute(
+        "SELECT value FROM nl2sql.cell_value TABLESAMPLE SYSTEM (1) REPEATABLE (3) "
+        "WHERE column_name IN ('name', 'city', 'customer') LIMIT 2000")]
+    rnd.shuffle(vals)
+    forms = ["How many orders did {} place?", "Which events are in {}?",
+             "Show everything we know about {}.", "What is the category of {}?"]
+    out = []
+    for i, v in enumerate(vals[:n]):
+        if i % 2 and len(v) > 6:
+            j = rnd.randrange(1, len(v) - 1)
+            v = v[:j] + v[j + 1:]          # one character dropped
+        out.append(forms[i % len(forms)].format(v))
+    return out
+
+
+def lookups(conn, qs: list[str]) -> list[float]:
+    conn.execute("SELECT nl2sql.retrieve('warm up')")
+    ms = []
+    for q in qs:
+        r = conn.execute("SELECT nl2sql.retrieve(%s)", (q,)).fetchone()[0]
+        ms.append(float(r["timings"]["values_ms"]))
+    return ms
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the full size")
+    ap.add_argument("--full", action="store_true", help="empty the index and reindex fully")
+    ap.add_argument("--datadir", type=Path, default=DEFAULT_DATADIR)
+    ap.add_argument("--questions", type=int, default=40)
+    ap.add_argument("--venv", default=None,
+                    help="venv the cluster's PL/Python imports nl2sql from (set at its initdb)")
+    ap.add_argument("--until", choices=("data", "extension", "all"), default="all",
+                    help="stop after building the data, or after creating the extension (a "
+                         "developer machine with several checkouts runs the extension step "
+                         "under scripts/dev_locked.sh)")
+    args = ap.parse_args(argv)
+    db = "nl2sql_scale" if args.scale >= 1 else f"nl2sql_scale_{str(args.scale).replace('.', '_')}"
+    cluster = LocalCluster(args.datadir, **({"venv": args.venv} if args.venv else {})).start()
+    with cluster.connect() as c:
+        if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
+            cluster.create_database(db)
+    conn = cluster.connect(db)
+    t0 = time.perf_counter()
+    build(conn, args.scale)
+    log(f"data ready in {time.perf_counter() - t0:.1f} s (database {db}, cluster {args.datadir})")
+    if args.until == "data":
+        return 0
+    ensure_extension(conn, db, args.scale)
+    if args.until == "extension":
+        return 0
+    n_values, n_tables = index_size(conn)
+    ceiling = embedding_ceiling(conn)
+    if args.full or n_values == 0:
+        fig = full_reindex(cluster, conn, db)
+        log(f"full reindex: {fig['tables']} tables, {fig['values']:,} values "
+            f"({fig['values_embedded']:,} strings embedded, {fig['values_reused']:,} reused), "
+            f"{fig['columns_partial']} columns partial, {fig['full_reindex_s']} s: "
+            f"{fig['values_per_s']} values embedded/s, {fig['rows_per_s']} index rows/s; "
+            f"of the time, embedding {fig.get('embed_s')} s")
+    else:
+        at, fig = conn.execute("SELECT at, figures FROM bench_scale.result ORDER BY at DESC "
+                               "LIMIT 1").fetchone() or (None, {})
+        log(f"index present ({n_values:,} values); full reindex figures of {at}: {fig} "
+            f"(--full measures again)")
+    conn.close()
+    conn = cluster.connect(db)   # a new session: the database's maintenance_work_mem
+    n_values, n_tables = index_size(conn)
+    conn.execute("SELECT nl2sql.reindex()")   # settle: statistics published since
+    time.sleep(1.1)
+    noop = []
+    for _ in range(3):
+        s, r = timed_reindex(conn)
+        assert r["tables_indexed"] == 0, r
+        noop.append(s)
+    log(f"no-op reindex of {n_tables} tables: median {statistics.median(noop):.3f} s "
+        f"({', '.join(f'{x:.3f}' for x in noop)})")
+    conn.execute("INSERT INTO public.t0001 (id, name, city, category, code) VALUES "
+                 "((SELECT max(id) + 1 FROM public.t0001), 'Bench Changed Row ' || now(), "
+                 "'Bench City', 'Category Bench', 0)")
+    s, r = timed_reindex(conn)
+    log(f"reindex after changing one small table: {s:.3f} s (tables indexed {r['tables_indexed']}, "
+        f"values embedded {r['values_embedded']})")
+    conn.execute("INSERT INTO public.events (id, status, country, city, customer, description) "
+                 "VALUES (0, 'open', 'Nowhere', 'Bench City', 'Bench Customer', 'bench row')")
+    s_big, r = timed_reindex(conn)
+    rows = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'public.events'::regclass"
+                        ).fetchone()[0]
+    log(f"reindex after changing events ({rows:,} rows, 5 string columns): {s_big:.1f} s "
+        f"(tables indexed {r['tables_indexed']}, values {r['values']:,}, embedded "
+        f"{r['values_embedded']:,}, columns partial {r['columns_partial']})")
+    qs = questions(conn, args.questions)
+    ms = lookups(conn, qs)
+    p50, p90 = C.percentile(ms, 50), C.percentile(ms, 90)
+    log(f"value lookup over {n_values:,} values, {len(ms)} questions: p50 {p50:.1f} ms, "
+        f"p90 {p90:.1f} ms (retrieve()'s values_ms: exact, trigram, vector)")
+    conn.close()
+    log(f"RESULT values_per_s={fig.get('values_per_s')} full_reindex_s={fig.get('full_reindex_s')} "
+        f"noop_reindex_s={statistics.median(noop):.3f} change_one_table_s={s:.3f} "
+        f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} values={n_values} "
+        f"embed_only_per_s={ceiling:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

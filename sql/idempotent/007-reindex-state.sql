@@ -1,0 +1,74 @@
+-- Change detection for reindex (py_udf/nl2sql/indexer.py, table_states): what the statistics
+-- say about a relation's data, without reading it. For a table or materialized view: its oid,
+-- relfilenode (TRUNCATE, VACUUM FULL, CLUSTER, a rewriting ALTER TABLE, REFRESH change it) and
+-- the tuples inserted, updated and deleted according to the cumulative statistics (committed
+-- counts of all sessions, plus the calling session's not yet flushed ones: a session publishes
+-- its counts at most once a second); for a partitioned table those of its partitions; for a view
+-- those of the relations its rules read, recursively. NULL when track_counts is off (the caller
+-- then re-reads the table every time). An md5 over the parts, so that equal text = unchanged.
+CREATE OR REPLACE FUNCTION nl2sql._data_state(rel oid) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE deps(oid, depth) AS (
+        SELECT rel, 0
+        UNION
+        SELECT x.oid, d.depth + 1
+          FROM deps d JOIN pg_class c ON c.oid = d.oid
+          CROSS JOIN LATERAL (
+              SELECT dep.refobjid AS oid FROM pg_rewrite r
+                JOIN pg_depend dep ON dep.classid = 'pg_rewrite'::regclass AND dep.objid = r.oid
+                 AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid <> c.oid
+               WHERE c.relkind = 'v' AND r.ev_class = c.oid
+              UNION
+              SELECT i.inhrelid FROM pg_inherits i WHERE c.relkind = 'p' AND i.inhparent = c.oid
+          ) x
+         WHERE d.depth < 32)
+    SELECT CASE WHEN current_setting('track_counts')::boolean THEN
+        md5(string_agg(concat_ws(':', c.oid, c.relfilenode,
+                                 pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_xact_tuples_inserted(c.oid),
+                                 pg_stat_get_tuples_updated(c.oid) + pg_stat_get_xact_tuples_updated(c.oid),
+                                 pg_stat_get_tuples_deleted(c.oid) + pg_stat_get_xact_tuples_deleted(c.oid)),
+                       ',' ORDER BY c.oid)) END
+      FROM (SELECT DISTINCT oid FROM deps) d JOIN pg_class c ON c.oid = d.oid
+$$;
+
+-- The catalog part of a relation's index entry, as one md5: kind, comment, row security,
+-- columns (number, name, type, comment), primary and foreign keys (with the referenced
+-- relation's name) and its value-policy rows. Read from the catalog only.
+CREATE OR REPLACE FUNCTION nl2sql._catalog_state(rel oid) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT md5(concat_ws('|', c.relkind, obj_description(c.oid, 'pg_class'), c.relrowsecurity,
+        (SELECT string_agg(concat_ws(':', a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
+                                     col_description(a.attrelid, a.attnum)), ',' ORDER BY a.attnum)
+           FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+        (SELECT string_agg(concat_ws(':', k.conname, k.contype, k.conkey::text, rn.nspname,
+                                     rc.relname, k.confkey::text), ',' ORDER BY k.conname)
+           FROM pg_constraint k LEFT JOIN pg_class rc ON rc.oid = k.confrelid
+           LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+          WHERE k.conrelid = c.oid AND k.contype IN ('p', 'f')),
+        (SELECT string_agg(concat_ws(':', p.column_name, p.send_values), ',' ORDER BY p.column_name)
+           FROM nl2sql.value_policy p JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE p.schema_name = n.nspname AND p.table_name = c.relname)))
+      FROM pg_class c WHERE c.oid = rel
+$$;
+
+-- Tables of the CLI's reindex with whether each changed since it was indexed (nl2sql-index
+-- calls _reindex_table only for changed ones).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_changed(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
+RETURNS TABLE (schema_name text, table_name text, changed boolean)
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import indexer
+return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
+        for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
+
+-- The CLI's bulk start: drops the value index's HNSW index when the value index is (almost)
+-- empty (indexer.begin_bulk); nl2sql._reindex_finish builds it again. Returns whether it dropped.
+CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import indexer
+return indexer.begin_bulk(plpy)
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
