@@ -71,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{qfile} not found: this bench needs a real model's recorded SQL per question")
     rows = [json.loads(x) for x in qfile.read_text().splitlines() if x.strip()]
     rows = rows[:args.limit] if args.limit else rows
-    if not any(args.model in (r.get("predictions") or {}) for r in rows):
+    def recorded(r: dict) -> str:  # PostgreSQL-dialect prediction, else the SQLite one
+        return ((r.get("predictions") or {}).get(args.model)
+                or (r.get("predictions_sqlite") or {}).get(args.model) or "")
+
+    if not any(recorded(r) for r in rows):
         ap.error(f"no predictions of model {args.model!r} in {qfile}")
 
     cluster = C.start_cluster(args.datadir)
@@ -101,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ms = []
     details = []
     for r in rows:
-        presql = (r.get("predictions") or {}).get(args.model) or ""
+        presql = recorded(r)
         gold_tabs, gold_cols = presql_links(r["gold_sql"], schema)
         gold = set(gold_tabs)
         res = conn.execute("SELECT nl2sql.retrieve(%s, %s, %s)",

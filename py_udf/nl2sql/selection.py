@@ -54,7 +54,7 @@ def _ms(c: Candidate) -> float:
 
 
 def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str = "fastest",
-           priority: list[str] | None = None) -> Vote:
+           priority: list[str] | None = None, weights: dict[str, float] | None = None) -> Vote:
     """Select among executed candidates: steps 1–5 of the module docstring.
 
     Candidates with status ``ok`` and a result hash take part; the others are counted in the
@@ -67,6 +67,10 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
             decides) or ``priority`` (ties to the group holding the highest-priority model).
         priority: model names, most trusted first (used for ties and as a stable order);
             None for none.
+        weights: model name -> weight of its vote (``reliability``, learned from judged
+            answers); a group's ``score`` is the sum of its members' weights (a model not
+            listed weighs 1) and the highest score wins instead of the largest size. None:
+            every vote weighs 1 (plain majority).
 
     Returns:
         ``Vote`` with ``method`` ``majority``: ``sql`` of the winner's fastest member (None
@@ -109,6 +113,7 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
             "sql": fastest.sql,
             "row_count": fastest.row_count,
             "best_priority": min(rank.get(c.model, len(rank)) for c in members),
+            "score": round(sum((weights or {}).get(c.model, 1.0) for c in members), 6),
         })
     kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
     dropped = [g for g in groups if g not in kept]
@@ -122,13 +127,13 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
     def key(g: dict[str, Any]):
         speed = g["fastest_ms"] if g["fastest_ms"] is not None else math.inf
         if tie_break == "priority":
-            return (-g["size"], g["best_priority"], speed)
-        return (-g["size"], speed, g["best_priority"])
+            return (-g["score"], g["best_priority"], speed)
+        return (-g["score"], speed, g["best_priority"])
 
     kept.sort(key=key)
     dropped.sort(key=key)
     win = kept[0]
-    top = [g for g in kept if g["size"] == win["size"]]
+    top = [g for g in kept if g["score"] == win["score"]]
     n_top = len(top)
     how = ("the group holding the highest-priority model wins" if tie_break == "priority"
            else "fastest execution wins")
@@ -149,6 +154,8 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         reason = f"tie between {n_top} groups of {win['size']}: {how}"
     else:
         reason = f"majority: {win['size']} of {len(ok)} executed candidates agree"
+    if weights:
+        reason += f" (votes weighted by learned reliability: score {win['score']:g})"
     if failed:
         reason += f"; {failed} candidate(s) refused, failed or timed out"
     return Vote(sql=win["sql"], winner_hash=win["result_hash"], confidence=win["confidence"],
