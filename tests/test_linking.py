@@ -255,3 +255,24 @@ def test_pool_question_masks_partial_mentions_of_its_literals():
     e = make_entry("hr", "Which employee is in band omega?",
                    "SELECT employee_label FROM payroll WHERE wage_band = 'Band-Omega-9'")
     assert e.masked_question == "Which <mask> is in <mask> ?"
+
+
+def test_presql_tables_are_bridged_within_a_join_not_across_set_operation_branches():
+    s = _hero_schema()
+    joined = link_schema(s, "SELECT p.power_name FROM superpower p JOIN publisher b ON p.id = b.id",
+                         [], [])
+    assert set(joined.tables) == {"superpower", "publisher", "hero_power", "superhero"}
+    assert joined.why["hero_power"] == ["fk bridge superpower - publisher"]
+    union = link_schema(s, "SELECT power_name FROM superpower UNION "
+                           "SELECT publisher_name FROM publisher", [], [])
+    assert union.tables == ["superpower", "publisher"]
+
+
+def test_a_similar_key_column_whose_other_end_presql_reads_does_not_link():
+    s = _hero_schema()
+    linked = link_schema(s, "SELECT superhero_name, eye_colour_id FROM superhero", [],
+                         [("public", "colour", "id", 0.8), ("public", "gender", "gender", 0.7)])
+    assert linked.tables == ["superhero", "gender"]
+    # the same column links when PreSQL does not read the other end of its key
+    other = link_schema(s, "SELECT gender FROM gender", [], [("public", "colour", "id", 0.8)])
+    assert "colour" in other.tables

@@ -247,17 +247,22 @@ def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str])
     return None
 
 
-def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
+def fk_bridges(tables: list[str], schema: Schema,
+               joined: list[str] = ()) -> list[tuple[str, str, str]]:
     """Find the tables needed to join ``tables`` over foreign keys.
 
-    Grows a connected tree from the first table: repeatedly the shortest FK path (breadth-first,
-    neighbours in name order: deterministic) from the tree to a linked table not yet in it is
-    added, the usual greedy Steiner-tree approximation. Linked tables that no FK path reaches
-    stay unconnected; nothing is added for them.
+    Grows a connected tree from the first table (or from all of ``joined`` at once):
+    repeatedly the shortest FK path (breadth-first, neighbours in name order: deterministic)
+    from the tree to a linked table not yet in it is added, the usual greedy Steiner-tree
+    approximation. Linked tables that no FK path reaches stay unconnected; nothing is added
+    for them. The tables PreSQL reads (``joined``) are not bridged to one another: PreSQL
+    already says how they combine (a join, or separate branches of a UNION/INTERSECT/EXCEPT
+    that need no path).
 
     Args:
         tables: table prompt names, in link order (names not in ``schema`` are ignored).
         schema: the schema (``catalog.load_schema``).
+        joined: the tables PreSQL reads; the tree starts from all of them together.
 
     Returns:
         list of (bridge table, from table, to table) triples, prompt names: each bridge is an
@@ -268,9 +273,9 @@ def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
     todo = [t for t in tables if t in g]
     if len(todo) < 2:
         return []
-    tree = {todo[0]}
+    tree = {t for t in joined if t in g} or {todo[0]}
     out: list[tuple[str, str, str]] = []
-    remaining = set(todo[1:])
+    remaining = set(todo) - tree
     while remaining:
         path = _shortest_path(g, tree, remaining)
         if path is None:
@@ -452,13 +457,74 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if tb is not None:
             linked.add_column(tb.name, v.column, f"value {tb.name}.{v.column} = {v.value!r} "
                                                  f"({v.how} {v.score:.2f})")
+    partners = key_partners(schema)
+    pre_tables = {t.lower() for t in tabs}
     for s, t, c, sim in similar_columns:
         tb = lookup.get(f"{s}.{t}".lower())
-        if tb is not None:
-            linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
-    for b, a, z in fk_bridges(list(linked.tables), schema):
+        if tb is None:
+            continue
+        if partners.get((tb.name.lower(), c.lower()), set()) & pre_tables:
+            continue  # a key column whose other end PreSQL reads: the question names that
+        linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
+    for group in presql_join_groups(presql, schema):
+        for b, a, z in fk_bridges(group, schema):
+            linked.add_table(b, f"fk bridge {a} - {z}")
+    for b, a, z in fk_bridges(list(linked.tables), schema, tabs):
         linked.add_table(b, f"fk bridge {a} - {z}")
     return linked
+
+
+def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
+    """Group the tables PreSQL reads by the SELECT whose FROM/JOIN reads them.
+
+    Tables one SELECT joins must be connected (``fk_bridges`` adds the tables of a join
+    PreSQL left out); tables of different SELECTs (branches of a UNION/INTERSECT/EXCEPT, a
+    subquery) need no path between them.
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        Lists of table prompt names (schema tables only), one per SELECT reading two or more;
+        [] when PreSQL is empty or does not parse.
+    """
+    if not presql:
+        return []
+    try:
+        tree = parse_shared(presql)
+    except CandidateRefused:
+        return []
+    lookup = _table_lookup(schema)
+    groups: dict[int, list[str]] = {}
+    for t in tree.find_all(exp.Table):
+        sel = t.find_ancestor(exp.Select)
+        key = f"{t.db}.{t.name}".lower() if t.db else t.name.lower()
+        tb = lookup.get(key)
+        if sel is None or tb is None:
+            continue
+        grp = groups.setdefault(id(sel), [])
+        if tb.name not in grp:
+            grp.append(tb.name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def key_partners(schema: Schema) -> dict[tuple[str, str], set[str]]:
+    """Map each foreign-key column to the tables at the key's other end.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        (table prompt name, column name) lower-cased -> lower-cased prompt names of the tables
+        it references or is referenced by.
+    """
+    out: dict[tuple[str, str], set[str]] = {}
+    for fk in schema.foreign_keys:
+        for c, rc in zip(fk.columns, fk.ref_columns):
+            out.setdefault((fk.table.lower(), c.lower()), set()).add(fk.ref_table.lower())
+            out.setdefault((fk.ref_table.lower(), rc.lower()), set()).add(fk.table.lower())
+    return out
 
 
 def neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:
