@@ -293,6 +293,7 @@ class Evaluator:
             plpy.SPIError: the user cancelled the statement.
         """
         c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = Status.PENDING, None, None, None, None
+        c.order_hash = None
         c.sample_rows = []
         if self.prepare(c, text):
             t0 = time.perf_counter()
@@ -314,5 +315,5 @@ class _NeverRaised(Exception):
     """Stands for ``plpy.SPIError`` where the backend module has none (tests)."""
 
 
-_RUN_FIELDS = ("status", "reason", "result_hash", "row_count", "truncated", "exec_ms",
-               "sample_rows")
+_RUN_FIELDS = ("status", "reason", "result_hash", "order_hash", "row_count", "truncated",
+               "exec_ms", "sample_rows")

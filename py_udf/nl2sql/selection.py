@@ -53,6 +53,36 @@ def _ms(c: Candidate) -> float:
     return c.exec_ms if c.exec_ms is not None else math.inf
 
 
+def representative(members: list[Candidate], weights: dict[str, float] | None = None
+                   ) -> Candidate:
+    """Choose the member of a result group whose SQL answers for the group.
+
+    Members agree on the rows as a multiset; when some order their rows (a top-level ORDER
+    BY: ``Candidate.order_hash``), the representative is the fastest member of the row order
+    most of them (by weight) agree on, so that an odd member sorting the other way does not
+    speak for the group; otherwise the fastest member.
+
+    Source: PET-SQL (Li et al. 2024) §3.4 and OpenSearch-SQL (Xie et al. 2024) §3.6 (the
+    fastest of the agreeing candidates); the agreement on row order is this project's rule,
+    from reading the replay's misses (Spider concert_singer).
+
+    Args:
+        members: the group's candidates (same ``result_hash``), non-empty.
+        weights: model name -> weight of its vote, or None (every vote weighs 1).
+
+    Returns:
+        The chosen member.
+    """
+    ordered = [c for c in members if c.order_hash is not None]
+    if not ordered:
+        return min(members, key=_ms)
+    weight: dict[str, float] = {}
+    for c in ordered:
+        weight[c.order_hash] = weight.get(c.order_hash, 0.0) + (weights or {}).get(c.model, 1.0)
+    best = max(weight.values())
+    return min((c for c in ordered if weight[c.order_hash] == best), key=_ms)
+
+
 def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str = "fastest",
            priority: list[str] | None = None, weights: dict[str, float] | None = None) -> Vote:
     """Select among executed candidates: steps 1–5 of the module docstring.
@@ -102,13 +132,13 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         by_hash.setdefault(c.result_hash, []).append(c)
     groups: list[dict[str, Any]] = []
     for h, members in by_hash.items():
-        fastest = min(members, key=_ms)
+        fastest = representative(members, weights)
         groups.append({
             "result_hash": h,
             "size": len(members),
             "confidence": len(members) / len(ok),
             "sources": [c.source for c in members],
-            "fastest_ms": fastest.exec_ms,
+            "fastest_ms": min(members, key=_ms).exec_ms,
             "fastest_source": fastest.source,
             "sql": fastest.sql,
             "row_count": fastest.row_count,

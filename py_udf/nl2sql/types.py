@@ -231,6 +231,8 @@ class Candidate:
         repairs: repair rounds (repair.py), one dict each.
         sample_rows: the first (at most 3) result rows as ``row_to_json`` texts, each cut at 300
             characters.
+        order_hash: the result's signature in row order when the SQL has a top-level ORDER
+            BY (``vote.result_signature`` ordered), else None.
         prompt: the FinSQL prompt variant it answered (not in the trace), or None.
     """
 
@@ -249,6 +251,7 @@ class Candidate:
     alignments: list[dict[str, Any]] = field(default_factory=list)  # literals snapped to cell values
     repairs: list[dict[str, Any]] = field(default_factory=list)     # repair rounds (repair.py)
     sample_rows: list[str] = field(default_factory=list)   # first rows (row_to_json text)
+    order_hash: str | None = None      # result signature in row order, for an ORDER BY query
     prompt: str | None = None          # the FinSQL prompt variant it answered (not in the trace)
 
     def to_json(self) -> dict[str, Any]:
