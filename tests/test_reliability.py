@@ -181,3 +181,19 @@ def test_an_unparsable_presql_still_links_the_tables_its_tokens_name(rel_db, llm
     assert len(trace["linked_tables"]) == trace["pruning"]["tables_kept"] >= 3
     assert all(w[0] == "presql schema (no table read from PreSQL)"
                for w in trace["linking"]["why"].values())
+
+
+def test_the_chosen_sql_follows_the_row_order_most_candidates_agree_on(rel_db, llm):
+    add_models(rel_db, llm, ["a", "b", "c"])
+    asc = "SELECT name FROM singer ORDER BY age ASC"
+    desc = "SELECT name FROM singer ORDER BY age DESC"
+    llm.add_rule(Rule(model="a", response=asc))
+    llm.set_default(desc)
+    trace = explain(rel_db, "List the singers' names from the oldest to the youngest.")
+    by = {c["model"]: c for c in trace["candidates"]}
+    assert by["a"]["result_hash"] == by["b"]["result_hash"]       # same rows as a multiset
+    assert by["a"]["order_hash"] != by["b"]["order_hash"] == by["c"]["order_hash"]
+    assert "DESC" in trace["sql"].upper()                          # b and c's order speaks
+    llm.set_default("SELECT name FROM singer")
+    unordered = explain(rel_db, "List the singers' names.")
+    assert all(c["order_hash"] is None for c in unordered["candidates"] if c["model"] != "a")
