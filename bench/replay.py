@@ -193,7 +193,8 @@ def learn_reliability(cluster, conn, args, models: list[dict]) -> dict:
     out = conn.execute("SELECT nl2sql.calibrate(%s::jsonb)", (json.dumps(judged),)).fetchone()[0]
     log(f"learned from {len(judged)} judged questions of {len(dbs)} databases "
         f"({'leave-one-database-out: ' + args.db + ' left out; ' if same else ''}{', '.join(dbs)}): "
-        f"mode {out['mode']}, held-out right answers {json.dumps(out['held_out'])}")
+        f"mode {out['mode']}, held out (right, and won/lost against the majority) "
+        f"{json.dumps(out['held_out'])}")
     for r in out["models"]:
         if r["level"] == "all":
             log(f"   {r['model']:<30} judged {r['judged']:>4} right {r['right']:>4} "

@@ -231,7 +231,8 @@ def _mode_choice(q: dict[str, Any], rel: Reliability, mode: str) -> bool:
     return weighted_choice(q, rel)
 
 
-def cross_validate(questions: list[dict[str, Any]], folds: int = 5) -> dict[str, int]:
+def cross_validate(questions: list[dict[str, Any]], folds: int = 5
+                   ) -> dict[str, dict[str, int]]:
     """Score each vote mode on held-out judged questions (k-fold, question i in fold i mod k).
 
     Args:
@@ -239,16 +240,39 @@ def cross_validate(questions: list[dict[str, Any]], folds: int = 5) -> dict[str,
         folds: int >= 2, the number of folds.
 
     Returns:
-        mode (``MODES``) -> number of held-out questions whose vote picks a right group.
+        mode (``MODES``) -> ``{"right": held-out questions whose vote picks a right group,
+        "won": right where the plain majority is wrong, "lost": wrong where it is right}``.
     """
-    out = {m: 0 for m in MODES}
+    out = {m: {"right": 0, "won": 0, "lost": 0} for m in MODES}
     for k in range(folds):
         train = [q for i, q in enumerate(questions) if i % folds != k]
         test = [q for i, q in enumerate(questions) if i % folds == k]
         rel = learn(train)
-        for m in MODES:
-            out[m] += sum(_mode_choice(q, rel, m) for q in test)
+        for q in test:
+            base = _mode_choice(q, rel, "majority")
+            for m in MODES:
+                ok = _mode_choice(q, rel, m)
+                out[m]["right"] += ok
+                out[m]["won"] += ok and not base
+                out[m]["lost"] += base and not ok
     return out
+
+
+def significant(won: int, lost: int, z: float = 2.0) -> bool:
+    """Whether a mode beats the majority by more than chance on the questions they disagree on.
+
+    Sign test (McNemar's test without continuity correction) on the discordant held-out
+    questions: ``won - lost >= z * sqrt(won + lost)``, about 95 % one-sided at z = 2.
+
+    Args:
+        won: held-out questions the mode gets right and the majority wrong.
+        lost: held-out questions the mode gets wrong and the majority right.
+        z: the normal quantile to clear.
+
+    Returns:
+        True when the difference is significant (and positive).
+    """
+    return won > lost and (won - lost) >= z * math.sqrt(won + lost)
 
 
 def calibrate_questions(questions: list[dict[str, Any]], folds: int = 5
@@ -256,7 +280,8 @@ def calibrate_questions(questions: list[dict[str, Any]], folds: int = 5
     """Learn from judged questions and choose the vote mode that held out best.
 
     A learned vote is used only when it beats the plain majority on held-out questions
-    (``cross_validate``): weights alone, or weights with voter sets per hardness level.
+    (``cross_validate``) by more than chance (``significant``): weights alone, or weights
+    with voter sets per hardness level, whichever is right more often.
 
     Source: PET-SQL (Li et al. 2024) §3.4 (fine-grained voting); the held-out check guards
     against weights fitted to too few judged answers.
@@ -267,13 +292,17 @@ def calibrate_questions(questions: list[dict[str, Any]], folds: int = 5
 
     Returns:
         (Reliability learned on every question — its voter sets cleared unless the mode uses
-        them; mode, one of ``MODES``; held-out right answers per mode).
+        them; mode, one of ``MODES``; ``cross_validate``'s held-out figures per mode).
     """
     rel = learn(questions)
-    cv = cross_validate(questions, folds) if len(questions) >= folds else {m: 0 for m in MODES}
+    if len(questions) >= folds:
+        cv = cross_validate(questions, folds)
+    else:
+        cv = {m: {"right": 0, "won": 0, "lost": 0} for m in MODES}
     mode = "majority"
     for m in MODES[1:]:
-        if cv[m] > cv[mode]:
+        if significant(cv[m]["won"], cv[m]["lost"]) and \
+                (mode == "majority" or cv[m]["right"] > cv[mode]["right"]):
             mode = m
     if mode != "weights+voters":
         rel.voters = {}
@@ -433,7 +462,7 @@ def calibrate(plpy, judged: str | None, timeout_ms: int, max_rows: int, max_byte
 
     Returns:
         ``{"judged_questions", "from_log", "from_argument", "skipped", "mode", "held_out":
-        {mode: right answers}, "models": [rows of nl2sql.model_reliability]}``.
+        {mode: {"right", "won", "lost"}}, "models": [rows of nl2sql.model_reliability]}``.
 
     Raises:
         ConfigError: ``judged`` is malformed.
