@@ -202,6 +202,27 @@ def explain_reason(trace: dict | None, err: str | None, cands: list[dict],
     return f"outvoted {win['size']} to {csz}{tie}: chose [{wsrc}] over correct [{csrc}]"
 
 
+def learn_reliability(cluster, conn, args, models: list[dict]) -> dict:
+    """``--learn-from DIR``: judged questions of DIR's databases (``--db`` left out when DIR
+    is ``--data``) → ``nl2sql.calibrate(judged)`` in the benchmark database."""
+    import learn  # noqa: PLC0415
+
+    same = args.learn_from.resolve() == args.data.resolve()
+    dbs = [d for d in learn.databases(args.learn_from) if not (same and d == args.db)]
+    judged = [q for d in dbs
+              for q in learn.judged_questions(cluster, args.learn_from, d, models, log=log)]
+    out = conn.execute("SELECT nl2sql.calibrate(%s::jsonb)", (json.dumps(judged),)).fetchone()[0]
+    log(f"learned from {len(judged)} judged questions of {len(dbs)} databases "
+        f"({'leave-one-database-out: ' + args.db + ' left out; ' if same else ''}{', '.join(dbs)}): "
+        f"mode {out['mode']}, held out (right, and won/lost against the majority) "
+        f"{json.dumps(out['held_out'])}")
+    for r in out["models"]:
+        if r["level"] == "all":
+            log(f"   {r['model']:<30} judged {r['judged']:>4} right {r['right']:>4} "
+                f"weight {r['weight']:.3f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="bench-data folder (pg_dumps/, bird_minidev_*.jsonl)")
@@ -223,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
     ap.add_argument("--timeout-ms", type=int, default=C.STATEMENT_TIMEOUT_MS, help="scoring statement_timeout")
     ap.add_argument("--stop-cluster", action="store_true", help="stop the cluster at the end")
+    ap.add_argument("--learn-from", type=Path, default=None, metavar="DIR",
+                    help="learn per-model reliability (nl2sql.calibrate) from the judged "
+                         "questions of every database of DIR (bench/learn.py: recorded "
+                         "predictions scored against the gold) before the run; when DIR is "
+                         "--data, --db itself is left out (leave-one-database-out)")
     args = ap.parse_args(argv)
 
     t_run = time.perf_counter()
@@ -363,6 +389,8 @@ def run_database(args: argparse.Namespace, cluster: Any, db: str, rows: list[dic
             conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => %s)",
                          (m["name"], m["name"], llm.base_url, m["dialect"]))
         log(f"models (first writes the PreSQL): {', '.join(names)}; loopback at {llm.base_url}")
+        if args.learn_from:
+            learn_reliability(cluster, conn, args, models)
 
         # phase 1: each model alone, offline (raw and cleaned), plain majorities, oracle
         for i, r in enumerate(rows, 1):

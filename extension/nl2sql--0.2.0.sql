@@ -331,6 +331,47 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 006-model-reliability.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$006-model-reliability.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Per-model reliability learned from judged answers (nl2sql.calibrate()): one row per model
+-- and level ('all', or a Spider hardness level of the PreSQL). judged/right count the judged
+-- candidates of that model; weight is what its vote counts (log-odds of its smoothed
+-- accuracy); voter says whether the model is in the learned voter set of that level (NULL:
+-- no learned set). in_use: calibration found the learned vote better than a plain majority on
+-- held-out judged questions; only then does the vote use these rows.
+-- Rows can come from judged answers of other databases or a benchmark (calibrate(judged)),
+-- which this database cannot recompute: pg_dump keeps them.
+CREATE TABLE nl2sql.model_reliability (
+    model          text NOT NULL,
+    level          text NOT NULL CHECK (level IN ('all', 'easy', 'medium', 'hard', 'extra')),
+    judged         integer NOT NULL CHECK (judged >= 0),
+    "right"        integer NOT NULL CHECK ("right" >= 0 AND "right" <= judged),
+    weight         float8 NOT NULL CHECK (weight > 0),
+    voter          boolean,
+    in_use         boolean NOT NULL,
+    calibrated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (model, level)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.model_reliability', '');
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== incremental 007-value-index-scale.sql ====
 DO $nl2sql_migration$
 DECLARE
@@ -707,6 +748,15 @@ $py$;
 COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
     'nl2sql: turn a judged answer (query_log id) into a verified example';
 
+CREATE OR REPLACE FUNCTION nl2sql.calibrate(judged jsonb DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.calibrate(plpy, judged)
+$py$;
+COMMENT ON FUNCTION nl2sql.calibrate(jsonb) IS
+    'nl2sql: learn per-model reliability (vote weights, voter sets per PreSQL hardness) from judged answers (feedback, verified examples) and the judged questions given';
+
 CREATE OR REPLACE VIEW nl2sql.example_pool AS
     SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
     FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
@@ -1005,8 +1055,11 @@ REVOKE EXECUTE ON FUNCTION
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
-    nl2sql.feedback(bigint, boolean, text), nl2sql.set_value_policy(regclass, boolean, name)
+    nl2sql.feedback(bigint, boolean, text), nl2sql.set_value_policy(regclass, boolean, name),
+    nl2sql.calibrate(jsonb)
     FROM PUBLIC;
+-- the vote reads the calibrated weights for every role (model names and weights, no data)
+GRANT SELECT ON nl2sql.model_reliability TO PUBLIC;
 
 -- ==== idempotent 003-settings.sql ====
 -- Settings: the declaration (py_udf/nl2sql/settings.py: name, type, default, meaning) is put
@@ -1045,6 +1098,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('selection', 'enum', 'majority', '`majority`, or `multiple_choice` (a model picks among the remaining groups)'),
     ('selection_model', 'str', '', 'model for multiple-choice selection; empty = the PreSQL writer'),
     ('hardness_voters', 'json', '', 'PET-SQL fine-grained voting: JSON `{"easy": [models], "medium": …, "hard": …, "extra": …}`; empty = every model votes'),
+    ('reliability_vote', 'bool', 'on', 'the vote weights each model by the reliability `nl2sql.calibrate()` learned from judged answers (and, when `hardness_voters` is empty, lets the learned voter sets vote); nothing calibrated, or `off`: plain majority'),
     ('rewrite_time', 'bool', 'on', 'relative time in the question ("this month", "today", "currently") made explicit from the database''s `now()`'),
     ('value_top_k', 'int', '10', 'cell values retrieved per question (shown in the prompts, used for masking and linking)'),
     ('value_trgm_min', 'float', '0.5', 'pg_trgm `similarity(value, phrase)` a value needs to match a question phrase'),

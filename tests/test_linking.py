@@ -7,7 +7,7 @@ import pytest
 
 from nl2sql.examples import sql_skeleton
 from nl2sql.linking import (estimate_tokens, fk_bridges, link_schema, linking_values,
-                            presql_links, prune_schema)
+                            presql_links, presql_token_tables, prune_schema)
 from nl2sql.masking import mask_question
 from nl2sql.prompts import build_prompt, render_values
 from nl2sql.retrieval import ValueMatch, candidate_phrases, merge_matches, ngram_phrases, \
@@ -151,8 +151,52 @@ def test_value_links_skip_schema_words_subphrases_and_presql_resolved_values():
 
 
 def test_similar_columns_link_their_tables_with_a_reason():
-    linked = link_schema(_hero_schema(), None, [], [("public", "gender", "gender", 0.71)])
-    assert linked.tables == ["gender"] and linked.why["gender"] == ["column similarity gender.gender 0.71"]
+    linked = link_schema(_hero_schema(), "SELECT id FROM colour", [],
+                         [("public", "gender", "gender", 0.71)])
+    assert linked.tables == ["colour", "gender"]
+    assert linked.why["gender"] == ["column similarity gender.gender 0.71"]
+
+
+# --- linking never loses what PreSQL found -------------------------------------------------
+
+def test_tables_of_an_unparsable_presql_are_read_from_its_tokens():
+    s = _hero_schema()
+    cut_off = "SELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = 'Mar"
+    prose = "The heroes are in table superhero; join hero_power and superpower. SELECT"
+    assert presql_links(cut_off, s) == ([], [])  # no tree
+    assert presql_token_tables(cut_off, s) == ["superhero", "publisher"]
+    assert presql_token_tables(prose, s) == ["superhero", "hero_power", "superpower"]
+    # a string literal naming a table is not a table read
+    assert presql_token_tables("SELECT * FROM superhero WHERE x = 'colour' AND (", s) == ["superhero"]
+    linked = link_schema(s, cut_off, [], [])
+    assert linked.tables == ["superhero", "publisher"]
+    assert linked.why["publisher"] == ["presql tokens"]
+
+
+def test_a_presql_naming_no_table_keeps_the_schema_the_presql_saw():
+    s = _hero_schema()
+    seen = s.subset({"superhero", "colour", "gender"})  # a pruned PreSQL prompt
+    for presql in (None, "", "I cannot answer this question.", "SELECT count(*) FROM"):
+        linked = link_schema(s, presql, [], [("public", "publisher", "publisher_name", 0.7)],
+                             presql_schema=seen)
+        assert set(seen.table_names()) <= set(linked.tables), presql
+        assert linked.why["colour"] == ["presql schema (no table read from PreSQL)"]
+    # without a pruned schema: the whole schema, never a narrower one
+    assert set(link_schema(s, "no SQL here", [], []).tables) == set(s.table_names())
+    # a PreSQL that reads a table is linked as before, not widened
+    assert link_schema(s, "SELECT * FROM gender", [], [], presql_schema=seen).tables == ["gender"]
+
+
+def test_a_value_in_several_key_columns_does_not_link_their_tables():
+    s = _hero_schema()
+    code = [_vm("7", "exact", 1.0, "7", "question", "superhero", "publisher_id"),
+            _vm("7", "exact", 1.0, "7", "question", "publisher", "id"),
+            _vm("7", "exact", 1.0, "7", "question", "colour", "colour")]
+    kept = linking_values(s, code, 0.9)
+    assert [(v.table, v.column) for v in kept] == [("colour", "colour")]
+    # a value in one key column only still links (a code the question names)
+    one = [_vm("7", "exact", 1.0, "7", "question", "hero_power", "power_id")]
+    assert [v.table for v in linking_values(s, one, 0.9)] == ["hero_power"]
 
 
 # --- token budget ------------------------------------------------------------------------
@@ -211,3 +255,24 @@ def test_pool_question_masks_partial_mentions_of_its_literals():
     e = make_entry("hr", "Which employee is in band omega?",
                    "SELECT employee_label FROM payroll WHERE wage_band = 'Band-Omega-9'")
     assert e.masked_question == "Which <mask> is in <mask> ?"
+
+
+def test_presql_tables_are_bridged_within_a_join_not_across_set_operation_branches():
+    s = _hero_schema()
+    joined = link_schema(s, "SELECT p.power_name FROM superpower p JOIN publisher b ON p.id = b.id",
+                         [], [])
+    assert set(joined.tables) == {"superpower", "publisher", "hero_power", "superhero"}
+    assert joined.why["hero_power"] == ["fk bridge superpower - publisher"]
+    union = link_schema(s, "SELECT power_name FROM superpower UNION "
+                           "SELECT publisher_name FROM publisher", [], [])
+    assert union.tables == ["superpower", "publisher"]
+
+
+def test_a_similar_key_column_whose_other_end_presql_reads_does_not_link():
+    s = _hero_schema()
+    linked = link_schema(s, "SELECT superhero_name, eye_colour_id FROM superhero", [],
+                         [("public", "colour", "id", 0.8), ("public", "gender", "gender", 0.7)])
+    assert linked.tables == ["superhero", "gender"]
+    # the same column links when PreSQL does not read the other end of its key
+    other = link_schema(s, "SELECT gender FROM gender", [], [("public", "colour", "id", 0.8)])
+    assert "colour" in other.tables

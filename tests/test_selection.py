@@ -113,3 +113,19 @@ def test_multiple_choice_prompt_lists_groups_in_confidence_order_and_choice_appl
     assert v.method == "multiple_choice" and v.groups[0]["result_hash"] == "h2"
     v2 = apply_choice(select(cands, threshold=0.1), None, "judge", "no idea")
     assert v2.winner_hash == "h1" and "majority kept" in v2.reason
+
+
+def test_the_group_speaks_with_the_row_order_most_members_agree_on():
+    from nl2sql.selection import representative
+    from nl2sql.types import Candidate, Status
+
+    def c(model, order, ms):
+        return Candidate(source=f"finsql:{model}", model=model, raw_text="x", sql=f"-- {model}",
+                         status=Status.OK, result_hash="same rows", order_hash=order, exec_ms=ms)
+    desc1, desc2, asc, unordered = c("a", "desc", 5.0), c("b", "desc", 4.0), c("c", "asc", 1.0), \
+        c("d", None, 0.5)
+    assert representative([desc1, desc2, asc, unordered]) is desc2  # not the fastest (asc, d)
+    assert representative([desc1, asc], {"a": 0.5, "c": 2.0}) is asc  # by weight
+    assert representative([unordered, c("e", None, 0.1)]).model == "e"  # no order: fastest
+    v = select([desc1, desc2, asc])
+    assert v.sql == "-- b" and v.groups[0]["size"] == 3

@@ -34,6 +34,7 @@ PREVIOUS_DEFAULTS = {
     "link_value_min": "0.9", "link_column_min": "0.6", "dail_tau": "0.6",
     "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
     "value_sample_rows": "1000000",
+    "reliability_vote": "on",
 }
 
 

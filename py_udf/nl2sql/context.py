@@ -55,6 +55,8 @@ class Context:
         pending_vectors: a Future of their embeddings (computed in the background), or None.
         vectors_done: True once the vector lookups are done (or none were needed).
         remasked: True when a strong vector match changed the masked question (and examples).
+        presql_schema: the schema the PreSQL prompt showed (``presql_prompt`` sets it; pruned
+            or whole); None before.
     """
 
     question: str
@@ -75,6 +77,7 @@ class Context:
     pending_vectors: Future | None = None                     # their embeddings (background)
     vectors_done: bool = True
     remasked: bool = False   # a strong vector match changed the masked question (and examples)
+    presql_schema: Schema | None = None  # what the PreSQL prompt showed (presql_prompt)
 
 
 def value_triples(schema: Schema, values: list[ValueMatch],
@@ -314,13 +317,14 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
         return ctx.scores or {}
 
     used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep)
+    ctx.presql_schema = used
     prompt = render(used)
     info["tokens"] = estimate_tokens(prompt)
     return prompt, used, info
 
 
-def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Settings
-                   ) -> tuple[Linked, Selection]:
+def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Settings,
+                   presql_text: str | None = None) -> tuple[Linked, Selection]:
     """Link the schema and select the examples for FinSQL, after PreSQL.
 
     Source: PET-SQL (Li et al. 2024) §3.3, PreSQL-based schema linking; DAIL-SQL (Gao et al.
@@ -332,6 +336,8 @@ def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Setting
         presql: the PreSQL candidate's SQL, or None when there is none.
         st: the settings (``link_value_min``, ``link_column_min``, ``k_examples``,
             ``dail_tau``).
+        presql_text: the PreSQL as the model wrote it (its tokens name tables when
+            ``presql`` is None or does not parse); None for ``presql``.
 
     Returns:
         ``(Linked, Selection)``: the linked tables and columns, and the chosen examples.
@@ -343,7 +349,8 @@ def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Setting
         raise ValueError("finsql_context: run add_columns(plpy, ctx, schema) first")
     cmin = st.link_column_min
     similar = [c for c in ctx.column_sims if c[3] >= cmin]
-    linked = link_schema(schema, presql, ctx.values, similar, st.link_value_min)
+    linked = link_schema(schema, presql, ctx.values, similar, st.link_value_min,
+                         ctx.presql_schema, presql_text)
     sel = dail_select(ctx.candidates, ctx.skeletons, presql_skeleton(presql),
                       st.k_examples, st.dail_tau)
     return linked, sel

@@ -22,6 +22,7 @@ import time
 
 from . import session_state, spi
 from .errors import CandidateRefused, ResultTooLarge
+from .sqlcheck import has_top_level_order
 from .types import Candidate, Status
 from .vote import result_signature, row_from_json
 
@@ -231,8 +232,17 @@ def _run_and_record(plpy, cand: Candidate, search_path: str, timeout_ms: int, ma
     # shown to a multiple-choice selector through gate.Gate.rows (whole rows parse as JSON)
     cand.sample_rows = [r[:2000] for r in rows[:3]]
     cand.result_hash = result_signature(parsed, ordered=ordered)
+    cand.order_hash = result_signature(parsed, ordered=True) if _orders_rows(cand.sql) else None
     cand.status = Status.OK
     return cand
+
+
+def _orders_rows(sql: str) -> bool:
+    """Whether ``sql``'s outermost statement has an ORDER BY (False when it does not parse)."""
+    try:
+        return has_top_level_order(sql)
+    except CandidateRefused:
+        return False
 
 
 def fetch_rows(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int,

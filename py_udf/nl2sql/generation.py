@@ -302,7 +302,7 @@ class Evaluator:
             plpy.SPIError: the user cancelled the statement.
         """
         c.status, c.reason, c.result_hash, c.row_count, c.exec_ms = Status.PENDING, None, None, None, None
-        c.sample_rows, c.sqlstate = [], None
+        c.sample_rows, c.sqlstate, c.order_hash = [], None, None
         if self.prepare(c, text):
             t0 = time.perf_counter()
             if self._runs is None:
@@ -323,5 +323,5 @@ class _NeverRaised(Exception):
     """Stands for ``plpy.SPIError`` where the backend module has none (tests)."""
 
 
-_RUN_FIELDS = ("status", "reason", "result_hash", "row_count", "truncated", "exec_ms",
-               "sample_rows", "sqlstate")
+_RUN_FIELDS = ("status", "reason", "result_hash", "order_hash", "row_count", "truncated",
+               "exec_ms", "sample_rows", "sqlstate")

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from sqlglot import exp
+from sqlglot.dialects import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from . import spi
 from .errors import CandidateRefused
@@ -30,6 +33,8 @@ from .masking import inflections, name_words, tokenize
 from .names import resolve
 from .sqlcheck import parse_shared
 from .types import Schema, Table
+
+_NOT_NAMES = {TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING, TokenType.DOT}
 
 CHARS_PER_TOKEN = 3.5
 
@@ -154,6 +159,57 @@ def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tu
     return [t.name for t in tables], cols
 
 
+def presql_token_tables(presql: str | None, schema: Schema,
+                        dialects: tuple[str, ...] = ("postgres", "sqlite")) -> list[str]:
+    """Read the tables a PreSQL names from its tokens, for a PreSQL that does not parse.
+
+    A PreSQL cut off, written in another dialect or wrapped in prose has no tree, but its
+    tokens (sqlglot's tokenizer; the tokens before a tokenizing error are kept) still name the
+    tables it meant to read. Every token that is not a string or number literal and whose text
+    equals a table's name (bare, or ``schema.table`` over three tokens), case-insensitive,
+    links that table. The first dialect in ``dialects`` that yields a table wins.
+
+    Source: PET-SQL (Li et al. 2024) §3.3 (the PreSQL's tables are the linking); MCS-SQL (Lee
+    et al. 2024) §3.1 (linking favours recall).
+
+    Args:
+        presql: the PreSQL's text as the model wrote it, or None.
+        schema: the schema the calling role may see.
+        dialects: sqlglot dialects whose tokenizers are tried in order.
+
+    Returns:
+        Table prompt names in token order without duplicates; [] when none is named.
+    """
+    if not presql:
+        return []
+    by_name: dict[str, Table] = {}
+    for t in schema.tables:
+        by_name.setdefault(t.table.lower(), t)
+        by_name[t.name.lower()] = t
+        by_name[f"{t.schema}.{t.table}".lower()] = t
+    for dialect in dialects:
+        tk = Dialect.get_or_raise(dialect).tokenizer()
+        try:
+            tokens = tk.tokenize(presql)
+        except SqlglotError:
+            tokens = tk.tokens  # what was read before the error
+        found: list[str] = []
+        for i, t in enumerate(tokens):
+            if t.token_type in _NOT_NAMES:
+                continue
+            text = t.text.lower()
+            if i + 2 < len(tokens) and tokens[i + 1].token_type == TokenType.DOT:
+                qual = f"{text}.{tokens[i + 2].text.lower()}"
+                if qual in by_name:
+                    text = qual
+            tb = by_name.get(text)
+            if tb is not None and tb.name not in found:
+                found.append(tb.name)
+        if found:
+            return found
+    return []
+
+
 def fk_graph(schema: Schema) -> dict[str, set[str]]:
     """Build the undirected graph of tables joined by a foreign key.
 
@@ -191,17 +247,22 @@ def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str])
     return None
 
 
-def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
+def fk_bridges(tables: list[str], schema: Schema,
+               joined: list[str] = ()) -> list[tuple[str, str, str]]:
     """Find the tables needed to join ``tables`` over foreign keys.
 
-    Grows a connected tree from the first table: repeatedly the shortest FK path (breadth-first,
-    neighbours in name order: deterministic) from the tree to a linked table not yet in it is
-    added, the usual greedy Steiner-tree approximation. Linked tables that no FK path reaches
-    stay unconnected; nothing is added for them.
+    Grows a connected tree from the first table (or from all of ``joined`` at once):
+    repeatedly the shortest FK path (breadth-first, neighbours in name order: deterministic)
+    from the tree to a linked table not yet in it is added, the usual greedy Steiner-tree
+    approximation. Linked tables that no FK path reaches stay unconnected; nothing is added
+    for them. The tables PreSQL reads (``joined``) are not bridged to one another: PreSQL
+    already says how they combine (a join, or separate branches of a UNION/INTERSECT/EXCEPT
+    that need no path).
 
     Args:
         tables: table prompt names, in link order (names not in ``schema`` are ignored).
         schema: the schema (``catalog.load_schema``).
+        joined: the tables PreSQL reads; the tree starts from all of them together.
 
     Returns:
         list of (bridge table, from table, to table) triples, prompt names: each bridge is an
@@ -212,9 +273,9 @@ def fk_bridges(tables: list[str], schema: Schema) -> list[tuple[str, str, str]]:
     todo = [t for t in tables if t in g]
     if len(todo) < 2:
         return []
-    tree = {todo[0]}
+    tree = {t for t in joined if t in g} or {todo[0]}
     out: list[tuple[str, str, str]] = []
-    remaining = set(todo[1:])
+    remaining = set(todo) - tree
     while remaining:
         path = _shortest_path(g, tree, remaining)
         if path is None:
@@ -261,6 +322,22 @@ def _contains(longer: list[str], shorter: list[str]) -> bool:
     return n < len(longer) and any(longer[i:i + n] == shorter for i in range(len(longer) - n + 1))
 
 
+def key_columns(schema: Schema) -> set[tuple[str, str]]:
+    """Collect the columns at either end of a foreign key.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        set of (table prompt name, column name), lower-cased.
+    """
+    out: set[tuple[str, str]] = set()
+    for fk in schema.foreign_keys:
+        out |= {(fk.table.lower(), c.lower()) for c in fk.columns}
+        out |= {(fk.ref_table.lower(), c.lower()) for c in fk.ref_columns}
+    return out
+
+
 def linking_values(schema: Schema, values: list, value_min: float,
                    presql_columns: set[tuple[str, str]] = frozenset()) -> list:
     """Select the matched values that link their column.
@@ -274,7 +351,11 @@ def linking_values(schema: Schema, values: list, value_min: float,
       Strength": the longest match wins, as in entity extraction);
     * the same value text (case-insensitive) matched a column PreSQL already reads, and this
       match is in another column: the ambiguity is resolved by PreSQL ("Durability" is an
-      attribute and a power).
+      attribute and a power);
+    * the same value text matched two or more foreign-key columns (either end of a foreign
+      key: ids, codes), and this match is in one of them: a key value is copied into every
+      table that references it, so it says nothing about which of them the question reads
+      (PreSQL's tables and the non-key matches still link).
 
     Source: OpenSearch-SQL (Xie et al. 2024) §3.4, columns of retrieved values added to the
     linked schema.
@@ -298,9 +379,18 @@ def linking_values(schema: Schema, values: list, value_min: float,
     exact_phrases = [toks(v.phrase) for v in values if v.how == "exact"]
     explained = {v.value.lower() for v in values
                  if (names.get((v.schema, v.table)), v.column.lower()) in presql_columns}
+    keys = key_columns(schema)
+    in_keys: dict[str, set[tuple[str | None, str]]] = {}
+    for v in values:
+        col = (names.get((v.schema, v.table)), v.column.lower())
+        if col in keys:
+            in_keys.setdefault(v.value.lower(), set()).add(col)
     out = []
     for v in values:
         if v.source == "evidence_ngram" or not (v.how == "exact" or v.score >= value_min):
+            continue
+        if len(in_keys.get(v.value.lower(), ())) > 1 and \
+                (names.get((v.schema, v.table)), v.column.lower()) in keys:
             continue
         tk = toks(v.phrase)
         if v.source == "question" and tk and all(t in words for t in tk):
@@ -315,11 +405,16 @@ def linking_values(schema: Schema, values: list, value_min: float,
 
 
 def link_schema(schema: Schema, presql: str | None, values: list, similar_columns: list,
-                value_min: float = 0.9) -> Linked:
+                value_min: float = 0.9, presql_schema: Schema | None = None,
+                presql_text: str | None = None) -> Linked:
     """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
 
     Linked = PreSQL's tables and columns ∪ columns of matched values (``linking_values``) ∪
-    ``similar_columns`` ∪ the FK bridge tables joining them (``fk_bridges``).
+    ``similar_columns`` ∪ the FK bridge tables joining them (``fk_bridges``). Linking never
+    loses what PreSQL found: when PreSQL does not parse, the tables named by its tokens
+    (``presql_token_tables``, reason ``presql tokens``) are linked; when no table can be read
+    from it at all (no answer, prose, a cut-off text naming none), every table of the schema
+    the PreSQL prompt showed is linked (reason ``presql schema``), never a narrower schema.
 
     Source: PET-SQL (Li et al. 2024) §3.3 (PreSQL-based schema linking); OpenSearch-SQL (Xie et
     al. 2024) §3.4 (columns of retrieved values and columns close to the question); MCS-SQL (Lee
@@ -333,15 +428,27 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         similar_columns: (schema, table, column, similarity) tuples, already filtered by the
             caller's threshold.
         value_min: float in [0, 1], the least score of a non-exact value match that links.
+        presql_schema: the schema the PreSQL prompt showed (pruned or whole); None for
+            ``schema``.
+        presql_text: the PreSQL's text as the model wrote it, read for table names when
+            ``presql`` is None or does not parse; None for ``presql``.
 
     Returns:
-        Linked with the reasons per table; empty when nothing links.
+        Linked with the reasons per table; empty only when nothing links and the PreSQL saw
+        no table.
     """
     lookup = _table_lookup(schema)
     linked = Linked()
     tabs, cols = presql_links(presql, schema)
     for t in tabs:
         linked.add_table(t, "presql")
+    if not tabs:
+        for t in presql_token_tables(presql_text or presql, schema):
+            linked.add_table(t, "presql tokens")
+    if not linked.tables:
+        for t in (presql_schema or schema).tables:
+            if t.name.lower() in lookup:
+                linked.add_table(t.name, "presql schema (no table read from PreSQL)")
     for t, c in cols:
         linked.add_column(t, c, "presql")
     pre_cols = {(t.lower(), c.lower()) for t, c in cols}
@@ -350,13 +457,74 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if tb is not None:
             linked.add_column(tb.name, v.column, f"value {tb.name}.{v.column} = {v.value!r} "
                                                  f"({v.how} {v.score:.2f})")
+    partners = key_partners(schema)
+    pre_tables = {t.lower() for t in tabs}
     for s, t, c, sim in similar_columns:
         tb = lookup.get(f"{s}.{t}".lower())
-        if tb is not None:
-            linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
-    for b, a, z in fk_bridges(list(linked.tables), schema):
+        if tb is None:
+            continue
+        if partners.get((tb.name.lower(), c.lower()), set()) & pre_tables:
+            continue  # a key column whose other end PreSQL reads: the question names that
+        linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
+    for group in presql_join_groups(presql, schema):
+        for b, a, z in fk_bridges(group, schema):
+            linked.add_table(b, f"fk bridge {a} - {z}")
+    for b, a, z in fk_bridges(list(linked.tables), schema, tabs):
         linked.add_table(b, f"fk bridge {a} - {z}")
     return linked
+
+
+def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
+    """Group the tables PreSQL reads by the SELECT whose FROM/JOIN reads them.
+
+    Tables one SELECT joins must be connected (``fk_bridges`` adds the tables of a join
+    PreSQL left out); tables of different SELECTs (branches of a UNION/INTERSECT/EXCEPT, a
+    subquery) need no path between them.
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        Lists of table prompt names (schema tables only), one per SELECT reading two or more;
+        [] when PreSQL is empty or does not parse.
+    """
+    if not presql:
+        return []
+    try:
+        tree = parse_shared(presql)
+    except CandidateRefused:
+        return []
+    lookup = _table_lookup(schema)
+    groups: dict[int, list[str]] = {}
+    for t in tree.find_all(exp.Table):
+        sel = t.find_ancestor(exp.Select)
+        key = f"{t.db}.{t.name}".lower() if t.db else t.name.lower()
+        tb = lookup.get(key)
+        if sel is None or tb is None:
+            continue
+        grp = groups.setdefault(id(sel), [])
+        if tb.name not in grp:
+            grp.append(tb.name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def key_partners(schema: Schema) -> dict[tuple[str, str], set[str]]:
+    """Map each foreign-key column to the tables at the key's other end.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        (table prompt name, column name) lower-cased -> lower-cased prompt names of the tables
+        it references or is referenced by.
+    """
+    out: dict[tuple[str, str], set[str]] = {}
+    for fk in schema.foreign_keys:
+        for c, rc in zip(fk.columns, fk.ref_columns):
+            out.setdefault((fk.table.lower(), c.lower()), set()).add(fk.ref_table.lower())
+            out.setdefault((fk.ref_table.lower(), rc.lower()), set()).add(fk.table.lower())
+    return out
 
 
 def neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:

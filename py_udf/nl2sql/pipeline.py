@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import catalog, context, embed_client, prompts, safety, spi, value_policy
+from . import catalog, context, embed_client, prompts, reliability, safety, spi, value_policy
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
@@ -147,12 +147,17 @@ class Linking:
         selection: the DAIL selection of examples.
         models: the FinSQL writers (voters) routed by the PreSQL's hardness.
         schema: the linked tables (the whole schema when nothing linked).
+        level: the PreSQL's Spider hardness, or None.
+        reliability: the calibrated per-model reliability the vote uses (``reliability.load``),
+            or None for a plain majority.
     """
 
     linked: Linked
     selection: Selection
     models: list[ModelConfig]
     schema: Schema                # the linked tables (the whole schema when nothing linked)
+    level: str | None = None      # the PreSQL's hardness
+    reliability: reliability.Reliability | None = None  # calibrated, when the vote uses it
 
 
 @dataclass
@@ -473,23 +478,29 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
     if cl is not None and cl.reason is not None:
         run.trace["presql"]["refused"] = cl.reason
     try:
-        linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st)
+        linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st,
+                                                   reply.text)
         level = hardness(pre.sql) if pre.sql else None
     except Exception as e:  # noqa: BLE001 - a bad PreSQL answer costs its use only
         if isinstance(e, Nl2sqlError) or isinstance(e, getattr(run.plpy, "SPIError", ())):
             raise
         run.trace["presql"]["refused"] = f"linking failed: {type(e).__name__}: {str(e)[:300]}"
         pre.sql = None  # link, select examples and route as without a PreSQL
-        linked, selection = context.finsql_context(ctx, asked.schema, None, run.st)
+        linked, selection = context.finsql_context(ctx, asked.schema, None, run.st, reply.text)
         level = None
     run.trace.update(context.linking_trace(linked, selection))
     run.trace["selection"]["examples"] = [
         e.__dict__ for e in run.gate.examples("trace", selection.examples)]
     names = [m.name for m in run.models]
-    voters, why = route(level, run.st.hardness_voters, names)
+    rel = reliability.load(run.plpy) if run.st.reliability_vote else None
+    routing = run.st.hardness_voters or (rel.voters if rel is not None else {})
+    voters, why = route(level, routing, names)
+    if routing and not run.st.hardness_voters:
+        why += " (voter sets learned by nl2sql.calibrate)"
     run.trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
     fin_schema = asked.schema.subset(set(linked.tables)) if linked.tables else asked.schema
-    return Linking(linked, selection, [m for m in run.models if m.name in voters], fin_schema)
+    return Linking(linked, selection, [m for m in run.models if m.name in voters], fin_schema,
+                   level, rel)
 
 
 def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
@@ -703,6 +714,8 @@ def _prompt_of(default: str, c: Candidate) -> str:
 def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) -> Selected:
     """Select the answer: filter, confidence threshold, majority, optional multiple choice.
 
+    Each vote weighs what ``nl2sql.calibrate()`` learned for its model at the PreSQL's
+    hardness (``reliability``; trace ``reliability``), 1 when nothing is calibrated.
     Majority ties go as setting ``tie_break`` says (by default to the fastest). With
     ``selection`` = multiple_choice and several groups, a model picks among them (its wait is
     ``llm_waits_ms.multiple_choice``).
@@ -725,8 +738,17 @@ def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) ->
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
     """
     st = run.st
+    weights = None
+    if link.reliability is not None:
+        weights = {m.name: round(link.reliability.weight(m.name, link.level), 6)
+                   for m in link.models}
     v = select(cands, st.confidence_threshold, st.tie_break,
-               [m.name for m in run.models])
+               [m.name for m in run.models], weights)
+    run.trace["reliability"] = {
+        "used": weights is not None, "level": link.level, "weights": weights,
+        "why": ("weights learned by nl2sql.calibrate()" if weights is not None else
+                "reliability_vote is off" if not st.reliability_vote else
+                "nothing calibrated, or calibration kept the plain majority")}
     if st.selection != "multiple_choice" or len(v.groups) <= 1:
         return Selected(v)
     mc_model = pick_selection_model(run.models, st.selection_model)

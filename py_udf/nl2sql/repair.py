@@ -246,8 +246,9 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
                          cleaning=trial.cleaning, alignments=trial.alignments)
             c.repairs.append(entry)
             if _rank(trial) > _rank(c):
-                for f in ("sql", "status", "reason", "result_hash", "row_count", "truncated",
-                          "exec_ms", "tables", "cleaning", "alignments", "sample_rows", "sqlstate"):
+                for f in ("sql", "status", "reason", "result_hash", "order_hash", "row_count",
+                          "truncated", "exec_ms", "tables", "cleaning", "alignments",
+                          "sample_rows", "sqlstate"):
                     setattr(c, f, getattr(trial, f))
                 c.raw_text = rep.text
             if _rank(trial) == 2:

@@ -53,8 +53,38 @@ def _ms(c: Candidate) -> float:
     return c.exec_ms if c.exec_ms is not None else math.inf
 
 
+def representative(members: list[Candidate], weights: dict[str, float] | None = None
+                   ) -> Candidate:
+    """Choose the member of a result group whose SQL answers for the group.
+
+    Members agree on the rows as a multiset; when some order their rows (a top-level ORDER
+    BY: ``Candidate.order_hash``), the representative is the fastest member of the row order
+    most of them (by weight) agree on, so that an odd member sorting the other way does not
+    speak for the group; otherwise the fastest member.
+
+    Source: PET-SQL (Li et al. 2024) §3.4 and OpenSearch-SQL (Xie et al. 2024) §3.6 (the
+    fastest of the agreeing candidates); the agreement on row order is this project's rule,
+    from reading the replay's misses (Spider concert_singer).
+
+    Args:
+        members: the group's candidates (same ``result_hash``), non-empty.
+        weights: model name -> weight of its vote, or None (every vote weighs 1).
+
+    Returns:
+        The chosen member.
+    """
+    ordered = [c for c in members if c.order_hash is not None]
+    if not ordered:
+        return min(members, key=_ms)
+    weight: dict[str, float] = {}
+    for c in ordered:
+        weight[c.order_hash] = weight.get(c.order_hash, 0.0) + (weights or {}).get(c.model, 1.0)
+    best = max(weight.values())
+    return min((c for c in ordered if weight[c.order_hash] == best), key=_ms)
+
+
 def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str = "fastest",
-           priority: list[str] | None = None) -> Vote:
+           priority: list[str] | None = None, weights: dict[str, float] | None = None) -> Vote:
     """Select among executed candidates: steps 1–5 of the module docstring.
 
     Candidates with status ``ok`` and a result hash take part; the others are counted in the
@@ -67,6 +97,10 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
             decides) or ``priority`` (ties to the group holding the highest-priority model).
         priority: model names, most trusted first (used for ties and as a stable order);
             None for none.
+        weights: model name -> weight of its vote (``reliability``, learned from judged
+            answers); a group's ``score`` is the sum of its members' weights (a model not
+            listed weighs 1) and the highest score wins instead of the largest size. None:
+            every vote weighs 1 (plain majority).
 
     Returns:
         ``Vote`` with ``method`` ``majority``: ``sql`` of the winner's fastest member (None
@@ -98,17 +132,18 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         by_hash.setdefault(c.result_hash, []).append(c)
     groups: list[dict[str, Any]] = []
     for h, members in by_hash.items():
-        fastest = min(members, key=_ms)
+        fastest = representative(members, weights)
         groups.append({
             "result_hash": h,
             "size": len(members),
             "confidence": len(members) / len(ok),
             "sources": [c.source for c in members],
-            "fastest_ms": fastest.exec_ms,
+            "fastest_ms": min(members, key=_ms).exec_ms,
             "fastest_source": fastest.source,
             "sql": fastest.sql,
             "row_count": fastest.row_count,
             "best_priority": min(rank.get(c.model, len(rank)) for c in members),
+            "score": round(sum((weights or {}).get(c.model, 1.0) for c in members), 6),
         })
     kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
     dropped = [g for g in groups if g not in kept]
@@ -122,13 +157,13 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
     def key(g: dict[str, Any]):
         speed = g["fastest_ms"] if g["fastest_ms"] is not None else math.inf
         if tie_break == "priority":
-            return (-g["size"], g["best_priority"], speed)
-        return (-g["size"], speed, g["best_priority"])
+            return (-g["score"], g["best_priority"], speed)
+        return (-g["score"], speed, g["best_priority"])
 
     kept.sort(key=key)
     dropped.sort(key=key)
     win = kept[0]
-    top = [g for g in kept if g["size"] == win["size"]]
+    top = [g for g in kept if g["score"] == win["score"]]
     n_top = len(top)
     how = ("the group holding the highest-priority model wins" if tie_break == "priority"
            else "fastest execution wins")
@@ -149,6 +184,8 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         reason = f"tie between {n_top} groups of {win['size']}: {how}"
     else:
         reason = f"majority: {win['size']} of {len(ok)} executed candidates agree"
+    if weights:
+        reason += f" (votes weighted by learned reliability: score {win['score']:g})"
     if failed:
         reason += f"; {failed} candidate(s) refused, failed or timed out"
     return Vote(sql=win["sql"], winner_hash=win["result_hash"], confidence=win["confidence"],

@@ -326,6 +326,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("hardness_voters", "json", {},
             "PET-SQL fine-grained voting: JSON `{\"easy\": [models], \"medium\": …, \"hard\": …, "
             "\"extra\": …}`; empty = every model votes"),
+    Setting("reliability_vote", "bool", True,
+            "the vote weights each model by the reliability `nl2sql.calibrate()` learned from "
+            "judged answers (and, when `hardness_voters` is empty, lets the learned voter sets "
+            "vote); nothing calibrated, or `off`: plain majority"),
     Setting("rewrite_time", "bool", True,
             "relative time in the question (\"this month\", \"today\", \"currently\") made "
             "explicit from the database's `now()`"),

@@ -236,6 +236,8 @@ class Candidate:
         sample_rows: the first (at most 3) result rows as ``row_to_json`` texts, each cut at
             2,000 characters (300 in the trace); what reaches a model passes ``gate.Gate.rows``.
         sqlstate: the SQLSTATE of the execution error, or None.
+        order_hash: the result's signature in row order when the SQL has a top-level ORDER
+            BY (``vote.result_signature`` ordered), else None.
         prompt: the FinSQL prompt variant it answered (not in the trace), or None.
     """
 
@@ -255,6 +257,7 @@ class Candidate:
     repairs: list[dict[str, Any]] = field(default_factory=list)     # repair rounds (repair.py)
     sample_rows: list[str] = field(default_factory=list)   # first rows (row_to_json text)
     sqlstate: str | None = None        # the execution error's SQLSTATE
+    order_hash: str | None = None      # result signature in row order, for an ORDER BY query
     prompt: str | None = None          # the FinSQL prompt variant it answered (not in the trace)
 
     def to_json(self) -> dict[str, Any]:

@@ -380,3 +380,32 @@ def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
     except CandidateRefused as e:
         _fail(plpy, f"nl2sql.feedback: {e}")
     return add_example(plpy, rows[0]["question"], use, None, "postgres", source="feedback")
+
+
+@entry_point
+def calibrate(plpy, judged: str | None) -> str:
+    """Recompute the per-model reliability: backs ``nl2sql.calibrate(judged jsonb) → jsonb``.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting; see ``reliability``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        judged: JSON text of judged questions from elsewhere (``reliability.parse_judged``),
+            or None.
+
+    Returns:
+        JSON text of ``reliability.calibrate``'s summary.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) ``judged`` is malformed or a setting is invalid.
+    """
+    from . import reliability
+
+    try:
+        st = get_settings(plpy)
+        out = reliability.calibrate(plpy, judged, st.candidate_timeout_ms, st.max_rows,
+                                    st.max_result_bytes)
+    except ConfigError as e:
+        _fail(plpy, str(e), "judged: a JSON array of {\"level\", \"candidates\": "
+              "[{\"model\", \"group\", \"right\"}]}, or NULL")
+    return json.dumps(out)

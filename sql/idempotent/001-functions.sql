@@ -268,6 +268,15 @@ $py$;
 COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
     'nl2sql: turn a judged answer (query_log id) into a verified example';
 
+CREATE OR REPLACE FUNCTION nl2sql.calibrate(judged jsonb DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.calibrate(plpy, judged)
+$py$;
+COMMENT ON FUNCTION nl2sql.calibrate(jsonb) IS
+    'nl2sql: learn per-model reliability (vote weights, voter sets per PreSQL hardness) from judged answers (feedback, verified examples) and the judged questions given';
+
 CREATE OR REPLACE VIEW nl2sql.example_pool AS
     SELECT source, db_id, count(*) AS examples, count(embedding) AS embedded
     FROM nl2sql.example GROUP BY source, db_id ORDER BY source, db_id;
