@@ -33,6 +33,8 @@ PREVIOUS_DEFAULTS = {
     "value_trgm_min": "0.5", "value_vector_min": "0.8", "value_vector_phrases": "8",
     "link_value_min": "0.9", "link_column_min": "0.6", "dail_tau": "0.6",
     "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
+    "verified_min_similarity": "0.93", "verified_examples": "3", "term_top_k": "5",
+    "term_min_similarity": "0.55", "instruction_top_k": "5",
 }
 
 
