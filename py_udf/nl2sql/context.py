@@ -196,7 +196,7 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
         A ``Context`` with ``values``, ``masked_question``, ``candidates``, ``skeletons``,
         ``business``, ``masked_vec``, ``verified_rows``, ``verified`` and ``timings``
         (milliseconds: ``business_ms``, ``values_ms``, ``embed_ms``, ``examples_ms``,
-        ``verified_ms``).
+        ``verified_lookup_ms``).
 
     Raises:
         EmbeddingError: the embedding model is missing.
@@ -217,7 +217,7 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
         m_vec = embed([masked])[0]
     with timer.stage("examples_ms"):
         cands, skels = retrieve_examples(plpy, m_vec, _n_candidates(st))
-    with timer.stage("verified_ms"):
+    with timer.stage("verified_lookup_ms"):
         near = nearest(plpy, to_pgvector(m_vec), max(st.verified_examples, 3))
     pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(question, evidence, values, masked, cands, skels,

@@ -395,6 +395,7 @@ def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
     if fp.candidate is None:
         return False
     c, trace = fp.candidate, run.trace
+    run.timer.add_all(ctx.timings)
     trace.update(context.context_trace(ctx))
     trace["candidates"] = [c.to_json()]
     group = {"result_hash": c.result_hash, "size": 1, "confidence": 1.0,

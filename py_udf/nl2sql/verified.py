@@ -335,7 +335,7 @@ def query_slots(tree: exp.Expression, schema: Schema, question: str, strong: dic
         if node.is_string and col and base in TEXT_TYPES and (*col, node.this) in named:
             key = ("value", *col, node.this)
             kind = "value"
-        elif not node.is_string and (col is None or base in NUMERIC_TYPES) and \
+        elif not node.is_string and base in NUMERIC_TYPES and \
                 _is_number(node.this) and any(Decimal(n) == Decimal(node.this) for n in numbers):
             i = next(i for i, n in enumerate(numbers) if Decimal(n) == Decimal(node.this))
             key = ("number", i)
@@ -343,8 +343,8 @@ def query_slots(tree: exp.Expression, schema: Schema, question: str, strong: dic
         else:
             continue
         if key not in slots:
-            slots[key] = Slot(f"v{len(slots) + 1}", kind, list(col) if col else None,
-                              dtype or "integer", node.this)
+            slots[key] = Slot(f"v{len(slots) + 1}", kind, list(col) if col else None, dtype,
+                              node.this)
             if kind == "number":
                 by_number[key[1]] = slots[key].name
         node.replace(exp.Placeholder(this=slots[key].name))
