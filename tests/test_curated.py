@@ -408,3 +408,31 @@ def test_a_verified_querys_constant_numbers_and_values_must_be_named_again():
     assert "does not name 'France'" in bind(
         row, "Top 2 singers from Japan older than 50",
         strong_values([_value("Japan", "Japan")], SCHEMA, 0.9), ["50", "2"]).reason
+
+
+def test_a_verified_querys_named_literals_become_typed_parameters():
+    from nl2sql.sqlcheck import parse_one, to_sql
+    from nl2sql.verified import query_slots, template_numbers
+
+    q = "Top 5 singers from France older than 40"
+    tree = parse_one("SELECT name FROM singer WHERE country = 'France' AND age > 40 "
+                     "AND name <> 'Nobody' ORDER BY age LIMIT 5")
+    strong = strong_values([_value("France", "France")], SCHEMA, 0.9)
+    slots, constants, numbers = query_slots(tree, SCHEMA, q, strong,
+                                            question_numbers(q, ["France"]))
+    by = {s.default: s for s in slots}
+    assert set(by) == {"France", "40", "5"} and constants == []
+    assert (by["France"].kind, by["France"].column) == ("value", ["public", "singer", "country"])
+    assert (by["40"].kind, by["40"].data_type, by["5"].column) == ("number", "integer", None)
+    assert numbers == [f":{by['5'].name}", f":{by['40'].name}"]
+    sql = to_sql(tree)
+    assert "'France'" not in sql and "'Nobody'" in sql  # a literal the question does not name stays
+    row = _row(q, slots, {"numbers": numbers}, sql)
+    q2 = "Top 3 singers from Japan older than 25"
+    b = bind(row, q2, strong_values([_value("Japan", "Japan")], SCHEMA, 0.9),
+             question_numbers(q2, ["Japan"]))
+    assert b.sql == ("SELECT name FROM singer WHERE country = 'Japan' AND age > 25 "
+                     "AND name <> 'Nobody' ORDER BY age LIMIT 3")
+    assert template_numbers("Top :n singers older than :age born after 1990", [
+        Slot("n", "number", None, "integer"), Slot("age", "number", None, "integer")]) == \
+        [":n", ":age", "1990"]
