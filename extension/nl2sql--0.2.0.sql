@@ -477,6 +477,100 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 009-curated-knowledge.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$009-curated-knowledge.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Curated knowledge (README "Verified queries, templates and business context"): verified
+-- queries and parameterised templates (answered without a model call when a question matches),
+-- business terms and database-wide instructions (retrieved into the prompts). Every table here
+-- is written by users (the administrative functions), so pg_dump keeps its rows and sequence.
+
+-- Verified queries (kind 'query': a question/SQL pair a person checked) and templates (kind
+-- 'template': SQL with named parameters :name). template_sql is the SQL with every bindable
+-- literal (a query's) or parameter (a template's) as a named placeholder; parameters describes
+-- each one (name, kind value|number, column, data_type, default); question_info holds what the
+-- fast path compares with a new question (the verified question's matched value phrases and its
+-- numbers, a number parameter's position marked ':name').
+CREATE TABLE nl2sql.verified_query (
+    id              bigserial PRIMARY KEY,
+    kind            text NOT NULL DEFAULT 'query' CHECK (kind IN ('query', 'template')),
+    question        text NOT NULL,
+    sql             text NOT NULL,
+    template_sql    text NOT NULL,
+    parameters      jsonb NOT NULL DEFAULT '[]',
+    question_info   jsonb NOT NULL DEFAULT '{}',
+    masked_question text NOT NULL,
+    embedding       vector(384) NOT NULL,
+    source          text NOT NULL DEFAULT 'user',   -- user | feedback
+    added_at        timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (kind, question, sql)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.verified_query', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.verified_query_id_seq', '');
+
+-- Relations each verified query reads: shown (and used) only for roles that may SELECT them all.
+CREATE TABLE nl2sql.verified_query_relation (
+    query_id     bigint NOT NULL REFERENCES nl2sql.verified_query (id) ON DELETE CASCADE,
+    schema_name  name NOT NULL,
+    table_name   name NOT NULL,
+    PRIMARY KEY (query_id, schema_name, table_name)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.verified_query_relation', '');
+
+-- Business terms: glossary entries, synonyms, metrics. sql_expression (optional) is what the term
+-- means in SQL; embedding is of 'term: definition'.
+CREATE TABLE nl2sql.term (
+    id              bigserial PRIMARY KEY,
+    term            text NOT NULL,
+    definition      text NOT NULL,
+    sql_expression  text,
+    embedding       vector(384) NOT NULL,
+    added_at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX term_lower_term ON nl2sql.term (lower(term));
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.term', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.term_id_seq', '');
+
+-- Relations a term's sql_expression reads: the term is shown only to roles that may SELECT them.
+CREATE TABLE nl2sql.term_relation (
+    term_id      bigint NOT NULL REFERENCES nl2sql.term (id) ON DELETE CASCADE,
+    schema_name  name NOT NULL,
+    table_name   name NOT NULL,
+    PRIMARY KEY (term_id, schema_name, table_name)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.term_relation', '');
+
+-- Database-wide instructions (rules every prompt should follow), shown to every role.
+CREATE TABLE nl2sql.instruction (
+    id           bigserial PRIMARY KEY,
+    instruction  text NOT NULL UNIQUE,
+    embedding    vector(384) NOT NULL,
+    added_at     timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.instruction', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.instruction_id_seq', '');
+
+-- feedback() gained `verify` (a judged-correct answer also becomes a verified query): the old
+-- signature goes; sql/idempotent/001-functions.sql creates the new one.
+DROP FUNCTION IF EXISTS nl2sql.feedback(bigint, boolean, text);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -739,14 +833,15 @@ $py$;
 COMMENT ON FUNCTION nl2sql.load_examples(text, text, text) IS
     'nl2sql: bulk-load Spider/BIRD-format pairs (JSON array or lines), transpiled to PostgreSQL; reports failures';
 
-CREATE OR REPLACE FUNCTION nl2sql.feedback(log_id bigint, correct boolean, sql text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION nl2sql.feedback(log_id bigint, correct boolean, sql text DEFAULT NULL,
+                                           verify boolean DEFAULT true)
 RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.feedback(plpy, log_id, correct, sql)
+return udf.feedback(plpy, log_id, correct, sql, verify)
 $py$;
-COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
-    'nl2sql: turn a judged answer (query_log id) into a verified example';
+COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text, boolean) IS
+    'nl2sql: turn a judged answer (query_log id) into an example and (verify) a verified query';
 
 CREATE OR REPLACE FUNCTION nl2sql.calibrate(judged jsonb DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
@@ -1055,7 +1150,7 @@ REVOKE EXECUTE ON FUNCTION
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
-    nl2sql.feedback(bigint, boolean, text), nl2sql.set_value_policy(regclass, boolean, name),
+    nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),
     nl2sql.calibrate(jsonb)
     FROM PUBLIC;
 -- the vote reads the calibrated weights for every role (model names and weights, no data)
@@ -1108,7 +1203,12 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('link_column_min', 'float', '0.6', 'question/column embedding similarity that links a column and its table'),
     ('dail_tau', 'float', '0.6', 'DAIL selection: Jaccard similarity of an example''s SQL skeleton with PreSQL''s that keeps it'),
     ('dail_candidates', 'int', '50', 'examples (nearest by masked question) that DAIL selection re-ranks'),
-    ('prompt_token_budget', 'int', '3000', 'when the PreSQL prompt with the whole schema would exceed this many estimated tokens, it gets a pruned schema')
+    ('prompt_token_budget', 'int', '3000', 'when the PreSQL prompt with the whole schema would exceed this many estimated tokens, it gets a pruned schema'),
+    ('verified_min_similarity', 'float', '0.93', 'masked-question similarity a verified query or template needs to answer a question without a model call (its values must also bind); 1 answers only identical masked questions'),
+    ('verified_examples', 'int', '3', 'verified queries nearest to the question shown first among the few-shot examples'),
+    ('term_top_k', 'int', '5', 'business terms per question: those it names, then the most similar ones'),
+    ('term_min_similarity', 'float', '0.55', 'question/term embedding similarity a term the question does not name needs'),
+    ('instruction_top_k', 'int', '5', 'database-wide instructions per question, the most similar first')
     ) AS d(name, type, default_value, meaning)
     LEFT JOIN nl2sql.setting s ON s.key = d.name;
 COMMENT ON VIEW nl2sql.settings IS
@@ -1133,6 +1233,132 @@ $$;
 COMMENT ON FUNCTION nl2sql.reset_setting(text) IS
     'nl2sql: forget a changed setting (it takes its declared default again); returns the default';
 REVOKE EXECUTE ON FUNCTION nl2sql.reset_setting(text) FROM PUBLIC;
+
+-- ==== idempotent 004-curated.sql ====
+-- Curated knowledge (README "Verified queries, templates and business context"): the
+-- administrative functions (not executable by PUBLIC: the extension owner grants them, as for
+-- add_example and reindex), the per-role views the pipeline reads, and the listing views.
+
+CREATE OR REPLACE FUNCTION nl2sql.add_verified_query(question text, sql text,
+                                                     dialect text DEFAULT 'postgres')
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.add_verified_query(plpy, question, sql, dialect)
+$py$;
+COMMENT ON FUNCTION nl2sql.add_verified_query(text, text, text) IS
+    'nl2sql: add a verified question/SQL pair (a matching question is answered from it without a model call)';
+
+CREATE OR REPLACE FUNCTION nl2sql.add_template(question text, sql text)
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.add_template(plpy, question, sql)
+$py$;
+COMMENT ON FUNCTION nl2sql.add_template(text, text) IS
+    'nl2sql: add a parameterised query template (:name parameters bound from the question''s values)';
+
+CREATE OR REPLACE FUNCTION nl2sql.remove_verified_query(id bigint) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH d AS (DELETE FROM nl2sql.verified_query v WHERE v.id = remove_verified_query.id
+               RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION nl2sql.remove_verified_query(bigint) IS
+    'nl2sql: remove a verified query or template by id';
+
+CREATE OR REPLACE FUNCTION nl2sql.remove_template(id bigint) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH d AS (DELETE FROM nl2sql.verified_query v WHERE v.id = remove_template.id
+               AND v.kind = 'template' RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION nl2sql.remove_template(bigint) IS 'nl2sql: remove a template by id';
+
+CREATE OR REPLACE FUNCTION nl2sql.add_term(term text, definition text,
+                                           sql_expression text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.add_term(plpy, term, definition, sql_expression)
+$py$;
+COMMENT ON FUNCTION nl2sql.add_term(text, text, text) IS
+    'nl2sql: add or update a business term (glossary entry, synonym, metric) shown in the prompts';
+
+CREATE OR REPLACE FUNCTION nl2sql.remove_term(term text) RETURNS boolean
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.remove_term(plpy, term)
+$py$;
+COMMENT ON FUNCTION nl2sql.remove_term(text) IS 'nl2sql: remove a business term (case-insensitive)';
+
+CREATE OR REPLACE FUNCTION nl2sql.add_instruction(instruction text)
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.add_instruction(plpy, instruction)
+$py$;
+COMMENT ON FUNCTION nl2sql.add_instruction(text) IS
+    'nl2sql: add a database-wide instruction shown in the prompts';
+
+CREATE OR REPLACE FUNCTION nl2sql.remove_instruction(id bigint) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH d AS (DELETE FROM nl2sql.instruction i WHERE i.id = remove_instruction.id RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION nl2sql.remove_instruction(bigint) IS 'nl2sql: remove an instruction by id';
+
+-- What the calling role may use: a verified query or template whose every relation it may
+-- SELECT (a relation that no longer exists hides it), a term whose sql_expression reads only
+-- relations it may SELECT; every instruction.
+CREATE OR REPLACE VIEW nl2sql.visible_verified_query WITH (security_barrier) AS
+    SELECT v.id, v.kind, v.question, v.sql, v.template_sql, v.parameters, v.question_info,
+           v.masked_question, v.source, v.added_at, v.embedding
+    FROM nl2sql.verified_query v
+    WHERE NOT EXISTS (
+        SELECT 1 FROM nl2sql.verified_query_relation r
+        WHERE r.query_id = v.id
+          AND NOT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
+                  pg_catalog.quote_ident(r.schema_name) || '.' || pg_catalog.quote_ident(r.table_name)),
+                  'SELECT'), false));
+
+CREATE OR REPLACE VIEW nl2sql.visible_term WITH (security_barrier) AS
+    SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at, t.embedding
+    FROM nl2sql.term t
+    WHERE NOT EXISTS (
+        SELECT 1 FROM nl2sql.term_relation r
+        WHERE r.term_id = t.id
+          AND NOT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
+                  pg_catalog.quote_ident(r.schema_name) || '.' || pg_catalog.quote_ident(r.table_name)),
+                  'SELECT'), false));
+
+CREATE OR REPLACE VIEW nl2sql.visible_instruction AS
+    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i;
+
+-- Listing, for people (no embeddings): what the calling role may see.
+CREATE OR REPLACE VIEW nl2sql.verified_queries AS
+    SELECT id, kind, question, sql, parameters, source, added_at
+    FROM nl2sql.visible_verified_query ORDER BY id;
+COMMENT ON VIEW nl2sql.verified_queries IS
+    'nl2sql: the verified queries and templates the calling role may use';
+CREATE OR REPLACE VIEW nl2sql.terms AS
+    SELECT id, term, definition, sql_expression, added_at FROM nl2sql.visible_term ORDER BY id;
+COMMENT ON VIEW nl2sql.terms IS 'nl2sql: the business terms the calling role may see';
+CREATE OR REPLACE VIEW nl2sql.instructions AS
+    SELECT id, instruction, added_at FROM nl2sql.visible_instruction ORDER BY id;
+COMMENT ON VIEW nl2sql.instructions IS 'nl2sql: the database-wide instructions';
+
+GRANT SELECT ON nl2sql.visible_verified_query, nl2sql.visible_term, nl2sql.visible_instruction,
+                nl2sql.verified_queries, nl2sql.terms, nl2sql.instructions TO PUBLIC;
+
+-- Administration is for the extension owner (and roles it grants): not for PUBLIC.
+REVOKE EXECUTE ON FUNCTION
+    nl2sql.add_verified_query(text, text, text), nl2sql.add_template(text, text),
+    nl2sql.remove_verified_query(bigint), nl2sql.remove_template(bigint),
+    nl2sql.add_term(text, text, text), nl2sql.remove_term(text),
+    nl2sql.add_instruction(text), nl2sql.remove_instruction(bigint)
+    FROM PUBLIC;
 
 -- ==== idempotent 004-ddl-tracking.sql ====
 -- The index follows DDL (README "Keeping the index true"). Two event triggers watch every DDL

@@ -35,6 +35,8 @@ PREVIOUS_DEFAULTS = {
     "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
     "value_sample_rows": "1000000",
     "reliability_vote": "on",
+    "verified_min_similarity": "0.93", "verified_examples": "3", "term_top_k": "5",
+    "term_min_similarity": "0.55", "instruction_top_k": "5",
 }
 
 

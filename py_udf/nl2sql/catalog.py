@@ -122,3 +122,22 @@ def known_relations(schema: Schema) -> set[str]:
         Set of lower-cased names: each table's prompt name and its ``schema.table``.
     """
     return set(relation_names(schema))
+
+
+def caller_schema(plpy, n_values: int = 3) -> Schema:
+    """Load the indexed schema the current role may read, named as its search_path names it
+    (what administrative functions such as ``add_example`` check SQL against).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        n_values: most sample values kept per column.
+
+    Returns:
+        ``load_schema`` over the session's current search_path.
+
+    Raises:
+        NotIndexedError: no table the role may SELECT is indexed.
+    """
+    path = parse_search_path(plpy, spi.query(
+        plpy, "SELECT current_setting('search_path') AS p")[0]["p"])
+    return load_schema(plpy, path, n_values)

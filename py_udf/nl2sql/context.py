@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import catalog, prompts, spi
+from .business import BusinessContext, retrieve_business
 from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
     linking_values, prune_schema, schema_words, table_scores
-from .masking import mask_question
+from .masking import masked_question
 from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
     merge_matches, vector_phrases
 from .example_selection import Selection, dail_select, presql_skeleton
@@ -29,6 +30,7 @@ from .question import validate_question
 from .settings import Settings, get_settings
 from .timing import StageTimer
 from .types import Example, Schema
+from .verified import VerifiedRow, as_examples, nearest
 
 
 @dataclass
@@ -57,6 +59,12 @@ class Context:
         remasked: True when a strong vector match changed the masked question (and examples).
         presql_schema: the schema the PreSQL prompt showed (``presql_prompt`` sets it; pruned
             or whole); None before.
+        business: the business terms and instructions for the question (``business.py``).
+        masked_vec: the masked question's embedding (pgvector text), or None.
+        verified_rows: the verified queries and templates nearest by masked question
+            (``verified.nearest``), for the fast path.
+        verified: the nearest verified queries as few-shot examples, shown first
+            (``verified_examples``).
     """
 
     question: str
@@ -78,6 +86,10 @@ class Context:
     vectors_done: bool = True
     remasked: bool = False   # a strong vector match changed the masked question (and examples)
     presql_schema: Schema | None = None  # what the PreSQL prompt showed (presql_prompt)
+    business: BusinessContext = field(default_factory=BusinessContext)
+    masked_vec: str | None = None
+    verified_rows: list[VerifiedRow] = field(default_factory=list)
+    verified: list[Example] = field(default_factory=list)
 
 
 def value_triples(schema: Schema, values: list[ValueMatch],
@@ -130,27 +142,42 @@ def retrieve_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Examp
     return exs, {r["id"]: r["sql_skeleton"] or "" for r in rows}
 
 
+def first_examples(verified: list[Example], examples: list[Example],
+                   k: int | None = None) -> list[Example]:
+    """The few-shot examples with the verified queries first.
+
+    Args:
+        verified: verified queries as examples (``verified.as_examples``), most similar first.
+        examples: the other examples, in the order to show.
+        k: how many at most; None keeps all.
+
+    Returns:
+        ``verified``, then the examples whose SQL is not one of theirs, cut to ``k``.
+    """
+    seen = {e.sql.strip().rstrip(";") for e in verified}
+    out = list(verified) + [e for e in examples if e.sql.strip().rstrip(";") not in seen]
+    return out if k is None else out[:k]
+
+
 def _n_candidates(st: Settings) -> int:
     """How many example candidates to fetch: enough for the prompt and for DAIL selection."""
     return max(st.k_examples, st.dail_candidates)
 
 
-def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float) -> str:
-    """The masked question: schema names and the phrases of matched values masked. Exact and
-    trigram matches (misspellings) mask their phrase; embedding matches only when strong
-    (≥ ``vmin``: a paraphrase like "USA" for 'United States')."""
-    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables for c in tb.columns]
-    strong = [v.phrase for v in values if v.source in ("question", "quoted") and
-              (v.how in ("exact", "trigram") or v.score >= vmin)]
-    return mask_question(question, names=names, values=strong)
+def _masked(question: str, schema: Schema, values: list[ValueMatch], vmin: float,
+            extra: list[str] | tuple[str, ...] = ()) -> str:
+    """The masked question (``masking.masked_question``): schema names, the phrases of matched
+    values and ``extra`` phrases (business terms named in the question) masked."""
+    return masked_question(question, schema, values, vmin, extra)
 
 
 def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
                      st: Settings) -> Context:
     """Retrieve what the PreSQL prompt needs: value matches, masked question, examples.
 
-    Order: exact and trigram value lookups (no embedding); the masked question from them, its
-    embedding and its examples; then the phrases chosen for vector lookups
+    Order: business terms and instructions (``business.retrieve_business``); exact and trigram
+    value lookups (no embedding); the masked question from them and the terms the question
+    names, its embedding, its examples and the nearest verified queries; then the phrases chosen for vector lookups
     (retrieval.vector_phrases) start embedding in a background thread (ONNX Runtime releases
     the GIL), for ``add_vector_values``. Embedding (vector) value matches are
     ``add_vector_values`` and question/column similarity is ``add_columns``; the pipeline runs
@@ -165,17 +192,23 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
         evidence: the caller's hint text, or None (its phrases are looked up too).
         schema: the schema the role may read (``catalog.load_schema``).
         st: the settings; used: ``value_top_k``, ``value_trgm_min``, ``value_vector_min``,
-            ``value_vector_phrases``, ``link_value_min``, ``k_examples``, ``dail_candidates``.
+            ``value_vector_phrases``, ``link_value_min``, ``k_examples``, ``dail_candidates``,
+            ``verified_examples``, ``term_top_k``, ``term_min_similarity``,
+            ``instruction_top_k``.
 
     Returns:
-        A ``Context`` with ``values``, ``masked_question``, ``candidates``, ``skeletons`` and
-        ``timings`` (milliseconds: ``values_ms``, ``embed_ms``, ``examples_ms``).
+        A ``Context`` with ``values``, ``masked_question``, ``candidates``, ``skeletons``,
+        ``business``, ``masked_vec``, ``verified_rows``, ``verified`` and ``timings``
+        (milliseconds: ``business_ms``, ``values_ms``, ``embed_ms``, ``examples_ms``,
+        ``verified_lookup_ms``).
 
     Raises:
         EmbeddingError: the embedding model is missing.
     """
     timer = StageTimer()
     trgm_min, vector_min = st.value_trgm_min, st.value_vector_min
+    with timer.stage("business_ms"):
+        business = retrieve_business(plpy, question, st)
     with timer.stage("values_ms"):
         phrases = candidate_phrases(question, evidence)
         found = match_values(plpy, phrases, trgm_min=trgm_min,
@@ -183,16 +216,20 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
         vec_idx = vector_phrases(phrases, found, schema_words(schema),
                                  st.value_vector_phrases) if vector_min <= 1 else []
         values = merge_matches(found, st.value_top_k)
-        masked = _masked(question, schema, values, st.link_value_min)
+        masked = _masked(question, schema, values, st.link_value_min, business.mask_phrases)
     with timer.stage("embed_ms"):
         m_vec = embed([masked])[0]
     with timer.stage("examples_ms"):
         cands, skels = retrieve_examples(plpy, m_vec, _n_candidates(st))
+    with timer.stage("verified_lookup_ms"):
+        near = nearest(plpy, to_pgvector(m_vec), max(st.verified_examples, 3))
     pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(question, evidence, values, masked, cands, skels,
                    {k: round(v, 3) for k, v in timer.timings.items()},
                    phrases=phrases, found=found, vector_phrases=vec_idx,
-                   pending_vectors=pending, vectors_done=not vec_idx)
+                   pending_vectors=pending, vectors_done=not vec_idx, business=business,
+                   masked_vec=to_pgvector(m_vec), verified_rows=near,
+                   verified=as_examples(near, st.verified_examples))
 
 
 def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float:
@@ -230,7 +267,8 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float
         plpy, ctx.phrases, exact=False, vector_min=st.value_vector_min,
         vectors={i: to_pgvector(v) for i, v in zip(ctx.vector_phrases, p_vecs)})
     ctx.values = merge_matches(found, st.value_top_k)
-    masked = _masked(ctx.question, schema, ctx.values, st.link_value_min)
+    masked = _masked(ctx.question, schema, ctx.values, st.link_value_min,
+                     ctx.business.mask_phrases)
     if masked != ctx.masked_question:
         ctx.masked_question, ctx.remasked = masked, True
         ctx.candidates, ctx.skeletons = retrieve_examples(
@@ -298,14 +336,16 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
         EmbeddingError: pruning needed the question's embedding and the model is missing.
     """
     n_values = st.sample_values
-    examples = gate.examples("presql", ctx.candidates[:st.k_examples])
+    examples = gate.examples("presql", first_examples(ctx.verified, ctx.candidates,
+                                                      st.k_examples))
     vmin = st.link_value_min
     shown = gate.values("presql", value_triples(schema, ctx.values))
+    business = ctx.business.prompt_text()
 
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
         return prompts.build_prompt(ctx.question, s, examples, n_values, ctx.evidence,
-                                    [v for v in shown if v[0] in tables])
+                                    [v for v in shown if v[0] in tables], business)
 
     keep = []
     for name, _c, _v in value_triples(schema, linking_values(schema, ctx.values, vmin)):
@@ -377,9 +417,12 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
     """
     fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
     tables = {t.name for t in fin_schema.tables}
-    prompt = prompts.build_prompt(ctx.question, fin_schema, gate.examples("finsql", sel.examples),
+    prompt = prompts.build_prompt(ctx.question, fin_schema,
+                                  gate.examples("finsql", first_examples(
+                                      ctx.verified, sel.examples, st.k_examples)),
                                   st.sample_values, ctx.evidence,
-                                  gate.values("finsql", value_triples(schema, ctx.values, tables)))
+                                  gate.values("finsql", value_triples(schema, ctx.values, tables)),
+                                  ctx.business.prompt_text())
     return prompt, fin_schema
 
 
@@ -437,7 +480,9 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
 
     Returns:
         A JSON-able dict: ``question``, ``evidence``, ``masked_question``, ``values``,
-        ``columns_similar``, ``examples``, ``presql_prompt``, ``presql_tables``, ``pruning``;
+        ``columns_similar``, ``examples`` (verified queries first), ``presql_prompt``,
+        ``presql_tables``, ``pruning``, ``business_context`` (terms and instructions used),
+        ``verified`` (the nearest verified queries and templates with their similarity);
         with ``presql`` also ``linked_tables``, ``linked_columns``, ``linking``,
         ``selection``, ``finsql_prompt``; and ``timings`` (milliseconds).
 
@@ -459,7 +504,8 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
         pre_prompt, pre_schema, info = presql_prompt(plpy, ctx, schema, st, gate)
         timer.exclude(ctx.timings.get("columns_ms", 0.0))
     prompt_ms = timer.timings["prompt_ms"]
-    examples = [e.__dict__ for e in gate.examples("trace", ctx.candidates[:st.k_examples])]
+    examples = [e.__dict__ for e in gate.examples("trace", first_examples(
+        ctx.verified, ctx.candidates, st.k_examples))]
     # what nl2sql() does while the PreSQL call is out
     ctx.timings["values_ms"] = round(ctx.timings["values_ms"]
                                      + add_vector_values(plpy, ctx, schema, st), 3)
@@ -467,7 +513,11 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
                                       + add_columns(plpy, ctx, schema), 3)
     out: dict[str, Any] = {"question": q, "evidence": evidence, **context_trace(ctx),
                            "examples": examples, "presql_prompt": pre_prompt,
-                           "presql_tables": pre_schema.table_names(), "pruning": info}
+                           "presql_tables": pre_schema.table_names(), "pruning": info,
+                           "business_context": ctx.business.to_json(),
+                           "verified": [{"id": r.id, "kind": r.kind, "question": r.question,
+                                         "similarity": r.similarity}
+                                        for r in ctx.verified_rows]}
     if presql:
         linked, sel = finsql_context(ctx, schema, presql, st)
         out.update(linking_trace(linked, sel))

@@ -94,8 +94,8 @@ def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int
 def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
                  examples: list[Example], k: int, n_values: int, evidence: str | None,
                  variants: int = 1, samples: int = 1, sample_temperature: float = 1.0,
-                 values: list[tuple[str, str, str]] | None = None, *,
-                 gate: Gate) -> list[GenCall]:
+                 values: list[tuple[str, str, str]] | None = None,
+                 business: str | None = None, *, gate: Gate) -> list[GenCall]:
     """Plan the FinSQL requests for one question.
 
     For each prompt variant (0..variants−1) and each model, one request of ``samples``
@@ -118,6 +118,8 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
         sample_temperature: temperature for temperature-0 models when ``samples`` > 1.
         values: retrieved ``(table prompt name, column, value)`` triples shown in every
             prompt, or None.
+        business: the rendered business context (terms, instructions) shown in every prompt,
+            or None.
         gate: the call's gate: values and examples pass it (``Gate.values``,
             ``Gate.examples``).
 
@@ -129,7 +131,7 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
         sch, exs = variant_inputs(schema, examples, k, v, question)
-        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values)
+        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values, business)
         for m in models:
             temp = None
             if samples > 1 and m.temperature == 0:

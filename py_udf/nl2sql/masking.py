@@ -157,3 +157,31 @@ def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str
         else:
             out.append(tok)
     return " ".join(out)
+
+
+def masked_question(question: str, schema, values, value_min: float,
+                    extra: Iterable[str] = ()) -> str:
+    """The masked question the pipeline retrieves with: schema names, the phrases of matched
+    cell values and ``extra`` phrases (business terms named in the question) masked.
+
+    Exact and trigram value matches (misspellings) mask their phrase; embedding matches only
+    when strong (≥ ``value_min``: a paraphrase like "USA" for 'United States'). Only phrases
+    of the question itself count (source ``question`` or ``quoted``, not the evidence).
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, masked question.
+
+    Args:
+        question: the question (natural language).
+        schema: the ``types.Schema`` the role may read (its table and column names are masked).
+        values: ``retrieval.ValueMatch`` list (``phrase``, ``source``, ``how``, ``score``).
+        value_min: the least score of an embedding match that masks its phrase.
+        extra: further phrases to mask (business terms as they occur in the question).
+
+    Returns:
+        The masked question (``mask_question``'s form).
+    """
+    names = [tb.table for tb in schema.tables] + [c.name for tb in schema.tables
+                                                  for c in tb.columns]
+    strong = [v.phrase for v in values if v.source in ("question", "quoted") and
+              (v.how in ("exact", "trigram") or v.score >= value_min)]
+    return mask_question(question, names=names, values=[*strong, *extra])

@@ -9,8 +9,12 @@ stage                  what it does                                           ti
 =====================  =====================================================  =================
 ``question_stage``     validate the question, rewrite relative time           ``schema_ms``
                        (ReBoost), load the schema the role may see
-``retrieve_stage``     exact/trigram value matches, mask & embed, top-k       ``retrieval_ms``
-                       examples by masked-question similarity (context.py)
+``retrieve_stage``     business terms and instructions, exact/trigram value   ``retrieval_ms``
+                       matches, mask & embed, top-k examples and the nearest
+                       verified queries by masked-question similarity
+``verified_stage``     the fast path: a verified query or template that       ``verified_ms``
+                       matches and binds answers without a model call (the
+                       call ends here)
 ``presql_prompt_stage`` reference-enhanced prompt, schema pruned to the       ``prompt_ms``
                        token budget when too large
 ``presql_stage``       the first model writes the PreSQL; vector value        ``presql_round_ms``
@@ -45,7 +49,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import catalog, context, embed_client, prompts, reliability, safety, spi, value_policy
+from . import (catalog, context, embed_client, prompts, reliability, safety, spi, value_policy,
+               verified)
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
@@ -230,6 +235,11 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         asked = question_stage(run)
     with timer.stage("retrieval_ms"):
         ctx = retrieve_stage(run, asked)
+    with timer.stage("verified_ms"):
+        answered = verified_stage(run, asked, ctx)
+    if answered:
+        timer.finish(run.trace)
+        return without_nul(run.trace)
     with timer.stage("prompt_ms"):
         pre_prompt = presql_prompt_stage(run, asked, ctx)
     with timer.stage("presql_round_ms"):
@@ -356,9 +366,62 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
-    run.trace["examples"] = [e.__dict__ for e in
-                             run.gate.examples("trace", ctx.candidates[:run.st.k_examples])]
+    run.trace["examples"] = [e.__dict__ for e in run.gate.examples("trace", context.first_examples(
+        ctx.verified, ctx.candidates, run.st.k_examples))]
+    run.trace["business_context"] = ctx.business.to_json()
     return ctx
+
+
+def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
+    """The fast path: answer from a verified query or template, without any model call.
+
+    ``verified.fast_path`` over the nearest verified queries; skipped when the question was
+    rewritten for relative time (its dates depend on the day asked). When one answers, the
+    trace is complete: ``verified_query`` (id, kind, similarity, bindings), the candidate,
+    ``vote`` (method ``verified_query``), ``sql``, confidence 1 and no tokens.
+
+    Source: verified queries and query templates of in-database text-to-SQL products; ReBoost
+    (Sui et al. 2023) Text-to-Function.
+
+    Args:
+        run: the call's shared state.
+        asked: from ``question_stage``.
+        ctx: retrieval's context (values, nearest verified queries, business context).
+
+    Returns:
+        True when a verified query answered (the caller ends the call), else False; either way
+        ``trace["verified_query"]`` says what was considered.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled.
+    """
+    if not ctx.verified_rows:
+        return False
+    if asked.prompt_question != asked.question:
+        run.trace["verified_query"] = {"considered": [], "skipped": "the question was "
+                                       "rewritten for relative time"}
+        return False
+    named = [(t.id, t.phrase) for t in ctx.business.terms if t.phrase]
+    fp = verified.fast_path(run.plpy, asked.question, ctx.verified_rows, ctx.values,
+                            asked.schema, ctx.business.known_terms, named, run.st,
+                            run.search_path)
+    run.trace["verified_query"] = fp.trace()
+    if fp.candidate is None:
+        return False
+    c, trace = fp.candidate, run.trace
+    run.timer.add_all(ctx.timings)
+    trace.update(context.context_trace(ctx))
+    trace["candidates"] = [c.to_json()]
+    group = {"result_hash": c.result_hash, "size": 1, "confidence": 1.0,
+             "sources": [c.source], "fastest_ms": c.exec_ms, "fastest_source": c.source,
+             "sql": c.sql, "row_count": c.row_count}
+    trace["vote"] = {"sql": c.sql, "confidence": 1.0, "method": "verified_query",
+                     "reason": f"answered from verified {fp.row.kind} {fp.row.id} "
+                               f"(similarity {fp.row.similarity}) without a model call",
+                     "groups": [group], "dropped": []}
+    trace["sql"], trace["confidence"] = c.sql, 1.0
+    trace["tokens"] = {"prompt": 0, "completion": 0}
+    return True
 
 
 def presql_prompt_stage(run: Run, asked: Asked, ctx: Context) -> str:
@@ -507,8 +570,9 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
                       link: Linking) -> FinsqlPlan:
     """Plan the FinSQL round: its calls, the PreSQL as a candidate, and the evaluator.
 
-    The calls are routed models × prompt variants × samples over the linked schema,
-    DAIL-selected examples first. The PreSQL is a candidate (it votes with ``presql_votes``;
+    The calls are routed models × prompt variants × samples over the linked schema, the nearest
+    verified queries first, then the DAIL-selected examples; the business context (terms,
+    instructions) is in every prompt. The PreSQL is a candidate (it votes with ``presql_votes``;
     otherwise a FinSQL answer of the same text reuses its outcome). The evaluator aligns
     values when ``value_alignment`` is on.
 
@@ -530,14 +594,16 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
     """
     st, k = run.st, run.st.k_examples
     chosen = {e.id for e in link.selection.examples}
-    pool = list(link.selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k]
+    pool = context.first_examples(
+        ctx.verified, list(link.selection.examples)
+        + [e for e in ctx.candidates if e.id not in chosen][:k])
     calls = finsql_calls(link.models, asked.prompt_question, link.schema, pool, k,
                          st.sample_values, run.evidence,
                          variants=st.prompt_variants, samples=st.samples_per_model,
                          sample_temperature=st.sample_temperature,
                          values=context.value_triples(asked.schema, ctx.values,
                                                       {tb.name for tb in link.schema.tables}),
-                         gate=run.gate)
+                         business=ctx.business.prompt_text() or None, gate=run.gate)
     reply = pre.reply
     pc = Candidate(source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text,
                    prompt=pre.prompt)

@@ -141,14 +141,49 @@ def render_values(values: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).replace("*/", "* /").split())
+
+
+def render_business(terms: list[tuple[str, str, str | None]], instructions: list[str]) -> str:
+    """Render the business context: terms with their definitions, and instructions.
+
+    Source: semantic layers of in-database text-to-SQL (glossary, metrics, instructions in the
+    prompt); ReBoost (Sui et al. 2023) §3.2, meanings added to the prompt.
+
+    Args:
+        terms: ``(term, definition, sql_expression or None)`` triples, in order.
+        instructions: instruction texts, in order.
+
+    Returns:
+        A ``/* Business terms ... */`` block (``-- term: definition (SQL: expr)`` per term) and
+        a ``/* Instructions ... */`` block (``-- text`` each), newlines folded into spaces;
+        ``""`` when both are empty.
+    """
+    parts = []
+    if terms:
+        lines = ["/* Business terms of this database (use these meanings): */"]
+        for term, definition, sql in terms:
+            line = f"-- {_one_line(term)}: {_one_line(definition)}"
+            if sql:
+                line += f" (SQL: {_one_line(sql)})"
+            lines.append(line)
+        parts.append("\n".join(lines))
+    if instructions:
+        parts.append("\n".join(["/* Instructions for queries on this database: */"]
+                               + [f"-- {_one_line(i)}" for i in instructions]))
+    return "\n\n".join(parts)
+
+
 def build_prompt(question: str, schema: Schema, examples: list[Example], n_values: int = 3,
                  evidence: str | None = None,
-                 values: list[tuple[str, str, str]] | None = None) -> str:
+                 values: list[tuple[str, str, str]] | None = None,
+                 business: str | None = None) -> str:
     """Build the reference-enhanced prompt (the user message).
 
     Parts, separated by blank lines: the schema with cell values and foreign keys, the
-    retrieved cell values, the examples, the hint (``evidence``), the instruction, and the
-    question last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
+    retrieved cell values, the business context (terms and instructions), the examples, the
+    hint (``evidence``), the instruction, and the question last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
     FinSQL (linked schema only).
 
     Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2, the reference-enhanced prompt;
@@ -161,6 +196,7 @@ def build_prompt(question: str, schema: Schema, examples: list[Example], n_value
         n_values: most cell values shown per column.
         evidence: the caller's hint text, or None for no hint.
         values: retrieved ``(table prompt name, column, value)`` triples, or None.
+        business: the rendered business context (``render_business``), or None.
 
     Returns:
         The user message text.
@@ -168,6 +204,8 @@ def build_prompt(question: str, schema: Schema, examples: list[Example], n_value
     parts = ["/* Given the following database schema: */", render_schema(schema, n_values)]
     if values:
         parts.append(render_values(values))
+    if business:
+        parts.append(business)
     ex = render_examples(examples)
     if ex:
         parts.append(ex)

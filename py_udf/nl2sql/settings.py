@@ -358,6 +358,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("prompt_token_budget", "int", 3000,
             "when the PreSQL prompt with the whole schema would exceed this many estimated "
             "tokens, it gets a pruned schema", minimum=500),
+    # curated knowledge (README "Verified queries, templates and business context")
+    _unit("verified_min_similarity", 0.93,
+          "masked-question similarity a verified query or template needs to answer a question "
+          "without a model call (its values must also bind); 1 answers only identical masked "
+          "questions"),
+    Setting("verified_examples", "int", 3,
+            "verified queries nearest to the question shown first among the few-shot examples",
+            minimum=0),
+    Setting("term_top_k", "int", 5,
+            "business terms per question: those it names, then the most similar ones",
+            minimum=0),
+    _unit("term_min_similarity", 0.55,
+          "question/term embedding similarity a term the question does not name needs"),
+    Setting("instruction_top_k", "int", 5,
+            "database-wide instructions per question, the most similar first", minimum=0),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -348,18 +348,156 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
                        "failed": failures})
 
 
+def _curated(plpy, what: str, fn, *args):
+    """Run an administrative function of curated knowledge; its input errors become one SQL
+    error naming the function, with a hint."""
+    from .errors import NotIndexedError
+
+    try:
+        return fn(plpy, *args)
+    except CandidateRefused as e:
+        _fail(plpy, f"nl2sql.{what}: {e}",
+              "pass one read-only SELECT (or, for a term, an SQL expression) over indexed tables "
+              "the caller may read; see README, 'Verified queries, templates and business "
+              "context'")
+    except (ValueError, NotIndexedError) as e:
+        _fail(plpy, f"nl2sql.{what}: {e}")
+    except EmbeddingError as e:
+        _fail(plpy, f"nl2sql: {e}")
+
+
 @entry_point
-def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
+def add_verified_query(plpy, question: str, sql: str, dialect: str) -> int:
+    """Add a verified question/SQL pair: backs ``nl2sql.add_verified_query(...) → bigint``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the question the SQL answers.
+        sql: one read-only query, in ``dialect``.
+        dialect: the sqlglot dialect of ``sql`` (``postgres``, ``sqlite``, ``mysql``).
+
+    Returns:
+        The id in ``nl2sql.verified_query`` (the same id when the pair is added again).
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the question is empty, the SQL is not one read-only
+            query over indexed relations the caller may read (DML is refused), nothing is
+            indexed, or the embedding model is missing.
+    """
+    from .verified import add_verified
+
+    return _curated(plpy, "add_verified_query", add_verified, question, sql, "query",
+                    dialect or "postgres")
+
+
+@entry_point
+def add_template(plpy, question: str, sql: str) -> int:
+    """Add a parameterised template: backs ``nl2sql.add_template(question, sql) → bigint``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the question, showing each parameter as ``:name``.
+        sql: one read-only query whose parameters ``:name`` are compared with text or numeric
+            columns (or are a LIMIT/OFFSET count).
+
+    Returns:
+        The id in ``nl2sql.verified_query`` (kind ``template``).
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) as ``add_verified_query``, or a parameter is not
+            compared with a text or numeric column, or the question does not show it.
+    """
+    from .verified import add_verified
+
+    return _curated(plpy, "add_template", add_verified, question, sql, "template")
+
+
+@entry_point
+def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> int:
+    """Add or update a business term: backs ``nl2sql.add_term(...) → bigint``.
+
+    The verified questions that name the term are masked again (``verified.refresh_for_term``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        term: the term (glossary entry, synonym or metric).
+        definition: what it means, in words.
+        sql_expression: what it means in SQL, or None.
+
+    Returns:
+        The term's id.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the term or definition is empty, or the expression
+            does not parse as one read-only SQL expression over indexed tables the caller may
+            read (an unqualified column in several tables must be qualified).
+    """
+    from .business import add_term as add
+    from .verified import refresh_for_term
+
+    tid = _curated(plpy, "add_term", add, term, definition, sql_expression)
+    refresh_for_term(plpy, term)
+    return tid
+
+
+@entry_point
+def remove_term(plpy, term: str) -> bool:
+    """Remove a business term (case-insensitive): backs ``nl2sql.remove_term(term) → boolean``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        term: the term.
+
+    Returns:
+        True when a term was removed.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the embedding model is missing (verified
+            questions naming it are masked again).
+    """
+    from .verified import refresh_for_term
+
+    gone = spi.query(plpy, "DELETE FROM nl2sql.term WHERE lower(term) = lower($1) RETURNING id",
+                     [term or ""], ["text"])
+    if gone:
+        _curated(plpy, "remove_term", refresh_for_term, term)
+    return bool(gone)
+
+
+@entry_point
+def add_instruction(plpy, text: str) -> int:
+    """Add a database-wide instruction: backs ``nl2sql.add_instruction(text) → bigint``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        text: the instruction.
+
+    Returns:
+        The instruction's id (the same id for the same text).
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) the text is empty or the embedding model is missing.
+    """
+    from .business import add_instruction as add
+
+    return _curated(plpy, "add_instruction", add, text)
+
+
+@entry_point
+def feedback(plpy, log_id: int, correct: bool, sql: str | None, verify: bool = True) -> int | None:
     """Turn a judged answer into a verified example: backs ``nl2sql.feedback(...) → bigint``.
 
     The logged SQL is used when ``correct``, else the corrected ``sql`` when given; it is
-    added as ``add_example`` does for this database (source ``feedback``).
+    added as ``add_example`` does for this database (source ``feedback``) and, with
+    ``verify``, as a verified query too (``add_verified_query``, source ``feedback``): a
+    question matching it is then answered without a model call.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
         log_id: the ``nl2sql.query_log`` id (the trace's ``log_id``).
         correct: whether the logged SQL was right.
         sql: the corrected SQL, or None.
+        verify: also add the pair as a verified query.
 
     Returns:
         The example's id; None when incorrect and no correction was given.
@@ -379,7 +517,13 @@ def feedback(plpy, log_id: int, correct: bool, sql: str | None) -> int | None:
         parse_one(use)
     except CandidateRefused as e:
         _fail(plpy, f"nl2sql.feedback: {e}")
-    return add_example(plpy, rows[0]["question"], use, None, "postgres", source="feedback")
+    eid = add_example(plpy, rows[0]["question"], use, None, "postgres", source="feedback")
+    if verify:
+        from .verified import add_verified
+
+        _curated(plpy, "feedback", add_verified, rows[0]["question"], use, "query", "postgres",
+                 "feedback")
+    return eid
 
 
 @entry_point

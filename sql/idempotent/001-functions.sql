@@ -259,14 +259,15 @@ $py$;
 COMMENT ON FUNCTION nl2sql.load_examples(text, text, text) IS
     'nl2sql: bulk-load Spider/BIRD-format pairs (JSON array or lines), transpiled to PostgreSQL; reports failures';
 
-CREATE OR REPLACE FUNCTION nl2sql.feedback(log_id bigint, correct boolean, sql text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION nl2sql.feedback(log_id bigint, correct boolean, sql text DEFAULT NULL,
+                                           verify boolean DEFAULT true)
 RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.feedback(plpy, log_id, correct, sql)
+return udf.feedback(plpy, log_id, correct, sql, verify)
 $py$;
-COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text) IS
-    'nl2sql: turn a judged answer (query_log id) into a verified example';
+COMMENT ON FUNCTION nl2sql.feedback(bigint, boolean, text, boolean) IS
+    'nl2sql: turn a judged answer (query_log id) into an example and (verify) a verified query';
 
 CREATE OR REPLACE FUNCTION nl2sql.calibrate(judged jsonb DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$

@@ -275,7 +275,7 @@ REVOKE EXECUTE ON FUNCTION
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
-    nl2sql.feedback(bigint, boolean, text), nl2sql.set_value_policy(regclass, boolean, name),
+    nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),
     nl2sql.calibrate(jsonb)
     FROM PUBLIC;
 -- the vote reads the calibrated weights for every role (model names and weights, no data)
