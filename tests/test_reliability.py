@@ -121,7 +121,7 @@ def test_calibrate_from_feedback_changes_the_chosen_answer_and_explain_shows_the
     assert all("concert" in t["sql"] for t in traces)           # the majority is wrong
     assert traces[0]["reliability"]["used"] is False
     # one judged answer with its correction: every logged answer of that question is judged
-    rel_db.execute("SELECT nl2sql.feedback(%s, false, %s)", (traces[0]["log_id"], RIGHT))
+    rel_db.execute("SELECT nl2sql.feedback(%s, false, %s, verify => false)", (traces[0]["log_id"], RIGHT))
     out = rel_db.execute("SELECT nl2sql.calibrate()").fetchone()[0]
     assert out["from_log"] >= 6 and out["mode"] in ("weights", "weights+voters")
     rows = dict(rel_db.execute("SELECT model, weight FROM nl2sql.model_reliability "
