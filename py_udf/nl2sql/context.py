@@ -54,6 +54,7 @@ class Context:
         pending_vectors: a Future of their embeddings (computed in the background), or None.
         vectors_done: True once the vector lookups are done (or none were needed).
         remasked: True when a strong vector match changed the masked question (and examples).
+        turns: the conversation's earlier turns (``types.Turn``), shown in both prompts.
     """
 
     question: str
@@ -74,6 +75,7 @@ class Context:
     pending_vectors: Future | None = None                     # their embeddings (background)
     vectors_done: bool = True
     remasked: bool = False   # a strong vector match changed the masked question (and examples)
+    turns: tuple = ()        # earlier turns of the conversation (types.Turn), oldest first
 
 
 def value_triples(schema: Schema, values: list[ValueMatch],
@@ -299,7 +301,7 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
         return prompts.build_prompt(ctx.question, s, examples, n_values, ctx.evidence,
-                                    value_triples(schema, ctx.values, tables))
+                                    value_triples(schema, ctx.values, tables), ctx.turns)
 
     keep = []
     for name, _c, _v in value_triples(schema, linking_values(schema, ctx.values, vmin)):
@@ -368,7 +370,7 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
     tables = {t.name for t in fin_schema.tables}
     prompt = prompts.build_prompt(ctx.question, fin_schema, sel.examples,
                                   st.sample_values, ctx.evidence,
-                                  value_triples(schema, ctx.values, tables))
+                                  value_triples(schema, ctx.values, tables), ctx.turns)
     return prompt, fin_schema
 
 

@@ -51,3 +51,11 @@ class NoCandidateError(Nl2sqlError, RuntimeError):
 
 class ResultTooLarge(Nl2sqlError, RuntimeError):
     """A query's rows passed the byte budget (setting ``max_result_bytes``); it was stopped."""
+
+
+class Abstained(Nl2sqlError, RuntimeError):
+    """The chosen reading's confidence is below ``abstain_below``; the message lists readings."""
+
+
+class ValuesRefused(Nl2sqlError, RuntimeError):
+    """A request would send cell values to a model while the value policy forbids it."""

@@ -90,7 +90,8 @@ def variant_inputs(schema: Schema, examples: list[Example], k: int, variant: int
 def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
                  examples: list[Example], k: int, n_values: int, evidence: str | None,
                  variants: int = 1, samples: int = 1, sample_temperature: float = 1.0,
-                 values: list[tuple[str, str, str]] | None = None) -> list[GenCall]:
+                 values: list[tuple[str, str, str]] | None = None,
+                 turns: tuple = ()) -> list[GenCall]:
     """Plan the FinSQL requests for one question.
 
     For each prompt variant (0..variants−1) and each model, one request of ``samples``
@@ -113,6 +114,7 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
         sample_temperature: temperature for temperature-0 models when ``samples`` > 1.
         values: retrieved ``(table prompt name, column, value)`` triples shown in every
             prompt, or None.
+        turns: earlier turns of the conversation (``types.Turn``), shown in every prompt.
 
     Returns:
         The ``GenCall`` list, variant-major (all models' variant 0 first).
@@ -120,7 +122,7 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
         sch, exs = variant_inputs(schema, examples, k, v, question)
-        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values)
+        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values, turns)
         for m in models:
             temp = None
             if samples > 1 and m.temperature == 0:

@@ -29,7 +29,8 @@ stage                  what it does                                           ti
 ``vote_stage``         MCS-SQL selection: filter, confidence threshold,        ``vote_ms``
                        majority with ties to the fastest, optional multiple
                        choice by a model
-``trace_stage``        candidates, vote, tokens and error into the trace      ``trace_ms``
+``trace_stage``        candidates, vote, tokens and error into the trace;     ``trace_ms``
+                       abstention below ``abstain_below`` (abstain.py)
 =====================  =====================================================  =================
 
 The caller logs the trace (``log_trace``). Model waits are recorded per round in
@@ -45,10 +46,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import catalog, context, prompts, safety, spi, value_policy
+from . import abstain, catalog, context, prompts, safety, spi, value_policy
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
+from .conversation import earlier_turns, validate_key
 from .errors import ConfigError, Nl2sqlError
 from .example_selection import Selection
 from .generation import Evaluator, GenCall, candidates_from, finsql_calls
@@ -60,7 +62,7 @@ from .repair import repair_loop
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
 from .settings import Settings, get_models, get_settings
 from .timing import StageTimer
-from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Vote
+from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Run:
         evidence: the caller's hint text, or None.
         trace: the call's trace, filled in by the stages.
         timer: the call's stage timer.
+        turns: the conversation's earlier turns, oldest first (empty outside a conversation).
     """
 
     plpy: Any
@@ -84,6 +87,7 @@ class Run:
     evidence: str | None
     trace: dict[str, Any]
     timer: StageTimer
+    turns: list[Turn] = field(default_factory=list)
 
     def on_wait(self) -> None:
         """Let a pending cancel land; called between slices of a model wait.
@@ -187,7 +191,8 @@ def _reply_json(r: LLMReply) -> dict[str, Any]:
             "text": r.text}
 
 
-def answer(plpy, question: str, search_path: str, evidence: str | None = None) -> dict[str, Any]:
+def answer(plpy, question: str, search_path: str, evidence: str | None = None,
+           conversation: str | None = None) -> dict[str, Any]:
     """Run the pipeline for one question: the stages of the module docstring, in order.
 
     Source: PET-SQL (Li et al. 2024) §3, with DAIL-SQL (Gao et al. 2023) §3.3 selection,
@@ -202,10 +207,13 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         question: the question as asked.
         search_path: the caller's search_path (names resolve as the caller's would).
         evidence: BIRD-style external knowledge, or None.
+        conversation: the conversation key (follow-up questions: its earlier turns go into
+            the prompts), or None.
 
     Returns:
         The trace (a JSON-able dict) whose ``sql`` is the chosen query (None with ``error`` set
-        when no candidate executed). Timings in milliseconds: ``llm_wait_ms`` is time spent
+        when no candidate executed, or when the vote abstained: then ``abstained`` lists the
+        readings). Timings in milliseconds: ``llm_wait_ms`` is time spent
         waiting on models, ``overhead_ms`` = total − llm_wait (in-database work).
 
     Raises:
@@ -216,7 +224,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
     timer = StageTimer()
-    run = start(plpy, question, search_path, evidence, timer)
+    run = start(plpy, question, search_path, evidence, timer, conversation)
     with timer.stage("schema_ms"):
         asked = question_stage(run)
     with timer.stage("retrieval_ms"):
@@ -238,6 +246,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         sel = vote_stage(run, asked, link, cands)
     with timer.stage("trace_ms"):
         trace_stage(run, pre, fin_replies, cands, rep, sel)
+        abstain_stage(run, asked, cands, sel)
     timer.finish(run.trace)
     return without_nul(run.trace)
 
@@ -270,8 +279,11 @@ def without_nul(value: Any) -> Any:
 
 
 def start(plpy, question: str, search_path: str, evidence: str | None,
-          timer: StageTimer) -> Run:
+          timer: StageTimer, conversation: str | None = None) -> Run:
     """Read the settings, validate the question and read the models, before any timed stage.
+
+    In a conversation, its earlier turns (the caller's own, ``conversation.earlier_turns``)
+    are read too, and listed in the trace's ``turns``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -279,20 +291,27 @@ def start(plpy, question: str, search_path: str, evidence: str | None,
         search_path: the caller's search_path text.
         evidence: the caller's hint text, or None.
         timer: the call's timer.
+        conversation: the conversation key, or None.
 
     Returns:
-        The Run every stage shares, its trace holding question, evidence, search_path, models.
+        The Run every stage shares, its trace holding question, evidence, search_path, models
+        (and ``conversation``, ``turns`` in a conversation).
 
     Raises:
-        QuestionError: a bad question (question.validate_question).
+        QuestionError: a bad question (question.validate_question) or conversation key.
         ConfigError: no model is enabled, or a stored setting is invalid.
     """
     st = get_settings(plpy)
     q = validate_question(question, st.question_max_chars)
     models = get_models(plpy, st)
+    key = validate_key(conversation)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
                              "models": [m.name for m in models]}
-    return Run(plpy, st, models, search_path, evidence, trace, timer)
+    turns = earlier_turns(plpy, key, st.conversation_turns)
+    if key is not None:
+        trace["conversation"] = key
+        trace["turns"] = [t.__dict__ for t in turns]
+    return Run(plpy, st, models, search_path, evidence, trace, timer, turns)
 
 
 def question_stage(run: Run) -> Asked:
@@ -343,6 +362,7 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
+    ctx.turns = tuple(run.turns)
     run.trace["examples"] = [e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
     return ctx
 
@@ -513,7 +533,8 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
                          variants=st.prompt_variants, samples=st.samples_per_model,
                          sample_temperature=st.sample_temperature,
                          values=context.value_triples(asked.schema, ctx.values,
-                                                      {tb.name for tb in link.schema.tables}))
+                                                      {tb.name for tb in link.schema.tables}),
+                         turns=ctx.turns)
     reply = pre.reply
     pc = Candidate(source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text,
                    prompt=pre.prompt)
@@ -769,6 +790,36 @@ def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[
         else:
             reasons = "; ".join(f"{c.source}: {c.reason}" for c in cands)
             trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
+
+
+def abstain_stage(run: Run, asked: Asked, cands: list[Candidate], sel: Selected) -> None:
+    """Abstain when the chosen group's confidence is below setting ``abstain_below``.
+
+    The trace then has no ``sql``; its ``abstained`` holds the threshold, the confidence and
+    the readings (``abstain.readings``: the top groups' SQL and first rows after the value
+    policy), and its ``error`` the message ``nl2sql()`` raises. The vote's choice stays in
+    ``vote.sql``.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, confidence as the share of agreeing candidates;
+    abstention on low confidence (selective prediction).
+
+    Args:
+        run: the call's shared state.
+        asked: the question and the role's schema.
+        cands: the candidates.
+        sel: the vote's outcome.
+
+    Returns:
+        None (``run.trace`` is changed when abstaining).
+    """
+    v, threshold = sel.vote, run.st.abstain_below
+    if not abstain.should_abstain(v, threshold):
+        return
+    found = abstain.readings(v, cands, asked.schema, run.st.abstain_readings)
+    run.trace["abstained"] = {"threshold": threshold, "confidence": v.confidence,
+                              "readings": found}
+    run.trace["sql"] = None
+    run.trace["error"] = abstain.message(v.confidence, threshold, found)
 
 
 def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:

@@ -496,15 +496,18 @@ def log_query(plpy, trace: dict) -> int | None:
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        trace: the call's trace (already redacted by the caller).
+        trace: the call's trace (already redacted by the caller); its ``conversation`` key,
+            when set, is stored with the row (a turn of that conversation).
 
     Returns:
         The log row's id, or None.
     """
     if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
         return None
-    res = spi.query(plpy, "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb) AS id",
+    res = spi.query(plpy, "SELECT nl2sql._log_query(current_user, $1, $2, $3, $4, $5::jsonb, "
+                          "$6) AS id",
                     [trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-                     trace.get("error"), json.dumps(trace, default=str)],
-                    ["text", "text", "float8", "text", "text"])
+                     trace.get("error"), json.dumps(trace, default=str),
+                     trace.get("conversation")],
+                    ["text", "text", "float8", "text", "text", "text"])
     return res[0]["id"]
