@@ -33,6 +33,8 @@ PREVIOUS_DEFAULTS = {
     "value_trgm_min": "0.5", "value_vector_min": "0.8", "value_vector_phrases": "8",
     "link_value_min": "0.9", "link_column_min": "0.6", "dail_tau": "0.6",
     "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
+    "abstain_below": "0", "abstain_readings": "3", "conversation_turns": "5",
+    "narrate_model": "", "narrate_rows": "20",
 }
 
 
@@ -137,7 +139,7 @@ def test_unknown_setting_lists_close_names():
         S.validate_setting("k_example", "3")
     msg = str(e.value)
     assert "unknown setting 'k_example'" in msg and "did you mean k_examples" in msg
-    with pytest.raises(ConfigError, match="known settings: align_min_cosine"):
+    with pytest.raises(ConfigError, match="known settings: abstain_below, abstain_readings, align_min_cosine"):
         S.validate_setting("zzz", "3")
 
 

@@ -62,7 +62,7 @@ def message(confidence: float, threshold: float, found: list[dict[str, Any]]) ->
     for i, r in enumerate(found, 1):
         lines.append(f"  reading {i} ({r['candidates']} candidate(s), confidence "
                      f"{r['confidence']:.2f}): {' '.join(r['sql'].split())}")
-        shown = [json.dumps(x, default=str) if isinstance(x, dict) else str(x)
+        shown = [json.dumps(x, default=str, ensure_ascii=False) if isinstance(x, dict) else str(x)
                  for x in r["rows"]]
         if shown:
             lines.append(f"    first rows: {'; '.join(shown)}")

@@ -103,7 +103,8 @@ def narrate_prompt(question: str, sql: str, gated: GatedRows, more: bool) -> str
     if gated.withheld:
         parts.append("Columns left out (their values may not be shown): "
                      + ", ".join(gated.withheld))
-    lines = [json.dumps(r, default=str) if isinstance(r, dict) else str(r) for r in gated.rows]
+    lines = [json.dumps(r, default=str, ensure_ascii=False) if isinstance(r, dict) else str(r)
+             for r in gated.rows]
     n = f"first {len(lines)} rows" if more else f"{len(lines)} row(s)"
     parts.append(f"Result ({n}, one JSON object per line):\n" + ("\n".join(lines) or "(no rows)"))
     parts.append("Answer the question in words from this result.")
