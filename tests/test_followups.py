@@ -10,7 +10,8 @@ import pytest
 
 from conftest import DEMO_DB, add_models
 from nl2sql.prompts import TURN_MARKER
-from nl2sql.types import Column, Schema, Table
+from nl2sql.conversation import visible_turns
+from nl2sql.types import Column, Schema, Table, Turn
 from nl2sql.value_policy import rows_for_model, withheld_outputs
 from nl2sql_indexer.loopback import Rule
 
@@ -183,3 +184,9 @@ def test_withheld_outputs_follow_the_columns_each_output_reads():
     g = rows_for_model(s, "SELECT name, ssn FROM person",
                        ['{"name": "Ann", "ssn": "123-45"}', '{"name": "Bo", "ssn": "9'])
     assert g.rows == [{"name": "Ann"}] and g.withheld == ["ssn"]
+
+
+def test_turns_naming_a_table_the_role_cannot_read_now_are_left_out():
+    turns = [Turn(1, "q1", "SELECT name FROM person"), Turn(2, "q2", "SELECT * FROM payroll"),
+             Turn(3, "q3", "WITH p AS (SELECT id FROM person) SELECT count(*) FROM p")]
+    assert [t.log_id for t in visible_turns(turns, _schema())] == [1, 3]

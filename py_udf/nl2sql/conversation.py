@@ -14,9 +14,13 @@ earlier turns' SQL as well, which is what is done here.
 """
 from __future__ import annotations
 
+import sqlglot
+from sqlglot.errors import SqlglotError
+
 from . import spi
 from .errors import QuestionError
-from .types import Turn
+from .names import resolve
+from .types import Schema, Turn
 
 KEY_MAX_CHARS = 200
 """Longest conversation key accepted (keys are labels, not content)."""
@@ -63,3 +67,31 @@ def earlier_turns(plpy, key: str | None, limit: int) -> list[Turn]:
         "WHERE conversation = $1 AND sql IS NOT NULL ORDER BY id DESC LIMIT $2",
         [key, limit], ["text", "int4"])
     return [Turn(r["id"], r["question"], r["sql"]) for r in reversed(rows)]
+
+
+def visible_turns(turns: list[Turn], schema: Schema) -> list[Turn]:
+    """Keep the turns whose SQL reads only relations the role may read now.
+
+    A turn's SQL was checked when it was chosen; since then the role may have lost a
+    privilege or a table may be gone. A turn naming a relation outside the role's schema is
+    left out of the prompts, so that no prompt names a table the role cannot read.
+
+    Args:
+        turns: the earlier turns (``earlier_turns``).
+        schema: the calling role's schema (``catalog.load_schema``).
+
+    Returns:
+        The turns whose every relation is a table of ``schema``, in order.
+    """
+    known = set()
+    for t in schema.tables:
+        known.update({t.name.lower(), t.table.lower(), f"{t.schema}.{t.table}".lower()})
+    out = []
+    for turn in turns:
+        try:
+            keys = resolve(sqlglot.parse_one(turn.sql, read="postgres")).keys()
+        except SqlglotError:
+            continue
+        if all(k in known for k in keys):
+            out.append(turn)
+    return out

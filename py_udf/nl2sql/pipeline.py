@@ -50,7 +50,7 @@ from . import abstain, catalog, context, prompts, safety, spi, value_policy
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
-from .conversation import earlier_turns, validate_key
+from .conversation import earlier_turns, validate_key, visible_turns
 from .errors import ConfigError, Nl2sqlError
 from .example_selection import Selection
 from .generation import Evaluator, GenCall, candidates_from, finsql_calls
@@ -355,14 +355,17 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
         asked: from ``question_stage``.
 
     Returns:
-        The retrieval context; ``trace["examples"]`` holds the top-k examples.
+        The retrieval context (with the conversation's turns the role may still read:
+        ``conversation.visible_turns``); ``trace["examples"]`` holds the top-k examples.
 
     Raises:
         EmbeddingError: the embedding model is missing.
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
-    ctx.turns = tuple(run.turns)
+    ctx.turns = tuple(visible_turns(run.turns, asked.schema))
+    if "turns" in run.trace:  # the turns the prompts show
+        run.trace["turns"] = [t.__dict__ for t in ctx.turns]
     run.trace["examples"] = [e.__dict__ for e in ctx.candidates[:run.st.k_examples]]
     return ctx
 
