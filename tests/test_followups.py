@@ -111,6 +111,17 @@ def test_abstention_lists_two_readings_and_explain_keeps_them(db, llm):
         readings = trace["abstained"]["readings"]
         assert sorted(r["sql"] for r in readings) == sorted([fr, nl])
         assert all(r["rows"] and r["confidence"] == 0.5 for r in readings)
+        # the readings' rows respect the value policy: an opted-out column's values are left out
+        db.execute("SELECT nl2sql.set_value_policy('singer', false, 'name')")
+        try:
+            with pytest.raises(psycopg.Error) as err:
+                db.execute("SELECT nl2sql(%s)", (q,))
+            msg = str(err.value)
+            assert "columns withheld by the value policy: name" in msg
+            assert first_fr not in msg and first_nl not in msg and fr in msg
+        finally:
+            db.execute("DELETE FROM nl2sql.value_policy WHERE table_name = 'singer'")
+            db.execute("SELECT nl2sql.reindex(force => true)")
         # at or below the winner's confidence it answers
         db.execute("SELECT nl2sql.set_setting('abstain_below', '0.5')")
         assert db.execute("SELECT nl2sql(%s)", (q,)).fetchone()[0] in (fr, nl)
