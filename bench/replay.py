@@ -41,6 +41,11 @@ prediction run as a SELECT-only role in a read-only transaction, results compare
 Usage: python bench/replay.py --data /path/to/bench-data --db superhero [--models pg|sqlite|all]
        [--configs plain,selection,selection+align,recommended] [--limit N] [--datadir DIR]
        [--json OUT]
+``--abstain [T1,T2,...]`` adds a clarify-or-abstain report for the main configuration: at each
+threshold, the share of questions answered (the vote's confidence at least the threshold: the
+rule of setting ``abstain_below``, ``nl2sql.abstain.should_abstain``) and the EX on the answered
+questions, from each question's recorded vote confidence (one pipeline run serves every threshold).
+
 The last line printed is ``RESULT ex_vote=<pct> ex_best_single=<pct> overhead_ms_p50=<ms>``.
 """
 from __future__ import annotations
@@ -61,6 +66,8 @@ import common as C  # noqa: E402
 from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
 from nl2sql.cleaning import clean  # noqa: E402
 from nl2sql.types import Column, Schema, Table  # noqa: E402
+from nl2sql.abstain import should_abstain  # noqa: E402
+from nl2sql.types import Vote  # noqa: E402
 
 # Settings per configuration; "recommended" is the extension's defaults (README).
 CONFIGS: dict[str, dict[str, str]] = {
@@ -223,6 +230,36 @@ def learn_reliability(cluster, conn, args, models: list[dict]) -> dict:
     return out
 
 
+ABSTAIN_THRESHOLDS = "0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0"
+
+
+def abstain_report(results: list[dict], thresholds: list[float]) -> list[str]:
+    """Clarify or abstain on the replay: answered share and EX on the answered questions.
+
+    Args:
+        results: per-question results; ``nl2sql`` holds the main configuration's outcome
+            (``sql``, ``confidence``, ``match``).
+        thresholds: values of setting ``abstain_below`` to report.
+
+    Returns:
+        Report lines: per threshold, answered n/N (%), EX on the answered (%), and the EX over
+        all questions counting abstentions as not answered.
+    """
+    outs = [r.get("nl2sql") or {} for r in results]
+    n = len(outs)
+    lines = [f"clarify or abstain (abstain_below), {n} questions, from each vote's confidence:",
+             f"{'abstain_below':>13} {'answered':>15} {'EX answered':>12} {'EX all':>7}"]
+    for t in [0.0, *thresholds]:
+        answered = [o for o in outs if o.get("sql") and not should_abstain(
+            Vote(sql=o["sql"], winner_hash=None, confidence=float(o.get("confidence") or 0.0),
+                 groups=[], reason=""), t)]
+        ok = sum(1 for o in answered if o.get("match"))
+        lines.append(f"{t:>13.2f} {len(answered):>5}/{n:<3} {C.pct(len(answered), n):>5.1f}% "
+                     f"{C.pct(ok, len(answered)) if answered else 0.0:>11.1f}% "
+                     f"{C.pct(ok, n):>6.1f}%")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="bench-data folder (pg_dumps/, bird_minidev_*.jsonl)")
@@ -249,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                          "questions of every database of DIR (bench/learn.py: recorded "
                          "predictions scored against the gold) before the run; when DIR is "
                          "--data, --db itself is left out (leave-one-database-out)")
+    ap.add_argument("--abstain", nargs="?", const=ABSTAIN_THRESHOLDS, default=None,
+                    help="report answered share and EX on the answered questions at these "
+                         f"abstain_below thresholds (default {ABSTAIN_THRESHOLDS})")
     args = ap.parse_args(argv)
 
     t_run = time.perf_counter()
@@ -627,6 +667,10 @@ def run_database(args: argparse.Namespace, cluster: Any, db: str, rows: list[dic
     for r in misses:
         right = [k for k, v in r["models"].items() if v["match"]]
         log(f"   q{r['question_id']} ({len(right)} right: {','.join(right)[:80]}): {r['miss_reason']}")
+    if args.abstain:
+        log("")
+        for line in abstain_report(results, [float(x) for x in args.abstain.split(",") if x]):
+            log(line)
     log(f"run time: {time.perf_counter() - t_run:.0f} s")
 
     for cx in (conn, score_conn):

@@ -571,6 +571,43 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 010-conversations.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$010-conversations.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Follow-up questions: a call's conversation key (any text the caller chooses) is kept with its
+-- query_log row; a conversation's turns are the rows of one role with one key.
+ALTER TABLE nl2sql.query_log ADD COLUMN conversation text;
+CREATE INDEX query_log_conversation ON nl2sql.query_log (role_name, conversation, id)
+    WHERE conversation IS NOT NULL;
+-- nl2sql(), nl2sql.ask(), nl2sql.explain() and their internal bodies gained the parameter
+-- conversation, and nl2sql._log_query stores it: the old signatures go;
+-- sql/idempotent/001-functions.sql and 002-privileges.sql create the new ones.
+DROP FUNCTION IF EXISTS public.nl2sql(text, text, text);
+DROP FUNCTION IF EXISTS nl2sql.ask(text, text, text);
+DROP FUNCTION IF EXISTS nl2sql.explain(text, text, text);
+DROP FUNCTION IF EXISTS nl2sql._nl2sql(text, text, text);
+DROP FUNCTION IF EXISTS nl2sql._ask(text, text, text);
+DROP FUNCTION IF EXISTS nl2sql._explain(text, text, text);
+DROP FUNCTION IF EXISTS nl2sql._log_query(name, text, text, float8, text, jsonb);
+DROP FUNCTION IF EXISTS nl2sql._log_query(text, name, text, text, float8, text, jsonb);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -677,28 +714,31 @@ $$;
 -- plan_cache_mode: the pipeline keeps its SPI plans per backend; after 5 runs PostgreSQL would
 -- switch a plan to a generic one, which for the privilege-filtered views is 6-10x slower
 -- (example search: 1.5 ms custom vs 10-14 ms generic, measured on superhero).
-CREATE OR REPLACE FUNCTION nl2sql._nl2sql(question text, caller_search_path text, evidence text)
+CREATE OR REPLACE FUNCTION nl2sql._nl2sql(question text, caller_search_path text, evidence text,
+                                          conversation text)
 RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.nl2sql(plpy, question, caller_search_path, evidence)
+return udf.nl2sql(plpy, question, caller_search_path, evidence, conversation)
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql._explain(question text, caller_search_path text, evidence text)
+CREATE OR REPLACE FUNCTION nl2sql._explain(question text, caller_search_path text, evidence text,
+                                           conversation text)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.explain(plpy, question, caller_search_path, evidence)
+return udf.explain(plpy, question, caller_search_path, evidence, conversation)
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql._ask(question text, caller_search_path text, evidence text)
+CREATE OR REPLACE FUNCTION nl2sql._ask(question text, caller_search_path text, evidence text,
+                                       conversation text)
 RETURNS SETOF jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.ask(plpy, question, caller_search_path, evidence)
+return udf.ask(plpy, question, caller_search_path, evidence, conversation)
 $py$;
 
 -- nl2sql(question) → the chosen SQL. In schema public so that it works with the default
@@ -706,25 +746,47 @@ $py$;
 -- search_path: a parameter default is evaluated in the caller's context, before the function's
 -- own pinned search_path takes effect (SECURITY INVOKER, SET search_path FROM CURRENT).
 CREATE OR REPLACE FUNCTION public.nl2sql(question text, evidence text DEFAULT NULL,
-                                         search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                         search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                         conversation text DEFAULT NULL)
 RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
-AS $$ SELECT nl2sql._nl2sql(question, search_path, evidence) $$;
-COMMENT ON FUNCTION public.nl2sql(text, text, text) IS
+AS $$ SELECT nl2sql._nl2sql(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION public.nl2sql(text, text, text, text) IS
     'nl2sql: answer a natural-language question with one SQL query (text); see nl2sql.explain for the trace';
 
 CREATE OR REPLACE FUNCTION nl2sql.explain(question text, evidence text DEFAULT NULL,
-                                          search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                          search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                          conversation text DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
-AS $$ SELECT nl2sql._explain(question, search_path, evidence) $$;
-COMMENT ON FUNCTION nl2sql.explain(text, text, text) IS
+AS $$ SELECT nl2sql._explain(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.explain(text, text, text, text) IS
     'nl2sql: the whole trace of answering a question (examples, prompts, candidates, votes, timings, tokens)';
 
 CREATE OR REPLACE FUNCTION nl2sql.ask(question text, evidence text DEFAULT NULL,
-                                      search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                      search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                      conversation text DEFAULT NULL)
 RETURNS SETOF jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
-AS $$ SELECT nl2sql._ask(question, search_path, evidence) $$;
-COMMENT ON FUNCTION nl2sql.ask(text, text, text) IS
+AS $$ SELECT nl2sql._ask(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.ask(text, text, text, text) IS
     'nl2sql: the rows of the chosen SQL, one jsonb object per row';
+
+-- Answers in words: the chosen SQL's first rows, written up by a model (value policy applies).
+CREATE OR REPLACE FUNCTION nl2sql._narrate(question text, caller_search_path text, evidence text,
+                                           conversation text)
+RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT
+SET plan_cache_mode = force_custom_plan AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.narrate(plpy, question, caller_search_path, evidence, conversation)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.narrate(question text, evidence text DEFAULT NULL,
+                                          search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                          conversation text DEFAULT NULL)
+RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._narrate(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.narrate(text, text, text, text) IS
+    'nl2sql: a short answer in words, written by a model from the chosen SQL''s first rows';
+
 
 CREATE OR REPLACE FUNCTION nl2sql.reindex(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
@@ -1107,7 +1169,7 @@ CREATE OR REPLACE VIEW nl2sql.visible_example WITH (security_barrier) AS
 
 -- The caller's own query log rows.
 CREATE OR REPLACE VIEW nl2sql.my_query_log WITH (security_barrier) AS
-    SELECT id, created_at, role_name, question, sql, confidence, error, trace
+    SELECT id, created_at, role_name, question, sql, confidence, error, trace, conversation
     FROM nl2sql.query_log WHERE role_name = current_user;
 
 GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
@@ -1125,12 +1187,48 @@ GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
 -- that function's owner).
 CREATE OR REPLACE FUNCTION nl2sql._log_query(token text, role_name name, question text,
                                              sql text, confidence float8, error text,
-                                             trace jsonb)
+                                             trace jsonb, conversation text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import safety
-return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace)
+return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace,
+                        conversation)
 $py$;
+
+-- Forgetting a conversation detaches the acting role's turns from the key (conversation set
+-- to NULL): later questions with that key start afresh; the rows stay in the query log, the
+-- DBA's record (feedback() refers to them by id). Acts only for nl2sql._acting_role(who).
+CREATE OR REPLACE FUNCTION nl2sql._forget_conversation(who name, key text)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    UPDATE nl2sql.query_log q SET conversation = NULL
+    WHERE q.role_name = nl2sql._acting_role(_forget_conversation.who)
+      AND q.conversation = _forget_conversation.key;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- A conversation's turns: the caller's own query_log rows with that key, oldest first.
+CREATE OR REPLACE FUNCTION nl2sql.conversation(key text)
+RETURNS TABLE (turn bigint, log_id bigint, asked_at timestamptz, question text, sql text,
+               confidence float8, error text)
+LANGUAGE sql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+    SELECT pg_catalog.row_number() OVER (ORDER BY q.id), q.id, q.created_at, q.question, q.sql,
+           q.confidence, q.error
+    FROM nl2sql.my_query_log q WHERE q.conversation OPERATOR(pg_catalog.=) key ORDER BY q.id
+$$;
+COMMENT ON FUNCTION nl2sql.conversation(text) IS
+    'nl2sql: the turns of one of your conversations (question, chosen SQL), oldest first';
+
+CREATE OR REPLACE FUNCTION nl2sql.forget_conversation(key text) RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+    SELECT nl2sql._forget_conversation(current_user, key)
+$$;
+COMMENT ON FUNCTION nl2sql.forget_conversation(text) IS
+    'nl2sql: detach your turns from a conversation (later questions no longer build on them); returns how many';
 
 -- Per-table/column cell-value policy (see nl2sql.value_policy); re-indexes the table's values.
 CREATE OR REPLACE FUNCTION nl2sql.set_value_policy(tbl regclass, send_values boolean,
@@ -1192,6 +1290,11 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('tie_break', 'enum', 'fastest', 'equal-size groups: `fastest` execution (times within max(0.5 ms, 10 %) of the fastest count as equal, and priority decides among those, so that the same candidates always give the same answer), or `priority` (group holding the highest-priority model)'),
     ('selection', 'enum', 'majority', '`majority`, or `multiple_choice` (a model picks among the remaining groups)'),
     ('selection_model', 'str', '', 'model for multiple-choice selection; empty = the PreSQL writer'),
+    ('abstain_below', 'float', '0', 'clarify or abstain: when the chosen group''s confidence is below this, `nl2sql()` raises a message listing the competing readings instead of answering (0 = off)'),
+    ('abstain_readings', 'int', '3', 'readings (top result groups) an abstention lists, each with its SQL and first rows'),
+    ('conversation_turns', 'int', '5', 'earlier turns of a conversation (their questions and chosen SQL) shown in the prompts of a follow-up question'),
+    ('narrate_model', 'str', '', 'model that writes `nl2sql.narrate` answers; empty = the first configured model (the PreSQL writer)'),
+    ('narrate_rows', 'int', '20', 'first rows of the chosen SQL that `nl2sql.narrate` shows the model'),
     ('hardness_voters', 'json', '', 'PET-SQL fine-grained voting: JSON `{"easy": [models], "medium": …, "hard": …, "extra": …}`; empty = every model votes'),
     ('reliability_vote', 'bool', 'on', 'the vote weights each model by the reliability `nl2sql.calibrate()` learned from judged answers (and, when `hardness_voters` is empty, lets the learned voter sets vote); nothing calibrated, or `off`: plain majority'),
     ('rewrite_time', 'bool', 'on', 'relative time in the question ("this month", "today", "currently") made explicit from the database''s `now()`'),

@@ -72,7 +72,7 @@ def test_rows_lose_opted_out_columns_spelled_every_way():
     row = lambda **kw: [json.dumps(kw)]  # noqa: E731
     keep = g.rows("mc", "SELECT venue_name, secret_code FROM venue",
                   row(venue_name="Main Hall", secret_code=MARK))
-    assert keep == (['{"venue_name": "Main Hall"}'], "1 column(s) withheld")
+    assert keep == (['{"venue_name": "Main Hall"}'], "1 column(s) withheld: secret_code")
     for sql, r in [
         ("SELECT v.secret_code AS c FROM venue v", row(c=MARK)),
         ("SELECT upper(secret_code) FROM venue", row(upper=MARK)),

@@ -212,7 +212,8 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
 # The DDL event triggers' functions write the schema index for whoever runs the DDL and take no
 # input but the event's (sql/idempotent/004-ddl-tracking.sql).
 DEFINERS = ("nl2sql._log_query(", "nl2sql._values_allowed(", "nl2sql._match_values(",
-            "nl2sql._column_values(", "nl2sql._ddl_command_end(", "nl2sql._ddl_sql_drop(")
+            "nl2sql._column_values(", "nl2sql._ddl_command_end(", "nl2sql._ddl_sql_drop(",
+            "nl2sql._forget_conversation(")
 
 
 def test_every_function_is_invoker_with_pinned_search_path_except_the_definers(sdb):
@@ -222,8 +223,8 @@ def test_every_function_is_invoker_with_pinned_search_path_except_the_definers(s
         "JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'nl2sql'").fetchall()
     assert len(rows) >= 20
     names = {r[0] for r in rows}
-    assert {"nl2sql(text,text,text)", "nl2sql.explain(text,text,text)",
-            "nl2sql.ask(text,text,text)"} <= names
+    assert {"nl2sql(text,text,text,text)", "nl2sql.explain(text,text,text,text)",
+            "nl2sql.ask(text,text,text,text)", "nl2sql.narrate(text,text,text,text)"} <= names
     for name, secdef, config in rows:
         path = [c for c in (config or []) if c.startswith("search_path=")]
         assert path, f"{name} has no pinned search_path"

@@ -37,6 +37,8 @@ PREVIOUS_DEFAULTS = {
     "reliability_vote": "on",
     "verified_min_similarity": "0.93", "verified_examples": "3", "term_top_k": "5",
     "term_min_similarity": "0.55", "instruction_top_k": "5",
+    "abstain_below": "0", "abstain_readings": "3", "conversation_turns": "5",
+    "narrate_model": "", "narrate_rows": "20",
 }
 
 
@@ -141,7 +143,7 @@ def test_unknown_setting_lists_close_names():
         S.validate_setting("k_example", "3")
     msg = str(e.value)
     assert "unknown setting 'k_example'" in msg and "did you mean k_examples" in msg
-    with pytest.raises(ConfigError, match="known settings: align_min_cosine"):
+    with pytest.raises(ConfigError, match="known settings: abstain_below, abstain_readings, align_min_cosine"):
         S.validate_setting("zzz", "3")
 
 

@@ -65,6 +65,7 @@ class Context:
             (``verified.nearest``), for the fast path.
         verified: the nearest verified queries as few-shot examples, shown first
             (``verified_examples``).
+        turns: the conversation's earlier turns (``types.Turn``), shown in both prompts.
     """
 
     question: str
@@ -90,6 +91,7 @@ class Context:
     masked_vec: str | None = None
     verified_rows: list[VerifiedRow] = field(default_factory=list)
     verified: list[Example] = field(default_factory=list)
+    turns: tuple = ()        # earlier turns of the conversation (types.Turn), oldest first
 
 
 def value_triples(schema: Schema, values: list[ValueMatch],
@@ -345,7 +347,8 @@ def presql_prompt(plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
         return prompts.build_prompt(ctx.question, s, examples, n_values, ctx.evidence,
-                                    [v for v in shown if v[0] in tables], business)
+                                    [v for v in shown if v[0] in tables], business,
+                                    gate.turns("presql", ctx.turns))
 
     keep = []
     for name, _c, _v in value_triples(schema, linking_values(schema, ctx.values, vmin)):
@@ -422,7 +425,7 @@ def finsql_prompt(ctx: Context, schema: Schema, linked: Linked, sel: Selection,
                                       ctx.verified, sel.examples, st.k_examples)),
                                   st.sample_values, ctx.evidence,
                                   gate.values("finsql", value_triples(schema, ctx.values, tables)),
-                                  ctx.business.prompt_text())
+                                  ctx.business.prompt_text(), gate.turns("finsql", ctx.turns))
     return prompt, fin_schema
 
 

@@ -60,3 +60,9 @@ class ResultTooLarge(Nl2sqlError, RuntimeError):
 
 class GateError(Nl2sqlError, TypeError):
     """A text was about to reach a model without passing the gate (``gate.py``): a bug."""
+class Abstained(Nl2sqlError, RuntimeError):
+    """The chosen reading's confidence is below ``abstain_below``; the message lists readings."""
+
+
+class ValuesRefused(Nl2sqlError, RuntimeError):
+    """A request would send cell values to a model while the value policy forbids it."""

@@ -232,6 +232,30 @@ class Gate:
             self.note(stage, "examples masked")
         return out
 
+    def turns(self, stage: str, turns: tuple) -> tuple:
+        """Mask the SQL of a conversation's earlier turns that would show withheld values.
+
+        A turn's question is the role's own text; its SQL may hold a literal of a column whose
+        values are withheld now (opted out since, or ``send_values = off``): such SQL is shown
+        with every literal replaced, as ``examples`` does.
+
+        Args:
+            stage: the asking stage.
+            turns: the earlier turns (``types.Turn``), oldest first.
+
+        Returns:
+            The turns as they may be shown (new objects where masked), in order.
+        """
+        if not self.withholding:
+            return tuple(turns)
+        out = []
+        for t in turns:
+            if self._reads_withheld_sql(t.sql):
+                t = replace(t, sql=_without_literals(t.sql))
+                self.note(stage, "turns masked")
+            out.append(t)
+        return tuple(out)
+
     def _reads_withheld_sql(self, sql: str) -> bool:
         if not self.send_values:
             return True
@@ -304,8 +328,8 @@ class Gate:
 
         Returns:
             ``(rows, note)``: the rows as they may be sent (withheld output columns dropped,
-            ``row_to_json`` text again), and a note for the prompt saying what was withheld
-            (None when nothing was).
+            ``row_to_json`` text again), and a note for the prompt saying what was withheld,
+            naming the withheld output columns (None when nothing was).
         """
         if not rows:
             return rows, None
@@ -318,22 +342,22 @@ class Gate:
         if allowed == []:
             return rows, None
         out: list[str] = []
-        dropped = 0
+        dropped: list[str] = []
         for r in rows:
             try:
                 pairs = json.loads(r, object_pairs_hook=list)
             except ValueError:  # cut short or not an object: withhold it
                 pairs = None
             if not isinstance(pairs, list) or allowed is None or len(allowed) != len(pairs):
-                dropped = max(dropped, len(pairs) if isinstance(pairs, list) else 1)
                 self.note(stage, "rows", 1)
                 continue
             keep = [(k, v) for (k, v), ok in zip(pairs, allowed) if ok]
-            dropped = max(dropped, len(pairs) - len(keep))
+            dropped = [str(k) for (k, _), ok in zip(pairs, allowed) if not ok]
             out.append(json.dumps(dict(keep), ensure_ascii=False, default=str))
         if out:
-            self.note(stage, "columns of rows", dropped * len(out))
-            return out, f"{dropped} column(s) withheld" if dropped else None
+            self.note(stage, "columns of rows", len(dropped) * len(out))
+            return out, (f"{len(dropped)} column(s) withheld: {', '.join(dropped)}"
+                         if dropped else None)
         return [], "rows withheld (they would show withheld columns)"
 
     def error(self, stage: str, text: str | None, sql: str | None,
@@ -378,18 +402,22 @@ class Gate:
             self.note(stage, "error detail lines", len(text.splitlines()) - 1)
         return out
 
-    def seal(self, stage: str, prompt: str) -> Gated:
+    def seal(self, stage: str, prompt: str, system: str | None = None) -> Gated:
         """Wrap a prompt built from gated parts as the chat messages ``llm`` sends.
 
         Args:
             stage: the asking stage (``presql``, ``finsql``, ``repair``, ``multiple_choice``,
-                or a later stage's name).
+                ``narrate``, or a later stage's name).
             prompt: the user message, built only from parts that passed this gate.
+            system: the system message; None for the SQL writers' (``prompts.messages``).
 
         Returns:
             ``Gated`` messages: the system message and the user message.
         """
-        return Gated(stage, tuple(prompts.messages(prompt)), _SEAL)
+        msgs = prompts.messages(prompt)
+        if system is not None:
+            msgs = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        return Gated(stage, tuple(msgs), _SEAL)
 
 
 def _width(row: str) -> int | None:

@@ -95,7 +95,8 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
                  examples: list[Example], k: int, n_values: int, evidence: str | None,
                  variants: int = 1, samples: int = 1, sample_temperature: float = 1.0,
                  values: list[tuple[str, str, str]] | None = None,
-                 business: str | None = None, *, gate: Gate) -> list[GenCall]:
+                 business: str | None = None, turns: tuple = (), *,
+                 gate: Gate) -> list[GenCall]:
     """Plan the FinSQL requests for one question.
 
     For each prompt variant (0..variants−1) and each model, one request of ``samples``
@@ -120,18 +121,21 @@ def finsql_calls(models: list[ModelConfig], question: str, schema: Schema,
             prompt, or None.
         business: the rendered business context (terms, instructions) shown in every prompt,
             or None.
-        gate: the call's gate: values and examples pass it (``Gate.values``,
-            ``Gate.examples``).
+        turns: earlier turns of the conversation (``types.Turn``), shown in every prompt.
+        gate: the call's gate: values, examples and turns pass it (``Gate.values``,
+            ``Gate.examples``, ``Gate.turns``).
 
     Returns:
         The ``GenCall`` list, variant-major (all models' variant 0 first).
     """
     values = gate.values("finsql", values or [])
     examples = gate.examples("finsql", examples)
+    turns = gate.turns("finsql", turns)
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
         sch, exs = variant_inputs(schema, examples, k, v, question)
-        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values, business)
+        prompt = prompts.build_prompt(question, sch, exs, n_values, evidence, values, business,
+                                      turns)
         for m in models:
             temp = None
             if samples > 1 and m.temperature == 0:

@@ -33,7 +33,8 @@ stage                  what it does                                           ti
 ``vote_stage``         MCS-SQL selection: filter, confidence threshold,        ``vote_ms``
                        majority with ties to the fastest, optional multiple
                        choice by a model
-``trace_stage``        candidates, vote, tokens and error into the trace      ``trace_ms``
+``trace_stage``        candidates, vote, tokens and error into the trace;     ``trace_ms``
+                       abstention below ``abstain_below`` (abstain.py)
 =====================  =====================================================  =================
 
 The caller logs the trace (``log_trace``). Model waits are recorded per round in
@@ -49,11 +50,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import (catalog, context, embed_client, prompts, reliability, safety, spi, value_policy,
-               verified)
+from . import (abstain, catalog, context, embed_client, prompts, reliability, safety, spi,
+               value_policy, verified)
 from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
+from .conversation import earlier_turns, validate_key, visible_turns
 from .errors import ConfigError, Nl2sqlError
 from .example_selection import Selection
 from .gate import Gate
@@ -66,7 +68,7 @@ from .repair import repair_loop
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
 from .settings import Settings, get_models, get_settings
 from .timing import StageTimer
-from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Vote
+from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Run:
         timer: the call's stage timer.
         gate: the gate every text bound for a model passes (the asking role's value rules),
             set by ``question_stage``.
+        turns: the conversation's earlier turns, oldest first (empty outside a conversation).
     """
 
     plpy: Any
@@ -93,6 +96,7 @@ class Run:
     trace: dict[str, Any]
     timer: StageTimer
     gate: Gate | None = None
+    turns: list[Turn] = field(default_factory=list)
 
     def on_wait(self) -> None:
         """Let a pending cancel land; called between slices of a model wait.
@@ -201,7 +205,8 @@ def _reply_json(r: LLMReply) -> dict[str, Any]:
             "text": r.text}
 
 
-def answer(plpy, question: str, search_path: str, evidence: str | None = None) -> dict[str, Any]:
+def answer(plpy, question: str, search_path: str, evidence: str | None = None,
+           conversation: str | None = None) -> dict[str, Any]:
     """Run the pipeline for one question: the stages of the module docstring, in order.
 
     Source: PET-SQL (Li et al. 2024) §3, with DAIL-SQL (Gao et al. 2023) §3.3 selection,
@@ -216,10 +221,13 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         question: the question as asked.
         search_path: the caller's search_path (names resolve as the caller's would).
         evidence: BIRD-style external knowledge, or None.
+        conversation: the conversation key (follow-up questions: its earlier turns go into
+            the prompts), or None.
 
     Returns:
         The trace (a JSON-able dict) whose ``sql`` is the chosen query (None with ``error`` set
-        when no candidate executed). Timings in milliseconds: ``llm_wait_ms`` is time spent
+        when no candidate executed, or when the vote abstained: then ``abstained`` lists the
+        readings). Timings in milliseconds: ``llm_wait_ms`` is time spent
         waiting on models, ``overhead_ms`` = total − llm_wait (in-database work).
 
     Raises:
@@ -230,7 +238,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
     timer = StageTimer()
-    run = start(plpy, question, search_path, evidence, timer)
+    run = start(plpy, question, search_path, evidence, timer, conversation)
     with timer.stage("schema_ms"):
         asked = question_stage(run)
     with timer.stage("retrieval_ms"):
@@ -257,6 +265,7 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None) -
         sel = vote_stage(run, asked, link, cands)
     with timer.stage("trace_ms"):
         trace_stage(run, pre, fin_replies, cands, rep, sel)
+        abstain_stage(run, asked, cands, sel)
     run.trace["embedder"] = embed_client.report()
     timer.finish(run.trace)
     return without_nul(run.trace)
@@ -290,8 +299,11 @@ def without_nul(value: Any) -> Any:
 
 
 def start(plpy, question: str, search_path: str, evidence: str | None,
-          timer: StageTimer) -> Run:
+          timer: StageTimer, conversation: str | None = None) -> Run:
     """Read the settings, validate the question and read the models, before any timed stage.
+
+    In a conversation, its earlier turns (the caller's own, ``conversation.earlier_turns``)
+    are read too, and listed in the trace's ``turns``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -299,20 +311,27 @@ def start(plpy, question: str, search_path: str, evidence: str | None,
         search_path: the caller's search_path text.
         evidence: the caller's hint text, or None.
         timer: the call's timer.
+        conversation: the conversation key, or None.
 
     Returns:
-        The Run every stage shares, its trace holding question, evidence, search_path, models.
+        The Run every stage shares, its trace holding question, evidence, search_path, models
+        (and ``conversation``, ``turns`` in a conversation).
 
     Raises:
-        QuestionError: a bad question (question.validate_question).
+        QuestionError: a bad question (question.validate_question) or conversation key.
         ConfigError: no model is enabled, or a stored setting is invalid.
     """
     st = get_settings(plpy)
     q = validate_question(question, st.question_max_chars)
     models = get_models(plpy, st)
+    key = validate_key(conversation)
     trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
                              "models": [m.name for m in models]}
-    return Run(plpy, st, models, search_path, evidence, trace, timer)
+    turns = earlier_turns(plpy, key, st.conversation_turns)
+    if key is not None:
+        trace["conversation"] = key
+        trace["turns"] = [t.__dict__ for t in turns]
+    return Run(plpy, st, models, search_path, evidence, trace, timer, turns)
 
 
 def question_stage(run: Run) -> Asked:
@@ -359,13 +378,17 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
         asked: from ``question_stage``.
 
     Returns:
-        The retrieval context; ``trace["examples"]`` holds the top-k examples.
+        The retrieval context (with the conversation's turns the role may still read:
+        ``conversation.visible_turns``); ``trace["examples"]`` holds the top-k examples.
 
     Raises:
         EmbeddingError: the embedding model is missing.
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
+    ctx.turns = tuple(visible_turns(run.turns, asked.schema))
+    if "turns" in run.trace:  # the turns the prompts show (the gate masks their literals there)
+        run.trace["turns"] = [t.__dict__ for t in run.gate.turns("trace", ctx.turns)]
     run.trace["examples"] = [e.__dict__ for e in run.gate.examples("trace", context.first_examples(
         ctx.verified, ctx.candidates, run.st.k_examples))]
     run.trace["business_context"] = ctx.business.to_json()
@@ -603,7 +626,8 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
                          sample_temperature=st.sample_temperature,
                          values=context.value_triples(asked.schema, ctx.values,
                                                       {tb.name for tb in link.schema.tables}),
-                         business=ctx.business.prompt_text() or None, gate=run.gate)
+                         business=ctx.business.prompt_text() or None, turns=ctx.turns,
+                         gate=run.gate)
     reply = pre.reply
     pc = Candidate(source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text,
                    prompt=pre.prompt)
@@ -905,6 +929,36 @@ def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:
         if r.get("reason") and r.get("status") in (Status.ERROR, Status.REFUSED, Status.TIMEOUT):
             r["reason"] = gate.error("trace", r["reason"], r.get("sql"))
     return d
+
+
+def abstain_stage(run: Run, asked: Asked, cands: list[Candidate], sel: Selected) -> None:
+    """Abstain when the chosen group's confidence is below setting ``abstain_below``.
+
+    The trace then has no ``sql``; its ``abstained`` holds the threshold, the confidence and
+    the readings (``abstain.readings``: the top groups' SQL and first rows after the value
+    policy), and its ``error`` the message ``nl2sql()`` raises. The vote's choice stays in
+    ``vote.sql``.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3, confidence as the share of agreeing candidates;
+    abstention on low confidence (selective prediction).
+
+    Args:
+        run: the call's shared state.
+        asked: the question and the role's schema.
+        cands: the candidates.
+        sel: the vote's outcome.
+
+    Returns:
+        None (``run.trace`` is changed when abstaining).
+    """
+    v, threshold = sel.vote, run.st.abstain_below
+    if not abstain.should_abstain(v, threshold):
+        return
+    found = abstain.readings(v, cands, run.gate, run.st.abstain_readings)
+    run.trace["abstained"] = {"threshold": threshold, "confidence": v.confidence,
+                              "readings": found}
+    run.trace["sql"] = None
+    run.trace["error"] = abstain.message(v.confidence, threshold, found)
 
 
 def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:

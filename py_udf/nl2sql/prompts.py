@@ -9,7 +9,7 @@ question/SQL pairs without their schemas.
 from __future__ import annotations
 
 from .spi import quote_literal
-from .types import Example, Schema, Table
+from .types import Example, Schema, Table, Turn
 
 QUESTION_MARKER = "/* Answer the following: "
 """The marker before the asked question in every prompt: prompts end with it, the question and
@@ -173,17 +173,45 @@ def render_business(terms: list[tuple[str, str, str | None]], instructions: list
         parts.append("\n".join(["/* Instructions for queries on this database: */"]
                                + [f"-- {_one_line(i)}" for i in instructions]))
     return "\n\n".join(parts)
+TURN_MARKER = "/* Earlier question: "
+"""The marker before an earlier turn's question (follow-up questions); not ``QUESTION_MARKER``,
+so the asked question stays the one after the last ``QUESTION_MARKER``."""
+
+
+def render_turns(turns: list[Turn] | tuple[Turn, ...]) -> str:
+    """Render a conversation's earlier turns: each question and the SQL chosen for it.
+
+    Source: CoE-SQL (Zhang et al. 2024), earlier turns' questions and SQL in the prompt of a
+    follow-up question (multi-turn text-to-SQL, SParC/CoSQL).
+
+    Args:
+        turns: the earlier turns, oldest first.
+
+    Returns:
+        A header line, then per turn its question after ``TURN_MARKER`` and its SQL ending in
+        one ``;``; ``""`` for no turns.
+    """
+    if not turns:
+        return ""
+    out = ["/* This question follows up on earlier questions of the same conversation; the "
+           "SQL that answered each is shown. Read the question below in their context: */"]
+    for t in turns:
+        out.append(f"{TURN_MARKER}{t.question.strip()} */")
+        out.append(t.sql.strip().rstrip(";") + ";")
+    return "\n".join(out)
 
 
 def build_prompt(question: str, schema: Schema, examples: list[Example], n_values: int = 3,
                  evidence: str | None = None,
                  values: list[tuple[str, str, str]] | None = None,
-                 business: str | None = None) -> str:
+                 business: str | None = None,
+                 turns: list[Turn] | tuple[Turn, ...] = ()) -> str:
     """Build the reference-enhanced prompt (the user message).
 
     Parts, separated by blank lines: the schema with cell values and foreign keys, the
     retrieved cell values, the business context (terms and instructions), the examples, the
-    hint (``evidence``), the instruction, and the question last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
+    conversation's earlier turns, the hint (``evidence``), the instruction, and the question
+    last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
     FinSQL (linked schema only).
 
     Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2, the reference-enhanced prompt;
@@ -197,6 +225,7 @@ def build_prompt(question: str, schema: Schema, examples: list[Example], n_value
         evidence: the caller's hint text, or None for no hint.
         values: retrieved ``(table prompt name, column, value)`` triples, or None.
         business: the rendered business context (``render_business``), or None.
+        turns: earlier turns of the question's conversation, oldest first (``render_turns``).
 
     Returns:
         The user message text.
@@ -209,6 +238,8 @@ def build_prompt(question: str, schema: Schema, examples: list[Example], n_value
     ex = render_examples(examples)
     if ex:
         parts.append(ex)
+    if turns:
+        parts.append(render_turns(turns))
     if evidence:
         parts.append(f"/* Hint: {evidence.strip()} */")
     parts.append(INSTRUCTION)

@@ -506,7 +506,8 @@ def log_query(plpy, trace: dict) -> int | None:
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        trace: the call's trace (already redacted by the caller).
+        trace: the call's trace (already redacted by the caller); its ``conversation`` key,
+            when set, is stored with the row (a turn of that conversation).
 
     Returns:
         The log row's id, or None on a server in recovery (read replica), where nothing is
@@ -521,10 +522,10 @@ def log_query(plpy, trace: dict) -> int | None:
     _log_token = secrets.token_hex(32)
     try:
         res = spi.query(
-            plpy, "SELECT nl2sql._log_query($1, current_user, $2, $3, $4, $5, $6::jsonb) AS id",
+            plpy, "SELECT nl2sql._log_query($1, current_user, $2, $3, $4, $5, $6::jsonb, $7) AS id",
             [_log_token, trace.get("question") or "", trace.get("sql"), trace.get("confidence"),
-             trace.get("error"), json.dumps(trace, default=str)],
-            ["text", "text", "text", "float8", "text", "text"])
+             trace.get("error"), json.dumps(trace, default=str), trace.get("conversation")],
+            ["text", "text", "text", "float8", "text", "text", "text"])
     finally:
         _log_token = None
     return res[0]["id"]
@@ -532,7 +533,7 @@ def log_query(plpy, trace: dict) -> int | None:
 
 def write_log(plpy, sd: dict, token: str | None, role_name: str | None, question: str | None,
               sql: str | None, confidence: float | None, error: str | None,
-              trace: str | None) -> int:
+              trace: str | None, conversation: str | None = None) -> int:
     """Insert one ``nl2sql.query_log`` row: the body of ``nl2sql._log_query`` (SECURITY DEFINER).
 
     The row is written only when ``token`` is the one-time token ``log_query`` issued for it
@@ -550,6 +551,7 @@ def write_log(plpy, sd: dict, token: str | None, role_name: str | None, question
         confidence: the vote's confidence, or None.
         error: the call's error, or None.
         trace: the trace as JSON text.
+        conversation: the call's conversation key (follow-up questions), or None.
 
     Returns:
         The new row's id.
@@ -567,8 +569,9 @@ def write_log(plpy, sd: dict, token: str | None, role_name: str | None, question
     plan = sd.get("insert")
     if plan is None:
         plan = plpy.prepare(
-            "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace) "
-            "VALUES (nl2sql._acting_role($1), $2, $3, $4, $5, $6::jsonb) RETURNING id",
-            ["name", "text", "text", "float8", "text", "text"])
+            "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace, "
+            "conversation) VALUES (nl2sql._acting_role($1), $2, $3, $4, $5, $6::jsonb, $7) "
+            "RETURNING id", ["name", "text", "text", "float8", "text", "text", "text"])
         sd["insert"] = plan
-    return plpy.execute(plan, [role_name, question, sql, confidence, error, trace])[0]["id"]
+    return plpy.execute(plan, [role_name, question, sql, confidence, error, trace,
+                               conversation])[0]["id"]

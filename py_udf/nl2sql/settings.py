@@ -323,6 +323,21 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("majority", "multiple_choice")),
     Setting("selection_model", "str", "",
             "model for multiple-choice selection; empty = the PreSQL writer"),
+    _unit("abstain_below", 0,
+          "clarify or abstain: when the chosen group's confidence is below this, `nl2sql()` "
+          "raises a message listing the competing readings instead of answering (0 = off)"),
+    Setting("abstain_readings", "int", 3,
+            "readings (top result groups) an abstention lists, each with its SQL and first "
+            "rows", minimum=1, maximum=10),
+    Setting("conversation_turns", "int", 5,
+            "earlier turns of a conversation (their questions and chosen SQL) shown in the "
+            "prompts of a follow-up question", minimum=0, maximum=50),
+    Setting("narrate_model", "str", "",
+            "model that writes `nl2sql.narrate` answers; empty = the first configured model "
+            "(the PreSQL writer)"),
+    Setting("narrate_rows", "int", 20,
+            "first rows of the chosen SQL that `nl2sql.narrate` shows the model", minimum=1,
+            maximum=1000),
     Setting("hardness_voters", "json", {},
             "PET-SQL fine-grained voting: JSON `{\"easy\": [models], \"medium\": …, \"hard\": …, "
             "\"extra\": …}`; empty = every model votes"),

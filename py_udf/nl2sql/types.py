@@ -298,3 +298,18 @@ class Vote:
     reason: str
     dropped: list[dict[str, Any]] = field(default_factory=list)  # below the confidence threshold
     method: str = "majority"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """An earlier turn of a conversation: what was asked and the SQL chosen for it.
+
+    Attributes:
+        log_id: the turn's ``nl2sql.query_log`` id.
+        question: the question as asked.
+        sql: the chosen SQL.
+    """
+
+    log_id: int
+    question: str
+    sql: str

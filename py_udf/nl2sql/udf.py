@@ -77,12 +77,13 @@ def configure_embedder(plpy) -> str:
     return mode
 
 
-def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[str, Any]:
+def _run(plpy, question: str, search_path: str, evidence: str | None,
+         conversation: str | None = None) -> dict[str, Any]:
     # every error message raised here and the whole trace (logged, returned by explain, its
     # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
     secrets = configured_secrets(plpy)
     try:
-        trace = answer(plpy, question, search_path, evidence)
+        trace = answer(plpy, question, search_path, evidence, conversation)
     except QuestionError as e:
         _fail(plpy, redact(str(e), secrets))
     except ConfigError as e:
@@ -97,8 +98,9 @@ def _run(plpy, question: str, search_path: str, evidence: str | None) -> dict[st
 
 
 @entry_point
-def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
-    """Answer a question with one SQL query: backs ``nl2sql(question, evidence) → text``.
+def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None,
+           conversation: str | None = None) -> str:
+    """Answer a question with one SQL query: backs ``nl2sql(question, ...) → text``.
 
     Logs the trace to ``nl2sql.query_log``.
 
@@ -107,17 +109,20 @@ def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -
         question: the natural-language question.
         search_path: the caller's search_path text.
         evidence: the caller's hint text, or None.
+        conversation: the conversation key (its earlier turns go into the prompts), or None.
 
     Returns:
         The chosen SQL text.
 
     Raises:
-        plpy.Error: (through ``plpy.error``) for an invalid question, setting or model
-            configuration, a missing index or embedding model, or when no candidate could be
-            executed (every model failed, or every candidate was refused or failed), naming
-            why; the hint points to ``nl2sql.explain`` and the log id.
+        plpy.Error: (through ``plpy.error``) for an invalid question, conversation key,
+            setting or model configuration, a missing index or embedding model, when no
+            candidate could be executed (every model failed, or every candidate was refused or
+            failed), naming why, or when the vote abstained (confidence below
+            ``abstain_below``: the message lists the readings); the hint points to
+            ``nl2sql.explain`` and the log id.
     """
-    trace = _run(plpy, question, search_path, evidence)
+    trace = _run(plpy, question, search_path, evidence, conversation)
     if trace.get("sql") is None:
         _fail(plpy, trace.get("error") or "nl2sql: no SQL chosen",
               f"SELECT nl2sql.explain(...) shows the whole trace (log id {trace.get('log_id')})")
@@ -125,34 +130,36 @@ def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None) -
 
 
 @entry_point
-def explain(plpy, question: str, search_path: str, evidence: str | None = None) -> str:
+def explain(plpy, question: str, search_path: str, evidence: str | None = None,
+            conversation: str | None = None) -> str:
     """Return the whole trace of answering a question: backs ``nl2sql.explain(...) → jsonb``.
 
     Logs the trace to ``nl2sql.query_log`` (its id is the trace's ``log_id``).
 
     Args:
-        plpy, question, search_path, evidence: as for ``nl2sql``.
+        plpy, question, search_path, evidence, conversation: as for ``nl2sql``.
 
     Returns:
         The trace as JSON text; also when no SQL was chosen (then ``sql`` is null and
-        ``error`` says why).
+        ``error`` says why; an abstention's readings are in ``abstained``).
 
     Raises:
         plpy.Error: (through ``plpy.error``) for an invalid question, setting or model
             configuration, a missing index or embedding model.
     """
-    return json.dumps(_run(plpy, question, search_path, evidence), default=str)
+    return json.dumps(_run(plpy, question, search_path, evidence, conversation), default=str)
 
 
 @entry_point
-def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> list[str]:
+def ask(plpy, question: str, search_path: str, evidence: str | None = None,
+        conversation: str | None = None) -> list[str]:
     """Answer a question with the rows of the chosen SQL: backs ``nl2sql.ask(...) → setof jsonb``.
 
     The rows are fetched read-only under the settings ``candidate_timeout_ms`` and
     ``max_rows``.
 
     Args:
-        plpy, question, search_path, evidence: as for ``nl2sql``.
+        plpy, question, search_path, evidence, conversation: as for ``nl2sql``.
 
     Returns:
         At most ``max_rows`` rows, each a ``row_to_json`` text.
@@ -163,13 +170,59 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None) -> l
     """
     from .execute import fetch_rows
 
-    sql = nl2sql(plpy, question, search_path, evidence)
+    sql = nl2sql(plpy, question, search_path, evidence, conversation)
     st = get_settings(plpy)
     try:
         return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows,
                           st.max_result_bytes)
     except CandidateRefused as e:  # it took a session-level advisory lock (released)
         _fail(plpy, f"nl2sql: the chosen query {e}")
+
+
+@entry_point
+def narrate(plpy, question: str, search_path: str, evidence: str | None = None,
+            conversation: str | None = None) -> str:
+    """Answer a question in words: backs ``nl2sql.narrate(...) → text``.
+
+    Refused first when setting ``send_values`` is off. Otherwise the question is answered as
+    ``nl2sql`` answers it (logged), the chosen SQL's first ``narrate_rows`` rows are fetched
+    read-only, pass the gate (``narrate.gated_rows``) and go with the question and
+    the SQL to the model of setting ``narrate_model`` (else the first model).
+
+    Args:
+        plpy, question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        The model's short answer text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) ``send_values`` is off; everything ``nl2sql``
+            raises; the chosen SQL failed when fetched; ``narrate_model`` names no enabled
+            model; the narrating model failed.
+    """
+    from . import narrate as nr
+    from .execute import fetch_rows
+    from .safety import statement_remaining_s
+    from .settings import get_models
+
+    st = get_settings(plpy)
+    secrets = configured_secrets(plpy)
+    try:
+        nr.check_allowed(st)
+        sql = nl2sql(plpy, question, search_path, evidence, conversation)
+        rows = fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.narrate_rows + 1,
+                          st.max_result_bytes)
+        gated = nr.gated_rows(plpy, search_path, sql, rows[:st.narrate_rows], st.send_values)
+        models = get_models(plpy, st)
+        model = nr.pick_model(models, st.narrate_model)
+        return nr.write_answer(model, gated.gate, nr.narrate_prompt(question, sql, gated,
+                                                        len(rows) > st.narrate_rows),
+                               functools.partial(spi.cancel_point, plpy),
+                               statement_remaining_s(plpy))
+    except ConfigError as e:
+        _fail(plpy, redact(str(e), secrets), "see README.md, section 'Models'")
+    except (Nl2sqlError, RuntimeError) as e:
+        _fail(plpy, redact(str(e), secrets))
 
 
 @entry_point

@@ -103,28 +103,31 @@ $$;
 -- plan_cache_mode: the pipeline keeps its SPI plans per backend; after 5 runs PostgreSQL would
 -- switch a plan to a generic one, which for the privilege-filtered views is 6-10x slower
 -- (example search: 1.5 ms custom vs 10-14 ms generic, measured on superhero).
-CREATE OR REPLACE FUNCTION nl2sql._nl2sql(question text, caller_search_path text, evidence text)
+CREATE OR REPLACE FUNCTION nl2sql._nl2sql(question text, caller_search_path text, evidence text,
+                                          conversation text)
 RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.nl2sql(plpy, question, caller_search_path, evidence)
+return udf.nl2sql(plpy, question, caller_search_path, evidence, conversation)
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql._explain(question text, caller_search_path text, evidence text)
+CREATE OR REPLACE FUNCTION nl2sql._explain(question text, caller_search_path text, evidence text,
+                                           conversation text)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.explain(plpy, question, caller_search_path, evidence)
+return udf.explain(plpy, question, caller_search_path, evidence, conversation)
 $py$;
 
-CREATE OR REPLACE FUNCTION nl2sql._ask(question text, caller_search_path text, evidence text)
+CREATE OR REPLACE FUNCTION nl2sql._ask(question text, caller_search_path text, evidence text,
+                                       conversation text)
 RETURNS SETOF jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
 SET plan_cache_mode = force_custom_plan AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import udf
-return udf.ask(plpy, question, caller_search_path, evidence)
+return udf.ask(plpy, question, caller_search_path, evidence, conversation)
 $py$;
 
 -- nl2sql(question) → the chosen SQL. In schema public so that it works with the default
@@ -132,25 +135,47 @@ $py$;
 -- search_path: a parameter default is evaluated in the caller's context, before the function's
 -- own pinned search_path takes effect (SECURITY INVOKER, SET search_path FROM CURRENT).
 CREATE OR REPLACE FUNCTION public.nl2sql(question text, evidence text DEFAULT NULL,
-                                         search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                         search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                         conversation text DEFAULT NULL)
 RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
-AS $$ SELECT nl2sql._nl2sql(question, search_path, evidence) $$;
-COMMENT ON FUNCTION public.nl2sql(text, text, text) IS
+AS $$ SELECT nl2sql._nl2sql(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION public.nl2sql(text, text, text, text) IS
     'nl2sql: answer a natural-language question with one SQL query (text); see nl2sql.explain for the trace';
 
 CREATE OR REPLACE FUNCTION nl2sql.explain(question text, evidence text DEFAULT NULL,
-                                          search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                          search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                          conversation text DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
-AS $$ SELECT nl2sql._explain(question, search_path, evidence) $$;
-COMMENT ON FUNCTION nl2sql.explain(text, text, text) IS
+AS $$ SELECT nl2sql._explain(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.explain(text, text, text, text) IS
     'nl2sql: the whole trace of answering a question (examples, prompts, candidates, votes, timings, tokens)';
 
 CREATE OR REPLACE FUNCTION nl2sql.ask(question text, evidence text DEFAULT NULL,
-                                      search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                      search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                      conversation text DEFAULT NULL)
 RETURNS SETOF jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
-AS $$ SELECT nl2sql._ask(question, search_path, evidence) $$;
-COMMENT ON FUNCTION nl2sql.ask(text, text, text) IS
+AS $$ SELECT nl2sql._ask(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.ask(text, text, text, text) IS
     'nl2sql: the rows of the chosen SQL, one jsonb object per row';
+
+-- Answers in words: the chosen SQL's first rows, written up by a model (value policy applies).
+CREATE OR REPLACE FUNCTION nl2sql._narrate(question text, caller_search_path text, evidence text,
+                                           conversation text)
+RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT
+SET plan_cache_mode = force_custom_plan AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.narrate(plpy, question, caller_search_path, evidence, conversation)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.narrate(question text, evidence text DEFAULT NULL,
+                                          search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                          conversation text DEFAULT NULL)
+RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._narrate(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.narrate(text, text, text, text) IS
+    'nl2sql: a short answer in words, written by a model from the chosen SQL''s first rows';
+
 
 CREATE OR REPLACE FUNCTION nl2sql.reindex(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$

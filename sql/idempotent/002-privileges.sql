@@ -232,7 +232,7 @@ CREATE OR REPLACE VIEW nl2sql.visible_example WITH (security_barrier) AS
 
 -- The caller's own query log rows.
 CREATE OR REPLACE VIEW nl2sql.my_query_log WITH (security_barrier) AS
-    SELECT id, created_at, role_name, question, sql, confidence, error, trace
+    SELECT id, created_at, role_name, question, sql, confidence, error, trace, conversation
     FROM nl2sql.query_log WHERE role_name = current_user;
 
 GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
@@ -250,12 +250,48 @@ GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
 -- that function's owner).
 CREATE OR REPLACE FUNCTION nl2sql._log_query(token text, role_name name, question text,
                                              sql text, confidence float8, error text,
-                                             trace jsonb)
+                                             trace jsonb, conversation text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 from nl2sql import safety
-return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace)
+return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace,
+                        conversation)
 $py$;
+
+-- Forgetting a conversation detaches the acting role's turns from the key (conversation set
+-- to NULL): later questions with that key start afresh; the rows stay in the query log, the
+-- DBA's record (feedback() refers to them by id). Acts only for nl2sql._acting_role(who).
+CREATE OR REPLACE FUNCTION nl2sql._forget_conversation(who name, key text)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    UPDATE nl2sql.query_log q SET conversation = NULL
+    WHERE q.role_name = nl2sql._acting_role(_forget_conversation.who)
+      AND q.conversation = _forget_conversation.key;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- A conversation's turns: the caller's own query_log rows with that key, oldest first.
+CREATE OR REPLACE FUNCTION nl2sql.conversation(key text)
+RETURNS TABLE (turn bigint, log_id bigint, asked_at timestamptz, question text, sql text,
+               confidence float8, error text)
+LANGUAGE sql STABLE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+    SELECT pg_catalog.row_number() OVER (ORDER BY q.id), q.id, q.created_at, q.question, q.sql,
+           q.confidence, q.error
+    FROM nl2sql.my_query_log q WHERE q.conversation OPERATOR(pg_catalog.=) key ORDER BY q.id
+$$;
+COMMENT ON FUNCTION nl2sql.conversation(text) IS
+    'nl2sql: the turns of one of your conversations (question, chosen SQL), oldest first';
+
+CREATE OR REPLACE FUNCTION nl2sql.forget_conversation(key text) RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+    SELECT nl2sql._forget_conversation(current_user, key)
+$$;
+COMMENT ON FUNCTION nl2sql.forget_conversation(text) IS
+    'nl2sql: detach your turns from a conversation (later questions no longer build on them); returns how many';
 
 -- Per-table/column cell-value policy (see nl2sql.value_policy); re-indexes the table's values.
 CREATE OR REPLACE FUNCTION nl2sql.set_value_policy(tbl regclass, send_values boolean,
