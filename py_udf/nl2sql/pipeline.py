@@ -331,7 +331,7 @@ def start(plpy, question: str, search_path: str, evidence: str | None,
     if key is not None:
         trace["conversation"] = key
         trace["turns"] = [t.__dict__ for t in turns]
-    return Run(plpy, st, models, search_path, evidence, trace, timer, turns)
+    return Run(plpy, st, models, search_path, evidence, trace, timer, turns=turns)
 
 
 def question_stage(run: Run) -> Asked:
