@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
-from .errors import GateError
+from .errors import ConfigError, GateError
 from .gate import Gated
 from .redaction import env_secrets, redact
 from .types import LLMReply, ModelConfig
@@ -42,6 +42,31 @@ _CLIENT_CLASS = None
 
 
 from .errors import ModelError  # noqa: E402  (re-exported)
+
+
+def pick_model(models: list[ModelConfig], setting: str, name: str) -> ModelConfig:
+    """Pick the model a setting names, or the first (PreSQL-writing) model when it is empty.
+
+    Args:
+        models: the enabled models, PreSQL writer first (non-empty).
+        setting: the setting's key (``selection_model``, ``narrate_model``), for the message.
+        name: the setting's value ('' for the first model).
+
+    Returns:
+        The model.
+
+    Raises:
+        ConfigError: the named model is not enabled.
+    """
+    if not name:
+        return models[0]
+    for m in models:
+        if m.name == name:
+            return m
+    raise ConfigError(f"nl2sql: setting {setting!r} names {name!r}, which is not an "
+                      f"enabled model ({', '.join(m.name for m in models)}); fix it with "
+                      f"SELECT nl2sql.set_setting('{setting}', '<name>') or '' for the "
+                      f"first model (the PreSQL writer)")
 
 
 def _spawn(fn: Callable, *args) -> Future:

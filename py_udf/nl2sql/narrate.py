@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from . import catalog
 from .gate import Gate
-from .errors import ConfigError, ModelError, ValuesRefused
+from .errors import ModelError, ValuesRefused
 from .llm import call_models
 from .settings import Settings
 from .types import LLMReply, ModelConfig, Schema
@@ -44,30 +44,6 @@ def check_allowed(st: Settings) -> None:
             "nl2sql.narrate: refused: setting send_values is off, so no cell value may reach a "
             "model, and an answer in words is written by a model from the result rows; use "
             "nl2sql.ask(question) for the rows themselves")
-
-
-def pick_model(models: list[ModelConfig], name: str) -> ModelConfig:
-    """Pick the model that writes the answer.
-
-    Args:
-        models: the enabled models, PreSQL writer first.
-        name: setting ``narrate_model`` ('' for the first model).
-
-    Returns:
-        The model.
-
-    Raises:
-        ConfigError: the named model is not enabled.
-    """
-    if not name:
-        return models[0]
-    for m in models:
-        if m.name == name:
-            return m
-    raise ConfigError(f"nl2sql: setting 'narrate_model' names {name!r}, which is not an "
-                      f"enabled model ({', '.join(m.name for m in models)}); fix it with "
-                      f"SELECT nl2sql.set_setting('narrate_model', '<name>') or '' for the "
-                      f"first model")
 
 
 @dataclass(frozen=True)

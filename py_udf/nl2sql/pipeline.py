@@ -56,13 +56,13 @@ from .alignment import ValueIndex
 from .cleaning import clean
 from .context import Context
 from .conversation import earlier_turns, validate_key, visible_turns
-from .errors import ConfigError, Nl2sqlError
+from .errors import Nl2sqlError
 from .example_selection import Selection
 from .gate import Gate
 from .generation import Evaluator, GenCall, candidates_from, finsql_calls
 from .hardness import hardness, route
 from .linking import Linked
-from .llm import call_models, call_models_during
+from .llm import call_models, call_models_during, pick_model
 from .question import rewrite_question, validate_question
 from .repair import repair_loop
 from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
@@ -841,7 +841,7 @@ def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) ->
                 "nothing calibrated, or calibration kept the plain majority")}
     if st.selection != "multiple_choice" or len(v.groups) <= 1:
         return Selected(v)
-    mc_model = pick_selection_model(run.models, st.selection_model)
+    mc_model = pick_model(run.models, "selection_model", st.selection_model)
     rows: dict[str, list[str]] = {}
     notes: dict[str, str] = {}
     for c in cands:  # each option's rows pass the gate (rows / columns withheld, shapes kept)
@@ -959,32 +959,6 @@ def abstain_stage(run: Run, asked: Asked, cands: list[Candidate], sel: Selected)
                               "readings": found}
     run.trace["sql"] = None
     run.trace["error"] = abstain.message(v.confidence, threshold, found)
-
-
-def pick_selection_model(models: list[ModelConfig], name: str) -> ModelConfig:
-    """Pick the model for multiple-choice selection.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection.
-
-    Args:
-        models: the enabled models, PreSQL writer first.
-        name: setting ``selection_model`` ('' for the PreSQL writer).
-
-    Returns:
-        The model.
-
-    Raises:
-        ConfigError: the named model is not enabled.
-    """
-    if not name:
-        return models[0]
-    for m in models:
-        if m.name == name:
-            return m
-    raise ConfigError(f"nl2sql: setting 'selection_model' names {name!r}, which is not an "
-                      f"enabled model ({', '.join(m.name for m in models)}); fix it with "
-                      f"SELECT nl2sql.set_setting('selection_model', '<name>') or '' for the "
-                      f"PreSQL writer")
 
 
 def log_trace(plpy, trace: dict[str, Any]) -> int | None:

@@ -109,13 +109,19 @@ def render_examples(examples: list[Example]) -> str:
         A header line, then per example its question after ``QUESTION_MARKER`` and its SQL
         ending in one ``;``; ``""`` for no examples.
     """
-    if not examples:
+    return _pairs("/* Some example questions and corresponding SQL queries are provided based "
+                  "on similar problems: */", QUESTION_MARKER,
+                  [(ex.question, ex.sql) for ex in examples])
+
+
+def _pairs(header: str, marker: str, pairs: list[tuple[str, str]]) -> str:
+    """A header, then per pair its question after ``marker`` and its SQL ending in one ``;``."""
+    if not pairs:
         return ""
-    out = ["/* Some example questions and corresponding SQL queries are provided based on "
-           "similar problems: */"]
-    for ex in examples:
-        out.append(f"{QUESTION_MARKER}{ex.question} */")
-        out.append(ex.sql.strip().rstrip(";") + ";")
+    out = [header]
+    for question, sql in pairs:
+        out.append(f"{marker}{question} */")
+        out.append(sql.strip().rstrip(";") + ";")
     return "\n".join(out)
 
 
@@ -191,14 +197,9 @@ def render_turns(turns: list[Turn] | tuple[Turn, ...]) -> str:
         A header line, then per turn its question after ``TURN_MARKER`` and its SQL ending in
         one ``;``; ``""`` for no turns.
     """
-    if not turns:
-        return ""
-    out = ["/* This question follows up on earlier questions of the same conversation; the "
-           "SQL that answered each is shown. Read the question below in their context: */"]
-    for t in turns:
-        out.append(f"{TURN_MARKER}{t.question.strip()} */")
-        out.append(t.sql.strip().rstrip(";") + ";")
-    return "\n".join(out)
+    return _pairs("/* This question follows up on earlier questions of the same conversation; "
+                  "the SQL that answered each is shown. Read the question below in their "
+                  "context: */", TURN_MARKER, [(t.question.strip(), t.sql) for t in turns])
 
 
 def build_prompt(question: str, schema: Schema, examples: list[Example], n_values: int = 3,

@@ -14,6 +14,7 @@ from . import embed_client, indexer, spi
 from . import version
 from .errors import (CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError,
                      VersionMismatch)
+from .llm import pick_model
 from .pipeline import answer, log_trace
 from .redaction import configured_secrets, redact, redact_obj
 from .settings import get_settings, lookup, validate_setting
@@ -214,7 +215,7 @@ def narrate(plpy, question: str, search_path: str, evidence: str | None = None,
                           st.max_result_bytes)
         gated = nr.gated_rows(plpy, search_path, sql, rows[:st.narrate_rows], st.send_values)
         models = get_models(plpy, st)
-        model = nr.pick_model(models, st.narrate_model)
+        model = pick_model(models, "narrate_model", st.narrate_model)
         return nr.write_answer(model, gated.gate, nr.narrate_prompt(question, sql, gated,
                                                         len(rows) > st.narrate_rows),
                                functools.partial(spi.cancel_point, plpy),
