@@ -129,3 +129,21 @@ def test_the_group_speaks_with_the_row_order_most_members_agree_on():
     assert representative([unordered, c("e", None, 0.1)]).model == "e"  # no order: fastest
     v = select([desc1, desc2, asc])
     assert v.sql == "-- b" and v.groups[0]["size"] == 3
+
+
+def test_empty_results_vote_only_when_no_candidate_returned_rows():
+    # three candidates agree on no rows, two on the same rows: the rows win, and the reason
+    # says the empty ones were set aside; the confidence is the share of those with rows
+    cands = [_c("e1", "h0", 1, rows=0), _c("e2", "h0", 1, rows=0), _c("e3", "h0", 1, rows=0),
+             _c("r1", "h1", 5, rows=2), _c("r2", "h1", 3, rows=2), _c("x", "h2", 2, rows=1)]
+    v = select(cands, threshold=0.2)
+    assert v.winner_hash == "h1" and v.sql == "SELECT 'r2'"
+    assert abs(v.confidence - 2 / 3) < 1e-9
+    assert "3 candidate(s) with an empty result set aside" in v.reason
+    assert all(g["result_hash"] != "h0" for g in v.groups + v.dropped)
+    # the selection before the rule: the empty group is the majority
+    assert select(cands, threshold=0.2, empty_results_vote=True).winner_hash == "h0"
+    # when every candidate returned nothing, the empty result is the answer
+    only_empty = [_c("e1", "h0", 1, rows=0), _c("e2", "h0", 2, rows=0), _c("f", None, 1, "error")]
+    v = select(only_empty, threshold=0.2)
+    assert v.winner_hash == "h0" and v.confidence == 1.0 and "set aside" not in v.reason

@@ -1,7 +1,9 @@
 """Selection among executed candidates: MCS-SQL's filtering and confidence, majority with ties
 to the fastest, and the optional multiple-choice selection by a model.
 
-1. drop candidates that were refused, failed or timed out;
+1. drop candidates that were refused, failed or timed out; when some candidate returned rows,
+   drop the candidates whose result is empty too (an empty result answers only when every
+   candidate that ran returned nothing);
 2. group the rest by execution result (multiset of rows); keep the fastest member per group;
 3. confidence of a group = its size / the number of candidates that executed;
 4. drop groups whose confidence is below ``threshold`` (MCS-SQL uses 0.2); when that would
@@ -16,7 +18,13 @@ to the fastest, and the optional multiple-choice selection by a model.
 
 Sources: MCS-SQL (Lee et al. 2024) §3.3 (candidate filtering, confidence threshold 0.2,
 multiple-choice selection with options ordered by confidence); OpenSearch-SQL (Xie et al. 2024)
-§3.6 and PET-SQL (Li et al. 2024) §3.4 (vote by result, ties to the shortest execution time).
+§3.6 and PET-SQL (Li et al. 2024) §3.4 (vote by result, ties to the shortest execution time);
+empty results as a failure signal: execution-guided decoding (Wang et al. 2018, "Robust
+Text-to-SQL Generation with Execution-Guided Decoding", §3) discards candidates whose execution
+returns nothing, MAC-SQL (Wang et al. 2024) §3.4 sends them to its refiner; the rule here, that
+they take no part in the vote while another candidate returned rows, came from reading the
+Spider replay's misses (car_1, cre_Doc_Template_Mgt: a majority of candidates agreeing on no
+rows — a join through the wrong table, a misspelt value — against a right group with rows).
 """
 from __future__ import annotations
 
@@ -84,11 +92,14 @@ def representative(members: list[Candidate], weights: dict[str, float] | None = 
 
 
 def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str = "fastest",
-           priority: list[str] | None = None, weights: dict[str, float] | None = None) -> Vote:
+           priority: list[str] | None = None, weights: dict[str, float] | None = None,
+           empty_results_vote: bool = False) -> Vote:
     """Select among executed candidates: steps 1–5 of the module docstring.
 
     Candidates with status ``ok`` and a result hash take part; the others are counted in the
-    reason as refused, failed or timed out.
+    reason as refused, failed or timed out. When at least one candidate returned rows, those
+    whose result is empty (``row_count`` 0) take no part either and the reason counts them
+    (``empty_results_vote`` keeps them in).
 
     Args:
         candidates: the candidates of one question, executed or not.
@@ -123,6 +134,10 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
     ok = [c for c in candidates if c.status == Status.OK and c.result_hash is not None]
     failed = len(candidates) - len(ok)
+    empty = 0
+    if not empty_results_vote and any((c.row_count or 0) > 0 for c in ok):
+        empty = sum(1 for c in ok if c.row_count == 0)
+        ok = [c for c in ok if c.row_count != 0]
     if not ok:
         return Vote(sql=None, winner_hash=None, confidence=0.0, groups=[],
                     reason="no candidate executed successfully")
@@ -188,6 +203,8 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         reason += f" (votes weighted by learned reliability: score {win['score']:g})"
     if failed:
         reason += f"; {failed} candidate(s) refused, failed or timed out"
+    if empty:
+        reason += f"; {empty} candidate(s) with an empty result set aside (others returned rows)"
     return Vote(sql=win["sql"], winner_hash=win["result_hash"], confidence=win["confidence"],
                 groups=kept, reason=reason + note, dropped=dropped, method="majority")
 
