@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nl2sql.examples import sql_skeleton
-from nl2sql.linking import (estimate_tokens, fk_bridges, link_schema, linking_values,
+from nl2sql.linking import (estimate_tokens, fk_bridges, inferred_joins, link_schema, linking_values,
                             presql_links, presql_token_tables, prune_schema)
 from nl2sql.masking import mask_question
 from nl2sql.prompts import build_prompt, render_values
@@ -276,3 +276,44 @@ def test_a_similar_key_column_whose_other_end_presql_reads_does_not_link():
     # the same column links when PreSQL does not read the other end of its key
     other = link_schema(s, "SELECT gender FROM gender", [], [("public", "colour", "id", 0.8)])
     assert "colour" in other.tables
+
+
+def _undeclared_keys_schema(declare_model_key=False):
+    """Four tables; only spec -> version is a declared key; model and version share a
+    same-named, same-typed column; maker and spec share only their primary key ``id``."""
+    def t(name, pk, *cols):
+        return Table(name=name, schema="public", table=name, columns=[
+            Column(c, "integer" if c.endswith("id") else "text", is_primary_key=(c == pk))
+            for c in cols])
+    tables = [t("maker", "id", "id", "name"),
+              t("model", "model_id", "model_id", "maker_id", "model_name"),
+              t("version", "version_id", "version_id", "model_name", "make"),
+              t("spec", "id", "id", "weight")]
+    fks = [ForeignKey("spec", ["id"], "version", ["version_id"])]
+    if declare_model_key:
+        fks.append(ForeignKey("version", ["model_name"], "model", ["model_name"]))
+    return Schema(tables, fks)
+
+
+def test_same_named_columns_join_tables_the_foreign_keys_leave_apart():
+    s = _undeclared_keys_schema()
+    # model/version: same name and type, no key path; maker/spec: only id = id (both keys)
+    assert inferred_joins(s) == [("model", "version", "model_name")]
+    assert fk_bridges(["model", "spec"], s) == [("version", "model", "spec")]
+    # a declared key connects them already: nothing is inferred
+    assert inferred_joins(_undeclared_keys_schema(declare_model_key=True)) == []
+
+
+def test_a_semi_join_subquery_is_bridged_to_its_outer_select():
+    s = _undeclared_keys_schema()
+    semi = link_schema(s, "SELECT model_name FROM model WHERE model_id IN "
+                          "(SELECT id FROM spec WHERE weight < 3000)", [], [])
+    assert set(semi.tables) == {"model", "spec", "version"}
+    assert semi.why["version"] == ["fk bridge model - spec"]
+    eq = link_schema(s, "SELECT model_name FROM model WHERE model_id = "
+                        "(SELECT id FROM spec ORDER BY weight LIMIT 1)", [], [])
+    assert "version" in eq.tables
+    # a subquery that only computes a bound is no join: nothing is bridged
+    bound = link_schema(s, "SELECT model_name FROM model WHERE maker_id < "
+                           "(SELECT AVG(weight) FROM spec)", [], [])
+    assert set(bound.tables) == {"model", "spec"}

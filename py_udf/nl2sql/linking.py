@@ -228,6 +228,81 @@ def fk_graph(schema: Schema) -> dict[str, set[str]]:
     return g
 
 
+def _components(g: dict[str, set[str]]) -> dict[str, int]:
+    """Number the connected components of ``g`` (table -> component id)."""
+    comp: dict[str, int] = {}
+    for start in sorted(g):
+        if start in comp:
+            continue
+        comp[start] = len(comp)
+        q = deque([start])
+        while q:
+            for v in g[q.popleft()]:
+                if v not in comp:
+                    comp[v] = comp[start]
+                    q.append(v)
+    return comp
+
+
+def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
+    """Infer join edges between tables the foreign keys leave unconnected.
+
+    Two tables get an inferred edge when a column of the same name (case-insensitive) and the
+    same data type occurs in exactly these two tables of the schema (a name many tables
+    share, such as ``id`` or ``name``, says nothing about which of them join), the foreign keys
+    give no path between them, and the column is not the whole primary key of both (``id =
+    id`` between two entity tables is the classic wrong join). Tables the foreign keys
+    already connect get no inferred edge.
+
+    Source: foreign-key discovery by column-name matching (Rostin et al. 2009, "A Machine
+    Learning Approach to Foreign Key Discovery", WebDB: equal names are the strongest
+    feature). Added from reading the Spider linking misses (car_1: the dump declares no key
+    between ``model_list.model`` and ``car_names.model``, so a PreSQL joining model_list and
+    cars_data got no bridge through car_names); a database with complete foreign keys gets no
+    inferred edge.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        (table, other table, column name) triples, prompt names, each pair once (table names
+        in sorted order), sorted.
+    """
+    comp = _components(fk_graph(schema))
+    pk_only: dict[str, str | None] = {}
+    by_col: dict[tuple[str, str], list[str]] = {}
+    for t in schema.tables:
+        pks = [c.name.lower() for c in t.columns if c.is_primary_key]
+        pk_only[t.name] = pks[0] if len(pks) == 1 else None
+        for c in t.columns:
+            by_col.setdefault((c.name.lower(), (c.data_type or "").lower()), []).append(t.name)
+    out: set[tuple[str, str, str]] = set()
+    for (col, _), names in by_col.items():
+        if len(names) != 2:
+            continue
+        a, b = sorted(names)
+        if comp.get(a) != comp.get(b) and not (pk_only.get(a) == col and pk_only.get(b) == col):
+            out.add((a, b, col))
+    return sorted(out)
+
+
+def join_graph(schema: Schema) -> dict[str, set[str]]:
+    """Build the graph ``fk_bridges`` walks: foreign keys plus ``inferred_joins``.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+
+    Returns:
+        dict: table prompt name -> set of prompt names of the tables it joins (``fk_graph``'s
+        edges and the inferred ones).
+    """
+    g = fk_graph(schema)
+    for a, b, _ in inferred_joins(schema):
+        g[a].add(b)
+        g[b].add(a)
+    return g
+
+
 def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str]) -> list[str] | None:
     """Shortest path (list of tables, ends included) from any of ``sources`` to any of
     ``targets`` (breadth-first; neighbours in name order, so the result is deterministic)."""
@@ -249,7 +324,7 @@ def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str])
 
 def fk_bridges(tables: list[str], schema: Schema,
                joined: list[str] = ()) -> list[tuple[str, str, str]]:
-    """Find the tables needed to join ``tables`` over foreign keys.
+    """Find the tables needed to join ``tables`` over foreign keys (and inferred joins).
 
     Grows a connected tree from the first table (or from all of ``joined`` at once):
     repeatedly the shortest FK path (breadth-first, neighbours in name order: deterministic)
@@ -257,7 +332,8 @@ def fk_bridges(tables: list[str], schema: Schema,
     approximation. Linked tables that no FK path reaches stay unconnected; nothing is added
     for them. The tables PreSQL reads (``joined``) are not bridged to one another: PreSQL
     already says how they combine (a join, or separate branches of a UNION/INTERSECT/EXCEPT
-    that need no path).
+    that need no path). The graph is ``join_graph``: the foreign keys, plus same-named
+    columns between tables no foreign-key path connects (``inferred_joins``).
 
     Args:
         tables: table prompt names, in link order (names not in ``schema`` are ignored).
@@ -269,7 +345,7 @@ def fk_bridges(tables: list[str], schema: Schema,
         intermediate table of the path from ``from`` (in the tree) to ``to`` (a linked table)
         that is not itself in ``tables``. Empty for fewer than two known tables.
     """
-    g = fk_graph(schema)
+    g = join_graph(schema)
     todo = [t for t in tables if t in g]
     if len(todo) < 2:
         return []
@@ -479,7 +555,10 @@ def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
 
     Tables one SELECT joins must be connected (``fk_bridges`` adds the tables of a join
     PreSQL left out); tables of different SELECTs (branches of a UNION/INTERSECT/EXCEPT, a
-    subquery) need no path between them.
+    subquery computing a bound) need no path between them. A subquery that is a semi-join —
+    ``col [NOT] IN (SELECT …)`` or ``col = (SELECT …)`` — joins its tables to the enclosing
+    SELECT's, so its tables join that SELECT's group (from the Spider linking misses on car_1:
+    ``model_list.modelid IN (SELECT id FROM cars_data …)`` needs car_names between the two).
 
     Args:
         presql: the PreSQL's text (PostgreSQL), or None.
@@ -503,10 +582,24 @@ def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
         tb = lookup.get(key)
         if sel is None or tb is None:
             continue
+        while (outer := _semi_join_outer(sel)) is not None:
+            sel = outer
         grp = groups.setdefault(id(sel), [])
         if tb.name not in grp:
             grp.append(tb.name)
     return [g for g in groups.values() if len(g) > 1]
+
+
+def _semi_join_outer(sel: exp.Select) -> exp.Select | None:
+    """The SELECT that ``sel`` is a semi-join of (``col [NOT] IN (sel)``, ``col = (sel)``),
+    or None when ``sel`` is not such a subquery."""
+    sub = sel.parent
+    if not isinstance(sub, exp.Subquery):
+        return None
+    pred = sub.parent
+    if isinstance(pred, exp.In) and sub.arg_key == "query" or isinstance(pred, exp.EQ):
+        return pred.find_ancestor(exp.Select)
+    return None
 
 
 def key_partners(schema: Schema) -> dict[tuple[str, str], set[str]]:
