@@ -245,3 +245,21 @@ def test_sqlite_rules_failing_fall_back_to_syntax_only(monkeypatch):
     monkeypatch.setattr(cleaning, "apply_sqlite_rules", boom)
     cl = _sqlite('SELECT name FROM singer WHERE country = "France"')
     assert cl.steps[-1] == "sqlite:rules_skipped" and "'France'" in cl.sql and cl.reason is None
+
+
+def test_sqlite_bare_columns_beside_a_lone_max_or_min_come_from_its_row():
+    cl = _sqlite("SELECT max(age), name FROM singer WHERE country = 'France'")
+    assert "sqlite:minmax_row" in cl.steps and cl.reason is None
+    assert cl.sql == ("SELECT age, name FROM singer WHERE country = 'France' "
+                      "ORDER BY age DESC NULLS LAST LIMIT 1")
+    cl = _sqlite("SELECT name, MIN(age) AS youngest FROM singer")
+    assert cl.sql == "SELECT name, age AS youngest FROM singer ORDER BY age ASC LIMIT 1"
+    # in a subquery too; the outer SELECT is left as it is
+    cl = _sqlite("SELECT count(*) FROM concert WHERE singer_id = "
+                 "(SELECT singer_id FROM (SELECT max(age), singer_id FROM singer) AS s)")
+    assert "ORDER BY age DESC NULLS LAST LIMIT 1" in cl.sql
+    # nothing to do: no bare column, two aggregates, grouped, or already ordered
+    for sql in ("SELECT max(age) FROM singer", "SELECT max(age), min(age), name FROM singer",
+                "SELECT country, max(age) FROM singer GROUP BY country",
+                "SELECT count(*), name FROM singer"):
+        assert "sqlite:minmax_row" not in _sqlite(sql).steps, sql

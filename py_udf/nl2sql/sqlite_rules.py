@@ -3,7 +3,7 @@ against the schema.
 
 ``sqlglot.transpile`` changes SQLite's syntax into PostgreSQL's, but not what SQLite does with
 it. A model configured with ``dialect => 'sqlite'`` (and Spider/BIRD-trained models in
-general) relies on six SQLite behaviours that PostgreSQL does not share; each rule here
+general) relies on seven SQLite behaviours that PostgreSQL does not share; each rule here
 rewrites one of them on the parsed tree (sqlglot, with its optimizer's scopes) and is named in
 the candidate's ``cleaning`` list:
 
@@ -26,6 +26,12 @@ the candidate's ``cleaning`` list:
     ``t1.singer_id = t2.singer_id`` determines every column of ``t2`` when that is ``t2``'s
     key). A bare column that is not dependent is refused with the reason (SQLite returns the
     value of an arbitrary row of the group).
+``sqlite:minmax_row``
+    an ungrouped SELECT with exactly one aggregate, ``max(x)`` or ``min(x)``, and bare columns
+    beside it: SQLite takes the bare columns from the row holding the maximum (minimum); the
+    aggregate becomes ``x``, ordered ``DESC`` (``ASC``) with NULLs last, ``LIMIT 1``
+    (``SELECT max(hp), make FROM cars`` → ``SELECT hp, make FROM cars ORDER BY hp DESC NULLS
+    LAST LIMIT 1``). When no row qualifies SQLite returns one row of NULLs, the rewrite none.
 ``sqlite:text_vs_number``
     a number compared with a text column: SQLite applies the column's text affinity to the
     number, so the number becomes a string literal (``code = 5`` → ``code = '5'``); two columns,
@@ -398,13 +404,55 @@ def group_by_dependent(tree: exp.Expression, schema: Schema) -> tuple[exp.Expres
     return tree, changed, None
 
 
+def _minmax_select(sel: exp.Select) -> bool:
+    """Rewrite one ungrouped SELECT of ``minmax_rows`` in place; True when rewritten."""
+    if sel.args.get("group") or sel.args.get("having") or sel.args.get("order") \
+            or sel.args.get("limit") or sel.args.get("offset") or sel.args.get("distinct"):
+        return False
+    aggs = [a for e in sel.expressions for a in e.find_all(exp.AggFunc, exp.Window)
+            if a.find_ancestor(exp.Select) is sel]
+    if len(aggs) != 1 or not isinstance(aggs[0], (exp.Max, exp.Min)) \
+            or aggs[0].expressions or isinstance(aggs[0].this, exp.Distinct):
+        return False
+    if not any(_outside_aggregates(e, sel) for e in sel.expressions):
+        return False
+    agg = aggs[0]
+    key = agg.this.copy()
+    agg.replace(agg.this.copy())
+    sel.order_by(exp.Ordered(this=key, desc=isinstance(agg, exp.Max), nulls_first=False),
+                 copy=False)
+    sel.limit(1, copy=False)
+    return True
+
+
+def minmax_rows(tree: exp.Expression) -> tuple[exp.Expression, bool]:
+    """SQLite's bare columns beside a lone ``max``/``min`` of an ungrouped SELECT: taken from
+    the row holding the extreme (module docstring, ``sqlite:minmax_row``).
+
+    Source: the SQLite documentation, "Bare columns in an aggregate query" (with exactly one
+    ``min()`` or ``max()``, bare columns take the values of the row holding it). Found in the
+    Spider replay's misses: ``SELECT max(horsepower), make …`` written by seven systems for one
+    car_1 question, failing in PostgreSQL; the same form occurs on other databases.
+
+    Args:
+        tree: a statement tree; changed in place.
+
+    Returns:
+        ``(tree, changed)``.
+    """
+    changed = False
+    for sel in list(tree.find_all(exp.Select)):
+        changed = _minmax_select(sel) or changed
+    return tree, changed
+
+
 def apply_sqlite_rules(tree: exp.Expression, schema: Schema) -> SqliteRewrite:
     """Rewrite a statement parsed as SQLite so that PostgreSQL gives what SQLite would.
 
     Rules, in order: ``sqlite:string_literal``, ``sqlite:identifier_case``,
     ``sqlite:derived_alias``,
-    ``sqlite:like_nocase``, ``sqlite:text_vs_number``, ``sqlite:group_by_dependent`` (see the
-    module docstring).
+    ``sqlite:like_nocase``, ``sqlite:text_vs_number``, ``sqlite:minmax_row``,
+    ``sqlite:group_by_dependent`` (see the module docstring).
 
     Source: the SQLite documentation (datatypes §4.2, keywords, LIKE, bare columns in
     aggregate queries).
@@ -434,6 +482,9 @@ def apply_sqlite_rules(tree: exp.Expression, schema: Schema) -> SqliteRewrite:
     tree, ch = text_vs_number(tree, schema)
     if ch:
         steps.append("sqlite:text_vs_number")
+    tree, ch = minmax_rows(tree)
+    if ch:
+        steps.append("sqlite:minmax_row")
     tree, ch, reason = group_by_dependent(tree, schema)
     if ch:
         steps.append("sqlite:group_by_dependent")
