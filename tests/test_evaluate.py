@@ -155,8 +155,9 @@ def test_evaluate_measures_the_models_and_classifies_each_miss(edb, llm):
     # calibrate() learns from the run's judged candidates
     cal = edb.execute("SELECT nl2sql.calibrate()").fetchone()[0]
     assert cal["from_evaluation"] == 5 and cal["evaluation_run"] == run
+    # (its executed FinSQL candidates: 4 of m1's 5, the division by zero never executed)
     m1 = {(r["model"], r["level"]): r for r in cal["models"]}[("m1", "all")]
-    assert m1["judged"] >= 5 and m1["right"] >= 1
+    assert m1["judged"] >= 4 and m1["right"] >= 1
 
 
 def test_runs_are_kept_and_the_trend_shows_the_change(edb, llm):
