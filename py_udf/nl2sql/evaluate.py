@@ -476,8 +476,8 @@ def time_left(plpy, slowest_s: float) -> str | None:
     left = statement_remaining_s(plpy)
     if left is None or left > max(slowest_s, 0.0):
         return None
-    return (f"statement_timeout leaves {max(left, 0):.1f} s, less than the slowest question so "
-            f"far ({slowest_s:.1f} s)")
+    return (f"statement_timeout leaves {max(left, 0) * 1000:.0f} ms, less than the slowest "
+            f"question so far ({slowest_s * 1000:.0f} ms)")
 
 
 def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
