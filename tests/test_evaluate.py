@@ -239,3 +239,23 @@ def test_an_ordinary_role_evaluates_only_verified_queries_over_tables_it_may_rea
     role = edb.execute("SELECT role_name FROM nl2sql.evaluation_run WHERE id = %s",
                        (out["run_id"],)).fetchone()[0]
     assert role == ROLE
+
+
+def test_a_run_stops_before_a_question_that_would_pass_statement_timeout(edb, llm):
+    add_models(edb, llm, ["m1"])
+    # every model answer takes 0.4 s: a question (PreSQL + FinSQL) takes at least 0.8 s
+    llm.add_rule(Rule(question=Q_RIGHT[0], response=Q_RIGHT[1], delay_s=0.4))
+    llm.add_rule(Rule(question=Q_MISSING[0], response=Q_MISSING[1], delay_s=0.4))
+    edb.execute("SELECT nl2sql.add_verified_query(%s, %s)", Q_RIGHT)
+    edb.execute("SELECT nl2sql.add_verified_query(%s, %s)", Q_MISSING[:2])
+    edb.execute("SET statement_timeout = '1600ms'")
+    try:
+        out = edb.execute("SELECT nl2sql.evaluate()").fetchone()[0]
+    finally:
+        edb.execute("RESET statement_timeout")
+    assert out["questions"] == 1 and out["right"] == 1
+    assert "1 of 2 questions evaluated" in out["stopped"]
+    assert "statement_timeout" in out["stopped"]
+    kept = edb.execute("SELECT questions, stopped FROM nl2sql.evaluation_trend WHERE run_id = %s",
+                       (out["run_id"],)).fetchone()
+    assert kept == (1, out["stopped"])
