@@ -608,6 +608,74 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 011-evaluation.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$011-evaluation.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Evaluation on the user's own questions (README "Evaluation on your own questions"): each run
+-- of nl2sql.evaluate() asks every verified question the calling role may use through the models
+-- (fast path bypassed, the question left out of its own examples) and keeps what happened, so a
+-- DBA sees the trend after a change of models or settings; nl2sql.calibrate() learns from the
+-- last finished run's judged candidates. Rows are written by users' calls: pg_dump keeps them.
+
+-- One run: who ran it, the settings and models in force, and its totals (filled in when it
+-- finishes; finished_at NULL: it stopped part-way or is running).
+CREATE TABLE nl2sql.evaluation_run (
+    id           bigserial PRIMARY KEY,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz,
+    role_name    name NOT NULL,
+    note         text,
+    settings     jsonb NOT NULL,           -- every setting's effective value
+    models       jsonb NOT NULL,           -- the enabled models (name, model, base_url, dialect, ...)
+    questions    integer NOT NULL DEFAULT 0 CHECK (questions >= 0),  -- verified queries asked
+    judged       integer NOT NULL DEFAULT 0 CHECK (judged >= 0),     -- whose verified SQL ran
+    "right"      integer NOT NULL DEFAULT 0 CHECK ("right" >= 0),
+    ex           float8,                   -- right / judged
+    per_model    jsonb NOT NULL DEFAULT '{}',  -- model -> {questions, right, ex}
+    categories   jsonb NOT NULL DEFAULT '{}',  -- miss category -> count
+    stopped      text                      -- why the run stopped before its last question
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.evaluation_run', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.evaluation_run_id_seq', '');
+
+-- One verified question of a run. verified_query_id has no foreign key: a run's record stays
+-- when the verified query is removed later. right NULL: the verified SQL itself failed (not
+-- judged). candidates: the judged FinSQL candidates [{model, group, right}] calibrate() reads.
+CREATE TABLE nl2sql.evaluation_result (
+    run_id             bigint NOT NULL REFERENCES nl2sql.evaluation_run (id) ON DELETE CASCADE,
+    verified_query_id  bigint NOT NULL,
+    question           text NOT NULL,
+    expected_sql       text NOT NULL,
+    chosen_sql         text,
+    "right"            boolean,
+    category           text,               -- the miss's category (NULL when right)
+    detail             text,               -- the miss in words
+    per_model          jsonb NOT NULL DEFAULT '{}',  -- model -> right (its first FinSQL candidate)
+    candidates         jsonb NOT NULL DEFAULT '[]',
+    level              text,               -- the PreSQL's hardness
+    log_id             bigint,             -- the call's nl2sql.query_log row
+    ms                 float8,             -- the question's wall time
+    PRIMARY KEY (run_id, verified_query_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.evaluation_result', '');
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1858,3 +1926,53 @@ from nl2sql import indexer
 return indexer.begin_bulk(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
+
+-- ==== idempotent 008-evaluate.sql ====
+-- Evaluation on the user's own questions (README "Evaluation on your own questions"):
+-- nl2sql.evaluate() asks every verified question the caller may use through the models and
+-- keeps the outcome; nl2sql.evaluation_trend shows the runs one after another. Administrative,
+-- like calibrate(): not executable by PUBLIC, and the result tables (verified questions, SQL,
+-- what each run chose) are not readable by PUBLIC.
+
+CREATE OR REPLACE FUNCTION nl2sql._evaluate(max_questions int, note text, search_path text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.evaluate(plpy, max_questions, note, search_path)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.evaluate(max_questions int DEFAULT NULL, note text DEFAULT NULL,
+                                           search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._evaluate(max_questions, note, search_path) $$;
+COMMENT ON FUNCTION nl2sql.evaluate(int, text, text) IS
+    'nl2sql: execution accuracy of the models on the verified questions (overall, per model, misses classified); kept in nl2sql.evaluation_run / evaluation_result';
+
+-- One row per finished run, oldest first: EX and its change from the previous run, per model,
+-- the miss categories, and the settings and models that changed since the previous run.
+CREATE OR REPLACE VIEW nl2sql.evaluation_trend AS
+    SELECT x.id AS run_id, x.started_at, x.finished_at, x.role_name, x.note, x.questions,
+           x.judged, x."right", x.ex, x.ex - x.prev_ex AS ex_change, x.per_model, x.categories,
+           (SELECT pg_catalog.jsonb_agg(m.value ->> 'name')
+              FROM pg_catalog.jsonb_array_elements(x.models) m) AS models,
+           (SELECT pg_catalog.jsonb_object_agg(s.key, s.value)
+              FROM pg_catalog.jsonb_each(x.settings) s
+             WHERE x.prev_settings IS NOT NULL
+               AND x.prev_settings -> s.key IS DISTINCT FROM s.value) AS settings_changed,
+           CASE WHEN x.prev_models IS NOT NULL
+                THEN x.models IS DISTINCT FROM x.prev_models END AS models_changed,
+           x.stopped
+    FROM (SELECT r.*, pg_catalog.lag(r.ex) OVER w AS prev_ex,
+                 pg_catalog.lag(r.settings) OVER w AS prev_settings,
+                 pg_catalog.lag(r.models) OVER w AS prev_models
+          FROM nl2sql.evaluation_run r
+          WHERE r.finished_at IS NOT NULL
+          WINDOW w AS (ORDER BY r.id)) x
+    ORDER BY x.id;
+COMMENT ON VIEW nl2sql.evaluation_trend IS
+    'nl2sql: EX of each finished evaluation run, its change, and what changed in settings and models';
+
+REVOKE EXECUTE ON FUNCTION nl2sql.evaluate(int, text, text), nl2sql._evaluate(int, text, text)
+    FROM PUBLIC;
+REVOKE ALL ON nl2sql.evaluation_run, nl2sql.evaluation_result, nl2sql.evaluation_trend
+    FROM PUBLIC;

@@ -66,3 +66,7 @@ class Abstained(Nl2sqlError, RuntimeError):
 
 class ValuesRefused(Nl2sqlError, RuntimeError):
     """A request would send cell values to a model while the value policy forbids it."""
+
+
+class EvaluationError(Nl2sqlError, ValueError):
+    """``nl2sql.evaluate`` has nothing to evaluate or got a bad argument; the message says what."""

@@ -72,6 +72,48 @@ from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
 
 
 @dataclass
+class LeaveOut:
+    """Evaluation only (``nl2sql.evaluate``): the verified query whose question is being asked.
+
+    The call then measures the models: the fast path is bypassed, and neither this verified
+    query nor an example of the same question or SQL is a few-shot example (leave-one-out).
+
+    Attributes:
+        verified_id: the verified query's id in ``nl2sql.verified_query``.
+        question: its question.
+        sql: its SQL.
+        run_id: the ``nl2sql.evaluation_run`` id (the trace's ``evaluation_run``).
+    """
+
+    verified_id: int
+    question: str
+    sql: str
+    run_id: int
+
+    def keeps(self, question: str, sql: str, verified_id: int | None = None) -> bool:
+        """Whether an example or verified query may still be shown.
+
+        Args:
+            question: its question.
+            sql: its SQL.
+            verified_id: its verified query id, when it is one.
+
+        Returns:
+            False for the evaluated verified query itself and for any pair with the same
+            question (case and spacing ignored) or the same SQL (spacing and a final ``;``
+            ignored).
+        """
+        def q(t: str) -> str:
+            return " ".join((t or "").lower().split())
+
+        def s(t: str) -> str:
+            return " ".join((t or "").strip().rstrip(";").split())
+
+        return not (verified_id == self.verified_id or q(question) == q(self.question)
+                    or s(sql) == s(self.sql))
+
+
+@dataclass
 class Run:
     """What every stage of one call shares: the database, settings, models, trace and timer.
 
@@ -86,6 +128,8 @@ class Run:
         gate: the gate every text bound for a model passes (the asking role's value rules),
             set by ``question_stage``.
         turns: the conversation's earlier turns, oldest first (empty outside a conversation).
+        leave_out: evaluation only: the verified query being evaluated (``LeaveOut``), else
+            None.
     """
 
     plpy: Any
@@ -97,6 +141,7 @@ class Run:
     timer: StageTimer
     gate: Gate | None = None
     turns: list[Turn] = field(default_factory=list)
+    leave_out: LeaveOut | None = None
 
     def on_wait(self) -> None:
         """Let a pending cancel land; called between slices of a model wait.
@@ -206,7 +251,8 @@ def _reply_json(r: LLMReply) -> dict[str, Any]:
 
 
 def answer(plpy, question: str, search_path: str, evidence: str | None = None,
-           conversation: str | None = None) -> dict[str, Any]:
+           conversation: str | None = None, leave_out: LeaveOut | None = None
+           ) -> dict[str, Any]:
     """Run the pipeline for one question: the stages of the module docstring, in order.
 
     Source: PET-SQL (Li et al. 2024) §3, with DAIL-SQL (Gao et al. 2023) §3.3 selection,
@@ -223,6 +269,9 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None,
         evidence: BIRD-style external knowledge, or None.
         conversation: the conversation key (follow-up questions: its earlier turns go into
             the prompts), or None.
+        leave_out: evaluation only (``nl2sql.evaluate``): the verified query whose question
+            this is; the fast path is bypassed and it is no example (``LeaveOut``). None for
+            every ordinary call.
 
     Returns:
         The trace (a JSON-able dict) whose ``sql`` is the chosen query (None with ``error`` set
@@ -239,6 +288,12 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None,
     """
     timer = StageTimer()
     run = start(plpy, question, search_path, evidence, timer, conversation)
+    if leave_out is not None:
+        run.leave_out = leave_out
+        run.trace["evaluation_run"] = leave_out.run_id
+        run.trace["evaluation"] = {"run": leave_out.run_id, "verified_query": leave_out.verified_id,
+                                   "fast_path": "bypassed", "left_out": "this verified query and "
+                                   "examples of the same question or SQL"}
     with timer.stage("schema_ms"):
         asked = question_stage(run)
     with timer.stage("retrieval_ms"):
@@ -386,6 +441,7 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
     """
     ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
                                    run.st)
+    leave_out_examples(run, ctx)
     ctx.turns = tuple(visible_turns(run.turns, asked.schema))
     if "turns" in run.trace:  # the turns the prompts show (the gate masks their literals there)
         run.trace["turns"] = [t.__dict__ for t in run.gate.turns("trace", ctx.turns)]
@@ -393,6 +449,28 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
         ctx.verified, ctx.candidates, run.st.k_examples))]
     run.trace["business_context"] = ctx.business.to_json()
     return ctx
+
+
+def leave_out_examples(run: Run, ctx: Context) -> None:
+    """Evaluation only: drop the evaluated verified query and its pairs from the examples.
+
+    Without ``run.leave_out`` nothing changes. Otherwise the nearest verified queries, the
+    verified examples and the example candidates lose every pair ``LeaveOut.keeps`` refuses
+    (leave-one-out: a question is never its own example).
+
+    Args:
+        run: the call's shared state.
+        ctx: retrieval's context, changed in place.
+
+    Returns:
+        None.
+    """
+    lo = run.leave_out
+    if lo is None:
+        return
+    ctx.verified_rows = [r for r in ctx.verified_rows if lo.keeps(r.question, r.sql, r.id)]
+    ctx.verified = [e for e in ctx.verified if lo.keeps(e.question, e.sql, e.id)]
+    ctx.candidates = [e for e in ctx.candidates if lo.keeps(e.question, e.sql)]
 
 
 def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
@@ -418,6 +496,10 @@ def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
+    if run.leave_out is not None:
+        run.trace["verified_query"] = {"considered": [], "skipped": "evaluation: the fast path "
+                                       "is bypassed so that the models are measured"}
+        return False
     if not ctx.verified_rows:
         return False
     if asked.prompt_question != asked.question:
@@ -527,6 +609,7 @@ def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
                              partial(presql_overlap, run, ctx, asked.schema), run.on_wait,
                              run.budget_s())
     run.timer.waited("presql", rnd.wait_ms)
+    leave_out_examples(run, ctx)  # a re-masked question fetched its examples again
     run.trace.update(context.context_trace(ctx))
     if ctx.remasked:
         run.trace["examples_after_vector_values"] = [

@@ -318,8 +318,55 @@ JOIN LATERAL (SELECT x.sql FROM nl2sql.example x
               WHERE x.db_id = 'local' AND x.source IN ('feedback', 'user')
                 AND x.question = q.question
               ORDER BY x.id DESC LIMIT 1) e ON true
-WHERE q.trace ? 'candidates'
+WHERE q.trace ? 'candidates' AND NOT q.trace ? 'evaluation_run'
 ORDER BY q.id"""
+
+
+def run_verified(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: int,
+                 max_bytes: int):
+    """Execute a verified SQL as a candidate is executed: read-only, time-limited, as the caller.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the verified SQL.
+        search_path: the search_path its names resolve in.
+        timeout_ms: the time limit (setting ``candidate_timeout_ms``).
+        max_rows: rows fetched (setting ``max_rows``).
+        max_bytes: bytes fetched (setting ``max_result_bytes``).
+
+    Returns:
+        The executed ``types.Candidate`` (source ``verified``): its ``result_hash`` is the right
+        answer when its status is ``ok``.
+
+    Raises:
+        plpy.SPIError: the user cancelled.
+    """
+    from .execute import run_candidate
+    from .types import Candidate
+
+    c = Candidate(source="verified", model="", raw_text=sql)
+    c.sql = sql
+    return run_candidate(plpy, c, search_path, timeout_ms, max_rows, max_bytes=max_bytes)
+
+
+def judge_candidates(candidates: list[dict[str, Any]], right_hash: str) -> list[dict[str, Any]]:
+    """Judge a trace's FinSQL candidates against the right result.
+
+    A candidate is right when it executed and its result signature (``result_hash``: the
+    result as a multiset of rows) equals the right one's.
+
+    Args:
+        candidates: the trace's ``candidates`` (``Candidate.to_json`` dicts).
+        right_hash: the verified SQL's ``result_hash``.
+
+    Returns:
+        ``[{"model", "group", "right"}]`` (``learn``'s form) for every executed FinSQL
+        candidate, in the trace's order.
+    """
+    return [{"model": c["model"], "group": c["result_hash"], "right": c["result_hash"] == right_hash}
+            for c in candidates or []
+            if c.get("status") == Status.OK and c.get("result_hash") and c.get("model")
+            and str(c.get("source", "")).startswith("finsql:")]
 
 
 def judged_from_log(plpy, timeout_ms: int, max_rows: int, max_bytes: int
@@ -328,8 +375,10 @@ def judged_from_log(plpy, timeout_ms: int, max_rows: int, max_bytes: int
 
     A verified example is one of this database added by ``nl2sql.feedback`` (the logged SQL
     judged right, or the correction of a wrong one) or ``nl2sql.add_example``. Its SQL is
-    executed (read-only, time-limited, like a candidate) and every executed candidate of the
-    logged trace is right when its result signature equals the verified SQL's.
+    executed (read-only, time-limited, like a candidate: ``run_verified``) and every executed
+    candidate of the logged trace is right when its result signature equals the verified
+    SQL's (``judge_candidates``). Log rows written by ``nl2sql.evaluate`` are left out: the
+    last evaluation's judged candidates are read whole (``judged_from_evaluation``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -344,31 +393,49 @@ def judged_from_log(plpy, timeout_ms: int, max_rows: int, max_bytes: int
     Raises:
         plpy.SPIError: the user cancelled.
     """
-    from .execute import run_candidate
-    from .types import Candidate
-
     out, skipped = [], []
     hashes: dict[tuple[str, str], str | None] = {}
     for r in spi.query(plpy, _JUDGED_SQL):
         trace = json.loads(r["trace"]) if isinstance(r["trace"], str) else r["trace"]
         key = (r["verified"], trace.get("search_path") or "")
         if key not in hashes:
-            c = Candidate(source="verified", model="", raw_text=r["verified"])
-            c.sql = r["verified"]
-            run_candidate(plpy, c, key[1], timeout_ms, max_rows, max_bytes=max_bytes)
+            c = run_verified(plpy, r["verified"], key[1], timeout_ms, max_rows, max_bytes)
             hashes[key] = c.result_hash if c.status == Status.OK else None
             if hashes[key] is None:
                 skipped.append(f"log {r['id']}: verified SQL {c.status}: {str(c.reason)[:200]}")
         right = hashes[key]
         if right is None:
             continue
-        cands = [{"model": c["model"], "group": c["result_hash"], "right": c["result_hash"] == right}
-                 for c in trace.get("candidates") or []
-                 if c.get("status") == Status.OK and c.get("result_hash") and c.get("model")
-                 and str(c.get("source", "")).startswith("finsql:")]
         out.append({"log_id": r["id"], "level": (trace.get("hardness") or {}).get("presql"),
-                    "candidates": cands})
+                    "candidates": judge_candidates(trace.get("candidates"), right)})
     return out, skipped
+
+
+_EVALUATION_SQL = """
+SELECT e.run_id, e.verified_query_id, e.level, e.candidates::text AS candidates
+FROM nl2sql.evaluation_result e
+WHERE e.run_id = (SELECT max(r.id) FROM nl2sql.evaluation_run r WHERE r.finished_at IS NOT NULL)
+  AND e."right" IS NOT NULL
+ORDER BY e.verified_query_id"""
+
+
+def judged_from_evaluation(plpy) -> tuple[list[dict[str, Any]], int | None]:
+    """Judged questions of the last finished ``nl2sql.evaluate`` run.
+
+    Each evaluated verified question whose verified SQL executed is one judged question: its
+    FinSQL candidates, judged by ``judge_candidates`` when the run was made, and its PreSQL's
+    hardness.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        (judged questions in ``learn``'s form, the run's id or None when no run finished).
+    """
+    rows = spi.query(plpy, _EVALUATION_SQL)
+    out = [{"evaluation_run": r["run_id"], "verified_query": r["verified_query_id"],
+            "level": r["level"], "candidates": json.loads(r["candidates"])} for r in rows]
+    return out, (rows[0]["run_id"] if rows else None)
 
 
 def parse_judged(text: str | None) -> list[dict[str, Any]]:
@@ -447,8 +514,9 @@ def calibrate(plpy, judged: str | None, timeout_ms: int, max_rows: int, max_byte
               ) -> dict[str, Any]:
     """Recompute the per-model reliability: backs ``nl2sql.calibrate(judged) → jsonb``.
 
-    Learns from this database's judged answers (``judged_from_log``) and the judged questions
-    given (``parse_judged``: another database's or a benchmark's), chooses the vote mode by
+    Learns from this database's judged answers (``judged_from_log``), the last finished
+    evaluation on the verified questions (``judged_from_evaluation``, ``nl2sql.evaluate``) and
+    the judged questions given (``parse_judged``: another database's or a benchmark's), chooses the vote mode by
     the held-out check (``calibrate_questions``) and stores the result
     (``nl2sql.model_reliability``).
 
@@ -461,7 +529,8 @@ def calibrate(plpy, judged: str | None, timeout_ms: int, max_rows: int, max_byte
         timeout_ms, max_rows, max_bytes: limits for executing verified SQL.
 
     Returns:
-        ``{"judged_questions", "from_log", "from_argument", "skipped", "mode", "held_out":
+        ``{"judged_questions", "from_log", "from_evaluation", "evaluation_run",
+        "from_argument", "skipped", "mode", "held_out":
         {mode: {"right", "won", "lost"}}, "models": [rows of nl2sql.model_reliability]}``.
 
     Raises:
@@ -470,9 +539,11 @@ def calibrate(plpy, judged: str | None, timeout_ms: int, max_rows: int, max_byte
     """
     given = parse_judged(judged)
     logged, skipped = judged_from_log(plpy, timeout_ms, max_rows, max_bytes)
-    questions = logged + given
+    evaluated, run_id = judged_from_evaluation(plpy)
+    questions = logged + evaluated + given
     rel, mode, cv = calibrate_questions(questions)
     store(plpy, rel, mode)
     return {"judged_questions": len(questions), "from_log": len(logged),
+            "from_evaluation": len(evaluated), "evaluation_run": run_id,
             "from_argument": len(given), "skipped": skipped, "mode": mode, "held_out": cv,
             "models": rel.rows()}

@@ -607,3 +607,37 @@ def calibrate(plpy, judged: str | None) -> str:
         _fail(plpy, str(e), "judged: a JSON array of {\"level\", \"candidates\": "
               "[{\"model\", \"group\", \"right\"}]}, or NULL")
     return json.dumps(out)
+
+
+@entry_point
+def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str) -> str:
+    """Evaluate the models on the verified questions: backs ``nl2sql.evaluate(...) → jsonb``.
+
+    Source: execution accuracy (EX) of Spider (Yu et al. 2018); see ``evaluate``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        max_questions: at most this many verified queries, or None for all.
+        note: a note kept with the run, or None.
+        search_path: the caller's search_path text.
+
+    Returns:
+        JSON text of ``evaluate.evaluate``'s summary.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) there is no verified query the caller may use (the
+            hint says how to add some), ``max_questions`` is below 1, no model is enabled, a
+            setting is invalid, or the embedding model is missing.
+    """
+    from . import evaluate as ev
+    from .errors import EvaluationError
+
+    secrets = configured_secrets(plpy)
+    try:
+        return json.dumps(ev.evaluate(plpy, max_questions, note, search_path), default=str)
+    except EvaluationError as e:
+        _fail(plpy, str(e), ev.NO_QUESTIONS_HINT if str(e) == ev.NO_QUESTIONS else None)
+    except ConfigError as e:
+        _fail(plpy, redact(str(e), secrets), "see README.md, section 'Models'")
+    except EmbeddingError as e:
+        _fail(plpy, redact(f"nl2sql: {e}", secrets))
