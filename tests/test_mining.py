@@ -134,10 +134,12 @@ def mdb(db):
         db.execute("DELETE FROM nl2sql.verified_query WHERE source = 'mined'")
         db.execute("DELETE FROM nl2sql.example WHERE source = 'mined'")
     db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    db.execute("CREATE TABLE IF NOT EXISTS nl2sql_i15d_unindexed (a int)")
     wipe()
     db.execute("SELECT pg_stat_statements_reset()")
     yield db
     wipe()
+    db.execute("DROP TABLE nl2sql_i15d_unindexed")
 
 
 def run_workload(conn):
@@ -152,6 +154,8 @@ def run_workload(conn):
     for _ in range(6):
         conn.execute("UPDATE singer SET age = age WHERE singer_id = 1")
         conn.execute("SELECT relname FROM pg_class WHERE relname = 'singer'")
+        conn.execute("SELECT count(*) FROM nl2sql_i15d_unindexed")
+        conn.execute("SELECT txid_current() FROM singer LIMIT 1")
     conn.execute("ROLLBACK")
 
 
@@ -174,6 +178,7 @@ def test_mined_pairs_stay_pending_until_approved(mdb, llm):
     out = mdb.execute("SELECT nl2sql.mine_queries(10)").fetchone()[0]
     assert out["mined"] == 3 and out["failed"] == [] and out["model"] == "m1"
     assert out["skipped"].get("dml") == 1 and out["skipped"].get("catalog") == 1
+    assert out["skipped"].get("not_indexed") == 1 and out["skipped"].get("refused") == 1
     assert out["skipped"].get("utility", 0) >= 2          # BEGIN, ROLLBACK
     assert out["considered"] == 3 + sum(out["skipped"].values())
     got = mined(mdb)
@@ -296,6 +301,31 @@ def test_mining_refuses_ordinary_roles_and_says_what_is_missing(mdb, llm, cluste
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     other.execute(sql)
     finally:
+        mdb.execute(f"DROP ROLE {READER}")
+    # a DBA role granted mining, without pg_read_all_stats: others' statements are hidden
+    mdb.execute(f"CREATE ROLE {READER} LOGIN")
+    try:
+        mdb.execute(f"GRANT EXECUTE ON FUNCTION nl2sql.mine_queries(integer) TO {READER}")
+        mdb.execute(f"GRANT SELECT, INSERT, UPDATE ON nl2sql.mined_query TO {READER}")
+        mdb.execute(f"GRANT USAGE ON SEQUENCE nl2sql.mined_query_id_seq TO {READER}")
+        mdb.execute(f"GRANT SELECT ON singer, stadium TO {READER}")
+        llm.set_default("Which question is it?")
+        run_workload(mdb)
+        with cluster.connect("nl2sql_test", user=READER) as dba:
+            for _ in range(2):
+                dba.execute("SELECT max(age) FROM singer")
+            out = dba.execute("SELECT nl2sql.mine_queries(10)").fetchone()[0]
+            assert out["mined"] == 1 and out["skipped"]["hidden"] >= 3, out
+            mdb.execute(f"GRANT pg_read_all_stats TO {READER}")
+            out = dba.execute("SELECT nl2sql.mine_queries(10)").fetchone()[0]
+            assert "hidden" not in out["skipped"] and out["mined"] == 2, out
+            # the default answer shows no :country: the template's pair is failed, not pending
+            assert [f["sql"] for f in out["failed"]] == \
+                ["SELECT name FROM singer WHERE country = :country"]
+        assert mdb.execute("SELECT count(*) FROM nl2sql.mined_query WHERE sql = "
+                           "'SELECT MAX(age) FROM singer'").fetchone()[0] == 1
+    finally:
+        mdb.execute(f"DROP OWNED BY {READER}")
         mdb.execute(f"DROP ROLE {READER}")
     # without the pg_stat_statements extension in the database: the clear error
     mdb.execute("DROP EXTENSION pg_stat_statements")

@@ -399,12 +399,17 @@ def logged_statements(plpy, rel: str) -> list[LoggedStatement]:
         rel: ``stat_relation``'s name.
 
     Returns:
-        One ``LoggedStatement`` per queryid (calls summed over roles), most calls first.
+        One ``LoggedStatement`` per queryid (calls summed over roles), and one per statement
+        whose queryid and text pg_stat_statements hides from the calling role (queryid None,
+        text ``HIDDEN_TEXT``), most calls first.
     """
-    rows = spi.run(plpy, f"SELECT queryid, min(query) AS query, sum(calls)::int8 AS calls "
-                         f"FROM {rel} WHERE dbid = (SELECT oid FROM pg_catalog.pg_database "
-                         f"WHERE datname = pg_catalog.current_database()) "
-                         f"GROUP BY queryid ORDER BY 3 DESC, 1")
+    db = ("dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = "
+          "pg_catalog.current_database())")
+    rows = spi.run(plpy, f"SELECT queryid, query, calls FROM ("
+                         f"SELECT queryid, min(query) AS query, sum(calls)::int8 AS calls "
+                         f"FROM {rel} WHERE {db} AND queryid IS NOT NULL GROUP BY queryid "
+                         f"UNION ALL SELECT NULL, '{HIDDEN_TEXT}', calls FROM {rel} "
+                         f"WHERE {db} AND queryid IS NULL) s ORDER BY calls DESC, queryid")
     return [LoggedStatement(r["queryid"], r["query"] or "", int(r["calls"])) for r in rows]
 
 
