@@ -676,6 +676,61 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 012-mined-queries.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$012-mined-queries.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Query-log mining (README "Mining the query log"): the frequent read-only queries of
+-- pg_stat_statements with the question a model wrote for each, pending until a DBA approves
+-- (into the example pool and the verified queries) or rejects them. Written by users (through
+-- nl2sql.mine_queries / approve_mined / reject_mined), so pg_dump keeps its rows and sequence.
+--
+-- query: the statement's text as pg_stat_statements shows it (constants normalised to $1, $2…);
+-- sql: what is added on approval (kind 'query': the query itself; kind 'template': each $n
+-- renamed to a named parameter :name after the column it is compared with); parameters: the
+-- template's parameters (name, kind, column, data_type); status: pending (question written,
+-- waiting for a DBA), approved, rejected, failed (the model gave no usable question: error says
+-- why; the next mine_queries asks again).
+CREATE TABLE nl2sql.mined_query (
+    id            bigserial PRIMARY KEY,
+    queryid       bigint,
+    query         text NOT NULL,
+    kind          text NOT NULL DEFAULT 'query' CHECK (kind IN ('query', 'template')),
+    sql           text NOT NULL,
+    parameters    jsonb NOT NULL DEFAULT '[]',
+    question      text,
+    calls         bigint NOT NULL DEFAULT 0,
+    status        text NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'approved', 'rejected', 'failed')),
+    model         text,
+    error         text,
+    mined_at      timestamptz NOT NULL DEFAULT now(),
+    decided_at    timestamptz,
+    decided_by    name,
+    example_id    bigint,
+    verified_id   bigint
+);
+CREATE UNIQUE INDEX mined_query_sql ON nl2sql.mined_query (md5(sql));
+CREATE INDEX mined_query_queryid ON nl2sql.mined_query (queryid);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.mined_query', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.mined_query_id_seq', '');
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1976,3 +2031,48 @@ REVOKE EXECUTE ON FUNCTION nl2sql.evaluate(int, text, text), nl2sql._evaluate(in
     FROM PUBLIC;
 REVOKE ALL ON nl2sql.evaluation_run, nl2sql.evaluation_result, nl2sql.evaluation_trend
     FROM PUBLIC;
+
+-- ==== idempotent 009-mining.sql ====
+-- Query-log mining (README "Mining the query log"): questions written by a model for the most
+-- frequent read-only statements of pg_stat_statements, pending until a DBA approves them into
+-- the example pool and the verified queries. Administrative: pg_stat_statements shows other
+-- roles' statements, so neither the functions nor the table and its listing are for PUBLIC.
+
+CREATE OR REPLACE FUNCTION nl2sql.mine_queries("limit" integer DEFAULT 20)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.mine_queries(plpy, limit)
+$py$;
+COMMENT ON FUNCTION nl2sql.mine_queries(integer) IS
+    'nl2sql: write questions for the most frequent read-only pg_stat_statements queries (pending approval)';
+
+CREATE OR REPLACE FUNCTION nl2sql.approve_mined(id bigint, question text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.approve_mined(plpy, id, question)
+$py$;
+COMMENT ON FUNCTION nl2sql.approve_mined(bigint, text) IS
+    'nl2sql: approve a mined question/SQL pair into the example pool and the verified queries';
+
+CREATE OR REPLACE FUNCTION nl2sql.reject_mined(id bigint) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH u AS (UPDATE nl2sql.mined_query m SET status = 'rejected', decided_at = now(),
+                      decided_by = current_user
+               WHERE m.id = reject_mined.id AND m.status <> 'approved' RETURNING 1)
+    SELECT count(*) > 0 FROM u
+$$;
+COMMENT ON FUNCTION nl2sql.reject_mined(bigint) IS
+    'nl2sql: reject a mined question/SQL pair (it is not mined again)';
+
+CREATE OR REPLACE VIEW nl2sql.mined_queries AS
+    SELECT id, status, kind, question, sql, parameters, calls, model, error, queryid, mined_at,
+           decided_at, decided_by, example_id, verified_id
+    FROM nl2sql.mined_query ORDER BY id;
+COMMENT ON VIEW nl2sql.mined_queries IS
+    'nl2sql: mined question/SQL pairs (pending, approved, rejected, failed)';
+
+REVOKE ALL ON nl2sql.mined_query, nl2sql.mined_queries FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION nl2sql.mine_queries(integer), nl2sql.approve_mined(bigint, text),
+    nl2sql.reject_mined(bigint) FROM PUBLIC;

@@ -18,3 +18,32 @@ def test_local_cluster_refuses_a_non_empty_folder_and_leaves_it_as_it_was(tmp_pa
     assert (after.st_mode, after.st_uid, after.st_gid) == (before.st_mode, before.st_uid,
                                                            before.st_gid)
     assert sorted(p.name for p in folder.iterdir()) == ["questions.jsonl"]
+
+
+def test_a_cluster_made_earlier_gets_pg_stat_statements_preloaded():
+    """A cluster whose configuration preloads only pg_cron (made before mining existed) gets
+    pg_stat_statements added, keeping its other libraries, once."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from nl2sql_indexer.cluster import PG_BIN, PRELOAD, LocalCluster
+
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip("PostgreSQL 15 is not installed")
+    base = Path(tempfile.mkdtemp(prefix="nl2sql-cluster-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        c = LocalCluster(base / "data")
+        c.init()
+        assert c.preloaded() == list(PRELOAD) == ["pg_cron", "pg_stat_statements"]
+        conf = c.datadir / "postgresql.conf"
+        conf.write_text(conf.read_text().replace(
+            "shared_preload_libraries = 'pg_cron,pg_stat_statements'",
+            "shared_preload_libraries = 'pg_cron,auto_explain'"))
+        assert c.preloaded() == ["pg_cron", "auto_explain"]
+        assert c.ensure_preload() is True
+        assert c.preloaded() == ["pg_cron", "auto_explain", "pg_stat_statements"]
+        assert c.ensure_preload() is False
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,5 +1,6 @@
 """nl2sql.schedule_reindex / unschedule_reindex with the pg_cron the test cluster preloads
-(shared_preload_libraries = 'pg_cron', cron.database_name = 'postgres': nl2sql_indexer.cluster).
+(shared_preload_libraries = 'pg_cron,pg_stat_statements', cron.database_name = 'postgres':
+nl2sql_indexer.cluster).
 
 The job is scheduled from a database other than pg_cron's, runs nl2sql.reindex() in that
 database (its schema index fills up) and its run is in cron.job_run_details. pg_cron 1.4

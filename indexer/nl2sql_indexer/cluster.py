@@ -15,6 +15,9 @@ from pathlib import Path
 
 PG_BIN = Path(os.environ.get("NL2SQL_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DEFAULT_VENV = os.environ.get("NL2SQL_VENV", "/opt/nl2sql/venv")
+PRELOAD = ("pg_cron", "pg_stat_statements")
+"""Libraries every local cluster preloads: pg_cron (``schedule_reindex``) and
+pg_stat_statements (``mine_queries``)."""
 
 
 class ClusterError(RuntimeError):
@@ -90,13 +93,49 @@ class LocalCluster:
         conf = (
             f"\n# nl2sql local cluster\nport = {self.port}\nlisten_addresses = '127.0.0.1'\n"
             f"unix_socket_directories = ''\nnl2sql.venv = '{self.venv}'\n"
-            "shared_preload_libraries = 'pg_cron'\ncron.database_name = 'postgres'\n"
+            f"shared_preload_libraries = '{','.join(PRELOAD)}'\ncron.database_name = 'postgres'\n"
             "max_connections = 60\nfsync = off\nsynchronous_commit = off\n"
             "full_page_writes = off\nlog_min_messages = warning\n"
         )
         with open(self.datadir / "postgresql.conf", "a") as f:
             f.write(conf)
         self.port_file.write_text(str(self.port))
+
+    def preloaded(self) -> list[str]:
+        """The ``shared_preload_libraries`` the cluster's configuration names (``postgres -C``:
+        the files as the server would read them now, also while it runs).
+
+        Returns:
+            The library names, in order.
+        """
+        r = _as_server_user([str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C",
+                             "shared_preload_libraries"])
+        if r.returncode != 0:
+            raise ClusterError(f"postgres -C shared_preload_libraries failed: {r.stderr.strip()}")
+        return [x.strip().strip('"') for x in r.stdout.strip().split(",") if x.strip()]
+
+    def ensure_preload(self) -> bool:
+        """Make the configuration preload every library of ``PRELOAD`` (a cluster made by an
+        earlier version preloaded only pg_cron): a line appended to ``postgresql.conf`` (the
+        last setting of a name wins) keeps the libraries it had and adds the missing ones.
+
+        Returns:
+            True when the configuration was changed (a running server must restart).
+        """
+        have = self.preloaded()
+        missing = [x for x in PRELOAD if x not in have]
+        if not missing:
+            return False
+        libs = ",".join(have + missing)
+        with open(self.datadir / "postgresql.conf", "a") as f:
+            f.write(f"\n# nl2sql: libraries the project needs (added to an earlier cluster)\n"
+                    f"shared_preload_libraries = '{libs}'\n")
+        return True
+
+    def _live_preload(self) -> list[str]:
+        with self.connect() as c:
+            v = c.execute("SHOW shared_preload_libraries").fetchone()[0]
+        return [x.strip().strip('"') for x in v.split(",") if x.strip()]
 
     @property
     def running(self) -> bool:
@@ -107,10 +146,18 @@ class LocalCluster:
         return r.returncode == 0
 
     def start(self) -> "LocalCluster":
-        """Init if needed and start the server (no-op when running). Returns self."""
+        """Init if needed and start the server. Returns self.
+
+        A cluster made earlier gets the libraries of ``PRELOAD`` added to its configuration
+        (``ensure_preload``); a running server that does not preload them all is restarted,
+        otherwise starting a running cluster does nothing.
+        """
         self.init()
+        self.ensure_preload()
         if self.running:
-            return self
+            if all(x in self._live_preload() for x in PRELOAD):
+                return self
+            self.stop()
         if not _port_free(self.port):
             raise ClusterError(f"port {self.port} is taken; edit {self.port_file} and port in "
                                f"{self.datadir}/postgresql.conf, or remove {self.datadir}")

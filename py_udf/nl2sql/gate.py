@@ -17,6 +17,9 @@ values                 ``Gate.values``: retrieved/relevant values of withheld co
 examples               ``Gate.examples``: an example of this database (``db_id`` 'local') that
                        reads a withheld column (any example with ``send_values = off``) is shown
                        with its masked question and every literal of its SQL replaced
+SQL text               ``Gate.sql``: a query that reads a withheld column (any query with
+                       ``send_values = off``) is shown with every literal replaced (mined
+                       queries of the query log)
 rows                   ``Gate.rows``: with ``send_values = off`` no row at all (only the option's
                        shape: row and column counts); otherwise the output columns that may
                        carry a withheld column's values are dropped from each row (all of them
@@ -255,6 +258,23 @@ class Gate:
                 self.note(stage, "turns masked")
             out.append(t)
         return tuple(out)
+
+    def sql(self, stage: str, sql: str) -> str:
+        """Show an SQL text that may hold literals of withheld columns (a mined query).
+
+        Args:
+            stage: the asking stage.
+            sql: the query.
+
+        Returns:
+            ``sql`` unchanged when it reads no withheld column, else with every string literal
+            replaced by ``'value'`` and every number by 0 (``SELECT ...`` when it does not
+            parse).
+        """
+        if not self.withholding or not self._reads_withheld_sql(sql):
+            return sql
+        self.note(stage, "literals of SQL")
+        return _without_literals(sql)
 
     def _reads_withheld_sql(self, sql: str) -> bool:
         if not self.send_values:

@@ -581,6 +581,80 @@ def feedback(plpy, log_id: int, correct: bool, sql: str | None, verify: bool = T
 
 
 @entry_point
+def mine_queries(plpy, limit: int) -> str:
+    """Mine pg_stat_statements for question/SQL pairs: backs ``nl2sql.mine_queries(limit)``.
+
+    See ``mining``: the most frequent read-only statements over indexed relations the caller
+    may read get a question written by the first model (through the gate) and are stored as
+    pending in ``nl2sql.mined_query``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        limit: most statements to write a question for.
+
+    Returns:
+        JSON text ``{considered, mined, skipped: {reason: n}, failed: [...], model}``.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) pg_stat_statements is not installed or not
+            preloaded (the hint says how), no model is configured, ``limit`` is out of range,
+            nothing is indexed.
+    """
+    from .errors import NotIndexedError
+    from .mining import mine
+
+    secrets = configured_secrets(plpy)
+    try:
+        return json.dumps(redact_obj(mine(plpy, limit), secrets))
+    except ConfigError as e:
+        _fail(plpy, redact(str(e), secrets),
+              "see README.md, sections 'Mining the query log' and 'Models'")
+    except NotIndexedError as e:
+        _fail(plpy, str(e))
+
+
+@entry_point
+def approve_mined(plpy, mined_id: int, question: str | None) -> int:
+    """Approve a mined pair into the pool: backs ``nl2sql.approve_mined(id, question)``.
+
+    A query is added as ``add_example`` does for this database and as a verified query
+    (both source ``mined``); a template as ``add_template`` does (source ``mined``). Both are
+    checked again as the approving role.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        mined_id: the ``nl2sql.mined_query`` id.
+        question: the question to keep instead of the model's, or None.
+
+    Returns:
+        The id of the verified query or template it became.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) no such id, approved already, no question (the
+            model wrote none and none was given), or the pair fails the checks of
+            ``add_example`` / ``add_verified_query`` / ``add_template``.
+    """
+    from .mining import mark_approved, pending_row
+    from .verified import add_verified
+
+    try:
+        row = pending_row(plpy, mined_id)
+    except ConfigError as e:
+        _fail(plpy, str(e))
+    q = (question or row["question"] or "").strip()
+    if not q:
+        _fail(plpy, f"nl2sql.approve_mined: mined query {mined_id} has no question (the model "
+                    f"wrote none)", "pass one: SELECT nl2sql.approve_mined(id, 'question')")
+    eid = None
+    if row["kind"] == "query":
+        eid = add_example(plpy, q, row["sql"], None, "postgres", source="mined")
+    vid = _curated(plpy, "approve_mined", add_verified, q, row["sql"], row["kind"], "postgres",
+                   "mined")
+    mark_approved(plpy, mined_id, q, eid, vid)
+    return vid
+
+
+@entry_point
 def calibrate(plpy, judged: str | None) -> str:
     """Recompute the per-model reliability: backs ``nl2sql.calibrate(judged jsonb) → jsonb``.
 
