@@ -87,7 +87,7 @@ def test_reindex_that_changed_the_index_folds_the_trigram_pending_list_and_analy
         assert r["tables_indexed"] == 1 and r["tables_analyzed"] >= 4
         assert r["trigram_pending_pages"] is not None
         # nothing left to fold in: lookups scan the index, not a pending list
-        assert db.execute("SELECT gin_clean_pending_list('nl2sql.cell_value_trgm'::regclass)"
+        assert db.execute("SELECT gin_clean_pending_list('nl2sql.cell_value_text_trgm'::regclass)"
                           ).fetchone()[0] == 0
         # the planner's statistics count the values as they are now
         n, est = db.execute("SELECT (SELECT count(*) FROM nl2sql.cell_value), reltuples "
