@@ -1151,7 +1151,8 @@ BEGIN
                                       r.relrowsecurity)),
     ranked AS (
         SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
-                                       ORDER BY c.score DESC, c.value) AS rk
+                                       ORDER BY c.score DESC, c.value, c.schema_name,
+                                                c.table_name, c.column_name) AS rk
           FROM cand c JOIN ok USING (schema_name, table_name, column_name))
     SELECT r.how, r.n, r.schema_name, r.table_name, r.column_name, r.value, r.score
       FROM ranked r WHERE r.how = 'exact' OR r.rk <= per_phrase;
