@@ -731,6 +731,44 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 013-lookup-speed.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$013-lookup-speed.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Value lookups at scale (README "Value retrieval"): the trigram lookup of nl2sql._match_values
+-- searches a narrow table of the value index's distinct strings instead of nl2sql.cell_value.
+-- A cell_value row carries its 384-float embedding inline (~1.6 kB, 5 rows a page), so each
+-- GIN candidate of `value % phrase` cost one heap page to recheck: at 212,000 values, 10
+-- phrases read ~4,000 pages (68 ms a question). Here a page holds ~150 strings, a string shared
+-- by many columns is one row, and only the strings that match are looked up in cell_value (by
+-- its btree on lower(value)). n counts the cell_value rows with that string; the triggers of
+-- sql/idempotent/013-lookup-speed.sql keep it (a string leaves when its count reaches 0).
+CREATE TABLE nl2sql.cell_value_text (
+    value text PRIMARY KEY,
+    n     int NOT NULL CHECK (n > 0)
+);
+INSERT INTO nl2sql.cell_value_text (value, n)
+    SELECT value, count(*) FROM nl2sql.cell_value GROUP BY value;
+CREATE INDEX cell_value_text_trgm ON nl2sql.cell_value_text USING gin (value gin_trgm_ops);
+-- nothing else searches cell_value by trigram: its GIN index only cost writes
+DROP INDEX nl2sql.cell_value_trgm;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1172,7 +1210,9 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
 -- role. Privileges are checked once per distinct column among the candidates, not per indexed
 -- column. Per phrase i (1-based): 'exact' — lower(value) = lower(phrases[i]) (btree on
 -- lower(value)); 'trigram' — the per_phrase values with the best similarity(value, fuzzy[i]) >=
--- trgm_min (gin); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
+-- trgm_min (gin over the distinct strings of nl2sql.cell_value_text, whose narrow rows make the
+-- recheck of the index's candidates cheap; the matching strings' rows of cell_value are then
+-- found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
 -- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
 -- On a small index the planner prefers a full scan with the (costly) similarity filter; the
 -- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
@@ -1202,16 +1242,19 @@ BEGIN
                              FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
     ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
+    trg AS MATERIALIZED (
+        SELECT p.n, d.value, similarity(d.value, p.t)::float8 AS s
+          FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t
+         WHERE p.t IS NOT NULL AND similarity(d.value, p.t) >= trgm_min),
     cand AS MATERIALIZED (
         SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
                1.0::float8 AS score
           FROM ph p JOIN nl2sql.cell_value v ON lower(v.value) = lower(p.x)
          WHERE p.x IS NOT NULL
         UNION ALL
-        SELECT 'trigram'::text, p.n, v.schema_name, v.table_name, v.column_name, v.value,
-               similarity(v.value, p.t)::float8
-          FROM ph p JOIN nl2sql.cell_value v ON v.value % p.t
-         WHERE p.t IS NOT NULL AND similarity(v.value, p.t) >= trgm_min
+        SELECT 'trigram'::text, g.n, v.schema_name, v.table_name, v.column_name, v.value, g.s
+          FROM trg g JOIN nl2sql.cell_value v ON lower(v.value) = lower(g.value)
+                                                AND v.value = g.value
         UNION ALL
         SELECT 'vector'::text, e.n, m.* FROM ev e CROSS JOIN LATERAL (
             SELECT v.schema_name, v.table_name, v.column_name, v.value,
@@ -1231,7 +1274,8 @@ BEGIN
                                       r.relrowsecurity)),
     ranked AS (
         SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
-                                       ORDER BY c.score DESC, c.value) AS rk
+                                       ORDER BY c.score DESC, c.value, c.schema_name,
+                                                c.table_name, c.column_name) AS rk
           FROM cand c JOIN ok USING (schema_name, table_name, column_name))
     SELECT r.how, r.n, r.schema_name, r.table_name, r.column_name, r.value, r.score
       FROM ranked r WHERE r.how = 'exact' OR r.rk <= per_phrase;
@@ -2076,3 +2120,53 @@ COMMENT ON VIEW nl2sql.mined_queries IS
 REVOKE ALL ON nl2sql.mined_query, nl2sql.mined_queries FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION nl2sql.mine_queries(integer), nl2sql.approve_mined(bigint, text),
     nl2sql.reject_mined(bigint) FROM PUBLIC;
+
+-- ==== idempotent 013-lookup-speed.sql ====
+-- nl2sql.cell_value_text (sql/incremental/013-lookup-speed.sql) follows nl2sql.cell_value: one
+-- row per distinct string with the number n of cell_value rows holding it. Statement-level
+-- triggers with transition tables: one statement per reindex batch, not per row. Concurrent
+-- writers keep the counts exact: a count changes under its row lock (UPDATE, DELETE,
+-- INSERT ... ON CONFLICT DO UPDATE wait for each other and recheck), and old rows are locked in
+-- value order first, so two batches cannot deadlock. An UPDATE of cell_value counts as its old
+-- rows deleted and its new rows inserted. The writer of cell_value (the index owner: reindex,
+-- the DDL triggers) writes the mirror with its own rights.
+CREATE OR REPLACE FUNCTION nl2sql._cell_value_text_sync() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        TRUNCATE nl2sql.cell_value_text;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        PERFORM 1 FROM nl2sql.cell_value_text t
+          WHERE t.value IN (SELECT r.value FROM old_rows r) ORDER BY t.value FOR UPDATE;
+        DELETE FROM nl2sql.cell_value_text t
+         USING (SELECT r.value, count(*) AS k FROM old_rows r GROUP BY r.value) d
+         WHERE t.value = d.value AND t.n <= d.k;
+        UPDATE nl2sql.cell_value_text t SET n = t.n - d.k
+          FROM (SELECT r.value, count(*) AS k FROM old_rows r GROUP BY r.value) d
+         WHERE t.value = d.value;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO nl2sql.cell_value_text AS t (value, n)
+        SELECT r.value, count(*) FROM new_rows r GROUP BY r.value ORDER BY r.value
+        ON CONFLICT (value) DO UPDATE SET n = t.n + excluded.n;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER cell_value_text_insert AFTER INSERT ON nl2sql.cell_value
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION nl2sql._cell_value_text_sync();
+CREATE OR REPLACE TRIGGER cell_value_text_delete AFTER DELETE ON nl2sql.cell_value
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION nl2sql._cell_value_text_sync();
+CREATE OR REPLACE TRIGGER cell_value_text_update AFTER UPDATE ON nl2sql.cell_value
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION nl2sql._cell_value_text_sync();
+CREATE OR REPLACE TRIGGER cell_value_text_truncate AFTER TRUNCATE ON nl2sql.cell_value
+    FOR EACH STATEMENT EXECUTE FUNCTION nl2sql._cell_value_text_sync();
+
+REVOKE ALL ON nl2sql.cell_value_text FROM PUBLIC;
+REVOKE ALL ON FUNCTION nl2sql._cell_value_text_sync() FROM PUBLIC;

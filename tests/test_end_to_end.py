@@ -59,8 +59,11 @@ def test_indexer_fills_every_index_table(db):
                       "AND embedding IS NOT NULL AND masked_question LIKE '%<mask>%'").fetchone()[0]
     assert n_ex == len(pool["examples"])
     idx = {r[0] for r in db.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'nl2sql' "
-                                    "AND tablename = 'cell_value'")}
+                                    "AND tablename IN ('cell_value', 'cell_value_text')")}
     assert any("hnsw" in i for i in idx) and any("gin_trgm_ops" in i for i in idx)
+    # the trigram lookup's table holds each distinct string once
+    assert db.execute("SELECT count(*) FROM nl2sql.cell_value_text").fetchone()[0] == \
+        db.execute("SELECT count(DISTINCT value) FROM nl2sql.cell_value").fetchone()[0]
 
 
 def test_reindex_is_incremental(db):
@@ -87,7 +90,7 @@ def test_reindex_that_changed_the_index_folds_the_trigram_pending_list_and_analy
         assert r["tables_indexed"] == 1 and r["tables_analyzed"] >= 4
         assert r["trigram_pending_pages"] is not None
         # nothing left to fold in: lookups scan the index, not a pending list
-        assert db.execute("SELECT gin_clean_pending_list('nl2sql.cell_value_trgm'::regclass)"
+        assert db.execute("SELECT gin_clean_pending_list('nl2sql.cell_value_text_trgm'::regclass)"
                           ).fetchone()[0] == 0
         # the planner's statistics count the values as they are now
         n, est = db.execute("SELECT (SELECT count(*) FROM nl2sql.cell_value), reltuples "

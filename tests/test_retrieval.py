@@ -142,3 +142,61 @@ def test_retrieve_as_an_ordinary_role_shows_only_what_it_may_read(safe_conn, ana
     # the superuser's retrieval does find the secret value: the test can tell the difference
     su = safe_conn.execute("SELECT nl2sql.retrieve(%s, NULL, %s)", (q, presql)).fetchone()[0]
     assert any(v["value"] == "Band-Omega-9" for v in su["values"]) and "payroll" in su["linked_tables"]
+
+
+def _text_mirror_is_exact(db):
+    """nl2sql.cell_value_text holds each distinct string of nl2sql.cell_value with its count."""
+    return db.execute(
+        "SELECT count(*) FROM (SELECT value, count(*)::int AS n FROM nl2sql.cell_value "
+        "GROUP BY value) a FULL JOIN nl2sql.cell_value_text t USING (value) "
+        "WHERE a.n IS DISTINCT FROM t.n").fetchone()[0] == 0
+
+
+def test_distinct_string_mirror_follows_inserts_updates_deletes_and_truncate(db):
+    """The trigram lookup searches nl2sql.cell_value_text; its triggers keep it equal to the
+    distinct strings of the value index, with counts, whatever writes the index."""
+    assert _text_mirror_is_exact(db)
+    db.execute("BEGIN")
+    try:
+        db.execute("INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, "
+                   "embedding) SELECT schema_name, table_name, column_name || '_x', value, embedding "
+                   "FROM nl2sql.cell_value WHERE value IN ('United Kingdom', 'Paris')")
+        db.execute("INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, "
+                   "embedding) SELECT schema_name, table_name, column_name, 'Mirror Test Value', "
+                   "embedding FROM nl2sql.cell_value WHERE value = 'United Kingdom' LIMIT 1")
+        assert _text_mirror_is_exact(db)
+        n = db.execute("SELECT n FROM nl2sql.cell_value_text WHERE value = 'United Kingdom'"
+                       ).fetchone()[0]
+        assert n >= 2
+        db.execute("UPDATE nl2sql.cell_value SET value = 'Mirror Test Renamed' "
+                   "WHERE value = 'Mirror Test Value'")
+        assert _text_mirror_is_exact(db)
+        assert not db.execute("SELECT 1 FROM nl2sql.cell_value_text "
+                              "WHERE value = 'Mirror Test Value'").fetchall()
+        db.execute("DELETE FROM nl2sql.cell_value WHERE column_name LIKE '%\\_x' "
+                   "OR value = 'Mirror Test Renamed'")
+        assert _text_mirror_is_exact(db)
+        assert db.execute("SELECT n FROM nl2sql.cell_value_text WHERE value = 'United Kingdom'"
+                          ).fetchone()[0] == n // 2
+        db.execute("TRUNCATE nl2sql.cell_value")
+        assert db.execute("SELECT count(*) FROM nl2sql.cell_value_text").fetchone()[0] == 0
+    finally:
+        db.execute("ROLLBACK")
+    assert _text_mirror_is_exact(db)
+
+
+def test_one_lookup_for_all_phrases_equals_one_lookup_per_phrase(db):
+    """nl2sql._match_values answers all phrases of a question in one statement; each phrase's
+    matches (exact, trigram, vector) are those it gets when looked up alone."""
+    phrases = ["Untied Kingdom", "France", "United Kingdom", "singers", "Kingdom", "Nowhere At All"]
+    vec = db.execute("SELECT embedding::text FROM nl2sql.cell_value WHERE value = 'United States' "
+                     "LIMIT 1").fetchone()[0]
+    vecs = [None, vec, None, None, None, vec]
+    sql = ("SELECT how, i, schema_name, table_name, column_name, value, score FROM "
+           "nl2sql._match_values(current_user, %s, %s, %s::vector[], 0.5, 0.8, 3)")
+    together = sorted(db.execute(sql, (phrases, phrases, vecs)).fetchall())
+    alone = sorted(
+        (how, k + 1, *rest) for k, p in enumerate(phrases)
+        for how, _, *rest in db.execute(sql, ([p], [p], [vecs[k]])).fetchall())
+    assert together == alone
+    assert {r[0] for r in together} == {"exact", "trigram", "vector"}

@@ -233,8 +233,8 @@ def test_every_function_is_invoker_with_pinned_search_path_except_the_definers(s
 
 
 def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
-    for t in ("schema_table", "schema_column", "schema_fk", "cell_value", "example",
-              "example_relation", "query_log", "value_policy"):
+    for t in ("schema_table", "schema_column", "schema_fk", "cell_value", "cell_value_text",
+              "example", "example_relation", "query_log", "value_policy"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(f"SELECT count(*) FROM nl2sql.{t}")
     for call in ("SELECT nl2sql.reindex()", "SELECT nl2sql.set_setting('k_examples', '1')",

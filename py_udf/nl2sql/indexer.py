@@ -652,8 +652,8 @@ def ensure_vector_index(plpy) -> bool:
 
 
 # The index tables read by the pipeline's lookups, analyzed after a reindex that changed them.
-INDEX_TABLES = ("schema_table", "schema_column", "schema_fk", "cell_value", "example",
-                "example_relation")
+INDEX_TABLES = ("schema_table", "schema_column", "schema_fk", "cell_value", "cell_value_text",
+                "example", "example_relation")
 
 
 def tidy_indexes(plpy) -> dict:
@@ -678,7 +678,7 @@ def tidy_indexes(plpy) -> dict:
     try:
         with plpy.subtransaction():
             pages = spi.query(plpy, "SELECT pg_catalog.gin_clean_pending_list("
-                                    "'nl2sql.cell_value_trgm'::regclass) AS n")[0]["n"]
+                                    "'nl2sql.cell_value_text_trgm'::regclass) AS n")[0]["n"]
     except plpy.SPIError:
         pass
     for t in INDEX_TABLES:

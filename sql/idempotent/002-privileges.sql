@@ -112,7 +112,9 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
 -- role. Privileges are checked once per distinct column among the candidates, not per indexed
 -- column. Per phrase i (1-based): 'exact' — lower(value) = lower(phrases[i]) (btree on
 -- lower(value)); 'trigram' — the per_phrase values with the best similarity(value, fuzzy[i]) >=
--- trgm_min (gin); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
+-- trgm_min (gin over the distinct strings of nl2sql.cell_value_text, whose narrow rows make the
+-- recheck of the index's candidates cheap; the matching strings' rows of cell_value are then
+-- found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
 -- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
 -- On a small index the planner prefers a full scan with the (costly) similarity filter; the
 -- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
@@ -142,16 +144,19 @@ BEGIN
                              FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
     ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
+    trg AS MATERIALIZED (
+        SELECT p.n, d.value, similarity(d.value, p.t)::float8 AS s
+          FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t
+         WHERE p.t IS NOT NULL AND similarity(d.value, p.t) >= trgm_min),
     cand AS MATERIALIZED (
         SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
                1.0::float8 AS score
           FROM ph p JOIN nl2sql.cell_value v ON lower(v.value) = lower(p.x)
          WHERE p.x IS NOT NULL
         UNION ALL
-        SELECT 'trigram'::text, p.n, v.schema_name, v.table_name, v.column_name, v.value,
-               similarity(v.value, p.t)::float8
-          FROM ph p JOIN nl2sql.cell_value v ON v.value % p.t
-         WHERE p.t IS NOT NULL AND similarity(v.value, p.t) >= trgm_min
+        SELECT 'trigram'::text, g.n, v.schema_name, v.table_name, v.column_name, v.value, g.s
+          FROM trg g JOIN nl2sql.cell_value v ON lower(v.value) = lower(g.value)
+                                                AND v.value = g.value
         UNION ALL
         SELECT 'vector'::text, e.n, m.* FROM ev e CROSS JOIN LATERAL (
             SELECT v.schema_name, v.table_name, v.column_name, v.value,
@@ -171,7 +176,8 @@ BEGIN
                                       r.relrowsecurity)),
     ranked AS (
         SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
-                                       ORDER BY c.score DESC, c.value) AS rk
+                                       ORDER BY c.score DESC, c.value, c.schema_name,
+                                                c.table_name, c.column_name) AS rk
           FROM cand c JOIN ok USING (schema_name, table_name, column_name))
     SELECT r.how, r.n, r.schema_name, r.table_name, r.column_name, r.value, r.score
       FROM ranked r WHERE r.how = 'exact' OR r.rk <= per_phrase;
