@@ -111,6 +111,14 @@ def add_models(conn, llm, names, **kw):
                                           kw.get("timeout_s", 10)))
 
 
+def login_role(conn, name: str, grant_select_on: str):
+    """Create login role ``name`` if missing and grant it SELECT on ``grant_select_on`` (a list
+    of tables as SQL text)."""
+    conn.execute(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') "
+                 f"THEN CREATE ROLE {name} LOGIN; END IF; END$$")
+    conn.execute(f"GRANT SELECT ON {grant_select_on} TO {name}")
+
+
 def cancel_while_model_hangs(cluster, admin, llm, dbname: str, question: str, model: str,
                              user: str | None = None) -> tuple[BaseException | None, float]:
     """Ask ``question`` on a second connection (as ``user``) while model ``model`` hangs, cancel

@@ -12,7 +12,7 @@ import json
 import psycopg
 import pytest
 
-from conftest import add_models
+from conftest import add_models, login_role
 from nl2sql.retrieval import ValueMatch
 from nl2sql.types import Column, Schema, Table
 from nl2sql.verified import Slot, VerifiedRow, bind, meaning_words, name_words, question_numbers, \
@@ -240,11 +240,7 @@ def test_term_expressions_are_checked(cdb, expr, says):
 @pytest.fixture
 def reader(cluster, cdb):
     """A connection as an ordinary role that may read singer but not stadium."""
-    cdb.execute(f"""DO $$BEGIN
-        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') THEN
-            CREATE ROLE {READER} LOGIN;
-        END IF; END$$""")
-    cdb.execute(f"GRANT SELECT ON singer TO {READER}")
+    login_role(cdb, READER, "singer")
     conn = cluster.connect("nl2sql_test", user=READER)
     yield conn
     conn.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from conftest import add_models
+from conftest import add_models, login_role
 from nl2sql.evaluate import (Judged, chosen_hash, classify_outcome, classify_rows,
                              model_rightness, summarize)
 from nl2sql_indexer.loopback import Rule, extract_question
@@ -193,11 +193,7 @@ def test_no_verified_query_is_a_clear_error(edb, llm):
 @pytest.fixture
 def evaluator(cluster, edb):
     """An ordinary role that may read singer (not stadium or concert)."""
-    edb.execute(f"""DO $$BEGIN
-        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ROLE}') THEN
-            CREATE ROLE {ROLE} LOGIN;
-        END IF; END$$""")
-    edb.execute(f"GRANT SELECT ON singer TO {ROLE}")
+    login_role(edb, ROLE, "singer")
     conn = cluster.connect("nl2sql_test", user=ROLE)
     yield conn
     conn.close()

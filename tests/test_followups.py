@@ -8,7 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from conftest import DEMO_DB, add_models
+from conftest import DEMO_DB, add_models, login_role
 from nl2sql.prompts import TURN_MARKER
 from nl2sql.conversation import visible_turns
 from nl2sql.types import Column, Schema, Table, Turn
@@ -35,9 +35,7 @@ def _user_texts(llm, question: str) -> list[str]:
 @pytest.fixture
 def other_role(db, cluster):
     """A second ordinary role that may read the demo tables."""
-    db.execute(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{OTHER}') "
-               f"THEN CREATE ROLE {OTHER} LOGIN; END IF; END$$")
-    db.execute(f"GRANT SELECT ON singer, stadium, concert, singer_in_concert TO {OTHER}")
+    login_role(db, OTHER, "singer, stadium, concert, singer_in_concert")
     conn = cluster.connect(DEMO_DB, user=OTHER)
     yield conn
     conn.close()
