@@ -132,15 +132,56 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
         raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
     if tie_break not in TIE_BREAKS:
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+    ok, failed, empty = _voters(candidates, empty_results_vote)
+    if not ok:
+        return Vote(sql=None, winner_hash=None, confidence=0.0, groups=[],
+                    reason="no candidate executed successfully")
+    groups = _groups(ok, priority, weights)
+    kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
+    dropped = [g for g in groups if g not in kept]
+    note = ""
+    if not kept:
+        kept, dropped = groups, []
+        note = f"; no group reaches confidence {threshold:g}, none dropped"
+    elif dropped:
+        note = f"; {len(dropped)} group(s) below confidence {threshold:g} dropped"
+    kept.sort(key=_order(tie_break))
+    dropped.sort(key=_order(tie_break))
+    how, n_top = _break_tie(kept, tie_break)
+    win = kept[0]
+    if n_top > 1:
+        reason = f"tie between {n_top} groups of {win['size']}: {how}"
+    else:
+        reason = f"majority: {win['size']} of {len(ok)} executed candidates agree"
+    if weights:
+        reason += f" (votes weighted by learned reliability: score {win['score']:g})"
+    if failed:
+        reason += f"; {failed} candidate(s) refused, failed or timed out"
+    if empty:
+        reason += f"; {empty} candidate(s) with an empty result set aside (others returned rows)"
+    return Vote(sql=win["sql"], winner_hash=win["result_hash"], confidence=win["confidence"],
+                groups=kept, reason=reason + note, dropped=dropped, method="majority")
+
+
+def _voters(candidates: list[Candidate], empty_results_vote: bool
+            ) -> tuple[list[Candidate], int, int]:
+    """The candidates that vote, and how many were left out: (voters, refused or failed, empty).
+
+    Executed candidates with a result vote; when any returned rows, those with an empty result
+    do not (unless ``empty_results_vote``).
+    """
     ok = [c for c in candidates if c.status == Status.OK and c.result_hash is not None]
     failed = len(candidates) - len(ok)
     empty = 0
     if not empty_results_vote and any((c.row_count or 0) > 0 for c in ok):
         empty = sum(1 for c in ok if c.row_count == 0)
         ok = [c for c in ok if c.row_count != 0]
-    if not ok:
-        return Vote(sql=None, winner_hash=None, confidence=0.0, groups=[],
-                    reason="no candidate executed successfully")
+    return ok, failed, empty
+
+
+def _groups(ok: list[Candidate], priority: list[str] | None,
+            weights: dict[str, float] | None) -> list[dict[str, Any]]:
+    """One group per result hash of the voters (the dict form ``select`` documents)."""
     rank = {m: i for i, m in enumerate(priority or [])}
     by_hash: dict[str, list[Candidate]] = {}
     for c in ok:
@@ -160,53 +201,41 @@ def select(candidates: list[Candidate], threshold: float = 0.2, tie_break: str =
             "best_priority": min(rank.get(c.model, len(rank)) for c in members),
             "score": round(sum((weights or {}).get(c.model, 1.0) for c in members), 6),
         })
-    kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
-    dropped = [g for g in groups if g not in kept]
-    note = ""
-    if not kept:
-        kept, dropped = groups, []
-        note = f"; no group reaches confidence {threshold:g}, none dropped"
-    elif dropped:
-        note = f"; {len(dropped)} group(s) below confidence {threshold:g} dropped"
+    return groups
 
-    def key(g: dict[str, Any]):
-        speed = g["fastest_ms"] if g["fastest_ms"] is not None else math.inf
-        if tie_break == "priority":
-            return (-g["score"], g["best_priority"], speed)
-        return (-g["score"], speed, g["best_priority"])
 
-    kept.sort(key=key)
-    dropped.sort(key=key)
-    win = kept[0]
-    top = [g for g in kept if g["score"] == win["score"]]
-    n_top = len(top)
+def _speed(g: dict[str, Any]) -> float:
+    return g["fastest_ms"] if g["fastest_ms"] is not None else math.inf
+
+
+def _order(tie_break: str):
+    """Sort key of groups, best first: score, then speed or priority as ``tie_break`` says."""
+    if tie_break == "priority":
+        return lambda g: (-g["score"], g["best_priority"], _speed(g))
+    return lambda g: (-g["score"], _speed(g), g["best_priority"])
+
+
+def _break_tie(kept: list[dict[str, Any]], tie_break: str) -> tuple[str, int]:
+    """Put the winner of the top score first in ``kept`` (sorted by ``_order``); return how the
+    tie was decided and how many groups shared the top score.
+
+    Times within ``same_speed_ms`` of the fastest are measurement noise (the same query's time
+    varies by more from one run to the next), not less work: then priority decides, as with
+    ``tie_break='priority'``, so that the same candidates always give the same answer.
+    """
+    top = [g for g in kept if g["score"] == kept[0]["score"]]
     how = ("the group holding the highest-priority model wins" if tie_break == "priority"
            else "fastest execution wins")
-    if tie_break == "fastest" and n_top > 1:
-        # times this close are measurement noise (the same query's time varies by more from
-        # one run to the next), not less work: then priority decides, as it would with
-        # tie_break='priority', so that the same candidates always give the same answer
-        speed = [g["fastest_ms"] if g["fastest_ms"] is not None else math.inf for g in top]
-        close = [g for g, v in zip(top, speed) if v <= speed[0] + same_speed_ms(speed[0])]
+    if tie_break == "fastest" and len(top) > 1:
+        fastest = _speed(top[0])
+        close = [g for g in top if _speed(g) <= fastest + same_speed_ms(fastest)]
         if len(close) > 1:
             win = min(close, key=lambda g: (g["best_priority"], g["fastest_ms"]))
             kept.remove(win)
             kept.insert(0, win)
-            how = (f"{len(close)} groups equally fast (within "
-                   f"{same_speed_ms(speed[0]):.2g} ms): the group holding the highest-priority "
-                   f"model wins")
-    if n_top > 1:
-        reason = f"tie between {n_top} groups of {win['size']}: {how}"
-    else:
-        reason = f"majority: {win['size']} of {len(ok)} executed candidates agree"
-    if weights:
-        reason += f" (votes weighted by learned reliability: score {win['score']:g})"
-    if failed:
-        reason += f"; {failed} candidate(s) refused, failed or timed out"
-    if empty:
-        reason += f"; {empty} candidate(s) with an empty result set aside (others returned rows)"
-    return Vote(sql=win["sql"], winner_hash=win["result_hash"], confidence=win["confidence"],
-                groups=kept, reason=reason + note, dropped=dropped, method="majority")
+            how = (f"{len(close)} groups equally fast (within {same_speed_ms(fastest):.2g} ms): "
+                   f"the group holding the highest-priority model wins")
+    return how, len(top)
 
 
 def multiple_choice_prompt(question: str, groups: list[dict[str, Any]], schema_text: str,
