@@ -17,6 +17,7 @@ relevant values.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -202,63 +203,75 @@ def repair_loop(cands: list[Candidate], models: dict[str, ModelConfig], prompt_o
     max_rounds = max(0, min(MAX_ROUNDS, int(max_rounds)))
     summary: dict[str, Any] = {"rounds": [], "llm_wait_ms": 0.0, "prompt_tokens": 0,
                                "completion_tokens": 0}
-    active = [c for c in cands if feedback(c) and c.model in models]
-    # per candidate: the last attempt's problem, SQL shown to the model, and cleaned answer
-    problem_of = {id(c): feedback(c, gate) for c in active}
-    shown_sql = {id(c): c.sql or c.raw_text for c in active}
-    last_answer = {id(c): clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
-                   for c in active}
+    active = [_Repairing(c, feedback(c, gate), c.sql or c.raw_text,
+                         clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql)
+              for c in cands if feedback(c) and c.model in models]
     for r in range(1, max_rounds + 1):
         if not active:
             break
-        jobs = []
-        for c in active:
-            p = repair_prompt(prompt_of(c), shown_sql[id(c)], problem_of[id(c)],
-                              relevant_values(c, ev, question_values, gate), r, max_rounds)
-            jobs.append((c, p))
+        prompts = [repair_prompt(prompt_of(a.cand), a.shown_sql, a.problem,
+                                 relevant_values(a.cand, ev, question_values, gate), r, max_rounds)
+                   for a in active]
         t0 = time.perf_counter()
-        replies = call_models([(models[c.model], gate.seal("repair", p)) for c, p in jobs], on_wait,
+        replies = call_models([(models[a.cand.model], gate.seal("repair", p))
+                               for a, p in zip(active, prompts)], on_wait,
                               budget_s() if budget_s else None)
         summary["llm_wait_ms"] += (time.perf_counter() - t0) * 1000
-        still: list[Candidate] = []
-        fixed = 0
-        for (c, _), rep in zip(jobs, replies):
+        outcomes = []
+        for a, rep in zip(active, replies):
             summary["prompt_tokens"] += rep.prompt_tokens
             summary["completion_tokens"] += rep.completion_tokens
-            entry: dict[str, Any] = {"round": r, "problem": problem_of[id(c)], "model": rep.model,
-                                     "latency_ms": round(rep.latency_ms, 1)}
-            if rep.error or not rep.text:
-                entry.update(status=RepairOutcome.NO_ANSWER, reason=rep.error or "empty")
-                c.repairs.append(entry)
-                still.append(c)
-                continue
-            answer = clean(rep.text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
-            if answer == last_answer[id(c)]:
-                entry.update(status=RepairOutcome.UNCHANGED, sql=answer,
-                             reason="the model answered with the same SQL; repair stopped")
-                c.repairs.append(entry)
-                continue
-            last_answer[id(c)] = answer
-            trial = Candidate(source=c.source, model=c.model, raw_text=rep.text)
-            ev.run(trial, rep.text)
-            entry.update(sql=trial.sql or answer, status=trial.status, reason=trial.reason,
-                         row_count=trial.row_count, exec_ms=trial.exec_ms,
-                         cleaning=trial.cleaning, alignments=trial.alignments)
-            c.repairs.append(entry)
-            if _rank(trial) > _rank(c):
-                for f in ("sql", "status", "reason", "result_hash", "order_hash", "row_count",
-                          "truncated", "exec_ms", "tables", "cleaning", "alignments",
-                          "sample_rows", "sqlstate"):
-                    setattr(c, f, getattr(trial, f))
-                c.raw_text = rep.text
-            if _rank(trial) == 2:
-                fixed += 1
-                continue
-            problem_of[id(c)] = feedback(trial, gate) or problem_of[id(c)]
-            shown_sql[id(c)] = trial.sql or answer
-            still.append(c)
-        summary["rounds"].append({"round": r, "candidates": [c.source for c, _ in jobs],
-                                  "repaired": fixed})
-        active = still
+            outcomes.append(_take_reply(a, rep, r, ev, gate))
+        summary["rounds"].append({"round": r, "candidates": [a.cand.source for a in active],
+                                  "repaired": outcomes.count("fixed")})
+        active = [a for a, o in zip(active, outcomes) if o == "again"]
     summary["llm_wait_ms"] = round(summary["llm_wait_ms"], 3)
     return summary
+
+
+@dataclass
+class _Repairing:
+    """A candidate under repair: its last attempt's problem, the SQL shown to the model, and the
+    model's last cleaned answer (a repeat stops the repair)."""
+    cand: Candidate
+    problem: str
+    shown_sql: str | None
+    last_answer: str | None
+
+
+_TAKEN_OVER = ("sql", "status", "reason", "result_hash", "order_hash", "row_count", "truncated",
+               "exec_ms", "tables", "cleaning", "alignments", "sample_rows", "sqlstate")
+
+
+def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
+    """Record one repair reply in ``a.cand.repairs``; the candidate takes over the attempt when
+    it ranks higher. Returns ``fixed`` (rows now), ``again`` (another round) or ``stop``."""
+    c = a.cand
+    entry: dict[str, Any] = {"round": r, "problem": a.problem, "model": rep.model,
+                             "latency_ms": round(rep.latency_ms, 1)}
+    if rep.error or not rep.text:
+        entry.update(status=RepairOutcome.NO_ANSWER, reason=rep.error or "empty")
+        c.repairs.append(entry)
+        return "again"
+    answer = clean(rep.text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
+    if answer == a.last_answer:
+        entry.update(status=RepairOutcome.UNCHANGED, sql=answer,
+                     reason="the model answered with the same SQL; repair stopped")
+        c.repairs.append(entry)
+        return "stop"
+    a.last_answer = answer
+    trial = Candidate(source=c.source, model=c.model, raw_text=rep.text)
+    ev.run(trial, rep.text)
+    entry.update(sql=trial.sql or answer, status=trial.status, reason=trial.reason,
+                 row_count=trial.row_count, exec_ms=trial.exec_ms,
+                 cleaning=trial.cleaning, alignments=trial.alignments)
+    c.repairs.append(entry)
+    if _rank(trial) > _rank(c):
+        for f in _TAKEN_OVER:
+            setattr(c, f, getattr(trial, f))
+        c.raw_text = rep.text
+    if _rank(trial) == 2:
+        return "fixed"
+    a.problem = feedback(trial, gate) or a.problem
+    a.shown_sql = trial.sql or answer
+    return "again"

@@ -504,45 +504,76 @@ def bind(row: VerifiedRow, question: str, strong: dict[str, list], numbers: list
     """
     phrases = sorted(strong, key=lambda p: _position(question, p))
     used: set[str] = set()
+    values: dict[str, exp.Literal] = {}
+    bindings: list[dict[str, Any]] = []
+    reason = (_bind_constants(row, phrases, strong, used)
+              or _bind_values(row, phrases, strong, used, values, bindings))
+    left = [p for p in phrases if p not in used]
+    if not reason and left:
+        reason = (f"the question names {', '.join(repr(p) for p in left)}, "
+                  f"which the verified query takes no parameter for")
+    reason = reason or _bind_numbers(row, numbers, values, bindings)
+    if reason:
+        return Bound(None, reason=reason)
+    try:
+        return Bound(fill(row.template_sql, row.slots, values), bindings)
+    except CandidateRefused as e:
+        return Bound(None, reason=str(e))
 
-    def matches(p: str, col: list[str] | tuple) -> list:
-        return [v for v in strong[p] if [v.schema, v.table, v.column] == list(col)]
 
+def _in_column(strong: dict[str, list], p: str, col) -> list:
+    """The matches of phrase ``p`` in column ``col`` (schema, table, column), best first."""
+    return [v for v in strong[p] if [v.schema, v.table, v.column] == list(col)]
+
+
+def _bind_constants(row: VerifiedRow, phrases: list[str], strong: dict[str, list],
+                    used: set[str]) -> str | None:
+    """Each value the verified question names (not a parameter) must be named again; the
+    phrases naming them are added to ``used``. Returns why not, or None."""
     for alternatives in row.info.get("constants", []):
         hit = next((p for p in phrases if p not in used and
                     any(v.value == value for s, t, c, value in alternatives
-                        for v in matches(p, (s, t, c)))), None)
+                        for v in _in_column(strong, p, (s, t, c)))), None)
         if hit is None:
             s, t, c, value = alternatives[0]
-            return Bound(None, reason=f"the question does not name {value!r} ({t}.{c}), which "
-                                      f"the verified question names")
+            return (f"the question does not name {value!r} ({t}.{c}), which the verified "
+                    f"question names")
         used.add(hit)
-    values: dict[str, exp.Literal] = {}
-    bindings: list[dict[str, Any]] = []
+    return None
+
+
+def _bind_values(row: VerifiedRow, phrases: list[str], strong: dict[str, list], used: set[str],
+                 values: dict[str, exp.Literal], bindings: list[dict[str, Any]]) -> str | None:
+    """Each value parameter takes, per column in question order, a value the question names in
+    that column (added to ``values``, ``bindings`` and ``used``). Returns why not, or None."""
     by_col: dict[tuple, list[Slot]] = {}
     for sl in row.slots:
         if sl.kind == "value":
             by_col.setdefault(tuple(sl.column), []).append(sl)
     for col, slots in by_col.items():
-        found = [p for p in phrases if p not in used and matches(p, col)]
+        found = [p for p in phrases if p not in used and _in_column(strong, p, col)]
         if len(found) != len(slots):
-            return Bound(None, reason=f"the question names {len(found)} value(s) of "
-                                      f"{col[1]}.{col[2]}; the verified query takes {len(slots)}")
+            return (f"the question names {len(found)} value(s) of {col[1]}.{col[2]}; the "
+                    f"verified query takes {len(slots)}")
         for sl, p in zip(slots, found):
-            v = matches(p, col)[0]
+            v = _in_column(strong, p, col)[0]
             used.add(p)
             values[sl.name] = typed_literal(sl, v.value)
             bindings.append({"parameter": sl.name, "kind": "value", "column": ".".join(col),
                              "value": v.value, "phrase": p, "how": v.how,
                              "default": sl.default})
-    left = [p for p in phrases if p not in used]
-    if left:
-        return Bound(None, reason=f"the question names {', '.join(repr(p) for p in left)}, "
-                                  f"which the verified query takes no parameter for")
+    return None
+
+
+def _bind_numbers(row: VerifiedRow, numbers: list[str], values: dict[str, exp.Literal],
+                  bindings: list[dict[str, Any]]) -> str | None:
+    """The question's numbers match the verified question's position by position; a
+    parameter's position takes the new number (added to ``values`` and ``bindings``).
+    Returns why not, or None."""
     expected = row.info.get("numbers", [])
     if len(numbers) != len(expected):
-        return Bound(None, reason=f"the question writes {len(numbers)} number(s); the verified "
-                                  f"question {len(expected)}")
+        return (f"the question writes {len(numbers)} number(s); the verified question "
+                f"{len(expected)}")
     slots = {s.name: s for s in row.slots}
     for got, want in zip(numbers, expected):
         if want.startswith(":"):
@@ -550,20 +581,16 @@ def bind(row: VerifiedRow, question: str, strong: dict[str, list], numbers: list
             try:
                 lit = typed_literal(sl, got)
             except CandidateRefused as e:
-                return Bound(None, reason=str(e))
+                return str(e)
             if sl.name in values and values[sl.name] != lit:
-                return Bound(None, reason=f"two numbers for :{sl.name}")
+                return f"two numbers for :{sl.name}"
             values[sl.name] = lit
             bindings.append({"parameter": sl.name, "kind": "number",
                              "column": ".".join(sl.column) if sl.column else None,
                              "value": got, "default": sl.default})
         elif Decimal(got) != Decimal(want):
-            return Bound(None, reason=f"the question writes {got} where the verified question "
-                                      f"writes {want}")
-    try:
-        return Bound(fill(row.template_sql, row.slots, values), bindings)
-    except CandidateRefused as e:
-        return Bound(None, reason=str(e))
+            return f"the question writes {got} where the verified question writes {want}"
+    return None
 
 
 def same_meaning(row: VerifiedRow, question: str, schema: Schema, skip: list[str],
