@@ -269,11 +269,9 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
         in sorted order), sorted.
     """
     comp = _components(fk_graph(schema))
-    pk_only: dict[str, str | None] = {}
+    pk_only = _single_pks(schema)
     by_col: dict[tuple[str, str], list[str]] = {}
     for t in schema.tables:
-        pks = [c.name.lower() for c in t.columns if c.is_primary_key]
-        pk_only[t.name] = pks[0] if len(pks) == 1 else None
         for c in t.columns:
             by_col.setdefault((c.name.lower(), (c.data_type or "").lower()), []).append(t.name)
     out: set[tuple[str, str, str]] = set()
@@ -283,7 +281,41 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
         a, b = sorted(names)
         if comp.get(a) != comp.get(b) and not (pk_only.get(a) == col and pk_only.get(b) == col):
             out.add((a, b, col))
+    for t, col, ref in _named_references(schema, pk_only):
+        if comp.get(t) != comp.get(ref):
+            a, b = sorted((t, ref))
+            out.add((a, b, col))
     return sorted(out)
+
+
+def _named_references(schema: Schema, pk_only: dict[str, str | None]) -> list[tuple[str, str, str]]:
+    """Columns named after another table that no foreign key declares: ``model_list.maker``
+    -> ``car_makers`` (the column's name is a singular/plural form of the table's last name
+    word or whole name, its type is that of the table's one-column primary key, and exactly one
+    table fits). Returns (table, column, referenced table) triples, prompt names."""
+    declared = {(fk.table, c.lower()) for fk in schema.foreign_keys for c in fk.columns}
+    pk_type: dict[str, str] = {}
+    forms: dict[str, set[str]] = {}
+    for t in schema.tables:
+        pk = pk_only.get(t.name)
+        col = next((c for c in t.columns if c.name.lower() == pk), None) if pk else None
+        if col is None:
+            continue
+        pk_type[t.name] = (col.data_type or "").lower()
+        words = name_words(t.table)
+        if words:
+            forms[t.name] = _entity_forms(words)
+    out = []
+    for t in schema.tables:
+        for c in t.columns:
+            name = c.name.lower()
+            if c.is_primary_key or (t.name, name) in declared:
+                continue
+            refs = [r for r, f in forms.items() if r != t.name and name in f
+                    and pk_type[r] == (c.data_type or "").lower()]
+            if len(refs) == 1:
+                out.append((t.name, c.name.lower(), refs[0]))
+    return out
 
 
 def join_graph(schema: Schema) -> dict[str, set[str]]:
@@ -482,7 +514,7 @@ def linking_values(schema: Schema, values: list, value_min: float,
 
 def link_schema(schema: Schema, presql: str | None, values: list, similar_columns: list,
                 value_min: float = 0.9, presql_schema: Schema | None = None,
-                presql_text: str | None = None) -> Linked:
+                presql_text: str | None = None, question: str | None = None) -> Linked:
     """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
 
     Linked = PreSQL's tables and columns ∪ columns of matched values (``linking_values``) ∪
@@ -508,6 +540,8 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
             ``schema``.
         presql_text: the PreSQL's text as the model wrote it, read for table names when
             ``presql`` is None or does not parse; None for ``presql``.
+        question: the question; when given, a table that a foreign-key column PreSQL reads
+            references, and that the question names, is linked (``named_key_targets``).
 
     Returns:
         Linked with the reasons per table; empty only when nothing links and the PreSQL saw
@@ -533,6 +567,9 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if tb is not None:
             linked.add_column(tb.name, v.column, f"value {tb.name}.{v.column} = {v.value!r} "
                                                  f"({v.how} {v.score:.2f})")
+    for t, why in named_key_targets(schema, pre_cols, question):
+        if t not in linked.tables:
+            linked.add_table(t, why)
     partners = key_partners(schema)
     pre_tables = {t.lower() for t in tabs}
     for s, t, c, sim in similar_columns:
@@ -548,6 +585,61 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
     for b, a, z in fk_bridges(list(linked.tables), schema, tabs):
         linked.add_table(b, f"fk bridge {a} - {z}")
     return linked
+
+
+def named_key_targets(schema: Schema, presql_columns: set[tuple[str, str]],
+                      question: str | None) -> list[tuple[str, str]]:
+    """Find the tables the question names that PreSQL reaches only through a key column.
+
+    PreSQL sometimes answers "how many countries …" by counting the foreign-key column
+    ``car_makers.country`` instead of reading ``countries``; the question names the entity the
+    key refers to, so the FinSQL prompt should show its table (its name column, its other
+    attributes). A referenced table is named when every word of its name (``name_words``) occurs
+    in the question in some singular/plural form (``inflections``).
+
+    Source: from reading the Spider linking misses (car_1, "how many countries …" counted over
+    car_makers.country); MCS-SQL (Lee et al. 2024) §3.1 (linking favours recall).
+
+    Args:
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        presql_columns: (table prompt name, column name) pairs PreSQL reads, lower-cased.
+        question: the question, or None (then nothing is found).
+
+    Returns:
+        (referenced table prompt name, reason) pairs, each table once, in foreign-key order.
+    """
+    if not question:
+        return []
+    words = {w.lower() for w in tokenize(question) if w[0].isalnum()}
+    by_name = {t.name: t for t in schema.tables}
+    keys = [(fk.table, c, fk.ref_table) for fk in schema.foreign_keys for c in fk.columns]
+    keys += _named_references(schema, _single_pks(schema))
+    out: dict[str, str] = {}
+    for table, col, ref_name in keys:
+        ref = by_name.get(ref_name)
+        if ref is None or ref_name in out or (table.lower(), col.lower()) not in presql_columns:
+            continue
+        names = name_words(ref.table)
+        if names and col.lower() in _entity_forms(names) and \
+                all(inflections(w) & words for w in names):
+            out[ref_name] = f"key {table}.{col} -> {ref_name} named in the question"
+    return list(out.items())
+
+
+def _entity_forms(words: list[str]) -> set[str]:
+    """The names a column named after a table takes: singular/plural forms of the table name's
+    last word and of its whole name (``car_makers`` -> maker, makers, car_maker, …)."""
+    return inflections(words[-1]) | inflections("_".join(words)) if words else set()
+
+
+def _single_pks(schema: Schema) -> dict[str, str | None]:
+    """Table prompt name -> its one-column primary key (lower-cased), None when it has none or
+    a composite one."""
+    out: dict[str, str | None] = {}
+    for t in schema.tables:
+        pks = [c.name.lower() for c in t.columns if c.is_primary_key]
+        out[t.name] = pks[0] if len(pks) == 1 else None
+    return out
 
 
 def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
