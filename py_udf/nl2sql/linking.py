@@ -354,8 +354,8 @@ def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str])
     return None
 
 
-def fk_bridges(tables: list[str], schema: Schema,
-               joined: list[str] = ()) -> list[tuple[str, str, str]]:
+def fk_bridges(tables: list[str], schema: Schema, joined: list[str] = (),
+               edges: list[tuple[str, str]] = ()) -> list[tuple[str, str, str]]:
     """Find the tables needed to join ``tables`` over foreign keys (and inferred joins).
 
     Grows a connected tree from the first table (or from all of ``joined`` at once):
@@ -371,6 +371,7 @@ def fk_bridges(tables: list[str], schema: Schema,
         tables: table prompt names, in link order (names not in ``schema`` are ignored).
         schema: the schema (``catalog.load_schema``).
         joined: the tables PreSQL reads; the tree starts from all of them together.
+        edges: further (table, table) pairs joined directly (``presql_written_joins``).
 
     Returns:
         list of (bridge table, from table, to table) triples, prompt names: each bridge is an
@@ -378,6 +379,10 @@ def fk_bridges(tables: list[str], schema: Schema,
         that is not itself in ``tables``. Empty for fewer than two known tables.
     """
     g = join_graph(schema)
+    for a, b in edges:
+        if a in g and b in g and a != b:
+            g[a].add(b)
+            g[b].add(a)
     todo = [t for t in tables if t in g]
     if len(todo) < 2:
         return []
@@ -579,8 +584,9 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if partners.get((tb.name.lower(), c.lower()), set()) & pre_tables:
             continue  # a key column whose other end PreSQL reads: the question names that
         linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
+    written = presql_written_joins(presql, schema)
     for group in presql_join_groups(presql, schema):
-        for b, a, z in fk_bridges(group, schema):
+        for b, a, z in fk_bridges(group, schema, edges=written):
             linked.add_table(b, f"fk bridge {a} - {z}")
     for b, a, z in fk_bridges(list(linked.tables), schema, tabs):
         linked.add_table(b, f"fk bridge {a} - {z}")
@@ -639,6 +645,55 @@ def _single_pks(schema: Schema) -> dict[str, str | None]:
     for t in schema.tables:
         pks = [c.name.lower() for c in t.columns if c.is_primary_key]
         out[t.name] = pks[0] if len(pks) == 1 else None
+    return out
+
+
+def presql_written_joins(presql: str | None, schema: Schema) -> list[tuple[str, str]]:
+    """Find the pairs of tables PreSQL joins by an equality it wrote between their columns.
+
+    PreSQL's own join condition (``o.state = p.state``) says how two tables combine, so no
+    table between them is needed; only a join that equates the whole primary keys of both
+    tables (``car_makers.id = cars_data.id``: two entity ids, the classic wrong join) is not
+    trusted and still gets a foreign-key bridge. From reading the Spider linking tables linked
+    beyond the gold (dog_kennels: owners and professionals joined on ``state`` were bridged
+    over dogs and treatments) and the misses (car_1: ``id = id`` joins).
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        (table, table) prompt-name pairs, in query order; [] when PreSQL is empty or does not
+        parse.
+    """
+    if not presql:
+        return []
+    try:
+        tree = parse_shared(presql)
+    except CandidateRefused:
+        return []
+    lookup = _table_lookup(schema)
+    names = resolve(tree)
+    pks = _single_pks(schema)
+    out: list[tuple[str, str]] = []
+    for eq in tree.find_all(exp.EQ):
+        ends = []
+        for side in (eq.this, eq.expression):
+            if not isinstance(side, exp.Column):
+                break
+            owners = {lookup[r.key].name for r in names.column_relations(side)
+                      if r.key in lookup and any(c.name.lower() == side.name.lower()
+                                                 for c in lookup[r.key].columns)}
+            if len(owners) != 1:
+                break
+            ends.append((owners.pop(), side.name.lower()))
+        if len(ends) != 2 or ends[0][0] == ends[1][0]:
+            continue
+        if all(pks.get(t) == c for t, c in ends):
+            continue  # primary key = primary key: not trusted
+        pair = (ends[0][0], ends[1][0])
+        if pair not in out:
+            out.append(pair)
     return out
 
 
