@@ -251,15 +251,21 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
     same data type occurs in exactly these two tables of the schema (a name many tables
     share, such as ``id`` or ``name``, says nothing about which of them join), the foreign keys
     give no path between them, and the column is not the whole primary key of both (``id =
-    id`` between two entity tables is the classic wrong join). Tables the foreign keys
-    already connect get no inferred edge.
+    id`` between two entity tables is the classic wrong join). A column named after another
+    table (a singular/plural form of that table's last name word or whole name: ``maker`` ->
+    ``car_makers``, ``customer`` -> ``customers``), with the type of that table's one-column
+    primary key, no declared key, and exactly one table fitting the name, is an edge too (the
+    column holds that table's key under the entity's name). Tables the foreign keys already
+    connect get no inferred edge.
 
     Source: foreign-key discovery by column-name matching (Rostin et al. 2009, "A Machine
-    Learning Approach to Foreign Key Discovery", WebDB: equal names are the strongest
-    feature). Added from reading the Spider linking misses (car_1: the dump declares no key
-    between ``model_list.model`` and ``car_names.model``, so a PreSQL joining model_list and
-    cars_data got no bridge through car_names); a database with complete foreign keys gets no
-    inferred edge.
+    Learning Approach to Foreign Key Discovery", WebDB: equal names, and a column name
+    containing the referenced table's name, are the strongest features). Added from reading
+    the Spider linking misses (car_1: the dump declares no key between ``model_list.model``
+    and ``car_names.model``, so a PreSQL joining model_list and cars_data got no bridge through
+    car_names; nor between ``model_list.maker`` and ``car_makers.id``, so a PreSQL joining
+    car_makers to cars_data on ``id = id`` got none); a database with complete foreign keys
+    gets no inferred edge.
 
     Args:
         schema: the schema (``catalog.load_schema``).
