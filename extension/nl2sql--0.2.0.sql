@@ -1470,7 +1470,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('value_vector_min', 'float', '0.8', 'cosine similarity of value and phrase embeddings a value needs to match (1 turns vector matching off)'),
     ('value_vector_phrases', 'int', '8', 'at most this many question phrases get an embedding lookup: those no value matched exactly or by trigram, not made only of schema or stop words (0 turns it off)'),
     ('link_value_min', 'float', '0.9', 'score a non-exact value match needs to link its column (exact matches always link)'),
-    ('link_column_min', 'float', '0.6', 'question/column embedding similarity that links a column and its table'),
+    ('link_column_min', 'float', '0.7', 'question/column embedding similarity that links a column and its table'),
     ('dail_tau', 'float', '0.6', 'DAIL selection: Jaccard similarity of an example''s SQL skeleton with PreSQL''s that keeps it'),
     ('dail_candidates', 'int', '50', 'examples (nearest by masked question) that DAIL selection re-ranks'),
     ('prompt_token_budget', 'int', '3000', 'when the PreSQL prompt with the whole schema would exceed this many estimated tokens, it gets a pruned schema'),

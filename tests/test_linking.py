@@ -7,7 +7,8 @@ import pytest
 
 from nl2sql.examples import sql_skeleton
 from nl2sql.linking import (estimate_tokens, fk_bridges, inferred_joins, link_schema, linking_values,
-                            presql_links, presql_token_tables, prune_schema)
+                            named_key_targets, presql_links, presql_token_tables,
+                            presql_written_joins, prune_schema)
 from nl2sql.masking import mask_question
 from nl2sql.prompts import build_prompt, render_values
 from nl2sql.retrieval import ValueMatch, candidate_phrases, merge_matches, ngram_phrases, \
@@ -101,7 +102,8 @@ def test_dail_falls_back_to_question_similarity():
 
 def _t(name, *cols):
     return Table(name=name, schema="public", table=name,
-                 columns=[Column(c, "integer" if c.endswith("id") else "text") for c in cols])
+                 columns=[Column(c, "integer" if c.endswith("id") else "text",
+                                 is_primary_key=(c == "id")) for c in cols])
 
 
 def _hero_schema():
@@ -317,3 +319,58 @@ def test_a_semi_join_subquery_is_bridged_to_its_outer_select():
     bound = link_schema(s, "SELECT model_name FROM model WHERE maker_id < "
                            "(SELECT AVG(weight) FROM spec)", [], [])
     assert set(bound.tables) == {"model", "spec"}
+
+
+def _named_keys_schema(customer_type="integer", declare=False, second_customers=False):
+    """customers/orders/lines: ``orders.customer`` holds a customer's id under the entity's
+    name; ``lines.order_id -> orders`` is the only declared key (plus, with ``declare``,
+    orders.customer -> customers)."""
+    def t(name, pk, **cols):
+        return Table(name=name, schema="public", table=name, columns=[
+            Column(c, ty, is_primary_key=(c == pk)) for c, ty in cols.items()])
+    tables = [t("customers", "id", id="integer", full_name="text"),
+              t("orders", "order_id", order_id="integer", customer=customer_type, total="numeric"),
+              t("lines", "line_id", line_id="integer", order_id="integer", qty="integer")]
+    if second_customers:
+        tables.append(t("vip_customers", "id", id="integer", since="date"))
+    fks = [ForeignKey("lines", ["order_id"], "orders", ["order_id"])]
+    if declare:
+        fks.append(ForeignKey("orders", ["customer"], "customers", ["id"]))
+    return Schema(tables, fks)
+
+
+def test_a_column_named_after_a_table_infers_a_join():
+    s = _named_keys_schema()
+    assert inferred_joins(s) == [("customers", "orders", "customer")]
+    assert fk_bridges(["customers", "lines"], s) == [("orders", "customers", "lines")]
+    # a declared key, another type than the primary key's, or two tables that fit the name:
+    # nothing is inferred
+    assert inferred_joins(_named_keys_schema(declare=True)) == []
+    assert inferred_joins(_named_keys_schema(customer_type="text")) == []
+    assert inferred_joins(_named_keys_schema(second_customers=True)) == []
+
+
+def test_a_key_presql_reads_links_the_table_the_question_names():
+    s = _named_keys_schema(declare=True)
+    presql = "SELECT count(*) FROM (SELECT customer FROM orders GROUP BY customer HAVING count(*) > 2) AS t"
+    linked = link_schema(s, presql, [], [], question="How many customers have more than 2 orders?")
+    assert linked.tables == ["orders", "customers"]
+    assert linked.why["customers"] == ["key orders.customer -> customers named in the question"]
+    # the question does not name the referenced table: nothing is added
+    assert link_schema(s, presql, [], [], question="How many buyers ordered twice?").tables == \
+        ["orders"]
+    # a key named as an identifier (order_id) answers "which ids": its table is not added
+    ids = "SELECT order_id FROM lines GROUP BY order_id HAVING count(*) > 1"
+    assert named_key_targets(s, {("lines", "order_id")}, "Which orders have several lines?") == []
+    assert link_schema(s, ids, [], [], question="Which orders have several lines?").tables == \
+        ["lines"]
+
+
+def test_a_join_presql_wrote_needs_no_bridge_unless_it_equates_two_primary_keys():
+    s = _hero_schema()
+    written = "SELECT c.colour FROM colour c JOIN publisher p ON c.colour = p.publisher_name"
+    assert presql_written_joins(written, s) == [("colour", "publisher")]
+    assert link_schema(s, written, [], []).tables == ["colour", "publisher"]
+    ids = "SELECT c.colour FROM colour c JOIN publisher p ON c.id = p.id"
+    assert presql_written_joins(ids, s) == []
+    assert set(link_schema(s, ids, [], []).tables) == {"colour", "publisher", "superhero"}

@@ -31,7 +31,7 @@ PREVIOUS_DEFAULTS = {
     "confidence_threshold": "0.2", "tie_break": "fastest", "selection": "majority",
     "selection_model": "", "hardness_voters": "", "rewrite_time": "on", "value_top_k": "10",
     "value_trgm_min": "0.5", "value_vector_min": "0.8", "value_vector_phrases": "8",
-    "link_value_min": "0.9", "link_column_min": "0.6", "dail_tau": "0.6",
+    "link_value_min": "0.9", "link_column_min": "0.7", "dail_tau": "0.6",
     "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
     "value_sample_rows": "1000000",
     "reliability_vote": "on",

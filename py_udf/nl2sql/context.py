@@ -393,7 +393,7 @@ def finsql_context(ctx: Context, schema: Schema, presql: str | None, st: Setting
     cmin = st.link_column_min
     similar = [c for c in ctx.column_sims if c[3] >= cmin]
     linked = link_schema(schema, presql, ctx.values, similar, st.link_value_min,
-                         ctx.presql_schema, presql_text)
+                         ctx.presql_schema, presql_text, ctx.question)
     sel = dail_select(ctx.candidates, ctx.skeletons, presql_skeleton(presql),
                       st.k_examples, st.dail_tau)
     return linked, sel

@@ -251,15 +251,21 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
     same data type occurs in exactly these two tables of the schema (a name many tables
     share, such as ``id`` or ``name``, says nothing about which of them join), the foreign keys
     give no path between them, and the column is not the whole primary key of both (``id =
-    id`` between two entity tables is the classic wrong join). Tables the foreign keys
-    already connect get no inferred edge.
+    id`` between two entity tables is the classic wrong join). A column named after another
+    table (a singular/plural form of that table's last name word or whole name: ``maker`` ->
+    ``car_makers``, ``customer`` -> ``customers``), with the type of that table's one-column
+    primary key, no declared key, and exactly one table fitting the name, is an edge too (the
+    column holds that table's key under the entity's name). Tables the foreign keys already
+    connect get no inferred edge.
 
     Source: foreign-key discovery by column-name matching (Rostin et al. 2009, "A Machine
-    Learning Approach to Foreign Key Discovery", WebDB: equal names are the strongest
-    feature). Added from reading the Spider linking misses (car_1: the dump declares no key
-    between ``model_list.model`` and ``car_names.model``, so a PreSQL joining model_list and
-    cars_data got no bridge through car_names); a database with complete foreign keys gets no
-    inferred edge.
+    Learning Approach to Foreign Key Discovery", WebDB: equal names, and a column name
+    containing the referenced table's name, are the strongest features). Added from reading
+    the Spider linking misses (car_1: the dump declares no key between ``model_list.model``
+    and ``car_names.model``, so a PreSQL joining model_list and cars_data got no bridge through
+    car_names; nor between ``model_list.maker`` and ``car_makers.id``, so a PreSQL joining
+    car_makers to cars_data on ``id = id`` got none); a database with complete foreign keys
+    gets no inferred edge.
 
     Args:
         schema: the schema (``catalog.load_schema``).
@@ -269,11 +275,9 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
         in sorted order), sorted.
     """
     comp = _components(fk_graph(schema))
-    pk_only: dict[str, str | None] = {}
+    pk_only = _single_pks(schema)
     by_col: dict[tuple[str, str], list[str]] = {}
     for t in schema.tables:
-        pks = [c.name.lower() for c in t.columns if c.is_primary_key]
-        pk_only[t.name] = pks[0] if len(pks) == 1 else None
         for c in t.columns:
             by_col.setdefault((c.name.lower(), (c.data_type or "").lower()), []).append(t.name)
     out: set[tuple[str, str, str]] = set()
@@ -283,7 +287,41 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
         a, b = sorted(names)
         if comp.get(a) != comp.get(b) and not (pk_only.get(a) == col and pk_only.get(b) == col):
             out.add((a, b, col))
+    for t, col, ref in _named_references(schema, pk_only):
+        if comp.get(t) != comp.get(ref):
+            a, b = sorted((t, ref))
+            out.add((a, b, col))
     return sorted(out)
+
+
+def _named_references(schema: Schema, pk_only: dict[str, str | None]) -> list[tuple[str, str, str]]:
+    """Columns named after another table that no foreign key declares: ``model_list.maker``
+    -> ``car_makers`` (the column's name is a singular/plural form of the table's last name
+    word or whole name, its type is that of the table's one-column primary key, and exactly one
+    table fits). Returns (table, column, referenced table) triples, prompt names."""
+    declared = {(fk.table, c.lower()) for fk in schema.foreign_keys for c in fk.columns}
+    pk_type: dict[str, str] = {}
+    forms: dict[str, set[str]] = {}
+    for t in schema.tables:
+        pk = pk_only.get(t.name)
+        col = next((c for c in t.columns if c.name.lower() == pk), None) if pk else None
+        if col is None:
+            continue
+        pk_type[t.name] = (col.data_type or "").lower()
+        words = name_words(t.table)
+        if words:
+            forms[t.name] = _entity_forms(words)
+    out = []
+    for t in schema.tables:
+        for c in t.columns:
+            name = c.name.lower()
+            if c.is_primary_key or (t.name, name) in declared:
+                continue
+            refs = [r for r, f in forms.items() if r != t.name and name in f
+                    and pk_type[r] == (c.data_type or "").lower()]
+            if len(refs) == 1:
+                out.append((t.name, c.name.lower(), refs[0]))
+    return out
 
 
 def join_graph(schema: Schema) -> dict[str, set[str]]:
@@ -322,8 +360,8 @@ def _shortest_path(g: dict[str, set[str]], sources: set[str], targets: set[str])
     return None
 
 
-def fk_bridges(tables: list[str], schema: Schema,
-               joined: list[str] = ()) -> list[tuple[str, str, str]]:
+def fk_bridges(tables: list[str], schema: Schema, joined: list[str] = (),
+               edges: list[tuple[str, str]] = ()) -> list[tuple[str, str, str]]:
     """Find the tables needed to join ``tables`` over foreign keys (and inferred joins).
 
     Grows a connected tree from the first table (or from all of ``joined`` at once):
@@ -339,6 +377,7 @@ def fk_bridges(tables: list[str], schema: Schema,
         tables: table prompt names, in link order (names not in ``schema`` are ignored).
         schema: the schema (``catalog.load_schema``).
         joined: the tables PreSQL reads; the tree starts from all of them together.
+        edges: further (table, table) pairs joined directly (``presql_written_joins``).
 
     Returns:
         list of (bridge table, from table, to table) triples, prompt names: each bridge is an
@@ -346,6 +385,10 @@ def fk_bridges(tables: list[str], schema: Schema,
         that is not itself in ``tables``. Empty for fewer than two known tables.
     """
     g = join_graph(schema)
+    for a, b in edges:
+        if a in g and b in g and a != b:
+            g[a].add(b)
+            g[b].add(a)
     todo = [t for t in tables if t in g]
     if len(todo) < 2:
         return []
@@ -482,7 +525,7 @@ def linking_values(schema: Schema, values: list, value_min: float,
 
 def link_schema(schema: Schema, presql: str | None, values: list, similar_columns: list,
                 value_min: float = 0.9, presql_schema: Schema | None = None,
-                presql_text: str | None = None) -> Linked:
+                presql_text: str | None = None, question: str | None = None) -> Linked:
     """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
 
     Linked = PreSQL's tables and columns ∪ columns of matched values (``linking_values``) ∪
@@ -508,6 +551,8 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
             ``schema``.
         presql_text: the PreSQL's text as the model wrote it, read for table names when
             ``presql`` is None or does not parse; None for ``presql``.
+        question: the question; when given, a table that a foreign-key column PreSQL reads
+            references, and that the question names, is linked (``named_key_targets``).
 
     Returns:
         Linked with the reasons per table; empty only when nothing links and the PreSQL saw
@@ -533,6 +578,9 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if tb is not None:
             linked.add_column(tb.name, v.column, f"value {tb.name}.{v.column} = {v.value!r} "
                                                  f"({v.how} {v.score:.2f})")
+    for t, why in named_key_targets(schema, pre_cols, question):
+        if t not in linked.tables:
+            linked.add_table(t, why)
     partners = key_partners(schema)
     pre_tables = {t.lower() for t in tabs}
     for s, t, c, sim in similar_columns:
@@ -542,12 +590,117 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if partners.get((tb.name.lower(), c.lower()), set()) & pre_tables:
             continue  # a key column whose other end PreSQL reads: the question names that
         linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
+    written = presql_written_joins(presql, schema)
     for group in presql_join_groups(presql, schema):
-        for b, a, z in fk_bridges(group, schema):
+        for b, a, z in fk_bridges(group, schema, edges=written):
             linked.add_table(b, f"fk bridge {a} - {z}")
     for b, a, z in fk_bridges(list(linked.tables), schema, tabs):
         linked.add_table(b, f"fk bridge {a} - {z}")
     return linked
+
+
+def named_key_targets(schema: Schema, presql_columns: set[tuple[str, str]],
+                      question: str | None) -> list[tuple[str, str]]:
+    """Find the tables the question names that PreSQL reaches only through a key column.
+
+    PreSQL sometimes answers "how many countries …" by counting the foreign-key column
+    ``car_makers.country`` instead of reading ``countries``; the question names the entity the
+    key refers to, so the FinSQL prompt should show its table (its name column, its other
+    attributes). A referenced table is named when every word of its name (``name_words``) occurs
+    in the question in some singular/plural form (``inflections``).
+
+    Source: from reading the Spider linking misses (car_1, "how many countries …" counted over
+    car_makers.country); MCS-SQL (Lee et al. 2024) §3.1 (linking favours recall).
+
+    Args:
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        presql_columns: (table prompt name, column name) pairs PreSQL reads, lower-cased.
+        question: the question, or None (then nothing is found).
+
+    Returns:
+        (referenced table prompt name, reason) pairs, each table once, in foreign-key order.
+    """
+    if not question:
+        return []
+    words = {w.lower() for w in tokenize(question) if w[0].isalnum()}
+    by_name = {t.name: t for t in schema.tables}
+    keys = [(fk.table, c, fk.ref_table) for fk in schema.foreign_keys for c in fk.columns]
+    keys += _named_references(schema, _single_pks(schema))
+    out: dict[str, str] = {}
+    for table, col, ref_name in keys:
+        ref = by_name.get(ref_name)
+        if ref is None or ref_name in out or (table.lower(), col.lower()) not in presql_columns:
+            continue
+        names = name_words(ref.table)
+        if names and col.lower() in _entity_forms(names) and \
+                all(inflections(w) & words for w in names):
+            out[ref_name] = f"key {table}.{col} -> {ref_name} named in the question"
+    return list(out.items())
+
+
+def _entity_forms(words: list[str]) -> set[str]:
+    """The names a column named after a table takes: singular/plural forms of the table name's
+    last word and of its whole name (``car_makers`` -> maker, makers, car_maker, …)."""
+    return inflections(words[-1]) | inflections("_".join(words)) if words else set()
+
+
+def _single_pks(schema: Schema) -> dict[str, str | None]:
+    """Table prompt name -> its one-column primary key (lower-cased), None when it has none or
+    a composite one."""
+    out: dict[str, str | None] = {}
+    for t in schema.tables:
+        pks = [c.name.lower() for c in t.columns if c.is_primary_key]
+        out[t.name] = pks[0] if len(pks) == 1 else None
+    return out
+
+
+def presql_written_joins(presql: str | None, schema: Schema) -> list[tuple[str, str]]:
+    """Find the pairs of tables PreSQL joins by an equality it wrote between their columns.
+
+    PreSQL's own join condition (``o.state = p.state``) says how two tables combine, so no
+    table between them is needed; only a join that equates the whole primary keys of both
+    tables (``car_makers.id = cars_data.id``: two entity ids, the classic wrong join) is not
+    trusted and still gets a foreign-key bridge. From reading the Spider linking tables linked
+    beyond the gold (dog_kennels: owners and professionals joined on ``state`` were bridged
+    over dogs and treatments) and the misses (car_1: ``id = id`` joins).
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        (table, table) prompt-name pairs, in query order; [] when PreSQL is empty or does not
+        parse.
+    """
+    if not presql:
+        return []
+    try:
+        tree = parse_shared(presql)
+    except CandidateRefused:
+        return []
+    lookup = _table_lookup(schema)
+    names = resolve(tree)
+    pks = _single_pks(schema)
+    out: list[tuple[str, str]] = []
+    for eq in tree.find_all(exp.EQ):
+        ends = []
+        for side in (eq.this, eq.expression):
+            if not isinstance(side, exp.Column):
+                break
+            owners = {lookup[r.key].name for r in names.column_relations(side)
+                      if r.key in lookup and any(c.name.lower() == side.name.lower()
+                                                 for c in lookup[r.key].columns)}
+            if len(owners) != 1:
+                break
+            ends.append((owners.pop(), side.name.lower()))
+        if len(ends) != 2 or ends[0][0] == ends[1][0]:
+            continue
+        if all(pks.get(t) == c for t, c in ends):
+            continue  # primary key = primary key: not trusted
+        pair = (ends[0][0], ends[1][0])
+        if pair not in out:
+            out.append(pair)
+    return out
 
 
 def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:

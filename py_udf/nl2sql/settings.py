@@ -363,7 +363,7 @@ SETTINGS: tuple[Setting, ...] = (
             "off)", minimum=0),
     _unit("link_value_min", 0.9,
           "score a non-exact value match needs to link its column (exact matches always link)"),
-    _unit("link_column_min", 0.6,
+    _unit("link_column_min", 0.7,
           "question/column embedding similarity that links a column and its table"),
     _unit("dail_tau", 0.6,
           "DAIL selection: Jaccard similarity of an example's SQL skeleton with PreSQL's that "
