@@ -225,7 +225,8 @@ def test_local_setting_embeds_in_process(shared, cluster):
         trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[8][0],)).fetchone()[0]
         assert trace["sql"]
         assert trace["embedder"] == {"setting": "local", "served_by": ["local"],
-                                     "fallback": None, "started_process": None}
+                                     "fallback": None, "started_process": None,
+                                     "relayed_model_calls": 0}
         assert "onnxruntime" in _heavy_modules(c)   # the model is in this backend
 
 
