@@ -298,7 +298,7 @@ RELAY_MARGIN_S = 2.0             # waited beyond a relayed call's own hard deadl
 def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     """Have the shared process make one (already gated) model call.
 
-    Only when this backend uses the shared process (``active``) and it has not failed in the
+    Only when this backend's entry point chose the shared process (``configure``) and it has not failed in the
     last ``RETRY_AFTER_S``; it is not started for a model call (the question's embeddings
     started it already, when it was down).
 
@@ -321,7 +321,8 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     """
     import httpx2
 
-    if not active() or time.monotonic() < _STATE["retry_at"]:
+    # the entry point's ``configure`` chose the mode (``active`` is not for worker threads)
+    if _STATE["mode"] != "shared" or time.monotonic() < _STATE["retry_at"]:
         return None
     try:
         resp = _client().post("/nl2sql/v1/chat", json=payload,
