@@ -130,14 +130,13 @@ def _rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) / 1024
-had = set(sys.modules)
+had = GD.get("nl2sql_bench_modules") or set(sys.modules)
 r0, t0 = _rss(), time.perf_counter()
 for m in %r:
     importlib.import_module(m)
 plpy.notice(json.dumps({"ms": (time.perf_counter() - t0) * 1000, "mb": _rss() - r0,
-                        "new": sorted(m for m in set(sys.modules) - had
-                                      if m.split('.')[0] in ('nl2sql', 'openai', 'httpx2',
-                                                             'sqlglot', 'pydantic'))}))
+                        "new": sorted(set(sys.modules) - had)}))
+GD["nl2sql_bench_modules"] = set(sys.modules)
 """
 
 
@@ -177,6 +176,7 @@ def breakdown(cluster, i: int) -> None:
         conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()
         first = (time.perf_counter() - t0) * 1000
         r1 = proc_status(pid).get("VmRSS", 0.0)
+        during = _step(conn, [])["new"]   # what the first question imported
         warm = []
         for _ in range(2):
             t0 = time.perf_counter()
@@ -189,6 +189,11 @@ def breakdown(cluster, i: int) -> None:
         f"warm {min(warm):.0f} ms (first-call work {first - min(warm):.0f} ms); then import "
         f"openai {oa['ms']:.0f} ms +{oa['mb']:.1f} MB "
         f"({len(mods)} openai modules new: {'not imported by the question' if mods else 'the question had imported it'})")
+    tops: dict[str, int] = {}
+    for m in during:
+        tops[m.split(".")[0]] = tops.get(m.split(".")[0], 0) + 1
+    log("  modules the first question imported (package: count): "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(tops.items(), key=lambda kv: -kv[1])))
 
 
 def main(argv: list[str] | None = None) -> int:
