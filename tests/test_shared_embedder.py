@@ -334,13 +334,32 @@ def test_relay_keeps_the_gate_and_falls_back_only_when_nothing_was_sent(monkeypa
     assert len(llm.requests) == before
 
 
+def _imported(conn, module: str) -> bool:
+    """Whether this connection's backend has imported ``module``."""
+    found: list[str] = []
+
+    def handler(d) -> None:
+        found.append(d.message_primary)
+
+    conn.add_notice_handler(handler)
+    try:
+        conn.execute("DO $x$\nimport sys\nplpy.notice(%r in sys.modules and 'yes' or 'no')"
+                     "\n$x$ LANGUAGE plpython3u" % (module,))
+    finally:
+        conn.remove_notice_handler(handler)
+    return found == ["yes"]
+
+
 def test_a_new_backend_relays_its_model_calls_and_never_imports_openai(shared, cluster):
     with cluster.connect("nl2sql_test") as c:
         trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[2][0],)).fetchone()[0]
         assert trace["sql"] and trace["embedder"]["relayed_model_calls"] >= 1
-        assert _heavy_modules(c) == []
-        found: list[str] = []
-        c.add_notice_handler(lambda d: found.append(d.message_primary))
-        c.execute("DO $x$\nimport sys\nplpy.notice('openai' in sys.modules and 'yes' or 'no')"
-                  "\n$x$ LANGUAGE plpython3u")
-        assert found == ["no"]
+        assert _heavy_modules(c) == [] and not _imported(c, "openai")
+    with cluster.connect("nl2sql_test") as c:    # retrieval alone calls no model
+        assert c.execute("SELECT nl2sql.retrieve(%s)", (DEMO_QUESTIONS[3][0],)).fetchone()[0]
+        assert not _imported(c, "openai") and not _imported(c, "nl2sql.indexer")
+    shared.execute("SELECT nl2sql.set_setting('embedder', 'local')")
+    with cluster.connect("nl2sql_test") as c:    # not in use: the backend calls the model
+        trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[4][0],)).fetchone()[0]
+        assert trace["sql"] and trace["embedder"]["relayed_model_calls"] == 0
+        assert _imported(c, "openai")
