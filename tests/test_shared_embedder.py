@@ -363,3 +363,39 @@ def test_a_new_backend_relays_its_model_calls_and_never_imports_openai(shared, c
         trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[4][0],)).fetchone()[0]
         assert trace["sql"] and trace["embedder"]["relayed_model_calls"] == 0
         assert _imported(c, "openai")
+
+
+def test_relay_not_listening_falls_back_and_one_that_never_answers_is_left_alone(
+        monkeypatch, tmp_path):
+    import socket
+
+    import httpx2
+
+    from nl2sql import embed_client
+    from nl2sql.errors import EmbedderUnavailable
+
+    def point_at(path: str) -> None:
+        monkeypatch.setitem(embed_client._STATE, "client", httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=path), base_url="http://nl2sql-embedder"))
+
+    payload = _chat("relay-x", "http://127.0.0.1:9/v1")
+    monkeypatch.setitem(embed_client._STATE, "retry_at", 0.0)
+    monkeypatch.setitem(embed_client._STATE, "mode", "local")
+    point_at(str(tmp_path / "none.sock"))
+    assert embed_client.relay_chat(payload, 0.1) is None      # not in use
+    monkeypatch.setitem(embed_client._STATE, "mode", "shared")
+    assert embed_client.relay_chat(payload, 0.1) is None      # no process: nothing was sent
+    # a socket that accepts connections but never answers: one wait, then left alone
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(tmp_path / "mute.sock"))
+    mute.listen(8)
+    try:
+        point_at(str(tmp_path / "mute.sock"))
+        t0 = time.monotonic()
+        with pytest.raises(EmbedderUnavailable, match="no reply"):
+            embed_client.relay_chat(payload, 0.1)
+        assert time.monotonic() - t0 < 0.1 + embed_client.RELAY_MARGIN_S + 1.5
+        assert embed_client._STATE["retry_at"] > time.monotonic()
+        assert embed_client.relay_chat(payload, 0.1) is None  # in-process for a while
+    finally:
+        mute.close()

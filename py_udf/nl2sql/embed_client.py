@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import EmbedderUnavailable
 
@@ -295,6 +296,15 @@ def encode(texts: list[str]) -> list[array.array] | None:
 RELAY_MARGIN_S = 2.0             # waited beyond a relayed call's own hard deadline
 
 
+def _relay_failed(why: str) -> NoReturn:
+    """Raise ``EmbedderUnavailable(why)``; this backend's next calls (model calls and
+    embeddings) do without the process for ``RETRY_AFTER_S``."""
+    with _LOCK:
+        _STATE["retry_at"] = time.monotonic() + RETRY_AFTER_S
+        _STATE["last_error"] = f"{why}; embedded in-process instead"
+    raise EmbedderUnavailable(why)
+
+
 def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     """Have the shared process make one (already gated) model call.
 
@@ -317,7 +327,8 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     Raises:
         EmbedderUnavailable: the request was sent but no usable reply came back (a timeout, a
             broken connection or an HTTP error); the model may have been called, so the caller
-            reports an error reply rather than calling again.
+            reports an error reply rather than calling again. The process is then not asked
+            again (for model calls or embeddings) for ``RETRY_AFTER_S``.
     """
     import httpx2
 
@@ -330,16 +341,15 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     except httpx2.ConnectError:
         return None
     except httpx2.TimeoutException:
-        raise EmbedderUnavailable(f"no reply from the shared process relaying model calls "
-                                  f"within {deadline_s + RELAY_MARGIN_S:g} s") from None
+        _relay_failed(f"no reply from the shared process relaying model calls within "
+                      f"{deadline_s + RELAY_MARGIN_S:g} s")
     except httpx2.HTTPError as e:
-        raise EmbedderUnavailable(f"the shared process relaying model calls failed: "
-                                  f"{type(e).__name__}") from None
+        _relay_failed(f"the shared process relaying model calls failed: {type(e).__name__}")
     if resp.status_code in (404, 405):
         return None
     if resp.status_code != 200:
-        raise EmbedderUnavailable(f"the shared process relaying model calls answered HTTP "
-                                  f"{resp.status_code}: {resp.text[:300]}")
+        _relay_failed(f"the shared process relaying model calls answered HTTP "
+                      f"{resp.status_code}: {resp.text[:300]}")
     with _LOCK:
         _STATE["relayed"] += 1
     return resp.json()
