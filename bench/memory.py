@@ -184,11 +184,13 @@ def breakdown(cluster, i: int) -> None:
             warm.append((time.perf_counter() - t0) * 1000)
         oa = _step(conn, ["openai"])
         mods = [m for m in oa["new"] if m.split(".")[0] == "openai"]
-    log(f"breakdown (backend {pid}, as superuser): nl2sql._boot() {boot:.0f} ms; import nl2sql.udf {imp['ms']:.0f} ms "
+    log(f"breakdown (backend {pid}, as superuser): nl2sql._boot() {boot:.0f} ms; "
+        f"import nl2sql.udf {imp['ms']:.0f} ms "
         f"+{imp['mb']:.1f} MB; first question after it {first:.0f} ms +{r1 - r0:.1f} MB vs "
         f"warm {min(warm):.0f} ms (first-call work {first - min(warm):.0f} ms); then import "
         f"openai {oa['ms']:.0f} ms +{oa['mb']:.1f} MB "
-        f"({len(mods)} openai modules new: {'not imported by the question' if mods else 'the question had imported it'})")
+        f"({len(mods)} openai modules new: "
+        f"{'not imported by the question' if mods else 'the question had imported it'})")
     tops: dict[str, int] = {}
     for m in during:
         tops[m.split(".")[0]] = tops.get(m.split(".")[0], 0) + 1

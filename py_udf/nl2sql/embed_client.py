@@ -54,8 +54,7 @@ RETRY_AFTER_S = 30.0             # in-process embedding for this long after a fa
 
 _LOCK = threading.Lock()
 _STATE: dict = {"mode": None, "client": None, "retry_at": 0.0, "last_error": None,
-                "served_by": set(), "fallback": None, "started": None,
-          "relayed": 0}
+                "served_by": set(), "fallback": None, "started": None, "relayed": 0}
 
 
 def configure(mode: str) -> None:
@@ -190,7 +189,7 @@ def socket_path(d: Path) -> str:
 
 def _client():
     """The HTTP client speaking to the socket (one per backend; httpx, without the openai
-    package, whose import costs a new backend 0.3-0.7 s and ~23 MB)."""
+    package, whose import costs a new backend 0.25-0.7 s and ~21 MB)."""
     if _STATE["client"] is None:
         import httpx2
 
@@ -308,9 +307,9 @@ def _relay_failed(why: str) -> NoReturn:
 def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     """Have the shared process make one (already gated) model call.
 
-    Only when this backend's entry point chose the shared process (``configure``) and it has not failed in the
-    last ``RETRY_AFTER_S``; it is not started for a model call (the question's embeddings
-    started it already, when it was down).
+    Only when this backend's entry point chose the shared process (``configure``) and it has
+    not failed in the last ``RETRY_AFTER_S``; it is not started for a model call (the
+    question's embeddings started it already, when it was down).
 
     Args:
         payload: the request of ``embed_service``'s ``POST /nl2sql/v1/chat``: ``config`` (the

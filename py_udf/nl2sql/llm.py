@@ -206,11 +206,11 @@ def call_model(cfg: ModelConfig, messages: Gated,
     ``cfg.api_key_env``. When this backend uses the shared embedding process (setting
     ``embedder = 'shared'``), the call, already gated, is relayed to that process, which
     holds the imported openai client (``relay_call``): the backend then never imports the
-    openai package (0.3-0.7 s and ~23 MB per backend); when the process is not running or
-    refuses the connection, the call is made in this process. Never raises: every failure (missing key, timeout, unreachable
-    endpoint, HTTP error, empty answer) comes back in ``LLMReply.error``, naming the model,
-    the endpoint and what went wrong, with the key and key-like tokens masked
-    (``redaction.redact``).
+    openai package (0.25-0.7 s and ~21 MB per backend); when the process is not running or
+    refuses the connection, the call is made in this process. Never raises: every failure
+    (missing key, timeout, unreachable endpoint, HTTP error, empty answer) comes back in
+    ``LLMReply.error``, naming the model, the endpoint and what went wrong, with the key and
+    key-like tokens masked (``redaction.redact``).
 
     Args:
         cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
