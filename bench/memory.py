@@ -22,8 +22,13 @@ one-off start is shown apart (``service start``) and left out of the p50 figures
 over the backends that found the service running. The embedding process's own RSS is shown
 once (it is shared by every backend of the server).
 
+With ``--breakdown``, one more new backend (the superuser's, for the PL/Python DO blocks)
+shows where the overhead goes: importing ``nl2sql.udf`` (ms, MB), the first question with that
+import done against a warm one (the first-call work), then importing ``openai`` (what a
+backend pays when it calls models itself; 0 when the question imported it already).
+
 Usage: python bench/memory.py [--backends 8] [--embedder shared|local] [--fresh-embedder]
-       [--datadir DIR]
+       [--datadir DIR] [--breakdown]
 Run it under scripts/dev_locked.sh (it installs this checkout into the shared extension dir).
 The last line printed is
 ``RESULT rss_mb_p50=<VmRSS after the first question> rss_added_mb_p50=<MB>
@@ -119,6 +124,80 @@ def one_backend(cluster, i: int) -> dict:
             "first_ms": first, "warm_ms": min(warm), "overhead_ms": first - min(warm)}
 
 
+_STEP = """
+import importlib, json, sys, time
+def _rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1]) / 1024
+had = GD.get("nl2sql_bench_modules") or set(sys.modules)
+r0, t0 = _rss(), time.perf_counter()
+for m in %r:
+    importlib.import_module(m)
+plpy.notice(json.dumps({"ms": (time.perf_counter() - t0) * 1000, "mb": _rss() - r0,
+                        "new": sorted(set(sys.modules) - had)}))
+GD["nl2sql_bench_modules"] = set(sys.modules)
+"""
+
+
+def _step(conn, modules: list[str]) -> dict:
+    """Import ``modules`` in the connection's backend (a DO block): ms, MB and what was new."""
+    import json
+
+    got: list[dict] = []
+
+    def handler(d) -> None:
+        got.append(json.loads(d.message_primary))
+
+    conn.add_notice_handler(handler)
+    try:
+        conn.execute("DO $x$%s$x$ LANGUAGE plpython3u" % (_STEP % (modules,)))
+    finally:
+        conn.remove_notice_handler(handler)
+    return got[-1]
+
+
+def breakdown(cluster, i: int) -> None:
+    """Where a new backend's first question goes, step by step, in one more new backend (as
+    the superuser, who may run the PL/Python DO blocks that time the imports): importing
+    ``nl2sql.udf``; the first question with that import done (the first-call work: HTTP
+    client, settings, catalog, plans); and, after it, importing ``openai`` (0 when the question
+    imported it already; otherwise what the backend would pay to call models itself)."""
+    q = DEMO_QUESTIONS[i % len(DEMO_QUESTIONS)][0]
+    with cluster.connect(DB) as conn:
+        pid = conn.info.backend_pid
+        conn.execute("SELECT 1")
+        t0 = time.perf_counter()
+        conn.execute("SELECT nl2sql._boot()")    # the venv on sys.path (every entry point's)
+        boot = (time.perf_counter() - t0) * 1000
+        imp = _step(conn, ["nl2sql.udf"])
+        r0 = proc_status(pid).get("VmRSS", 0.0)
+        t0 = time.perf_counter()
+        conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()
+        first = (time.perf_counter() - t0) * 1000
+        r1 = proc_status(pid).get("VmRSS", 0.0)
+        during = _step(conn, [])["new"]   # what the first question imported
+        warm = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()
+            warm.append((time.perf_counter() - t0) * 1000)
+        oa = _step(conn, ["openai"])
+        mods = [m for m in oa["new"] if m.split(".")[0] == "openai"]
+    log(f"breakdown (backend {pid}, as superuser): nl2sql._boot() {boot:.0f} ms; "
+        f"import nl2sql.udf {imp['ms']:.0f} ms "
+        f"+{imp['mb']:.1f} MB; first question after it {first:.0f} ms +{r1 - r0:.1f} MB vs "
+        f"warm {min(warm):.0f} ms (first-call work {first - min(warm):.0f} ms); then import "
+        f"openai {oa['ms']:.0f} ms +{oa['mb']:.1f} MB "
+        f"({len(mods)} openai modules new: "
+        f"{'not imported by the question' if mods else 'the question had imported it'})")
+    tops: dict[str, int] = {}
+    for m in during:
+        tops[m.split(".")[0]] = tops.get(m.split(".")[0], 0) + 1
+    log("  modules the first question imported (package: count): "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(tops.items(), key=lambda kv: -kv[1])))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", choices=["shared", "local"], default=None,
                     help="set the embedder setting first (default: leave it as it is)")
     ap.add_argument("--datadir", type=Path, default=None)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="then time, in one more new backend, importing nl2sql.udf, the first "
+                         "question without it, and importing openai")
     ap.add_argument("--fresh-embedder", action="store_true",
                     help="stop the running embedding process first, so that the first backend "
                          "starts it (its cost is shown apart)")
@@ -189,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         for r in rows:
             r["conn"].close()
+        if args.breakdown:
+            breakdown(cluster, args.backends)
     finally:
         llm.stop()
     log(f"RESULT rss_mb_p50={C.percentile(rss, 50):.1f} rss_added_mb_p50="

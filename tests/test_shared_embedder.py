@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import add_models
+from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models
 from nl2sql import embed
 from nl2sql_indexer.demo_data import DEMO_QUESTIONS
 
@@ -65,7 +65,8 @@ def service(tmp_path):
     d = tmp_path / "emb"
     d.mkdir(mode=0o700)
     fake_postmaster = subprocess.Popen(["sleep", "300"])
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "py_udf")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "py_udf"),
+           TEST_KEY_ENV: TEST_API_KEY}       # as the server's environment would hold it
     proc = subprocess.Popen([sys.executable, "-m", "nl2sql.embed_service", "--dir", str(d),
                              "--postmaster-pid", str(fake_postmaster.pid)], env=env)
     deadline = time.monotonic() + 60
@@ -211,6 +212,7 @@ def test_unavailable_process_falls_back_in_process_and_says_so(shared, cluster):
         assert trace["sql"], trace.get("error")
         assert emb["setting"] == "shared" and emb["served_by"] == ["local"]
         assert "embedder folder" in emb["fallback"] and "in-process" in emb["fallback"]
+        assert emb["relayed_model_calls"] == 0   # the model was called from the backend
         assert str(cluster.datadir) not in json.dumps(trace)   # no path for ordinary roles
     finally:
         d.unlink()
@@ -225,7 +227,8 @@ def test_local_setting_embeds_in_process(shared, cluster):
         trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[8][0],)).fetchone()[0]
         assert trace["sql"]
         assert trace["embedder"] == {"setting": "local", "served_by": ["local"],
-                                     "fallback": None, "started_process": None}
+                                     "fallback": None, "started_process": None,
+                                     "relayed_model_calls": 0}
         assert "onnxruntime" in _heavy_modules(c)   # the model is in this backend
 
 
@@ -243,3 +246,156 @@ def test_process_that_does_not_answer_costs_one_timeout_then_in_process(shared, 
     assert emb["served_by"] == ["local"] and "did not answer within" in emb["fallback"]
     assert took < 30, "one request's time limit, then in-process for the rest of the call"
     assert not _gone(pid) and _service_pid(cluster) == pid   # a slow process is not killed
+
+
+# --------------------------------------------------------------------------------------------
+# model calls relayed by the shared process
+# --------------------------------------------------------------------------------------------
+
+def _relay(sock: str, payload: dict):
+    import httpx2
+
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=sock),
+                       base_url="http://embedder", timeout=30) as c:
+        return c.post("/nl2sql/v1/chat", json=payload)
+
+
+def _chat(model: str, base_url: str, **cfg) -> dict:
+    from dataclasses import asdict
+
+    from nl2sql.types import ModelConfig
+
+    return {"config": asdict(ModelConfig(name=model, model=model, base_url=base_url,
+                                         timeout_s=5, max_retries=0, **cfg)),
+            "messages": [{"role": "user", "content": "How many singers do we have?"}],
+            "timeout_s": 5, "n": 1, "temperature": None}
+
+
+def test_service_relays_model_calls_and_redacts_echoed_keys(service, llm):
+    from nl2sql_indexer.loopback import Rule
+
+    d, _, _ = service
+    sock = str(d / "embed.sock")
+    llm.add_rule(Rule(model="relay-ok", response="SELECT count(*) FROM singer"))
+    got = _relay(sock, _chat("relay-ok", llm.base_url)).json()
+    assert got["text"] == "SELECT count(*) FROM singer" and got["error"] is None
+    assert got["model"] == "relay-ok" and got["choices"] == [got["text"]]
+    # the key is read from the process's environment; an endpoint echoing it is redacted
+    llm.add_rule(Rule(model="relay-401", status=401,
+                      response=f"Incorrect API key provided: {TEST_API_KEY}."))
+    got = _relay(sock, _chat("relay-401", llm.base_url, api_key_env=TEST_KEY_ENV)).json()
+    assert got["text"] is None and "HTTP 401" in got["error"]
+    assert TEST_API_KEY not in got["error"] and "[REDACTED]" in got["error"]
+    # a key variable the server's environment lacks is named, and nothing is sent
+    before = len(llm.requests)
+    got = _relay(sock, _chat("relay-ok", llm.base_url, api_key_env="NL2SQL_TEST_UNSET_KEY"))
+    assert "NL2SQL_TEST_UNSET_KEY is not set" in got.json()["error"]
+    assert len(llm.requests) == before
+    # malformed requests are refused before any model call
+    bad_cfg = {**_chat("relay-ok", llm.base_url), "config": {"name": "x", "bogus": 1}}
+    assert _relay(sock, bad_cfg).status_code == 400
+    no_msgs = {**_chat("relay-ok", llm.base_url), "messages": []}
+    assert _relay(sock, no_msgs).status_code == 400
+    assert len(llm.requests) == before
+
+
+def test_relay_keeps_the_gate_and_falls_back_only_when_nothing_was_sent(monkeypatch, llm):
+    from nl2sql import embed_client
+    from nl2sql import llm as llm_mod
+    from nl2sql.errors import EmbedderUnavailable, GateError
+    from nl2sql.gate import open_gate
+    from nl2sql.types import ModelConfig
+    from nl2sql_indexer.loopback import Rule
+
+    sent: list[dict] = []
+
+    def relay(payload, deadline_s):
+        sent.append(payload)
+        return None                     # "not running": the call is made in this process
+
+    monkeypatch.setattr(embed_client, "relay_chat", relay)
+    cfg = ModelConfig(name="fb", model="relay-fb", base_url=llm.base_url, timeout_s=5,
+                      max_retries=0)
+    with pytest.raises(GateError):
+        llm_mod.call_model(cfg, [{"role": "user", "content": "q"}])
+    assert sent == []                   # refused before the relay was asked
+    llm.add_rule(Rule(model="relay-fb", response="SELECT 1"))
+    reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
+    assert reply.text == "SELECT 1" and len(sent) == 1
+    assert sent[0]["messages"][-1]["content"] == "q" and sent[0]["config"]["model"] == "relay-fb"
+
+    def broken(payload, deadline_s):    # sent, then no usable reply: no second call
+        raise EmbedderUnavailable("no reply from the shared process relaying model calls")
+
+    monkeypatch.setattr(embed_client, "relay_chat", broken)
+    before = len(llm.requests)
+    reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
+    assert reply.text is None and "relaying model calls" in reply.error
+    assert len(llm.requests) == before
+
+
+def _imported(conn, module: str) -> bool:
+    """Whether this connection's backend has imported ``module``."""
+    found: list[str] = []
+
+    def handler(d) -> None:
+        found.append(d.message_primary)
+
+    conn.add_notice_handler(handler)
+    try:
+        conn.execute("DO $x$\nimport sys\nplpy.notice(%r in sys.modules and 'yes' or 'no')"
+                     "\n$x$ LANGUAGE plpython3u" % (module,))
+    finally:
+        conn.remove_notice_handler(handler)
+    return found == ["yes"]
+
+
+def test_a_new_backend_relays_its_model_calls_and_never_imports_openai(shared, cluster):
+    with cluster.connect("nl2sql_test") as c:
+        trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[2][0],)).fetchone()[0]
+        assert trace["sql"] and trace["embedder"]["relayed_model_calls"] >= 1
+        assert _heavy_modules(c) == [] and not _imported(c, "openai")
+    with cluster.connect("nl2sql_test") as c:    # retrieval alone calls no model
+        assert c.execute("SELECT nl2sql.retrieve(%s)", (DEMO_QUESTIONS[3][0],)).fetchone()[0]
+        assert not _imported(c, "openai") and not _imported(c, "nl2sql.indexer")
+    shared.execute("SELECT nl2sql.set_setting('embedder', 'local')")
+    with cluster.connect("nl2sql_test") as c:    # not in use: the backend calls the model
+        trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[4][0],)).fetchone()[0]
+        assert trace["sql"] and trace["embedder"]["relayed_model_calls"] == 0
+        assert _imported(c, "openai")
+
+
+def test_relay_not_listening_falls_back_and_one_that_never_answers_is_left_alone(
+        monkeypatch, tmp_path):
+    import socket
+
+    import httpx2
+
+    from nl2sql import embed_client
+    from nl2sql.errors import EmbedderUnavailable
+
+    def point_at(path: str) -> None:
+        monkeypatch.setitem(embed_client._STATE, "client", httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=path), base_url="http://nl2sql-embedder"))
+
+    payload = _chat("relay-x", "http://127.0.0.1:9/v1")
+    monkeypatch.setitem(embed_client._STATE, "retry_at", 0.0)
+    monkeypatch.setitem(embed_client._STATE, "mode", "local")
+    point_at(str(tmp_path / "none.sock"))
+    assert embed_client.relay_chat(payload, 0.1) is None      # not in use
+    monkeypatch.setitem(embed_client._STATE, "mode", "shared")
+    assert embed_client.relay_chat(payload, 0.1) is None      # no process: nothing was sent
+    # a socket that accepts connections but never answers: one wait, then left alone
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(tmp_path / "mute.sock"))
+    mute.listen(8)
+    try:
+        point_at(str(tmp_path / "mute.sock"))
+        t0 = time.monotonic()
+        with pytest.raises(EmbedderUnavailable, match="no reply"):
+            embed_client.relay_chat(payload, 0.1)
+        assert time.monotonic() - t0 < 0.1 + embed_client.RELAY_MARGIN_S + 1.5
+        assert embed_client._STATE["retry_at"] > time.monotonic()
+        assert embed_client.relay_chat(payload, 0.1) is None  # in-process for a while
+    finally:
+        mute.close()

@@ -2,8 +2,10 @@
 
 With the setting ``embedder = 'shared'`` (the default), ``nl2sql.embed`` sends the texts it
 must embed to one embedding process per PostgreSQL server (``nl2sql.embed_service``) over a Unix
-socket, with the openai client (the OpenAI embeddings API, base64 vectors decoded with
-``array``): the backend never imports ONNX Runtime, numpy or the model, and stays small. With
+socket, with the httpx client (the OpenAI embeddings API, base64 vectors decoded with
+``array``): the backend never imports ONNX Runtime, numpy or the model, and stays small. The
+same process also relays the backend's model calls (``relay_chat``; ``nl2sql.llm``), so that a
+backend need not import the openai package either. With
 ``embedder = 'local'``, or when the shared process cannot be reached or started, the backend
 embeds in-process (ONNX Runtime), as before; the trace's ``embedder`` says which served a call
 and why the fallback happened.
@@ -33,6 +35,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import EmbedderUnavailable
 
@@ -51,7 +54,7 @@ RETRY_AFTER_S = 30.0             # in-process embedding for this long after a fa
 
 _LOCK = threading.Lock()
 _STATE: dict = {"mode": None, "client": None, "retry_at": 0.0, "last_error": None,
-                "served_by": set(), "fallback": None, "started": None}
+                "served_by": set(), "fallback": None, "started": None, "relayed": 0}
 
 
 def configure(mode: str) -> None:
@@ -69,6 +72,7 @@ def configure(mode: str) -> None:
         _STATE["served_by"] = set()
         _STATE["fallback"] = None
         _STATE["started"] = None
+        _STATE["relayed"] = 0
 
 
 def active() -> bool:
@@ -127,7 +131,8 @@ def report() -> dict:
     """
     with _LOCK:
         return {"setting": _STATE["mode"] or "local", "served_by": sorted(_STATE["served_by"]),
-                "fallback": _STATE["fallback"], "started_process": _STATE["started"]}
+                "fallback": _STATE["fallback"], "started_process": _STATE["started"],
+                "relayed_model_calls": _STATE["relayed"]}
 
 
 def directory() -> Path:
@@ -183,18 +188,25 @@ def socket_path(d: Path) -> str:
 
 
 def _client():
-    """The openai client speaking to the socket (one per backend)."""
+    """The HTTP client speaking to the socket (one per backend; httpx, without the openai
+    package, whose import costs a new backend 0.25-0.7 s and ~21 MB)."""
     if _STATE["client"] is None:
         import httpx2
-        import openai
 
         path = socket_path(directory())
         # plain HTTP over the Unix socket: no TLS, so no CA bundle to load (~0.05-0.1 s)
-        http = openai.DefaultHttpxClient(transport=httpx2.HTTPTransport(uds=path, verify=False))
-        _STATE["client"] = openai.OpenAI(api_key="unused", base_url="http://nl2sql-embedder/v1",
-                                         max_retries=0, timeout=REQUEST_TIMEOUT_S,
-                                         http_client=http)
+        _STATE["client"] = httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=path, verify=False),
+            base_url="http://nl2sql-embedder", timeout=REQUEST_TIMEOUT_S)
     return _STATE["client"]
+
+
+class _StatusError(Exception):
+    """The process answered with an HTTP error status (kept apart from transport errors)."""
+
+    def __init__(self, status: int):
+        super().__init__(f"HTTP {status}")
+        self.status_code = status
 
 
 def request_timeout(n: int) -> float:
@@ -211,10 +223,13 @@ def request_timeout(n: int) -> float:
 
 
 def _request(texts: list[str]) -> list[array.array]:
-    resp = _client().embeddings.create(input=texts, model=MODEL_NAME, encoding_format="base64",
-                                       timeout=request_timeout(len(texts)))
-    out = [array.array("f", base64.b64decode(d.embedding)) for d in
-           sorted(resp.data, key=lambda d: d.index)]
+    resp = _client().post("/v1/embeddings", json={
+        "input": texts, "model": MODEL_NAME, "encoding_format": "base64"},
+        timeout=request_timeout(len(texts)))
+    if resp.status_code != 200:
+        raise _StatusError(resp.status_code)
+    data = sorted(resp.json()["data"], key=lambda d: d["index"])
+    out = [array.array("f", base64.b64decode(d["embedding"])) for d in data]
     if len(out) != len(texts) or any(len(v) != 384 for v in out):
         raise EmbedderUnavailable("the shared embedder answered with the wrong number or size "
                                   "of vectors")
@@ -223,24 +238,24 @@ def _request(texts: list[str]) -> list[array.array]:
 
 def _ask(texts: list[str]) -> list[array.array]:
     """Embed in chunks; a refused or broken connection (no process) starts one, once."""
-    import openai
+    import httpx2
 
     out: list[array.array] = []
     for i in range(0, len(texts), CHUNK):
         chunk = texts[i:i + CHUNK]
         try:
             out.extend(_request(chunk))
-        except openai.APITimeoutError:
+        except httpx2.TimeoutException:
             raise EmbedderUnavailable(f"the shared embedder did not answer within "
                                       f"{request_timeout(len(chunk)):g} s") from None
-        except openai.APIConnectionError:
+        except httpx2.TransportError:
             ensure_running()
             try:
                 out.extend(_request(chunk))
-            except openai.APIError as e:
+            except (httpx2.HTTPError, _StatusError, ValueError, KeyError) as e:
                 raise EmbedderUnavailable(f"the shared embedder started but failed: "
                                           f"{type(e).__name__}") from None
-        except openai.APIStatusError as e:
+        except _StatusError as e:
             raise EmbedderUnavailable(f"the shared embedder answered HTTP {e.status_code}") \
                 from None
     return out
@@ -277,11 +292,72 @@ def encode(texts: list[str]) -> list[array.array] | None:
     return got
 
 
+RELAY_MARGIN_S = 2.0             # waited beyond a relayed call's own hard deadline
+
+
+def _relay_failed(why: str) -> NoReturn:
+    """Raise ``EmbedderUnavailable(why)``; this backend's next calls (model calls and
+    embeddings) do without the process for ``RETRY_AFTER_S``."""
+    with _LOCK:
+        _STATE["retry_at"] = time.monotonic() + RETRY_AFTER_S
+        _STATE["last_error"] = f"{why}; embedded in-process instead"
+    raise EmbedderUnavailable(why)
+
+
+def relay_chat(payload: dict, deadline_s: float) -> dict | None:
+    """Have the shared process make one (already gated) model call.
+
+    Only when this backend's entry point chose the shared process (``configure``) and it has
+    not failed in the last ``RETRY_AFTER_S``; it is not started for a model call (the
+    question's embeddings started it already, when it was down).
+
+    Args:
+        payload: the request of ``embed_service``'s ``POST /nl2sql/v1/chat``: ``config`` (the
+            ``ModelConfig`` as a dict), ``messages`` (the gated chat messages), ``timeout_s``,
+            ``n``, ``temperature``.
+        deadline_s: the call's hard deadline in seconds; the reply is awaited
+            ``RELAY_MARGIN_S`` longer (the process enforces the deadline itself).
+
+    Returns:
+        The reply's fields (``nl2sql.types.LLMReply`` as a dict), or None when the process
+        could not take the request (not running, refused the connection, or too old to know
+        the route): nothing was sent to a model and the caller calls it in-process.
+
+    Raises:
+        EmbedderUnavailable: the request was sent but no usable reply came back (a timeout, a
+            broken connection or an HTTP error); the model may have been called, so the caller
+            reports an error reply rather than calling again. The process is then not asked
+            again (for model calls or embeddings) for ``RETRY_AFTER_S``.
+    """
+    import httpx2
+
+    # the entry point's ``configure`` chose the mode (``active`` is not for worker threads)
+    if _STATE["mode"] != "shared" or time.monotonic() < _STATE["retry_at"]:
+        return None
+    try:
+        resp = _client().post("/nl2sql/v1/chat", json=payload,
+                              timeout=deadline_s + RELAY_MARGIN_S)
+    except httpx2.ConnectError:
+        return None
+    except httpx2.TimeoutException:
+        _relay_failed(f"no reply from the shared process relaying model calls within "
+                      f"{deadline_s + RELAY_MARGIN_S:g} s")
+    except httpx2.HTTPError as e:
+        _relay_failed(f"the shared process relaying model calls failed: {type(e).__name__}")
+    if resp.status_code in (404, 405):
+        return None
+    if resp.status_code != 200:
+        _relay_failed(f"the shared process relaying model calls answered HTTP "
+                      f"{resp.status_code}: {resp.text[:300]}")
+    with _LOCK:
+        _STATE["relayed"] += 1
+    return resp.json()
+
+
 def _answers() -> bool:
     """Whether a process answers on the socket right now."""
     try:
-        _client().models.list(timeout=5.0)
-        return True
+        return _client().get("/v1/models", timeout=5.0).status_code == 200
     except Exception:  # noqa: BLE001 - any failure means "not answering"
         return False
 

@@ -16,6 +16,14 @@ checked by pydantic):
   "usage"}``; the vectors are ``nl2sql.embed.embed``'s (ONNX Runtime in this process, or torch
   when the ONNX file is missing): 384 floats, L2-normalised.
 * ``GET /v1/models`` (the one model; also the liveness check).
+* ``POST /nl2sql/v1/chat`` with ``{"config": <ModelConfig fields>, "messages": [...],
+  "timeout_s", "n", "temperature"}`` → the ``LLMReply``'s fields: a model call a backend
+  relays (``nl2sql.llm.relay_call``, the openai client of this process, imported once here
+  instead of in every backend). The backend's gate sealed the messages before they were
+  sent; the API key is read from this process's environment (the server's, inherited from
+  the backend that started it); errors are redacted here and again in the backend. The call
+  has its own hard deadline (``timeout_s``); a backend that stops waiting (cancelled
+  statement) leaves it to end at that deadline. At most ``MAX_RELAYED`` calls run at once.
 
 Errors are OpenAI-style JSON bodies ``{"error": {"message", "type", "code"}}`` (400 for a bad
 request, 500 when embedding failed).
@@ -47,6 +55,7 @@ LOG_NAME = "embedder.log"
 MAX_INPUTS = 2048            # texts per request (the client sends at most 512)
 MAX_CHARS = 100_000          # characters per text
 CACHE_BELOW = 32             # requests this small use embed's cache (questions, phrases)
+MAX_RELAYED = 128            # relayed model calls running at once (threads)
 WATCH_S = 1.0                # how often the postmaster and the socket are checked
 
 
@@ -68,6 +77,21 @@ def _request_model():
         encoding_format: Literal["float", "base64"] = "float"
 
     return EmbeddingRequest
+
+
+def _chat_model():
+    """The pydantic model of a relayed model call (built on first use)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class ChatRelay(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        config: dict
+        messages: list[dict[str, str]] = Field(..., min_length=1)
+        timeout_s: float = Field(..., gt=0, le=86400)
+        n: int = Field(1, ge=1, le=64)
+        temperature: float | None = None
+
+    return ChatRelay
 
 
 def embed_texts(texts: list[str]) -> list[list[float]]:
@@ -134,13 +158,36 @@ def create_app():
                      for i, v in enumerate(vecs)],
             "usage": {"prompt_tokens": n, "total_tokens": n}})
 
+    chat_cls = _chat_model()
+    limiter = []
+
+    async def chat(request):
+        import anyio
+
+        from .llm import relay_call
+
+        try:
+            req = chat_cls.model_validate_json(await request.body())
+        except ValidationError as e:
+            return _error(400, f"bad model call: {e.errors()[0].get('msg')}")
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(MAX_RELAYED))
+        try:
+            reply = await anyio.to_thread.run_sync(
+                relay_call, req.config, req.messages, req.timeout_s, req.n, req.temperature,
+                limiter=limiter[0])
+        except TypeError as e:
+            return _error(400, f"bad model configuration: {e}")
+        return JSONResponse(reply)
+
     async def models(request):
         return JSONResponse({"object": "list", "data": [
             {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "nl2sql",
              "pid": os.getpid()}]})
 
     return Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"]),
-                             Route("/v1/models", models, methods=["GET"])])
+                             Route("/v1/models", models, methods=["GET"]),
+                             Route("/nl2sql/v1/chat", chat, methods=["POST"])])
 
 
 def bind_socket(directory: Path) -> socket.socket:
@@ -170,6 +217,18 @@ def bind_socket(directory: Path) -> socket.socket:
     sock.listen(256)
     os.replace(tmp, final)
     return sock
+
+
+def _preload_openai() -> None:
+    """Import the openai client for relayed model calls while the first requests come in."""
+    import importlib
+
+    try:
+        importlib.import_module("openai")
+        importlib.import_module("nl2sql.llm")
+    except Exception as e:  # noqa: BLE001 - a relayed call reports it when it imports again
+        print(f"nl2sql embedder {os.getpid()}: cannot import the openai client "
+              f"({type(e).__name__}: {e})", flush=True)
 
 
 def _watch(server, directory: Path, postmaster_pid: int, ino: int) -> None:
@@ -213,6 +272,8 @@ def serve(directory: Path, postmaster_pid: int) -> int:
     t0 = time.monotonic()
     embed_texts(["warm-up"])          # load the engine before anyone can connect
     sock = bind_socket(directory)
+    # the relayed model calls' client, imported once for the server (not in every backend)
+    threading.Thread(target=_preload_openai, daemon=True, name="nl2sql-preload").start()
     ino = (directory / SOCKET_NAME).stat().st_ino
     print(f"nl2sql embedder {os.getpid()}: ready in {time.monotonic() - t0:.2f} s, serving "
           f"{MODEL_NAME} for postmaster {postmaster_pid}", flush=True)

@@ -29,9 +29,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from .errors import ConfigError, GateError
+from . import embed_client
+from .errors import ConfigError, EmbedderUnavailable, GateError
 from .gate import Gated
 from .redaction import env_secrets, redact
 from .types import LLMReply, ModelConfig
@@ -202,10 +203,14 @@ def call_model(cfg: ModelConfig, messages: Gated,
 
     The openai client retries HTTP 408/409/429/5xx and connection errors with backoff, at
     most ``cfg.max_retries`` times. The API key is read from the server environment variable
-    ``cfg.api_key_env``. Never raises: every failure (missing key, timeout, unreachable
-    endpoint, HTTP error, empty answer) comes back in ``LLMReply.error``, naming the model,
-    the endpoint and what went wrong, with the key and key-like tokens masked
-    (``redaction.redact``).
+    ``cfg.api_key_env``. When this backend uses the shared embedding process (setting
+    ``embedder = 'shared'``), the call, already gated, is relayed to that process, which
+    holds the imported openai client (``relay_call``): the backend then never imports the
+    openai package (0.25-0.7 s and ~21 MB per backend); when the process is not running or
+    refuses the connection, the call is made in this process. Never raises: every failure
+    (missing key, timeout, unreachable endpoint, HTTP error, empty answer) comes back in
+    ``LLMReply.error``, naming the model, the endpoint and what went wrong, with the key and
+    key-like tokens masked (``redaction.redact``).
 
     Args:
         cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
@@ -228,8 +233,66 @@ def call_model(cfg: ModelConfig, messages: Gated,
     if not isinstance(messages, Gated):
         raise GateError(f"nl2sql: model {cfg.name!r} was asked with messages that did not pass "
                         f"the gate ({type(messages).__name__}); build them with gate.Gate.seal")
-    t0 = time.perf_counter()
     timeout_s = timeout_s or cfg.timeout_s
+    relayed = _relayed(cfg, messages.as_list(), timeout_s, n, temperature)
+    if relayed is not None:
+        return relayed
+    return _call_here(cfg, messages.as_list(), timeout_s, n, temperature)
+
+
+def _relayed(cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int,
+             temperature: float | None) -> LLMReply | None:
+    """The call made by the shared process (``embed_client.relay_chat``), or None to make it
+    here (the process is not in use, not running, or too old to relay)."""
+    t0 = time.perf_counter()
+    payload = {"config": asdict(cfg), "messages": messages, "timeout_s": timeout_s,
+               "n": n, "temperature": temperature}
+    try:
+        got = embed_client.relay_chat(payload, timeout_s)
+    except EmbedderUnavailable as e:
+        secrets = env_secrets([cfg.api_key_env])
+        return LLMReply(model=cfg.name, text=None, latency_ms=(time.perf_counter() - t0) * 1000,
+                        error=redact(f"model {cfg.name!r}: {e}", secrets))
+    if got is None:
+        return None
+    secrets = env_secrets([cfg.api_key_env])  # the process redacted too; so does the backend
+    err = got.get("error")
+    return LLMReply(model=cfg.name, text=got.get("text"),
+                    error=redact(err, secrets) if err else None,
+                    latency_ms=(time.perf_counter() - t0) * 1000,
+                    prompt_tokens=int(got.get("prompt_tokens") or 0),
+                    completion_tokens=int(got.get("completion_tokens") or 0),
+                    choices=list(got.get("choices") or []))
+
+
+def relay_call(config: dict, messages: list[dict], timeout_s: float, n: int = 1,
+               temperature: float | None = None) -> dict:
+    """Make a model call for a backend, in the shared process (``embed_service``).
+
+    The backend's gate sealed ``messages`` before it sent them over the process's socket
+    (mode 0600, the server's OS user only); this makes the call as ``call_model`` would in the
+    backend, with the API key read from this process's environment (the server's).
+
+    Args:
+        config: a ``ModelConfig`` as a dict (``dataclasses.asdict``).
+        messages: the chat messages, ``[{"role": ..., "content": ...}, ...]``.
+        timeout_s: the call's hard deadline in seconds, retries included.
+        n: samples asked for (at least 1).
+        temperature: sampling temperature overriding the configuration's; None keeps it.
+
+    Returns:
+        The ``LLMReply``'s fields as a dict (errors already redacted).
+
+    Raises:
+        TypeError: ``config`` is not a ``ModelConfig``'s fields.
+    """
+    return asdict(_call_here(ModelConfig(**config), messages, timeout_s, n, temperature))
+
+
+def _call_here(cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int,
+               temperature: float | None) -> LLMReply:
+    """The model call with the openai client in this process (``call_model``'s contract)."""
+    t0 = time.perf_counter()
     secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
     deadline = _Deadline(timeout_s)
     client = None
@@ -238,7 +301,7 @@ def call_model(cfg: ModelConfig, messages: Gated,
 
         client = _client(cfg, deadline)
         resp = client.chat.completions.create(
-            model=cfg.model, messages=messages.as_list(),
+            model=cfg.model, messages=messages,
             temperature=cfg.temperature if temperature is None else temperature,
             max_tokens=cfg.max_tokens, n=max(1, int(n)), timeout=timeout_s)
         texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from . import examples as ex_mod
-from . import embed_client, indexer, spi
+from . import embed_client, spi
 from . import version
 from .errors import (CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError,
                      VersionMismatch)
@@ -272,6 +272,8 @@ def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
         ConfigError: a stored setting is invalid (not converted).
     """
     try:
+        from . import indexer   # not imported by a backend that only asks questions
+
         return json.dumps(indexer.reindex(plpy, list(schemas) if schemas else None, force))
     except EmbeddingError as e:
         _fail(plpy, f"nl2sql: {e}")
