@@ -780,7 +780,7 @@ DECLARE
 -- similarity(v, p) <= n(p) / n(v) for the numbers n of distinct trigrams (pg_trgm's Jaccard
 -- measure: |v ∩ p| / |v ∪ p| with |v ∩ p| <= n(p)), a string can reach similarity t only when
 -- n(v) <= n(p) / t; n_trgm stores n(v), and the partial index below holds the strings with at
--- most 20 trigrams (a word of up to 9 letters looked up with t = 0.5; about 2 % of the strings
+-- most 20 trigrams (a word of up to 9 letters looked up with t = 0.5; 16 % of the strings
 -- in bench/scale.py's index), which nl2sql._match_values searches for a phrase whose bound
 -- n(p) / t is within it. Same matches as the whole index (tests/test_retrieval.py).
 ALTER TABLE nl2sql.cell_value_text
