@@ -323,7 +323,7 @@ def test_trigram_lookups_skip_long_ngrams_and_phrases_inside_an_exact_match():
     """fuzzy_phrases: question n-grams of 4 words and phrases inside an exactly matched phrase
     get no trigram lookup; quoted spans keep theirs whatever their length; a phrase that only
     shares letters with a match (not whole words) keeps its lookup."""
-    from nl2sql.retrieval import ValueMatch, candidate_phrases, fuzzy_phrases
+    from nl2sql.retrieval import fuzzy_phrases
 
     q = 'Which heroes of Marvel Comics Group Inc live in "Gotham City North Side" or Ron?'
     phrases = candidate_phrases(q)
