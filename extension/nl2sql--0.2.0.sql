@@ -769,6 +769,42 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 014-lookup-knn.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$014-lookup-knn.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Value lookups at 1,000,000 values (README "Retrieval and schema linking"): a trigram lookup of
+-- a short phrase reads only short strings. pg_trgm's GIN index cannot bound a string's length,
+-- so `value % 'Slung'` returned every string sharing half of the word's trigrams (4,429
+-- candidates at 820,221 strings, each rechecked on its heap page: 15-40 ms a word). Since
+-- similarity(v, p) <= n(p) / n(v) for the numbers n of distinct trigrams (pg_trgm's Jaccard
+-- measure: |v ∩ p| / |v ∪ p| with |v ∩ p| <= n(p)), a string can reach similarity t only when
+-- n(v) <= n(p) / t; n_trgm stores n(v), and the partial index below holds the strings with at
+-- most 20 trigrams (a word of up to 9 letters looked up with t = 0.5; 16 % of the strings
+-- in bench/scale.py's index), which nl2sql._match_values searches for a phrase whose bound
+-- n(p) / t is within it. Same matches as the whole index (tests/test_retrieval.py).
+ALTER TABLE nl2sql.cell_value_text
+    ADD COLUMN n_trgm int GENERATED ALWAYS AS
+        (COALESCE(pg_catalog.array_length(show_trgm(value), 1), 0)) STORED;
+CREATE INDEX cell_value_text_trgm_short ON nl2sql.cell_value_text
+    USING gin (value gin_trgm_ops) WHERE n_trgm <= 20;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1211,8 +1247,9 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
 -- column. Per phrase i (1-based): 'exact' — lower(value) = lower(phrases[i]) (btree on
 -- lower(value)); 'trigram' — the per_phrase values with the best similarity(value, fuzzy[i]) >=
 -- trgm_min (gin over the distinct strings of nl2sql.cell_value_text, whose narrow rows make the
--- recheck of the index's candidates cheap; the matching strings' rows of cell_value are then
--- found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
+-- recheck of the index's candidates cheap; a phrase that only strings of at most 20 trigrams
+-- can match, e.g. one word, searches the partial gin index of those; the matching strings' rows
+-- of cell_value are then found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
 -- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
 -- On a small index the planner prefers a full scan with the (costly) similarity filter; the
 -- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
@@ -1237,15 +1274,30 @@ BEGIN
     -- COLLATE "default": a PL/pgSQL variable carries the call's input collation (here "C", from
     -- `who name`), and a comparison in another collation than the indexes' cannot use them
     RETURN QUERY
-    WITH ph AS MATERIALIZED (SELECT p.x COLLATE pg_catalog."default" AS x,
-                                    p.t COLLATE pg_catalog."default" AS t, p.n::int AS n
-                             FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
+    WITH ph0 AS (SELECT p.x COLLATE pg_catalog."default" AS x,
+                        p.t COLLATE pg_catalog."default" AS t, p.n::int AS n,
+                        COALESCE(pg_catalog.array_length(show_trgm(p.t), 1), 0) AS nt
+                   FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
+    -- lo .. hi: the trigram counts a string needs to reach similarity trgm_min with phrase t
+    ph AS MATERIALIZED (SELECT p.x, p.t, p.n, CASE WHEN trgm_min > 0 THEN
+                                   pg_catalog.ceil(p.nt * trgm_min - 1e-9)::int ELSE 0 END AS lo,
+                               CASE WHEN trgm_min > 0 THEN
+                                   pg_catalog.floor(p.nt / trgm_min + 1e-9)::int END AS hi
+                        FROM ph0 p),
     ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
+    -- a phrase whose strings have at most 20 trigrams reads the partial index of those
+    -- (sql/incremental/014-lookup-knn.sql); the others the whole one
     trg AS MATERIALIZED (
         SELECT p.n, d.value, similarity(d.value, p.t)::float8 AS s
           FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t
-         WHERE p.t IS NOT NULL AND similarity(d.value, p.t) >= trgm_min),
+         WHERE p.t IS NOT NULL AND NOT COALESCE(p.hi <= 20, false)
+           AND similarity(d.value, p.t) >= trgm_min
+        UNION ALL
+        SELECT p.n, d.value, similarity(d.value, p.t)::float8
+          FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t AND d.n_trgm <= 20
+                                                  AND d.n_trgm BETWEEN p.lo AND p.hi
+         WHERE p.t IS NOT NULL AND p.hi <= 20 AND similarity(d.value, p.t) >= trgm_min),
     cand AS MATERIALIZED (
         SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
                1.0::float8 AS score
@@ -1262,16 +1314,21 @@ BEGIN
               FROM nl2sql.cell_value v ORDER BY v.embedding <=> e.q LIMIT 4 * per_phrase) m
          WHERE m.s >= vector_min),
     cols AS MATERIALIZED (SELECT DISTINCT c.schema_name, c.table_name, c.column_name FROM cand c),
+    -- LATERAL (kept apart by OFFSET 0): each column's catalog rows by their unique indexes; a
+    -- hash join read all of pg_class (2 ms with 4,500 relations)
     ok AS MATERIALIZED (
         SELECT c.schema_name, c.table_name, c.column_name
-          FROM cols c
-          JOIN pg_catalog.pg_namespace n ON n.nspname = c.schema_name
-          JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
-          JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = c.column_name
-                                        AND NOT a.attisdropped
-         WHERE pg_catalog.has_column_privilege(role, r.oid, a.attnum, 'SELECT')
+          FROM cols c CROSS JOIN LATERAL (
+              SELECT r.oid, r.relrowsecurity, a.attnum
+                FROM pg_catalog.pg_namespace n
+                JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
+                JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid
+                                              AND a.attname = c.column_name
+                                              AND NOT a.attisdropped
+               WHERE n.nspname = c.schema_name OFFSET 0) ra
+         WHERE pg_catalog.has_column_privilege(role, ra.oid, ra.attnum, 'SELECT')
            AND nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
-                                      r.relrowsecurity)),
+                                      ra.relrowsecurity)),
     ranked AS (
         SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
                                        ORDER BY c.score DESC, c.value, c.schema_name,

@@ -374,3 +374,24 @@ def test_a_join_presql_wrote_needs_no_bridge_unless_it_equates_two_primary_keys(
     ids = "SELECT c.colour FROM colour c JOIN publisher p ON c.id = p.id"
     assert presql_written_joins(ids, s) == []
     assert set(link_schema(s, ids, [], []).tables) == {"colour", "publisher", "superhero"}
+
+
+def test_trigram_lookups_skip_long_ngrams_and_phrases_inside_an_exact_match():
+    """fuzzy_phrases: question n-grams of 4 words and phrases inside an exactly matched phrase
+    get no trigram lookup; quoted spans keep theirs whatever their length; a phrase that only
+    shares letters with a match (not whole words) keeps its lookup."""
+    from nl2sql.retrieval import fuzzy_phrases
+
+    q = 'Which heroes of Marvel Comics Group Inc live in "Gotham City North Side" or Ron?'
+    phrases = candidate_phrases(q)
+    texts = [p.text for p in phrases]
+    before = {texts[i] for i in fuzzy_phrases(phrases)}
+    assert "Gotham City North Side" in before                      # quoted span, 4 words
+    assert "Marvel Comics Group Inc" in texts and "Marvel Comics Group Inc" not in before
+    assert {"Marvel Comics Group", "Marvel Comics", "Marvel", "Ron"} <= before
+    exact = [ValueMatch("public", "publisher", "name", "Marvel Comics Group", 1.0, "exact",
+                        "Marvel Comics Group", "question"),
+             ValueMatch("public", "hero", "name", "Ronaldo", 1.0, "trigram", "Ron", "question")]
+    after = {texts[i] for i in fuzzy_phrases(phrases, exact)}
+    assert not after & {"Marvel Comics Group", "Marvel Comics", "Comics Group", "Marvel"}
+    assert {"Ron", "Group Inc", "Gotham City North Side"} <= after   # a trigram match skips nothing

@@ -185,6 +185,46 @@ def test_distinct_string_mirror_follows_inserts_updates_deletes_and_truncate(db)
     assert _text_mirror_is_exact(db)
 
 
+def _trigram_reference(conn, phrases, t):
+    """Every (phrase number, table, column, value, score) the role's visible values give with
+    similarity >= t, computed without any index (the definition the lookup must equal)."""
+    return sorted(conn.execute(
+        "SELECT p.n::int, v.table_name::text, v.column_name::text, v.value, "
+        "round(similarity(v.value, p.x)::numeric, 4) FROM unnest(%s::text[]) WITH ORDINALITY "
+        "p(x, n) JOIN nl2sql.visible_cell_value v ON similarity(v.value, p.x) >= %s",
+        (phrases, t)).fetchall())
+
+
+def test_trigram_lookup_by_string_length_equals_the_definition(safe_conn, analyst_conn):  # noqa: F811
+    """A phrase that only short strings can match (similarity(v, p) <= trigrams(p) /
+    trigrams(v)) is searched in the partial index of strings of at most 20 trigrams
+    (sql/incremental/014-lookup-knn.sql); longer ones in the whole index. Either way the
+    trigram matches are exactly those of the definition, at every threshold, for the owner and
+    for a role that may not read some columns (misspelt short values of a withheld column are
+    not returned)."""
+    phrases = ["Frnce", "Kingdm", "Untied Kingdom", "Zorblx", "Zorblax Quuxingtn",
+               "PHONE-SECRET-555", "Front dsk", "desk", "Paris", "a", "Band-Omega"]
+    sql = ("SELECT i, table_name::text, column_name::text, value, round(score::numeric, 4) FROM "
+           "nl2sql._match_values(current_user, NULL, %s, NULL, %s, 2, 1000) WHERE how = 'trigram'")
+    for t in (0.3, 0.5, 0.8):
+        for conn in (safe_conn, analyst_conn):
+            got = sorted(conn.execute(sql, (phrases, t)).fetchall())
+            assert got == _trigram_reference(conn, phrases, t), (t, conn.info.user)
+    owner = {r[3] for r in safe_conn.execute(sql, (phrases, 0.3))}
+    seen = {r[3] for r in analyst_conn.execute(sql, (phrases, 0.3))}
+    assert {"France", "Front desk", "Zorblax Quuxington", "PHONE-SECRET-5551"} <= owner
+    assert {"France", "Front desk"} <= seen
+    assert not seen & {"Zorblax Quuxington", "PHONE-SECRET-5551", "Band-Omega-9"}
+    # both paths were taken: short phrases by the partial index, the others by the whole one
+    n_short = safe_conn.execute(
+        "SELECT count(*) FROM unnest(%s::text[]) x WHERE "
+        "coalesce(array_length(show_trgm(x), 1), 0) / 0.5 <= 20", (phrases,)).fetchone()[0]
+    assert 0 < n_short < len(phrases)
+    assert safe_conn.execute(
+        "SELECT count(*) FILTER (WHERE n_trgm <> coalesce(array_length(show_trgm(value), 1), 0)) "
+        "FROM nl2sql.cell_value_text").fetchone()[0] == 0
+
+
 def test_one_lookup_for_all_phrases_equals_one_lookup_per_phrase(db):
     """nl2sql._match_values answers all phrases of a question in one statement; each phrase's
     matches (exact, trigram, vector) are those it gets when looked up alone."""

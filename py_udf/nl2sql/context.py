@@ -22,8 +22,8 @@ from .embed import embed, embed_async, to_pgvector
 from .linking import Linked, column_similarities, estimate_tokens, link_schema, \
     linking_values, prune_schema, schema_words, table_scores
 from .masking import masked_question
-from .retrieval import ValueMatch, candidate_phrases, fuzzy_phrases, match_values, \
-    merge_matches, vector_phrases
+from .retrieval import ValueMatch, candidate_phrases, match_values, merge_matches, \
+    string_matches, vector_phrases
 from .example_selection import Selection, dail_select, presql_skeleton
 from .gate import Gate
 from .question import validate_question
@@ -213,8 +213,7 @@ def retrieve_context(plpy, question: str, evidence: str | None, schema: Schema,
         business = retrieve_business(plpy, question, st)
     with timer.stage("values_ms"):
         phrases = candidate_phrases(question, evidence)
-        found = match_values(plpy, phrases, trgm_min=trgm_min,
-                             fuzzy=fuzzy_phrases(phrases) if trgm_min <= 1 else [])
+        found = string_matches(plpy, phrases, trgm_min)
         vec_idx = vector_phrases(phrases, found, schema_words(schema),
                                  st.value_vector_phrases) if vector_min <= 1 else []
         values = merge_matches(found, st.value_top_k)

@@ -21,6 +21,8 @@ from . import spi
 from .masking import _STOP, inflections
 
 MAX_NGRAM = 4
+# Longest question n-gram (in words) looked up by trigram similarity (fuzzy_phrases).
+MAX_FUZZY_WORDS = 3
 # Words that never name a value on their own (question words, SQL-ish words of BIRD evidence).
 STOP_WORDS = _STOP | {
     "do", "does", "did", "has", "have", "had", "their", "there", "that", "this", "these",
@@ -278,17 +280,72 @@ def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: b
     return _rows_to_matches(rows, phrases)
 
 
-def fuzzy_phrases(phrases: list[Phrase]) -> list[int]:
+def fuzzy_phrases(phrases: list[Phrase], exact: list[ValueMatch] = ()) -> list[int]:
     """Choose the phrases worth a trigram lookup.
+
+    A trigram lookup finds values a phrase misspells or names in part. Its cost grows with the
+    value index (pg_trgm's GIN index reads the posting lists of half of the phrase's trigrams:
+    10-25 ms a phrase of several words at 800,000 strings, most for the longest), so phrases
+    that cannot add a value are left out:
+
+    * question n-grams of more than ``MAX_FUZZY_WORDS`` words: a misspelt value of 4+ words is
+      still found through its 3-word n-grams, which hold about 3/4 of its trigrams (quoted and
+      evidence spans are kept whatever their length);
+    * with ``exact`` given, a phrase that matched a value exactly, or lies inside a phrase that
+      did: its mention is already resolved (the exact value ranks first; its near-duplicates
+      only crowd it), the rule ``vector_phrases`` applies to embedding lookups.
 
     Args:
         phrases: the candidate phrases.
+        exact: the exact matches already found for these phrases (``match_values`` without
+            fuzzy lookups), as the calling role may see them; empty for none.
 
     Returns:
         0-based positions in ``phrases`` of those with 3+ characters that are not evidence
-        n-grams (the evidence's quoted spans are kept).
+        n-grams and are not left out by the rules above.
     """
-    return [i for i, p in enumerate(phrases) if len(p.text) >= 3 and p.source != "evidence_ngram"]
+    hit = {tuple(_SPAN_WORD.findall(m.phrase.lower())) for m in exact if m.how == "exact"}
+    out = []
+    for i, p in enumerate(phrases):
+        words = tuple(_SPAN_WORD.findall(p.text.lower()))
+        if len(p.text) < 3 or p.source == "evidence_ngram":
+            continue
+        if p.source == "question" and len(words) > MAX_FUZZY_WORDS:
+            continue
+        if words and any(_inside(words, h) for h in hit):
+            continue
+        out.append(i)
+    return out
+
+
+def _inside(words: tuple, outer: tuple) -> bool:
+    """Whether ``words`` is a contiguous run of ``outer`` (both tuples of words)."""
+    n = len(words)
+    return any(outer[j:j + n] == words for j in range(len(outer) - n + 1))
+
+
+def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
+    """Exact and trigram matches of the phrases, as the calling role may see them.
+
+    Two lookups: first every phrase exactly, then by trigram similarity the phrases
+    ``fuzzy_phrases`` keeps given those exact matches (none when ``trgm_min`` > 1).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        phrases: the candidate phrases (``candidate_phrases``).
+        trgm_min: minimum pg_trgm similarity, 0..1 (setting ``value_trgm_min``).
+
+    Returns:
+        List of ``ValueMatch``, unmerged (``merge_matches``).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieval of database values by string
+    similarity.
+    """
+    found = match_values(plpy, phrases)
+    fuzzy = fuzzy_phrases(phrases, found) if trgm_min <= 1 else []
+    if fuzzy:
+        found = found + match_values(plpy, phrases, fuzzy=fuzzy, exact=False, trgm_min=trgm_min)
+    return found
 
 
 def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str],

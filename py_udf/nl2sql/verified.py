@@ -683,12 +683,10 @@ def question_values(plpy, question: str, st) -> list:
     Returns:
         ``retrieval.ValueMatch`` list, best first.
     """
-    from .retrieval import candidate_phrases, fuzzy_phrases, match_values, merge_matches
+    from .retrieval import candidate_phrases, merge_matches, string_matches
 
     phrases = candidate_phrases(question)
-    found = match_values(plpy, phrases, trgm_min=st.value_trgm_min,
-                         fuzzy=fuzzy_phrases(phrases) if st.value_trgm_min <= 1 else [])
-    return merge_matches(found, st.value_top_k)
+    return merge_matches(string_matches(plpy, phrases, st.value_trgm_min), st.value_top_k)
 
 
 def add_verified(plpy, question: str, sql: str, kind: str = "query", dialect: str = "postgres",

@@ -113,8 +113,9 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
 -- column. Per phrase i (1-based): 'exact' — lower(value) = lower(phrases[i]) (btree on
 -- lower(value)); 'trigram' — the per_phrase values with the best similarity(value, fuzzy[i]) >=
 -- trgm_min (gin over the distinct strings of nl2sql.cell_value_text, whose narrow rows make the
--- recheck of the index's candidates cheap; the matching strings' rows of cell_value are then
--- found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
+-- recheck of the index's candidates cheap; a phrase that only strings of at most 20 trigrams
+-- can match, e.g. one word, searches the partial gin index of those; the matching strings' rows
+-- of cell_value are then found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
 -- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
 -- On a small index the planner prefers a full scan with the (costly) similarity filter; the
 -- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
@@ -139,15 +140,30 @@ BEGIN
     -- COLLATE "default": a PL/pgSQL variable carries the call's input collation (here "C", from
     -- `who name`), and a comparison in another collation than the indexes' cannot use them
     RETURN QUERY
-    WITH ph AS MATERIALIZED (SELECT p.x COLLATE pg_catalog."default" AS x,
-                                    p.t COLLATE pg_catalog."default" AS t, p.n::int AS n
-                             FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
+    WITH ph0 AS (SELECT p.x COLLATE pg_catalog."default" AS x,
+                        p.t COLLATE pg_catalog."default" AS t, p.n::int AS n,
+                        COALESCE(pg_catalog.array_length(show_trgm(p.t), 1), 0) AS nt
+                   FROM unnest(phrases, fuzzy) WITH ORDINALITY AS p(x, t, n)),
+    -- lo .. hi: the trigram counts a string needs to reach similarity trgm_min with phrase t
+    ph AS MATERIALIZED (SELECT p.x, p.t, p.n, CASE WHEN trgm_min > 0 THEN
+                                   pg_catalog.ceil(p.nt * trgm_min - 1e-9)::int ELSE 0 END AS lo,
+                               CASE WHEN trgm_min > 0 THEN
+                                   pg_catalog.floor(p.nt / trgm_min + 1e-9)::int END AS hi
+                        FROM ph0 p),
     ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
                         WHERE e.q IS NOT NULL),
+    -- a phrase whose strings have at most 20 trigrams reads the partial index of those
+    -- (sql/incremental/014-lookup-knn.sql); the others the whole one
     trg AS MATERIALIZED (
         SELECT p.n, d.value, similarity(d.value, p.t)::float8 AS s
           FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t
-         WHERE p.t IS NOT NULL AND similarity(d.value, p.t) >= trgm_min),
+         WHERE p.t IS NOT NULL AND NOT COALESCE(p.hi <= 20, false)
+           AND similarity(d.value, p.t) >= trgm_min
+        UNION ALL
+        SELECT p.n, d.value, similarity(d.value, p.t)::float8
+          FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t AND d.n_trgm <= 20
+                                                  AND d.n_trgm BETWEEN p.lo AND p.hi
+         WHERE p.t IS NOT NULL AND p.hi <= 20 AND similarity(d.value, p.t) >= trgm_min),
     cand AS MATERIALIZED (
         SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
                1.0::float8 AS score
@@ -164,16 +180,21 @@ BEGIN
               FROM nl2sql.cell_value v ORDER BY v.embedding <=> e.q LIMIT 4 * per_phrase) m
          WHERE m.s >= vector_min),
     cols AS MATERIALIZED (SELECT DISTINCT c.schema_name, c.table_name, c.column_name FROM cand c),
+    -- LATERAL (kept apart by OFFSET 0): each column's catalog rows by their unique indexes; a
+    -- hash join read all of pg_class (2 ms with 4,500 relations)
     ok AS MATERIALIZED (
         SELECT c.schema_name, c.table_name, c.column_name
-          FROM cols c
-          JOIN pg_catalog.pg_namespace n ON n.nspname = c.schema_name
-          JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
-          JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = c.column_name
-                                        AND NOT a.attisdropped
-         WHERE pg_catalog.has_column_privilege(role, r.oid, a.attnum, 'SELECT')
+          FROM cols c CROSS JOIN LATERAL (
+              SELECT r.oid, r.relrowsecurity, a.attnum
+                FROM pg_catalog.pg_namespace n
+                JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
+                JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid
+                                              AND a.attname = c.column_name
+                                              AND NOT a.attisdropped
+               WHERE n.nspname = c.schema_name OFFSET 0) ra
+         WHERE pg_catalog.has_column_privilege(role, ra.oid, ra.attnum, 'SELECT')
            AND nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
-                                      r.relrowsecurity)),
+                                      ra.relrowsecurity)),
     ranked AS (
         SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
                                        ORDER BY c.score DESC, c.value, c.schema_name,
