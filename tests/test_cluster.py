@@ -47,3 +47,30 @@ def test_a_cluster_made_earlier_gets_pg_stat_statements_preloaded():
         assert c.ensure_preload() is False
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_cluster_made_with_another_venv_is_pointed_at_this_one():
+    """A cluster initialised with another venv (another checkout's benchmarks) is made to
+    import nl2sql from the venv it is opened with, once."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from nl2sql_indexer.cluster import PG_BIN, LocalCluster, _as_server_user
+
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip("PostgreSQL 15 is not installed")
+    base = Path(tempfile.mkdtemp(prefix="nl2sql-cluster-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        LocalCluster(base / "data", venv="/var/tmp/another-venv").init()
+        c = LocalCluster(base / "data", venv="/opt/this-venv")
+        assert c.ensure_venv() is True
+        assert c.ensure_venv() is False
+
+        def configured() -> str:
+            return _as_server_user([str(PG_BIN / "postgres"), "-D", str(c.datadir), "-C",
+                                    "nl2sql.venv"]).stdout.strip()
+        assert configured() == "/opt/this-venv"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

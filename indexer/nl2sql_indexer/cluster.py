@@ -132,6 +132,26 @@ class LocalCluster:
                     f"shared_preload_libraries = '{libs}'\n")
         return True
 
+    def ensure_venv(self) -> bool:
+        """Make the configuration name ``venv`` as ``nl2sql.venv`` (a cluster made with another
+        venv would otherwise keep importing that venv's nl2sql): a line appended to
+        ``postgresql.conf`` (the last setting of a name wins).
+
+        Returns:
+            True when the configuration was changed (a running server must restart, so that
+            no backend or embedding process keeps the other venv's code).
+        """
+        r = _as_server_user([str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C",
+                             "nl2sql.venv"])
+        if r.returncode != 0:
+            raise ClusterError(f"postgres -C nl2sql.venv failed: {r.stderr.strip()}")
+        if r.stdout.strip() == str(self.venv):
+            return False
+        with open(self.datadir / "postgresql.conf", "a") as f:
+            f.write(f"\n# nl2sql: the venv PL/Python imports nl2sql from\n"
+                    f"nl2sql.venv = '{self.venv}'\n")
+        return True
+
     def _live_preload(self) -> list[str]:
         with self.connect() as c:
             v = c.execute("SHOW shared_preload_libraries").fetchone()[0]
@@ -149,13 +169,15 @@ class LocalCluster:
         """Init if needed and start the server. Returns self.
 
         A cluster made earlier gets the libraries of ``PRELOAD`` added to its configuration
-        (``ensure_preload``); a running server that does not preload them all is restarted,
-        otherwise starting a running cluster does nothing.
+        (``ensure_preload``) and ``venv`` as its ``nl2sql.venv`` (``ensure_venv``); a running
+        server that does not preload them all, or named another venv, is restarted; otherwise
+        starting a running cluster does nothing.
         """
         self.init()
         self.ensure_preload()
+        venv_changed = self.ensure_venv()
         if self.running:
-            if all(x in self._live_preload() for x in PRELOAD):
+            if not venv_changed and all(x in self._live_preload() for x in PRELOAD):
                 return self
             self.stop()
         if not _port_free(self.port):
