@@ -116,6 +116,16 @@ def _table_lookup(schema: Schema) -> dict[str, Table]:
     return out
 
 
+def _presql_tree(presql: str | None) -> exp.Expression | None:
+    """The PreSQL parsed (shared parse cache), or None when it is empty or does not parse."""
+    if not presql:
+        return None
+    try:
+        return parse_shared(presql)
+    except CandidateRefused:
+        return None
+
+
 def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tuple[str, str]]]:
     """Find the tables and columns that PreSQL reads.
 
@@ -133,11 +143,8 @@ def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tu
         (table prompt names, (table prompt name, column name) pairs), each in query order without
         duplicates; ([], []) when PreSQL is empty or does not parse (never raises for that).
     """
-    if not presql:
-        return [], []
-    try:
-        tree = parse_shared(presql)
-    except CandidateRefused:
+    tree = _presql_tree(presql)
+    if tree is None:
         return [], []
     lookup = _table_lookup(schema)
     names = resolve(tree)
@@ -672,11 +679,8 @@ def presql_written_joins(presql: str | None, schema: Schema) -> list[tuple[str, 
         (table, table) prompt-name pairs, in query order; [] when PreSQL is empty or does not
         parse.
     """
-    if not presql:
-        return []
-    try:
-        tree = parse_shared(presql)
-    except CandidateRefused:
+    tree = _presql_tree(presql)
+    if tree is None:
         return []
     lookup = _table_lookup(schema)
     names = resolve(tree)
@@ -721,11 +725,8 @@ def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
         Lists of table prompt names (schema tables only), one per SELECT reading two or more;
         [] when PreSQL is empty or does not parse.
     """
-    if not presql:
-        return []
-    try:
-        tree = parse_shared(presql)
-    except CandidateRefused:
+    tree = _presql_tree(presql)
+    if tree is None:
         return []
     lookup = _table_lookup(schema)
     groups: dict[int, list[str]] = {}
