@@ -671,7 +671,16 @@ def test_function_check_refuses_denied_corpus_statement_naming_the_function(cid,
 
 @pytest.mark.parametrize("sql", ORDINARY)
 def test_function_check_lets_ordinary_value_functions_through(sql):
-    check_functions(parse_one(sql), lambda names: set(), _scripted_denied)
+    tree = parse_one(sql)
+    asked: list[set[str]] = []
+
+    def denied(names: set[str]) -> dict[str, str]:
+        asked.append(set(names))
+        return _scripted_denied(names)
+
+    assert check_functions(tree, lambda names: set(), denied) is None   # no CandidateRefused
+    assert asked == [function_names(tree)]          # every function was looked up, none refused
+    assert _scripted_denied(function_names(tree)) == {}
 
 
 def test_denied_families_and_signatures():
