@@ -805,6 +805,35 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 015-lookup-rows-by-id.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$015-lookup-rows-by-id.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Value lookups of strings that many columns hold (README "Retrieval and schema linking"): a
+-- status word in 1,000 tables is one string of nl2sql.cell_value_text but 1,000 rows of
+-- nl2sql.cell_value. nl2sql._match_values read every row of each trigram match (9,003 rows,
+-- ~70 ms for the phrase "category" at 979,000 values) to keep 3; with the rows of a string in id
+-- order it reads them one by one and stops at the first per_phrase ones the role may see.
+-- The index serves the exact lookups (lower(value) = ...) as the one it replaces did.
+CREATE INDEX cell_value_lower_id ON nl2sql.cell_value (lower(value), id);
+DROP INDEX nl2sql.cell_value_lower;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.2.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1237,19 +1266,39 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
      AND vc.column_name = v.column_name
     WHERE vc.values_allowed;
 
+-- Whether role `grantee` may SELECT column sch.tbl.col and nl2sql._values_allowed lets its values
+-- reach a model: what nl2sql.visible_cell_value shows of that column. The catalog rows are
+-- found by their unique indexes (~40 us a column). Called by the SECURITY DEFINER lookups with
+-- the role they checked (nl2sql._acting_role).
+CREATE OR REPLACE FUNCTION nl2sql._column_values_visible(grantee name, sch name, tbl name,
+                                                         col name)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT COALESCE((
+        SELECT pg_catalog.has_column_privilege(grantee, r.oid, a.attnum, 'SELECT')
+               AND nl2sql._values_allowed(sch, tbl, col, r.relrowsecurity)
+          FROM pg_catalog.pg_namespace n
+          JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = tbl
+          JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = col
+                                        AND NOT a.attisdropped
+         WHERE n.nspname = sch), false)
+$$;
+REVOKE ALL ON FUNCTION nl2sql._column_values_visible(name, name, name, name) FROM PUBLIC;
+
 -- Value retrieval (OpenSearch-SQL §3.4) with the value index's own indexes. Through the
 -- security_barrier view visible_cell_value, pg_trgm's % and pgvector's <=> (not leakproof) cannot
 -- use the gin / hnsw indexes, so every visible value was compared with every phrase (~100 ms for
 -- 1,500 values x 15 phrases). This SECURITY DEFINER function reads nl2sql.cell_value directly,
 -- then keeps only the values of columns role `who` (checked by nl2sql._acting_role) may SELECT
 -- and whose values nl2sql._values_allowed lets reach a model: what visible_cell_value shows that
--- role. Privileges are checked once per distinct column among the candidates, not per indexed
--- column. Per phrase i (1-based): 'exact' — lower(value) = lower(phrases[i]) (btree on
--- lower(value)); 'trigram' — the per_phrase values with the best similarity(value, fuzzy[i]) >=
--- trgm_min (gin over the distinct strings of nl2sql.cell_value_text, whose narrow rows make the
--- recheck of the index's candidates cheap; a phrase that only strings of at most 20 trigrams
--- can match, e.g. one word, searches the partial gin index of those; the matching strings' rows
--- of cell_value are then found by the btree on lower(value)); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
+-- role (nl2sql._column_values_visible), never per indexed column. Per phrase i (1-based):
+-- 'exact' — lower(value) = lower(phrases[i]) (btree on (lower(value), id)), privileges checked
+-- once per distinct column among them; 'trigram' — the per_phrase values with the best
+-- similarity(value, fuzzy[i]) >= trgm_min (gin over the distinct strings of
+-- nl2sql.cell_value_text, whose narrow rows make the recheck of the index's candidates cheap; a
+-- phrase that only strings of at most 20 trigrams can match, e.g. one word, searches the partial
+-- gin index of those); of the cell_value rows of each matching string (ignoring case), read in
+-- id order, the first per_phrase the role may see (a string held by more visible columns than
+-- that is matched in those first ones); 'vector' — of the 4 x per_phrase nearest values to vecs[i] (hnsw) the
 -- per_phrase best visible ones with cosine >= vector_min. NULL elements / arrays are skipped.
 -- On a small index the planner prefers a full scan with the (costly) similarity filter; the
 -- function's SET clauses steer it to the indexes (and keep JIT, which the disabled scans' cost
@@ -1298,15 +1347,25 @@ BEGIN
           FROM ph p JOIN nl2sql.cell_value_text d ON d.value % p.t AND d.n_trgm <= 20
                                                   AND d.n_trgm BETWEEN p.lo AND p.hi
          WHERE p.t IS NOT NULL AND p.hi <= 20 AND similarity(d.value, p.t) >= trgm_min),
+    -- the matching strings' cell_value rows in id order (btree on (lower(value), id)), the first
+    -- per_phrase the role may see: a string that many columns hold is not read in full. pg_trgm
+    -- compares lower-cased trigrams, so strings that differ only in case score the same and are
+    -- read together
+    tcand AS MATERIALIZED (
+        SELECT 'trigram'::text AS how, g.n, r.schema_name, r.table_name, r.column_name, r.value,
+               g.s AS score
+          FROM (SELECT DISTINCT t.n, lower(t.value) AS lv, t.s FROM trg t) g CROSS JOIN LATERAL (
+              SELECT v.schema_name, v.table_name, v.column_name, v.value
+                FROM nl2sql.cell_value v
+               WHERE lower(v.value) = g.lv
+                 AND nl2sql._column_values_visible(role, v.schema_name, v.table_name,
+                                                   v.column_name)
+               ORDER BY lower(v.value), v.id LIMIT per_phrase) r),
     cand AS MATERIALIZED (
         SELECT 'exact'::text AS how, p.n, v.schema_name, v.table_name, v.column_name, v.value,
                1.0::float8 AS score
           FROM ph p JOIN nl2sql.cell_value v ON lower(v.value) = lower(p.x)
          WHERE p.x IS NOT NULL
-        UNION ALL
-        SELECT 'trigram'::text, g.n, v.schema_name, v.table_name, v.column_name, v.value, g.s
-          FROM trg g JOIN nl2sql.cell_value v ON lower(v.value) = lower(g.value)
-                                                AND v.value = g.value
         UNION ALL
         SELECT 'vector'::text, e.n, m.* FROM ev e CROSS JOIN LATERAL (
             SELECT v.schema_name, v.table_name, v.column_name, v.value,
@@ -1314,26 +1373,15 @@ BEGIN
               FROM nl2sql.cell_value v ORDER BY v.embedding <=> e.q LIMIT 4 * per_phrase) m
          WHERE m.s >= vector_min),
     cols AS MATERIALIZED (SELECT DISTINCT c.schema_name, c.table_name, c.column_name FROM cand c),
-    -- LATERAL (kept apart by OFFSET 0): each column's catalog rows by their unique indexes; a
-    -- hash join read all of pg_class (2 ms with 4,500 relations)
     ok AS MATERIALIZED (
-        SELECT c.schema_name, c.table_name, c.column_name
-          FROM cols c CROSS JOIN LATERAL (
-              SELECT r.oid, r.relrowsecurity, a.attnum
-                FROM pg_catalog.pg_namespace n
-                JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = c.table_name
-                JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid
-                                              AND a.attname = c.column_name
-                                              AND NOT a.attisdropped
-               WHERE n.nspname = c.schema_name OFFSET 0) ra
-         WHERE pg_catalog.has_column_privilege(role, ra.oid, ra.attnum, 'SELECT')
-           AND nl2sql._values_allowed(c.schema_name, c.table_name, c.column_name,
-                                      ra.relrowsecurity)),
+        SELECT c.schema_name, c.table_name, c.column_name FROM cols c
+         WHERE nl2sql._column_values_visible(role, c.schema_name, c.table_name, c.column_name)),
     ranked AS (
         SELECT c.*, row_number() OVER (PARTITION BY c.how, c.n
                                        ORDER BY c.score DESC, c.value, c.schema_name,
                                                 c.table_name, c.column_name) AS rk
-          FROM cand c JOIN ok USING (schema_name, table_name, column_name))
+          FROM (SELECT c.* FROM cand c JOIN ok USING (schema_name, table_name, column_name)
+                UNION ALL SELECT * FROM tcand) c)
     SELECT r.how, r.n, r.schema_name, r.table_name, r.column_name, r.value, r.score
       FROM ranked r WHERE r.how = 'exact' OR r.rk <= per_phrase;
 END
@@ -1355,18 +1403,10 @@ SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-    WITH ok AS (
-        SELECT 1 FROM pg_catalog.pg_namespace n
-        JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = tbl
-        JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = col
-                                      AND NOT a.attisdropped
-        WHERE n.nspname = sch
-          AND pg_catalog.has_column_privilege(nl2sql._acting_role(who), r.oid, a.attnum, 'SELECT')
-          AND nl2sql._values_allowed(sch, tbl, col, r.relrowsecurity)),
-    vals AS MATERIALIZED (
+    WITH vals AS MATERIALIZED (
         SELECT v.value FROM nl2sql.cell_value v
         WHERE v.schema_name = sch AND v.table_name = tbl AND v.column_name = col
-          AND EXISTS (SELECT 1 FROM ok))
+          AND nl2sql._column_values_visible(nl2sql._acting_role(who), sch, tbl, col))
     SELECT (SELECT count(*) FROM vals), b.value, b.score
     FROM (SELECT 1) AS one LEFT JOIN LATERAL (
         SELECT x.value, similarity(x.value, literal)::float8 AS score FROM vals x

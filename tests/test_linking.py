@@ -377,9 +377,10 @@ def test_a_join_presql_wrote_needs_no_bridge_unless_it_equates_two_primary_keys(
 
 
 def test_trigram_lookups_skip_long_ngrams_and_phrases_inside_an_exact_match():
-    """fuzzy_phrases: question n-grams of 4 words and phrases inside an exactly matched phrase
-    get no trigram lookup; quoted spans keep theirs whatever their length; a phrase that only
-    shares letters with a match (not whole words) keeps its lookup."""
+    """fuzzy_phrases: question n-grams of 4 words, phrases inside an exactly matched phrase and
+    n-grams across the border of a multi-word exact match get no trigram lookup; quoted spans
+    keep theirs whatever their length; a phrase that only shares letters with a match (not
+    whole words), or overlaps a one-word exact match, keeps its lookup."""
     from nl2sql.retrieval import fuzzy_phrases
 
     q = 'Which heroes of Marvel Comics Group Inc live in "Gotham City North Side" or Ron?'
@@ -391,7 +392,41 @@ def test_trigram_lookups_skip_long_ngrams_and_phrases_inside_an_exact_match():
     assert {"Marvel Comics Group", "Marvel Comics", "Marvel", "Ron"} <= before
     exact = [ValueMatch("public", "publisher", "name", "Marvel Comics Group", 1.0, "exact",
                         "Marvel Comics Group", "question"),
-             ValueMatch("public", "hero", "name", "Ronaldo", 1.0, "trigram", "Ron", "question")]
+             ValueMatch("public", "hero", "name", "Ronaldo", 0.6, "trigram", "Ron", "question")]
     after = {texts[i] for i in fuzzy_phrases(phrases, exact)}
     assert not after & {"Marvel Comics Group", "Marvel Comics", "Comics Group", "Marvel"}
-    assert {"Ron", "Group Inc", "Gotham City North Side"} <= after   # a trigram match skips nothing
+    assert not after & {"Group Inc", "Comics Group Inc", "heroes of Marvel"}   # across its border
+    assert {"Ron", "Inc", "Gotham City North Side"} <= after   # a weak trigram match skips nothing
+    strong = [ValueMatch("public", "city", "name", "Gotham City North", 0.8, "trigram",
+                         "Gotham City North", "question")]
+    after = {texts[i] for i in fuzzy_phrases(phrases, strong)}
+    assert not after & {"Gotham City", "City North", "North", "Gotham City North", "North Side"}
+    assert {"Gotham City North Side", "Side"} <= after   # contains it, or lies outside it
+    one_word = [ValueMatch("public", "hero", "name", "Inc", 1.0, "exact", "Inc", "question")]
+    assert "Group Inc" in {texts[i] for i in fuzzy_phrases(phrases, one_word)}
+
+
+def test_string_matches_looks_up_the_longest_phrases_first(monkeypatch):
+    """string_matches: exact lookups, then the 3-word n-grams by trigrams, then only the shorter
+    phrases that a strong trigram match of the first round did not resolve."""
+    from nl2sql import retrieval
+
+    q = "Which events are in Macquarie Tranaction Ancestral?"
+    phrases = candidate_phrases(q)
+    texts = [p.text for p in phrases]
+    calls = []
+
+    def fake_match_values(plpy, phrases, *, fuzzy=(), exact=True, trgm_min=0.5, **kw):
+        calls.append(("exact",) if exact else tuple(texts[i] for i in fuzzy))
+        if exact or "Macquarie Tranaction Ancestral" not in calls[-1]:
+            return []
+        return [ValueMatch("public", "event", "venue", "Macquarie Transaction Ancestral", 0.85,
+                           "trigram", "Macquarie Tranaction Ancestral", "question")]
+
+    monkeypatch.setattr(retrieval, "match_values", fake_match_values)
+    found = retrieval.string_matches(None, phrases, 0.5)
+    assert [m.value for m in found] == ["Macquarie Transaction Ancestral"]
+    assert calls[0] == ("exact",)
+    assert set(calls[1]) == {"Macquarie Tranaction Ancestral"}    # the 3-word n-grams
+    assert set(calls[2]) == {"events"}                           # its parts are resolved
+    assert len(calls) == 3

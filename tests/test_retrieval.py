@@ -225,6 +225,35 @@ def test_trigram_lookup_by_string_length_equals_the_definition(safe_conn, analys
         "FROM nl2sql.cell_value_text").fetchone()[0] == 0
 
 
+def test_trigram_match_of_a_string_many_columns_hold_reads_the_first_visible_rows(
+        safe_conn, analyst_conn):  # noqa: F811
+    """A string that many columns hold gives per_phrase trigram matches: its rows in index (id)
+    order, the first ones the role may see (sql/incremental/015-lookup-rows-by-id.sql); rows of
+    columns the role may not read or whose values are withheld are passed over, not counted."""
+    cols = [("payroll", "wage_band"), ("payroll", "employee_label"), ("contact", "private_phone"),
+            ("venue", "secret_code"), ("contact", "display_name"), ("venue", "venue_name"),
+            ("memo", "memo_text")]
+    emb = safe_conn.execute("SELECT embedding FROM nl2sql.cell_value LIMIT 1").fetchone()[0]
+    sql = ("SELECT table_name || '.' || column_name, value FROM nl2sql._match_values("
+           "current_user, NULL, %s, NULL, 0.5, 2, %s) WHERE how = 'trigram' ORDER BY 1")
+    try:
+        for t, c in cols:   # in this order: ids ascending
+            safe_conn.execute("INSERT INTO nl2sql.cell_value (schema_name, table_name, "
+                              "column_name, value, embedding) VALUES ('public', %s, %s, "
+                              "'Quasar Status Word', %s)", (t, c, emb))
+        owner = safe_conn.execute(sql, (["Quasar Statis Word"], 2)).fetchall()
+        seen = analyst_conn.execute(sql, (["Quasar Statis Word"], 2)).fetchall()
+        everything = analyst_conn.execute(sql, (["Quasar Statis Word"], 10)).fetchall()
+    finally:
+        safe_conn.execute("DELETE FROM nl2sql.cell_value WHERE value = 'Quasar Status Word'")
+    assert owner == [("payroll.employee_label", "Quasar Status Word"),
+                     ("payroll.wage_band", "Quasar Status Word")]
+    assert seen == [("contact.display_name", "Quasar Status Word"),
+                    ("venue.venue_name", "Quasar Status Word")]
+    assert [r[0] for r in everything] == ["contact.display_name", "memo.memo_text",
+                                          "venue.venue_name"]
+
+
 def test_one_lookup_for_all_phrases_equals_one_lookup_per_phrase(db):
     """nl2sql._match_values answers all phrases of a question in one statement; each phrase's
     matches (exact, trigram, vector) are those it gets when looked up alone."""

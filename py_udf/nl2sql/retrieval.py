@@ -23,6 +23,9 @@ from .masking import _STOP, inflections
 MAX_NGRAM = 4
 # Longest question n-gram (in words) looked up by trigram similarity (fuzzy_phrases).
 MAX_FUZZY_WORDS = 3
+# Trigram similarity at which a match resolves its phrase like an exact one (fuzzy_phrases): a
+# one-letter slip in a value of two or three words scores about 0.6-0.85 against it.
+STRONG_TRIGRAM = 0.7
 # Words that never name a value on their own (question words, SQL-ish words of BIRD evidence).
 STOP_WORDS = _STOP | {
     "do", "does", "did", "has", "have", "had", "their", "there", "that", "this", "these",
@@ -280,31 +283,39 @@ def match_values(plpy, phrases: list[Phrase], *, fuzzy: list[int] = (), exact: b
     return _rows_to_matches(rows, phrases)
 
 
-def fuzzy_phrases(phrases: list[Phrase], exact: list[ValueMatch] = ()) -> list[int]:
+def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[int]:
     """Choose the phrases worth a trigram lookup.
 
     A trigram lookup finds values a phrase misspells or names in part. Its cost grows with the
     value index (pg_trgm's GIN index reads the posting lists of half of the phrase's trigrams:
-    10-25 ms a phrase of several words at 800,000 strings, most for the longest), so phrases
+    10-45 ms a phrase of several words at 1,000,000 strings, most for the longest), so phrases
     that cannot add a value are left out:
 
     * question n-grams of more than ``MAX_FUZZY_WORDS`` words: a misspelt value of 4+ words is
       still found through its 3-word n-grams, which hold about 3/4 of its trigrams (quoted and
       evidence spans are kept whatever their length);
-    * with ``exact`` given, a phrase that matched a value exactly, or lies inside a phrase that
-      did: its mention is already resolved (the exact value ranks first; its near-duplicates
-      only crowd it), the rule ``vector_phrases`` applies to embedding lookups.
+    * with ``found`` given, a phrase that matched a value exactly or by a trigram similarity of
+      at least ``STRONG_TRIGRAM``, or lies inside a phrase that did: its mention is already
+      resolved (that value ranks first; its near-duplicates only crowd it), the rule
+      ``vector_phrases`` applies to embedding lookups;
+    * a question n-gram that overlaps such a resolved phrase of 2+ words in part ("orders did
+      Zack", "Tian place" around "Zack Neal Tian"): a resolved multi-word phrase marks where its
+      mention begins and ends, so an n-gram across that border mixes the value with the words
+      around it. Rule from the scale benchmark's lookups (bench/scale.py), where these n-grams
+      were 2 of 3 trigram lookups of a question that named a value; a phrase that contains the
+      whole resolved phrase, quoted spans and evidence spans are kept.
 
     Args:
         phrases: the candidate phrases.
-        exact: the exact matches already found for these phrases (``match_values`` without
-            fuzzy lookups), as the calling role may see them; empty for none.
+        found: the matches already found for these phrases (``match_values``), as the calling
+            role may see them; empty for none.
 
     Returns:
         0-based positions in ``phrases`` of those with 3+ characters that are not evidence
         n-grams and are not left out by the rules above.
     """
-    hit = {tuple(_SPAN_WORD.findall(m.phrase.lower())) for m in exact if m.how == "exact"}
+    hit = {tuple(_SPAN_WORD.findall(m.phrase.lower())) for m in found
+           if m.how == "exact" or m.how == "trigram" and m.score >= STRONG_TRIGRAM}
     out = []
     for i, p in enumerate(phrases):
         words = tuple(_SPAN_WORD.findall(p.text.lower()))
@@ -314,8 +325,19 @@ def fuzzy_phrases(phrases: list[Phrase], exact: list[ValueMatch] = ()) -> list[i
             continue
         if words and any(_inside(words, h) for h in hit):
             continue
+        if p.source == "question" and any(_straddles(words, h) for h in hit if len(h) > 1):
+            continue
         out.append(i)
     return out
+
+
+def _straddles(words: tuple, span: tuple) -> bool:
+    """Whether ``words`` overlaps ``span`` in part: a head of one is a tail of the other, and
+    ``words`` holds neither all of ``span`` nor only part of it (both tuples of words)."""
+    if _inside(span, words) or _inside(words, span):
+        return False
+    n = min(len(words), len(span))
+    return any(words[-k:] == span[:k] or words[:k] == span[-k:] for k in range(1, n))
 
 
 def _inside(words: tuple, outer: tuple) -> bool:
@@ -327,8 +349,12 @@ def _inside(words: tuple, outer: tuple) -> bool:
 def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
     """Exact and trigram matches of the phrases, as the calling role may see them.
 
-    Two lookups: first every phrase exactly, then by trigram similarity the phrases
-    ``fuzzy_phrases`` keeps given those exact matches (none when ``trgm_min`` > 1).
+    Up to three lookups: every phrase exactly; then by trigram similarity the longest phrases
+    ``fuzzy_phrases`` keeps given the exact matches (question n-grams of ``MAX_FUZZY_WORDS``
+    words, quoted and evidence spans); then the shorter ones it still keeps given all matches
+    so far (none when ``trgm_min`` > 1). Longest first: a misspelt value of three words is
+    resolved by its one 3-word lookup instead of six lookups of its parts (146 → 55 ms at
+    1,000,000 strings in bench/scale.py).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -342,10 +368,27 @@ def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMa
     similarity.
     """
     found = match_values(plpy, phrases)
-    fuzzy = fuzzy_phrases(phrases, found) if trgm_min <= 1 else []
-    if fuzzy:
-        found = found + match_values(plpy, phrases, fuzzy=fuzzy, exact=False, trgm_min=trgm_min)
-    return found
+    if trgm_min > 1:
+        return found
+    first = [i for i in fuzzy_phrases(phrases, found) if _longest(phrases[i])]
+    found = found + _trigram_matches(plpy, phrases, first, trgm_min)
+    rest = [i for i in fuzzy_phrases(phrases, found) if i not in first]
+    return found + _trigram_matches(plpy, phrases, rest, trgm_min)
+
+
+def _trigram_matches(plpy, phrases: list[Phrase], fuzzy: list[int],
+                     trgm_min: float) -> list[ValueMatch]:
+    """``match_values`` by trigrams only, for the phrases at positions ``fuzzy``; no query
+    when there are none."""
+    if not fuzzy:
+        return []
+    return match_values(plpy, phrases, fuzzy=fuzzy, exact=False, trgm_min=trgm_min)
+
+
+def _longest(p: Phrase) -> bool:
+    """Whether ``p`` is looked up by trigrams before the others: a quoted or evidence span, or a
+    question n-gram of ``MAX_FUZZY_WORDS`` words."""
+    return p.source != "question" or len(_SPAN_WORD.findall(p.text)) >= MAX_FUZZY_WORDS
 
 
 def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str],
