@@ -169,7 +169,19 @@ def _insert(table: str, columns: list[str], rows: list[tuple]) -> str:
 
 def _generate(rng: random.Random) -> dict[str, list[tuple]]:
     """Generate every table's rows from ``rng``; returns table -> list of row tuples."""
-    # stadium: (stadium_id, name, location, capacity, highest, lowest, average)
+    stadiums = _stadium_rows(rng)
+    singers = _singer_rows(rng)
+    concerts = _concert_rows(rng, stadiums)
+    return {
+        "stadium": stadiums,
+        "singer": singers,
+        "concert": concerts,
+        "singer_in_concert": _singer_in_concert_rows(rng, concerts, singers),
+    }
+
+
+def _stadium_rows(rng: random.Random) -> list[tuple]:
+    """stadium: (stadium_id, name, location, capacity, highest, lowest, average)."""
     stadiums = []
     for i, (name, city, capacity) in enumerate(_STADIUMS, start=1):
         if i - 1 == _UNUSED_STADIUM:
@@ -180,8 +192,20 @@ def _generate(rng: random.Random) -> dict[str, list[tuple]]:
             average = rng.randint(lowest + (highest - lowest) // 4,
                                   highest - (highest - lowest) // 4)
         stadiums.append((i, name, city, capacity, highest, lowest, average))
+    return stadiums
 
-    # singer: (singer_id, name, country, song_name, song_release_year, age, is_male)
+
+# First names of _PEOPLE that are women's (the singer's is_male is False).
+_FEMALE_FIRST = {
+    "Madison", "Brooke", "Savannah", "Harper", "Imogen", "Freya", "Poppy",
+    "Isla", "Camille", "Manon", "Léa", "Chloé", "Sanne", "Fleur", "Lotte",
+    "Chloe", "Avery", "Maëlle", "Yui", "Aoi", "Hina", "Larissa", "Beatriz",
+    "Luana", "Lucía", "Carmen", "Nerea", "Matilda", "Ruby",
+}
+
+
+def _singer_rows(rng: random.Random) -> list[tuple]:
+    """singer: (singer_id, name, country, song_name, song_release_year, age, is_male)."""
     people = []
     for country, count in _SINGERS_PER_COUNTRY.items():
         firsts, lasts = _PEOPLE[country]
@@ -189,12 +213,6 @@ def _generate(rng: random.Random) -> dict[str, list[tuple]]:
         for first, last in rng.sample(combos, count):
             people.append((f"{first} {last}", country, first))
     rng.shuffle(people)
-    female_first = {
-        "Madison", "Brooke", "Savannah", "Harper", "Imogen", "Freya", "Poppy",
-        "Isla", "Camille", "Manon", "Léa", "Chloé", "Sanne", "Fleur", "Lotte",
-        "Chloe", "Avery", "Maëlle", "Yui", "Aoi", "Hina", "Larissa", "Beatriz",
-        "Luana", "Lucía", "Carmen", "Nerea", "Matilda", "Ruby",
-    }
     song_titles = [f"{a} {b}" for a in _SONG_WORDS_A for b in _SONG_WORDS_B]
     songs = rng.sample(song_titles, len(people))
     singers = []
@@ -203,47 +221,51 @@ def _generate(rng: random.Random) -> dict[str, list[tuple]]:
         # a song released when the singer was at least 17 and not after 2024
         earliest = max(1975, 2024 - age + 17)
         release = rng.randint(earliest, 2024)
-        singers.append((i, name, country, song, release, age, first not in female_first))
+        singers.append((i, name, country, song, release, age, first not in _FEMALE_FIRST))
+    return singers
 
-    # concert: (concert_id, concert_name, theme, stadium_id, year)
+
+def _concert_rows(rng: random.Random, stadiums: list[tuple]) -> list[tuple]:
+    """concert: (concert_id, concert_name, theme, stadium_id, year); every stadium but the
+    unused one hosts at least one, bigger venues a little more often."""
     used_stadiums = [s[0] for s in stadiums if s[0] - 1 != _UNUSED_STADIUM]
-    # bigger venues host a little more often
     weights = [stadiums[sid - 1][3] ** 0.5 for sid in used_stadiums]
     concerts = []
     seen_names: set[str] = set()
     for i in range(1, _N_CONCERTS + 1):
-        # every used stadium gets at least one concert, the rest are weighted
         if i <= len(used_stadiums):
             sid = used_stadiums[i - 1]
         else:
             sid = rng.choices(used_stadiums, weights=weights)[0]
         theme = rng.choice(_THEMES)
         year = rng.randint(_FIRST_YEAR, _LAST_YEAR)
-        stadium_name = stadiums[sid - 1][1]
-        base = f"{rng.choice(_CONCERT_PREFIXES)} {stadium_name}"
-        name = f"{base} {year}"
-        n = 2
-        while name in seen_names:
-            name = f"{base} {year} ({n})"
-            n += 1
-        seen_names.add(name)
+        name = _concert_name(f"{rng.choice(_CONCERT_PREFIXES)} {stadiums[sid - 1][1]}", year,
+                             seen_names)
         concerts.append((i, name, theme, sid, year))
+    return concerts
 
-    # singer_in_concert: (concert_id, singer_id); every concert has >= 1 singer
+
+def _concert_name(base: str, year: int, seen_names: set[str]) -> str:
+    """``base year``, numbered ``(2)``, ``(3)``... when taken; added to ``seen_names``."""
+    name = f"{base} {year}"
+    n = 2
+    while name in seen_names:
+        name = f"{base} {year} ({n})"
+        n += 1
+    seen_names.add(name)
+    return name
+
+
+def _singer_in_concert_rows(rng: random.Random, concerts: list[tuple],
+                            singers: list[tuple]) -> list[tuple]:
+    """singer_in_concert: (concert_id, singer_id), sorted; every concert has >= 1 singer."""
     pairs: set[tuple[int, int]] = set()
     singer_ids = [s[0] for s in singers]
     for c in concerts:
         pairs.add((c[0], rng.choice(singer_ids)))
     while len(pairs) < _N_SINGER_IN_CONCERT:
         pairs.add((rng.choice(concerts)[0], rng.choice(singer_ids)))
-    links = sorted(pairs)
-
-    return {
-        "stadium": stadiums,
-        "singer": singers,
-        "concert": concerts,
-        "singer_in_concert": links,
-    }
+    return sorted(pairs)
 
 
 # --------------------------------------------------------------------------- #

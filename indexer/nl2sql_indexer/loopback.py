@@ -435,69 +435,88 @@ class _Handler(BaseHTTPRequestHandler):
     # -- chat ---------------------------------------------------------------------------------
     def _chat(self, body: Any) -> None:
         owner = self.server.owner
-        if not isinstance(body, dict):
-            self._send_error(400, "request body must be a JSON object")
+        refusal = _chat_refusal(body)
+        if refusal is not None:
+            self._send_error(400, *refusal)
             return
-        model = body.get("model")
-        messages = body.get("messages")
-        n = body.get("n", 1)
-        if n is None:
-            n = 1
-        if not isinstance(model, str) or not model:
-            self._send_error(400, "'model' is required and must be a non-empty string", "missing_model")
-            return
-        if (not isinstance(messages, list) or not messages
-                or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)):
-            self._send_error(400, "'messages' must be a non-empty list of objects with a 'role'",
-                             "invalid_messages")
-            return
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 128:
-            self._send_error(400, "'n' must be an integer between 1 and 128", "invalid_n")
-            return
-        if body.get("stream"):
-            self._send_error(400, "streaming is not supported by the loopback server", "stream_unsupported")
-            return
-
+        model, messages, n = body["model"], body["messages"], _n_of(body)
         owner._log(model, messages, body.get("temperature"), n)
         reply = owner._decide(model, messages)
+        if self._held(reply):
+            return
+        if reply.status != 200:
+            self._send_error(reply.status, reply.message, reply.code)
+            return
+        self._send_json(200, _completion(model, messages, reply, n), reply.trickle_s)
 
+    def _held(self, reply: _Reply) -> bool:
+        """Hang or wait as ``reply`` says; True when the request ended meanwhile (the server
+        stopped: connection closed; or a hang released by clear(): a 400 sent)."""
+        owner = self.server.owner
         stop = owner._stop_event
         if reply.hang:
             released = owner._release_event
             released.wait(_HANG_MAX_S)
             if stop.is_set():
                 self.close_connection = True
-                return
+                return True
             # released by clear(): a 400 is not retried by clients, so an abandoned call does
             # not come back as a stray request in a later script
             self._send_error(400, "hanging request released by clear()", "released")
-            return
+            return True
         if reply.delay_s > 0 and stop.wait(reply.delay_s):
             self.close_connection = True
-            return
-        if reply.status != 200:
-            self._send_error(reply.status, reply.message, reply.code)
-            return
+            return True
+        return False
 
-        prompt_tokens = sum(_words(_content_text(m.get("content"))) for m in messages)
-        completion_tokens = _words(reply.content) * n
-        self._send_json(200, {
-            "id": "chatcmpl-loopback-" + uuid.uuid4().hex,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "system_fingerprint": "loopback-scripted",
-            "choices": [
-                {"index": i,
-                 "message": {"role": "assistant", "content": reply.content},
-                 "logprobs": None,
-                 "finish_reason": "stop"}
-                for i in range(n)
-            ],
-            "usage": {"prompt_tokens": prompt_tokens,
-                      "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        }, reply.trickle_s)
+
+def _n_of(body: dict) -> Any:
+    """The request's ``n`` (samples), 1 when absent or null (not yet validated)."""
+    n = body.get("n", 1)
+    return 1 if n is None else n
+
+
+def _chat_refusal(body: Any) -> tuple[str, str | None] | None:
+    """``(message, error code)`` of the first problem of a chat-completions request body
+    (not an object, no model, bad messages or ``n``, streaming asked for); None when valid."""
+    if not isinstance(body, dict):
+        return "request body must be a JSON object", None
+    model = body.get("model")
+    messages = body.get("messages")
+    n = _n_of(body)
+    if not isinstance(model, str) or not model:
+        return "'model' is required and must be a non-empty string", "missing_model"
+    if (not isinstance(messages, list) or not messages
+            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)):
+        return "'messages' must be a non-empty list of objects with a 'role'", "invalid_messages"
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 128:
+        return "'n' must be an integer between 1 and 128", "invalid_n"
+    if body.get("stream"):
+        return "streaming is not supported by the loopback server", "stream_unsupported"
+    return None
+
+
+def _completion(model: str, messages: list[dict], reply: _Reply, n: int) -> dict:
+    """The chat-completions answer: ``n`` choices of the scripted content, usage in words."""
+    prompt_tokens = sum(_words(_content_text(m.get("content"))) for m in messages)
+    completion_tokens = _words(reply.content) * n
+    return {
+        "id": "chatcmpl-loopback-" + uuid.uuid4().hex,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "loopback-scripted",
+        "choices": [
+            {"index": i,
+             "message": {"role": "assistant", "content": reply.content},
+             "logprobs": None,
+             "finish_reason": "stop"}
+            for i in range(n)
+        ],
+        "usage": {"prompt_tokens": prompt_tokens,
+                  "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
 
 
 def _replay_from_dict(body: Any) -> tuple[str, dict[str, str], float]:
@@ -731,6 +750,21 @@ class LoopbackLLM:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry (``nl2sql-loopback``): serve scripted answers until SIGINT/SIGTERM."""
+    parser = _arg_parser()
+    args = parser.parse_args(argv)
+    if not is_loopback_host(args.host):
+        parser.error(f"refusing non-loopback host {args.host!r}: "
+                     "only 127.0.0.0/8, localhost and ::1 are allowed")
+    if not 0 <= args.port <= 65535:
+        parser.error(f"invalid port {args.port}")
+    script = _read_script(parser, args.script) if args.script else None
+    llm = _scripted_server(parser, args, script)
+    _serve_until_signal(llm)
+    return 0
+
+
+def _arg_parser() -> argparse.ArgumentParser:
+    """The ``nl2sql-loopback`` command line."""
     parser = argparse.ArgumentParser(
         prog="nl2sql-loopback",
         description="OpenAI-compatible chat-completions server on loopback whose answers are "
@@ -741,22 +775,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", metavar="FILE",
                         help='JSON: {"rules": [...], "replays": [{"model","answers"}], "default": str|null}')
     parser.add_argument("--verbose", action="store_true", help="log each HTTP request to stderr")
-    args = parser.parse_args(argv)
+    return parser
 
-    if not is_loopback_host(args.host):
-        parser.error(f"refusing non-loopback host {args.host!r}: "
-                     "only 127.0.0.0/8, localhost and ::1 are allowed")
-    if not 0 <= args.port <= 65535:
-        parser.error(f"invalid port {args.port}")
 
-    script = None
-    if args.script:
-        try:
-            with open(args.script, encoding="utf-8") as f:
-                script = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            parser.error(f"cannot read script {args.script!r}: {e}")
+def _read_script(parser: argparse.ArgumentParser, path: str) -> Any:
+    """The JSON of the ``--script`` file (exits with a usage error when unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        parser.error(f"cannot read script {path!r}: {e}")
 
+
+def _scripted_server(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     script: Any) -> LoopbackLLM:
+    """A bound (not started) server with ``script`` loaded (exits with a usage error when it
+    cannot listen or the script is invalid)."""
     try:
         llm = LoopbackLLM(host=args.host, port=args.port)
     except OSError as e:
@@ -768,7 +802,11 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, TypeError) as e:
             llm.stop()
             parser.error(f"invalid script {args.script!r}: {e}")
+    return llm
 
+
+def _serve_until_signal(llm: LoopbackLLM) -> None:
+    """Start ``llm`` and serve until SIGINT or SIGTERM; then stop it and restore the handlers."""
     done = threading.Event()
 
     def _on_signal(signum, frame):
@@ -785,7 +823,6 @@ def main(argv: list[str] | None = None) -> int:
         llm.stop()
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
-    return 0
 
 
 if __name__ == "__main__":

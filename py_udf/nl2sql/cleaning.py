@@ -396,6 +396,14 @@ def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None)
     if t.strip() and _tokens(t) == []:  # tokenizes to nothing: only comments
         return Cleaned("", [*steps, "refused"], dialect,
                        "answer is only a comment: no SQL to run")
+    t = _cut_to_statement(t, steps)
+    return _to_postgres(t, dialect, schema, steps)
+
+
+def _cut_to_statement(t: str, steps: list[str]) -> str:
+    """Unfenced answer text cut to its statement: markdown escapes undone, leading prose,
+    what follows the statement, trailing paragraphs, ``#`` comments and a trailing semicolon
+    cut (each step applied appended to ``steps``)."""
     if "\\_" in t or "\\*" in t:
         t = t.replace("\\_", "_").replace("\\*", "*")
         steps.append("markdown_escape")
@@ -407,6 +415,13 @@ def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None)
     if t.endswith(";"):  # left when the tokenizer could not read the text
         t = t.rstrip(";").strip()
         steps.append("trailing_semicolon")
+    return t
+
+
+def _to_postgres(t: str, dialect: str, schema: Schema | None, steps: list[str]) -> Cleaned:
+    """``clean``'s last step: the statement read as ``dialect`` (for ``postgres``, the first
+    fallback dialect that parses it when PostgreSQL does not) and transpiled to PostgreSQL,
+    SQLite keeping its meaning with ``schema``; text that does not transpile is kept."""
     read = dialect
     if dialect == TARGET and t and not parses_as(t, TARGET):
         read = next((d for d in FALLBACK_DIALECTS if parses_as(t, d)), TARGET)

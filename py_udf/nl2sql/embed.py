@@ -302,13 +302,33 @@ def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
         EmbeddingError: the model package is missing, the export failed (e.g. ``onnx`` or
             ``onnxruntime`` not installed), or the check found a cosine below 0.9999.
     """
-    import torch
-
     dest = Path(dest or onnx_path())
     dest.parent.mkdir(parents=True, exist_ok=True)
     model = get_model()
-    transformer = model[0].auto_model.eval()
-    tok = model[0].tokenizer
+    hidden = _last_hidden_state(model[0].auto_model.eval())
+    sample = model[0].tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
+    tmp = dest.with_suffix(".tmp")
+    try:
+        _export_to(hidden, sample, tmp)
+        if check:
+            _check_export(model, tmp)
+        tmp.replace(dest)
+    except EmbeddingError:
+        tmp.unlink(missing_ok=True)
+        raise
+    except Exception as e:  # exporter or onnx package problems: say how to go on
+        tmp.unlink(missing_ok=True)
+        raise EmbeddingError(f"ONNX export failed ({e}); pip install onnx onnxruntime into "
+                             f"the venv, or keep using torch (nothing else is needed)") from e
+    return dest
+
+
+_ONNX_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def _last_hidden_state(transformer):
+    """A torch module returning the transformer's last hidden state (what ONNX exports)."""
+    import torch
 
     class _Hidden(torch.nn.Module):
         def __init__(self, tf):
@@ -319,34 +339,33 @@ def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
             return self.tf(input_ids=input_ids, attention_mask=attention_mask,
                            token_type_ids=token_type_ids).last_hidden_state
 
-    sample = tok(["an example sentence", "two"], padding=True, return_tensors="pt")
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    tmp = dest.with_suffix(".tmp")
-    try:
-        with torch.inference_mode():
-            torch.onnx.export(_Hidden(transformer), tuple(sample[n] for n in names), str(tmp),
-                              input_names=names, output_names=["last_hidden_state"],
-                              dynamic_axes={n: {0: "batch", 1: "tokens"}
-                                            for n in names + ["last_hidden_state"]},
-                              opset_version=17, dynamo=False)
-        if check:
-            texts = ["How many singers do we have?", "USA", "Marvel Comics",
-                     "What is the average age of singers from each country? " * 3]
-            got = OnnxEncoder(tmp, model_dir()).encode(texts)
-            ref = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
-                               show_progress_bar=False)
-            worst = float((got * ref).sum(1).min())
-            if worst < 0.9999:
-                raise EmbeddingError(f"ONNX export differs from torch (cosine {worst:.6f})")
-        tmp.replace(dest)
-    except EmbeddingError:
-        tmp.unlink(missing_ok=True)
-        raise
-    except Exception as e:  # exporter or onnx package problems: say how to go on
-        tmp.unlink(missing_ok=True)
-        raise EmbeddingError(f"ONNX export failed ({e}); pip install onnx onnxruntime into "
-                             f"the venv, or keep using torch (nothing else is needed)") from e
-    return dest
+    return _Hidden(transformer)
+
+
+def _export_to(hidden, sample, path: Path) -> None:
+    """Export ``hidden`` to ONNX at ``path`` (TorchScript exporter, opset 17, dynamic batch
+    and sequence axes), tracing it on the tokenized ``sample``."""
+    import torch
+
+    with torch.inference_mode():
+        torch.onnx.export(hidden, tuple(sample[n] for n in _ONNX_INPUTS), str(path),
+                          input_names=_ONNX_INPUTS, output_names=["last_hidden_state"],
+                          dynamic_axes={n: {0: "batch", 1: "tokens"}
+                                        for n in _ONNX_INPUTS + ["last_hidden_state"]},
+                          opset_version=17, dynamo=False)
+
+
+def _check_export(model, path: Path) -> None:
+    """Raise EmbeddingError unless the ONNX file's vectors of a few texts match torch's
+    (every cosine ≥ 0.9999)."""
+    texts = ["How many singers do we have?", "USA", "Marvel Comics",
+             "What is the average age of singers from each country? " * 3]
+    got = OnnxEncoder(path, model_dir()).encode(texts)
+    ref = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
+                       show_progress_bar=False)
+    worst = float((got * ref).sum(1).min())
+    if worst < 0.9999:
+        raise EmbeddingError(f"ONNX export differs from torch (cosine {worst:.6f})")
 
 
 def embed(texts: list[str], batch_size: int = 64, cache: bool = True,

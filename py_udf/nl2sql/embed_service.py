@@ -125,11 +125,21 @@ def create_app():
     Returns:
         A ``starlette.applications.Starlette`` ASGI application.
     """
-    from pydantic import ValidationError
     from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    embeddings = _embeddings_endpoint()
+    chat = _chat_endpoint()
+    return Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"]),
+                             Route("/v1/models", _models, methods=["GET"]),
+                             Route("/nl2sql/v1/chat", chat, methods=["POST"])])
+
+
+def _embeddings_endpoint():
+    """The ``POST /v1/embeddings`` handler (OpenAI's embeddings API)."""
+    from pydantic import ValidationError
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
-    from starlette.routing import Route
 
     model_cls = _request_model()
 
@@ -139,24 +149,45 @@ def create_app():
         except ValidationError as e:
             return _error(400, f"bad embeddings request: {e.errors()[0].get('msg')}")
         texts = [req.input] if isinstance(req.input, str) else list(req.input)
-        if not texts or len(texts) > MAX_INPUTS:
-            return _error(400, f"input must hold 1 to {MAX_INPUTS} texts")
-        if any(len(t) > MAX_CHARS for t in texts):
-            return _error(400, f"a text is longer than {MAX_CHARS} characters")
-        if req.model != MODEL_NAME:
-            return _error(400, f"unknown model {req.model!r}; this process serves {MODEL_NAME}")
+        problem = _embeddings_problem(texts, req.model)
+        if problem:
+            return _error(400, problem)
         try:
             vecs = await run_in_threadpool(embed_texts, texts)
         except Exception as e:  # noqa: BLE001 - answered as an API error, logged by the client
             return _error(500, f"embedding failed: {type(e).__name__}: {str(e)[:300]}",
                           "server_error")
-        n = sum(len(t.split()) for t in texts)
-        return JSONResponse({
-            "object": "list", "model": MODEL_NAME,
-            "data": [{"object": "embedding", "index": i,
-                      "embedding": _encode_vector(v, req.encoding_format)}
+        return JSONResponse(_embeddings_body(texts, vecs, req.encoding_format))
+
+    return embeddings
+
+
+def _embeddings_problem(texts: list[str], model: str) -> str | None:
+    """Why an embeddings request is refused (too few or many texts, a text too long, another
+    model), or None."""
+    if not texts or len(texts) > MAX_INPUTS:
+        return f"input must hold 1 to {MAX_INPUTS} texts"
+    if any(len(t) > MAX_CHARS for t in texts):
+        return f"a text is longer than {MAX_CHARS} characters"
+    if model != MODEL_NAME:
+        return f"unknown model {model!r}; this process serves {MODEL_NAME}"
+    return None
+
+
+def _embeddings_body(texts: list[str], vecs: list[list[float]], fmt: str) -> dict:
+    """The embeddings API's answer for ``texts``' vectors (usage counted in words)."""
+    n = sum(len(t.split()) for t in texts)
+    return {"object": "list", "model": MODEL_NAME,
+            "data": [{"object": "embedding", "index": i, "embedding": _encode_vector(v, fmt)}
                      for i, v in enumerate(vecs)],
-            "usage": {"prompt_tokens": n, "total_tokens": n}})
+            "usage": {"prompt_tokens": n, "total_tokens": n}}
+
+
+def _chat_endpoint():
+    """The ``POST /nl2sql/v1/chat`` handler: a backend's gated model call, relayed
+    (``llm.relay_call``), at most ``MAX_RELAYED`` at once."""
+    from pydantic import ValidationError
+    from starlette.responses import JSONResponse
 
     chat_cls = _chat_model()
     limiter = []
@@ -180,14 +211,16 @@ def create_app():
             return _error(400, f"bad model configuration: {e}")
         return JSONResponse(reply)
 
-    async def models(request):
-        return JSONResponse({"object": "list", "data": [
-            {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "nl2sql",
-             "pid": os.getpid()}]})
+    return chat
 
-    return Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"]),
-                             Route("/v1/models", models, methods=["GET"]),
-                             Route("/nl2sql/v1/chat", chat, methods=["POST"])])
+
+async def _models(request):
+    """The ``GET /v1/models`` handler: the one model served, with this process's pid."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"object": "list", "data": [
+        {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "nl2sql",
+         "pid": os.getpid()}]})
 
 
 def bind_socket(directory: Path) -> socket.socket:

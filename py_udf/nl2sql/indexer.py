@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from . import citus, ddl_queue, spi
 from .embed import embed, to_pgvector
@@ -299,28 +300,32 @@ def _insert_chunk(plpy, ins, schema: str, table: str, chunk: list[str], vecs: li
     spi.execute(plpy, ins, [schema, table, c_, v_, e_])
 
 
-def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
-                  progress: bool) -> dict:
-    """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs`` (column, value).
+# The (column, value) pairs of ``_write_values`` as a relation ``u(c, v)``: parameters $3, $4.
+_PAIRS_CTE = "WITH u AS MATERIALIZED (SELECT * FROM unnest($3::name[], $4::text[]) AS u(c, v))"
+_PAIRS_TYPES = ["name", "name", "name[]", "text[]"]
 
-    Rows no longer among the pairs are deleted; rows already there keep their embedding; a new
-    row whose string is in the value index already (any column, any table) copies that
-    embedding; the remaining new strings are embedded once each (``embed``, bulk) and inserted
-    ``EMBED_CHUNK`` strings at a time with one ``INSERT ... SELECT FROM unnest``.
 
-    Returns:
-        ``{"values_embedded", "values_reused", "values_deleted"}`` (counts) and
-        ``embed_seconds`` (time spent waiting for embeddings).
-    """
-    cols = [p[0] for p in pairs]
-    vals = [p[1] for p in pairs]
+class _NewValues(NamedTuple):
+    """New cell values after copying embeddings already in the value index."""
+    reused: int  # rows inserted with an embedding copied from the value index
+    by_value: dict[str, list[str]]  # each string still to embed -> the columns holding it
+
+
+def _delete_gone(plpy, schema: str, table: str, cols: list[str], vals: list[str]) -> int:
+    """Delete the table's cell values no longer among the pairs; returns how many."""
     gone = spi.query(
-        plpy, "WITH u AS MATERIALIZED (SELECT * FROM unnest($3::name[], $4::text[]) AS u(c, v)) "
+        plpy, _PAIRS_CTE + " "
         "DELETE FROM nl2sql.cell_value x WHERE x.schema_name = $1 AND x.table_name = $2 "
         "AND NOT EXISTS (SELECT 1 FROM u WHERE u.c = x.column_name AND u.v = x.value) RETURNING 1",
-        [schema, table, cols, vals], ["name", "name", "name[]", "text[]"])
+        [schema, table, cols, vals], _PAIRS_TYPES)
+    return len(gone)
+
+
+def _insert_reused(plpy, schema: str, table: str, cols: list[str], vals: list[str]) -> _NewValues:
+    """Insert the missing pairs whose string the value index holds already (copying its
+    embedding); the others are returned, grouped by string, to be embedded."""
     todo = spi.query(
-        plpy, "WITH u AS MATERIALIZED (SELECT * FROM unnest($3::name[], $4::text[]) AS u(c, v)), "
+        plpy, _PAIRS_CTE + ", "
         "missing AS MATERIALIZED (SELECT u.c, u.v FROM u WHERE NOT EXISTS (SELECT 1 FROM "
         "  nl2sql.cell_value x WHERE x.schema_name = $1 AND x.table_name = $2 "
         "  AND x.column_name = u.c AND x.value = u.v)), "
@@ -332,11 +337,17 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
         "  (SELECT 1 FROM ins WHERE ins.column_name = m.c AND ins.value = m.v)) "
         "SELECT (SELECT count(*) FROM ins) AS n_reused, array_agg(r.c) AS cs, "
         "array_agg(r.v) AS vs FROM rest r",
-        [schema, table, cols, vals], ["name", "name", "name[]", "text[]"])[0]
-    reused = int(todo["n_reused"])
+        [schema, table, cols, vals], _PAIRS_TYPES)[0]
     by_value: dict[str, list[str]] = {}
     for c, v in zip(todo["cs"] or [], todo["vs"] or []):
         by_value.setdefault(v, []).append(c)
+    return _NewValues(int(todo["n_reused"]), by_value)
+
+
+def _embed_and_insert(plpy, schema: str, table: str, by_value: dict[str, list[str]],
+                      progress: bool) -> float:
+    """Embed the new strings ``EMBED_CHUNK`` at a time and insert them; returns the seconds
+    spent waiting for embeddings."""
     ins = spi.plan(
         plpy, "INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, embedding) "
         "SELECT $1, $2, c, v, e::vector FROM unnest($3::name[], $4::text[], $5::text[]) AS u(c, v, e) "
@@ -356,8 +367,30 @@ def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
             _insert_chunk(plpy, ins, schema, table, chunk, vecs, by_value)
             done += len(chunk)
             _progress(plpy, progress, f"{schema}.{table}", done)
-    return {"values_embedded": len(strings), "values_reused": reused, "values_deleted": len(gone),
-            "embed_seconds": round(embed_s, 3)}
+    return embed_s
+
+
+def _write_values(plpy, schema: str, table: str, pairs: list[tuple[str, str]],
+                  progress: bool) -> dict:
+    """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs`` (column, value).
+
+    Rows no longer among the pairs are deleted (``_delete_gone``); rows already there keep
+    their embedding; a new row whose string is in the value index already (any column, any
+    table) copies that embedding (``_insert_reused``); the remaining new strings are embedded
+    once each (``embed``, bulk) and inserted ``EMBED_CHUNK`` strings at a time with one
+    ``INSERT ... SELECT FROM unnest`` (``_embed_and_insert``).
+
+    Returns:
+        ``{"values_embedded", "values_reused", "values_deleted"}`` (counts) and
+        ``embed_seconds`` (time spent waiting for embeddings).
+    """
+    cols = [p[0] for p in pairs]
+    vals = [p[1] for p in pairs]
+    n_gone = _delete_gone(plpy, schema, table, cols, vals)
+    new = _insert_reused(plpy, schema, table, cols, vals)
+    embed_s = _embed_and_insert(plpy, schema, table, new.by_value, progress)
+    return {"values_embedded": len(new.by_value), "values_reused": new.reused,
+            "values_deleted": n_gone, "embed_seconds": round(embed_s, 3)}
 
 
 def index_table(plpy, schema: str, table: str, force: bool = False,
@@ -437,12 +470,7 @@ def write_table(plpy, schema: str, table: str, force: bool = False,
     """
     st = get_settings(plpy)
     if state is None:
-        found = table_states(plpy, None, (schema, table), st) or \
-            table_states(plpy, [schema], (schema, table), st)
-        if not found:
-            plpy.error(f"nl2sql: {schema}.{table} is not a table, view or materialized view "
-                       f"this role may SELECT", hint="see nl2sql._reindex_plan()")
-        state = found[0]
+        state = _state_of(plpy, schema, table, st)
     state = _with_shard_state(plpy, schema, table, state)
     if not needs_reindex(state, force):
         return {"table": f"{schema}.{table}", "skipped": True}
@@ -450,6 +478,37 @@ def write_table(plpy, schema: str, table: str, force: bool = False,
     cat = _read_table(plpy, schema, table, st, state)
     progress = spi.query(plpy, "SELECT current_setting('nl2sql.progress', true) AS p")[0]["p"] == "on"
     rows_est = None if state["rows_est"] is None else int(state["rows_est"])
+    _write_table_row(plpy, schema, table, cat["comment"], rows_est, state)
+    spi.query(plpy, "DELETE FROM nl2sql.schema_column WHERE schema_name = $1 AND table_name = $2",
+              [schema, table], ["name", "name"])
+    spi.query(plpy, "DELETE FROM nl2sql.schema_fk WHERE schema_name = $1 AND table_name = $2",
+              [schema, table], ["name", "name"])
+    _write_columns(plpy, schema, table, cat["columns"])
+    pairs = [(c["name"], v) for c in cat["columns"] for v in c["values"]]
+    wrote = _write_values(plpy, schema, table, pairs, progress)
+    _write_fks(plpy, schema, table, cat["fks"])
+    return {"table": f"{schema}.{table}", "skipped": False, "columns": len(cat["columns"]),
+            "values": len(pairs), "values_embedded": wrote["values_embedded"],
+            "values_reused": wrote["values_reused"], "embed_seconds": wrote["embed_seconds"],
+            "columns_partial": sum(1 for c in cat["columns"] if c["complete"] is False),
+            "fks": len(cat["fks"]), "rows": rows_est,
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _state_of(plpy, schema: str, table: str, st: Settings) -> dict:
+    """The table's ``table_states`` row (covered schemas first, then its own schema); an
+    error when this role may not SELECT it or it is no table, view or materialized view."""
+    found = table_states(plpy, None, (schema, table), st) or \
+        table_states(plpy, [schema], (schema, table), st)
+    if not found:
+        plpy.error(f"nl2sql: {schema}.{table} is not a table, view or materialized view "
+                   f"this role may SELECT", hint="see nl2sql._reindex_plan()")
+    return found[0]
+
+
+def _write_table_row(plpy, schema: str, table: str, comment: str | None, rows_est: int | None,
+                     state: dict) -> None:
+    """Insert or update the table's ``nl2sql.schema_table`` row (its states as indexed now)."""
     spi.query(plpy,
               "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, "
               "fingerprint, data_state, indexed_at, relid, shard_signature) "
@@ -459,16 +518,24 @@ def write_table(plpy, schema: str, table: str, force: bool = False,
               "n_rows = EXCLUDED.n_rows, fingerprint = EXCLUDED.fingerprint, "
               "data_state = EXCLUDED.data_state, indexed_at = EXCLUDED.indexed_at, "
               "relid = EXCLUDED.relid, shard_signature = EXCLUDED.shard_signature",
-              [schema, table, cat["comment"], rows_est, state["fingerprint"],
+              [schema, table, comment, rows_est, state["fingerprint"],
                state["data_state"], state.get("shard_signature")],
               ["name", "name", "text", "int8", "text", "text", "text"])
-    spi.query(plpy, "DELETE FROM nl2sql.schema_column WHERE schema_name = $1 AND table_name = $2",
-              [schema, table], ["name", "name"])
-    spi.query(plpy, "DELETE FROM nl2sql.schema_fk WHERE schema_name = $1 AND table_name = $2",
-              [schema, table], ["name", "name"])
-    col_texts = [f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
-                 for c in cat["columns"]]
-    col_vecs = embed(col_texts, cache=False)
+
+
+def _column_text(table: str, c: dict) -> str:
+    """What a column's embedding is of: ``table column words: comment``."""
+    return f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
+
+
+def _write_columns(plpy, schema: str, table: str, columns: list[dict]) -> None:
+    """Insert the table's ``nl2sql.schema_column`` rows, each with its column embedding,
+    samples and value-index counts (``_read_table``'s columns)."""
+    col_vecs = embed([_column_text(table, c) for c in columns], cache=False)
+    rows = [{"name": c["name"], "ord": c["ord"], "type": c["type"], "pk": c["pk"],
+             "comment": c["comment"], "samples": c["samples"], "embedding": to_pgvector(v),
+             "n_values": len(c["values"]) if c["complete"] is not None else None,
+             "complete": c["complete"]} for c, v in zip(columns, col_vecs)]
     spi.query(
         plpy, "INSERT INTO nl2sql.schema_column (schema_name, table_name, column_name, ordinal, "
         "data_type, is_primary_key, comment, sample_values, embedding, values_indexed, "
@@ -476,26 +543,17 @@ def write_table(plpy, schema: str, table: str, force: bool = False,
         "x.embedding::vector, x.n_values, x.complete "
         "FROM json_to_recordset($3::json) AS x(name name, ord int, type text, pk bool, "
         "comment text, samples text[], embedding text, n_values int, complete bool)",
-        [schema, table, json.dumps([
-            {"name": c["name"], "ord": c["ord"], "type": c["type"], "pk": c["pk"],
-             "comment": c["comment"], "samples": c["samples"], "embedding": to_pgvector(v),
-             "n_values": len(c["values"]) if c["complete"] is not None else None,
-             "complete": c["complete"]} for c, v in zip(cat["columns"], col_vecs)])],
-        ["name", "name", "text"])
-    pairs = [(c["name"], v) for c in cat["columns"] for v in c["values"]]
-    wrote = _write_values(plpy, schema, table, pairs, progress)
+        [schema, table, json.dumps(rows)], ["name", "name", "text"])
+
+
+def _write_fks(plpy, schema: str, table: str, fks: list[dict]) -> None:
+    """Insert the table's ``nl2sql.schema_fk`` rows (``_catalog_of``'s foreign keys)."""
     spi.query(
         plpy, "INSERT INTO nl2sql.schema_fk (schema_name, table_name, constraint_name, columns, "
         "ref_schema, ref_table, ref_columns) SELECT $1, $2, x.name, x.cols, x.ref_schema, "
         "x.ref_table, x.ref_cols FROM json_to_recordset($3::json) AS x(name name, cols name[], "
         "ref_schema name, ref_table name, ref_cols name[])",
-        [schema, table, json.dumps(cat["fks"])], ["name", "name", "text"])
-    return {"table": f"{schema}.{table}", "skipped": False, "columns": len(cat["columns"]),
-            "values": len(pairs), "values_embedded": wrote["values_embedded"],
-            "values_reused": wrote["values_reused"], "embed_seconds": wrote["embed_seconds"],
-            "columns_partial": sum(1 for c in cat["columns"] if c["complete"] is False),
-            "fks": len(cat["fks"]), "rows": rows_est,
-            "seconds": round(time.perf_counter() - t0, 3)}
+        [schema, table, json.dumps(fks)], ["name", "name", "text"])
 
 
 def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -> int:

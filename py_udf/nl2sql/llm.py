@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from . import embed_client
 from .errors import ConfigError, EmbedderUnavailable, GateError
@@ -289,6 +290,11 @@ def relay_call(config: dict, messages: list[dict], timeout_s: float, n: int = 1,
     return asdict(_call_here(ModelConfig(**config), messages, timeout_s, n, temperature))
 
 
+def _endpoint(cfg: ModelConfig) -> str:
+    """The model's base URL for messages, or 'default endpoint' when it has none."""
+    return cfg.base_url or "default endpoint"
+
+
 def _call_here(cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int,
                temperature: float | None) -> LLMReply:
     """The model call with the openai client in this process (``call_model``'s contract)."""
@@ -297,46 +303,21 @@ def _call_here(cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int,
     deadline = _Deadline(timeout_s)
     client = None
     try:
-        import openai
-
         client = _client(cfg, deadline)
         resp = client.chat.completions.create(
             model=cfg.model, messages=messages,
             temperature=cfg.temperature if temperature is None else temperature,
             max_tokens=cfg.max_tokens, n=max(1, int(n)), timeout=timeout_s)
-        texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
-        text = texts[0] if texts else None
-        usage = resp.usage
-        return LLMReply(model=cfg.name, text=text, error=None if text else "empty answer",
-                        latency_ms=(time.perf_counter() - t0) * 1000,
-                        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                        choices=texts)
+        return _reply_of(cfg, resp, t0)
     except ModelError as e:
         err = str(e)
-    except openai.APITimeoutError:
-        err = (f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer within "
-               f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint")
-    except openai.APIConnectionError as e:
-        err = (f"model {cfg.name!r}: cannot reach {cfg.base_url or 'default endpoint'} "
-               f"({redact(str(e), secrets)}); "
-               f"check base_url and that the endpoint is up")
-    except openai.APIStatusError as e:
-        retried = f" (after {cfg.max_retries} retries)" if e.status_code in (408, 409, 429) \
-            or e.status_code >= 500 else ""
-        err = (f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: "
-               f"{redact(str(e), secrets)[:300]}")
-    except Exception as e:  # any other client failure is reported, not raised
-        err = f"model {cfg.name!r}: {type(e).__name__}: {redact(str(e), secrets)[:300]}"
+    except Exception as e:  # any client failure is reported, not raised
+        err = _client_error(cfg, e, timeout_s, secrets)
     finally:
         deadline.cancel()
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001
-                pass
+        _close(client)
     if deadline.expired and not err.startswith(f"model {cfg.name!r} at"):
-        err = (f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no complete answer "
+        err = (f"model {cfg.name!r} at {_endpoint(cfg)}: no complete answer "
                f"within {timeout_s:g} s (hard deadline; connection closed); raise timeout_s "
                f"with nl2sql.add_model or check the endpoint")
     # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
@@ -344,6 +325,48 @@ def _call_here(cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int,
     err = redact(err, secrets)
     return LLMReply(model=cfg.name, text=None, error=err,
                     latency_ms=(time.perf_counter() - t0) * 1000)
+
+
+def _reply_of(cfg: ModelConfig, resp, t0: float) -> LLMReply:
+    """The ``LLMReply`` of a chat-completions response (an error reply when every sample is
+    empty); ``t0`` is the call's ``perf_counter`` start."""
+    texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
+    text = texts[0] if texts else None
+    usage = resp.usage
+    return LLMReply(model=cfg.name, text=text, error=None if text else "empty answer",
+                    latency_ms=(time.perf_counter() - t0) * 1000,
+                    prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                    completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                    choices=texts)
+
+
+def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> str:
+    """What went wrong in an openai client call, naming the model and endpoint and what to
+    do (timeout, unreachable endpoint, HTTP status, any other failure)."""
+    import openai
+
+    if isinstance(e, openai.APITimeoutError):
+        return (f"model {cfg.name!r} at {_endpoint(cfg)}: no answer within "
+                f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint")
+    if isinstance(e, openai.APIConnectionError):
+        return (f"model {cfg.name!r}: cannot reach {_endpoint(cfg)} "
+                f"({redact(str(e), secrets)}); "
+                f"check base_url and that the endpoint is up")
+    if isinstance(e, openai.APIStatusError):
+        retried = f" (after {cfg.max_retries} retries)" if e.status_code in (408, 409, 429) \
+            or e.status_code >= 500 else ""
+        return (f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: "
+                f"{redact(str(e), secrets)[:300]}")
+    return f"model {cfg.name!r}: {type(e).__name__}: {redact(str(e), secrets)[:300]}"
+
+
+def _close(client) -> None:
+    """Close a per-call openai client (None: none was made), ignoring failures."""
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 @dataclass
@@ -421,61 +444,113 @@ def call_models_during(calls: list[tuple], work: Callable[[], None] | None,
         GateError: a call's messages did not come from the gate.
     """
     t0 = time.monotonic()
-    calls = [(c[0], c[1], c[2] if len(c) > 2 else 1, c[3] if len(c) > 3 else None) for c in calls]
-    for cfg, msgs, *_ in calls:  # refused here, on the calling thread, before anything is sent
-        if not isinstance(msgs, Gated):
-            raise GateError(f"nl2sql: model {cfg.name!r} was asked with messages that did not "
-                            f"pass the gate; build them with gate.Gate.seal")
-    limits = [min(cfg.timeout_s, budget_s) if budget_s is not None else cfg.timeout_s
-              for cfg, *_ in calls]
-    limits = [max(x, 0.05) for x in limits]
-    done_at = [t0] * len(calls)
-
-    def stamp(i: int) -> Callable[[Future], None]:
-        def at(_f: Future) -> None:
-            done_at[i] = time.monotonic()
-        return at
-
-    futures: list[Future] = []
-    for i, ((cfg, msgs, n, temp), lim) in enumerate(zip(calls, limits)):
-        f = _spawn(call_model, cfg, msgs, lim,
-                   *(() if n == 1 and temp is None else (n, temp)))
-        f.add_done_callback(stamp(i))
-        futures.append(f)
+    rnd = _Round(_round_calls(calls, budget_s), t0, budget_s)
+    rnd.submit()
     work_ms = 0.0
     if work is not None:
         tw = time.monotonic()
         work()
         work_ms = (time.monotonic() - tw) * 1000
-    replies: list[LLMReply | None] = [None] * len(calls)
-    reported: set[int] = set()
-    while True:
-        if on_reply is not None:
-            for i in sorted((i for i, f in enumerate(futures) if f.done() and i not in reported
-                             and replies[i] is None), key=lambda i: done_at[i]):
-                reported.add(i)
-                on_reply(i, futures[i].result(),
-                         sum(1 for j, f in enumerate(futures) if not f.done() and replies[j] is None))
-        pending = {f for i, f in enumerate(futures) if not f.done() and replies[i] is None}
-        if not pending:
-            break
-        _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)
-        now = time.monotonic() - t0
-        for i, f in enumerate(futures):
-            if f in pending and now >= limits[i]:
-                cfg = calls[i][0]
+    rnd.wait(on_wait, on_reply)
+    return rnd.outcome(work_ms)
+
+
+class _Call(NamedTuple):
+    """One call of a round: ``call_model``'s arguments and its time limit in seconds."""
+    cfg: ModelConfig
+    messages: Gated
+    n: int
+    temperature: float | None
+    limit_s: float
+
+
+def _round_calls(calls: list[tuple], budget_s: float | None) -> list[_Call]:
+    """``call_models_during``'s calls with defaults filled in and their time limits
+    (``min(cfg.timeout_s, budget_s)``, at least 0.05 s); refused unless every call's
+    messages passed the gate (on the calling thread, before anything is sent)."""
+    calls = [(c[0], c[1], c[2] if len(c) > 2 else 1, c[3] if len(c) > 3 else None) for c in calls]
+    for cfg, msgs, *_ in calls:
+        if not isinstance(msgs, Gated):
+            raise GateError(f"nl2sql: model {cfg.name!r} was asked with messages that did not "
+                            f"pass the gate; build them with gate.Gate.seal")
+    limits = [min(cfg.timeout_s, budget_s) if budget_s is not None else cfg.timeout_s
+              for cfg, *_ in calls]
+    return [_Call(*c, max(lim, 0.05)) for c, lim in zip(calls, limits)]
+
+
+class _Round:
+    """One round of concurrent calls while the calling thread waits on them: their futures,
+    the replies of abandoned calls and when each call ended (``time.monotonic``)."""
+
+    def __init__(self, calls: list[_Call], t0: float, budget_s: float | None):
+        self.calls, self.t0, self.budget_s = calls, t0, budget_s
+        self.futures: list[Future] = []
+        self.replies: list[LLMReply | None] = [None] * len(calls)  # abandoned calls' replies
+        self.done_at = [t0] * len(calls)
+        self.reported: set[int] = set()
+
+    def submit(self) -> None:
+        """Start every call in its own thread, stamping its end time when it is done."""
+        for i, c in enumerate(self.calls):
+            f = _spawn(call_model, c.cfg, c.messages, c.limit_s,
+                       *(() if c.n == 1 and c.temperature is None else (c.n, c.temperature)))
+            f.add_done_callback(self._stamp(i))
+            self.futures.append(f)
+
+    def _stamp(self, i: int) -> Callable[[Future], None]:
+        """A done-callback recording when call ``i`` ended."""
+        def at(_f: Future) -> None:
+            self.done_at[i] = time.monotonic()
+        return at
+
+    def _pending(self) -> set[Future]:
+        """The calls still out (neither done nor abandoned)."""
+        return {f for i, f in enumerate(self.futures) if not f.done() and self.replies[i] is None}
+
+    def wait(self, on_wait: Callable[[], None] | None,
+             on_reply: Callable[[int, LLMReply, int], None] | None) -> None:
+        """Wait in ``WAIT_SLICE_S`` slices until every call is done or abandoned, reporting
+        arrivals to ``on_reply`` and calling ``on_wait`` between slices."""
+        while True:
+            if on_reply is not None:
+                self._report_arrivals(on_reply)
+            pending = self._pending()
+            if not pending:
+                break
+            _, pending = wait(pending, timeout=WAIT_SLICE_S, return_when=FIRST_COMPLETED)
+            self._abandon_overdue(pending)
+            if pending and on_wait is not None:
+                on_wait()
+
+    def _report_arrivals(self, on_reply: Callable[[int, LLMReply, int], None]) -> None:
+        """Hand each reply not yet reported to ``on_reply``, in arrival order."""
+        for i in sorted((i for i, f in enumerate(self.futures) if f.done()
+                         and i not in self.reported and self.replies[i] is None),
+                        key=lambda i: self.done_at[i]):
+            self.reported.add(i)
+            on_reply(i, self.futures[i].result(), len(self._pending()))
+
+    def _abandon_overdue(self, pending: set[Future]) -> None:
+        """Give each call of ``pending`` past its limit an error reply and drop it from
+        ``pending``."""
+        now = time.monotonic() - self.t0
+        for i, f in enumerate(self.futures):
+            c = self.calls[i]
+            if f in pending and now >= c.limit_s:
                 why = ("the time left before statement_timeout"
-                       if budget_s is not None and limits[i] < cfg.timeout_s else "timeout_s")
-                replies[i] = LLMReply(
-                    model=cfg.name, text=None, latency_ms=now * 1000,
-                    error=(f"model {cfg.name!r} at {cfg.base_url or 'default endpoint'}: no answer "
-                           f"within {limits[i]:.3g} s ({why}); abandoned"))
-                done_at[i] = t0 + min(now, limits[i])
+                       if self.budget_s is not None and c.limit_s < c.cfg.timeout_s else "timeout_s")
+                self.replies[i] = LLMReply(
+                    model=c.cfg.name, text=None, latency_ms=now * 1000,
+                    error=(f"model {c.cfg.name!r} at {_endpoint(c.cfg)}: no answer "
+                           f"within {c.limit_s:.3g} s ({why}); abandoned"))
+                self.done_at[i] = self.t0 + min(now, c.limit_s)
                 pending.discard(f)
-        if pending and on_wait is not None:
-            on_wait()
-    out = [r if r is not None else f.result() for r, f in zip(replies, futures)]
-    end = time.monotonic()
-    # a future's done-callback runs just after its waiters wake: one not stamped yet ended now
-    last = max((d if d > t0 else end for d in done_at), default=t0)
-    return ModelRound(out, (last - t0) * 1000, work_ms)
+
+    def outcome(self, work_ms: float) -> ModelRound:
+        """The round's ``ModelRound``; its wait ends when the last call ended or was
+        abandoned."""
+        out = [r if r is not None else f.result() for r, f in zip(self.replies, self.futures)]
+        end = time.monotonic()
+        # a future's done-callback runs just after its waiters wake: one not stamped yet ended now
+        last = max((d if d > self.t0 else end for d in self.done_at), default=self.t0)
+        return ModelRound(out, (last - self.t0) * 1000, work_ms)

@@ -335,16 +335,40 @@ def _group_by_scope(scope: Scope, tables: dict[str, Table]) -> tuple[bool, str |
     group = sel.args.get("group")
     if not isinstance(sel, exp.Select) or group is None or not group.expressions:
         return False, None
+    closure = _grouped_closure(scope, sel, tables)
+    added, seen = False, set()
+    for col in _bare_columns(sel):
+        k = _column_key(scope, col, tables)
+        if k is None or k in closure or k in seen:
+            continue
+        if not _dependent(scope, col, tables, closure):
+            by = ", ".join(g.sql() for g in group.expressions)
+            return added, (f"bare column {col.sql()} in a grouped SELECT is not functionally "
+                           f"dependent on GROUP BY {by} (SQLite returns an arbitrary row's "
+                           "value); group by it or aggregate it")
+        group.append("expressions", col.copy())
+        seen.add(k)
+        added = True
+    return added, None
 
-    def key(col: exp.Column) -> tuple[str, str] | None:
-        hit = _resolve(scope, col, tables)
-        return (hit[0], col.name.lower()) if hit else None
 
-    grouped_sql = {g.sql().lower() for g in group.expressions}
-    closure = {k for g in group.expressions if isinstance(g, exp.Column) and (k := key(g))}
+def _column_key(scope: Scope, col: exp.Column, tables: dict[str, Table]) -> tuple[str, str] | None:
+    """``(source alias, column name)`` of a column of ``scope``, None when its source is
+    uncertain (``_resolve``)."""
+    hit = _resolve(scope, col, tables)
+    return (hit[0], col.name.lower()) if hit else None
+
+
+def _grouped_closure(scope: Scope, sel: exp.Select, tables: dict[str, Table]
+                     ) -> set[tuple[str, str]]:
+    """The grouped columns (``_column_key``) and every column equal to one of them through the
+    equalities of the join conditions and WHERE."""
+    closure = {k for g in sel.args["group"].expressions
+               if isinstance(g, exp.Column) and (k := _column_key(scope, g, tables))}
     conds = [j.args.get("on") for j in sel.args.get("joins") or []]
     conds.append(sel.args["where"].this if sel.args.get("where") else None)
-    edges = [(key(c.left), key(c.right)) for cond in conds for c in _conjuncts(cond)
+    edges = [(_column_key(scope, c.left, tables), _column_key(scope, c.right, tables))
+             for cond in conds for c in _conjuncts(cond)
              if isinstance(c, exp.EQ) and isinstance(c.left, exp.Column)
              and isinstance(c.right, exp.Column)]
     grew = True
@@ -354,28 +378,27 @@ def _group_by_scope(scope: Scope, tables: dict[str, Table]) -> tuple[bool, str |
             if a and b and (a in closure) != (b in closure):
                 closure |= {a, b}
                 grew = True
+    return closure
+
+
+def _bare_columns(sel: exp.Select) -> list[exp.Column]:
+    """The columns of the select list and ORDER BY outside aggregates, other than those
+    grouped by (as written) and the select list's aliases."""
+    grouped_sql = {g.sql().lower() for g in sel.args["group"].expressions}
     aliases = {e.alias.lower() for e in sel.expressions if isinstance(e, exp.Alias)}
     exprs = list(sel.expressions) + [o.this for o in (sel.args.get("order") or exp.Order()).expressions]
-    added, seen = False, set()
-    for e in exprs:
-        for col in _outside_aggregates(e, sel):
-            if col.sql().lower() in grouped_sql or (not col.table and col.name.lower() in aliases):
-                continue
-            k = key(col)
-            if k is None or k in closure or k in seen:
-                continue
-            alias, t = _resolve(scope, col, tables)
-            pk = {c.name.lower() for c in t.columns if c.is_primary_key} if t else set()
-            if pk and all((alias, p) in closure for p in pk):
-                group.append("expressions", col.copy())
-                seen.add(k)
-                added = True
-            else:
-                by = ", ".join(g.sql() for g in group.expressions)
-                return added, (f"bare column {col.sql()} in a grouped SELECT is not functionally "
-                               f"dependent on GROUP BY {by} (SQLite returns an arbitrary row's "
-                               "value); group by it or aggregate it")
-    return added, None
+    return [col for e in exprs for col in _outside_aggregates(e, sel)
+            if not (col.sql().lower() in grouped_sql
+                    or (not col.table and col.name.lower() in aliases))]
+
+
+def _dependent(scope: Scope, col: exp.Column, tables: dict[str, Table],
+               closure: set[tuple[str, str]]) -> bool:
+    """Whether a bare column is functionally dependent on the grouped key: its table's primary
+    key is all in ``closure``."""
+    alias, t = _resolve(scope, col, tables)
+    pk = {c.name.lower() for c in t.columns if c.is_primary_key} if t else set()
+    return bool(pk) and all((alias, p) in closure for p in pk)
 
 
 def group_by_dependent(tree: exp.Expression, schema: Schema) -> tuple[exp.Expression, bool, str | None]:

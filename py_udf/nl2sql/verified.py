@@ -42,7 +42,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlglot import exp
 
@@ -719,11 +719,9 @@ def add_verified(plpy, question: str, sql: str, kind: str = "query", dialect: st
         NotIndexedError: nothing is indexed.
         EmbeddingError: the embedding model is missing.
     """
-    from .business import named_terms
     from .catalog import caller_schema
     from .safety import check_candidate_in_db, relation_targets
     from .settings import get_settings
-    from .sqlcheck import transpile
 
     question = (question or "").strip()
     if not question:
@@ -731,35 +729,93 @@ def add_verified(plpy, question: str, sql: str, kind: str = "query", dialect: st
     st = get_settings(plpy)
     schema = caller_schema(plpy)
     plain = _markers_out(question) if kind == "template" else question
+    named = _named_in(plpy, question, schema, st)
+    if kind == "template":
+        stored = _template_to_store(sql, schema, question, named)
+    else:
+        stored = _query_to_store(plpy, sql, dialect, schema, question, named)
+    checked = check_candidate_in_db(
+        plpy, fill(stored.template_sql, stored.slots, {s.name: _dummy(s) for s in stored.slots}),
+        schema)
+    masked = masked_question(plain, schema, named.values, st.link_value_min, named.term_phrases)
+    vid = _upsert_verified(plpy, kind, question, stored, named, masked, source)
+    _record_relations(plpy, vid, relation_targets(checked, schema))
+    return vid
+
+
+class _Named(NamedTuple):
+    """What a verified question names: its cell values, the strong ones by phrase
+    (``strong_values``) and its named terms as ``(term id, phrase)``."""
+    values: list
+    strong: dict[str, list]
+    terms: list[tuple]
+
+    @property
+    def term_phrases(self) -> list[str]:
+        """The phrases of the named terms."""
+        return [p for _, p in self.terms]
+
+
+@dataclass
+class _ToStore:
+    """A verified query's or template's SQL as stored, with its parameters and the question's
+    constants and numbers (``question_info``)."""
+    sql: str  # a template's as given; a query's as PostgreSQL
+    template_sql: str  # with ``:name`` parameters
+    slots: list[Slot]
+    constants: list
+    numbers: list[str]
+
+
+def _named_in(plpy, question: str, schema: Schema, st) -> _Named:
+    """The cell values and terms a verified question names (template markers left out)."""
+    from .business import named_terms
+
     values = question_values(plpy, _MARKER.sub(" ", question), st)
     strong = strong_values(values, schema, st.link_value_min)
     terms = named_terms(_MARKER.sub(" ", question),
                         [(r["id"], r["term"]) for r in spi.query(
                             plpy, "SELECT id, term FROM nl2sql.visible_term")])
-    if kind == "template":
-        tree = parse_one(sql)
-        slots = template_slots(tree, schema, question)
-        constants = [[[v.schema, v.table, v.column, v.value] for v in vs]
-                     for vs in strong.values()]
-        numbers = template_numbers(question, slots)
-        stored = sql.strip()
-    else:
-        stored = sql if dialect == "postgres" else transpile(sql, dialect)
-        tree = parse_one(stored)
-        if tree.find(exp.Placeholder):
-            raise CandidateRefused("the SQL has parameters: add it with nl2sql.add_template")
-        check_candidate_in_db(plpy, stored, schema)
-        numbers = question_numbers(question, list(strong) + [p for _, p in terms])
-        slots, constants, numbers = query_slots(tree, schema, question, strong, numbers)
-    template_sql = to_sql(tree)
-    checked = check_candidate_in_db(
-        plpy, fill(template_sql, slots, {s.name: _dummy(s) for s in slots}), schema)
-    masked = masked_question(plain, schema, values, st.link_value_min, [p for _, p in terms])
+    return _Named(values, strong, terms)
+
+
+def _template_to_store(sql: str, schema: Schema, question: str, named: _Named) -> _ToStore:
+    """A template as stored: its ``:name`` parameters typed by their columns."""
+    tree = parse_one(sql)
+    slots = template_slots(tree, schema, question)
+    constants = [[[v.schema, v.table, v.column, v.value] for v in vs]
+                 for vs in named.strong.values()]
+    numbers = template_numbers(question, slots)
+    return _ToStore(sql.strip(), to_sql(tree), slots, constants, numbers)
+
+
+def _query_to_store(plpy, sql: str, dialect: str, schema: Schema, question: str,
+                    named: _Named) -> _ToStore:
+    """A verified query as stored: transpiled to PostgreSQL, checked as the adding role, its
+    bindable literals made parameters (``query_slots``)."""
+    from .safety import check_candidate_in_db
+    from .sqlcheck import transpile
+
+    stored = sql if dialect == "postgres" else transpile(sql, dialect)
+    tree = parse_one(stored)
+    if tree.find(exp.Placeholder):
+        raise CandidateRefused("the SQL has parameters: add it with nl2sql.add_template")
+    check_candidate_in_db(plpy, stored, schema)
+    numbers = question_numbers(question, list(named.strong) + named.term_phrases)
+    slots, constants, numbers = query_slots(tree, schema, question, named.strong, numbers)
+    return _ToStore(stored, to_sql(tree), slots, constants, numbers)
+
+
+def _upsert_verified(plpy, kind: str, question: str, stored: _ToStore, named: _Named,
+                     masked: str, source: str) -> int:
+    """Embed the masked question and insert or update the ``nl2sql.verified_query`` row;
+    returns its id."""
     from .embed import embed, to_pgvector
 
     vec = to_pgvector(embed([masked])[0])
-    info = {"value_phrases": list(strong), "constants": constants, "numbers": numbers}
-    vid = spi.query(
+    info = {"value_phrases": list(named.strong), "constants": stored.constants,
+            "numbers": stored.numbers}
+    return spi.query(
         plpy, "INSERT INTO nl2sql.verified_query AS v (kind, question, sql, template_sql, "
         "parameters, question_info, masked_question, embedding, source) VALUES ($1, $2, $3, $4, "
         "$5::jsonb, $6::jsonb, $7, $8::vector, $9) ON CONFLICT (kind, question, sql) DO UPDATE "
@@ -767,15 +823,19 @@ def add_verified(plpy, question: str, sql: str, kind: str = "query", dialect: st
         "question_info = EXCLUDED.question_info, masked_question = EXCLUDED.masked_question, "
         "embedding = EXCLUDED.embedding, source = EXCLUDED.source, added_at = now() "
         "RETURNING v.id",
-        [kind, question, stored, template_sql, json.dumps([asdict(s) for s in slots]),
-         json.dumps(info), masked, vec, source],
+        [kind, question, stored.sql, stored.template_sql,
+         json.dumps([asdict(s) for s in stored.slots]), json.dumps(info), masked, vec, source],
         ["text", "text", "text", "text", "text", "text", "text", "text", "text"])[0]["id"]
+
+
+def _record_relations(plpy, vid: int, targets) -> None:
+    """Make the relations recorded for verified query ``vid`` equal ``targets``
+    ((schema, table) pairs; only roles that may read them all see it)."""
     spi.query(plpy, "DELETE FROM nl2sql.verified_query_relation WHERE query_id = $1", [vid],
               ["int8"])
-    for s, t in sorted(set(relation_targets(checked, schema))):
+    for s, t in sorted(set(targets)):
         spi.query(plpy, "INSERT INTO nl2sql.verified_query_relation (query_id, schema_name, "
                         "table_name) VALUES ($1, $2, $3)", [vid, s, t], ["int8", "name", "name"])
-    return vid
 
 
 @dataclass
