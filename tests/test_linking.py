@@ -430,3 +430,20 @@ def test_string_matches_looks_up_the_longest_phrases_first(monkeypatch):
     assert set(calls[1]) == {"Macquarie Tranaction Ancestral"}    # the 3-word n-grams
     assert set(calls[2]) == {"events"}                           # its parts are resolved
     assert len(calls) == 3
+
+
+def test_vector_lookups_skip_phrases_a_resolved_mention_covers_or_crosses():
+    """vector_phrases: no embedding lookup for phrases inside an exact match, across its border
+    ("orders did Zack", "Tian place"), or made only of schema words; the other unmatched
+    phrases keep theirs, up to the limit."""
+    from nl2sql.retrieval import vector_phrases
+
+    phrases = candidate_phrases("How many orders did Zack Neal Tian place near Lakeside?")
+    texts = [p.text for p in phrases]
+    exact = [ValueMatch("public", "customer", "name", "Zack Neal Tian", 1.0, "exact",
+                        "Zack Neal Tian", "question")]
+    chosen = [texts[i] for i in vector_phrases(phrases, exact, {"order"}, 8)]
+    assert not set(chosen) & {"orders did Zack", "Neal Tian place", "Tian place", "Zack Neal",
+                              "Neal", "orders", "Zack Neal Tian"}
+    assert {"place", "Lakeside", "place near Lakeside"} <= set(chosen)
+    assert len(vector_phrases(phrases, exact, {"order"}, 2)) == 2

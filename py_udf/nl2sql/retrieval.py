@@ -396,9 +396,10 @@ def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words:
     """Choose the phrases that get an embedding lookup (paraphrased values: "USA" → 'United
     States').
 
-    Chosen: fuzzy phrases (``fuzzy_phrases``) of up to 3 words that matched no value in
-    ``found``, are not inside a phrase that did, and are not made only of schema words, stop
-    words and numbers. Quoted and evidence spans come first, then question n-grams, then
+    Chosen: phrases of up to 3 words that ``fuzzy_phrases`` keeps given ``found`` (so none
+    across the border of a resolved multi-word mention), that matched no value in ``found``,
+    are not inside a phrase that did, and are not made only of schema words, stop words and
+    numbers. Quoted and evidence spans come first, then question n-grams, then
     evidence n-grams, each in order. Each embedding costs the backend about 2–5 ms of CPU,
     which is why the number is bounded (setting ``value_vector_phrases``).
 
@@ -417,7 +418,8 @@ def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words:
         return []
     hit = {m.phrase.lower() for m in found}
     out: list[int] = []
-    for i in sorted(fuzzy_phrases(phrases), key=lambda i: (_SOURCE_RANK.get(phrases[i].source, 3), i)):
+    for i in sorted(fuzzy_phrases(phrases, found),
+                    key=lambda i: (_SOURCE_RANK.get(phrases[i].source, 3), i)):
         text = phrases[i].text
         words = [w.lower() for w in _SPAN_WORD.findall(text)]
         if not words or len(words) > 3 or text.lower() in hit:
