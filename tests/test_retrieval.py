@@ -254,6 +254,28 @@ def test_trigram_match_of_a_string_many_columns_hold_reads_the_first_visible_row
                                           "venue.venue_name"]
 
 
+def test_exact_match_of_a_value_many_columns_hold_keeps_the_first_hundred(safe_conn):  # noqa: F811
+    """An exact match returns at most 100 rows a phrase: the first ones in id order (a value
+    that 1,000 columns hold was read in full, 68 ms); fewer rows are all returned."""
+    cols = [f"c{i:03d}" for i in range(105)]
+    sql = ("SELECT column_name::text FROM nl2sql._match_values(current_user, %s, NULL, NULL, "
+           "0.5, 2, 3) WHERE how = 'exact'")
+    safe_conn.execute("CREATE TABLE wide_status (" + ", ".join(f"{c} text" for c in cols) + ")")
+    try:
+        row = ", ".join(["'Quasar Everywhere'"] * len(cols))
+        safe_conn.execute(f"INSERT INTO wide_status VALUES ({row})")
+        safe_conn.execute("SELECT nl2sql.reindex()")
+        first = [r[0] for r in safe_conn.execute(
+            "SELECT column_name::text FROM nl2sql.cell_value WHERE value = 'Quasar Everywhere' "
+            "ORDER BY id LIMIT 100")]
+        got = [r[0] for r in safe_conn.execute(sql, (["quasar everywhere"],))]
+        few = [r[0] for r in safe_conn.execute(sql, (["Front desk"],))]
+    finally:
+        safe_conn.execute("DROP TABLE wide_status")
+        safe_conn.execute("SELECT nl2sql.reindex()")
+    assert len(first) == 100 and sorted(got) == sorted(first)
+    assert few == ["display_name"]
+
 def test_one_lookup_for_all_phrases_equals_one_lookup_per_phrase(db):
     """nl2sql._match_values answers all phrases of a question in one statement; each phrase's
     matches (exact, trigram, vector) are those it gets when looked up alone."""
