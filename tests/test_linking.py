@@ -447,3 +447,26 @@ def test_vector_lookups_skip_phrases_a_resolved_mention_covers_or_crosses():
                               "Neal", "orders", "Zack Neal Tian"}
     assert {"place", "Lakeside", "place near Lakeside"} <= set(chosen)
     assert len(vector_phrases(phrases, exact, {"order"}, 2)) == 2
+
+
+def test_string_matches_looks_up_content_ngrams_before_those_with_stop_words(monkeypatch):
+    """string_matches: a 3-word n-gram without stop words goes first; once it matches strongly,
+    the 3-word n-gram across its border ("category of Sprinter") is never looked up."""
+    from nl2sql import retrieval
+
+    phrases = candidate_phrases("What is the category of Sprinter Brougton Uphold?")
+    texts = [p.text for p in phrases]
+    calls = []
+
+    def fake_match_values(plpy, phrases, *, fuzzy=(), exact=True, trgm_min=0.5, **kw):
+        calls.append(("exact",) if exact else tuple(texts[i] for i in fuzzy))
+        if exact or "Sprinter Brougton Uphold" not in calls[-1]:
+            return []
+        return [ValueMatch("public", "event", "name", "Sprinter Broughton Uphold", 0.8,
+                           "trigram", "Sprinter Brougton Uphold", "question")]
+
+    monkeypatch.setattr(retrieval, "match_values", fake_match_values)
+    retrieval.string_matches(None, phrases, 0.5)
+    assert calls[1] == ("Sprinter Brougton Uphold",)
+    assert not any("category of Sprinter" in c for c in calls)
+    assert set(calls[2]) == {"category"} and len(calls) == 3

@@ -349,12 +349,13 @@ def _inside(words: tuple, outer: tuple) -> bool:
 def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
     """Exact and trigram matches of the phrases, as the calling role may see them.
 
-    Up to three lookups: every phrase exactly; then by trigram similarity the longest phrases
-    ``fuzzy_phrases`` keeps given the exact matches (question n-grams of ``MAX_FUZZY_WORDS``
-    words, quoted and evidence spans); then the shorter ones it still keeps given all matches
-    so far (none when ``trgm_min`` > 1). Longest first: a misspelt value of three words is
-    resolved by its one 3-word lookup instead of six lookups of its parts (146 → 55 ms at
-    1,000,000 strings in bench/scale.py).
+    Every phrase exactly; then by trigram similarity (none when ``trgm_min`` > 1), in up to
+    three rounds, the phrases ``fuzzy_phrases`` keeps given all matches so far: the longest
+    without a stop word (quoted and evidence spans, question n-grams of ``MAX_FUZZY_WORDS``
+    words such as "Sprinter Brougton Uphold"), the other longest ("category of Sprinter"), the
+    shorter ones. Longest and content first: a misspelt value of three words is resolved by its
+    one 3-word lookup instead of six lookups of its parts and the n-grams across its border
+    (146 → 26 ms at 1,000,000 strings in bench/scale.py).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -370,10 +371,13 @@ def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMa
     found = match_values(plpy, phrases)
     if trgm_min > 1:
         return found
-    first = [i for i in fuzzy_phrases(phrases, found) if _longest(phrases[i])]
-    found = found + _trigram_matches(plpy, phrases, first, trgm_min)
-    rest = [i for i in fuzzy_phrases(phrases, found) if i not in first]
-    return found + _trigram_matches(plpy, phrases, rest, trgm_min)
+    done: set[int] = set()
+    for in_round in (_longest_content, _longest, lambda p: True):
+        batch = [i for i in fuzzy_phrases(phrases, found)
+                 if i not in done and in_round(phrases[i])]
+        found = found + _trigram_matches(plpy, phrases, batch, trgm_min)
+        done.update(batch)
+    return found
 
 
 def _trigram_matches(plpy, phrases: list[Phrase], fuzzy: list[int],
@@ -386,9 +390,15 @@ def _trigram_matches(plpy, phrases: list[Phrase], fuzzy: list[int],
 
 
 def _longest(p: Phrase) -> bool:
-    """Whether ``p`` is looked up by trigrams before the others: a quoted or evidence span, or a
-    question n-gram of ``MAX_FUZZY_WORDS`` words."""
+    """Whether ``p`` is a quoted or evidence span, or a question n-gram of ``MAX_FUZZY_WORDS``
+    words."""
     return p.source != "question" or len(_SPAN_WORD.findall(p.text)) >= MAX_FUZZY_WORDS
+
+
+def _longest_content(p: Phrase) -> bool:
+    """Whether ``p`` is ``_longest`` and, if a question n-gram, has no stop word."""
+    return _longest(p) and (p.source != "question" or not any(
+        w.lower() in STOP_WORDS for w in _SPAN_WORD.findall(p.text)))
 
 
 def vector_phrases(phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str],
