@@ -58,46 +58,74 @@ def configure_models(conn, llm: LoopbackLLM | None) -> str:
             "sometimes) — this shows the pipeline and the vote, not a model's accuracy")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the demo; returns the process exit code."""
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The demo's command line: ``--datadir`` and ``--rows``."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datadir", type=Path, default=None, help="cluster folder (default .nl2sql/cluster)")
     ap.add_argument("--rows", type=int, default=3, help="rows to print per answer")
-    args = ap.parse_args(argv)
-    cluster = LocalCluster(args.datadir or default_datadir())
+    return ap.parse_args(argv)
+
+
+def _start_cluster(datadir: Path | None) -> LocalCluster:
+    """Start the local cluster and say where it runs and how to stop it."""
+    cluster = LocalCluster(datadir or default_datadir())
     cluster.start()
     print(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port} "
           f"(stop: bash scripts/stop.sh, or pg_ctl -D {cluster.datadir} stop as user postgres)")
+    return cluster
+
+
+def _real_endpoint_configured() -> bool:
+    """Whether the environment names a real OpenAI-compatible endpoint and model."""
+    return bool(os.environ.get("NL2SQL_LLM_BASE_URL") and os.environ.get("NL2SQL_LLM_MODEL"))
+
+
+def _ask(conn, question: str, n_rows: int) -> bool:
+    """Ask one demo question and print its SQL, confidence and first rows; False on an error."""
+    print(f"\nQ: {question}")
+    try:
+        sql = conn.execute("SELECT nl2sql(%s)", (question,)).fetchone()[0]
+    except Exception as e:  # show the error, keep going
+        print(f"   error: {str(e).strip()}")
+        return False
+    print(f"   SQL: {sql}")
+    log = conn.execute("SELECT confidence, trace->'timings'->>'overhead_ms' FROM "
+                       "nl2sql.query_log ORDER BY id DESC LIMIT 1").fetchone()
+    rows = conn.execute(sql).fetchmany(n_rows)
+    print(f"   confidence {log[0]:.2f}, in-database {float(log[1]):.0f} ms; first rows: {rows}")
+    return True
+
+
+def _print_summary(cluster: LocalCluster, n_ok: int, scripted: bool) -> None:
+    """Say how many demo questions were answered and where the traces are."""
+    print(f"\nanswered {n_ok}/{len(DEMO_QUESTIONS)} demo questions. The traces are in "
+          f"nl2sql.query_log: psql \"{cluster.dsn(DEMO_DB)}\" -c \"SELECT question, sql, "
+          f"confidence FROM nl2sql.query_log\"")
+    if scripted:
+        print("The scripted loopback server stops with this demo: to ask your own "
+              "questions, add a real endpoint with SELECT nl2sql.add_model(...) (README).")
+
+
+def _run_demo(conn, cluster: LocalCluster, llm: LoopbackLLM | None, n_rows: int) -> None:
+    """Configure the models, reindex, ask the demo questions and print the summary."""
+    print(configure_models(conn, llm))
+    counts = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
+    print(f"reindex: {json.dumps(counts)}")
+    n_ok = sum(_ask(conn, q, n_rows) for q, _gold in DEMO_QUESTIONS)
+    _print_summary(cluster, n_ok, scripted=llm is not None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the process exit code."""
+    args = _parse_args(argv)
+    cluster = _start_cluster(args.datadir)
     cluster.create_database(DEMO_DB, drop=True)
     with cluster.connect(DEMO_DB) as conn:
         conn.execute(demo_sql())
         conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
-        real = bool(os.environ.get("NL2SQL_LLM_BASE_URL") and os.environ.get("NL2SQL_LLM_MODEL"))
-        llm = None if real else LoopbackLLM().start()
+        llm = None if _real_endpoint_configured() else LoopbackLLM().start()
         try:
-            print(configure_models(conn, llm))
-            counts = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
-            print(f"reindex: {json.dumps(counts)}")
-            n_ok = 0
-            for q, _gold in DEMO_QUESTIONS:
-                print(f"\nQ: {q}")
-                try:
-                    sql = conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()[0]
-                except Exception as e:  # show the error, keep going
-                    print(f"   error: {str(e).strip()}")
-                    continue
-                n_ok += 1
-                print(f"   SQL: {sql}")
-                log = conn.execute("SELECT confidence, trace->'timings'->>'overhead_ms' FROM "
-                                   "nl2sql.query_log ORDER BY id DESC LIMIT 1").fetchone()
-                rows = conn.execute(sql).fetchmany(args.rows)
-                print(f"   confidence {log[0]:.2f}, in-database {float(log[1]):.0f} ms; first rows: {rows}")
-            print(f"\nanswered {n_ok}/{len(DEMO_QUESTIONS)} demo questions. The traces are in "
-                  f"nl2sql.query_log: psql \"{cluster.dsn(DEMO_DB)}\" -c \"SELECT question, sql, "
-                  f"confidence FROM nl2sql.query_log\"")
-            if llm is not None:
-                print("The scripted loopback server stops with this demo: to ask your own "
-                      "questions, add a real endpoint with SELECT nl2sql.add_model(...) (README).")
+            _run_demo(conn, cluster, llm, args.rows)
         finally:
             if llm is not None:
                 llm.stop()
