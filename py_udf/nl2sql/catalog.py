@@ -57,13 +57,7 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
         NotIndexedError: no table the role may SELECT is indexed; the message says to run
             ``nl2sql.reindex()`` or grant SELECT.
     """
-    trows = spi.query(
-        plpy, "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
-        "ORDER BY schema_name, table_name")
-    if not trows:
-        raise NotIndexedError("nl2sql: no table that this role may SELECT is indexed; run "
-                              "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
-                              "or GRANT SELECT on the tables to ask about")
+    trows = _visible_tables(plpy)
     crows = spi.query(
         plpy, "SELECT schema_name, table_name, column_name, data_type, is_primary_key, comment, "
         "sample_values, values_allowed, values_complete FROM nl2sql.visible_column "
@@ -71,23 +65,12 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
     frows = spi.query(
         plpy, "SELECT schema_name, table_name, columns, ref_schema, ref_table, ref_columns "
         "FROM nl2sql.visible_fk ORDER BY schema_name, table_name, constraint_name")
-    rank = {s: i for i, s in enumerate(search_path)}
-    first_schema: dict[str, str] = {}
-    for r in sorted(trows, key=lambda r: rank.get(r["schema_name"], 10**6)):
-        if r["schema_name"] in rank:
-            first_schema.setdefault(r["table_name"], r["schema_name"])
+    first_schema = _first_schema_per_table(trows, search_path)
 
     def shown(schema: str, table: str) -> str:
         return table if first_schema.get(table) == schema else f"{schema}.{table}"
 
-    cols: dict[tuple[str, str], list[Column]] = {}
-    for r in crows:
-        cols.setdefault((r["schema_name"], r["table_name"]), []).append(Column(
-            name=r["column_name"], data_type=r["data_type"],
-            is_primary_key=bool(r["is_primary_key"]), comment=r["comment"],
-            sample_values=list(r["sample_values"] or [])[:n_values],
-            values_allowed=r["values_allowed"] is not False,
-            values_complete=r["values_complete"]))
+    cols = _columns_by_table(crows, n_values)
     tables = [Table(name=shown(r["schema_name"], r["table_name"]), schema=r["schema_name"],
                     table=r["table_name"], comment=r["comment"],
                     columns=cols.get((r["schema_name"], r["table_name"]), []))
@@ -97,6 +80,41 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
                       ref_columns=list(r["ref_columns"]))
            for r in frows]
     return Schema(tables=tables, foreign_keys=fks)
+
+
+def _visible_tables(plpy) -> list:
+    """Rows of ``nl2sql.visible_table`` by schema and name; NotIndexedError when there are none."""
+    trows = spi.query(
+        plpy, "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
+        "ORDER BY schema_name, table_name")
+    if not trows:
+        raise NotIndexedError("nl2sql: no table that this role may SELECT is indexed; run "
+                              "SELECT nl2sql.reindex(); (setting 'schemas' lists what it covers) "
+                              "or GRANT SELECT on the tables to ask about")
+    return trows
+
+
+def _first_schema_per_table(trows, search_path: list[str]) -> dict[str, str]:
+    """Table name -> the first schema on ``search_path`` holding a visible table of that name."""
+    rank = {s: i for i, s in enumerate(search_path)}
+    first_schema: dict[str, str] = {}
+    for r in sorted(trows, key=lambda r: rank.get(r["schema_name"], 10**6)):
+        if r["schema_name"] in rank:
+            first_schema.setdefault(r["table_name"], r["schema_name"])
+    return first_schema
+
+
+def _columns_by_table(crows, n_values: int) -> dict[tuple[str, str], list[Column]]:
+    """(schema, table) -> its ``Column``s in row order, at most ``n_values`` sample values each."""
+    cols: dict[tuple[str, str], list[Column]] = {}
+    for r in crows:
+        cols.setdefault((r["schema_name"], r["table_name"]), []).append(Column(
+            name=r["column_name"], data_type=r["data_type"],
+            is_primary_key=bool(r["is_primary_key"]), comment=r["comment"],
+            sample_values=list(r["sample_values"] or [])[:n_values],
+            values_allowed=r["values_allowed"] is not False,
+            values_complete=r["values_complete"]))
+    return cols
 
 
 def relation_names(schema: Schema) -> dict[str, str]:
