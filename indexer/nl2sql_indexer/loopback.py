@@ -707,45 +707,74 @@ class LoopbackLLM:
                                       "temperature": temperature, "n": n, "time": time.time()})
 
     def _decide(self, model: str, messages: list[dict]) -> _Reply:
+        """The reply to one chat request: the first matching rule (one use of it taken), else
+        the model's replayed answer, else the default response, else a 404."""
         user = _last_user_text(messages)
         question = extract_question(user) if user is not None else None
         with self._lock:
-            for entry in self._rules:
-                rule, remaining = entry
-                if remaining is not None and remaining <= 0:
-                    continue
-                if rule.model is not None and rule.model != model:
-                    continue
-                if rule.contains is not None and (user is None or rule.contains not in user):
-                    continue
-                if rule.question is not None and rule.question != question:
-                    continue
-                if remaining is not None:
-                    entry[1] = remaining - 1
-                if rule.hang:
-                    return _Reply(hang=True)
-                if rule.status != 200:
-                    msg = rule.response or f"scripted error (HTTP {rule.status}) from the loopback server"
-                    return _Reply(status=rule.status, message=msg, delay_s=rule.delay_s)
-                return _Reply(content=rule.response, delay_s=rule.delay_s,
-                              trickle_s=float(rule.trickle_s))
-            replay = self._replays.get(model)
-            if replay is not None and question is not None:
-                exact, normalized, delay_s = replay
-                if question in exact:
-                    return _Reply(content=exact[question], delay_s=delay_s)
-                norm = _normalize(question)
-                if norm in normalized:
-                    return _Reply(content=normalized[norm], delay_s=delay_s)
-                # the pipeline's query rewriting added explicit dates: match the question as asked
-                asked = _normalize(original_question(question))
-                if asked in normalized:
-                    return _Reply(content=normalized[asked], delay_s=delay_s)
+            reply = self._take_rule(model, user, question)
+            if reply is None:
+                reply = self._replayed(model, question)
             default = self._default
+        if reply is not None:
+            return reply
         if default is not None:
             return _Reply(content=default)
         return _Reply(status=404, code="no_scripted_answer",
                       message=f"loopback LLM: no scripted answer for model={model!r}, question={question!r}")
+
+    def _take_rule(self, model: str, user: str | None, question: str | None) -> _Reply | None:
+        """The reply of the first rule matching the request, counting one use; None when no
+        rule matches. The caller holds ``self._lock``."""
+        for entry in self._rules:
+            rule, remaining = entry
+            if not _rule_matches(rule, remaining, model, user, question):
+                continue
+            if remaining is not None:
+                entry[1] = remaining - 1
+            return _rule_reply(rule)
+        return None
+
+    def _replayed(self, model: str, question: str | None) -> _Reply | None:
+        """The model's recorded answer to the question (exact, normalized, or as asked before
+        query rewriting); None when there is none. The caller holds ``self._lock``."""
+        replay = self._replays.get(model)
+        if replay is None or question is None:
+            return None
+        exact, normalized, delay_s = replay
+        if question in exact:
+            return _Reply(content=exact[question], delay_s=delay_s)
+        norm = _normalize(question)
+        if norm in normalized:
+            return _Reply(content=normalized[norm], delay_s=delay_s)
+        # the pipeline's query rewriting added explicit dates: match the question as asked
+        asked = _normalize(original_question(question))
+        if asked in normalized:
+            return _Reply(content=normalized[asked], delay_s=delay_s)
+        return None
+
+
+def _rule_matches(rule: Rule, remaining: int | None, model: str, user: str | None,
+                  question: str | None) -> bool:
+    """Whether a rule with uses left applies to this model, user message and question."""
+    if remaining is not None and remaining <= 0:
+        return False
+    if rule.model is not None and rule.model != model:
+        return False
+    if rule.contains is not None and (user is None or rule.contains not in user):
+        return False
+    return rule.question is None or rule.question == question
+
+
+def _rule_reply(rule: Rule) -> _Reply:
+    """What a matched rule answers: a hang, a scripted HTTP error, or its response."""
+    if rule.hang:
+        return _Reply(hang=True)
+    if rule.status != 200:
+        msg = rule.response or f"scripted error (HTTP {rule.status}) from the loopback server"
+        return _Reply(status=rule.status, message=msg, delay_s=rule.delay_s)
+    return _Reply(content=rule.response, delay_s=rule.delay_s,
+                  trickle_s=float(rule.trickle_s))
 
 
 def main(argv: list[str] | None = None) -> int:
