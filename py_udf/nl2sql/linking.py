@@ -568,26 +568,48 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
     lookup = _table_lookup(schema)
     linked = Linked()
     tabs, cols = presql_links(presql, schema)
+    _link_presql_tables(linked, schema, lookup, tabs, presql_text or presql, presql_schema)
+    for t, c in cols:
+        linked.add_column(t, c, "presql")
+    pre_cols = {(t.lower(), c.lower()) for t, c in cols}
+    _link_value_columns(linked, schema, lookup, values, value_min, pre_cols)
+    for t, why in named_key_targets(schema, pre_cols, question):
+        if t not in linked.tables:
+            linked.add_table(t, why)
+    _link_similar_columns(linked, schema, lookup, similar_columns, tabs)
+    _link_fk_bridges(linked, schema, presql, tabs)
+    return linked
+
+
+def _link_presql_tables(linked: Linked, schema: Schema, lookup: dict[str, Table], tabs: list[str],
+                        presql_text: str | None, presql_schema: Schema | None) -> None:
+    """Link PreSQL's parsed tables; else the tables its tokens name; else every table of the
+    schema the PreSQL prompt showed (``presql_schema`` or ``schema``)."""
     for t in tabs:
         linked.add_table(t, "presql")
     if not tabs:
-        for t in presql_token_tables(presql_text or presql, schema):
+        for t in presql_token_tables(presql_text, schema):
             linked.add_table(t, "presql tokens")
     if not linked.tables:
         for t in (presql_schema or schema).tables:
             if t.name.lower() in lookup:
                 linked.add_table(t.name, "presql schema (no table read from PreSQL)")
-    for t, c in cols:
-        linked.add_column(t, c, "presql")
-    pre_cols = {(t.lower(), c.lower()) for t, c in cols}
+
+
+def _link_value_columns(linked: Linked, schema: Schema, lookup: dict[str, Table], values: list,
+                        value_min: float, pre_cols: set[tuple[str, str]]) -> None:
+    """Link the columns of the matched cell values that ``linking_values`` keeps."""
     for v in linking_values(schema, values, value_min, pre_cols):
         tb = lookup.get(f"{v.schema}.{v.table}".lower())
         if tb is not None:
             linked.add_column(tb.name, v.column, f"value {tb.name}.{v.column} = {v.value!r} "
                                                  f"({v.how} {v.score:.2f})")
-    for t, why in named_key_targets(schema, pre_cols, question):
-        if t not in linked.tables:
-            linked.add_table(t, why)
+
+
+def _link_similar_columns(linked: Linked, schema: Schema, lookup: dict[str, Table],
+                          similar_columns: list, tabs: list[str]) -> None:
+    """Link the columns similar to the question, except key columns whose other end PreSQL
+    reads (``key_partners``)."""
     partners = key_partners(schema)
     pre_tables = {t.lower() for t in tabs}
     for s, t, c, sim in similar_columns:
@@ -597,13 +619,17 @@ def link_schema(schema: Schema, presql: str | None, values: list, similar_column
         if partners.get((tb.name.lower(), c.lower()), set()) & pre_tables:
             continue  # a key column whose other end PreSQL reads: the question names that
         linked.add_column(tb.name, c, f"column similarity {tb.name}.{c} {sim:.2f}")
+
+
+def _link_fk_bridges(linked: Linked, schema: Schema, presql: str | None, tabs: list[str]) -> None:
+    """Link the FK bridge tables: within each group PreSQL joins (along its written joins),
+    then between all linked tables."""
     written = presql_written_joins(presql, schema)
     for group in presql_join_groups(presql, schema):
         for b, a, z in fk_bridges(group, schema, edges=written):
             linked.add_table(b, f"fk bridge {a} - {z}")
     for b, a, z in fk_bridges(list(linked.tables), schema, tabs):
         linked.add_table(b, f"fk bridge {a} - {z}")
-    return linked
 
 
 def named_key_targets(schema: Schema, presql_columns: set[tuple[str, str]],
