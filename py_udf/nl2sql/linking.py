@@ -855,16 +855,33 @@ def prune_schema(schema: Schema, scores: dict[str, float] | Callable[[], dict[st
             "budget": budget}
     if full_tokens <= budget:
         return schema, info
-    from .prompts import render_table
-
     if callable(scores):
         scores = scores()
+    order = _pruning_order(schema, scores, keep, neighbour_step)
+    base = estimate_tokens(render(Schema(tables=[], foreign_keys=[])))
+    chosen = _choose_within_budget(schema, order, budget, base)
+    sub, tokens = _drop_worst_until_fits(schema, chosen, budget, render)
+    info.update({"pruned": True, "tokens": tokens, "tables_kept": len(sub.tables)})
+    return sub, info
+
+
+def _pruning_order(schema: Schema, scores: dict[str, float], keep: list[str],
+                   neighbour_step: float) -> list[str]:
+    """Table prompt names best first: ``keep`` (those in the schema), then by
+    ``neighbour_scores`` descending, ties by name."""
     rank = neighbour_scores(schema, scores, neighbour_step)
     keep_set = [t for t in keep if t in rank]
-    order = keep_set + sorted((t for t in rank if t not in keep_set),
-                              key=lambda t: (-rank[t], t))
+    return keep_set + sorted((t for t in rank if t not in keep_set),
+                             key=lambda t: (-rank[t], t))
+
+
+def _choose_within_budget(schema: Schema, order: list[str], budget: int, base: int) -> list[str]:
+    """Add tables in ``order`` while their estimated cost keeps ``base`` plus the chosen within
+    ``budget``; a table that does not fit is skipped, and the loop ends once fewer than 25
+    tokens are left."""
+    from .prompts import render_table
+
     by_name = {t.name: t for t in schema.tables}
-    base = estimate_tokens(render(Schema(tables=[], foreign_keys=[])))
     chosen: list[str] = []
     used = base
     for name in order:
@@ -879,14 +896,20 @@ def prune_schema(schema: Schema, scores: dict[str, float] | Callable[[], dict[st
             continue
         chosen.append(name)
         used += cost
+    return chosen
+
+
+def _drop_worst_until_fits(schema: Schema, chosen: list[str], budget: int,
+                           render) -> tuple[Schema, int]:
+    """The subset of the ``chosen`` tables, dropping the last chosen while the rendered prompt
+    exceeds ``budget``; returns it with its estimated tokens. Pops from ``chosen``."""
     sub = schema.subset(set(chosen))
     tokens = estimate_tokens(render(sub))
     while tokens > budget and chosen:  # the per-table estimate was short: drop the worst
         chosen.pop()
         sub = schema.subset(set(chosen))
         tokens = estimate_tokens(render(sub))
-    info.update({"pruned": True, "tokens": tokens, "tables_kept": len(sub.tables)})
-    return sub, info
+    return sub, tokens
 
 
 def column_similarities(plpy, question_vec: list[float],
