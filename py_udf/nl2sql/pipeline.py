@@ -289,20 +289,32 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None,
     timer = StageTimer()
     run = start(plpy, question, search_path, evidence, timer, conversation)
     if leave_out is not None:
-        run.leave_out = leave_out
-        run.trace["evaluation_run"] = leave_out.run_id
-        run.trace["evaluation"] = {"run": leave_out.run_id, "verified_query": leave_out.verified_id,
-                                   "fast_path": "bypassed", "left_out": "this verified query and "
-                                   "examples of the same question or SQL"}
+        _mark_evaluation(run, leave_out)
     with timer.stage("schema_ms"):
         asked = question_stage(run)
     with timer.stage("retrieval_ms"):
         ctx = retrieve_stage(run, asked)
     with timer.stage("verified_ms"):
         answered = verified_stage(run, asked, ctx)
-    if answered:
-        timer.finish(run.trace)
-        return without_nul(run.trace)
+    if not answered:
+        _generate_and_select(run, timer, asked, ctx)
+        run.trace["embedder"] = embed_client.report()
+    timer.finish(run.trace)
+    return without_nul(run.trace)
+
+
+def _mark_evaluation(run: Run, leave_out: LeaveOut) -> None:
+    """Set the run's leave-one-out query and record the evaluation run in the trace."""
+    run.leave_out = leave_out
+    run.trace["evaluation_run"] = leave_out.run_id
+    run.trace["evaluation"] = {"run": leave_out.run_id, "verified_query": leave_out.verified_id,
+                               "fast_path": "bypassed", "left_out": "this verified query and "
+                               "examples of the same question or SQL"}
+
+
+def _generate_and_select(run: Run, timer: StageTimer, asked: Asked, ctx: Context) -> None:
+    """The stages after the fast path, each timed: PreSQL, linking, FinSQL, execution, repair,
+    the vote, and the trace (with abstention)."""
     with timer.stage("prompt_ms"):
         pre_prompt = presql_prompt_stage(run, asked, ctx)
     with timer.stage("presql_round_ms"):
@@ -321,9 +333,6 @@ def answer(plpy, question: str, search_path: str, evidence: str | None = None,
     with timer.stage("trace_ms"):
         trace_stage(run, pre, fin_replies, cands, rep, sel)
         abstain_stage(run, asked, cands, sel)
-    run.trace["embedder"] = embed_client.report()
-    timer.finish(run.trace)
-    return without_nul(run.trace)
 
 
 def without_nul(value: Any) -> Any:
