@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as C  # noqa: E402
 from nl2sql_indexer.cli import index_database  # noqa: E402
 from nl2sql_indexer.cluster import LocalCluster  # noqa: E402
+from psycopg import sql  # noqa: E402
 
 DEFAULT_DATADIR = Path("/var/tmp/nl2sql-scale-cluster")
 TABLES, TABLE_ROWS, EVENT_ROWS = 1000, 600, 10_000_000
@@ -241,7 +242,7 @@ def set_shared_buffers(cluster: LocalCluster, size: str) -> None:
     with cluster.connect() as c:
         before = c.execute("SELECT setting FROM pg_settings WHERE name = 'shared_buffers'"
                            ).fetchone()[0]
-        c.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'")
+        c.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(size)))
         c.execute("SELECT pg_reload_conf()")
         pending = c.execute("SELECT setting <> %s OR pending_restart FROM pg_settings "
                             "WHERE name = 'shared_buffers'", (before,)).fetchone()[0]

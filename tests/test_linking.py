@@ -406,25 +406,33 @@ def test_trigram_lookups_skip_long_ngrams_and_phrases_inside_an_exact_match():
     assert "Group Inc" in {texts[i] for i in fuzzy_phrases(phrases, one_word)}
 
 
-def test_string_matches_looks_up_the_longest_phrases_first(monkeypatch):
-    """string_matches: exact lookups, then the 3-word n-grams by trigrams, then only the shorter
-    phrases that a strong trigram match of the first round did not resolve."""
+def _scripted_string_matches(monkeypatch, question, phrase, value, score):
+    """Run retrieval.string_matches on ``question`` with match_values scripted: only a trigram
+    lookup that includes ``phrase`` finds something (``value`` at ``score``). Returns the
+    matches and the lookups made (("exact",) or the phrases of each trigram lookup)."""
     from nl2sql import retrieval
 
-    q = "Which events are in Macquarie Tranaction Ancestral?"
-    phrases = candidate_phrases(q)
+    phrases = candidate_phrases(question)
     texts = [p.text for p in phrases]
     calls = []
 
     def fake_match_values(plpy, phrases, *, fuzzy=(), exact=True, trgm_min=0.5, **kw):
         calls.append(("exact",) if exact else tuple(texts[i] for i in fuzzy))
-        if exact or "Macquarie Tranaction Ancestral" not in calls[-1]:
+        if exact or phrase not in calls[-1]:
             return []
-        return [ValueMatch("public", "event", "venue", "Macquarie Transaction Ancestral", 0.85,
-                           "trigram", "Macquarie Tranaction Ancestral", "question")]
+        return [ValueMatch("public", "event", "name", value, score, "trigram", phrase,
+                           "question")]
 
     monkeypatch.setattr(retrieval, "match_values", fake_match_values)
-    found = retrieval.string_matches(None, phrases, 0.5)
+    return retrieval.string_matches(None, phrases, 0.5), calls
+
+
+def test_string_matches_looks_up_the_longest_phrases_first(monkeypatch):
+    """string_matches: exact lookups, then the 3-word n-grams by trigrams, then only the shorter
+    phrases that a strong trigram match of the first round did not resolve."""
+    found, calls = _scripted_string_matches(
+        monkeypatch, "Which events are in Macquarie Tranaction Ancestral?",
+        "Macquarie Tranaction Ancestral", "Macquarie Transaction Ancestral", 0.85)
     assert [m.value for m in found] == ["Macquarie Transaction Ancestral"]
     assert calls[0] == ("exact",)
     assert set(calls[1]) == {"Macquarie Tranaction Ancestral"}    # the 3-word n-grams
@@ -452,21 +460,9 @@ def test_vector_lookups_skip_phrases_a_resolved_mention_covers_or_crosses():
 def test_string_matches_looks_up_content_ngrams_before_those_with_stop_words(monkeypatch):
     """string_matches: a 3-word n-gram without stop words goes first; once it matches strongly,
     the 3-word n-gram across its border ("category of Sprinter") is never looked up."""
-    from nl2sql import retrieval
-
-    phrases = candidate_phrases("What is the category of Sprinter Brougton Uphold?")
-    texts = [p.text for p in phrases]
-    calls = []
-
-    def fake_match_values(plpy, phrases, *, fuzzy=(), exact=True, trgm_min=0.5, **kw):
-        calls.append(("exact",) if exact else tuple(texts[i] for i in fuzzy))
-        if exact or "Sprinter Brougton Uphold" not in calls[-1]:
-            return []
-        return [ValueMatch("public", "event", "name", "Sprinter Broughton Uphold", 0.8,
-                           "trigram", "Sprinter Brougton Uphold", "question")]
-
-    monkeypatch.setattr(retrieval, "match_values", fake_match_values)
-    retrieval.string_matches(None, phrases, 0.5)
+    _, calls = _scripted_string_matches(
+        monkeypatch, "What is the category of Sprinter Brougton Uphold?",
+        "Sprinter Brougton Uphold", "Sprinter Broughton Uphold", 0.8)
     assert calls[1] == ("Sprinter Brougton Uphold",)
     assert not any("category of Sprinter" in c for c in calls)
     assert set(calls[2]) == {"category"} and len(calls) == 3
