@@ -1,6 +1,6 @@
 """Releases upgrade in place, and pg_dump / pg_restore keeps every user-owned row.
 
-- Upgrade: a database gets nl2sql 0.1.0 exactly as released (its install script, kept in
+- Upgrade: a database gets each released nl2sql (extension/releases.json: 0.1.0, 0.2.0) exactly as released (its install script, kept in
   extension/, and its Python package, taken from the release's commit with ``git archive``),
   is configured and used, then gets the current package and ``ALTER EXTENSION nl2sql UPDATE``.
   Everything configured must still be there, ``nl2sql()`` must answer, and the database's
@@ -139,10 +139,10 @@ def configure_and_use(conn, llm, prefix: str) -> None:
         assert conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()[0].lower() == sql.lower()
 
 
-def test_upgrade_from_0_1_0_keeps_everything_and_equals_a_fresh_install(cluster, llm, tmp_path):
+@pytest.mark.parametrize("prior", sorted(RELEASES))
+def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(cluster, llm, prior):
     llm.clear()
-    prior = "0.1.0"
-    assert prior in RELEASES and CURRENT != prior
+    assert CURRENT != prior
     venv = old_release_venv(prior, Path(cluster.datadir).parent / f"venv-{prior}")
     cluster.create_database("nl2sql_up", drop=True)
     with cluster.connect("nl2sql_up") as c:
@@ -170,7 +170,7 @@ def test_upgrade_from_0_1_0_keeps_everything_and_equals_a_fresh_install(cluster,
                            ).fetchone()[0] == CURRENT
     with cluster.connect("nl2sql_up") as new:
         after = user_rows(new)
-        # settings: only the changed values stay as rows (a row holding 0.1.0's default went)
+        # settings: only the changed values stay as rows (a row holding a default goes)
         assert after["setting"] == [("candidate_timeout_ms", "4000"), ("k_examples", "5")]
         settings = dict(new.execute("SELECT name, value FROM nl2sql.settings").fetchall())
         assert settings["k_examples"] == "5" and settings["send_values"] == "on"
@@ -178,8 +178,9 @@ def test_upgrade_from_0_1_0_keeps_everything_and_equals_a_fresh_install(cluster,
             assert after[name] == before[name], name
         applied = new.execute("SELECT name, applied_at_version FROM nl2sql.migration ORDER BY name"
                               ).fetchall()
-        assert applied[:2] == [("001-tables.sql", prior), ("002-safety-tables.sql", prior)]
-        assert all(v == CURRENT for _, v in applied[2:]) and len(applied) > 2
+        released = RELEASES[prior]["incremental"]
+        assert applied[:len(released)] == [(name, prior) for name in released]
+        assert all(v == CURRENT for _, v in applied[len(released):])
         assert new.execute("SELECT nl2sql(%s)", (Q1,)).fetchone()[0].lower() == SQL1.lower()
         ids = [r[0] for r in new.execute("SELECT id FROM nl2sql.query_log ORDER BY id")]
         assert len(ids) == 3 and ids[-1] > max(r[0] for r in before["query_log"])

@@ -1,2 +1,2 @@
 """nl2sql: text-to-SQL inside PostgreSQL."""
-__version__ = "0.2.0"
+__version__ = "0.3.0"
