@@ -6,13 +6,14 @@ measures it: the gold SQL and the predicted SQL are each executed as a SELECT-on
 (``bench_reader``) in a read-only transaction that is always rolled back, under a statement
 timeout; their results are compared as multisets of rows (as sequences only when the gold has a
 top-level ORDER BY), with every value normalized as the pipeline's vote normalizes it
-(``nl2sql.vote.normalize_value``: numbers as floats rounded to 6 significant digits). A
+(``nl2sql.selection.vote.normalize_value``: numbers as floats rounded to 6 significant digits). A
 prediction that errors, times out or returns more than ``max_rows`` rows is wrong.
 
 The connection passed to the scoring functions must be in autocommit mode (as
 ``LocalCluster.connect`` returns it) and idle: each execution opens and rolls back its own
 read-only transaction on it.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,8 @@ from typing import Any
 import psycopg
 from psycopg import sql as psql
 
-from nl2sql.sqlcheck import CandidateRefused, has_top_level_order
-from nl2sql.vote import normalize_value
+from nl2sql.core.sqlcheck import CandidateRefused, has_top_level_order
+from nl2sql.selection.vote import normalize_value
 from nl2sql_indexer.cluster import PG_BIN, LocalCluster, postgres_can_access
 
 READER_ROLE = "bench_reader"
@@ -41,6 +42,7 @@ FALLBACK_DATADIR = Path("/var/tmp/nl2sql-bench-cluster")
 # --------------------------------------------------------------------------------------------
 # cluster and data loading
 # --------------------------------------------------------------------------------------------
+
 
 def default_datadir() -> Path:
     """``.nl2sql/bench-cluster`` under the current directory, or /var/tmp/nl2sql-bench-cluster
@@ -65,11 +67,13 @@ _ROLE_PATTERNS = [
     re.compile(r"\bFOR\s+ROLE\s+(\"[^\"]+\"|[A-Za-z_][\w$]*)", re.I),
 ]
 _EXT_PATTERN = re.compile(
-    r"\bCREATE\s+EXTENSION\s+(?:IF\s+NOT\s+EXISTS\s+)?(\"[^\"]+\"|[A-Za-z_][\w$]*)", re.I)
+    r"\bCREATE\s+EXTENSION\s+(?:IF\s+NOT\s+EXISTS\s+)?(\"[^\"]+\"|[A-Za-z_][\w$]*)", re.I
+)
 _NOT_ROLES = {"public", "current_user", "session_user", "current_role", "default", "none"}
 # psql errors a dump load can survive: objects a fresh cluster already has or cannot have.
 _HARMLESS = [
-    re.compile(p, re.I) for p in (
+    re.compile(p, re.I)
+    for p in (
         r"role \".*\" does not exist",
         r"already exists",
         r"extension \".*\" is not available",
@@ -130,20 +134,36 @@ def load_dump(cluster: LocalCluster, dbname: str, dump: Path, recreate: bool = T
         avail = {row[0] for row in c.execute("SELECT name FROM pg_available_extensions")}
     report.extensions_missing = [e for e in exts if e not in avail]
     proc = subprocess.run(
-        [str(PG_BIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=0", "-d", cluster.dsn(dbname),
-         "-f", str(dump)],
-        capture_output=True, text=True, env={**os.environ, "PGOPTIONS": "-c client_min_messages=warning"})
+        [
+            str(PG_BIN / "psql"),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=0",
+            "-d",
+            cluster.dsn(dbname),
+            "-f",
+            str(dump),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PGOPTIONS": "-c client_min_messages=warning"},
+    )
     if proc.returncode not in (0, 3):
         raise RuntimeError(f"psql -f {dump} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     for line in proc.stderr.splitlines():
         if "ERROR:" not in line:
             continue
         msg = line.split("ERROR:", 1)[1].strip()
-        (report.harmless_errors if any(p.search(msg) for p in _HARMLESS) else report.errors).append(line.strip())
+        (report.harmless_errors if any(p.search(msg) for p in _HARMLESS) else report.errors).append(
+            line.strip()
+        )
     report.seconds = time.perf_counter() - t0
     if report.errors:
-        raise RuntimeError(f"loading {dump} into {dbname}: {len(report.errors)} error(s), first: "
-                           + " | ".join(report.errors[:5]))
+        raise RuntimeError(
+            f"loading {dump} into {dbname}: {len(report.errors)} error(s), first: "
+            + " | ".join(report.errors[:5])
+        )
     return report
 
 
@@ -155,7 +175,8 @@ def user_schemas(conn) -> dict[str, int]:
         "WHERE c.relkind IN ('r','p','v','m') AND n.nspname NOT IN ('pg_catalog','information_schema','nl2sql') "
         "AND n.nspname NOT LIKE 'pg\\_%' "
         "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e') "
-        "GROUP BY 1 ORDER BY 1").fetchall()
+        "GROUP BY 1 ORDER BY 1"
+    ).fetchall()
     return {r[0]: r[1] for r in rows}
 
 
@@ -168,15 +189,22 @@ def ensure_reader_role(conn, schemas: list[str], role: str = READER_ROLE) -> Non
         except psycopg.errors.DuplicateObject:
             pass  # created concurrently
     for s in schemas:
-        conn.execute(psql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-            psql.Identifier(s), psql.Identifier(role)))
-        conn.execute(psql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
-            psql.Identifier(s), psql.Identifier(role)))
+        conn.execute(
+            psql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                psql.Identifier(s), psql.Identifier(role)
+            )
+        )
+        conn.execute(
+            psql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                psql.Identifier(s), psql.Identifier(role)
+            )
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # execution and EX scoring
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class ExecResult:
@@ -214,12 +242,18 @@ def _hashable(v: Any) -> Any:
 
 
 def normalize_row(row: tuple) -> tuple:
-    """A result row with each value normalized like ``nl2sql.vote.normalize_value``."""
+    """A result row with each value normalized like ``nl2sql.selection.vote.normalize_value``."""
     return tuple(_hashable(v) for v in row)
 
 
-def execute_readonly(conn, sql: str, *, role: str | None = READER_ROLE,
-                     timeout_ms: int = STATEMENT_TIMEOUT_MS, max_rows: int = MAX_ROWS) -> ExecResult:
+def execute_readonly(
+    conn,
+    sql: str,
+    *,
+    role: str | None = READER_ROLE,
+    timeout_ms: int = STATEMENT_TIMEOUT_MS,
+    max_rows: int = MAX_ROWS,
+) -> ExecResult:
     """Execute ``sql`` (one statement, sent as is) as ``role`` in a read-only transaction that is
     rolled back, under ``statement_timeout``; at most ``max_rows`` rows (more is an error).
     Never raises for a failing query; raises only when the connection itself is unusable."""
@@ -234,7 +268,9 @@ def execute_readonly(conn, sql: str, *, role: str | None = READER_ROLE,
         conn.execute("BEGIN TRANSACTION READ ONLY")
         if role:
             conn.execute(psql.SQL("SET LOCAL ROLE {}").format(psql.Identifier(role)))
-        conn.execute(psql.SQL("SET LOCAL statement_timeout = {}").format(psql.Literal(int(timeout_ms))))
+        conn.execute(
+            psql.SQL("SET LOCAL statement_timeout = {}").format(psql.Literal(int(timeout_ms)))
+        )
         t0 = time.perf_counter()
         with conn.cursor() as cur:
             for row in cur.stream(sql.encode("utf-8")):  # bytes: never read as a %-template
@@ -270,9 +306,17 @@ def gold_is_ordered(gold: str) -> bool:
         return bool(re.search(r"\border\s+by\b[^)]*$", gold, re.I | re.S))
 
 
-def score(conn, gold: str, pred: str | None, *, ordered: bool | None = None,
-          role: str | None = READER_ROLE, timeout_ms: int = STATEMENT_TIMEOUT_MS,
-          max_rows: int = MAX_ROWS, cache: dict | None = None) -> Match:
+def score(
+    conn,
+    gold: str,
+    pred: str | None,
+    *,
+    ordered: bool | None = None,
+    role: str | None = READER_ROLE,
+    timeout_ms: int = STATEMENT_TIMEOUT_MS,
+    max_rows: int = MAX_ROWS,
+    cache: dict | None = None,
+) -> Match:
     """Score ``pred`` against ``gold`` by execution (see module docstring). ``cache`` (a dict)
     keeps gold results between calls. A gold that fails makes every prediction wrong (reason
     says so)."""
@@ -295,8 +339,9 @@ def score(conn, gold: str, pred: str | None, *, ordered: bool | None = None,
         return Match(True, ordered, g, p, "match")
     if ordered and results_match(g.rows, p.rows, False):
         return Match(False, ordered, g, p, "same rows, different order")
-    return Match(False, ordered, g, p,
-                 f"different result ({len(p.rows)} rows vs {len(g.rows)} in gold)")
+    return Match(
+        False, ordered, g, p, f"different result ({len(p.rows)} rows vs {len(g.rows)} in gold)"
+    )
 
 
 def execution_match(conn, gold: str, pred: str | None, **kw) -> bool:
@@ -315,6 +360,7 @@ def result_key(rows: list[tuple] | None, ordered: bool = False) -> tuple | None:
 # small reporting helpers
 # --------------------------------------------------------------------------------------------
 
+
 def setting_text(conn, key: str) -> str:
     """The effective text of nl2sql setting ``key`` (view ``nl2sql.settings``: the value a user
     set, else the declared default)."""
@@ -327,7 +373,7 @@ def setting_text(conn, key: str) -> str:
 def setting_value(conn, key: str) -> Any:
     """The effective value of nl2sql setting ``key``, typed as the declaration says (an int for
     ``value_top_k``)."""
-    from nl2sql.settings import lookup
+    from nl2sql.core.settings import lookup
 
     return lookup(key).parse(setting_text(conn, key))
 
@@ -343,5 +389,8 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     if len(values) == 1:
         return float(values[0])
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if 0 < q < 100 \
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+        if 0 < q < 100
         else float(min(values) if q <= 0 else max(values))
+    )

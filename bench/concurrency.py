@@ -22,6 +22,7 @@ Run it under scripts/dev_locked.sh (it installs this checkout into the shared ex
 The last line printed is
 ``RESULT errors=<n> p50_ms=<ms> p95_ms=<ms> max_lock_wait_ms=<ms>``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,24 +33,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import psycopg  # noqa: E402
+import psycopg
 
-import common as C  # noqa: E402
-from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
-from nl2sql_indexer.loopback import LoopbackLLM, Rule  # noqa: E402
+import common as C
+from nl2sql_indexer.demo_data import demo_sql
+from nl2sql_indexer.loopback import LoopbackLLM, Rule
 
 DB = "nl2sql_concurrency"
 ROLE = "nl2sql_bench_user"
 QUESTIONS = [
     ("How many singers do we have?", "SELECT count(*) FROM singer"),
-    ("How many concerts are there per stadium?",
-     "SELECT stadium_id, count(*) FROM concert GROUP BY stadium_id"),
-    ("What is the average age of singers from each country?",
-     "SELECT country, avg(age) FROM singer GROUP BY country"),
-    ("Which stadium has the largest capacity?",
-     "SELECT name FROM stadium ORDER BY capacity DESC LIMIT 1"),
-    ("List the names of singers who performed in a concert.",
-     "SELECT DISTINCT s.name FROM singer s JOIN singer_in_concert sc ON s.singer_id = sc.singer_id"),
+    (
+        "How many concerts are there per stadium?",
+        "SELECT stadium_id, count(*) FROM concert GROUP BY stadium_id",
+    ),
+    (
+        "What is the average age of singers from each country?",
+        "SELECT country, avg(age) FROM singer GROUP BY country",
+    ),
+    (
+        "Which stadium has the largest capacity?",
+        "SELECT name FROM stadium ORDER BY capacity DESC LIMIT 1",
+    ),
+    (
+        "List the names of singers who performed in a concert.",
+        "SELECT DISTINCT s.name FROM singer s JOIN singer_in_concert sc ON s.singer_id = sc.singer_id",
+    ),
 ]
 
 
@@ -79,21 +88,29 @@ def setup(cluster, llm: LoopbackLLM, embedder: str | None = None) -> None:
         if embedder:
             c.execute("SELECT nl2sql.set_setting('embedder', %s)", (embedder,))
         c.execute("SELECT nl2sql.reindex()")
-        c.execute("SELECT nl2sql.add_model('bench', 'bench', base_url => %s, timeout_s => 30)",
-                  (llm.base_url,))
+        c.execute(
+            "SELECT nl2sql.add_model('bench', 'bench', base_url => %s, timeout_s => 30)",
+            (llm.base_url,),
+        )
         if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone():
             c.execute(f"CREATE ROLE {ROLE} LOGIN")
         c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {ROLE}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sessions", type=int, default=16)
     ap.add_argument("--questions", type=int, default=20)
     ap.add_argument("--latency-ms", type=float, default=200.0)
     ap.add_argument("--datadir", type=Path, default=None)
-    ap.add_argument("--embedder", choices=["shared", "local"], default=None,
-                    help="set the embedder setting (default: its default, shared)")
+    ap.add_argument(
+        "--embedder",
+        choices=["shared", "local"],
+        default=None,
+        help="set the embedder setting (default: its default, shared)",
+    )
     args = ap.parse_args(argv)
 
     cluster = C.start_cluster(args.datadir)
@@ -103,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     for q, sql in QUESTIONS:
         llm.add_rule(Rule(question=q, response=sql, delay_s=args.latency_ms / 1000.0))
     setup(cluster, llm, args.embedder)
-    log(f"{args.sessions} sessions x {args.questions} questions, loopback latency "
-        f"{args.latency_ms:g} ms (scripted answers), reindex(force) looping meanwhile")
+    log(
+        f"{args.sessions} sessions x {args.questions} questions, loopback latency "
+        f"{args.latency_ms:g} ms (scripted answers), reindex(force) looping meanwhile"
+    )
 
     stop = threading.Event()
     lat_ms: list[float] = []
@@ -175,11 +194,15 @@ def main(argv: list[str] | None = None) -> int:
             while not stop.is_set():
                 t0 = time.perf_counter()
                 if write:
-                    conn.execute("UPDATE stadium SET capacity = capacity WHERE stadium_id = "
-                                 "(SELECT min(stadium_id) FROM stadium)")
+                    conn.execute(
+                        "UPDATE stadium SET capacity = capacity WHERE stadium_id = "
+                        "(SELECT min(stadium_id) FROM stadium)"
+                    )
                 else:
-                    conn.execute("SELECT count(*) FROM singer s JOIN singer_in_concert sc "
-                                 "ON s.singer_id = sc.singer_id")
+                    conn.execute(
+                        "SELECT count(*) FROM singer s JOIN singer_in_concert sc "
+                        "ON s.singer_id = sc.singer_id"
+                    )
                 with lock:
                     user_ms.append((time.perf_counter() - t0) * 1000)
                 time.sleep(0.02)
@@ -190,21 +213,28 @@ def main(argv: list[str] | None = None) -> int:
         with cluster.connect(DB) as conn:
             while not stop.is_set():
                 for pid, kind, rel, wait_ms in conn.execute(
-                        "SELECT pid, locktype, relation::regclass::text, "
-                        "EXTRACT(epoch FROM clock_timestamp() - waitstart) * 1000 "
-                        "FROM pg_locks WHERE NOT granted AND waitstart IS NOT NULL").fetchall():
+                    "SELECT pid, locktype, relation::regclass::text, "
+                    "EXTRACT(epoch FROM clock_timestamp() - waitstart) * 1000 "
+                    "FROM pg_locks WHERE NOT granted AND waitstart IS NOT NULL"
+                ).fetchall():
                     key = (pid, kind, rel)
                     waits[key] = max(waits.get(key, 0.0), float(wait_ms or 0.0))
                 time.sleep(0.02)
 
-    bg = [threading.Thread(target=reindexer), threading.Thread(target=user_workload, args=(False,)),
-          threading.Thread(target=user_workload, args=(True,)), threading.Thread(target=monitor)]
+    bg = [
+        threading.Thread(target=reindexer),
+        threading.Thread(target=user_workload, args=(False,)),
+        threading.Thread(target=user_workload, args=(True,)),
+        threading.Thread(target=monitor),
+    ]
     workers = [threading.Thread(target=session, args=(i,)) for i in range(args.sessions)]
     for t in workers:
         t.start()
     started.wait()  # every session has warmed up (embedding model loaded in its backend)
-    log(f"warm-up (first call per session, loads the embedding model): "
-        f"p50 {C.percentile(warmup_ms, 50):.0f} ms, max {max(warmup_ms):.0f} ms")
+    log(
+        f"warm-up (first call per session, loads the embedding model): "
+        f"p50 {C.percentile(warmup_ms, 50):.0f} ms, max {max(warmup_ms):.0f} ms"
+    )
     for t in bg:
         t.start()
     t_run = time.perf_counter()
@@ -225,16 +255,26 @@ def main(argv: list[str] | None = None) -> int:
     log(f"calls: {len(lat_ms)} in {wall:.1f} s ({len(lat_ms) / wall:.1f}/s); errors: {len(errors)}")
     for e in errors[:10]:
         log(f"  error: {e}")
-    log(f"nl2sql() latency: p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {max(lat_ms, default=0):.0f} ms "
-        f"(two model calls of {args.latency_ms:g} ms each per question)")
-    log(f"reindex(force) passes completed during the run: {reindex_runs[0]} (the last one "
+    log(
+        f"nl2sql() latency: p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {max(lat_ms, default=0):.0f} ms "
+        f"(two model calls of {args.latency_ms:g} ms each per question)"
+    )
+    log(
+        f"reindex(force) passes completed during the run: {reindex_runs[0]} (the last one "
         f"in progress was cancelled at the end)"
-        + (f", p50 {C.percentile(reindex_ms, 50):.0f} ms" if reindex_ms else ""))
+        + (f", p50 {C.percentile(reindex_ms, 50):.0f} ms" if reindex_ms else "")
+    )
     log(f"user-table statements: {len(user_ms)}, slowest {max(user_ms, default=0):.1f} ms")
-    log(f"lock waits seen: {len(waits)}" + "".join(
-        f"\n  pid {k[0]} {k[1]} {k[2] or ''}: {v:.0f} ms" for k, v in sorted(
-            waits.items(), key=lambda kv: -kv[1])[:10]))
-    log(f"RESULT errors={len(errors)} p50_ms={p50:.0f} p95_ms={p95:.0f} max_lock_wait_ms={max_wait:.0f}")
+    log(
+        f"lock waits seen: {len(waits)}"
+        + "".join(
+            f"\n  pid {k[0]} {k[1]} {k[2] or ''}: {v:.0f} ms"
+            for k, v in sorted(waits.items(), key=lambda kv: -kv[1])[:10]
+        )
+    )
+    log(
+        f"RESULT errors={len(errors)} p50_ms={p50:.0f} p95_ms={p95:.0f} max_lock_wait_ms={max_wait:.0f}"
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ Prints the median per command for both and the difference, and ends with
 
 Run it under ``scripts/dev_locked.sh`` (it uses the bench cluster of bench/common.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_udf"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "indexer"))
 
-import common as C  # noqa: E402
+import common as C
 
 DB = "nl2sql_bench_ddl"
 TRIGGERS = ("nl2sql_ddl_command_end", "nl2sql_ddl_sql_drop")
@@ -32,24 +33,29 @@ def setup(conn, n: int) -> None:
     """The tables t0..t{n-1}, the extension, one reindex."""
     for i in range(n):
         ref = f", prev int REFERENCES t{i - 1} (id)" if i else ", prev int"
-        conn.execute(f"CREATE TABLE t{i} (id int PRIMARY KEY, name text, kind text, "
-                     f"amount numeric{ref})")
-        conn.execute(f"INSERT INTO t{i} SELECT g, 'name ' || g, 'kind ' || (g % 3), g, NULL "
-                     f"FROM generate_series(1, 5) g")
+        conn.execute(
+            f"CREATE TABLE t{i} (id int PRIMARY KEY, name text, kind text, amount numeric{ref})"
+        )
+        conn.execute(
+            f"INSERT INTO t{i} SELECT g, 'name ' || g, 'kind ' || (g % 3), g, NULL "
+            f"FROM generate_series(1, 5) g"
+        )
     conn.execute("CREATE EXTENSION nl2sql CASCADE")
     conn.execute("SELECT nl2sql.reindex()")
 
 
 def commands(i: int) -> list[str]:
     """The DDL commands timed on table t{i}, leaving it as it was."""
-    return [f"ALTER TABLE t{i} RENAME COLUMN kind TO category",
-            f"ALTER TABLE t{i} RENAME COLUMN category TO kind",
-            f"ALTER TABLE t{i} RENAME TO t{i}_renamed",
-            f"ALTER TABLE t{i}_renamed RENAME TO t{i}",
-            f"ALTER TABLE t{i} ADD COLUMN note text",
-            f"ALTER TABLE t{i} DROP COLUMN note",
-            f"CREATE TABLE extra{i} (x int, y text)",
-            f"DROP TABLE extra{i}"]
+    return [
+        f"ALTER TABLE t{i} RENAME COLUMN kind TO category",
+        f"ALTER TABLE t{i} RENAME COLUMN category TO kind",
+        f"ALTER TABLE t{i} RENAME TO t{i}_renamed",
+        f"ALTER TABLE t{i}_renamed RENAME TO t{i}",
+        f"ALTER TABLE t{i} ADD COLUMN note text",
+        f"ALTER TABLE t{i} DROP COLUMN note",
+        f"CREATE TABLE extra{i} (x int, y text)",
+        f"DROP TABLE extra{i}",
+    ]
 
 
 def timed(conn, n: int) -> list[float]:
@@ -84,11 +90,15 @@ def main() -> None:
         for t in TRIGGERS:
             conn.execute(f"ALTER EVENT TRIGGER {t} ENABLE")
     p_on, p_off = statistics.median(on), statistics.median(off)
-    print(f"{len(on)} DDL commands with the triggers: p50 {p_on:.2f} ms, "
-          f"p95 {statistics.quantiles(on, n=20)[18]:.2f} ms; queue rows {queued}; "
-          f"schema_column rows afterwards {kept} (of {args.tables * 5})")
-    print(f"{len(off)} DDL commands without: p50 {p_off:.2f} ms, "
-          f"p95 {statistics.quantiles(off, n=20)[18]:.2f} ms")
+    print(
+        f"{len(on)} DDL commands with the triggers: p50 {p_on:.2f} ms, "
+        f"p95 {statistics.quantiles(on, n=20)[18]:.2f} ms; queue rows {queued}; "
+        f"schema_column rows afterwards {kept} (of {args.tables * 5})"
+    )
+    print(
+        f"{len(off)} DDL commands without: p50 {p_off:.2f} ms, "
+        f"p95 {statistics.quantiles(off, n=20)[18]:.2f} ms"
+    )
     print(f"RESULT ddl_ms_p50={p_on:.2f} ddl_overhead_ms_p50={p_on - p_off:.2f} queued={queued}")
 
 

@@ -21,6 +21,7 @@ learned vote over the cleaned predictions; no pipeline): a quick look before a r
 Usage: python bench/learn.py --data DIR [--models sqlite] [--first dail-sql-gpt4] [--dbs a,b]
 Last line: ``RESULT ex_learned_offline=<pct> ex_majority_offline=<pct>``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,10 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common as C  # noqa: E402
-
-from nl2sql.hardness import hardness  # noqa: E402
-from nl2sql.reliability import learn, weighted_choice  # noqa: E402
+import common as C
+from nl2sql.selection.hardness import hardness
+from nl2sql.selection.reliability import learn, weighted_choice
 
 DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".nl2sql" / "learn-cache"
 
@@ -43,7 +43,7 @@ def databases(data: Path) -> list[str]:
     """Names of the databases of ``data`` that have both questions and a dump."""
     out = []
     for q in sorted(data.glob("bird_minidev_*.jsonl")):
-        db = q.name[len("bird_minidev_"):-len(".jsonl")]
+        db = q.name[len("bird_minidev_") : -len(".jsonl")]
         if (data / "pg_dumps" / f"{db}.sql").exists():
             out.append(db)
     return out
@@ -52,19 +52,26 @@ def databases(data: Path) -> list[str]:
 def _cache_file(cache: Path, data: Path, db: str, models: list[dict]) -> Path:
     q = data / f"bird_minidev_{db}.jsonl"
     st = q.stat()
-    key = json.dumps([str(q.resolve()), st.st_size, int(st.st_mtime),
-                      [(m["name"], m["dialect"]) for m in models]])
+    key = json.dumps(
+        [
+            str(q.resolve()),
+            st.st_size,
+            int(st.st_mtime),
+            [(m["name"], m["dialect"]) for m in models],
+        ]
+    )
     return cache / f"{db}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
 
 
-def judged_questions(cluster, data: Path, db: str, models: list[dict], cache: Path = DEFAULT_CACHE,
-                     log=print) -> list[dict]:
+def judged_questions(
+    cluster, data: Path, db: str, models: list[dict], cache: Path = DEFAULT_CACHE, log=print
+) -> list[dict]:
     """Judged questions of database ``db`` of ``data`` (module docstring), cached.
 
     ``models``: replay.py's model list (``name``, ``dialect``, ``key``), the PreSQL writer
     first. Loads the dump into ``cluster`` as database ``learn_<db>`` when not cached.
     """
-    import replay as R  # noqa: PLC0415 - replay imports this module too
+    import replay as R
 
     cf = _cache_file(cache, data, db, models)
     if cf.exists():
@@ -94,8 +101,13 @@ def judged_questions(cluster, data: Path, db: str, models: list[dict], cache: Pa
             key = C.result_key(s.pred.rows, ordered)
             group = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
             cands.append({"model": m["name"], "group": group, "right": bool(s.match)})
-        out.append({"question_id": r.get("question_id"),
-                    "level": hardness(first) if first else None, "candidates": cands})
+        out.append(
+            {
+                "question_id": r.get("question_id"),
+                "level": hardness(first) if first else None,
+                "candidates": cands,
+            }
+        )
     conn.close()
     cache.mkdir(parents=True, exist_ok=True)
     cf.write_text(json.dumps(out))
@@ -104,10 +116,11 @@ def judged_questions(cluster, data: Path, db: str, models: list[dict], cache: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    import replay as R  # noqa: PLC0415
+    import replay as R
 
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--models", choices=["pg", "sqlite", "all"], default="sqlite")
     ap.add_argument("--first", default=None)
@@ -129,10 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         l_ok = sum(weighted_choice(q, rel) for q in judged[db])
         m_ok = sum(weighted_choice(q, plain) for q in judged[db])
         n = len(judged[db])
-        print(f"{db}: {n} questions; learned on the other {len(dbs) - 1}: "
-              f"{C.pct(l_ok, n):.1f}%  plain majority {C.pct(m_ok, n):.1f}%")
+        print(
+            f"{db}: {n} questions; learned on the other {len(dbs) - 1}: "
+            f"{C.pct(l_ok, n):.1f}%  plain majority {C.pct(m_ok, n):.1f}%"
+        )
         tot, n_l, n_m = tot + n, n_l + l_ok, n_m + m_ok
-    print(f"RESULT ex_learned_offline={C.pct(n_l, tot):.1f} ex_majority_offline={C.pct(n_m, tot):.1f}")
+    print(
+        f"RESULT ex_learned_offline={C.pct(n_l, tot):.1f} ex_majority_offline={C.pct(n_m, tot):.1f}"
+    )
     return 0
 
 

@@ -18,6 +18,7 @@ Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero|all
        [--limit N] [--datadir DIR]
 Last line: ``RESULT r_e=<0..1> r_s=<0..1> tables_linked=<mean> tables_gold=<mean> column_recall=<0..1>``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common as C  # noqa: E402
-
-from nl2sql.cleaning import clean  # noqa: E402
-from nl2sql.linking import presql_links  # noqa: E402
-from nl2sql.settings import SETTINGS  # noqa: E402
-from nl2sql.types import Column, Schema, Table  # noqa: E402
+import common as C
+from nl2sql.core.settings import SETTINGS
+from nl2sql.core.types import Column, Schema, Table
+from nl2sql.generation.cleaning import clean
+from nl2sql.retrieval.linking import presql_links
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data"
 
@@ -47,38 +47,61 @@ def schema_of(conn, schemas: list[str]) -> Schema:
     """Tables and columns of ``schemas`` (bare names; one schema per database here)."""
     rows = conn.execute(
         "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = ANY(%s) ORDER BY 1, 2, ordinal_position", (schemas,)).fetchall()
+        "WHERE table_schema = ANY(%s) ORDER BY 1, 2, ordinal_position",
+        (schemas,),
+    ).fetchall()
     tables: dict[tuple[str, str], Table] = {}
     for s, t, c, ty in rows:
         tables.setdefault((s, t), Table(name=t, schema=s, table=t, columns=[])).columns.append(
-            Column(name=c, data_type=ty))
+            Column(name=c, data_type=ty)
+        )
     return Schema(tables=list(tables.values()))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--db", default="superhero",
-                    help="database, or all: every bird_minidev_<db>.jsonl in --data")
-    ap.add_argument("--model", default="gpt-4",
-                    help="whose recorded SQL is the PreSQL: a PostgreSQL-dialect model "
-                         "(predictions) or a SQLite-dialect one (predictions_sqlite, transpiled "
-                         "as the pipeline cleans a sqlite model's PreSQL)")
+    ap.add_argument(
+        "--db",
+        default="superhero",
+        help="database, or all: every bird_minidev_<db>.jsonl in --data",
+    )
+    ap.add_argument(
+        "--model",
+        default="gpt-4",
+        help="whose recorded SQL is the PreSQL: a PostgreSQL-dialect model "
+        "(predictions) or a SQLite-dialect one (predictions_sqlite, transpiled "
+        "as the pipeline cleans a sqlite model's PreSQL)",
+    )
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--datadir", type=Path, default=None)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="nl2sql setting for this run (repeatable), e.g. link_column_min=0.7")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="nl2sql setting for this run (repeatable), e.g. link_column_min=0.7",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
     args = ap.parse_args(argv)
     if args.db == "all":
-        dbs = sorted(p.name[len("bird_minidev_"):-len(".jsonl")] for p in args.data.glob("bird_minidev_*.jsonl")
-                     if (args.data / "pg_dumps" / (p.name[len("bird_minidev_"):-len(".jsonl")] + ".sql")).exists())
+        dbs = sorted(
+            p.name[len("bird_minidev_") : -len(".jsonl")]
+            for p in args.data.glob("bird_minidev_*.jsonl")
+            if (
+                args.data / "pg_dumps" / (p.name[len("bird_minidev_") : -len(".jsonl")] + ".sql")
+            ).exists()
+        )
     else:
         dbs = [args.db]
     for db in dbs:
         if not (args.data / f"bird_minidev_{db}.jsonl").exists():
-            ap.error(f"{args.data / f'bird_minidev_{db}.jsonl'} not found: this bench needs a real "
-                     "model's recorded SQL per question")
+            ap.error(
+                f"{args.data / f'bird_minidev_{db}.jsonl'} not found: this bench needs a real "
+                "model's recorded SQL per question"
+            )
     if not dbs:
         ap.error(f"no bird_minidev_<db>.jsonl with a pg_dumps/<db>.sql in {args.data}")
     cluster = C.start_cluster(args.datadir)
@@ -90,12 +113,16 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(str(e))
     if len(runs) > 1:
         log("")
-        log(f"{'database':<24} {'n':>4} {'R_e':>6} {'R_s':>6} {'linked':>7} {'gold':>6} {'pre R_s':>8} {'pre n':>6}")
+        log(
+            f"{'database':<24} {'n':>4} {'R_e':>6} {'R_s':>6} {'linked':>7} {'gold':>6} {'pre R_s':>8} {'pre n':>6}"
+        )
         for r in runs:
             a = r["agg"]
-            log(f"{r['db']:<24} {len(a['eq']):>4} {statistics.mean(a['eq']):>6.3f} {statistics.mean(a['sub']):>6.3f} "
+            log(
+                f"{r['db']:<24} {len(a['eq']):>4} {statistics.mean(a['eq']):>6.3f} {statistics.mean(a['sub']):>6.3f} "
                 f"{statistics.mean(a['n_linked']):>7.2f} {statistics.mean(a['n_gold']):>6.2f} "
-                f"{statistics.mean(a['pre_sub']):>8.3f} {statistics.mean(a['pre_n']):>6.2f}")
+                f"{statistics.mean(a['pre_sub']):>8.3f} {statistics.mean(a['pre_n']):>6.2f}"
+            )
         log(f"=== all {len(runs)} databases ===")
     agg = {k: [x for r in runs for x in r["agg"][k]] for k in runs[0]["agg"]}
     col = {k: sum(r["col"][k] for r in runs) for k in runs[0]["col"]}
@@ -109,22 +136,28 @@ def main(argv: list[str] | None = None) -> int:
     mean = statistics.mean
     r_e, r_s = mean(agg["eq"]), mean(agg["sub"])
     tl, tg = mean(agg["n_linked"]), mean(agg["n_gold"])
-    colrec = col['hit'] / col['total'] if col['total'] else 0.0
-    log(f"PreSQL tables alone (PET-SQL linking, reference): R_e {mean(agg['pre_eq']):.3f} "
+    colrec = col["hit"] / col["total"] if col["total"] else 0.0
+    log(
+        f"PreSQL tables alone (PET-SQL linking, reference): R_e {mean(agg['pre_eq']):.3f} "
         f"R_s {mean(agg['pre_sub']):.3f} tables {mean(agg['pre_n']):.2f}; column recall "
-        f"{col['pre'] / col['total'] if col['total'] else 0:.3f}")
-    log(f"nl2sql linking (PreSQL ∪ values ∪ similar columns ∪ FK bridges): R_e {r_e:.3f} "
+        f"{col['pre'] / col['total'] if col['total'] else 0:.3f}"
+    )
+    log(
+        f"nl2sql linking (PreSQL ∪ values ∪ similar columns ∪ FK bridges): R_e {r_e:.3f} "
         f"R_s {r_s:.3f} tables linked {tl:.2f} vs gold {tg:.2f} (goal: R_s >= 0.98, linked <= "
         f"{tg + 0.3:.2f}); column recall {colrec:.3f} (strict, linked columns only: "
-        f"{col['strict'] / col['total'] if col['total'] else 0:.3f}) over {col['total']} gold columns")
+        f"{col['strict'] / col['total'] if col['total'] else 0:.3f}) over {col['total']} gold columns"
+    )
     log("link reasons (table links): " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
     log(f"retrieval ms p50 {C.percentile(ms, 50):.0f}, p90 {C.percentile(ms, 90):.0f}")
     for qid, g, lk, why in misses:
         log(f"   q{qid}: gold {g} linked {lk} why {json.dumps(why)[:300]}")
     if args.json:
         args.json.write_text(json.dumps(details, indent=1, default=str))
-    log(f"RESULT r_e={r_e:.3f} r_s={r_s:.3f} tables_linked={tl:.2f} tables_gold={tg:.2f} "
-        f"column_recall={colrec:.3f}")
+    log(
+        f"RESULT r_e={r_e:.3f} r_s={r_s:.3f} tables_linked={tl:.2f} tables_gold={tg:.2f} "
+        f"column_recall={colrec:.3f}"
+    )
     return 0
 
 
@@ -166,7 +199,7 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
     qfile = args.data / f"bird_minidev_{db}.jsonl"
     rows = [json.loads(x) for x in qfile.read_text().splitlines() if x.strip()]
     rows = [r for r in rows if r.get("gold_ok", True) is not False]
-    rows = rows[:args.limit] if args.limit else rows
+    rows = rows[: args.limit] if args.limit else rows
     dialect = model_dialect(rows, args.model)
     if dialect is None:
         raise LookupError(f"no predictions of model {args.model!r} in {qfile}")
@@ -181,10 +214,15 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
     conn.execute("SET search_path TO " + ", ".join(f'"{s}"' for s in schemas) + ", public")
     t0 = time.perf_counter()
     conn.execute("SELECT nl2sql.reindex()")
-    settings = {s.name: C.setting_text(conn, s.name) for s in SETTINGS
-                if s.name.startswith(("link", "value"))}
-    log(f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model} ({dialect}); dump "
-        f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}")
+    settings = {
+        s.name: C.setting_text(conn, s.name)
+        for s in SETTINGS
+        if s.name.startswith(("link", "value"))
+    }
+    log(
+        f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model} ({dialect}); dump "
+        f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}"
+    )
     schema = schema_of(conn, schemas)
     all_tables = {t.name for t in schema.tables}
 
@@ -199,11 +237,21 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
         presql = presql_text(r, args.model, dialect)
         gold_tabs, gold_cols = presql_links(r["gold_sql"], schema)
         gold = set(gold_tabs)
-        res = conn.execute("SELECT nl2sql.retrieve(%s, %s, %s)",
-                           (r["question"], r.get("evidence") or None, presql or None)).fetchone()[0]
+        res = conn.execute(
+            "SELECT nl2sql.retrieve(%s, %s, %s)",
+            (r["question"], r.get("evidence") or None, presql or None),
+        ).fetchone()[0]
         ms.append(float(res["timings"]["retrieval_ms"]))
-        details.append({"db": db, "question_id": r["question_id"], "gold_tables": sorted(gold),
-                        "gold_columns": gold_cols, "presql": presql, "retrieve": res})
+        details.append(
+            {
+                "db": db,
+                "question_id": r["question_id"],
+                "gold_tables": sorted(gold),
+                "gold_columns": gold_cols,
+                "presql": presql,
+                "retrieve": res,
+            }
+        )
         linked = set(res.get("linked_tables") or []) or set(all_tables)  # pipeline's fallback
         linked_cols = {tuple(c.split(".", 1)) for c in res.get("linked_columns") or []}
         pre_tabs, pre_cols = presql_links(presql, schema)
@@ -221,17 +269,32 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
             col["hit"] += (t, c) in linked_cols or t in linked
             col["strict"] += (t, c) in linked_cols
             col["pre"] += t in pre
-        for t, why in ((res.get("linking") or {}).get("why") or {}).items():
+        for why in ((res.get("linking") or {}).get("why") or {}).values():
             for w in why:
-                kind = w.split(" ")[0] + (" " + w.split(" ")[1] if w.startswith(("fk", "column")) else "")
+                kind = w.split(" ")[0] + (
+                    " " + w.split(" ")[1] if w.startswith(("fk", "column")) else ""
+                )
                 reasons[kind] = reasons.get(kind, 0) + 1
         if not gold <= linked or len(linked) > len(gold) + 1:
-            misses.append((r["question_id"], sorted(gold), sorted(linked),
-                           (res.get("linking") or {}).get("why")))
+            misses.append(
+                (
+                    r["question_id"],
+                    sorted(gold),
+                    sorted(linked),
+                    (res.get("linking") or {}).get("why"),
+                )
+            )
 
     conn.close()
-    return {"db": db, "agg": agg, "col": col, "reasons": reasons, "ms": ms, "misses": misses,
-            "details": details}
+    return {
+        "db": db,
+        "agg": agg,
+        "col": col,
+        "reasons": reasons,
+        "ms": ms,
+        "misses": misses,
+        "details": details,
+    }
 
 
 if __name__ == "__main__":

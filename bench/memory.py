@@ -34,6 +34,7 @@ The last line printed is
 ``RESULT rss_mb_p50=<VmRSS after the first question> rss_added_mb_p50=<MB>
 cold_start_ms_p50=<ms> embedder=<shared|local>``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common as C  # noqa: E402
-from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql  # noqa: E402
-from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
+import common as C
+from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql
+from nl2sql_indexer.loopback import LoopbackLLM
 
 DB = "nl2sql_memory"
 ROLE = "nl2sql_bench_user"
@@ -84,8 +85,10 @@ def setup(cluster, llm: LoopbackLLM, embedder: str | None) -> str:
         if embedder and has:
             c.execute("SELECT nl2sql.set_setting('embedder', %s)", (embedder,))
         c.execute("SELECT nl2sql.reindex()")
-        c.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, timeout_s => 30)",
-                  (MODEL, MODEL, llm.base_url))
+        c.execute(
+            "SELECT nl2sql.add_model(%s, %s, base_url => %s, timeout_s => 30)",
+            (MODEL, MODEL, llm.base_url),
+        )
         if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone():
             c.execute(f"CREATE ROLE {ROLE} LOGIN")
         c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {ROLE}")
@@ -120,8 +123,16 @@ def one_backend(cluster, i: int) -> dict:
         t0 = time.perf_counter()
         conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()
         warm.append((time.perf_counter() - t0) * 1000)
-    return {"conn": conn, "pid": pid, "ok": bool(sql), "before": before, "after": after,
-            "first_ms": first, "warm_ms": min(warm), "overhead_ms": first - min(warm)}
+    return {
+        "conn": conn,
+        "pid": pid,
+        "ok": bool(sql),
+        "before": before,
+        "after": after,
+        "first_ms": first,
+        "warm_ms": min(warm),
+        "overhead_ms": first - min(warm),
+    }
 
 
 _STEP = """
@@ -168,7 +179,7 @@ def breakdown(cluster, i: int) -> None:
         pid = conn.info.backend_pid
         conn.execute("SELECT 1")
         t0 = time.perf_counter()
-        conn.execute("SELECT nl2sql._boot()")    # the venv on sys.path (every entry point's)
+        conn.execute("SELECT nl2sql._boot()")  # the venv on sys.path (every entry point's)
         boot = (time.perf_counter() - t0) * 1000
         imp = _step(conn, ["nl2sql.udf"])
         r0 = proc_status(pid).get("VmRSS", 0.0)
@@ -176,7 +187,7 @@ def breakdown(cluster, i: int) -> None:
         conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()
         first = (time.perf_counter() - t0) * 1000
         r1 = proc_status(pid).get("VmRSS", 0.0)
-        during = _step(conn, [])["new"]   # what the first question imported
+        during = _step(conn, [])["new"]  # what the first question imported
         warm = []
         for _ in range(2):
             t0 = time.perf_counter()
@@ -184,38 +195,55 @@ def breakdown(cluster, i: int) -> None:
             warm.append((time.perf_counter() - t0) * 1000)
         oa = _step(conn, ["openai"])
         mods = [m for m in oa["new"] if m.split(".")[0] == "openai"]
-    log(f"breakdown (backend {pid}, as superuser): nl2sql._boot() {boot:.0f} ms; "
+    log(
+        f"breakdown (backend {pid}, as superuser): nl2sql._boot() {boot:.0f} ms; "
         f"import nl2sql.udf {imp['ms']:.0f} ms "
         f"+{imp['mb']:.1f} MB; first question after it {first:.0f} ms +{r1 - r0:.1f} MB vs "
         f"warm {min(warm):.0f} ms (first-call work {first - min(warm):.0f} ms); then import "
         f"openai {oa['ms']:.0f} ms +{oa['mb']:.1f} MB "
         f"({len(mods)} openai modules new: "
-        f"{'not imported by the question' if mods else 'the question had imported it'})")
+        f"{'not imported by the question' if mods else 'the question had imported it'})"
+    )
     tops: dict[str, int] = {}
     for m in during:
         tops[m.split(".")[0]] = tops.get(m.split(".")[0], 0) + 1
-    log("  modules the first question imported (package: count): "
-        + ", ".join(f"{k}: {v}" for k, v in sorted(tops.items(), key=lambda kv: -kv[1])))
+    log(
+        "  modules the first question imported (package: count): "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(tops.items(), key=lambda kv: -kv[1]))
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--backends", type=int, default=8)
-    ap.add_argument("--embedder", choices=["shared", "local"], default=None,
-                    help="set the embedder setting first (default: leave it as it is)")
+    ap.add_argument(
+        "--embedder",
+        choices=["shared", "local"],
+        default=None,
+        help="set the embedder setting first (default: leave it as it is)",
+    )
     ap.add_argument("--datadir", type=Path, default=None)
-    ap.add_argument("--breakdown", action="store_true",
-                    help="then time, in one more new backend, importing nl2sql.udf, the first "
-                         "question without it, and importing openai")
-    ap.add_argument("--fresh-embedder", action="store_true",
-                    help="stop the running embedding process first, so that the first backend "
-                         "starts it (its cost is shown apart)")
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="then time, in one more new backend, importing nl2sql.udf, the first "
+        "question without it, and importing openai",
+    )
+    ap.add_argument(
+        "--fresh-embedder",
+        action="store_true",
+        help="stop the running embedding process first, so that the first backend "
+        "starts it (its cost is shown apart)",
+    )
     args = ap.parse_args(argv)
 
     cluster = C.start_cluster(args.datadir)
-    log(f"cluster {cluster.datadir} port {cluster.port}; {os.cpu_count()} cores, load "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min)")
+    log(
+        f"cluster {cluster.datadir} port {cluster.port}; {os.cpu_count()} cores, load "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min)"
+    )
     llm = LoopbackLLM().start()
     llm.set_replay(MODEL, dict(DEMO_QUESTIONS))
     try:
@@ -227,12 +255,18 @@ def main(argv: list[str] | None = None) -> int:
             while proc_status(spid).get("VmRSS") and time.monotonic() < deadline:
                 time.sleep(0.05)
         spid, _ = service_rss(cluster)
-        log(f"embedder setting: {embedder}; embedding process "
-            f"{'running, pid ' + str(spid) if spid and proc_status(spid) else 'not running'}")
-        log(f"{args.backends} new backends, one after the other, each asking one question "
-            f"(scripted loopback answers, no model latency)")
-        log(f"{'#':>3} {'pid':>7} {'rss0':>7} {'rss1':>7} {'added':>7} {'anon1':>7} {'hwm':>7} "
-            f"{'first':>8} {'warm':>7} {'overhead':>8}  (MB; ms)")
+        log(
+            f"embedder setting: {embedder}; embedding process "
+            f"{'running, pid ' + str(spid) if spid and proc_status(spid) else 'not running'}"
+        )
+        log(
+            f"{args.backends} new backends, one after the other, each asking one question "
+            f"(scripted loopback answers, no model latency)"
+        )
+        log(
+            f"{'#':>3} {'pid':>7} {'rss0':>7} {'rss1':>7} {'added':>7} {'anon1':>7} {'hwm':>7} "
+            f"{'first':>8} {'warm':>7} {'overhead':>8}  (MB; ms)"
+        )
         rows = []
         for i in range(args.backends):
             had_service = bool(service_rss(cluster)[1])
@@ -240,21 +274,27 @@ def main(argv: list[str] | None = None) -> int:
             r["started_service"] = embedder == "shared" and not had_service
             rows.append(r)
             b, a = r["before"], r["after"]
-            log(f"{i:>3} {r['pid']:>7} {b.get('VmRSS', 0):7.1f} {a.get('VmRSS', 0):7.1f} "
+            log(
+                f"{i:>3} {r['pid']:>7} {b.get('VmRSS', 0):7.1f} {a.get('VmRSS', 0):7.1f} "
                 f"{a.get('VmRSS', 0) - b.get('VmRSS', 0):7.1f} {a.get('RssAnon', 0):7.1f} "
                 f"{a.get('VmHWM', 0):7.1f} {r['first_ms']:8.0f} {r['warm_ms']:7.0f} "
-                f"{r['overhead_ms']:8.0f}" + ("  (started the embedding process)"
-                                               if r["started_service"] else "")
-                + ("" if r["ok"] else "  NO SQL"))
+                f"{r['overhead_ms']:8.0f}"
+                + ("  (started the embedding process)" if r["started_service"] else "")
+                + ("" if r["ok"] else "  NO SQL")
+            )
         spid, srss = service_rss(cluster)
         if srss:
-            log(f"embedding process pid {spid}: VmRSS {srss['VmRSS']:.1f} MB, VmHWM "
-                f"{srss['VmHWM']:.1f} MB (one per server)")
+            log(
+                f"embedding process pid {spid}: VmRSS {srss['VmRSS']:.1f} MB, VmHWM "
+                f"{srss['VmHWM']:.1f} MB (one per server)"
+            )
         counted = [r for r in rows if not r["started_service"]] or rows
         for r in rows:
             if r["started_service"]:
-                log(f"service start: the backend that started the embedding process paid "
-                    f"{r['overhead_ms']:.0f} ms of overhead (not in the p50 figures)")
+                log(
+                    f"service start: the backend that started the embedding process paid "
+                    f"{r['overhead_ms']:.0f} ms of overhead (not in the p50 figures)"
+                )
         rss = [r["after"].get("VmRSS", 0.0) for r in counted]
         added = [r["after"].get("VmRSS", 0.0) - r["before"].get("VmRSS", 0.0) for r in counted]
         anon = [r["after"].get("RssAnon", 0.0) for r in counted]
@@ -262,22 +302,28 @@ def main(argv: list[str] | None = None) -> int:
         first = [r["first_ms"] for r in counted]
         errors = sum(not r["ok"] for r in rows)
         total = sum(r["after"].get("VmRSS", 0.0) for r in rows) + srss.get("VmRSS", 0.0)
-        log(f"p50 over {len(counted)} backends: VmRSS after the first question "
+        log(
+            f"p50 over {len(counted)} backends: VmRSS after the first question "
             f"{C.percentile(rss, 50):.1f} MB (RssAnon {C.percentile(anon, 50):.1f} MB), added "
             f"{C.percentile(added, 50):.1f} MB; first question {C.percentile(first, 50):.0f} ms, "
-            f"overhead {C.percentile(cold, 50):.0f} ms (max {max(cold):.0f})")
-        log(f"all {len(rows)} backends + embedding process: {total:.0f} MB VmRSS; "
+            f"overhead {C.percentile(cold, 50):.0f} ms (max {max(cold):.0f})"
+        )
+        log(
+            f"all {len(rows)} backends + embedding process: {total:.0f} MB VmRSS; "
             f"questions without SQL: {errors}; load now "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
         for r in rows:
             r["conn"].close()
         if args.breakdown:
             breakdown(cluster, args.backends)
     finally:
         llm.stop()
-    log(f"RESULT rss_mb_p50={C.percentile(rss, 50):.1f} rss_added_mb_p50="
+    log(
+        f"RESULT rss_mb_p50={C.percentile(rss, 50):.1f} rss_added_mb_p50="
         f"{C.percentile(added, 50):.1f} cold_start_ms_p50={C.percentile(cold, 50):.0f} "
-        f"embedder={embedder}")
+        f"embedder={embedder}"
+    )
     return 0
 
 

@@ -18,6 +18,7 @@ Each miss is classed by what stood between the vote and a right candidate:
 Usage: python bench/misses.py REPLAY_JSON [REPLAY_JSON ...] [--config recommended] [--quiet]
 Last line: ``RESULT misses=<n> tie=<n> smaller=<n> dropped=<n> empty=<n> failed=<n>``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,8 @@ def classify(run: dict) -> str | None:
     if str((run.get("vote") or {}).get("reason", "")).startswith("tie"):
         return "tie"
     if all(c.get("row_count") == 0 for c in ok) and "set aside" in str(
-            (run.get("vote") or {}).get("reason", "")):
+        (run.get("vote") or {}).get("reason", "")
+    ):
         return "empty"
     right = {c.get("source") for c in ok}
     if any(right & set(g.get("sources") or []) for g in run.get("dropped") or []):
@@ -55,8 +57,9 @@ def classify(run: dict) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("json", type=Path, nargs="+", help="bench/replay.py --json outputs")
     ap.add_argument("--config", default="recommended")
     ap.add_argument("--quiet", action="store_true", help="counts only")
@@ -78,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
                 groups.setdefault((c.get("status"), c.get("result_hash")), []).append(c)
             for (status, _), cs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
                 c = cs[0]
-                print(f"    [{len(cs)}] {'RIGHT' if c.get('match') else 'wrong'} {status} "
-                      f"rows={c.get('row_count')} {[x.get('model') for x in cs]}")
+                print(
+                    f"    [{len(cs)}] {'RIGHT' if c.get('match') else 'wrong'} {status} "
+                    f"rows={c.get('row_count')} {[x.get('model') for x in cs]}"
+                )
                 print(f"        {(c.get('sql') or c.get('reason') or '')[:200]}")
-    print(f"RESULT misses={sum(counts.values())} " + " ".join(
-        f"{k}={counts[k]}" for k in ("tie", "smaller", "dropped", "empty", "failed")))
+    print(
+        f"RESULT misses={sum(counts.values())} "
+        + " ".join(f"{k}={counts[k]}" for k in ("tie", "smaller", "dropped", "empty", "failed"))
+    )
     return 0
 
 

@@ -22,6 +22,7 @@ Usage: python bench/parallel.py [--data /path/to/bench-data] [--latency 1.0] [--
 The last line printed is ``RESULT wall_over_slowest=<ratio> overhead_ms_p50=<ms>``: the worse
 (higher) of the databases' p50 figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common as C  # noqa: E402
-from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql  # noqa: E402
-from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
+import common as C
+from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql
+from nl2sql_indexer.loopback import LoopbackLLM
 
 N_MODELS = 5
 DEMO_DB = "nl2sql_bench_demo"
@@ -48,7 +49,9 @@ def log(*a: Any) -> None:
 def critical_path_ms(trace: dict) -> tuple[float, float]:
     """(model time on the critical path, slowest FinSQL call) in ms, from a trace."""
     pre = float(((trace.get("presql") or {}).get("reply") or {}).get("latency_ms") or 0.0)
-    fin = [float(r.get("latency_ms") or 0.0) for r in (trace.get("finsql") or {}).get("replies") or []]
+    fin = [
+        float(r.get("latency_ms") or 0.0) for r in (trace.get("finsql") or {}).get("replies") or []
+    ]
     slow_fin = max(fin) if fin else 0.0
     rounds: dict[int, float] = {}
     for c in trace.get("candidates") or []:
@@ -58,8 +61,14 @@ def critical_path_ms(trace: dict) -> tuple[float, float]:
     return pre + slow_fin + sum(rounds.values()) + mc, slow_fin
 
 
-def run_db(cluster, dbname: str, questions: list[tuple[str, str | None]],
-           answers: dict[str, dict[str, str]], latency: float, rounds: int) -> dict:
+def run_db(
+    cluster,
+    dbname: str,
+    questions: list[tuple[str, str | None]],
+    answers: dict[str, dict[str, str]],
+    latency: float,
+    rounds: int,
+) -> dict:
     """Configure the 5 models (answers[model][question]) with ``latency``; ask every question
     ``rounds`` times; return the figures."""
     llm = LoopbackLLM().start()
@@ -68,8 +77,10 @@ def run_db(cluster, dbname: str, questions: list[tuple[str, str | None]],
         conn.execute("DELETE FROM nl2sql.model")
         for i, (name, ans) in enumerate(answers.items()):
             llm.set_replay(name, ans, delay_s=latency)
-            conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s)",
-                         (name, name, llm.base_url, i))
+            conn.execute(
+                "SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s)",
+                (name, name, llm.base_url, i),
+            )
         q0, e0 = questions[0]
         conn.execute("SELECT nl2sql.explain(%s, %s)", (q0, e0))  # warm-up (not counted)
         ratios, fin_ratios, overheads, stages = [], [], [], {}
@@ -88,25 +99,30 @@ def run_db(cluster, dbname: str, questions: list[tuple[str, str | None]],
                 fin_wait = float((trace.get("llm_waits_ms") or {}).get("finsql", 0.0))
                 if fin_wait and slow_fin:
                     fin_ratios.append(fin_wait / slow_fin)
-                log(f"   {dbname}: wall {wall:7.0f} ms, model critical path {crit:6.0f} ms "
+                log(
+                    f"   {dbname}: wall {wall:7.0f} ms, model critical path {crit:6.0f} ms "
                     f"(ratio {ratios[-1]:.3f}), overhead {overheads[-1]:5.1f} ms, "
-                    f"candidates {len(trace.get('candidates') or [])}: {q[:60]}")
-        return {"db": dbname, "n": len(ratios),
-                "wall_over_slowest_p50": C.percentile(ratios, 50),
-                "wall_over_slowest_max": max(ratios),
-                "finsql_wall_over_slowest_p50": C.percentile(fin_ratios, 50) if fin_ratios else None,
-                "overhead_ms_p50": C.percentile(overheads, 50),
-                "overhead_ms_p90": C.percentile(overheads, 90),
-                "stages_p50": {k: C.percentile(v, 50) for k, v in stages.items()}}
+                    f"candidates {len(trace.get('candidates') or [])}: {q[:60]}"
+                )
+        return {
+            "db": dbname,
+            "n": len(ratios),
+            "wall_over_slowest_p50": C.percentile(ratios, 50),
+            "wall_over_slowest_max": max(ratios),
+            "finsql_wall_over_slowest_p50": C.percentile(fin_ratios, 50) if fin_ratios else None,
+            "overhead_ms_p50": C.percentile(overheads, 50),
+            "overhead_ms_p90": C.percentile(overheads, 90),
+            "stages_p50": {k: C.percentile(v, 50) for k, v in stages.items()},
+        }
     finally:
         conn.close()
         llm.stop()
 
 
 def cpu_reference_ms(n: int = 30) -> float:
-    """Median ms to embed one word with nl2sql.embed's engine here: a yardstick of how fast the
+    """Median ms to embed one word with nl2sql.embedding.encode's engine here: a yardstick of how fast the
     machine was during the run (shared machines vary by 2x over a day)."""
-    from nl2sql import embed
+    from nl2sql.embedding import encode as embed
 
     embed._encode(["warm"], 1)
     times = []
@@ -118,20 +134,34 @@ def cpu_reference_ms(n: int = 30) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=None,
-                    help="bench-data folder; adds BIRD superhero (pg_dumps/superhero.sql, "
-                         "bird_minidev_superhero.jsonl)")
-    ap.add_argument("--latency", type=float, default=1.0, help="seconds each model takes (default 1)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="bench-data folder; adds BIRD superhero (pg_dumps/superhero.sql, "
+        "bird_minidev_superhero.jsonl)",
+    )
+    ap.add_argument(
+        "--latency", type=float, default=1.0, help="seconds each model takes (default 1)"
+    )
     ap.add_argument("--rounds", type=int, default=1, help="times each question is asked")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N questions per database")
-    ap.add_argument("--datadir", type=Path, default=None, help="cluster folder (default .nl2sql/bench-cluster)")
+    ap.add_argument(
+        "--limit", type=int, default=None, help="only the first N questions per database"
+    )
+    ap.add_argument(
+        "--datadir", type=Path, default=None, help="cluster folder (default .nl2sql/bench-cluster)"
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
 
     log(f"nl2sql parallel benchmark: {N_MODELS} loopback models, {args.latency:g} s latency each")
-    log("NOTE: the models are the scripted loopback server (nl2sql_indexer.loopback): answers are scripted "
-        "(reference SQL or recorded real-model SQL), not generated; only timing is measured.")
+    log(
+        "NOTE: the models are the scripted loopback server (nl2sql_indexer.loopback): answers are scripted "
+        "(reference SQL or recorded real-model SQL), not generated; only timing is measured."
+    )
     cluster = C.start_cluster(args.datadir)
     log(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port}")
     results = []
@@ -142,16 +172,18 @@ def main(argv: list[str] | None = None) -> int:
         c.execute(demo_sql())
         c.execute("CREATE EXTENSION nl2sql CASCADE")
         c.execute("SELECT nl2sql.reindex()")
-    qs = DEMO_QUESTIONS[:args.limit] if args.limit else DEMO_QUESTIONS
-    answers = {f"m{i + 1}": {q: s for q, s in qs} for i in range(N_MODELS)}
+    qs = DEMO_QUESTIONS[: args.limit] if args.limit else DEMO_QUESTIONS
+    answers = {f"m{i + 1}": dict(qs) for i in range(N_MODELS)}
     log(f"--- {DEMO_DB}: {len(qs)} questions")
-    results.append(run_db(cluster, DEMO_DB, [(q, None) for q, _ in qs], answers, args.latency, args.rounds))
+    results.append(
+        run_db(cluster, DEMO_DB, [(q, None) for q, _ in qs], answers, args.latency, args.rounds)
+    )
 
     if args.data:
         dump = args.data / "pg_dumps" / "superhero.sql"
         qfile = args.data / "bird_minidev_superhero.jsonl"
         rows = [json.loads(x) for x in qfile.read_text(encoding="utf-8").splitlines() if x.strip()]
-        rows = rows[:args.limit] if args.limit else rows
+        rows = rows[: args.limit] if args.limit else rows
         C.load_dump(cluster, "superhero", dump)
         with cluster.connect("superhero") as c:
             c.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
@@ -159,24 +191,40 @@ def main(argv: list[str] | None = None) -> int:
         names = list(dict.fromkeys(m for r in rows for m in r["predictions"]))[:N_MODELS]
         answers = {m: {r["question"]: r["predictions"].get(m) or "" for r in rows} for m in names}
         log(f"--- superhero: {len(rows)} questions, models replaying {', '.join(names)}")
-        results.append(run_db(cluster, "superhero", [(r["question"], r.get("evidence") or None) for r in rows],
-                              answers, args.latency, args.rounds))
+        results.append(
+            run_db(
+                cluster,
+                "superhero",
+                [(r["question"], r.get("evidence") or None) for r in rows],
+                answers,
+                args.latency,
+                args.rounds,
+            )
+        )
 
     log("")
     for r in results:
         fin = r["finsql_wall_over_slowest_p50"]
-        log(f"{r['db']}: {r['n']} calls; wall / model critical path p50 {r['wall_over_slowest_p50']:.3f} "
+        log(
+            f"{r['db']}: {r['n']} calls; wall / model critical path p50 {r['wall_over_slowest_p50']:.3f} "
             f"(max {r['wall_over_slowest_max']:.3f}); FinSQL stage wall / slowest FinSQL call p50 "
             f"{fin if fin is not None else float('nan'):.3f}; overhead p50 {r['overhead_ms_p50']:.1f} ms "
-            f"(p90 {r['overhead_ms_p90']:.1f})")
-        log("   overhead by stage, p50 ms: " + ", ".join(
-            f"{k} {v:.1f}" for k, v in sorted(r["stages_p50"].items(), key=lambda kv: -kv[1])))
+            f"(p90 {r['overhead_ms_p90']:.1f})"
+        )
+        log(
+            "   overhead by stage, p50 ms: "
+            + ", ".join(
+                f"{k} {v:.1f}" for k, v in sorted(r["stages_p50"].items(), key=lambda kv: -kv[1])
+            )
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
-    log(f"machine speed reference: {cpu_reference_ms():.1f} ms to embed one word in this process "
+    log(
+        f"machine speed reference: {cpu_reference_ms():.1f} ms to embed one word in this process "
         f"(ONNX Runtime, one thread; about 5 ms on an idle machine of this project's kind; "
-        f"in-database figures scale with it)")
+        f"in-database figures scale with it)"
+    )
     ratio = max(r["wall_over_slowest_p50"] for r in results)
     ov = max(r["overhead_ms_p50"] for r in results)
     log(f"RESULT wall_over_slowest={ratio:.3f} overhead_ms_p50={ov:.1f}")

@@ -860,7 +860,7 @@ if sp not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 try:
-    from nl2sql import version
+    from nl2sql.core import version
 except ImportError:
     plpy.error("nl2sql: the Python package in %s is older than this database's extension" % sp,
                hint="install the Python package of the installed extension's version into it")
@@ -1027,7 +1027,7 @@ COMMENT ON FUNCTION nl2sql.reindex(text[], boolean) IS
 CREATE OR REPLACE FUNCTION nl2sql._reindex_plan(schemas text[] DEFAULT NULL)
 RETURNS TABLE (schema_name text, table_name text) LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return indexer.plan(plpy, list(schemas) if schemas else None)
 $py$;
 
@@ -1035,7 +1035,7 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_table(schema_name text, table_name te
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 import json
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
 $py$;
 
@@ -1044,7 +1044,7 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[],
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 import json
-from nl2sql import indexer
+from nl2sql.ops import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))
@@ -1466,7 +1466,7 @@ CREATE OR REPLACE FUNCTION nl2sql._log_query(token text, role_name name, questio
                                              trace jsonb, conversation text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import safety
+from nl2sql.generation import safety
 return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace,
                         conversation)
 $py$;
@@ -1511,7 +1511,7 @@ CREATE OR REPLACE FUNCTION nl2sql.set_value_policy(tbl regclass, send_values boo
                                                    column_name name DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import safety
+from nl2sql.generation import safety
 return safety.set_value_policy(plpy, tbl, send_values, column_name)
 $py$;
 COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
@@ -2119,7 +2119,7 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_changed(schemas text[] DEFAULT NULL, 
 RETURNS TABLE (schema_name text, table_name text, changed boolean)
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
         for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
 $py$;
@@ -2130,7 +2130,7 @@ REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return indexer.begin_bulk(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;

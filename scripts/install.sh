@@ -75,7 +75,7 @@ fi
 log "pip install the project (py_udf + indexer) and its dependencies"
 "$NL2SQL_VENV/bin/pip" install -q "$ROOT[test]" 2>&1 | quiet_pip
 log "exporting the embedding model for ONNX Runtime (once; checked against torch)"
-HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embed --export-onnx 2>&1 \
+HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.encode --export-onnx 2>&1 \
   | grep -v -i -E "warn|^\s*$|is_causal|padding_length|opset9" || true
 chmod -R o+rX "$(dirname "$NL2SQL_VENV")"
 

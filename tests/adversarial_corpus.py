@@ -22,6 +22,7 @@ Objects used: demo tables (singer, stadium, concert, singer_in_concert), the seq
 ``nl2sql_adv_row(singer)`` (STABLE) and ``nl2sql_adv_row_volatile(singer)`` (tests/test_safety.py
 creates them).
 """
+
 from __future__ import annotations
 
 CORPUS: list[tuple[str, str, str]] = [
@@ -32,15 +33,27 @@ CORPUS: list[tuple[str, str, str]] = [
     ("insert", "INSERT INTO stadium (stadium_id, name) VALUES (9001, 'x')", "shape"),
     ("truncate", "TRUNCATE singer", "shape"),
     ("cte_delete", "WITH d AS (DELETE FROM singer RETURNING *) SELECT count(*) FROM d", "shape"),
-    ("cte_update", "WITH u AS (UPDATE singer SET age = age + 1 RETURNING 1) SELECT * FROM u", "shape"),
-    ("cte_insert", "WITH i AS (INSERT INTO stadium (stadium_id, name) VALUES (9002, 'y') "
-                   "RETURNING 1) SELECT * FROM i", "shape"),
+    (
+        "cte_update",
+        "WITH u AS (UPDATE singer SET age = age + 1 RETURNING 1) SELECT * FROM u",
+        "shape",
+    ),
+    (
+        "cte_insert",
+        "WITH i AS (INSERT INTO stadium (stadium_id, name) VALUES (9002, 'y') "
+        "RETURNING 1) SELECT * FROM i",
+        "shape",
+    ),
     ("select_into", "SELECT * INTO stolen FROM singer", "shape"),
     ("for_update", "SELECT * FROM singer FOR UPDATE", "shape"),
     ("for_share", "SELECT * FROM singer FOR SHARE", "shape"),
     ("for_no_key_update", "SELECT * FROM singer FOR NO KEY UPDATE", "shape"),
     ("for_key_share", "SELECT * FROM singer FOR KEY SHARE", "shape"),
-    ("union_for_update", "SELECT name FROM singer UNION SELECT name FROM stadium FOR UPDATE", "shape"),
+    (
+        "union_for_update",
+        "SELECT name FROM singer UNION SELECT name FROM stadium FOR UPDATE",
+        "shape",
+    ),
     ("lock", "LOCK TABLE singer IN ACCESS EXCLUSIVE MODE", "shape"),
     ("copy_to_file", "COPY singer TO '/tmp/nl2sql-stolen.csv'", "shape"),
     ("copy_program", "COPY (SELECT 1) TO PROGRAM 'touch /tmp/nl2sql-pwned'", "shape"),
@@ -76,8 +89,11 @@ CORPUS: list[tuple[str, str, str]] = [
     ("pg_ls_dir", "SELECT pg_ls_dir('.')", "shape"),
     ("pg_ls_dir_from", "SELECT * FROM pg_ls_dir('.') AS f", "shape"),
     ("pg_stat_file", "SELECT pg_stat_file('postgresql.conf')", "shape"),
-    ("pg_terminate_backend", "SELECT pg_terminate_backend(pid) FROM singer, "
-                             "(SELECT 1 AS pid) p", "shape"),
+    (
+        "pg_terminate_backend",
+        "SELECT pg_terminate_backend(pid) FROM singer, (SELECT 1 AS pid) p",
+        "shape",
+    ),
     ("pg_cancel_backend", "SELECT pg_cancel_backend(1)", "shape"),
     ("nextval", "SELECT nextval('adv_seq')", "shape"),
     ("nextval_subquery", "SELECT name, (SELECT nextval('adv_seq')) FROM singer", "shape"),
@@ -89,21 +105,39 @@ CORPUS: list[tuple[str, str, str]] = [
     ("pg_reload_conf", "SELECT pg_reload_conf()", "shape"),
     ("advisory_lock", "SELECT pg_advisory_lock(42)", "shape"),
     ("txid_current", "SELECT txid_current()", "shape"),
-    ("query_to_xml", "SELECT query_to_xml('DELETE FROM singer RETURNING *', true, true, '')", "shape"),
+    (
+        "query_to_xml",
+        "SELECT query_to_xml('DELETE FROM singer RETURNING *', true, true, '')",
+        "shape",
+    ),
     # volatile functions only pg_proc knows about
     # functions that reach relations, queries or cursors by name, or report on other sessions
     # or the server: refused whatever their volatility, the reason naming the function
-    ("table_to_xml_authid", "SELECT table_to_xml('pg_catalog.pg_authid', true, false, '')", "denied"),
-    ("table_to_xml_qualified_log",
-     "SELECT pg_catalog.table_to_xml('nl2sql.query_log', true, false, '')", "denied"),
+    (
+        "table_to_xml_authid",
+        "SELECT table_to_xml('pg_catalog.pg_authid', true, false, '')",
+        "denied",
+    ),
+    (
+        "table_to_xml_qualified_log",
+        "SELECT pg_catalog.table_to_xml('nl2sql.query_log', true, false, '')",
+        "denied",
+    ),
     ("table_to_xmlschema", "SELECT table_to_xmlschema('payroll', true, false, '')", "denied"),
-    ("query_to_xml_payroll", "SELECT query_to_xml('SELECT * FROM payroll', true, false, '')", "denied"),
+    (
+        "query_to_xml_payroll",
+        "SELECT query_to_xml('SELECT * FROM payroll', true, false, '')",
+        "denied",
+    ),
     ("cursor_to_xml", "SELECT cursor_to_xml('c'::refcursor, 10, false, false, '')", "denied"),
     ("schema_to_xml", "SELECT schema_to_xml('nl2sql', true, false, '')", "denied"),
     ("database_to_xml", "SELECT database_to_xml(true, false, '')", "denied"),
     ("pg_stat_get_activity", "SELECT query FROM pg_stat_get_activity(NULL)", "denied"),
-    ("pg_stat_get_backend_activity",
-     "SELECT pg_stat_get_backend_activity(s) FROM pg_stat_get_backend_idset() AS s", "denied"),
+    (
+        "pg_stat_get_backend_activity",
+        "SELECT pg_stat_get_backend_activity(s) FROM pg_stat_get_backend_idset() AS s",
+        "denied",
+    ),
     ("pg_relation_size", "SELECT pg_relation_size('payroll')", "denied"),
     ("pg_relation_filepath", "SELECT pg_catalog.pg_relation_filepath('payroll')", "denied"),
     ("pg_get_viewdef", "SELECT pg_get_viewdef('nl2sql.visible_table')", "denied"),
@@ -117,23 +151,43 @@ CORPUS: list[tuple[str, str, str]] = [
     ("pg_stat_reset", "SELECT pg_stat_reset()", "refused"),
     ("pg_try_advisory_lock", "SELECT pg_try_advisory_lock(7)", "refused"),
     ("user_volatile_writer", "SELECT adv_writer()", "refused"),
-    ("user_volatile_in_join", "SELECT s.name FROM singer s JOIN concert c ON adv_writer() = 1", "refused"),
+    (
+        "user_volatile_in_join",
+        "SELECT s.name FROM singer s JOIN concert c ON adv_writer() = 1",
+        "refused",
+    ),
     # session-level advisory locks, through routes a function-call check does not see
     ("lock_stable_wrapper", "SELECT nl2sql_adv_stable(9101) AS k", "lock"),
     ("lock_operator", "SELECT count(*) FROM singer WHERE age @@@ 1", "lock"),
-    ("lock_operator_spelled", "SELECT count(*) FROM singer WHERE age OPERATOR(public.@@@) 1", "lock"),
+    (
+        "lock_operator_spelled",
+        "SELECT count(*) FROM singer WHERE age OPERATOR(public.@@@) 1",
+        "lock",
+    ),
     ("lock_column_notation", "SELECT s.nl2sql_adv_row FROM singer s", "lock"),
-    ("lock_volatile_operator", "SELECT count(*) FROM singer WHERE age OPERATOR(public.###) 30",
-     "lock"),
+    (
+        "lock_volatile_operator",
+        "SELECT count(*) FROM singer WHERE age OPERATOR(public.###) 30",
+        "lock",
+    ),
     ("lock_volatile_column_notation", "SELECT s.nl2sql_adv_row_volatile FROM singer s", "lock"),
     # contained by the database: pass the checks, stopped at run time
     ("stable_liar_writes", "SELECT adv_liar()", "contained"),
-    ("cross_join_millions", "SELECT count(*) FROM singer a CROSS JOIN generate_series(1, 100000000) g",
-     "contained"),
-    ("cross_join_series", "SELECT count(*) FROM generate_series(1, 100000) a, "
-                          "generate_series(1, 100000) b", "contained"),
-    ("recursive_forever", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
-                          "SELECT count(*) FROM r", "contained"),
+    (
+        "cross_join_millions",
+        "SELECT count(*) FROM singer a CROSS JOIN generate_series(1, 100000000) g",
+        "contained",
+    ),
+    (
+        "cross_join_series",
+        "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+        "contained",
+    ),
+    (
+        "recursive_forever",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+        "contained",
+    ),
 ]
 
 # Model answers whose mere size or shape is the attack: cleaning refuses each before anything
@@ -142,11 +196,18 @@ CORPUS: list[tuple[str, str, str]] = [
 IN_LIST_ITEMS = 200_000
 NESTING = 50_000
 OVERSIZED: list[tuple[str, str, str]] = [
-    ("in_list_200k", "SELECT name FROM singer WHERE name IN ("
-                     + ", ".join(f"'v{i}'" for i in range(IN_LIST_ITEMS)) + ")",
-     "answer too large"),
-    ("in_list_tokens", "SELECT name FROM singer WHERE age IN ("
-                       + ",".join("1" for _ in range(30_000)) + ")", "tokens > cap"),
+    (
+        "in_list_200k",
+        "SELECT name FROM singer WHERE name IN ("
+        + ", ".join(f"'v{i}'" for i in range(IN_LIST_ITEMS))
+        + ")",
+        "answer too large",
+    ),
+    (
+        "in_list_tokens",
+        "SELECT name FROM singer WHERE age IN (" + ",".join("1" for _ in range(30_000)) + ")",
+        "tokens > cap",
+    ),
     ("nested_parens_50k", "SELECT " + "(" * NESTING + "1" + ")" * NESTING, "answer too large"),
     ("nested_parens_500", "SELECT " + "(" * 500 + "1" + ")" * 500, "nested too deeply"),
     ("nested_subqueries", "SELECT " + "(SELECT " * 300 + "1" + ")" * 300, "nested too deeply"),
@@ -182,13 +243,18 @@ VALUE_LEAKS: list[tuple[str, str, str]] = [
     ("rows_star", "SELECT * FROM venue WHERE venue_id = 1", "rows"),
     ("rows_table_star", "SELECT v.* FROM venue v WHERE v.venue_id = 2", "rows"),
     ("rows_whole_row", "SELECT v FROM venue v", "rows"),
-    ("rows_cte", "WITH x AS (SELECT secret_code AS a FROM venue) SELECT a, 1 AS one FROM x",
-     "rows"),
-    ("rows_derived", "SELECT s.a FROM (SELECT secret_code AS a FROM venue) AS s WHERE s.a <> ''",
-     "rows"),
+    (
+        "rows_cte",
+        "WITH x AS (SELECT secret_code AS a FROM venue) SELECT a, 1 AS one FROM x",
+        "rows",
+    ),
+    (
+        "rows_derived",
+        "SELECT s.a FROM (SELECT secret_code AS a FROM venue) AS s WHERE s.a <> ''",
+        "rows",
+    ),
     ("rows_union", "SELECT secret_code FROM venue UNION ALL SELECT 'x'", "rows"),
-    ("rows_scalar_subquery", "SELECT (SELECT max(secret_code) FROM venue) AS m, 2 AS two",
-     "rows"),
+    ("rows_scalar_subquery", "SELECT (SELECT max(secret_code) FROM venue) AS m, 2 AS two", "rows"),
     ("rows_json", "SELECT json_agg(secret_code) FROM venue", "rows"),
     ("rows_memo", "SELECT memo_id, memo_text FROM memo", "rows"),
 ]

@@ -6,6 +6,7 @@ the venv named by NL2SQL_VENV, default /opt/nl2sql/venv). When run as root, the 
 re-installs the current checkout into that venv and the extension files into PostgreSQL, so the
 server runs exactly the code under test.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -22,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "py_udf"))
 sys.path.insert(0, str(ROOT / "indexer"))
 
+from nl2sql_indexer.cluster import DEFAULT_VENV, PG_BIN, LocalCluster  # noqa: E402
 from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
 from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
-from nl2sql_indexer.cluster import PG_BIN, DEFAULT_VENV, LocalCluster  # noqa: E402
 
 DEMO_DB = "nl2sql_test"
 TEST_KEY_ENV = "NL2SQL_TEST_API_KEY"
@@ -37,12 +38,22 @@ def _sync_installation() -> None:
     venv_pip = Path(DEFAULT_VENV) / "bin" / "pip"
     if os.geteuid() != 0 or not venv_pip.exists():
         return
-    subprocess.run([str(venv_pip), "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
-                   check=True, capture_output=True)
-    extdir = subprocess.run([str(PG_BIN / "pg_config"), "--sharedir"], capture_output=True,
-                            text=True, check=True).stdout.strip() + "/extension"
-    subprocess.run([sys.executable, str(ROOT / "scripts/build_extension.py"), "--install", extdir],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(venv_pip), "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    extdir = (
+        subprocess.run(
+            [str(PG_BIN / "pg_config"), "--sharedir"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        + "/extension"
+    )
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/build_extension.py"), "--install", extdir],
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -106,21 +117,25 @@ def db(demo_conn, llm):
 def add_models(conn, llm, names, **kw):
     """Configure models ``names`` (in order: the first writes PreSQL) on the loopback server."""
     for i, n in enumerate(names):
-        conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s, "
-                     "timeout_s => %s)", (n, n, kw.get("base_url", llm.base_url), i,
-                                          kw.get("timeout_s", 10)))
+        conn.execute(
+            "SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s, timeout_s => %s)",
+            (n, n, kw.get("base_url", llm.base_url), i, kw.get("timeout_s", 10)),
+        )
 
 
 def login_role(conn, name: str, grant_select_on: str):
     """Create login role ``name`` if missing and grant it SELECT on ``grant_select_on`` (a list
     of tables as SQL text)."""
-    conn.execute(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') "
-                 f"THEN CREATE ROLE {name} LOGIN; END IF; END$$")
+    conn.execute(
+        f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') "
+        f"THEN CREATE ROLE {name} LOGIN; END IF; END$$"
+    )
     conn.execute(f"GRANT SELECT ON {grant_select_on} TO {name}")
 
 
-def cancel_while_model_hangs(cluster, admin, llm, dbname: str, question: str, model: str,
-                             user: str | None = None) -> tuple[BaseException | None, float]:
+def cancel_while_model_hangs(
+    cluster, admin, llm, dbname: str, question: str, model: str, user: str | None = None
+) -> tuple[BaseException | None, float]:
     """Ask ``question`` on a second connection (as ``user``) while model ``model`` hangs, cancel
     that backend with pg_cancel_backend once the loopback server holds a request *for this
     model*, and return (the error the asking connection got, seconds from cancel to its
@@ -150,10 +165,11 @@ def cancel_while_model_hangs(cluster, admin, llm, dbname: str, question: str, mo
         th = threading.Thread(target=ask)
         th.start()
         deadline = time.monotonic() + 60
-        while (not any(r["model"] == model for r in llm.requests)
-               and time.monotonic() < deadline):
+        while not any(r["model"] == model for r in llm.requests) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert any(r["model"] == model for r in llm.requests), "the question never reached the model"
+        assert any(r["model"] == model for r in llm.requests), (
+            "the question never reached the model"
+        )
         t0 = time.monotonic()
         admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
         th.join(10)

@@ -1,15 +1,16 @@
 """Value alignment: literals snapped to cell values."""
+
 from __future__ import annotations
 
-from nl2sql.sqlcheck import check_candidate
-from nl2sql.types import Column, Schema, Table
+from nl2sql.core.sqlcheck import check_candidate
+from nl2sql.core.types import Column, Schema, Table
 
 
 class _Index:
     """A stand-in for alignment.ValueIndex: the cell values of superhero.colour.colour."""
 
     def closest(self, col, literal):
-        from nl2sql.alignment import Lookup
+        from nl2sql.generation.alignment import Lookup
 
         values = {"Stealth": "Stealth", "stealth": "Stealth", "blue": "Blue"}
         v = values.get(literal)
@@ -17,11 +18,19 @@ class _Index:
 
 
 def test_alignment_changes_a_copy_and_leaves_the_shared_parse_alone():
-    from nl2sql.alignment import align_values
-    from nl2sql.sqlcheck import parse_shared
+    from nl2sql.core.sqlcheck import parse_shared
+    from nl2sql.generation.alignment import align_values
 
-    schema = Schema(tables=[Table(name="colour", schema="public", table="colour",
-                                  columns=[Column(name="colour", data_type="text")])])
+    schema = Schema(
+        tables=[
+            Table(
+                name="colour",
+                schema="public",
+                table="colour",
+                columns=[Column(name="colour", data_type="text")],
+            )
+        ]
+    )
     sql = "SELECT count(*) FROM colour WHERE colour = 'blue' OR colour IN ('stealth', 'x')"
     shared = check_candidate(sql, {"colour"})
     assert shared is parse_shared(sql)  # the check's tree is the process-wide parse
@@ -30,6 +39,7 @@ def test_alignment_changes_a_copy_and_leaves_the_shared_parse_alone():
     assert aligned is not shared
     assert "'Blue'" in aligned.sql() and "'Stealth'" in aligned.sql() and "'x'" in aligned.sql()
     assert "'blue'" in parse_shared(sql).sql()  # a later candidate with this text sees it as sent
-    same, none = align_values(parse_shared("SELECT 1 FROM colour WHERE colour = 'Stealth'"),
-                              schema, _Index())
+    same, none = align_values(
+        parse_shared("SELECT 1 FROM colour WHERE colour = 'Stealth'"), schema, _Index()
+    )
     assert none == [] and same is parse_shared("SELECT 1 FROM colour WHERE colour = 'Stealth'")

@@ -10,6 +10,7 @@
   ``run_command_on_shards`` runs the command once per shard with ``%s`` = the shard's name).
   What they cannot show is Citus's own behaviour; README "Citus" says so.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -17,7 +18,7 @@ import psycopg.sql
 import pytest
 import sqlglot
 
-from nl2sql import citus
+from nl2sql.ops import citus
 
 DB = "nl2sql_citus_standins"
 STANDINS = """
@@ -72,8 +73,10 @@ def standins(cluster):
     conn.execute(STANDINS)
     conn.execute("SELECT pg_stat_force_next_flush()")
     yield conn
-    conn.execute("DROP FUNCTION pg_catalog.relation_is_a_known_shard(regclass), "
-                 "pg_catalog.run_command_on_shards(regclass, text)")
+    conn.execute(
+        "DROP FUNCTION pg_catalog.relation_is_a_known_shard(regclass), "
+        "pg_catalog.run_command_on_shards(regclass, text)"
+    )
     conn.close()
 
 
@@ -82,7 +85,9 @@ def _run(conn, sql: str, arg, argtype: str) -> list[tuple]:
     conn.execute("DEALLOCATE ALL")
     res = conn.pgconn.exec_(f"PREPARE q({argtype}) AS {sql}".encode())  # simple protocol: $1 stays
     assert res.status == psycopg.pq.ExecStatus.COMMAND_OK, res.error_message.decode()
-    return conn.execute(psycopg.sql.SQL("EXECUTE q({})").format(psycopg.sql.Literal(arg))).fetchall()
+    return conn.execute(
+        psycopg.sql.SQL("EXECUTE q({})").format(psycopg.sql.Literal(arg))
+    ).fetchall()
 
 
 def test_with_citus_shards_never_enter_the_plan(standins):
@@ -144,18 +149,28 @@ class _FakePlpy:
 
 
 def test_unchanged_distributed_table_is_skipped_without_reading_its_data():
-    from nl2sql import indexer, spi
+    from nl2sql.core import spi
+    from nl2sql.ops import indexer
 
     spi._PLANS.clear()
     signature = "citus:44:102044,102045:True"  # counters, shards, every shard answered
 
     def state(stored: str) -> dict:  # a table_states row: the coordinator's counters say nothing
-        return {"schema": "public", "table": "concert", "kind": "r", "fingerprint": "f",
-                "data_state": "coordinator", "rows_est": 0.0, "old_fingerprint": "f",
-                "old_data_state": stored}
+        return {
+            "schema": "public",
+            "table": "concert",
+            "kind": "r",
+            "fingerprint": "f",
+            "data_state": "coordinator",
+            "rows_est": 0.0,
+            "old_fingerprint": "f",
+            "old_data_state": stored,
+        }
 
     plpy = _FakePlpy(signature)
-    assert indexer.write_table(plpy, "public", "concert", False, state(signature))["skipped"] is True
+    assert (
+        indexer.write_table(plpy, "public", "concert", False, state(signature))["skipped"] is True
+    )
     assert not any("count(*)" in s or "GROUP BY" in s for s in plpy.seen)
     # counters moved: the table is read (the first read stops the fake), and forced too
     for stored, force in (("citus:43:102044,102045:True", False), (signature, True)):

@@ -1,4 +1,5 @@
 """The local cluster helper (nl2sql_indexer.cluster)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,11 @@ def test_local_cluster_refuses_a_non_empty_folder_and_leaves_it_as_it_was(tmp_pa
     with pytest.raises(ClusterError, match="not empty"):
         LocalCluster(folder).init()
     after = folder.stat()
-    assert (after.st_mode, after.st_uid, after.st_gid) == (before.st_mode, before.st_uid,
-                                                           before.st_gid)
+    assert (after.st_mode, after.st_uid, after.st_gid) == (
+        before.st_mode,
+        before.st_uid,
+        before.st_gid,
+    )
     assert sorted(p.name for p in folder.iterdir()) == ["questions.jsonl"]
 
 
@@ -38,9 +42,12 @@ def test_a_cluster_made_earlier_gets_pg_stat_statements_preloaded():
         c.init()
         assert c.preloaded() == list(PRELOAD) == ["pg_cron", "pg_stat_statements"]
         conf = c.datadir / "postgresql.conf"
-        conf.write_text(conf.read_text().replace(
-            "shared_preload_libraries = 'pg_cron,pg_stat_statements'",
-            "shared_preload_libraries = 'pg_cron,auto_explain'"))
+        conf.write_text(
+            conf.read_text().replace(
+                "shared_preload_libraries = 'pg_cron,pg_stat_statements'",
+                "shared_preload_libraries = 'pg_cron,auto_explain'",
+            )
+        )
         assert c.preloaded() == ["pg_cron", "auto_explain"]
         assert c.ensure_preload() is True
         assert c.preloaded() == ["pg_cron", "auto_explain", "pg_stat_statements"]
@@ -69,8 +76,10 @@ def test_a_cluster_made_with_another_venv_is_pointed_at_this_one():
         assert c.ensure_venv() is False
 
         def configured() -> str:
-            return _as_server_user([str(PG_BIN / "postgres"), "-D", str(c.datadir), "-C",
-                                    "nl2sql.venv"]).stdout.strip()
+            return _as_server_user(
+                [str(PG_BIN / "postgres"), "-D", str(c.datadir), "-C", "nl2sql.venv"]
+            ).stdout.strip()
+
         assert configured() == "/opt/this-venv"
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -5,6 +5,7 @@ path from answering a different question.
 Database tests use the demo database (tests/conftest.py) and the scripted loopback server,
 which records every request it receives: "no model call" is checked as zero requests.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,18 @@ import psycopg
 import pytest
 
 from conftest import add_models, login_role
-from nl2sql.retrieval import ValueMatch
-from nl2sql.types import Column, Schema, Table
-from nl2sql.verified import Slot, VerifiedRow, bind, meaning_words, name_words, question_numbers, \
-    same_meaning, strong_values
+from nl2sql.core.types import Column, Schema, Table
+from nl2sql.curated.verified import (
+    Slot,
+    VerifiedRow,
+    bind,
+    meaning_words,
+    name_words,
+    question_numbers,
+    same_meaning,
+    strong_values,
+)
+from nl2sql.retrieval.values import ValueMatch
 
 READER = "nl2sql_i15a_reader"
 Q_FRANCE = "How many singers are from France?"
@@ -26,9 +35,11 @@ SQL_FRANCE = "SELECT count(*) FROM singer WHERE country = 'France'"
 @pytest.fixture
 def cdb(db):
     """The demo database with no curated knowledge before and after the test."""
+
     def wipe():
         for t in ("verified_query", "term", "instruction"):
             db.execute(f"DELETE FROM nl2sql.{t}")
+
     wipe()
     yield db
     wipe()
@@ -46,43 +57,52 @@ def prompts_seen(llm) -> list[str]:
 # verified queries
 # --------------------------------------------------------------------------------------------
 
+
 def test_paraphrase_of_a_verified_query_is_answered_with_zero_model_requests(cdb, llm):
     add_models(cdb, llm, ["m1", "m2"])
     llm.set_default("SELECT count(*) FROM stadium")  # what a model would say: wrong here
-    vid = cdb.execute("SELECT nl2sql.add_verified_query(%s, %s)", (Q_FRANCE, SQL_FRANCE)
-                      ).fetchone()[0]
+    vid = cdb.execute(
+        "SELECT nl2sql.add_verified_query(%s, %s)", (Q_FRANCE, SQL_FRANCE)
+    ).fetchone()[0]
     llm.clear()
     trace = explain(cdb, "How many singers come from Japan?")
     assert llm.requests == []
     vq = trace["verified_query"]
     assert vq["id"] == vid and vq["similarity"] >= 0.93
-    assert [(b["column"], b["value"], b["default"]) for b in vq["bindings"]] == \
-        [("public.singer.country", "Japan", "France")]
+    assert [(b["column"], b["value"], b["default"]) for b in vq["bindings"]] == [
+        ("public.singer.country", "Japan", "France")
+    ]
     assert trace["vote"]["method"] == "verified_query" and trace["tokens"]["prompt"] == 0
     got = cdb.execute(trace["sql"]).fetchone()[0]
     assert got == cdb.execute("SELECT count(*) FROM singer WHERE country = 'Japan'").fetchone()[0]
     assert got != cdb.execute("SELECT count(*) FROM singer WHERE country = 'France'").fetchone()[0]
     # nl2sql() and ask() take the same path, and the log says so
-    assert "'Japan'" in cdb.execute("SELECT nl2sql('How many singers come from Japan?')"
-                                    ).fetchone()[0]
-    rows = cdb.execute("SELECT * FROM nl2sql.ask('What is the number of singers from Spain?')"
-                       ).fetchall()
+    assert (
+        "'Japan'" in cdb.execute("SELECT nl2sql('How many singers come from Japan?')").fetchone()[0]
+    )
+    rows = cdb.execute(
+        "SELECT * FROM nl2sql.ask('What is the number of singers from Spain?')"
+    ).fetchall()
     assert rows == [({"count": 5},)]
     assert llm.requests == []
-    logged = cdb.execute("SELECT trace->'verified_query'->>'id' FROM nl2sql.query_log "
-                         "ORDER BY id DESC LIMIT 1").fetchone()[0]
+    logged = cdb.execute(
+        "SELECT trace->'verified_query'->>'id' FROM nl2sql.query_log ORDER BY id DESC LIMIT 1"
+    ).fetchone()[0]
     assert int(logged) == vid
 
 
 def test_a_different_question_goes_to_the_models_with_the_verified_query_first(cdb, llm):
     add_models(cdb, llm, ["m1"])
     llm.set_default("SELECT avg(age) FROM singer WHERE country = 'France'")
-    vid = cdb.execute("SELECT nl2sql.add_verified_query(%s, %s)", (Q_FRANCE, SQL_FRANCE)
-                      ).fetchone()[0]
-    for q in ["What is the average age of singers from France?",   # below the threshold
-              "How many singers are not from France?",             # negation
-              "How many stadiums are from France?",                # other schema words
-              "How many singers are from France or Japan?"]:       # a value left over
+    vid = cdb.execute(
+        "SELECT nl2sql.add_verified_query(%s, %s)", (Q_FRANCE, SQL_FRANCE)
+    ).fetchone()[0]
+    for q in [
+        "What is the average age of singers from France?",  # below the threshold
+        "How many singers are not from France?",  # negation
+        "How many stadiums are from France?",  # other schema words
+        "How many singers are from France or Japan?",
+    ]:  # a value left over
         llm.clear()
         trace = explain(cdb, q)
         assert llm.requests, q
@@ -114,13 +134,16 @@ def test_feedback_promotes_a_logged_answer_and_removal_forgets_it(cdb, llm):
     assert cdb.execute("SELECT count(*) FROM nl2sql.verified_queries").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize("sql, says", [
-    ("DELETE FROM singer", "not a query: Delete"),
-    ("UPDATE singer SET age = 0", "not a query: Update"),
-    ("WITH d AS (DELETE FROM singer RETURNING 1) SELECT count(*) FROM d", "not allowed"),
-    ("SELECT count(*) FROM singer; DROP TABLE singer", "exactly one statement"),
-    ("SELECT * INTO copy_of_singer FROM singer", "not allowed"),
-])
+@pytest.mark.parametrize(
+    "sql, says",
+    [
+        ("DELETE FROM singer", "not a query: Delete"),
+        ("UPDATE singer SET age = 0", "not a query: Update"),
+        ("WITH d AS (DELETE FROM singer RETURNING 1) SELECT count(*) FROM d", "not allowed"),
+        ("SELECT count(*) FROM singer; DROP TABLE singer", "exactly one statement"),
+        ("SELECT * INTO copy_of_singer FROM singer", "not allowed"),
+    ],
+)
 def test_dml_in_add_verified_query_is_refused_with_a_clear_error(cdb, sql, says):
     n = cdb.execute("SELECT count(*) FROM singer").fetchone()[0]
     with pytest.raises(psycopg.Error, match=f"nl2sql.add_verified_query: .*{says}") as e:
@@ -134,43 +157,63 @@ def test_dml_in_add_verified_query_is_refused_with_a_clear_error(cdb, sql, says)
 # templates
 # --------------------------------------------------------------------------------------------
 
+
 def test_template_is_bound_to_the_value_and_number_the_question_names(cdb, llm):
     add_models(cdb, llm, ["m1"])
     llm.set_default("SELECT 1")
-    tid = cdb.execute("SELECT nl2sql.add_template(%s, %s)", (
-        "Which singers from :country are older than :age?",
-        "SELECT name FROM singer WHERE country = :country AND age > :age ORDER BY name"
-    )).fetchone()[0]
+    tid = cdb.execute(
+        "SELECT nl2sql.add_template(%s, %s)",
+        (
+            "Which singers from :country are older than :age?",
+            "SELECT name FROM singer WHERE country = :country AND age > :age ORDER BY name",
+        ),
+    ).fetchone()[0]
     llm.clear()
     trace = explain(cdb, "Which singers from Canada are older than 30?")
     assert llm.requests == []
     assert trace["verified_query"]["id"] == tid and trace["verified_query"]["kind"] == "template"
     b = {x["parameter"]: x for x in trace["verified_query"]["bindings"]}
     assert b["country"]["value"] == "Canada" and b["age"]["value"] == "30"
-    want = cdb.execute("SELECT name FROM singer WHERE country = 'Canada' AND age > 30 "
-                       "ORDER BY name").fetchall()
+    want = cdb.execute(
+        "SELECT name FROM singer WHERE country = 'Canada' AND age > 30 ORDER BY name"
+    ).fetchall()
     assert cdb.execute(trace["sql"]).fetchall() == want and want
     # bound as typed literals: the number is an integer literal, the value a string literal
     assert "age > 30" in trace["sql"] and "country = 'Canada'" in trace["sql"]
     # a number that is not an integer, no value of the column, a value matched only weakly
     # (a misspelling, trigram similarity below link_value_min): the models answer
-    for q in ["Which singers from Canada are older than 30.5?",
-              "Which singers from Atlantis are older than 30?",
-              "Which singers from Canadaa are older than 30?"]:
+    for q in [
+        "Which singers from Canada are older than 30.5?",
+        "Which singers from Atlantis are older than 30?",
+        "Which singers from Canadaa are older than 30?",
+    ]:
         llm.clear()
         explain(cdb, q)
         assert llm.requests, q
 
 
-@pytest.mark.parametrize("question, sql, says", [
-    ("Singers older than :age?", "SELECT name FROM singer WHERE :age < 3 + age",
-     "must be compared with a column"),
-    ("Singers named :n?", "SELECT name FROM singer WHERE is_male = :n", "only text and numeric"),
-    ("Singers from a country?", "SELECT name FROM singer WHERE country = :country",
-     "must show each parameter"),
-    ("Singers from :country?", "SELECT name FROM singer", "named parameters"),
-    ("Singers from :country?", "DELETE FROM singer WHERE country = :country", "not a query"),
-])
+@pytest.mark.parametrize(
+    "question, sql, says",
+    [
+        (
+            "Singers older than :age?",
+            "SELECT name FROM singer WHERE :age < 3 + age",
+            "must be compared with a column",
+        ),
+        (
+            "Singers named :n?",
+            "SELECT name FROM singer WHERE is_male = :n",
+            "only text and numeric",
+        ),
+        (
+            "Singers from a country?",
+            "SELECT name FROM singer WHERE country = :country",
+            "must show each parameter",
+        ),
+        ("Singers from :country?", "SELECT name FROM singer", "named parameters"),
+        ("Singers from :country?", "DELETE FROM singer WHERE country = :country", "not a query"),
+    ],
+)
 def test_bad_templates_are_refused_naming_the_problem(cdb, question, sql, says):
     with pytest.raises(psycopg.Error, match=f"nl2sql.add_template: .*{says}"):
         cdb.execute("SELECT nl2sql.add_template(%s, %s)", (question, sql))
@@ -180,19 +223,26 @@ def test_bad_templates_are_refused_naming_the_problem(cdb, question, sql, says):
 # business context
 # --------------------------------------------------------------------------------------------
 
+
 def test_a_term_and_an_instruction_are_used_in_the_prompts_masking_and_explain(cdb, llm):
     add_models(cdb, llm, ["m1", "m2"])
     llm.set_default("SELECT count(*) FROM singer WHERE age >= 50")
-    tid = cdb.execute("SELECT nl2sql.add_term('veteran singer', 'a singer aged 50 or older', "
-                      "'singer.age >= 50')").fetchone()[0]
-    cdb.execute("SELECT nl2sql.add_term('stadium size', 'the capacity of a stadium', "
-                "'stadium.capacity')")
-    iid = cdb.execute("SELECT nl2sql.add_instruction('Order lists of singers by name.')"
-                      ).fetchone()[0]
+    tid = cdb.execute(
+        "SELECT nl2sql.add_term('veteran singer', 'a singer aged 50 or older', 'singer.age >= 50')"
+    ).fetchone()[0]
+    cdb.execute(
+        "SELECT nl2sql.add_term('stadium size', 'the capacity of a stadium', 'stadium.capacity')"
+    )
+    iid = cdb.execute(
+        "SELECT nl2sql.add_instruction('Order lists of singers by name.')"
+    ).fetchone()[0]
     trace = explain(cdb, "How many veteran singers are there?")
     used = trace["business_context"]
-    assert [(t["id"], t["how"], t["phrase"]) for t in used["terms"]][0] == \
-        (tid, "named", "veteran singers")
+    assert [(t["id"], t["how"], t["phrase"]) for t in used["terms"]][0] == (
+        tid,
+        "named",
+        "veteran singers",
+    )
     assert "stadium size" not in [t["term"] for t in used["terms"]]  # neither named nor similar
     assert [i["id"] for i in used["instructions"]] == [iid]
     assert "veteran" not in trace["masked_question"].lower()
@@ -206,8 +256,10 @@ def test_a_term_and_an_instruction_are_used_in_the_prompts_masking_and_explain(c
     r = cdb.execute("SELECT nl2sql.retrieve('How many veteran singers are there?')").fetchone()[0]
     assert r["business_context"]["terms"][0]["id"] == tid
     # listing and removal
-    assert cdb.execute("SELECT term FROM nl2sql.terms ORDER BY id").fetchall() == \
-        [("veteran singer",), ("stadium size",)]
+    assert cdb.execute("SELECT term FROM nl2sql.terms ORDER BY id").fetchall() == [
+        ("veteran singer",),
+        ("stadium size",),
+    ]
     assert cdb.execute("SELECT nl2sql.remove_term('VETERAN singer')").fetchone()[0]
     assert cdb.execute("SELECT nl2sql.remove_instruction(%s)", (iid,)).fetchone()[0]
     llm.clear()
@@ -215,14 +267,17 @@ def test_a_term_and_an_instruction_are_used_in_the_prompts_masking_and_explain(c
     assert all("veteran singer:" not in p and "Order lists" not in p for p in prompts_seen(llm))
 
 
-@pytest.mark.parametrize("expr, says", [
-    ("name = 'x'", "several tables"),
-    ("nosuch > 3", "no indexed table has a column nosuch"),
-    ("(SELECT count(*) FROM singer)", None),
-    ("singer.age; DROP TABLE singer", "exactly one statement"),
-    ("nextval('s') > 0", "not allowed"),
-    ("DELETE FROM singer", "expected an SQL expression"),
-])
+@pytest.mark.parametrize(
+    "expr, says",
+    [
+        ("name = 'x'", "several tables"),
+        ("nosuch > 3", "no indexed table has a column nosuch"),
+        ("(SELECT count(*) FROM singer)", None),
+        ("singer.age; DROP TABLE singer", "exactly one statement"),
+        ("nextval('s') > 0", "not allowed"),
+        ("DELETE FROM singer", "expected an SQL expression"),
+    ],
+)
 def test_term_expressions_are_checked(cdb, expr, says):
     if says is None:
         cdb.execute("SELECT nl2sql.add_term('singer count', 'how many singers', %s)", (expr,))
@@ -236,6 +291,7 @@ def test_term_expressions_are_checked(cdb, expr, says):
 # --------------------------------------------------------------------------------------------
 # privileges
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def reader(cluster, cdb):
@@ -253,19 +309,22 @@ def test_an_ordinary_role_sees_only_curated_knowledge_over_tables_it_may_read(cd
     secret_sql = "SELECT count(*) FROM stadium WHERE location = 'London'"
     cdb.execute("SELECT nl2sql.add_verified_query(%s, %s)", (q_stadium, secret_sql))
     cdb.execute("SELECT nl2sql.add_verified_query(%s, %s)", (Q_FRANCE, SQL_FRANCE))
-    cdb.execute("SELECT nl2sql.add_term('big venue', 'a stadium for more than 50000 people', "
-                "'stadium.capacity > 50000')")
-    cdb.execute("SELECT nl2sql.add_term('veteran singer', 'a singer aged 50 or older', "
-                "'singer.age >= 50')")
+    cdb.execute(
+        "SELECT nl2sql.add_term('big venue', 'a stadium for more than 50000 people', "
+        "'stadium.capacity > 50000')"
+    )
+    cdb.execute(
+        "SELECT nl2sql.add_term('veteran singer', 'a singer aged 50 or older', 'singer.age >= 50')"
+    )
     cdb.execute("SELECT nl2sql.add_instruction('Count rows with count(*).')")
     # the owner sees all of it; the reader what is over singer, and the instructions
     assert cdb.execute("SELECT count(*) FROM nl2sql.verified_queries").fetchone()[0] == 2
-    assert reader.execute("SELECT question FROM nl2sql.verified_queries").fetchall() == \
-        [(Q_FRANCE,)]
+    assert reader.execute("SELECT question FROM nl2sql.verified_queries").fetchall() == [
+        (Q_FRANCE,)
+    ]
     assert reader.execute("SELECT term FROM nl2sql.terms").fetchall() == [("veteran singer",)]
     assert reader.execute("SELECT count(*) FROM nl2sql.instructions").fetchone()[0] == 1
-    for t in ("verified_query", "term", "instruction", "verified_query_relation",
-              "term_relation"):
+    for t in ("verified_query", "term", "instruction", "verified_query_relation", "term_relation"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.execute(f"SELECT count(*) FROM nl2sql.{t}")
     # asking the stadium question: no fast path, and no prompt shows the stadium query or term
@@ -279,16 +338,22 @@ def test_an_ordinary_role_sees_only_curated_knowledge_over_tables_it_may_read(cd
     llm.clear()
     assert "'London'" in explain(cdb, q_stadium)["sql"] and llm.requests == []
     # the singer query answers the reader without a model, run as the reader
-    trace = reader.execute("SELECT nl2sql.explain('How many singers come from Japan?')"
-                           ).fetchone()[0]
+    trace = reader.execute("SELECT nl2sql.explain('How many singers come from Japan?')").fetchone()[
+        0
+    ]
     assert llm.requests == [] and "'Japan'" in trace["sql"]
     # administration is the owner's
-    for call in ("SELECT nl2sql.add_verified_query('q', 'SELECT 1')",
-                 "SELECT nl2sql.add_template('q :a', 'SELECT name FROM singer WHERE age = :a')",
-                 "SELECT nl2sql.remove_verified_query(1)", "SELECT nl2sql.remove_template(1)",
-                 "SELECT nl2sql.add_term('a', 'b')", "SELECT nl2sql.remove_term('a')",
-                 "SELECT nl2sql.add_instruction('x')", "SELECT nl2sql.remove_instruction(1)",
-                 "SELECT nl2sql.feedback(1, true)"):
+    for call in (
+        "SELECT nl2sql.add_verified_query('q', 'SELECT 1')",
+        "SELECT nl2sql.add_template('q :a', 'SELECT name FROM singer WHERE age = :a')",
+        "SELECT nl2sql.remove_verified_query(1)",
+        "SELECT nl2sql.remove_template(1)",
+        "SELECT nl2sql.add_term('a', 'b')",
+        "SELECT nl2sql.remove_term('a')",
+        "SELECT nl2sql.add_instruction('x')",
+        "SELECT nl2sql.remove_instruction(1)",
+        "SELECT nl2sql.feedback(1, true)",
+    ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.execute(call)
 
@@ -298,16 +363,20 @@ def test_a_verified_query_runs_as_the_asking_role(cdb, reader, llm):
     query over a column the reader may not read is not used for it."""
     add_models(cdb, llm, ["m1"])
     llm.set_default("SELECT count(*) FROM singer")
-    cdb.execute("SELECT nl2sql.add_template('How many singers are older than :age?', "
-                "'SELECT count(*) FROM singer WHERE age > :age')")
+    cdb.execute(
+        "SELECT nl2sql.add_template('How many singers are older than :age?', "
+        "'SELECT count(*) FROM singer WHERE age > :age')"
+    )
     q = "How many singers are older than 40?"
     everyone = cdb.execute("SELECT count(*) FROM singer WHERE age > 40").fetchone()[0]
-    japan = cdb.execute("SELECT count(*) FROM singer WHERE age > 40 AND country = 'Japan'"
-                        ).fetchone()[0]
+    japan = cdb.execute(
+        "SELECT count(*) FROM singer WHERE age > 40 AND country = 'Japan'"
+    ).fetchone()[0]
     assert everyone > japan
     cdb.execute("ALTER TABLE singer ENABLE ROW LEVEL SECURITY")
-    cdb.execute(f"CREATE POLICY i15a_japan ON singer FOR SELECT TO {READER} "
-                "USING (country = 'Japan')")
+    cdb.execute(
+        f"CREATE POLICY i15a_japan ON singer FOR SELECT TO {READER} USING (country = 'Japan')"
+    )
     try:
         llm.clear()
         sql = reader.execute("SELECT nl2sql(%s)", (q,)).fetchone()[0]
@@ -333,11 +402,27 @@ def test_a_verified_query_runs_as_the_asking_role(cdb, reader, llm):
 # the fast path's rules, without a database
 # --------------------------------------------------------------------------------------------
 
-SCHEMA = Schema(tables=[
-    Table("singer", "public", "singer", [Column("singer_id", "integer"), Column("name", "text"),
-                                         Column("country", "text"), Column("age", "integer")]),
-    Table("stadium", "public", "stadium", [Column("name", "text"), Column("location", "text"),
-                                           Column("capacity", "integer")])])
+SCHEMA = Schema(
+    tables=[
+        Table(
+            "singer",
+            "public",
+            "singer",
+            [
+                Column("singer_id", "integer"),
+                Column("name", "text"),
+                Column("country", "text"),
+                Column("age", "integer"),
+            ],
+        ),
+        Table(
+            "stadium",
+            "public",
+            "stadium",
+            [Column("name", "text"), Column("location", "text"), Column("capacity", "integer")],
+        ),
+    ]
+)
 
 
 def _value(phrase, value, column="country", table="singer", how="exact", score=1.0):
@@ -349,74 +434,111 @@ def _row(question, slots, info, template_sql, kind="query"):
 
 
 def test_meaning_words_and_schema_words_tell_questions_apart():
-    assert meaning_words("Which singers are older than 40?") != \
-        meaning_words("Which singers are younger than 40?")
+    assert meaning_words("Which singers are older than 40?") != meaning_words(
+        "Which singers are younger than 40?"
+    )
     assert meaning_words("Which singers aren't from France?") == {"not"}
-    assert meaning_words("How many singers come from Japan?") == \
-        meaning_words("How many singers are from France?") == set()
+    assert (
+        meaning_words("How many singers come from Japan?")
+        == meaning_words("How many singers are from France?")
+        == set()
+    )
     assert name_words("How many singers do we have?", SCHEMA, []) == {"singer"}
     assert name_words("How many stadiums from France?", SCHEMA, ["France"]) == {"stadium"}
     row = _row("How many singers are from France?", [], {"value_phrases": ["France"]}, "")
-    assert same_meaning(row, "How many singers come from Japan?", SCHEMA, ["Japan"], [], []) \
-        is None
-    assert "schema words" in same_meaning(row, "How many stadiums come from Japan?", SCHEMA,
-                                          ["Japan"], [], [])
-    assert "not" in same_meaning(row, "How many singers are not from Japan?", SCHEMA,
-                                 ["Japan"], [], [])
+    assert same_meaning(row, "How many singers come from Japan?", SCHEMA, ["Japan"], [], []) is None
+    assert "schema words" in same_meaning(
+        row, "How many stadiums come from Japan?", SCHEMA, ["Japan"], [], []
+    )
+    assert "not" in same_meaning(
+        row, "How many singers are not from Japan?", SCHEMA, ["Japan"], [], []
+    )
 
 
 def test_binding_fills_parameters_in_question_order_and_refuses_leftovers():
-    slots = [Slot("a", "value", ["public", "singer", "country"], "text"),
-             Slot("b", "value", ["public", "singer", "country"], "text"),
-             Slot("n", "number", ["public", "singer", "age"], "integer")]
-    row = _row("Singers from :a or :b older than :n", slots, {"numbers": [":n"]},
-               "SELECT name FROM singer WHERE country IN (:a, :b) AND age > :n", "template")
+    slots = [
+        Slot("a", "value", ["public", "singer", "country"], "text"),
+        Slot("b", "value", ["public", "singer", "country"], "text"),
+        Slot("n", "number", ["public", "singer", "age"], "integer"),
+    ]
+    row = _row(
+        "Singers from :a or :b older than :n",
+        slots,
+        {"numbers": [":n"]},
+        "SELECT name FROM singer WHERE country IN (:a, :b) AND age > :n",
+        "template",
+    )
     q = "Singers from Spain or Japan older than 25"
     strong = strong_values([_value("Japan", "Japan"), _value("Spain", "Spain")], SCHEMA, 0.9)
     b = bind(row, q, strong, question_numbers(q, list(strong)))
     assert b.sql == "SELECT name FROM singer WHERE country IN ('Spain', 'Japan') AND age > 25"
     # one value short, one too many, a decimal for an integer column, no number
-    assert bind(row, "Singers from Spain older than 25", strong_values(
-        [_value("Spain", "Spain")], SCHEMA, 0.9), ["25"]).reason.startswith("the question names 1")
-    extra = strong_values([_value("Japan", "Japan"), _value("Spain", "Spain"),
-                           _value("Riverside Arena", "Riverside Arena", "name", "stadium")],
-                          SCHEMA, 0.9)
+    assert bind(
+        row,
+        "Singers from Spain older than 25",
+        strong_values([_value("Spain", "Spain")], SCHEMA, 0.9),
+        ["25"],
+    ).reason.startswith("the question names 1")
+    extra = strong_values(
+        [
+            _value("Japan", "Japan"),
+            _value("Spain", "Spain"),
+            _value("Riverside Arena", "Riverside Arena", "name", "stadium"),
+        ],
+        SCHEMA,
+        0.9,
+    )
     assert "Riverside Arena" in bind(row, q + " at Riverside Arena", extra, ["25"]).reason
     assert "not an integer" in bind(row, q, strong, ["25.5"]).reason
     assert "number" in bind(row, q, strong, []).reason
     # a weak (trigram) match does not bind; a literal is never text spliced into the SQL
-    weak = strong_values([_value("Spian", "Spain", how="trigram", score=0.5),
-                          _value("Japan", "Japan")], SCHEMA, 0.9)
+    weak = strong_values(
+        [_value("Spian", "Spain", how="trigram", score=0.5), _value("Japan", "Japan")], SCHEMA, 0.9
+    )
     assert bind(row, q, weak, ["25"]).sql is None
     quote = strong_values([_value("O'Brien", "O'Brien"), _value("Spain", "Spain")], SCHEMA, 0.9)
-    assert "'O''Brien'" in bind(row, "Singers from O'Brien or Spain older than 25", quote,
-                                ["25"]).sql
+    assert (
+        "'O''Brien'" in bind(row, "Singers from O'Brien or Spain older than 25", quote, ["25"]).sql
+    )
 
 
 def test_a_verified_querys_constant_numbers_and_values_must_be_named_again():
     slots = [Slot("v1", "number", ["public", "singer", "age"], "integer", "40")]
     info = {"numbers": ["2", ":v1"], "constants": [[["public", "singer", "country", "France"]]]}
-    row = _row("Top 2 singers from France older than 40", slots, info,
-               "SELECT name FROM singer WHERE country = 'France' AND age > :v1 LIMIT 2")
+    row = _row(
+        "Top 2 singers from France older than 40",
+        slots,
+        info,
+        "SELECT name FROM singer WHERE country = 'France' AND age > :v1 LIMIT 2",
+    )
     q = "Top 2 singers from France older than 50"
     strong = strong_values([_value("France", "France")], SCHEMA, 0.9)
     assert bind(row, q, strong, question_numbers(q, ["France"])).sql.endswith("age > 50 LIMIT 2")
     assert "writes 3 where" in bind(row, q, strong, ["3", "50"]).reason
-    assert "does not name 'France'" in bind(
-        row, "Top 2 singers from Japan older than 50",
-        strong_values([_value("Japan", "Japan")], SCHEMA, 0.9), ["50", "2"]).reason
+    assert (
+        "does not name 'France'"
+        in bind(
+            row,
+            "Top 2 singers from Japan older than 50",
+            strong_values([_value("Japan", "Japan")], SCHEMA, 0.9),
+            ["50", "2"],
+        ).reason
+    )
 
 
 def test_a_verified_querys_named_literals_become_typed_parameters():
-    from nl2sql.sqlcheck import parse_one, to_sql
-    from nl2sql.verified import query_slots, template_numbers
+    from nl2sql.core.sqlcheck import parse_one, to_sql
+    from nl2sql.curated.verified import query_slots, template_numbers
 
     q = "Top 5 singers from France older than 40"
-    tree = parse_one("SELECT name FROM singer WHERE country = 'France' AND age > 40 "
-                     "AND name <> 'Nobody' ORDER BY age LIMIT 5")
+    tree = parse_one(
+        "SELECT name FROM singer WHERE country = 'France' AND age > 40 "
+        "AND name <> 'Nobody' ORDER BY age LIMIT 5"
+    )
     strong = strong_values([_value("France", "France")], SCHEMA, 0.9)
-    slots, constants, numbers = query_slots(tree, SCHEMA, q, strong,
-                                            question_numbers(q, ["France"]))
+    slots, constants, numbers = query_slots(
+        tree, SCHEMA, q, strong, question_numbers(q, ["France"])
+    )
     by = {s.default: s for s in slots}
     assert set(by) == {"France", "40", "5"} and constants == []
     assert (by["France"].kind, by["France"].column) == ("value", ["public", "singer", "country"])
@@ -426,10 +548,17 @@ def test_a_verified_querys_named_literals_become_typed_parameters():
     assert "'France'" not in sql and "'Nobody'" in sql  # a literal the question does not name stays
     row = _row(q, slots, {"numbers": numbers}, sql)
     q2 = "Top 3 singers from Japan older than 25"
-    b = bind(row, q2, strong_values([_value("Japan", "Japan")], SCHEMA, 0.9),
-             question_numbers(q2, ["Japan"]))
-    assert b.sql == ("SELECT name FROM singer WHERE country = 'Japan' AND age > 25 "
-                     "AND name <> 'Nobody' ORDER BY age LIMIT 3")
-    assert template_numbers("Top :n singers older than :age born after 1990", [
-        Slot("n", "number", None, "integer"), Slot("age", "number", None, "integer")]) == \
-        [":n", ":age", "1990"]
+    b = bind(
+        row,
+        q2,
+        strong_values([_value("Japan", "Japan")], SCHEMA, 0.9),
+        question_numbers(q2, ["Japan"]),
+    )
+    assert b.sql == (
+        "SELECT name FROM singer WHERE country = 'Japan' AND age > 25 "
+        "AND name <> 'Nobody' ORDER BY age LIMIT 3"
+    )
+    assert template_numbers(
+        "Top :n singers older than :age born after 1990",
+        [Slot("n", "number", None, "integer"), Slot("age", "number", None, "integer")],
+    ) == [":n", ":age", "1990"]

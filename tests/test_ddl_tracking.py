@@ -5,6 +5,7 @@ Prompts are read where the model receives them: the scripted loopback server rec
 request (its answers are scripted, not a model's), and ``nl2sql.retrieve`` shows the PreSQL
 prompt without a model call.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,9 @@ def ddb(cluster):
 def _queue(conn, since: int = 0) -> list[tuple]:
     return conn.execute(
         "SELECT event, object_type, schema_name || '.' || table_name, column_name, old_name "
-        "FROM nl2sql.ddl_queue WHERE id > %s ORDER BY id", (since,)).fetchall()
+        "FROM nl2sql.ddl_queue WHERE id > %s ORDER BY id",
+        (since,),
+    ).fetchall()
 
 
 def _last_id(conn) -> int:
@@ -96,10 +99,16 @@ def test_renamed_and_dropped_names_never_reach_a_prompt(ddb, llm):
         ("dropped", "table", "public.gig", None, None),
     ]
     # the schema index itself holds the new names only, at once
-    cols = ddb.execute("SELECT table_name || '.' || column_name FROM nl2sql.schema_column "
-                       "ORDER BY 1").fetchall()
-    assert [c[0] for c in cols] == ["ledger.lid", "ledger.memo", "performer.nation",
-                                    "performer.vid", "performer.vname"]
+    cols = ddb.execute(
+        "SELECT table_name || '.' || column_name FROM nl2sql.schema_column ORDER BY 1"
+    ).fetchall()
+    assert [c[0] for c in cols] == [
+        "ledger.lid",
+        "ledger.memo",
+        "performer.nation",
+        "performer.vid",
+        "performer.vname",
+    ]
 
     counts = ddb.execute("SELECT nl2sql.reindex()").fetchone()[0]
     assert counts["tables_queued"] == 2  # performer, roadie (gig is gone)
@@ -107,7 +116,9 @@ def test_renamed_and_dropped_names_never_reach_a_prompt(ddb, llm):
     assert _queue(ddb) == []
     # values follow at the reindex: the renamed column's cell values are back, under its new name
     vals = ddb.execute("SELECT nl2sql.retrieve(%s)->'values'", (QUESTION,)).fetchone()[0]
-    assert {(v["table"], v["column"], v["value"]) for v in vals} >= {("performer", "nation", "Atlantis")}
+    assert {(v["table"], v["column"], v["value"]) for v in vals} >= {
+        ("performer", "nation", "Atlantis")
+    }
     assert "CREATE TABLE roadie" in _prompts(ddb, llm)
 
 
@@ -127,8 +138,13 @@ def test_reindex_rewrites_the_queued_table_and_skips_the_rest(ddb):
 def test_types_follow_and_temporary_or_foreign_schema_ddl_is_ignored(ddb):
     ddb.execute("SELECT nl2sql.reindex()")
     ddb.execute("ALTER TABLE ledger ALTER COLUMN memo TYPE varchar(40)")
-    assert ddb.execute("SELECT data_type FROM nl2sql.schema_column WHERE table_name = 'ledger' "
-                       "AND column_name = 'memo'").fetchone()[0] == "character varying(40)"
+    assert (
+        ddb.execute(
+            "SELECT data_type FROM nl2sql.schema_column WHERE table_name = 'ledger' "
+            "AND column_name = 'memo'"
+        ).fetchone()[0]
+        == "character varying(40)"
+    )
     start = _last_id(ddb)
     ddb.execute("CREATE TEMP TABLE scratch (x int)")
     ddb.execute("DROP TABLE scratch")
@@ -147,8 +163,12 @@ def test_without_the_triggers_the_views_still_hide_old_names(ddb, llm):
         start = _last_id(ddb)
         ddb.execute("ALTER TABLE ledger RENAME COLUMN memo TO remark")
         assert _queue(ddb, start) == []
-        assert ddb.execute("SELECT count(*) FROM nl2sql.schema_column "
-                           "WHERE column_name = 'memo'").fetchone()[0] == 1  # stale row
+        assert (
+            ddb.execute(
+                "SELECT count(*) FROM nl2sql.schema_column WHERE column_name = 'memo'"
+            ).fetchone()[0]
+            == 1
+        )  # stale row
         text = _prompts(ddb, llm)
         assert not _has(text, "memo") and not _has(text, "paid")
         counts = ddb.execute("SELECT nl2sql.reindex()").fetchone()[0]
@@ -166,7 +186,7 @@ def test_install_without_a_superuser_warns_and_goes_on(ddb, cluster):
     from conftest import ROOT
 
     text = (ROOT / "sql/idempotent/004-ddl-tracking.sql").read_text()
-    block = text[text.index("DO $nl2sql_ddl$"):text.index("$nl2sql_ddl$;") + len("$nl2sql_ddl$;")]
+    block = text[text.index("DO $nl2sql_ddl$") : text.index("$nl2sql_ddl$;") + len("$nl2sql_ddl$;")]
     triggers = ("nl2sql_ddl_command_end", "nl2sql_ddl_sql_drop")
     for t in triggers:
         ddb.execute(f"ALTER EXTENSION nl2sql DROP EVENT TRIGGER {t}")
@@ -179,8 +199,12 @@ def test_install_without_a_superuser_warns_and_goes_on(ddb, cluster):
             other.add_notice_handler(lambda d: notices.append((d.severity, d.message_primary)))
             other.execute(block)
             assert any(sev == "WARNING" and "DDL tracking is off" in msg for sev, msg in notices)
-        assert ddb.execute("SELECT count(*) FROM pg_event_trigger WHERE evtname LIKE 'nl2sql%'"
-                           ).fetchone()[0] == 0
+        assert (
+            ddb.execute(
+                "SELECT count(*) FROM pg_event_trigger WHERE evtname LIKE 'nl2sql%'"
+            ).fetchone()[0]
+            == 0
+        )
     finally:
         ddb.execute(block)
         for t in triggers:

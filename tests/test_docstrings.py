@@ -1,6 +1,7 @@
 """Docstrings of the server package: every public function says what it takes and returns
 (Google style: ``Args:``, ``Returns:``), and no docstring points outside the repository or to
 an issue number."""
+
 from __future__ import annotations
 
 import ast
@@ -13,7 +14,7 @@ OUTSIDE = re.compile(r"\bissue \d+|DESIGN\.md", re.I)
 
 def _public_functions():
     """(module, qualified name, node) of every public function and public method."""
-    for f in sorted(PKG_DIR.glob("*.py")):
+    for f in sorted(PKG_DIR.rglob("*.py")):
         tree = ast.parse(f.read_text())
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
@@ -28,8 +29,10 @@ def _returns_something(fn: ast.FunctionDef) -> bool:
     ann = fn.returns
     if ann is None:
         return any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
-    return not (isinstance(ann, ast.Constant) and ann.value is None) and \
-        ast.unparse(ann) not in ("None", "NoReturn")
+    return not (isinstance(ann, ast.Constant) and ann.value is None) and ast.unparse(ann) not in (
+        "None",
+        "NoReturn",
+    )
 
 
 def _is_property(fn: ast.FunctionDef) -> bool:
@@ -46,14 +49,22 @@ def test_public_functions_document_args_and_returns():
             continue
         if params and "Args:" not in doc:
             missing.append(f"{mod}.{name}: no Args")
-        if _returns_something(fn) and not _is_property(fn) and "Returns:" not in doc \
-                and "Yields:" not in doc:
+        if (
+            _returns_something(fn)
+            and not _is_property(fn)
+            and "Returns:" not in doc
+            and "Yields:" not in doc
+        ):
             missing.append(f"{mod}.{name}: no Returns")
     assert len(list(_public_functions())) > 150
     assert not missing, "docstrings to complete:\n" + "\n".join(missing)
 
 
 def test_no_docstring_or_comment_points_outside_the_repository():
-    bad = [f"{f.name}:{i}" for f in sorted(PKG_DIR.glob("*.py"))
-           for i, line in enumerate(f.read_text().splitlines(), 1) if OUTSIDE.search(line)]
+    bad = [
+        f"{f.name}:{i}"
+        for f in sorted(PKG_DIR.rglob("*.py"))
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
     assert not bad, "issue numbers or files outside the repository mentioned at " + ", ".join(bad)

@@ -1,15 +1,22 @@
-"""Embeddings (nl2sql.embed): the ONNX Runtime engine gives torch's vectors, the cache does not
+"""Embeddings (nl2sql.embedding.encode): the ONNX Runtime engine gives torch's vectors, the cache does not
 re-embed, the indexer's bulk path keeps input order. Pure Python; the model files come from the
 venv that scripts/install.sh made (which also exports the ONNX model)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nl2sql import embed
+from nl2sql.embedding import encode as embed
 
-TEXTS = ["How many singers do we have?", "USA", "", "Marvel Comics", "naïve café — 3-D Man",
-         "What is the average age of singers from each country? " * 20]
+TEXTS = [
+    "How many singers do we have?",
+    "USA",
+    "",
+    "Marvel Comics",
+    "naïve café — 3-D Man",
+    "What is the average age of singers from each country? " * 20,
+]
 
 
 def test_install_exported_the_onnx_model_and_it_is_the_engine():
@@ -19,8 +26,9 @@ def test_install_exported_the_onnx_model_and_it_is_the_engine():
 
 def test_onnx_vectors_equal_torch_vectors():
     got = embed.OnnxEncoder(embed.onnx_path(), embed.model_dir()).encode(TEXTS)
-    ref = embed.get_model().encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True,
-                                   show_progress_bar=False)
+    ref = embed.get_model().encode(
+        TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     assert got.shape == (len(TEXTS), embed.DIM)
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     assert float((got * ref).sum(1).min()) >= 0.9999
@@ -44,7 +52,7 @@ def test_batched_bulk_path_equals_one_text_at_a_time():
     assert float((bulk * one).sum(1).min()) >= 0.9999
     # enough tokens for several batches
     lens = sorted(len(e.ids) for e in enc.tokenizer.encode_batch(texts))
-    assert sum(lens) > 4 * embed.BATCH_TOKENS   # several batches
+    assert sum(lens) > 4 * embed.BATCH_TOKENS  # several batches
 
 
 def test_pgvector_text_is_six_decimals_in_order():

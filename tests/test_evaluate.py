@@ -5,50 +5,72 @@ verified questions (fast path bypassed, leave-one-out), classifies each miss, ke
 Database tests use the demo database (tests/conftest.py) and the scripted loopback server
 (its answers are scripted, not a model's; it records every request).
 """
+
 from __future__ import annotations
 
 import psycopg
 import pytest
 
 from conftest import add_models, login_role
-from nl2sql.evaluate import (Judged, chosen_hash, classify_outcome, classify_rows,
-                             model_rightness, summarize)
+from nl2sql.curated.evaluate import (
+    Judged,
+    chosen_hash,
+    classify_outcome,
+    classify_rows,
+    model_rightness,
+    summarize,
+)
 from nl2sql_indexer.loopback import Rule, extract_question
 
 ROLE = "nl2sql_i15c_evaluator"
 
 # (question, verified SQL, what both models answer) — each answer's miss is the comment's
-Q_RIGHT = ("How many singers are from France?",
-           "SELECT count(*) FROM singer WHERE country = 'France'")
-Q_MISSING = ("List the names of the singers from France.",
-             "SELECT name FROM singer WHERE country = 'France'",
-             "SELECT name FROM singer WHERE country = 'France' ORDER BY name LIMIT 2")
-Q_EMPTY = ("Which singers are older than 30?",
-           "SELECT name FROM singer WHERE age > 30",
-           "SELECT name FROM singer WHERE age > 1000")
-Q_COLUMNS = ("What are the names of all stadiums?",
-             "SELECT name FROM stadium",
-             "SELECT name, capacity FROM stadium")
-Q_ERROR = ("How many concerts are there?",
-           "SELECT count(*) FROM concert",
-           "SELECT count(*) / 0 FROM concert")
+Q_RIGHT = (
+    "How many singers are from France?",
+    "SELECT count(*) FROM singer WHERE country = 'France'",
+)
+Q_MISSING = (
+    "List the names of the singers from France.",
+    "SELECT name FROM singer WHERE country = 'France'",
+    "SELECT name FROM singer WHERE country = 'France' ORDER BY name LIMIT 2",
+)
+Q_EMPTY = (
+    "Which singers are older than 30?",
+    "SELECT name FROM singer WHERE age > 30",
+    "SELECT name FROM singer WHERE age > 1000",
+)
+Q_COLUMNS = (
+    "What are the names of all stadiums?",
+    "SELECT name FROM stadium",
+    "SELECT name, capacity FROM stadium",
+)
+Q_ERROR = (
+    "How many concerts are there?",
+    "SELECT count(*) FROM concert",
+    "SELECT count(*) / 0 FROM concert",
+)
 
 
 # --------------------------------------------------------------------------------------------
 # pure classification
 # --------------------------------------------------------------------------------------------
 
+
 def test_classify_rows_names_each_kind_of_difference():
     gold = [("a",), ("b",), ("c",)]
     assert classify_rows(gold, [("c",), ("a",), ("b",)])[0] is None  # a multiset: order free
     assert classify_rows(gold, [])[0] == "EMPTY_RESULT"
-    assert classify_rows(gold, [("a",), ("b",)]) == \
-        ("RESULT_MISSING_ROWS", "2 of the verified SQL's 3 rows (1 missing)")
+    assert classify_rows(gold, [("a",), ("b",)]) == (
+        "RESULT_MISSING_ROWS",
+        "2 of the verified SQL's 3 rows (1 missing)",
+    )
     assert classify_rows(gold, gold + [("d",)])[0] == "RESULT_EXTRA_ROWS"
     assert classify_rows([], [("d",)])[0] == "RESULT_EXTRA_ROWS"
     assert classify_rows(gold, [("a", 1), ("b", 2), ("c", 3)])[0] == "COLUMNS_MISMATCH"
-    assert classify_rows([(7,)], [(8,)]) == ("SINGLE_CELL_DIFFERENCE",
-                                             "8 where the verified SQL has 7")
+    assert classify_rows([(7,)], [(8,)]) == (
+        "SINGLE_CELL_DIFFERENCE",
+        "8 where the verified SQL has 7",
+    )
     assert classify_rows(gold, [("a",), ("x",)])[0] == "RESULT_MISMATCH"
     # a duplicate row counts: a multiset, not a set
     assert classify_rows([("a",), ("a",)], [("a",)])[0] == "RESULT_MISSING_ROWS"
@@ -57,30 +79,49 @@ def test_classify_rows_names_each_kind_of_difference():
 def test_classify_outcome_tells_abstained_no_sql_and_error_apart():
     assert classify_outcome(None, "nl2sql: boom")[0] == "ERROR"
     assert classify_outcome({"sql": "SELECT 1"}) is None
-    assert classify_outcome({"sql": None, "abstained": {"threshold": 0.9}, "error": "below"}) \
-        == ("ABSTAINED", "below")
-    assert classify_outcome({"sql": None, "error": "every model failed",
-                             "candidates": [{"sql": None}]})[0] == "NO_SQL"
-    assert classify_outcome({"sql": None, "error": "no candidate executed",
-                             "candidates": [{"sql": "SELECT 1/0"}]})[0] == "ERROR"
+    assert classify_outcome({"sql": None, "abstained": {"threshold": 0.9}, "error": "below"}) == (
+        "ABSTAINED",
+        "below",
+    )
+    assert (
+        classify_outcome(
+            {"sql": None, "error": "every model failed", "candidates": [{"sql": None}]}
+        )[0]
+        == "NO_SQL"
+    )
+    assert (
+        classify_outcome(
+            {"sql": None, "error": "no candidate executed", "candidates": [{"sql": "SELECT 1/0"}]}
+        )[0]
+        == "ERROR"
+    )
 
 
 def test_per_model_rightness_and_totals():
-    trace = {"sql": "S1", "candidates": [
-        {"source": "finsql:m1", "model": "m1", "status": "ok", "result_hash": "G", "sql": "S1"},
-        {"source": "finsql:m1#p2s1", "model": "m1", "status": "ok", "result_hash": "X"},
-        {"source": "finsql:m2", "model": "m2", "status": "ok", "result_hash": "X", "sql": "S2"},
-        {"source": "presql:m1", "model": "m1", "status": "ok", "result_hash": "G"}]}
+    trace = {
+        "sql": "S1",
+        "candidates": [
+            {"source": "finsql:m1", "model": "m1", "status": "ok", "result_hash": "G", "sql": "S1"},
+            {"source": "finsql:m1#p2s1", "model": "m1", "status": "ok", "result_hash": "X"},
+            {"source": "finsql:m2", "model": "m2", "status": "ok", "result_hash": "X", "sql": "S2"},
+            {"source": "presql:m1", "model": "m1", "status": "ok", "result_hash": "G"},
+        ],
+    }
     assert model_rightness(trace, "G") == {"m1": True, "m2": False}  # first FinSQL candidate
     assert chosen_hash(trace) == "G"
-    rs = [Judged(1, "q1", "s", right=True, per_model={"m1": True, "m2": False}),
-          Judged(2, "q2", "s", right=False, category="EMPTY_RESULT",
-                 per_model={"m1": False, "m2": False}),
-          Judged(3, "q3", "s", right=None)]  # the verified SQL failed: not judged
+    rs = [
+        Judged(1, "q1", "s", right=True, per_model={"m1": True, "m2": False}),
+        Judged(
+            2, "q2", "s", right=False, category="EMPTY_RESULT", per_model={"m1": False, "m2": False}
+        ),
+        Judged(3, "q3", "s", right=None),
+    ]  # the verified SQL failed: not judged
     t = summarize(rs)
     assert (t["questions"], t["judged"], t["right"], t["ex"]) == (3, 2, 1, 0.5)
-    assert t["per_model"] == {"m1": {"questions": 2, "right": 1, "ex": 0.5},
-                              "m2": {"questions": 2, "right": 0, "ex": 0.0}}
+    assert t["per_model"] == {
+        "m1": {"questions": 2, "right": 1, "ex": 0.5},
+        "m2": {"questions": 2, "right": 0, "ex": 0.0},
+    }
     assert t["categories"] == {"EMPTY_RESULT": 1}
 
 
@@ -88,13 +129,16 @@ def test_per_model_rightness_and_totals():
 # in the database
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def edb(db):
     """The demo database with no verified queries or evaluation runs before and after."""
+
     def wipe():
         db.execute("DELETE FROM nl2sql.verified_query")
         db.execute("DELETE FROM nl2sql.evaluation_run")
         db.execute("DELETE FROM nl2sql.model_reliability")
+
     wipe()
     yield db
     wipe()
@@ -104,16 +148,22 @@ def edb(db):
 def script(llm, m2_first_wrong: bool = True) -> None:
     """Both models answer each question as its tuple says; on Q_RIGHT m1 is right and m2 wrong."""
     llm.add_rule(Rule(model="m1", question=Q_RIGHT[0], response=Q_RIGHT[1]))
-    llm.add_rule(Rule(model="m2", question=Q_RIGHT[0],
-                      response="SELECT count(*) FROM singer" if m2_first_wrong else Q_RIGHT[1]))
+    llm.add_rule(
+        Rule(
+            model="m2",
+            question=Q_RIGHT[0],
+            response="SELECT count(*) FROM singer" if m2_first_wrong else Q_RIGHT[1],
+        )
+    )
     for q, _, answer in (Q_MISSING, Q_EMPTY, Q_COLUMNS, Q_ERROR):
         llm.add_rule(Rule(question=q, response=answer))
 
 
 def add_all(conn) -> dict[str, int]:
-    return {q[0]: conn.execute("SELECT nl2sql.add_verified_query(%s, %s)", (q[0], q[1])
-                               ).fetchone()[0]
-            for q in (Q_RIGHT, Q_MISSING, Q_EMPTY, Q_COLUMNS, Q_ERROR)}
+    return {
+        q[0]: conn.execute("SELECT nl2sql.add_verified_query(%s, %s)", (q[0], q[1])).fetchone()[0]
+        for q in (Q_RIGHT, Q_MISSING, Q_EMPTY, Q_COLUMNS, Q_ERROR)
+    }
 
 
 def test_evaluate_measures_the_models_and_classifies_each_miss(edb, llm):
@@ -123,13 +173,23 @@ def test_evaluate_measures_the_models_and_classifies_each_miss(edb, llm):
     out = edb.execute("SELECT nl2sql.evaluate(note => 'first')").fetchone()[0]
     assert (out["questions"], out["judged"], out["right"], out["ex"]) == (5, 5, 1, 0.2)
     misses = {m["question"]: m["category"] for m in out["misses"]}
-    assert misses == {Q_MISSING[0]: "RESULT_MISSING_ROWS", Q_EMPTY[0]: "EMPTY_RESULT",
-                      Q_COLUMNS[0]: "COLUMNS_MISMATCH", Q_ERROR[0]: "ERROR"}
-    assert out["categories"] == {"COLUMNS_MISMATCH": 1, "EMPTY_RESULT": 1, "ERROR": 1,
-                                 "RESULT_MISSING_ROWS": 1}
+    assert misses == {
+        Q_MISSING[0]: "RESULT_MISSING_ROWS",
+        Q_EMPTY[0]: "EMPTY_RESULT",
+        Q_COLUMNS[0]: "COLUMNS_MISMATCH",
+        Q_ERROR[0]: "ERROR",
+    }
+    assert out["categories"] == {
+        "COLUMNS_MISMATCH": 1,
+        "EMPTY_RESULT": 1,
+        "ERROR": 1,
+        "RESULT_MISSING_ROWS": 1,
+    }
     # per model: m1 right on Q_RIGHT, m2 wrong there; both wrong elsewhere
-    assert out["per_model"] == {"m1": {"questions": 5, "right": 1, "ex": 0.2},
-                                "m2": {"questions": 5, "right": 0, "ex": 0.0}}
+    assert out["per_model"] == {
+        "m1": {"questions": 5, "right": 1, "ex": 0.2},
+        "m2": {"questions": 5, "right": 0, "ex": 0.0},
+    }
     # the models were asked every question: the fast path did not answer from the verified
     # query, and no question was its own example (it appears once: as the question asked)
     asked: dict[str, list[str]] = {}
@@ -143,14 +203,18 @@ def test_evaluate_measures_the_models_and_classifies_each_miss(edb, llm):
     assert any(Q_RIGHT[0] in p for p in asked[Q_MISSING[0]])
     # kept: the run and one row per question, the log rows marked with the run
     run = out["run_id"]
-    rows = edb.execute('SELECT verified_query_id, "right", category, per_model, log_id '
-                       "FROM nl2sql.evaluation_result WHERE run_id = %s ORDER BY 1",
-                       (run,)).fetchall()
+    rows = edb.execute(
+        'SELECT verified_query_id, "right", category, per_model, log_id '
+        "FROM nl2sql.evaluation_result WHERE run_id = %s ORDER BY 1",
+        (run,),
+    ).fetchall()
     assert [r[0] for r in rows] == sorted(ids.values())
     assert rows[0][1:4] == (True, None, {"m1": True, "m2": False})
-    marked = edb.execute("SELECT count(*) FROM nl2sql.query_log WHERE (trace->>'evaluation_run')"
-                         "::bigint = %s AND id = ANY(%s)", (run, [r[4] for r in rows])
-                         ).fetchone()[0]
+    marked = edb.execute(
+        "SELECT count(*) FROM nl2sql.query_log WHERE (trace->>'evaluation_run')"
+        "::bigint = %s AND id = ANY(%s)",
+        (run, [r[4] for r in rows]),
+    ).fetchone()[0]
     assert marked == 5
     # calibrate() learns from the run's judged candidates
     cal = edb.execute("SELECT nl2sql.calibrate()").fetchone()[0]
@@ -173,8 +237,10 @@ def test_runs_are_kept_and_the_trend_shows_the_change(edb, llm):
     edb.execute("SELECT nl2sql.set_setting('k_examples', '5')")
     second = edb.execute("SELECT nl2sql.evaluate(note => 'k_examples 5')").fetchone()[0]
     assert (first["ex"], second["ex"]) == (0.5, 1.0)
-    trend = edb.execute("SELECT run_id, ex, ex_change, note, settings_changed, models_changed "
-                        "FROM nl2sql.evaluation_trend ORDER BY run_id").fetchall()
+    trend = edb.execute(
+        "SELECT run_id, ex, ex_change, note, settings_changed, models_changed "
+        "FROM nl2sql.evaluation_trend ORDER BY run_id"
+    ).fetchall()
     assert [t[0] for t in trend] == [first["run_id"], second["run_id"]]
     assert trend[0][2] is None and trend[1][2] == pytest.approx(0.5)
     assert trend[1][3] == "k_examples 5"
@@ -199,12 +265,15 @@ def evaluator(cluster, edb):
     conn.close()
     edb.execute(f"REVOKE ALL ON nl2sql.evaluation_run, nl2sql.evaluation_result FROM {ROLE}")
     edb.execute(f"REVOKE ALL ON SEQUENCE nl2sql.evaluation_run_id_seq FROM {ROLE}")
-    edb.execute(f"REVOKE EXECUTE ON FUNCTION nl2sql.evaluate(int, text, text), "
-                f"nl2sql._evaluate(int, text, text) FROM {ROLE}")
+    edb.execute(
+        f"REVOKE EXECUTE ON FUNCTION nl2sql.evaluate(int, text, text), "
+        f"nl2sql._evaluate(int, text, text) FROM {ROLE}"
+    )
 
 
 def test_an_ordinary_role_evaluates_only_verified_queries_over_tables_it_may_read(
-        edb, evaluator, llm):
+    edb, evaluator, llm
+):
     add_models(edb, llm, ["m1"])
     script(llm)
     add_all(edb)
@@ -214,26 +283,34 @@ def test_an_ordinary_role_evaluates_only_verified_queries_over_tables_it_may_rea
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         evaluator.execute("SELECT * FROM nl2sql.evaluation_trend")
     # granted (README "Evaluation on your own questions"): it asks only what it may read
-    edb.execute(f"GRANT EXECUTE ON FUNCTION nl2sql.evaluate(int, text, text), "
-                f"nl2sql._evaluate(int, text, text) TO {ROLE}")
-    edb.execute(f"GRANT SELECT, INSERT, UPDATE ON nl2sql.evaluation_run, "
-                f"nl2sql.evaluation_result TO {ROLE}")
+    edb.execute(
+        f"GRANT EXECUTE ON FUNCTION nl2sql.evaluate(int, text, text), "
+        f"nl2sql._evaluate(int, text, text) TO {ROLE}"
+    )
+    edb.execute(
+        f"GRANT SELECT, INSERT, UPDATE ON nl2sql.evaluation_run, nl2sql.evaluation_result TO {ROLE}"
+    )
     edb.execute(f"GRANT USAGE ON SEQUENCE nl2sql.evaluation_run_id_seq TO {ROLE}")
     llm.clear()
     script(llm)
     out = evaluator.execute("SELECT nl2sql.evaluate()").fetchone()[0]
     mine = {Q_RIGHT[0], Q_MISSING[0], Q_EMPTY[0]}
     assert out["questions"] == 3
-    kept = {r[0] for r in edb.execute("SELECT question FROM nl2sql.evaluation_result "
-                                      "WHERE run_id = %s", (out["run_id"],))}
+    kept = {
+        r[0]
+        for r in edb.execute(
+            "SELECT question FROM nl2sql.evaluation_result WHERE run_id = %s", (out["run_id"],)
+        )
+    }
     assert kept == mine
     seen = {extract_question(r["messages"][-1]["content"]) for r in llm.requests}
     assert seen == mine
     prompts = " ".join(r["messages"][-1]["content"] for r in llm.requests)
     for hidden in (Q_COLUMNS[0], Q_ERROR[0], Q_COLUMNS[1], Q_ERROR[1]):
         assert hidden not in prompts
-    role = edb.execute("SELECT role_name FROM nl2sql.evaluation_run WHERE id = %s",
-                       (out["run_id"],)).fetchone()[0]
+    role = edb.execute(
+        "SELECT role_name FROM nl2sql.evaluation_run WHERE id = %s", (out["run_id"],)
+    ).fetchone()[0]
     assert role == ROLE
 
 
@@ -252,6 +329,7 @@ def test_a_run_stops_before_a_question_that_would_pass_statement_timeout(edb, ll
     assert out["questions"] == 1 and out["right"] == 1
     assert "1 of 2 questions evaluated" in out["stopped"]
     assert "statement_timeout" in out["stopped"]
-    kept = edb.execute("SELECT questions, stopped FROM nl2sql.evaluation_trend WHERE run_id = %s",
-                       (out["run_id"],)).fetchone()
+    kept = edb.execute(
+        "SELECT questions, stopped FROM nl2sql.evaluation_trend WHERE run_id = %s", (out["run_id"],)
+    ).fetchone()
     assert kept == (1, out["stopped"])

@@ -8,29 +8,30 @@ itself creates for ``DEMO_QUESTIONS``.
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
 import re
+from pathlib import Path
 
-from sqlglot import exp
 import pytest
 import sqlglot
+from sqlglot import exp
 
-from nl2sql.examples import make_entry, parse_benchmark_json, sql_skeleton
-from nl2sql_indexer import demo_data
 import nl2sql
-
+from nl2sql.retrieval.example_pool import make_entry, parse_benchmark_json, sql_skeleton
+from nl2sql_indexer import demo_data
 
 POOL_PATH = Path(nl2sql.__file__).resolve().parent / "data" / "example_pool.json"
 
 QUERY_TYPES = tuple(
-    t for t in (
+    t
+    for t in (
         exp.Select,
         getattr(exp, "Union", None),
         getattr(exp, "Intersect", None),
         getattr(exp, "Except", None),
         getattr(exp, "SetOperation", None),
-    ) if t is not None
+    )
+    if t is not None
 )
 
 COUNT_QUESTION = re.compile(
@@ -45,6 +46,7 @@ FORBIDDEN = ("singer", "concert", "stadium")
 # --------------------------------------------------------------------------- #
 # helpers
 # --------------------------------------------------------------------------- #
+
 
 def parse_one_query(sql: str) -> exp.Expression:
     """Parse ``sql`` as PostgreSQL; fail unless it is exactly one query statement."""
@@ -68,9 +70,7 @@ def unknown_references(sql: str, schema: dict[str, list[str]]) -> list[str]:
     problems: list[str] = []
 
     cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    derived = {
-        s.alias.lower() for s in tree.find_all(exp.Subquery) if s.alias
-    } | cte_names
+    derived = {s.alias.lower() for s in tree.find_all(exp.Subquery) if s.alias} | cte_names
     column_aliases = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
 
     alias_to_tables: dict[str, set[str]] = {}
@@ -146,6 +146,7 @@ def demo_schema(demo_statements) -> dict[str, list[str]]:
 # the example pool
 # --------------------------------------------------------------------------- #
 
+
 def test_pool_shape(pool):
     assert set(pool) >= {"schemas", "examples"}
     assert len(pool["examples"]) >= 40
@@ -155,7 +156,7 @@ def test_pool_shape(pool):
         assert ex["db_id"] in pool["schemas"], ex["db_id"]
         assert ex["question"].strip() and ex["sql"].strip()
     # every schema is actually used by several examples
-    per_db = {db: 0 for db in pool["schemas"]}
+    per_db = dict.fromkeys(pool["schemas"], 0)
     for ex in pool["examples"]:
         per_db[ex["db_id"]] += 1
     assert min(per_db.values()) >= 4, per_db
@@ -168,7 +169,8 @@ def test_pool_questions_unique(pool):
 
 def test_pool_has_counting_questions(pool):
     counting = [
-        ex for ex in pool["examples"]
+        ex
+        for ex in pool["examples"]
         if COUNT_QUESTION.search(ex["question"]) and "count(" in ex["sql"].lower()
     ]
     assert len(counting) >= 8, [ex["question"] for ex in counting]
@@ -221,8 +223,14 @@ def test_pool_covers_spider_constructs(pool):
         )
 
     assert n(lambda t: any(subquery_in(i) for i in t.find_all(exp.In))) >= 3
-    assert n(lambda t: any(isinstance(i.parent, exp.Not) and subquery_in(i)
-                           for i in t.find_all(exp.In))) >= 3
+    assert (
+        n(
+            lambda t: any(
+                isinstance(i.parent, exp.Not) and subquery_in(i) for i in t.find_all(exp.In)
+            )
+        )
+        >= 3
+    )
     for op in ("Union", "Intersect", "Except"):
         assert n(lambda t, op=op: isinstance(t, getattr(exp, op))) >= 1, op
     for agg in (exp.Avg, exp.Max, exp.Min, exp.Sum):
@@ -245,6 +253,7 @@ def test_pool_questions_name_their_literals(pool):
 # the demo database
 # --------------------------------------------------------------------------- #
 
+
 def test_demo_sql_is_deterministic():
     assert demo_data.demo_sql() == demo_data.demo_sql()
     assert demo_data.demo_sql("demo") == demo_data.demo_sql("demo")
@@ -261,8 +270,15 @@ def test_demo_sql_defines_tables_with_keys(demo_statements, demo_schema):
     assert set(demo_schema) == {"stadium", "singer", "concert", "singer_in_concert"}
     expected = {
         "stadium": {"stadium_id", "name", "location", "capacity", "highest", "lowest", "average"},
-        "singer": {"singer_id", "name", "country", "song_name", "song_release_year", "age",
-                   "is_male"},
+        "singer": {
+            "singer_id",
+            "name",
+            "country",
+            "song_name",
+            "song_release_year",
+            "age",
+            "is_male",
+        },
         "concert": {"concert_id", "concert_name", "theme", "stadium_id", "year"},
         "singer_in_concert": {"concert_id", "singer_id"},
     }
@@ -282,8 +298,11 @@ def test_demo_sql_defines_tables_with_keys(demo_statements, demo_schema):
             fks.add((table, target.name))
         if stmt.find(exp.PrimaryKey) or stmt.find(exp.PrimaryKeyColumnConstraint):
             pks.add(table)
-    assert {("concert", "stadium"), ("singer_in_concert", "concert"),
-            ("singer_in_concert", "singer")} <= fks, fks
+    assert {
+        ("concert", "stadium"),
+        ("singer_in_concert", "concert"),
+        ("singer_in_concert", "singer"),
+    } <= fks, fks
     assert pks == set(demo_schema), pks
 
 
@@ -324,8 +343,11 @@ def test_demo_data_is_sized_and_consistent(demo_statements):
     assert 80 <= len(rows["concert"]) <= 200
     assert 200 <= len(rows["singer_in_concert"]) <= 500
 
-    for table, key in (("stadium", "stadium_id"), ("singer", "singer_id"),
-                       ("concert", "concert_id")):
+    for table, key in (
+        ("stadium", "stadium_id"),
+        ("singer", "singer_id"),
+        ("concert", "concert_id"),
+    ):
         ids = [r[key] for r in rows[table]]
         assert len(ids) == len(set(ids)), table
     stadium_ids = {r["stadium_id"] for r in rows["stadium"]}
@@ -366,8 +388,11 @@ def test_demo_questions(demo_schema):
 def test_demo_question_literals_occur_in_data(demo_statements):
     """String literals of the gold SQL are real cell values of the demo data."""
     cells = {
-        v for table_rows in _inserted_rows(demo_statements).values()
-        for row in table_rows for v in row.values() if isinstance(v, str)
+        v
+        for table_rows in _inserted_rows(demo_statements).values()
+        for row in table_rows
+        for v in row.values()
+        if isinstance(v, str)
     }
     for _, sql in demo_data.DEMO_QUESTIONS:
         for value in string_literals(sql):
@@ -381,10 +406,10 @@ def test_unknown_references_catches_mistakes():
     assert unknown_references("SELECT x.c FROM t AS y JOIN u AS x ON y.a = x.a", schema) == []
     assert unknown_references("SELECT b AS z FROM t ORDER BY z", schema) == []
     assert unknown_references("WITH w AS (SELECT a FROM t) SELECT w.a FROM w", schema) == []
-    assert unknown_references("SELECT c FROM t", schema)          # c is in u only
-    assert unknown_references("SELECT y.c FROM t AS y", schema)    # alias resolves to t
+    assert unknown_references("SELECT c FROM t", schema)  # c is in u only
+    assert unknown_references("SELECT y.c FROM t AS y", schema)  # alias resolves to t
     assert unknown_references("SELECT a FROM nope", schema)
-    assert unknown_references("SELECT q.a FROM t", schema)         # unknown qualifier
+    assert unknown_references("SELECT q.a FROM t", schema)  # unknown qualifier
     with pytest.raises((AssertionError, sqlglot.errors.ParseError)):
         parse_one_query("SELECT 1; SELECT 2")
     with pytest.raises((AssertionError, sqlglot.errors.ParseError)):
@@ -399,17 +424,23 @@ def test_sql_skeleton_drops_identifiers_and_literals():
 
 
 def test_make_entry_masks_with_the_examples_own_schema():
-    e = make_entry("library", "How many books did 'Penguin' publish?",
-                   "SELECT count(*) FROM book WHERE publisher = 'Penguin'",
-                   {"book": ["book_id", "title", "publisher"]})
+    e = make_entry(
+        "library",
+        "How many books did 'Penguin' publish?",
+        "SELECT count(*) FROM book WHERE publisher = 'Penguin'",
+        {"book": ["book_id", "title", "publisher"]},
+    )
     assert "Penguin" not in e.masked_question and "books" not in e.masked_question
 
 
 def test_benchmark_loader_reports_failures():
-    data = "\n".join(json.dumps(x) for x in [
-        {"db_id": "a", "question": "How many?", "query": "SELECT count(*) FROM t"},
-        {"db_id": "a", "question": "bad", "query": "SELECT FROM WHERE ("},
-        {"db_id": "a", "question": "", "SQL": "SELECT 1"},
-    ])
+    data = "\n".join(
+        json.dumps(x)
+        for x in [
+            {"db_id": "a", "question": "How many?", "query": "SELECT count(*) FROM t"},
+            {"db_id": "a", "question": "bad", "query": "SELECT FROM WHERE ("},
+            {"db_id": "a", "question": "", "SQL": "SELECT 1"},
+        ]
+    )
     entries, failures = parse_benchmark_json(data)
     assert len(entries) == 1 and [f["index"] for f in failures] == [1, 2]

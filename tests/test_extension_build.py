@@ -1,6 +1,7 @@
 """The extension's build (scripts/build_extension.py): versions agree, released files stay as
 released, the committed install script is what the sources build, upgrade scripts exist for
 every release. No database needed."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,9 @@ import pytest
 
 from conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("build_extension", ROOT / "scripts/build_extension.py")
+spec = importlib.util.spec_from_file_location(
+    "build_extension", ROOT / "scripts/build_extension.py"
+)
 build = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build)
 
@@ -35,10 +38,12 @@ def test_committed_scripts_are_what_the_sources_build(tmp_path):
     v = build.version()
     targets = [ROOT / "extension" / f"nl2sql--{v}.sql", ROOT / "extension/nl2sql.control"]
     before = [t.read_text() for t in targets]
-    subprocess.run([sys.executable, str(ROOT / "scripts/build_extension.py")], check=True,
-                   capture_output=True)
-    assert [t.read_text() for t in targets] == before, \
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/build_extension.py")], check=True, capture_output=True
+    )
+    assert [t.read_text() for t in targets] == before, (
         "run scripts/build_extension.py and commit the result"
+    )
 
 
 def test_released_install_scripts_and_incremental_files_are_frozen():
@@ -46,8 +51,9 @@ def test_released_install_scripts_and_incremental_files_are_frozen():
     frozen = build.frozen()
     for version, info in releases.items():
         script = ROOT / "extension" / f"nl2sql--{version}.sql"
-        assert hashlib.sha256(script.read_bytes()).hexdigest() == info["script_sha256"], \
+        assert hashlib.sha256(script.read_bytes()).hexdigest() == info["script_sha256"], (
             f"{script.name} was released and must not change"
+        )
         for name in info["incremental"]:
             assert name in frozen, f"{name} was released in {version} but is not frozen"
             assert build.sha256(build.INCREMENTAL / name) == frozen[name], f"{name} changed"
@@ -60,7 +66,7 @@ def test_a_changed_frozen_incremental_file_stops_the_build(tmp_path, monkeypatch
     shutil.copytree(build.INCREMENTAL, inc)
     monkeypatch.setattr(build, "INCREMENTAL", inc)
     monkeypatch.setattr(build, "FROZEN", inc / "frozen.txt")
-    assert [f.name for f in build.incremental_files()]          # intact: builds
+    assert [f.name for f in build.incremental_files()]  # intact: builds
     first = sorted(build.frozen())[0]
     (inc / first).write_text((inc / first).read_text() + "\n-- an edit\n")
     with pytest.raises(build.BuildError, match="frozen"):

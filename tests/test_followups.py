@@ -3,16 +3,17 @@
 Inside a real PostgreSQL on the demo database; every model answer comes from the scripted
 loopback server (tests/conftest.py), never a model's.
 """
+
 from __future__ import annotations
 
 import psycopg
 import pytest
 
 from conftest import DEMO_DB, add_models, login_role
-from nl2sql.prompts import TURN_MARKER
-from nl2sql.conversation import visible_turns
-from nl2sql.types import Column, Schema, Table, Turn
-from nl2sql.gate import Gate
+from nl2sql.core.types import Column, Schema, Table, Turn
+from nl2sql.model.gate import Gate
+from nl2sql.model.prompts import TURN_MARKER
+from nl2sql.retrieval.conversation import visible_turns
 from nl2sql_indexer.loopback import Rule
 
 Q1 = "Which singers do we have?"
@@ -64,11 +65,17 @@ def test_two_turn_conversation_shows_earlier_turn_and_only_to_its_role(db, llm, 
     # another role, same key: none of the first role's turns, in its prompt or its listing
     llm.clear()
     llm.add_rule(Rule(model="m1", question=Q2, response=SQL2))
-    assert other_role.execute("SELECT count(*) FROM nl2sql.conversation(%s)", (key,)).fetchone()[0] == 0
+    assert (
+        other_role.execute("SELECT count(*) FROM nl2sql.conversation(%s)", (key,)).fetchone()[0]
+        == 0
+    )
     other_role.execute("SELECT nl2sql(%s, conversation => %s)", (Q2, key))
     texts = _user_texts(llm, Q2)
     assert texts and all(TURN_MARKER not in t and Q1 not in t for t in texts)
-    assert other_role.execute("SELECT count(*) FROM nl2sql.conversation(%s)", (key,)).fetchone()[0] == 1
+    assert (
+        other_role.execute("SELECT count(*) FROM nl2sql.conversation(%s)", (key,)).fetchone()[0]
+        == 1
+    )
     assert other_role.execute("SELECT nl2sql.forget_conversation(%s)", (key,)).fetchone()[0] == 1
     # the first role's turns are untouched by the other's forgetting; then forgotten
     assert db.execute("SELECT count(*) FROM nl2sql.conversation(%s)", (key,)).fetchone()[0] == 3
@@ -143,8 +150,13 @@ def test_narrate_request_has_no_opted_out_column_values(db, llm):
     q = "Who are the singers from France and how old are they?"
     sql = "SELECT name, age, country FROM singer WHERE country = 'France' ORDER BY name"
     add_models(db, llm, ["m1"])
-    llm.add_rule(Rule(model="m1", contains="Answer the question in words",
-                      response="Several singers are from France."))
+    llm.add_rule(
+        Rule(
+            model="m1",
+            contains="Answer the question in words",
+            response="Several singers are from France.",
+        )
+    )
     llm.add_rule(Rule(model="m1", question=q, response=sql))
     names = [r[0] for r in db.execute(sql).fetchall()]
     assert names
@@ -152,13 +164,19 @@ def test_narrate_request_has_no_opted_out_column_values(db, llm):
     try:
         text = db.execute("SELECT nl2sql.narrate(%s)", (q,)).fetchone()[0]
         assert text == "Several singers are from France."
-        reqs = [r for r in llm.requests
-                if "Answer the question in words" in r["messages"][-1]["content"]]
+        reqs = [
+            r
+            for r in llm.requests
+            if "Answer the question in words" in r["messages"][-1]["content"]
+        ]
         assert len(reqs) == 1
         body = reqs[0]["messages"][-1]["content"]
         assert '"country": "France"' in body and '"age"' in body
         assert not any(n in body for n in names)
-        assert "Left out of the result (their values may not be shown): 1 column(s) withheld: name" in body
+        assert (
+            "Left out of the result (their values may not be shown): 1 column(s) withheld: name"
+            in body
+        )
     finally:
         db.execute("DELETE FROM nl2sql.value_policy WHERE table_name = 'singer'")
         db.execute("SELECT nl2sql.reindex(force => true)")
@@ -167,28 +185,58 @@ def test_narrate_request_has_no_opted_out_column_values(db, llm):
     llm.add_rule(Rule(model="m1", contains="Answer the question in words", response="ok"))
     llm.add_rule(Rule(model="m1", question=q, response=sql))
     db.execute("SELECT nl2sql.narrate(%s)", (q,))
-    body = [r for r in llm.requests
-            if "Answer the question in words" in r["messages"][-1]["content"]][0]
+    body = [
+        r for r in llm.requests if "Answer the question in words" in r["messages"][-1]["content"]
+    ][0]
     assert names[0] in body["messages"][-1]["content"]
 
 
 def _schema() -> Schema:
-    person = Table(name="person", schema="public", table="person", columns=[
-        Column(name="id", data_type="integer"), Column(name="name", data_type="text"),
-        Column(name="ssn", data_type="text", values_allowed=False)])
+    person = Table(
+        name="person",
+        schema="public",
+        table="person",
+        columns=[
+            Column(name="id", data_type="integer"),
+            Column(name="name", data_type="text"),
+            Column(name="ssn", data_type="text", values_allowed=False),
+        ],
+    )
     return Schema(tables=[person], foreign_keys=[])
 
 
 def test_abstain_readings_pass_the_gate():
-    from nl2sql.abstain import readings
-    from nl2sql.types import Candidate, Status, Vote
-    c1 = Candidate("finsql:a", "a", None, sql="SELECT name, ssn FROM person", status=Status.OK,
-                   result_hash="h1", sample_rows=['{"name": "Ann", "ssn": "123-45"}'])
-    c2 = Candidate("finsql:b", "b", None, sql="SELECT name FROM person", status=Status.OK,
-                   result_hash="h2", sample_rows=['{"name": "Bo"}'])
-    vote = Vote(sql=c1.sql, winner_hash="h1", confidence=0.5, reason="tie", groups=[
-        {"sql": c1.sql, "size": 1, "confidence": 0.5, "result_hash": "h1"},
-        {"sql": c2.sql, "size": 1, "confidence": 0.5, "result_hash": "h2"}])
+    from nl2sql.core.types import Candidate, Status, Vote
+    from nl2sql.selection.abstain import readings
+
+    c1 = Candidate(
+        "finsql:a",
+        "a",
+        None,
+        sql="SELECT name, ssn FROM person",
+        status=Status.OK,
+        result_hash="h1",
+        sample_rows=['{"name": "Ann", "ssn": "123-45"}'],
+    )
+    c2 = Candidate(
+        "finsql:b",
+        "b",
+        None,
+        sql="SELECT name FROM person",
+        status=Status.OK,
+        result_hash="h2",
+        sample_rows=['{"name": "Bo"}'],
+    )
+    vote = Vote(
+        sql=c1.sql,
+        winner_hash="h1",
+        confidence=0.5,
+        reason="tie",
+        groups=[
+            {"sql": c1.sql, "size": 1, "confidence": 0.5, "result_hash": "h1"},
+            {"sql": c2.sql, "size": 1, "confidence": 0.5, "result_hash": "h2"},
+        ],
+    )
     found = readings(vote, [c1, c2], Gate(_schema(), True), 3)
     assert found[0]["rows"] == [{"name": "Ann"}] and "ssn" in found[0]["rows_withheld"]
     assert found[1]["rows"] == [{"name": "Bo"}] and found[1]["rows_withheld"] is None
@@ -197,6 +245,9 @@ def test_abstain_readings_pass_the_gate():
 
 
 def test_turns_naming_a_table_the_role_cannot_read_now_are_left_out():
-    turns = [Turn(1, "q1", "SELECT name FROM person"), Turn(2, "q2", "SELECT * FROM payroll"),
-             Turn(3, "q3", "WITH p AS (SELECT id FROM person) SELECT count(*) FROM p")]
+    turns = [
+        Turn(1, "q1", "SELECT name FROM person"),
+        Turn(2, "q2", "SELECT * FROM payroll"),
+        Turn(3, "q3", "WITH p AS (SELECT id FROM person) SELECT count(*) FROM p"),
+    ]
     assert [t.log_id for t in visible_turns(turns, _schema())] == [1, 3]

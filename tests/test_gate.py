@@ -1,23 +1,38 @@
 """The gate every text bound for a model passes (gate.py), without a server: value rules on
 error messages, result rows, retrieved values and examples; ``values_withheld``."""
+
 from __future__ import annotations
 
 import json
 
-from nl2sql.gate import WITHHELD, Gate
-from nl2sql.types import Column, Example, Schema, Table
+from nl2sql.core.types import Column, Example, Schema, Table
+from nl2sql.model.gate import WITHHELD, Gate
 
 MARK = "MARKER-5f3a"
 
 
 def _schema(opt_out: bool = True) -> Schema:
-    venue = Table("venue", "public", "venue", [
-        Column("venue_id", "integer", True, sample_values=["1", "2"]),
-        Column("venue_name", "text", sample_values=["Main Hall"]),
-        Column("secret_code", "text", sample_values=[MARK] if not opt_out else [],
-               values_allowed=not opt_out)])
-    singer = Table("singer", "public", "singer", [
-        Column("singer_id", "integer", True), Column("name", "text", sample_values=["Ann"])])
+    venue = Table(
+        "venue",
+        "public",
+        "venue",
+        [
+            Column("venue_id", "integer", True, sample_values=["1", "2"]),
+            Column("venue_name", "text", sample_values=["Main Hall"]),
+            Column(
+                "secret_code",
+                "text",
+                sample_values=[MARK] if not opt_out else [],
+                values_allowed=not opt_out,
+            ),
+        ],
+    )
+    singer = Table(
+        "singer",
+        "public",
+        "singer",
+        [Column("singer_id", "integer", True), Column("name", "text", sample_values=["Ann"])],
+    )
     return Schema([venue, singer])
 
 
@@ -37,15 +52,18 @@ def test_error_details_lose_quoted_data_but_keep_names_and_the_models_own_words(
     cases = [
         (f'invalid input syntax for type integer: "{MARK}"', True),
         (f"invalid input value for enum mood: '{MARK}'", True),
-        (f'duplicate key value violates unique constraint "venue_pkey"\nDETAIL: Key (venue_id)=({MARK}) already exists.', True),
+        (
+            f'duplicate key value violates unique constraint "venue_pkey"\nDETAIL: Key (venue_id)=({MARK}) already exists.',
+            True,
+        ),
         (f'value "{MARK}" is out of range for type integer', True),
-        ('column "nmae" does not exist', False),             # the model's own word
-        ('relation "venue" does not exist', False),          # a schema name
+        ('column "nmae" does not exist', False),  # the model's own word
+        ('relation "venue" does not exist', False),  # a schema name
         ('invalid input syntax for type integer: "Side"', False),  # the model's own literal
         (f'invalid input syntax for type integer: "a"{MARK}"', True),  # a quote inside the value
         (f'invalid input syntax for type integer: "{MARK}\nsecond line"', True),  # a newline
         (f"invalid input syntax for type integer: 'it''s {MARK}'", True),
-        (f'invalid value "{MARK[:4]}" for "YYYY"', True),       # part of the value
+        (f'invalid value "{MARK[:4]}" for "YYYY"', True),  # part of the value
     ]
     for text, withheld in cases:
         out = g.error("repair", text, sql + " nmae")
@@ -62,16 +80,23 @@ def test_send_values_off_sends_no_rows_only_the_shape():
     kept, note = g.rows("multiple_choice", "SELECT venue_name, 1 AS n FROM venue", rows)
     assert kept == [] and note.startswith("2 columns") and MARK not in note
     assert g.report()["held"]["multiple_choice"]["rows"] == 3
-    assert g.report()["columns"] == ["public.singer.name", "public.singer.singer_id",
-                                     "public.venue.secret_code", "public.venue.venue_id",
-                                     "public.venue.venue_name"]
+    assert g.report()["columns"] == [
+        "public.singer.name",
+        "public.singer.singer_id",
+        "public.venue.secret_code",
+        "public.venue.venue_id",
+        "public.venue.venue_name",
+    ]
 
 
 def test_rows_lose_opted_out_columns_spelled_every_way():
     g = Gate(_schema(), True)
     row = lambda **kw: [json.dumps(kw)]  # noqa: E731
-    keep = g.rows("mc", "SELECT venue_name, secret_code FROM venue",
-                  row(venue_name="Main Hall", secret_code=MARK))
+    keep = g.rows(
+        "mc",
+        "SELECT venue_name, secret_code FROM venue",
+        row(venue_name="Main Hall", secret_code=MARK),
+    )
     assert keep == (['{"venue_name": "Main Hall"}'], "1 column(s) withheld: secret_code")
     for sql, r in [
         ("SELECT v.secret_code AS c FROM venue v", row(c=MARK)),
@@ -96,11 +121,17 @@ def test_values_and_examples_of_withheld_columns_are_held_back():
     vals = [("venue", "secret_code", MARK), ("venue", "venue_name", "Main Hall")]
     assert g.values("presql", vals) == [("venue", "venue_name", "Main Hall")]
     assert Gate(_schema(), False).values("presql", vals) == []
-    local = Example(1, "local", f"Which venue has code {MARK}?",
-                    f"SELECT venue_name FROM venue WHERE secret_code = '{MARK}'",
-                    masked_question="Which venue has code [V]?")
+    local = Example(
+        1,
+        "local",
+        f"Which venue has code {MARK}?",
+        f"SELECT venue_name FROM venue WHERE secret_code = '{MARK}'",
+        masked_question="Which venue has code [V]?",
+    )
     other = Example(2, "concert_singer", "How many singers?", "SELECT count(*) FROM singer")
-    plain = Example(3, "local", "Names of venues?", "SELECT venue_name FROM venue WHERE venue_id = 1")
+    plain = Example(
+        3, "local", "Names of venues?", "SELECT venue_name FROM venue WHERE venue_id = 1"
+    )
     out = g.examples("finsql", [local, other, plain])
     assert MARK not in out[0].question + out[0].sql and "'value'" in out[0].sql
     assert out[1] is other and out[2] is plain

@@ -4,21 +4,33 @@ relative-time rewriting, prompt variants and samples, dialect transpiling, clean
 
 Every model answer here is scripted (tests/conftest.py), not a model's.
 """
+
 from __future__ import annotations
 
 import psycopg
 import pytest
 
 from conftest import add_models
-from nl2sql.gate import open_gate
-from nl2sql.generation import candidates_from, finsql_calls, variant_inputs
-from nl2sql.types import Column, Example, LLMReply, ModelConfig, Schema, Table
+from nl2sql.core.types import Column, Example, LLMReply, ModelConfig, Schema, Table
+from nl2sql.generation.candidates import candidates_from, finsql_calls, variant_inputs
+from nl2sql.model.gate import open_gate
 from nl2sql_indexer.loopback import Rule
 
-
-GEN_KEYS = ["prompt_variants", "samples_per_model", "sample_temperature", "repair_rounds",
-            "value_alignment", "align_min_trigram", "align_min_cosine", "confidence_threshold",
-            "tie_break", "selection", "selection_model", "hardness_voters", "rewrite_time"]
+GEN_KEYS = [
+    "prompt_variants",
+    "samples_per_model",
+    "sample_temperature",
+    "repair_rounds",
+    "value_alignment",
+    "align_min_trigram",
+    "align_min_cosine",
+    "confidence_threshold",
+    "tie_break",
+    "selection",
+    "selection_model",
+    "hardness_voters",
+    "rewrite_time",
+]
 Q = "How many singers do we have?"
 
 
@@ -46,6 +58,7 @@ def cand(trace, source):
 
 # --- settings: only what a user set is stored ---------------------------------------------------
 
+
 @pytest.fixture
 def no_setting_rows(db):
     """nl2sql.setting emptied (every setting at its declared default); the rows are put back
@@ -64,7 +77,7 @@ def test_pipeline_runs_on_declared_defaults_without_setting_rows(no_setting_rows
     llm.set_default("SELECT count(*) FROM singer")
     trace = explain(conn)
     assert trace["sql"] is not None and trace.get("error") is None
-    assert len(trace["examples"]) == 9                          # k_examples default
+    assert len(trace["examples"]) == 9  # k_examples default
     assert [c["source"] for c in trace["candidates"]] == ["finsql:m1"]  # presql_votes off
     assert conn.execute("SELECT nl2sql.set_setting('k_examples', ' 4 ')").fetchone()[0] == "4"
     assert conn.execute("SELECT key, value FROM nl2sql.setting").fetchall() == [("k_examples", "4")]
@@ -74,10 +87,15 @@ def test_pipeline_runs_on_declared_defaults_without_setting_rows(no_setting_rows
 
 # --- repair ----------------------------------------------------------------------------------
 
+
 def test_failing_candidate_is_repaired_in_round_2(gen, llm):
     add_models(gen, llm, ["m1"])
-    llm.add_rule(Rule(model="m1", contains="Repair round 2", response="SELECT count(*) FROM singer"))
-    llm.add_rule(Rule(model="m1", contains="Repair round 1", response="SELECT count(nme) FROM singer"))
+    llm.add_rule(
+        Rule(model="m1", contains="Repair round 2", response="SELECT count(*) FROM singer")
+    )
+    llm.add_rule(
+        Rule(model="m1", contains="Repair round 1", response="SELECT count(nme) FROM singer")
+    )
     llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
     trace = explain(gen)
     c = cand(trace, "finsql:m1")
@@ -88,8 +106,8 @@ def test_failing_candidate_is_repaired_in_round_2(gen, llm):
     assert trace["sql"].lower().replace(" ", "") == "selectcount(*)fromsinger"
     reqs = [r["messages"][-1]["content"] for r in llm.requests]
     assert len(reqs) == 4  # PreSQL, FinSQL, 2 repair rounds
-    assert 'nmae' in reqs[2] and "does not exist" in reqs[2] and "Repair round 1 of 3" in reqs[2]
-    assert 'nme' in reqs[3] and "Repair round 2 of 3" in reqs[3]
+    assert "nmae" in reqs[2] and "does not exist" in reqs[2] and "Repair round 1 of 3" in reqs[2]
+    assert "nme" in reqs[3] and "Repair round 2 of 3" in reqs[3]
     assert [r["repaired"] for r in trace["repair"]["rounds"]] == [0, 1]
     n = gen.execute("SELECT count(*) FROM singer").fetchone()[0]
     assert gen.execute(trace["sql"]).fetchone()[0] == n
@@ -98,8 +116,13 @@ def test_failing_candidate_is_repaired_in_round_2(gen, llm):
 def test_repair_loop_stops_after_three_rounds(gen, llm):
     add_models(gen, llm, ["m1"])
     for r in (3, 2, 1):
-        llm.add_rule(Rule(model="m1", contains=f"Repair round {r}",
-                          response=f"SELECT count(bad{r}) FROM singer"))
+        llm.add_rule(
+            Rule(
+                model="m1",
+                contains=f"Repair round {r}",
+                response=f"SELECT count(bad{r}) FROM singer",
+            )
+        )
     llm.add_rule(Rule(model="m1", response="SELECT count(bad0) FROM singer"))
     trace = explain(gen)
     c = cand(trace, "finsql:m1")
@@ -113,8 +136,13 @@ def test_repair_loop_stops_after_three_rounds(gen, llm):
 def test_empty_result_gets_a_repair_round_with_cell_values(gen, llm):
     setting(gen, "value_alignment", "off")
     add_models(gen, llm, ["m1"])
-    llm.add_rule(Rule(model="m1", contains="Repair round 1",
-                      response="SELECT name FROM singer WHERE country = 'France'"))
+    llm.add_rule(
+        Rule(
+            model="m1",
+            contains="Repair round 1",
+            response="SELECT name FROM singer WHERE country = 'France'",
+        )
+    )
     llm.add_rule(Rule(model="m1", response="SELECT name FROM singer WHERE country = 'Frankreich'"))
     trace = explain(gen, "Which singers are from France?")
     c = cand(trace, "finsql:m1")
@@ -143,14 +171,22 @@ def test_repair_off_makes_no_extra_call(gen, llm):
 
 # --- value alignment ---------------------------------------------------------------------------
 
+
 def test_lower_case_literal_is_aligned_to_the_stored_value(gen, llm):
     # every model writes 'france', the data has 'France' (cf. 'stealth' / 'Stealth')
     add_models(gen, llm, ["m1", "m2"])
     llm.set_default("SELECT count(*) FROM singer WHERE country = 'france'")
     trace = explain(gen, "How many singers are from france?")
     c = cand(trace, "finsql:m1")
-    assert c["alignments"] == [{"column": "public.singer.country", "from": "france",
-                                "to": "France", "method": "case", "score": 1.0}]
+    assert c["alignments"] == [
+        {
+            "column": "public.singer.country",
+            "from": "france",
+            "to": "France",
+            "method": "case",
+            "score": 1.0,
+        }
+    ]
     assert "'France'" in trace["sql"]
     n = gen.execute("SELECT count(*) FROM singer WHERE country = 'France'").fetchone()[0]
     assert gen.execute(trace["sql"]).fetchone()[0] == n > 0
@@ -166,7 +202,7 @@ def test_alignment_by_trigram_through_an_alias_and_in_list(gen, llm):
 
 
 def test_alignment_by_embedding_when_trigrams_are_not_close(gen, llm):
-    setting(gen, "align_min_trigram", "1")     # trigram only for identical strings
+    setting(gen, "align_min_trigram", "1")  # trigram only for identical strings
     setting(gen, "align_min_cosine", "0.5")
     add_models(gen, llm, ["m1"])
     llm.set_default("SELECT count(*) FROM singer WHERE country = 'the netherlands'")
@@ -194,6 +230,7 @@ def test_alignment_off(gen, llm):
 
 
 # --- selection ---------------------------------------------------------------------------------
+
 
 def test_low_confidence_group_is_dropped_and_reported(gen, llm):
     names = [f"m{i}" for i in range(6)]
@@ -239,6 +276,7 @@ def test_multiple_choice_with_an_unknown_selection_model_says_how_to_fix(gen, ll
 
 # --- hardness routing ---------------------------------------------------------------------------
 
+
 def test_presql_hardness_routes_finsql_to_the_configured_models(gen, llm):
     setting(gen, "hardness_voters", '{"easy": ["small"], "extra": ["big", "other"]}')
     add_models(gen, llm, ["big", "small", "other"])
@@ -248,7 +286,9 @@ def test_presql_hardness_routes_finsql_to_the_configured_models(gen, llm):
     assert [r["model"] for r in llm.requests] == ["big", "small"]
     assert [c["source"] for c in trace["candidates"]] == ["finsql:small"]
     llm.clear()
-    llm.set_default("SELECT name FROM singer WHERE age > 20 OR name LIKE '%a%' ORDER BY age LIMIT 3")
+    llm.set_default(
+        "SELECT name FROM singer WHERE age > 20 OR name LIKE '%a%' ORDER BY age LIMIT 3"
+    )
     trace = explain(gen, "Which three youngest singers are over 20 or have an a?")
     assert trace["hardness"]["presql"] == "extra"
     assert sorted(r["model"] for r in llm.requests[1:]) == ["big", "other"]
@@ -256,12 +296,14 @@ def test_presql_hardness_routes_finsql_to_the_configured_models(gen, llm):
 
 # --- relative time ------------------------------------------------------------------------------
 
+
 def test_this_month_is_rewritten_with_the_database_date(gen, llm):
     add_models(gen, llm, ["m1"])
     llm.set_default("SELECT count(*) FROM concert")
     first, last = gen.execute(
         "SELECT date_trunc('month', now())::date::text, "
-        "(date_trunc('month', now()) + interval '1 month - 1 day')::date::text").fetchone()
+        "(date_trunc('month', now()) + interval '1 month - 1 day')::date::text"
+    ).fetchone()
     trace = explain(gen, "How many concerts this month?")
     rw = trace["rewriting"]
     assert rw["rewritten"] == f"How many concerts this month (from {first} to {last})?"
@@ -276,6 +318,7 @@ def test_this_month_is_rewritten_with_the_database_date(gen, llm):
 
 # --- prompt variants, samples, dialects, cleaning -------------------------------------------------
 
+
 def test_prompt_variants_and_samples_make_more_candidates(gen, llm):
     setting(gen, "prompt_variants", "2")
     setting(gen, "samples_per_model", "3")
@@ -286,22 +329,36 @@ def test_prompt_variants_and_samples_make_more_candidates(gen, llm):
     fin = llm.requests[1:]
     assert len(fin) == 4 and all(r["n"] == 3 and r["temperature"] == 0.7 for r in fin)
     prompts = {r["messages"][-1]["content"] for r in fin}
-    assert len(prompts) == 2                      # two prompt variants, shared by both models
+    assert len(prompts) == 2  # two prompt variants, shared by both models
     assert len(trace["candidates"]) == 12
     assert trace["vote"]["groups"][0]["size"] == 12 and trace["confidence"] == 1.0
 
 
 def test_sqlite_dialect_model_is_transpiled_and_cleaning_steps_are_traced(gen, llm):
-    gen.execute("SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
-                (llm.base_url,))
+    gen.execute(
+        "SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+        (llm.base_url,),
+    )
     add_models(gen, llm, ["pg"])
-    llm.add_rule(Rule(model="lite",
-                      response='```sql\nSELECT count(*) FROM singer WHERE country = "France";\n```'))
-    llm.add_rule(Rule(model="pg", response="Here you go:\nSELECT count(*) FROM singer "
-                                           "WHERE country = 'France';"))
+    llm.add_rule(
+        Rule(
+            model="lite",
+            response='```sql\nSELECT count(*) FROM singer WHERE country = "France";\n```',
+        )
+    )
+    llm.add_rule(
+        Rule(
+            model="pg",
+            response="Here you go:\nSELECT count(*) FROM singer WHERE country = 'France';",
+        )
+    )
     trace = explain(gen, "How many singers are from France?")
     lite, pg = cand(trace, "finsql:lite"), cand(trace, "finsql:pg")
-    assert lite["status"] == "ok" and "transpile:sqlite" in lite["cleaning"] and "fence" in lite["cleaning"]
+    assert (
+        lite["status"] == "ok"
+        and "transpile:sqlite" in lite["cleaning"]
+        and "fence" in lite["cleaning"]
+    )
     assert pg["cleaning"] == ["leading_prose", "trailing_semicolon"]
     assert lite["result_hash"] == pg["result_hash"]
     import psycopg
@@ -315,30 +372,50 @@ def test_sqlite_dialect_answers_keep_sqlite_semantics_in_the_pipeline(gen, llm):
     compared case-insensitively, a bare column dependent on the grouped key through the join,
     a derived table without alias; each rule is named in the candidate's cleaning. Its result
     equals the PostgreSQL model's answer."""
-    gen.execute("SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
-                (llm.base_url,))
+    gen.execute(
+        "SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+        (llm.base_url,),
+    )
     add_models(gen, llm, ["pg"])
-    llm.add_rule(Rule(model="lite", response=(
-        'SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM singer_in_concert) '
-        'JOIN singer AS T2 ON sid = T2.singer_id WHERE T2.country LIKE "%A%" OR T2.country = "x" '
-        'GROUP BY sid')))
-    llm.add_rule(Rule(model="pg", response=(
-        "SELECT s.name, count(*) FROM singer_in_concert AS sc JOIN singer AS s "
-        "ON sc.singer_id = s.singer_id WHERE s.country ILIKE '%a%' OR s.country = 'x' "
-        "GROUP BY s.singer_id, s.name")))
+    llm.add_rule(
+        Rule(
+            model="lite",
+            response=(
+                "SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM singer_in_concert) "
+                'JOIN singer AS T2 ON sid = T2.singer_id WHERE T2.country LIKE "%A%" OR T2.country = "x" '
+                "GROUP BY sid"
+            ),
+        )
+    )
+    llm.add_rule(
+        Rule(
+            model="pg",
+            response=(
+                "SELECT s.name, count(*) FROM singer_in_concert AS sc JOIN singer AS s "
+                "ON sc.singer_id = s.singer_id WHERE s.country ILIKE '%a%' OR s.country = 'x' "
+                "GROUP BY s.singer_id, s.name"
+            ),
+        )
+    )
     trace = explain(gen, "How many concerts per singer from a country with an a?")
     lite, pg = cand(trace, "finsql:lite"), cand(trace, "finsql:pg")
     assert pg["status"] == "ok" and pg["row_count"] > 0
     assert lite["status"] == "ok", lite
-    for step in ("sqlite:string_literal", "sqlite:like_nocase", "sqlite:derived_alias",
-                 "sqlite:group_by_dependent"):
+    for step in (
+        "sqlite:string_literal",
+        "sqlite:like_nocase",
+        "sqlite:derived_alias",
+        "sqlite:group_by_dependent",
+    ):
         assert step in lite["cleaning"]
     assert lite["result_hash"] == pg["result_hash"]
 
 
 def test_sqlite_bare_column_not_dependent_on_the_key_is_refused_with_the_reason(gen, llm):
-    gen.execute("SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
-                (llm.base_url,))
+    gen.execute(
+        "SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+        (llm.base_url,),
+    )
     llm.add_rule(Rule(model="lite", response="SELECT name, max(age) FROM singer GROUP BY country"))
     trace = explain(gen, "Who is the oldest singer per country?")
     lite = cand(trace, "finsql:lite")
@@ -370,12 +447,18 @@ def test_no_alignment_from_a_column_the_caller_may_not_read(gen, llm):
 
 def _schema():
     cols = [Column("name", "text"), Column("age", "integer")]
-    return Schema(tables=[Table(name=n, schema="public", table=n, columns=cols)
-                          for n in ("singer", "stadium", "concert")])
+    return Schema(
+        tables=[
+            Table(name=n, schema="public", table=n, columns=cols)
+            for n in ("singer", "stadium", "concert")
+        ]
+    )
 
 
 def _examples(n):
-    return [Example(id=i, db_id="x", question=f"question {i}?", sql=f"SELECT {i}") for i in range(n)]
+    return [
+        Example(id=i, db_id="x", question=f"question {i}?", sql=f"SELECT {i}") for i in range(n)
+    ]
 
 
 def test_prompt_variants_differ_in_examples_and_table_order_and_are_stable():
@@ -392,15 +475,38 @@ def test_prompt_variants_differ_in_examples_and_table_order_and_are_stable():
 
 def test_finsql_calls_cover_models_variants_and_samples():
     models = [ModelConfig("m1", "m1"), ModelConfig("m2", "m2", temperature=0.3)]
-    calls = finsql_calls(models, "How many?", _schema(), _examples(6), 3, 3, None,
-                         variants=2, samples=3, sample_temperature=0.9, gate=open_gate())
+    calls = finsql_calls(
+        models,
+        "How many?",
+        _schema(),
+        _examples(6),
+        3,
+        3,
+        None,
+        variants=2,
+        samples=3,
+        sample_temperature=0.9,
+        gate=open_gate(),
+    )
     assert [(c.model.name, c.variant, c.n) for c in calls] == [
-        ("m1", 0, 3), ("m2", 0, 3), ("m1", 1, 3), ("m2", 1, 3)]
-    assert calls[0].temperature == 0.9        # configured at 0: sampled at sample_temperature
-    assert calls[1].temperature is None       # its own temperature 0.3 is kept
+        ("m1", 0, 3),
+        ("m2", 0, 3),
+        ("m1", 1, 3),
+        ("m2", 1, 3),
+    ]
+    assert calls[0].temperature == 0.9  # configured at 0: sampled at sample_temperature
+    assert calls[1].temperature is None  # its own temperature 0.3 is kept
     assert calls[0].prompt != calls[2].prompt
-    replies = [LLMReply(model=c.model.name, text="SELECT 1", error=None, latency_ms=1,
-                        choices=["SELECT 1", "SELECT 2", "SELECT 3"]) for c in calls]
+    replies = [
+        LLMReply(
+            model=c.model.name,
+            text="SELECT 1",
+            error=None,
+            latency_ms=1,
+            choices=["SELECT 1", "SELECT 2", "SELECT 3"],
+        )
+        for c in calls
+    ]
     replies[1] = LLMReply(model="m2", text=None, error="boom", latency_ms=1)
     cands = candidates_from(calls, replies)
     srcs = [c.source for c in cands]

@@ -6,11 +6,11 @@
 * every exception class the package defines lives in ``errors.py`` (private ``_`` names aside),
   and every ``raise`` of a named class raises one of those (or a listed exception).
 """
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
 
 PKG_DIR = Path(__file__).resolve().parent.parent / "py_udf" / "nl2sql"
 PKG = "nl2sql"
@@ -18,62 +18,88 @@ FORBIDDEN_TOP_LEVEL = {"nl2sql_indexer", "tests", "bench", "conftest"}
 
 # ``raise`` of a class that is not from errors.py, allowed with the reason: (module, class).
 RAISES_OUTSIDE_ERRORS = {
-    ("embed", "SystemExit"): "the command line's exit status (python -m nl2sql.embed)",
-    ("embed_service", "SystemExit"): "the command line's exit status "
-                                     "(python -m nl2sql.embed_service)",
-    ("context", "ValueError"): "a caller's programming error (stages called out of order), "
-                               "not a user-facing condition",
-    ("llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "
-                                "hard deadline: the openai client propagates its own errors "
-                                "without retrying; call_model turns it into an error reply",
+    (
+        "embedding.encode",
+        "SystemExit",
+    ): "the command line's exit status (python -m nl2sql.embedding.encode)",
+    ("embedding.server", "SystemExit"): "the command line's exit status "
+    "(python -m nl2sql.embedding.server)",
+    (
+        "retrieval.context",
+        "ValueError",
+    ): "a caller's programming error (stages called out of order), not a user-facing condition",
+    ("model.llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "
+    "hard deadline: the openai client propagates its own errors "
+    "without retrying; call_model turns it into an error reply",
 }
 
 
 def _modules() -> dict[str, ast.Module]:
-    """Every module of the server package (``__init__`` included), parsed."""
-    return {p.stem: ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
-            for p in sorted(PKG_DIR.glob("*.py"))}
+    """Every module of the server package, parsed, by dotted name under ``nl2sql``
+    (``core.spi``; a package's ``__init__`` by the package's name, the top one as ``""``)."""
+    out = {}
+    for p in sorted(PKG_DIR.rglob("*.py")):
+        parts = list(p.relative_to(PKG_DIR).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+    return out
 
 
-def _imported(tree: ast.Module) -> tuple[set[str], set[str]]:
-    """The package modules ``tree`` imports (anywhere in it, at any depth) and the top-level
-    names of everything else it imports.
+def _is_package(name: str) -> bool:
+    return name == "" or (PKG_DIR / name.replace(".", "/") / "__init__.py").exists()
+
+
+def _imported(tree: ast.Module, name: str = "") -> tuple[set[str], set[str]]:
+    """The package modules ``tree`` (module ``name``) imports, anywhere in it, at any depth,
+    as dotted names under ``nl2sql`` (``from .x import y`` counts as module ``x``, or as
+    ``x.y`` when that is a module), and the top-level names of everything else it imports.
 
     Args:
         tree: a parsed module of the package.
+        name: its dotted name under ``nl2sql`` (relative imports resolve against it).
 
     Returns:
-        ``(package modules, other top-level packages)``.
+        ``(package modules, other top-level packages)``; ``".."`` among the others marks a
+        relative import that leaves the package.
     """
     local: set[str] = set()
     external: set[str] = set()
+    here = name.split(".") if name else []
+    if not _is_package(name):
+        here = here[:-1]
+
+    def add(base: list[str], names: list[str]) -> None:
+        mod = ".".join(base)
+        for n in names:
+            sub = ".".join([*base, n])
+            is_module = (PKG_DIR / (sub.replace(".", "/") + ".py")).exists() or _is_package(sub)
+            local.add(sub if is_module or not base else mod)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == PKG:
                     if len(parts) > 1:
-                        local.add(parts[1])
+                        local.add(".".join(parts[1:]))
                 else:
                     external.add(parts[0])
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
-            if node.level == 1:  # from . import x / from .x import y
-                if mod:
-                    local.add(mod.split(".")[0])
-                else:
-                    local.update(a.name for a in node.names)
-            elif node.level == 0:
+            if node.level:
+                if node.level - 1 > len(here):
+                    external.add("..")
+                    continue
+                base = here[: len(here) - (node.level - 1)] + (mod.split(".") if mod else [])
+                add(base, [a.name for a in node.names])
+            else:
                 parts = mod.split(".")
                 if parts[0] == PKG:
-                    if len(parts) > 1:
-                        local.add(parts[1])
-                    else:  # from nl2sql import x
-                        local.update(a.name for a in node.names)
+                    add(parts[1:], [a.name for a in node.names])
                 else:
                     external.add(parts[0])
-            else:  # from .. import x: outside the package
-                external.add("..")
+    local.discard("")
     return local, external
 
 
@@ -82,7 +108,7 @@ def _graph() -> dict[str, set[str]]:
     mods = _modules()
     graph = {}
     for name, tree in mods.items():
-        local, _ = _imported(tree)
+        local, _ = _imported(tree, name)
         graph[name] = {m for m in local if m in mods and m != name}
     return graph
 
@@ -161,13 +187,22 @@ def test_tarjan_finds_cycles():
 
 def test_import_walker_sees_every_form():
     tree = ast.parse(
-        "from . import alpha\nfrom .beta import x\nimport nl2sql.gamma\nfrom nl2sql import delta\n"
-        "from nl2sql.eps import y\nimport os.path\n"
+        "from . import spi\nfrom .types import x\nimport nl2sql.model.gamma\n"
+        "from nl2sql import delta\nfrom nl2sql.eps import y\nimport os.path\n"
+        "from ..model import llm\nfrom ...outside import q\n"
         "def f():\n    from .zeta import z\n    import nl2sql_indexer.loopback\n"
     )
-    local, external = _imported(tree)
-    assert local == {"alpha", "beta", "gamma", "delta", "eps", "zeta"}
-    assert external == {"os", "nl2sql_indexer"}
+    local, external = _imported(tree, "core.names")
+    assert local == {
+        "core.spi",
+        "core.types",
+        "model.gamma",
+        "delta",
+        "eps",
+        "core.zeta",
+        "model.llm",
+    }
+    assert external == {"os", "nl2sql_indexer", ".."}
 
 
 def test_no_import_cycles():
@@ -175,45 +210,54 @@ def test_no_import_cycles():
     assert len(graph) > 20, f"too few modules found under {PKG_DIR}"
     cycles = _cycles(graph)
     assert not cycles, "import cycles in py_udf/nl2sql (lazy imports count): " + "; ".join(
-        _path(graph, c) for c in cycles)
+        _path(graph, c) for c in cycles
+    )
 
 
 def test_server_package_imports_no_tooling():
     bad = []
     for name, tree in _modules().items():
-        _, external = _imported(tree)
+        _, external = _imported(tree, name)
         hit = external & (FORBIDDEN_TOP_LEVEL | {".."})
         if hit:
             bad.append(f"{name}.py imports {', '.join(sorted(hit))}")
-    assert not bad, "the server package must not import the indexer, tests or benches: " + "; ".join(bad)
+    assert not bad, (
+        "the server package must not import the indexer, tests or benches: " + "; ".join(bad)
+    )
 
 
 def _is_exception_class(node: ast.ClassDef, known: set[str]) -> bool:
     for base in node.bases:
         name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
-        if name in known or name.endswith(("Error", "Exception", "Warning")) or name in {
-                "Exception", "BaseException", "VersionMismatch", "CandidateRefused"}:
+        if (
+            name in known
+            or name.endswith(("Error", "Exception", "Warning"))
+            or name in {"Exception", "BaseException", "VersionMismatch", "CandidateRefused"}
+        ):
             return True
     return False
 
 
 def test_exception_classes_live_in_errors():
     mods = _modules()
-    known = {n.name for n in ast.walk(mods["errors"]) if isinstance(n, ast.ClassDef)}
+    known = {n.name for n in ast.walk(mods["core.errors"]) if isinstance(n, ast.ClassDef)}
     assert "Nl2sqlError" in known
     stray = []
     for name, tree in mods.items():
-        if name == "errors":
+        if name == "core.errors":
             continue
         for node in ast.walk(tree):
-            if (isinstance(node, ast.ClassDef) and not node.name.startswith("_")
-                    and _is_exception_class(node, known)):
+            if (
+                isinstance(node, ast.ClassDef)
+                and not node.name.startswith("_")
+                and _is_exception_class(node, known)
+            ):
                 stray.append(f"{name}.py: class {node.name}")
     assert not stray, "exception classes must be defined in errors.py: " + "; ".join(stray)
 
 
 def test_errors_module_imports_nothing_from_the_package():
-    local, _ = _imported(_modules()["errors"])
+    local, _ = _imported(_modules()["core.errors"], "core.errors")
     assert not local, f"errors.py must import nothing from the package, imports {sorted(local)}"
 
 
@@ -232,11 +276,17 @@ def _raised_classes(tree: ast.Module) -> list[tuple[int, str]]:
 
 def test_raised_exceptions_are_nl2sql_errors():
     mods = _modules()
-    allowed = {n.name for n in ast.walk(mods["errors"]) if isinstance(n, ast.ClassDef)}
+    allowed = {n.name for n in ast.walk(mods["core.errors"]) if isinstance(n, ast.ClassDef)}
     allowed.add("ConfigurationError")  # errors.py's alias of ConfigError
-    bad = [f"{name}.py:{line}: raise {cls}" for name, tree in mods.items()
-           for line, cls in _raised_classes(tree)
-           if cls not in allowed and not cls.startswith("_")
-           and (name, cls) not in RAISES_OUTSIDE_ERRORS]
-    assert not bad, ("raise an Nl2sqlError subclass from errors.py (or list the exception in "
-                     "RAISES_OUTSIDE_ERRORS with why): " + "; ".join(bad))
+    bad = [
+        f"{name}.py:{line}: raise {cls}"
+        for name, tree in mods.items()
+        for line, cls in _raised_classes(tree)
+        if cls not in allowed
+        and not cls.startswith("_")
+        and (name, cls) not in RAISES_OUTSIDE_ERRORS
+    ]
+    assert not bad, (
+        "raise an Nl2sqlError subclass from errors.py (or list the exception in "
+        "RAISES_OUTSIDE_ERRORS with why): " + "; ".join(bad)
+    )

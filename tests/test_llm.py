@@ -1,12 +1,12 @@
 """Model calls: concurrent rounds, replies handed over as they arrive, statement budget."""
+
 from __future__ import annotations
 
 import time
 
-from nl2sql import llm as llm_mod
-from nl2sql.gate import open_gate
-from nl2sql.types import LLMReply, ModelConfig
-
+from nl2sql.core.types import LLMReply, ModelConfig
+from nl2sql.model import llm as llm_mod
+from nl2sql.model.gate import open_gate
 
 KNOWN = {"singer", "stadium", "concert", "singer_in_concert"}
 MSG = open_gate().seal("test", "q")  # what the model layer sends: messages the gate sealed
@@ -15,8 +15,12 @@ MSG = open_gate().seal("test", "q")  # what the model layer sends: messages the 
 def _delayed_models(monkeypatch, delays: dict[str, float]) -> list[ModelConfig]:
     def answer(cfg, messages, timeout_s=None):
         time.sleep(delays[cfg.name])
-        return LLMReply(model=cfg.name, text=f"SELECT '{cfg.name}'", error=None,
-                        latency_ms=delays[cfg.name] * 1000)
+        return LLMReply(
+            model=cfg.name,
+            text=f"SELECT '{cfg.name}'",
+            error=None,
+            latency_ms=delays[cfg.name] * 1000,
+        )
 
     monkeypatch.setattr(llm_mod, "call_model", lambda cfg, m, t=None: answer(cfg, m, t))
     return [ModelConfig(name=n, model=n, timeout_s=30) for n in delays]
@@ -38,8 +42,10 @@ def test_replies_reach_on_reply_as_they_arrive_with_the_calls_still_out(monkeypa
     seen: list[tuple[int, str, int, float]] = []
     t0 = time.monotonic()
     rnd = llm_mod.call_models_during(
-        [(c, MSG) for c in cfgs], None,
-        on_reply=lambda i, r, out: seen.append((i, r.model, out, time.monotonic() - t0)))
+        [(c, MSG) for c in cfgs],
+        None,
+        on_reply=lambda i, r, out: seen.append((i, r.model, out, time.monotonic() - t0)),
+    )
     assert [(i, m, out) for i, m, out, _ in seen] == [(1, "fast", 2), (2, "mid", 1), (0, "slow", 0)]
     assert seen[0][3] < 0.25 and seen[1][3] < 0.55  # handled while the slower ones ran
     assert [r.model for r in rnd.replies] == ["slow", "fast", "mid"]  # replies in call order
@@ -53,10 +59,15 @@ def test_call_models_abandons_a_call_at_the_statement_budget(monkeypatch):
     def fast(cfg, messages, timeout_s=None):
         return LLMReply(model=cfg.name, text="SELECT 2", error=None, latency_ms=1)
 
-    monkeypatch.setattr(llm_mod, "call_model",
-                        lambda cfg, m, t=None: (slow if cfg.name == "slow" else fast)(cfg, m, t))
-    cfgs = [ModelConfig(name="slow", model="s", timeout_s=30),
-            ModelConfig(name="fast", model="f", timeout_s=30)]
+    monkeypatch.setattr(
+        llm_mod,
+        "call_model",
+        lambda cfg, m, t=None: (slow if cfg.name == "slow" else fast)(cfg, m, t),
+    )
+    cfgs = [
+        ModelConfig(name="slow", model="s", timeout_s=30),
+        ModelConfig(name="fast", model="f", timeout_s=30),
+    ]
     t0 = time.monotonic()
     replies = llm_mod.call_models([(c, MSG) for c in cfgs], budget_s=0.5)
     took = time.monotonic() - t0
@@ -79,8 +90,9 @@ def test_trickling_models_end_at_their_deadline_and_never_starve_later_calls():
     with LoopbackLLM() as server:
         server.add_rule(Rule(model="slow", response="SELECT 1", trickle_s=0.05))
         server.add_rule(Rule(model="fast", response="SELECT 2"))
-        slow = ModelConfig(name="slow", model="slow", base_url=server.base_url, timeout_s=1,
-                           max_retries=2)
+        slow = ModelConfig(
+            name="slow", model="slow", base_url=server.base_url, timeout_s=1, max_retries=2
+        )
         fast = ModelConfig(name="fast", model="fast", base_url=server.base_url, timeout_s=5)
         before = _llm_threads()
         t0 = time.monotonic()
@@ -104,8 +116,9 @@ def test_call_model_cuts_a_trickling_reply_at_its_hard_deadline():
 
     with LoopbackLLM() as server:
         server.add_rule(Rule(model="slow", response="SELECT 1", trickle_s=0.02))
-        cfg = ModelConfig(name="slow", model="slow", base_url=server.base_url, timeout_s=0.7,
-                          max_retries=2)
+        cfg = ModelConfig(
+            name="slow", model="slow", base_url=server.base_url, timeout_s=0.7, max_retries=2
+        )
         t0 = time.monotonic()
         reply = llm_mod.call_model(cfg, MSG)
         took = time.monotonic() - t0
@@ -118,8 +131,8 @@ def test_a_message_that_did_not_pass_the_gate_never_reaches_a_model():
     and a Gated built by hand cannot exist."""
     import pytest
 
-    from nl2sql.errors import GateError
-    from nl2sql.gate import Gated
+    from nl2sql.core.errors import GateError
+    from nl2sql.model.gate import Gated
 
     cfg = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9", timeout_s=1)
     plain = [{"role": "user", "content": "q"}]

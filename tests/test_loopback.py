@@ -45,7 +45,9 @@ def client(llm):
 
 
 def ask(client, model: str, content: str, **kw) -> str:
-    r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}], **kw)
+    r = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": content}], **kw
+    )
     return r.choices[0].message.content
 
 
@@ -55,8 +57,9 @@ _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 def http(method: str, url: str, body=None, raw: bytes | None = None) -> tuple[int, object]:
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with _opener.open(req, timeout=5) as resp:
             return resp.status, json.loads(resp.read())
@@ -89,10 +92,12 @@ def test_rule_matches_by_model_and_contains(llm, client):
 def test_contains_looks_at_last_user_message_only(llm, client):
     llm.add_rule(Rule(contains="needle", response="found"))
     llm.set_default("not found")
-    msgs = [{"role": "system", "content": "needle"},
-            {"role": "user", "content": "needle"},
-            {"role": "assistant", "content": "ok"},
-            {"role": "user", "content": "haystack"}]
+    msgs = [
+        {"role": "system", "content": "needle"},
+        {"role": "user", "content": "needle"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "haystack"},
+    ]
     r = client.chat.completions.create(model="m", messages=msgs)
     assert r.choices[0].message.content == "not found"
 
@@ -122,11 +127,22 @@ def test_times_exhaustion_falls_through(llm, client):
 
 # -- replay ---------------------------------------------------------------------------------------
 def test_replay_by_extracted_question(llm, client):
-    llm.set_replay("gpt-x", {"How many singers do we have?": "SELECT count(*) FROM singer",
-                             "List all concerts": "SELECT * FROM concert"})
-    assert ask(client, "gpt-x", prompt("How many singers do we have?")) == "SELECT count(*) FROM singer"
+    llm.set_replay(
+        "gpt-x",
+        {
+            "How many singers do we have?": "SELECT count(*) FROM singer",
+            "List all concerts": "SELECT * FROM concert",
+        },
+    )
+    assert (
+        ask(client, "gpt-x", prompt("How many singers do we have?"))
+        == "SELECT count(*) FROM singer"
+    )
     # whitespace / case-insensitive fallback
-    assert ask(client, "gpt-x", prompt("  how  MANY singers\n do we HAVE? ")) == "SELECT count(*) FROM singer"
+    assert (
+        ask(client, "gpt-x", prompt("  how  MANY singers\n do we HAVE? "))
+        == "SELECT count(*) FROM singer"
+    )
     assert ask(client, "gpt-x", prompt("list all CONCERTS")) == "SELECT * FROM concert"
     # another model has no replay
     with pytest.raises(openai.NotFoundError):
@@ -136,7 +152,8 @@ def test_replay_by_extracted_question(llm, client):
 def test_replay_finds_a_question_the_pipeline_rewrote(llm, client):
     from datetime import date
 
-    from nl2sql.rewriting import rewrite_relative_time
+    from nl2sql.retrieval.rewriting import rewrite_relative_time
+
     asked = "Which singers are on tour currently and how many concerts this month?"
     llm.set_replay("gpt-x", {asked: "SELECT 1"})
     rewritten = rewrite_relative_time(asked, date(2026, 11, 22)).question
@@ -157,14 +174,24 @@ def test_rules_take_precedence_over_replay(llm, client):
 # -- response shape -------------------------------------------------------------------------------
 def test_n_choices_and_usage(llm, client):
     llm.add_rule(Rule(response="SELECT name FROM singer"))
-    r = client.chat.completions.create(model="m", n=3, temperature=0.7,
-                                       messages=[{"role": "system", "content": "you write SQL"},
-                                                 {"role": "user", "content": "list the singers"}])
+    r = client.chat.completions.create(
+        model="m",
+        n=3,
+        temperature=0.7,
+        messages=[
+            {"role": "system", "content": "you write SQL"},
+            {"role": "user", "content": "list the singers"},
+        ],
+    )
     assert r.object == "chat.completion"
     assert r.model == "m"
     assert [c.index for c in r.choices] == [0, 1, 2]
-    assert all(c.message.role == "assistant" and c.message.content == "SELECT name FROM singer"
-               and c.finish_reason == "stop" for c in r.choices)
+    assert all(
+        c.message.role == "assistant"
+        and c.message.content == "SELECT name FROM singer"
+        and c.finish_reason == "stop"
+        for c in r.choices
+    )
     # usage counts whitespace-separated words
     assert r.usage.prompt_tokens == 3 + 3
     assert r.usage.completion_tokens == 4 * 3
@@ -215,8 +242,11 @@ def test_hang_times_out_and_server_stops_promptly():
     deadline = time.monotonic() + 1.5
 
     def handlers():
-        return [t.name for t in set(threading.enumerate()) - before
-                if "process_request_thread" in t.name]
+        return [
+            t.name
+            for t in set(threading.enumerate()) - before
+            if "process_request_thread" in t.name
+        ]
 
     while handlers() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -226,7 +256,9 @@ def test_hang_times_out_and_server_stops_promptly():
 def test_delay_and_concurrency(llm, client):
     llm.add_rule(Rule(response="slow", delay_s=0.5))
     results: list[str] = []
-    threads = [threading.Thread(target=lambda: results.append(ask(client, "m", "q"))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(ask(client, "m", "q"))) for _ in range(4)
+    ]
     t0 = time.monotonic()
     for t in threads:
         t.start()
@@ -251,7 +283,9 @@ def test_malformed_requests_get_400(llm, client):
     assert status == 400 and body["error"]["type"] == "invalid_request_error"
     status, body = http("POST", url, {"model": "m"})
     assert status == 400 and "messages" in body["error"]["message"]
-    status, body = http("POST", url, {"model": "m", "messages": [{"role": "user", "content": "q"}], "n": 0})
+    status, body = http(
+        "POST", url, {"model": "m", "messages": [{"role": "user", "content": "q"}], "n": 0}
+    )
     assert status == 400
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="", messages=[{"role": "user", "content": "q"}])
@@ -270,7 +304,9 @@ def test_request_log_records_messages_and_temperature(llm, client):
     llm.set_default("SELECT 1")
     msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": prompt("Q?")}]
     client.chat.completions.create(model="a", messages=msgs, temperature=0.0)
-    client.chat.completions.create(model="b", messages=[{"role": "user", "content": "x"}], temperature=0.8, n=2)
+    client.chat.completions.create(
+        model="b", messages=[{"role": "user", "content": "x"}], temperature=0.8, n=2
+    )
     log = llm.requests
     assert [r["model"] for r in log] == ["a", "b"]
     assert log[0]["messages"] == msgs
@@ -284,11 +320,20 @@ def test_request_log_records_messages_and_temperature(llm, client):
 # -- admin endpoints --------------------------------------------------------------------------------
 def test_admin_endpoints(llm, client):
     base = root(llm)
-    status, body = http("POST", base + "/_rules", [{"model": "m", "contains": "singer", "response": "R1"},
-                                                  {"model": "m", "response": "R2", "times": 1}])
+    status, body = http(
+        "POST",
+        base + "/_rules",
+        [
+            {"model": "m", "contains": "singer", "response": "R1"},
+            {"model": "m", "response": "R2", "times": 1},
+        ],
+    )
     assert status == 200 and body["added"] == 2
-    status, _ = http("POST", base + "/_replay", {"model": "r", "answers": {"How many?": "SELECT 2"},
-                                                 "delay_s": 0})
+    status, _ = http(
+        "POST",
+        base + "/_replay",
+        {"model": "r", "answers": {"How many?": "SELECT 2"}, "delay_s": 0},
+    )
     assert status == 200
     assert ask(client, "m", "about a singer") == "R1"
     assert ask(client, "m", "other") == "R2"
@@ -326,20 +371,35 @@ def test_constructor_refuses_non_loopback_host():
 
 def test_cli_serves_script_until_sigterm(tmp_path):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({
-        "rules": [{"model": "m", "contains": "ping", "response": "pong"}],
-        "replays": [{"model": "r", "answers": {"How many singers?": "SELECT count(*) FROM singer"}}],
-        "default": None,
-    }))
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [{"model": "m", "contains": "ping", "response": "pong"}],
+                "replays": [
+                    {"model": "r", "answers": {"How many singers?": "SELECT count(*) FROM singer"}}
+                ],
+                "default": None,
+            }
+        )
+    )
     env = dict(os.environ)
-    pkg_dirs = [Path(loopback.__file__).resolve().parent.parent,  # nl2sql_indexer
-                Path(nl2sql.__file__).resolve().parent.parent]  # nl2sql (the prompt marker)
+    pkg_dirs = [
+        Path(loopback.__file__).resolve().parent.parent,  # nl2sql_indexer
+        Path(nl2sql.__file__).resolve().parent.parent,
+    ]  # nl2sql (the prompt marker)
     env["PYTHONPATH"] = os.pathsep.join([*map(str, pkg_dirs), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([sys.executable, "-m", "nl2sql_indexer.loopback", "--port", "0", "--script", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nl2sql_indexer.loopback", "--port", "0", "--script", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline()
-        assert line.startswith("loopback LLM (scripted answers, not a model) listening on http://127.0.0.1:")
+        assert line.startswith(
+            "loopback LLM (scripted answers, not a model) listening on http://127.0.0.1:"
+        )
         base_url = line.rsplit(" ", 1)[1].strip()
         assert base_url.endswith("/v1")
         c = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=5)

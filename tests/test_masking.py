@@ -1,7 +1,8 @@
 """Masked questions (DAIL-SQL §3.2): schema names and cell values replaced by <mask>."""
+
 from __future__ import annotations
 
-from nl2sql.masking import MASK, inflections, mask_question, name_words
+from nl2sql.retrieval.masking import MASK, inflections, mask_question, name_words
 
 
 def test_name_words_split_snake_and_camel_case():
@@ -25,11 +26,16 @@ def test_masking_replaces_table_column_names_plurals_and_values():
 
 
 def test_masking_keeps_question_structure_words():
-    m = mask_question("What is the average capacity of all stadiums?", names=["stadium", "capacity"])
+    m = mask_question(
+        "What is the average capacity of all stadiums?", names=["stadium", "capacity"]
+    )
     assert m == "What is the average <mask> of all <mask> ?"
 
 
 def test_masking_multiword_values_and_quotes():
-    m = mask_question("Which concerts have the theme 'Summer Nights'?", names=["concert", "theme"],
-                      values=["Summer Nights"])
+    m = mask_question(
+        "Which concerts have the theme 'Summer Nights'?",
+        names=["concert", "theme"],
+        values=["Summer Nights"],
+    )
     assert "Summer" not in m and "Nights" not in m

@@ -1,17 +1,18 @@
 """names: the relations a query reads and what its column references belong to, resolved once
 with sqlglot's scopes; and the stages that use it (schema linking, value alignment, the
 candidate check's relation list)."""
+
 from __future__ import annotations
 
 import pytest
 import sqlglot
 from sqlglot import exp
 
-from nl2sql.alignment import literal_comparisons
-from nl2sql.linking import presql_links
-from nl2sql.names import resolve
-from nl2sql.sqlcheck import parse_one, referenced_tables
-from nl2sql.types import Column, Schema, Table
+from nl2sql.core.names import resolve
+from nl2sql.core.sqlcheck import parse_one, referenced_tables
+from nl2sql.core.types import Column, Schema, Table
+from nl2sql.generation.alignment import literal_comparisons
+from nl2sql.retrieval.linking import presql_links
 
 
 def _keys(sql: str) -> list[str]:
@@ -26,17 +27,25 @@ def _owner(sql: str, column_sql: str) -> list[str]:
     return [r.key for r in names.column_relations(col)]
 
 
-@pytest.mark.parametrize("sql, keys", [
-    ("SELECT s.name FROM singer AS s JOIN concert c ON c.id = s.id", ["singer", "concert"]),
-    ("SELECT * FROM public.singer s, music.singer t", ["public.singer", "music.singer"]),
-    ('SELECT "Name" FROM "Singer"', ["singer"]),
-    # a derived table and a LATERAL subquery are not relations; what they read is
-    ("SELECT x.n FROM (SELECT count(*) AS n FROM concert) AS x, "
-     "LATERAL (SELECT 1 FROM stadium) AS l", ["concert", "stadium"]),
-    ("SELECT name FROM singer UNION SELECT name FROM artist", ["singer", "artist"]),
-    ("SELECT name FROM singer WHERE id IN (SELECT singer_id FROM singer_in_concert)",
-     ["singer", "singer_in_concert"]),
-])
+@pytest.mark.parametrize(
+    "sql, keys",
+    [
+        ("SELECT s.name FROM singer AS s JOIN concert c ON c.id = s.id", ["singer", "concert"]),
+        ("SELECT * FROM public.singer s, music.singer t", ["public.singer", "music.singer"]),
+        ('SELECT "Name" FROM "Singer"', ["singer"]),
+        # a derived table and a LATERAL subquery are not relations; what they read is
+        (
+            "SELECT x.n FROM (SELECT count(*) AS n FROM concert) AS x, "
+            "LATERAL (SELECT 1 FROM stadium) AS l",
+            ["concert", "stadium"],
+        ),
+        ("SELECT name FROM singer UNION SELECT name FROM artist", ["singer", "artist"]),
+        (
+            "SELECT name FROM singer WHERE id IN (SELECT singer_id FROM singer_in_concert)",
+            ["singer", "singer_in_concert"],
+        ),
+    ],
+)
 def test_relations_of_a_query(sql, keys):
     assert _keys(sql) == keys == referenced_tables(parse_one(sql))
 
@@ -47,13 +56,16 @@ def test_nested_set_operations_read_every_branch():
 
 
 def test_a_cte_is_not_a_relation_but_what_it_reads_is():
-    assert _keys("WITH big AS (SELECT * FROM stadium WHERE capacity > 1000) "
-                 "SELECT count(*) FROM big") == ["stadium"]
+    assert _keys(
+        "WITH big AS (SELECT * FROM stadium WHERE capacity > 1000) SELECT count(*) FROM big"
+    ) == ["stadium"]
 
 
 def test_recursive_cte_reads_only_its_base_relation():
-    sql = ("WITH RECURSIVE r(n) AS (SELECT 1 FROM singer UNION ALL SELECT n + 1 FROM r "
-           "WHERE n < 5) SELECT n FROM r")
+    sql = (
+        "WITH RECURSIVE r(n) AS (SELECT 1 FROM singer UNION ALL SELECT n + 1 FROM r "
+        "WHERE n < 5) SELECT n FROM r"
+    )
     assert _keys(sql) == ["singer"]
 
 
@@ -64,31 +76,35 @@ def test_a_cte_shadowing_a_table_hides_the_table_only_where_it_is_visible():
     names = resolve(parse_one(sql))
     assert len(names.relations) == 1 and names.ctes == {"singer"}
     # a schema-qualified name is never the CTE
-    assert _keys("WITH singer AS (SELECT 1 AS x) SELECT * FROM singer, public.singer") == \
-        ["public.singer"]
+    assert _keys("WITH singer AS (SELECT 1 AS x) SELECT * FROM singer, public.singer") == [
+        "public.singer"
+    ]
 
 
 def test_qualified_columns_resolve_through_their_own_scope_aliases():
-    sql = ("SELECT s.name FROM singer s WHERE s.id IN "
-           "(SELECT s.singer_id FROM singer_in_concert s)")
+    sql = "SELECT s.name FROM singer s WHERE s.id IN (SELECT s.singer_id FROM singer_in_concert s)"
     tree = parse_one(sql)
     names = resolve(tree)
     cols = [c for c in tree.find_all(exp.Column) if c.table == "s"]
     owners = {c.sql(): [r.key for r in names.column_relations(c)] for c in cols}
     assert owners["s.name"] == ["singer"]
-    assert owners["s.singer_id"] == ["singer_in_concert"]   # the inner "s" shadows the outer
+    assert owners["s.singer_id"] == ["singer_in_concert"]  # the inner "s" shadows the outer
 
 
 def test_correlated_column_belongs_to_the_outer_query():
-    sql = ("SELECT name FROM singer s WHERE age > (SELECT avg(age) FROM singer t "
-           "WHERE t.country = s.country)")
+    sql = (
+        "SELECT name FROM singer s WHERE age > (SELECT avg(age) FROM singer t "
+        "WHERE t.country = s.country)"
+    )
     assert _owner(sql, "s.country") == ["singer"]
     assert _owner(sql, "t.country") == ["singer"]
 
 
 def test_unqualified_column_may_belong_to_any_relation_of_its_scope_only():
-    sql = ("SELECT name FROM singer JOIN concert ON concert.id = singer.id "
-           "WHERE stadium_id IN (SELECT stadium_id FROM stadium)")
+    sql = (
+        "SELECT name FROM singer JOIN concert ON concert.id = singer.id "
+        "WHERE stadium_id IN (SELECT stadium_id FROM stadium)"
+    )
     tree = parse_one(sql)
     names = resolve(tree)
     inner = [c for c in tree.find_all(exp.Column) if c.name == "stadium_id"]
@@ -117,19 +133,36 @@ def test_resolution_is_done_once_per_tree():
     assert resolve(parse_one("SELECT 1 FROM singer")) is not resolve(tree)
 
 
-SCHEMA = Schema(tables=[
-    Table(schema="public", table="singer", name="singer", columns=[
-        Column("id", "integer"), Column("name", "text"), Column("country", "text")]),
-    Table(schema="public", table="concert", name="concert", columns=[
-        Column("id", "integer"), Column("name", "text"), Column("theme", "text")]),
-    Table(schema="sales", table="singer", name="sales.singer", columns=[
-        Column("id", "integer"), Column("region", "text")]),
-], foreign_keys=[])
+SCHEMA = Schema(
+    tables=[
+        Table(
+            schema="public",
+            table="singer",
+            name="singer",
+            columns=[Column("id", "integer"), Column("name", "text"), Column("country", "text")],
+        ),
+        Table(
+            schema="public",
+            table="concert",
+            name="concert",
+            columns=[Column("id", "integer"), Column("name", "text"), Column("theme", "text")],
+        ),
+        Table(
+            schema="sales",
+            table="singer",
+            name="sales.singer",
+            columns=[Column("id", "integer"), Column("region", "text")],
+        ),
+    ],
+    foreign_keys=[],
+)
 
 
 def test_value_alignment_finds_the_column_a_literal_is_compared_with():
-    sql = ("WITH fr AS (SELECT * FROM singer WHERE country = 'france') "
-           "SELECT c.theme FROM concert c WHERE c.theme IN ('rock', 'pop') AND name = 'x'")
+    sql = (
+        "WITH fr AS (SELECT * FROM singer WHERE country = 'france') "
+        "SELECT c.theme FROM concert c WHERE c.theme IN ('rock', 'pop') AND name = 'x'"
+    )
     found = {lit.this: where for lit, where in literal_comparisons(parse_one(sql), SCHEMA)}
     assert found["france"] == ("public", "singer", "country")
     assert found["rock"] == found["pop"] == ("public", "concert", "theme")
@@ -144,8 +177,10 @@ def test_value_alignment_leaves_an_ambiguous_column_alone():
 
 
 def test_schema_linking_reads_relations_and_columns_through_the_resolver():
-    sql = ("WITH s AS (SELECT id FROM sales.singer WHERE region = 'north') "
-           "SELECT p.name FROM singer p JOIN s ON s.id = p.id")
+    sql = (
+        "WITH s AS (SELECT id FROM sales.singer WHERE region = 'north') "
+        "SELECT p.name FROM singer p JOIN s ON s.id = p.id"
+    )
     tables, cols = presql_links(sql, SCHEMA)
     assert sorted(tables) == ["sales.singer", "singer"]
     assert ("sales.singer", "region") in cols and ("singer", "name") in cols

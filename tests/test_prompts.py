@@ -1,23 +1,35 @@
 """prompts: the reference-enhanced prompt (PET-SQL §3.1) and schema subsets."""
+
 from __future__ import annotations
 
-from nl2sql.prompts import build_prompt, render_schema
-from nl2sql.types import Column, Example, ForeignKey, Schema, Table
+from nl2sql.core.types import Column, Example, ForeignKey, Schema, Table
+from nl2sql.model.prompts import build_prompt, render_schema
 
 
 def _schema():
-    singer = Table("singer", "public", "singer", [
-        Column("singer_id", "integer", True, None, ["1", "2", "3"]),
-        Column("name", "text", False, "full name", ["Ann", "Bo", "Cy"]),
-        Column("stadium_id", "integer")], comment="people who sing")
+    singer = Table(
+        "singer",
+        "public",
+        "singer",
+        [
+            Column("singer_id", "integer", True, None, ["1", "2", "3"]),
+            Column("name", "text", False, "full name", ["Ann", "Bo", "Cy"]),
+            Column("stadium_id", "integer"),
+        ],
+        comment="people who sing",
+    )
     stadium = Table("stadium", "public", "stadium", [Column("stadium_id", "integer", True)])
-    return Schema([singer, stadium], [ForeignKey("singer", ["stadium_id"], "stadium", ["stadium_id"])])
+    return Schema(
+        [singer, stadium], [ForeignKey("singer", ["stadium_id"], "stadium", ["stadium_id"])]
+    )
 
 
 def test_prompt_has_schema_values_fks_examples_instruction_and_question_last():
     ex = [Example(1, "lib", "How many books are there?", "SELECT count(*) FROM book")]
     p = build_prompt("How many singers?", _schema(), ex, n_values=3)
-    assert "CREATE TABLE singer" in p and "values: 'Ann', 'Bo', 'Cy'" in p and "values: 1, 2, 3" in p
+    assert (
+        "CREATE TABLE singer" in p and "values: 'Ann', 'Bo', 'Cy'" in p and "values: 1, 2, 3" in p
+    )
     assert "singer(stadium_id) REFERENCES stadium(stadium_id)" in p
     assert "minimize SQL execution time while ensuring correctness" in p
     assert p.index("How many books") < p.index("minimize") < p.index("How many singers?")

@@ -1,5 +1,6 @@
 """Reindex at scale: change detection without reading user data, partial value indexes, the
 bulk write path. A database of its own (``nl2sql_scale_test``) so the demo index stays as is."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,9 +33,11 @@ def sdb(cluster):
 def _scans(conn) -> int:
     """Sequential and index scans of the user tables so far (statistics flushed first)."""
     conn.execute("SELECT pg_stat_force_next_flush()")
-    conn.execute("SELECT 1")   # the flush happens when the backend goes idle
-    return conn.execute("SELECT sum(seq_scan + COALESCE(idx_scan, 0))::int FROM "
-                        "pg_stat_user_tables WHERE schemaname = 'public'").fetchone()[0]
+    conn.execute("SELECT 1")  # the flush happens when the backend goes idle
+    return conn.execute(
+        "SELECT sum(seq_scan + COALESCE(idx_scan, 0))::int FROM "
+        "pg_stat_user_tables WHERE schemaname = 'public'"
+    ).fetchone()[0]
 
 
 def test_noop_reindex_reads_no_user_data(sdb):
@@ -48,21 +51,29 @@ def test_noop_reindex_reads_no_user_data(sdb):
 
 
 def test_changed_table_is_reindexed_and_only_it(sdb, cluster):
-    with cluster.connect(DB) as other:   # a change committed by another session, published
-        other.execute("INSERT INTO note VALUES (2, 'second note'); "
-                      "SELECT pg_stat_force_next_flush()")
+    with cluster.connect(DB) as other:  # a change committed by another session, published
+        other.execute(
+            "INSERT INTO note VALUES (2, 'second note'); SELECT pg_stat_force_next_flush()"
+        )
     r = sdb.execute("SELECT nl2sql.reindex()").fetchone()[0]
     assert r["tables_indexed"] == 1 and r["tables_skipped"] == 3, r
     assert r["values_embedded"] == 1
-    assert sdb.execute("SELECT count(*) FROM nl2sql.cell_value WHERE table_name = 'note' "
-                       "AND value = 'second note'").fetchone()[0] == 1
+    assert (
+        sdb.execute(
+            "SELECT count(*) FROM nl2sql.cell_value WHERE table_name = 'note' "
+            "AND value = 'second note'"
+        ).fetchone()[0]
+        == 1
+    )
     # an update of a table a view reads reindexes the table and the view
     sdb.execute("UPDATE shop SET label = 'Huge Market' WHERE id = 2")
     r = sdb.execute("SELECT nl2sql.reindex()").fetchone()[0]
     assert r["tables_indexed"] == 2, r
     assert r["values_embedded"] == 1 and r["values_reused"] == 1  # view's copy reuses shop's
-    assert {x[0] for x in sdb.execute("SELECT table_name FROM nl2sql.cell_value "
-                                      "WHERE value = 'Huge Market'")} == {"shop", "shop_city"}
+    assert {
+        x[0]
+        for x in sdb.execute("SELECT table_name FROM nl2sql.cell_value WHERE value = 'Huge Market'")
+    } == {"shop", "shop_city"}
     assert not sdb.execute("SELECT 1 FROM nl2sql.cell_value WHERE value = 'Big Market'").fetchall()
     # TRUNCATE counts no deleted tuples: the new relfilenode tells
     sdb.execute("TRUNCATE note")
@@ -73,8 +84,13 @@ def test_changed_table_is_reindexed_and_only_it(sdb, cluster):
     sdb.execute("COMMENT ON COLUMN city.country IS 'where the city lies'")
     r = sdb.execute("SELECT nl2sql.reindex()").fetchone()[0]
     assert r["tables_indexed"] == 1 and r["values_embedded"] == 0
-    assert sdb.execute("SELECT comment FROM nl2sql.schema_column WHERE table_name = 'city' "
-                       "AND column_name = 'country'").fetchone()[0] == "where the city lies"
+    assert (
+        sdb.execute(
+            "SELECT comment FROM nl2sql.schema_column WHERE table_name = 'city' "
+            "AND column_name = 'country'"
+        ).fetchone()[0]
+        == "where the city lies"
+    )
 
 
 def test_cli_skips_unchanged_tables_and_reports_values_per_second(sdb, cluster):
@@ -95,14 +111,23 @@ def test_column_beyond_values_per_column_is_marked_partial(sdb, llm):
     try:
         r = sdb.execute("SELECT nl2sql.reindex()").fetchone()[0]  # a setting change re-reads all
         assert r["tables_indexed"] == 4 and r["columns_partial"] >= 1
-        rows = dict((c, (n, done)) for c, n, done in sdb.execute(
-            "SELECT column_name, values_indexed, values_complete FROM nl2sql.schema_column "
-            "WHERE table_name = 'city'"))
-        assert rows["name"] == (5, False)       # 8 distinct names, 5 indexed
-        assert rows["country"] == (2, True)     # 2 distinct countries: all of them
-        assert rows["id"] == (None, None)       # not a string column
-        assert sdb.execute("SELECT count(*) FROM nl2sql.cell_value WHERE table_name = 'city' "
-                           "AND column_name = 'name'").fetchone()[0] == 5
+        rows = {
+            c: (n, done)
+            for c, n, done in sdb.execute(
+                "SELECT column_name, values_indexed, values_complete FROM nl2sql.schema_column "
+                "WHERE table_name = 'city'"
+            )
+        }
+        assert rows["name"] == (5, False)  # 8 distinct names, 5 indexed
+        assert rows["country"] == (2, True)  # 2 distinct countries: all of them
+        assert rows["id"] == (None, None)  # not a string column
+        assert (
+            sdb.execute(
+                "SELECT count(*) FROM nl2sql.cell_value WHERE table_name = 'city' "
+                "AND column_name = 'name'"
+            ).fetchone()[0]
+            == 5
+        )
         add_models(sdb, llm, ["m1"])
         llm.set_default("SELECT name FROM city")
         trace = sdb.execute("SELECT nl2sql.explain('Which cities are there?')").fetchone()[0]
@@ -112,8 +137,13 @@ def test_column_beyond_values_per_column_is_marked_partial(sdb, llm):
         sdb.execute("DELETE FROM nl2sql.model")
         sdb.execute("SELECT nl2sql.reset_setting('values_per_column')")
         sdb.execute("SELECT nl2sql.reindex()")
-    assert sdb.execute("SELECT values_complete FROM nl2sql.schema_column WHERE table_name = 'city' "
-                       "AND column_name = 'name'").fetchone()[0] is True
+    assert (
+        sdb.execute(
+            "SELECT values_complete FROM nl2sql.schema_column WHERE table_name = 'city' "
+            "AND column_name = 'name'"
+        ).fetchone()[0]
+        is True
+    )
 
 
 def test_large_table_samples_high_cardinality_columns_only(sdb):
@@ -129,15 +159,20 @@ def test_large_table_samples_high_cardinality_columns_only(sdb):
     try:
         r = sdb.execute("SELECT nl2sql.reindex()").fetchone()[0]
         assert r["tables_indexed"] == 5
-        rows = dict((c, (n, done)) for c, n, done in sdb.execute(
-            "SELECT column_name, values_indexed, values_complete FROM nl2sql.schema_column "
-            "WHERE table_name = 'big'"))
-        assert rows["kind"] == (3, True)          # few distinct values: read in full
+        rows = {
+            c: (n, done)
+            for c, n, done in sdb.execute(
+                "SELECT column_name, values_indexed, values_complete FROM nl2sql.schema_column "
+                "WHERE table_name = 'big'"
+            )
+        }
+        assert rows["kind"] == (3, True)  # few distinct values: read in full
         n, done = rows["code"]
-        assert done is False and 0 < n <= 300     # 20,001 distinct: sampled
+        assert done is False and 0 < n <= 300  # 20,001 distinct: sampled
         # the statistics' most common value is among the sampled ones
-        assert sdb.execute("SELECT 1 FROM nl2sql.cell_value WHERE table_name = 'big' AND "
-                           "value = 'frequent code'").fetchall()
+        assert sdb.execute(
+            "SELECT 1 FROM nl2sql.cell_value WHERE table_name = 'big' AND value = 'frequent code'"
+        ).fetchall()
     finally:
         sdb.execute("SELECT nl2sql.reset_setting('value_sample_rows')")
         sdb.execute("SELECT nl2sql.reset_setting('values_per_column')")
@@ -146,7 +181,7 @@ def test_large_table_samples_high_cardinality_columns_only(sdb):
 
 
 def test_alignment_leaves_partial_columns_alone():
-    from nl2sql.alignment import ValueIndex
+    from nl2sql.generation.alignment import ValueIndex
 
     idx = ValueIndex(None, 100, 200, 0.4, 0.8, partial={("public", "city", "name")})
     idx.column_count = lambda col: 5

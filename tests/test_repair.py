@@ -1,7 +1,8 @@
 """Repair rounds' feedback and prompts."""
+
 from __future__ import annotations
 
-from nl2sql.repair import feedback, repair_prompt
+from nl2sql.generation.repair import feedback, repair_prompt
 from test_selection import _c
 
 
@@ -14,8 +15,14 @@ def test_repair_feedback_and_prompt_keep_the_question_last():
     noans = _c("a", None, 1, "refused")
     noans.reason = "no answer: timeout"
     assert feedback(noans) is None
-    p = repair_prompt("schema...\n\n/* Answer the following: How many? */", "SELECT nme FROM t",
-                      feedback(err), ["singer.country: 'France'"], 2, 3)
+    p = repair_prompt(
+        "schema...\n\n/* Answer the following: How many? */",
+        "SELECT nme FROM t",
+        feedback(err),
+        ["singer.country: 'France'"],
+        2,
+        3,
+    )
     assert "Repair round 2 of 3" in p and "SELECT nme FROM t;" in p
     assert "singer.country: 'France'" in p
     assert p.rstrip().endswith("How many? */")

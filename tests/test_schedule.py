@@ -6,6 +6,7 @@ The job is scheduled from a database other than pg_cron's, runs nl2sql.reindex()
 database (its schema index fills up) and its run is in cron.job_run_details. pg_cron 1.4
 (Debian bookworm) has no seconds schedules, so the test waits for the next minute.
 """
+
 from __future__ import annotations
 
 import time
@@ -35,8 +36,10 @@ def test_errors_say_what_to_install(cluster, cron_db):
         cron_db.execute("SELECT nl2sql.schedule_reindex('0 3 * * *')")
     assert "needs the dblink extension" in str(e.value)
     assert "CREATE EXTENSION dblink" in e.value.diag.message_hint
-    assert "cron.schedule_in_database('nl2sql-reindex nl2sql_cron', '0 3 * * *'" \
-        in e.value.diag.message_hint  # what to run by hand in pg_cron's database
+    assert (
+        "cron.schedule_in_database('nl2sql-reindex nl2sql_cron', '0 3 * * *'"
+        in e.value.diag.message_hint
+    )  # what to run by hand in pg_cron's database
     cron_db.execute("CREATE EXTENSION dblink")
     with pytest.raises(psycopg.errors.RaiseException) as e:  # pg_cron not created in 'postgres'
         cron_db.execute("SELECT nl2sql.schedule_reindex('0 3 * * *')")
@@ -57,25 +60,32 @@ def test_scheduled_reindex_runs_in_the_callers_database(cluster, cron_db):
     # scheduling again updates the one job
     assert cron_db.execute("SELECT nl2sql.schedule_reindex('* * * * *')").fetchone()[0] == job
     with cluster.connect("postgres") as pg:
-        assert pg.execute("SELECT jobname, database, command, username FROM cron.job "
-                          "WHERE jobid = %s", (job,)).fetchone() == \
-            (JOB, DB, "SELECT nl2sql.reindex()", "postgres")
+        assert pg.execute(
+            "SELECT jobname, database, command, username FROM cron.job WHERE jobid = %s", (job,)
+        ).fetchone() == (JOB, DB, "SELECT nl2sql.reindex()", "postgres")
         deadline = time.monotonic() + 150
         run = None
         while time.monotonic() < deadline:
-            run = pg.execute("SELECT status, return_message FROM cron.job_run_details "
-                             "WHERE jobid = %s AND status IN ('succeeded', 'failed') "
-                             "ORDER BY runid LIMIT 1", (job,)).fetchone()
+            run = pg.execute(
+                "SELECT status, return_message FROM cron.job_run_details "
+                "WHERE jobid = %s AND status IN ('succeeded', 'failed') "
+                "ORDER BY runid LIMIT 1",
+                (job,),
+            ).fetchone()
             if run:
                 break
             time.sleep(1)
     assert run is not None, "pg_cron did not run the job within 150 s"
     assert run[0] == "succeeded", run
-    assert cron_db.execute("SELECT table_name FROM nl2sql.schema_table").fetchall() == [("harbour",)]
+    assert cron_db.execute("SELECT table_name FROM nl2sql.schema_table").fetchall() == [
+        ("harbour",)
+    ]
     assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is True
     assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is False
     with cluster.connect("postgres") as pg:
-        assert pg.execute("SELECT count(*) FROM cron.job WHERE jobid = %s", (job,)).fetchone()[0] == 0
+        assert (
+            pg.execute("SELECT count(*) FROM cron.job WHERE jobid = %s", (job,)).fetchone()[0] == 0
+        )
 
 
 def test_in_pg_crons_own_database_the_job_is_added_directly(cluster, cron_db):
@@ -84,12 +94,16 @@ def test_in_pg_crons_own_database_the_job_is_added_directly(cluster, cron_db):
         pg.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
         pg.execute("CREATE EXTENSION nl2sql CASCADE")
         try:
-            assert pg.execute("SELECT count(*) FROM pg_extension WHERE extname = 'dblink'"
-                              ).fetchone()[0] == 0
+            assert (
+                pg.execute("SELECT count(*) FROM pg_extension WHERE extname = 'dblink'").fetchone()[
+                    0
+                ]
+                == 0
+            )
             job = pg.execute("SELECT nl2sql.schedule_reindex('30 2 * * 0')").fetchone()[0]
-            assert pg.execute("SELECT jobname, schedule, database FROM cron.job WHERE jobid = %s",
-                              (job,)).fetchone() == ("nl2sql-reindex postgres", "30 2 * * 0",
-                                                     "postgres")
+            assert pg.execute(
+                "SELECT jobname, schedule, database FROM cron.job WHERE jobid = %s", (job,)
+            ).fetchone() == ("nl2sql-reindex postgres", "30 2 * * 0", "postgres")
             assert pg.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is True
         finally:
             pg.execute("DROP EXTENSION nl2sql")

@@ -1,16 +1,30 @@
 """Result signatures and selection among candidates (vote, MCS-SQL filtering and multiple choice)."""
+
 from __future__ import annotations
 
 import pytest
 
-from nl2sql.selection import apply_choice, multiple_choice_prompt, parse_choice, select
-from nl2sql.types import Candidate
-from nl2sql.vote import result_signature, row_from_json
+from nl2sql.core.types import Candidate
+from nl2sql.selection.multiple_choice import (
+    apply_choice,
+    multiple_choice_prompt,
+    parse_choice,
+    select,
+)
+from nl2sql.selection.vote import result_signature, row_from_json
 
 
 def _cand(src, h, ms, status="ok"):
-    return Candidate(source=src, model=src, raw_text="x", sql=f"SELECT '{src}'", status=status,
-                     result_hash=h, exec_ms=ms, row_count=1)
+    return Candidate(
+        source=src,
+        model=src,
+        raw_text="x",
+        sql=f"SELECT '{src}'",
+        status=status,
+        result_hash=h,
+        exec_ms=ms,
+        row_count=1,
+    )
 
 
 def test_vote_majority_wins_and_fastest_member_is_returned():
@@ -24,8 +38,10 @@ def test_vote_tie_goes_to_fastest_group():
 
 
 def test_vote_ignores_failed_candidates():
-    v = select([_cand("e1", None, 1.0, "error"), _cand("e2", None, 1.0, "refused"),
-                _cand("ok", "h", 3.0)], threshold=0)
+    v = select(
+        [_cand("e1", None, 1.0, "error"), _cand("e2", None, 1.0, "refused"), _cand("ok", "h", 3.0)],
+        threshold=0,
+    )
     assert v.sql == "SELECT 'ok'" and v.confidence == 1.0
     assert select([_cand("e", None, 1.0, "error")], threshold=0).sql is None
 
@@ -41,14 +57,29 @@ def test_result_signature_is_a_multiset_and_normalizes_numbers():
 
 
 def _c(src, h, ms, status="ok", model=None, rows=1):
-    return Candidate(source=src, model=model or src, raw_text="", sql=f"SELECT '{src}'",
-                     status=status, result_hash=h, exec_ms=ms, row_count=rows)
+    return Candidate(
+        source=src,
+        model=model or src,
+        raw_text="",
+        sql=f"SELECT '{src}'",
+        status=status,
+        result_hash=h,
+        exec_ms=ms,
+        row_count=rows,
+    )
 
 
 def test_errors_are_dropped_and_confidence_is_share_of_executed():
-    v = select([_c("a", "h1", 3), _c("b", "h1", 1), _c("c", "h2", 2),
-                _c("d", None, 1, "error"), _c("e", None, 1, "timeout")])
-    assert v.sql == "SELECT 'b'"                  # fastest member of the majority group
+    v = select(
+        [
+            _c("a", "h1", 3),
+            _c("b", "h1", 1),
+            _c("c", "h2", 2),
+            _c("d", None, 1, "error"),
+            _c("e", None, 1, "timeout"),
+        ]
+    )
+    assert v.sql == "SELECT 'b'"  # fastest member of the majority group
     assert v.confidence == pytest.approx(2 / 3)
     assert "2 candidate(s) refused, failed or timed out" in v.reason
 
@@ -85,25 +116,37 @@ def test_a_tie_within_timing_noise_goes_to_priority_so_the_answer_is_reproducibl
     # two groups of one; 0.03 ms apart is noise (it flipped between runs): priority decides,
     # whichever of the two happened to be measured faster
     for first_ms, second_ms in [(0.91, 0.88), (0.88, 0.91)]:
-        cands = [_c("second", "h2", second_ms, model="second"),
-                 _c("first", "h1", first_ms, model="first")]
+        cands = [
+            _c("second", "h2", second_ms, model="second"),
+            _c("first", "h1", first_ms, model="first"),
+        ]
         v = select(cands, priority=["first", "second"])
         assert v.sql == "SELECT 'first'" and "equally fast" in v.reason
     # a real difference still goes to the faster group
-    v = select([_c("first", "h1", 9.0, model="first"), _c("second", "h2", 1.0, model="second")],
-               priority=["first", "second"])
+    v = select(
+        [_c("first", "h1", 9.0, model="first"), _c("second", "h2", 1.0, model="second")],
+        priority=["first", "second"],
+    )
     assert v.sql == "SELECT 'second'" and "fastest execution wins" in v.reason
 
 
 def test_multiple_choice_prompt_lists_groups_in_confidence_order_and_choice_applies():
-    cands = [_c("a", "h1", 1), _c("b", "h1", 1), _c("c", "h1", 1), _c("d", "h2", 1),
-             _c("e", "h2", 1), _c("f", "h3", 1)]
+    cands = [
+        _c("a", "h1", 1),
+        _c("b", "h1", 1),
+        _c("c", "h1", 1),
+        _c("d", "h2", 1),
+        _c("e", "h2", 1),
+        _c("f", "h3", 1),
+    ]
     v = select(cands, threshold=0.1)
     assert [g["size"] for g in v.groups] == [3, 2, 1]
-    p = multiple_choice_prompt("Which?", v.groups, "CREATE TABLE t (a int);",
-                               {"h2": ['{"a": 42}']})
-    assert p.index("Option A (confidence 0.50") < p.index("Option B (confidence 0.33") \
+    p = multiple_choice_prompt("Which?", v.groups, "CREATE TABLE t (a int);", {"h2": ['{"a": 42}']})
+    assert (
+        p.index("Option A (confidence 0.50")
+        < p.index("Option B (confidence 0.33")
         < p.index("Option C (confidence 0.17")
+    )
     assert '--   row: {"a": 42}' in p and p.rstrip().endswith("Which? */")
     assert parse_choice("B", 3) == 1 and parse_choice("Option C.", 3) == 2
     assert parse_choice("The answer is: (a)", 3) == 0
@@ -116,14 +159,27 @@ def test_multiple_choice_prompt_lists_groups_in_confidence_order_and_choice_appl
 
 
 def test_the_group_speaks_with_the_row_order_most_members_agree_on():
-    from nl2sql.selection import representative
-    from nl2sql.types import Candidate, Status
+    from nl2sql.core.types import Candidate, Status
+    from nl2sql.selection.multiple_choice import representative
 
     def c(model, order, ms):
-        return Candidate(source=f"finsql:{model}", model=model, raw_text="x", sql=f"-- {model}",
-                         status=Status.OK, result_hash="same rows", order_hash=order, exec_ms=ms)
-    desc1, desc2, asc, unordered = c("a", "desc", 5.0), c("b", "desc", 4.0), c("c", "asc", 1.0), \
-        c("d", None, 0.5)
+        return Candidate(
+            source=f"finsql:{model}",
+            model=model,
+            raw_text="x",
+            sql=f"-- {model}",
+            status=Status.OK,
+            result_hash="same rows",
+            order_hash=order,
+            exec_ms=ms,
+        )
+
+    desc1, desc2, asc, unordered = (
+        c("a", "desc", 5.0),
+        c("b", "desc", 4.0),
+        c("c", "asc", 1.0),
+        c("d", None, 0.5),
+    )
     assert representative([desc1, desc2, asc, unordered]) is desc2  # not the fastest (asc, d)
     assert representative([desc1, asc], {"a": 0.5, "c": 2.0}) is asc  # by weight
     assert representative([unordered, c("e", None, 0.1)]).model == "e"  # no order: fastest
@@ -134,8 +190,14 @@ def test_the_group_speaks_with_the_row_order_most_members_agree_on():
 def test_empty_results_vote_only_when_no_candidate_returned_rows():
     # three candidates agree on no rows, two on the same rows: the rows win, and the reason
     # says the empty ones were set aside; the confidence is the share of those with rows
-    cands = [_c("e1", "h0", 1, rows=0), _c("e2", "h0", 1, rows=0), _c("e3", "h0", 1, rows=0),
-             _c("r1", "h1", 5, rows=2), _c("r2", "h1", 3, rows=2), _c("x", "h2", 2, rows=1)]
+    cands = [
+        _c("e1", "h0", 1, rows=0),
+        _c("e2", "h0", 1, rows=0),
+        _c("e3", "h0", 1, rows=0),
+        _c("r1", "h1", 5, rows=2),
+        _c("r2", "h1", 3, rows=2),
+        _c("x", "h2", 2, rows=1),
+    ]
     v = select(cands, threshold=0.2)
     assert v.winner_hash == "h1" and v.sql == "SELECT 'r2'"
     assert abs(v.confidence - 2 / 3) < 1e-9

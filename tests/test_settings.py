@@ -1,20 +1,20 @@
 """Settings declared once (py_udf/nl2sql/settings.py): every default parses, bounds and choices
 are enforced, the README's table is the generated one, the SQL VALUES list is well quoted, and
 no module of the package casts a setting by hand. Pure Python: no database."""
+
 from __future__ import annotations
 
-from pathlib import Path
 import ast
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from nl2sql import settings as S
-from nl2sql.errors import ConfigError
-from nl2sql.settings import validate_setting
-
+from nl2sql.core import settings as S
+from nl2sql.core.errors import ConfigError
+from nl2sql.core.settings import validate_setting
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "py_udf" / "nl2sql"
@@ -22,27 +22,59 @@ NAMES = {s.name for s in S.SETTINGS}
 
 # Today's names and default texts (sql/000_tables.sql before settings were declared in Python).
 PREVIOUS_DEFAULTS = {
-    "k_examples": "9", "candidate_timeout_ms": "5000", "max_rows": "10000", "schemas": "public",
-    "sample_values": "3", "presql_votes": "off", "question_max_chars": "4000",
-    "values_per_column": "100000", "value_max_chars": "200", "llm_timeout_s": "60",
-    "llm_max_retries": "2", "send_values": "on", "embedder": "shared", "prompt_variants": "1",
-    "samples_per_model": "1", "sample_temperature": "1.0", "repair_rounds": "3",
-    "value_alignment": "on", "align_min_trigram": "0.4", "align_min_cosine": "0.8",
-    "confidence_threshold": "0.2", "tie_break": "fastest", "selection": "majority",
-    "selection_model": "", "hardness_voters": "", "rewrite_time": "on", "value_top_k": "10",
-    "value_trgm_min": "0.5", "value_vector_min": "0.8", "value_vector_phrases": "8",
-    "link_value_min": "0.9", "link_column_min": "0.7", "dail_tau": "0.6",
-    "dail_candidates": "50", "prompt_token_budget": "3000", "max_result_bytes": "50000000",
+    "k_examples": "9",
+    "candidate_timeout_ms": "5000",
+    "max_rows": "10000",
+    "schemas": "public",
+    "sample_values": "3",
+    "presql_votes": "off",
+    "question_max_chars": "4000",
+    "values_per_column": "100000",
+    "value_max_chars": "200",
+    "llm_timeout_s": "60",
+    "llm_max_retries": "2",
+    "send_values": "on",
+    "embedder": "shared",
+    "prompt_variants": "1",
+    "samples_per_model": "1",
+    "sample_temperature": "1.0",
+    "repair_rounds": "3",
+    "value_alignment": "on",
+    "align_min_trigram": "0.4",
+    "align_min_cosine": "0.8",
+    "confidence_threshold": "0.2",
+    "tie_break": "fastest",
+    "selection": "majority",
+    "selection_model": "",
+    "hardness_voters": "",
+    "rewrite_time": "on",
+    "value_top_k": "10",
+    "value_trgm_min": "0.5",
+    "value_vector_min": "0.8",
+    "value_vector_phrases": "8",
+    "link_value_min": "0.9",
+    "link_column_min": "0.7",
+    "dail_tau": "0.6",
+    "dail_candidates": "50",
+    "prompt_token_budget": "3000",
+    "max_result_bytes": "50000000",
     "value_sample_rows": "1000000",
     "reliability_vote": "on",
-    "verified_min_similarity": "0.93", "verified_examples": "3", "term_top_k": "5",
-    "term_min_similarity": "0.55", "instruction_top_k": "5",
-    "abstain_below": "0", "abstain_readings": "3", "conversation_turns": "5",
-    "narrate_model": "", "narrate_rows": "20",
+    "verified_min_similarity": "0.93",
+    "verified_examples": "3",
+    "term_top_k": "5",
+    "term_min_similarity": "0.55",
+    "instruction_top_k": "5",
+    "abstain_below": "0",
+    "abstain_readings": "3",
+    "conversation_turns": "5",
+    "narrate_model": "",
+    "narrate_rows": "20",
 }
 
 
 # --- the declaration ---------------------------------------------------------------------------
+
 
 def test_names_and_default_texts_are_unchanged():
     assert {s.name: s.default_text for s in S.SETTINGS} == PREVIOUS_DEFAULTS
@@ -71,11 +103,18 @@ def test_settings_object_is_typed_and_frozen():
 
 
 def test_stored_values_override_defaults_and_missing_rows_mean_default():
-    st = S.settings_from_texts({"k_examples": "4", "presql_votes": "on", "schemas": "a, b",
-                                "hardness_voters": '{"easy": ["m"]}', "retired_key": "x"})
+    st = S.settings_from_texts(
+        {
+            "k_examples": "4",
+            "presql_votes": "on",
+            "schemas": "a, b",
+            "hardness_voters": '{"easy": ["m"]}',
+            "retired_key": "x",
+        }
+    )
     assert st.k_examples == 4 and st.presql_votes is True and st.schemas == ("a", "b")
     assert st.hardness_voters == {"easy": ["m"]}
-    assert st.max_rows == 10000                       # no row: the default
+    assert st.max_rows == 10000  # no row: the default
     with pytest.raises(ConfigError, match="k_examples.*nl2sql.set_setting"):
         S.settings_from_texts({"k_examples": "many"})
 
@@ -93,6 +132,7 @@ def test_get_settings_reads_the_table_through_spi():
 
 
 # --- validation ----------------------------------------------------------------------------------
+
 
 def _out_of_range(s):
     """Values just outside ``s``'s bounds (and an unparsable one)."""
@@ -143,24 +183,33 @@ def test_unknown_setting_lists_close_names():
         S.validate_setting("k_example", "3")
     msg = str(e.value)
     assert "unknown setting 'k_example'" in msg and "did you mean k_examples" in msg
-    with pytest.raises(ConfigError, match="known settings: abstain_below, abstain_readings, align_min_cosine"):
+    with pytest.raises(
+        ConfigError, match="known settings: abstain_below, abstain_readings, align_min_cosine"
+    ):
         S.validate_setting("zzz", "3")
 
 
 # --- generated README table and SQL ---------------------------------------------------------------
 
+
 def test_readme_settings_block_is_the_generated_table():
     text = (ROOT / "README.md").read_text()
     begin, end = "<!-- settings:begin -->\n", "<!-- settings:end -->"
     assert text.count(begin) == 1 and text.count(end) == 1
-    block = text[text.index(begin) + len(begin):text.index(end)]
-    assert block == S.markdown_table(), \
+    block = text[text.index(begin) + len(begin) : text.index(end)]
+    assert block == S.markdown_table(), (
         "README settings table is stale: regenerate it with python -m nl2sql.settings --markdown"
+    )
 
 
 def test_markdown_cli_prints_the_table():
-    out = subprocess.run([sys.executable, "-m", "nl2sql.settings", "--markdown"],
-                         cwd=ROOT / "py_udf", capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "nl2sql.core.settings", "--markdown"],
+        cwd=ROOT / "py_udf",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out == S.markdown_table()
 
 
@@ -174,7 +223,7 @@ def _split_sql_literals(row: str) -> list[str]:
         if ch in ", ":
             i += 1
             continue
-        assert ch == "'", f"not a literal at {body[i:i + 20]!r}"
+        assert ch == "'", f"not a literal at {body[i : i + 20]!r}"
         i, buf = i + 1, []
         while True:
             if body[i] == "'":
@@ -193,18 +242,20 @@ def _split_sql_literals(row: str) -> list[str]:
 def test_sql_values_quotes_every_literal():
     text = S.sql_values()
     assert text.startswith("VALUES\n")
-    rows = [r.strip().rstrip(",") for r in text[len("VALUES\n"):].split("\n")]
+    rows = [r.strip().rstrip(",") for r in text[len("VALUES\n") :].split("\n")]
     parsed = [_split_sql_literals(r) for r in rows]
     assert parsed == [[s.name, s.type, s.default_text, s.meaning] for s in S.SETTINGS]
     assert any("'" in s.meaning for s in S.SETTINGS)  # the quoting is exercised ("database's")
 
 
 def test_settings_module_imports_only_light_modules():
-    tree = ast.parse((PACKAGE / "settings.py").read_text())
+    tree = ast.parse((PACKAGE / "core" / "settings.py").read_text())
     local = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level:
-            local.update(a.name for a in node.names) if node.module is None else local.add(node.module)
+            local.update(a.name for a in node.names) if node.module is None else local.add(
+                node.module
+            )
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
             for m in mods:
@@ -220,12 +271,20 @@ CASTS = {"int", "float", "bool", "str"}
 def _setting_key(node: ast.AST) -> str | None:
     """The setting name ``node`` reads by key — ``x["k_examples"]`` or ``x.get("k_examples")``
     — or None."""
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
-            and node.slice.value in NAMES:
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value in NAMES
+    ):
         return node.slice.value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-            and node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant) \
-            and node.args[0].value in NAMES:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value in NAMES
+    ):
         return node.args[0].value
     return None
 
@@ -236,8 +295,12 @@ def hand_casts(source: str) -> list[str]:
     any key read of ``get_settings(...)``'s result."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in CASTS and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in CASTS
+            and node.args
+        ):
             key = _setting_key(node.args[0])
             if key:
                 found.append(f"line {node.lineno}: {node.func.id}(…[{key!r}])")
@@ -245,48 +308,68 @@ def hand_casts(source: str) -> list[str]:
             for side in [node.left, *node.comparators]:
                 key = _setting_key(side)
                 others = [n for n in [node.left, *node.comparators] if n is not side]
-                if key and any(isinstance(o, ast.Constant) and o.value in ("on", "off")
-                               for o in others):
+                if key and any(
+                    isinstance(o, ast.Constant) and o.value in ("on", "off") for o in others
+                ):
                     found.append(f"line {node.lineno}: …[{key!r}] compared with on/off")
-        elif isinstance(node, ast.Attribute) and node.attr == "split" \
-                and _setting_key(node.value):
+        elif isinstance(node, ast.Attribute) and node.attr == "split" and _setting_key(node.value):
             found.append(f"line {node.lineno}: …[{_setting_key(node.value)!r}].split")
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
-                and isinstance(node.value.func, (ast.Name, ast.Attribute)) \
-                and getattr(node.value.func, "id", getattr(node.value.func, "attr", "")) \
-                == "get_settings":
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, (ast.Name, ast.Attribute))
+            and getattr(node.value.func, "id", getattr(node.value.func, "attr", ""))
+            == "get_settings"
+        ):
             found.append(f"line {node.lineno}: get_settings(…)[…]")
     return found
 
 
-@pytest.mark.parametrize("snippet", [
-    'n = int(st["k_examples"])',
-    'f = float(settings.get("dail_tau"))',
-    'if st["presql_votes"] == "on": pass',
-    'if "off" != cfg["rewrite_time"]: pass',
-    's = get_settings(plpy)["schemas"].split(",")',
-    'x = get_settings(plpy)["max_rows"]',
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        'n = int(st["k_examples"])',
+        'f = float(settings.get("dail_tau"))',
+        'if st["presql_votes"] == "on": pass',
+        'if "off" != cfg["rewrite_time"]: pass',
+        's = get_settings(plpy)["schemas"].split(",")',
+        'x = get_settings(plpy)["max_rows"]',
+    ],
+)
 def test_the_hand_cast_check_catches_casts(snippet):
     assert hand_casts(snippet), snippet
 
 
 def test_the_hand_cast_check_leaves_typed_access_and_other_keys_alone():
-    assert hand_casts('n = st.k_examples\nm = int(r["max_tokens"])\nraw.get("x", {})\n'
-                      'if st.selection == "multiple_choice": pass') == []
+    assert (
+        hand_casts(
+            'n = st.k_examples\nm = int(r["max_tokens"])\nraw.get("x", {})\n'
+            'if st.selection == "multiple_choice": pass'
+        )
+        == []
+    )
 
 
 def test_no_module_casts_a_setting_by_hand():
-    problems = {p.name: hand_casts(p.read_text()) for p in sorted(PACKAGE.glob("*.py"))}
+    problems = {p.name: hand_casts(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
     assert len(problems) > 10  # the walk saw the package
     assert {k: v for k, v in problems.items() if v} == {}
 
 
-@pytest.mark.parametrize("key,bad", [
-    ("repair_rounds", "4"), ("repair_rounds", "x"), ("confidence_threshold", "1.2"),
-    ("prompt_variants", "0"), ("samples_per_model", "17"), ("tie_break", "random"),
-    ("selection", "vote"), ("value_alignment", "maybe"), ("sample_temperature", "3"),
-])
+@pytest.mark.parametrize(
+    "key,bad",
+    [
+        ("repair_rounds", "4"),
+        ("repair_rounds", "x"),
+        ("confidence_threshold", "1.2"),
+        ("prompt_variants", "0"),
+        ("samples_per_model", "17"),
+        ("tie_break", "random"),
+        ("selection", "vote"),
+        ("value_alignment", "maybe"),
+        ("sample_temperature", "3"),
+    ],
+)
 def test_generation_settings_are_validated(key, bad):
     with pytest.raises(ConfigError, match=key):
         validate_setting(key, bad)
@@ -297,5 +380,3 @@ def test_generation_settings_normalize():
     assert validate_setting("selection", "Multiple_Choice") == "multiple_choice"
     assert validate_setting("value_alignment", "false") == "off"
     assert validate_setting("hardness_voters", '{"easy": ["a", "a"]}') == '{"easy": ["a"]}'
-
-

@@ -1,27 +1,37 @@
 """sqlcheck: parsing one statement, the shape check, referenced tables, transpiling."""
+
 from __future__ import annotations
 
 import pytest
 
-from nl2sql.errors import CandidateRefused
-from nl2sql.sqlcheck import check_candidate, has_top_level_order, referenced_tables, parse_one, transpile
+from nl2sql.core.errors import CandidateRefused
+from nl2sql.core.sqlcheck import (
+    check_candidate,
+    has_top_level_order,
+    parse_one,
+    referenced_tables,
+    transpile,
+)
 
 
-@pytest.mark.parametrize("sql,needle", [
-    ("DROP TABLE singer", "not a query"),
-    ("DELETE FROM singer", "not a query"),
-    ("SELECT * INTO copy FROM singer", "Into"),
-    ("WITH d AS (DELETE FROM singer RETURNING *) SELECT * FROM d", "Delete"),
-    ("SELECT * FROM singer FOR UPDATE", "locking"),
-    ("SELECT 1; SELECT 2", "exactly one"),
-    ("SELECT pg_sleep(100)", "pg_sleep"),
-    ("SELECT pg_read_file('/etc/passwd')", "pg_read_file"),
-    ("SELECT nextval('s')", "nextval"),
-    ("SELECT * FROM pg_authid", "unknown relation"),
-    ("", "empty"),
-    ("SELEC oops", "not a query"),
-    ("SELECT * FROM (", "parse"),
-])
+@pytest.mark.parametrize(
+    "sql,needle",
+    [
+        ("DROP TABLE singer", "not a query"),
+        ("DELETE FROM singer", "not a query"),
+        ("SELECT * INTO copy FROM singer", "Into"),
+        ("WITH d AS (DELETE FROM singer RETURNING *) SELECT * FROM d", "Delete"),
+        ("SELECT * FROM singer FOR UPDATE", "locking"),
+        ("SELECT 1; SELECT 2", "exactly one"),
+        ("SELECT pg_sleep(100)", "pg_sleep"),
+        ("SELECT pg_read_file('/etc/passwd')", "pg_read_file"),
+        ("SELECT nextval('s')", "nextval"),
+        ("SELECT * FROM pg_authid", "unknown relation"),
+        ("", "empty"),
+        ("SELEC oops", "not a query"),
+        ("SELECT * FROM (", "parse"),
+    ],
+)
 def test_check_refuses_with_a_reason(sql, needle):
     with pytest.raises(CandidateRefused) as e:
         check_candidate(sql, {"singer", "concert"})
@@ -29,9 +39,11 @@ def test_check_refuses_with_a_reason(sql, needle):
 
 
 def test_check_accepts_queries_with_ctes_and_set_operations():
-    ok = {"WITH a AS (SELECT name FROM singer) SELECT * FROM a": ["singer"],
-          "SELECT name FROM singer UNION SELECT concert_name FROM concert": ["concert", "singer"],
-          "SELECT count(*) FROM public.singer": ["public.singer"]}
+    ok = {
+        "WITH a AS (SELECT name FROM singer) SELECT * FROM a": ["singer"],
+        "SELECT name FROM singer UNION SELECT concert_name FROM concert": ["concert", "singer"],
+        "SELECT count(*) FROM public.singer": ["public.singer"],
+    }
     for sql, tables in ok.items():
         tree = check_candidate(sql, {"singer", "concert", "public.singer"})
         assert sorted(referenced_tables(tree)) == tables  # the CTE name is not a relation
@@ -39,8 +51,10 @@ def test_check_accepts_queries_with_ctes_and_set_operations():
 
 
 def test_referenced_tables_excludes_ctes_and_keeps_order():
-    tree = parse_one("WITH x AS (SELECT * FROM concert) SELECT * FROM singer s JOIN x ON true "
-                     "JOIN stadium ON true")
+    tree = parse_one(
+        "WITH x AS (SELECT * FROM concert) SELECT * FROM singer s JOIN x ON true "
+        "JOIN stadium ON true"
+    )
     assert sorted(referenced_tables(tree)) == ["concert", "singer", "stadium"]
 
 

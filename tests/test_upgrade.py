@@ -11,12 +11,13 @@
 
 Model answers come from the scripted loopback server (conftest), not from a model.
 """
+
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import tarfile
-import io
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,9 @@ from nl2sql_indexer.demo_data import demo_sql
 from nl2sql_indexer.loopback import Rule
 
 RELEASES = json.loads((ROOT / "extension/releases.json").read_text())
-CURRENT = (ROOT / "extension/nl2sql.control").read_text().split("default_version = '")[1].split("'")[0]
+CURRENT = (
+    (ROOT / "extension/nl2sql.control").read_text().split("default_version = '")[1].split("'")[0]
+)
 Q1, SQL1 = "How many singers do we have?", "SELECT count(*) FROM singer"
 Q2, SQL2 = "List the names of all stadiums.", "SELECT name FROM stadium"
 
@@ -82,14 +85,14 @@ SELECT 'schema nl2sql acl ' || coalesce(nspacl::text, '-') FROM pg_namespace WHE
 
 USER_ROWS = {
     "model": "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, "
-             "position, enabled, dialect FROM nl2sql.model ORDER BY name",
+    "position, enabled, dialect FROM nl2sql.model ORDER BY name",
     "setting": "SELECT key, value FROM nl2sql.setting ORDER BY key",
     "example": "SELECT id, db_id, question, sql, source, embedding IS NOT NULL FROM nl2sql.example "
-               "WHERE source <> 'builtin' ORDER BY id",
+    "WHERE source <> 'builtin' ORDER BY id",
     "example_relation": "SELECT * FROM nl2sql.example_relation ORDER BY 1, 2, 3",
     "value_policy": "SELECT * FROM nl2sql.value_policy ORDER BY 1, 2, 3",
     "query_log": "SELECT id, created_at, role_name, question, sql, confidence, error, trace "
-                 "FROM nl2sql.query_log ORDER BY id",
+    "FROM nl2sql.query_log ORDER BY id",
 }
 
 
@@ -105,11 +108,14 @@ def old_release_venv(version: str, base: Path) -> Path:
     """A folder laid out as a venv whose site-packages hold the released package ``version``
     (from its commit) and, through a .pth file, the dependencies of the server's venv."""
     commit = RELEASES[version]["commit"]
-    r = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "py_udf/nl2sql"],
-                       capture_output=True)
-    assert r.returncode == 0, (f"git archive {commit} failed ({r.stderr.decode().strip()}): the "
-                               f"upgrade test needs the history of release {version}; clone "
-                               "without --depth")
+    r = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "py_udf/nl2sql"], capture_output=True
+    )
+    assert r.returncode == 0, (
+        f"git archive {commit} failed ({r.stderr.decode().strip()}): the "
+        f"upgrade test needs the history of release {version}; clone "
+        "without --depth"
+    )
     site = base / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
@@ -127,11 +133,14 @@ def configure_and_use(conn, llm, prefix: str) -> None:
     add_models(conn, llm, [f"{prefix}-a", f"{prefix}-b"])
     conn.execute("SELECT nl2sql.set_setting('k_examples', '5')")
     conn.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '4000')")
-    conn.execute("SELECT nl2sql.set_setting('send_values', 'on')")   # a default, set explicitly
-    conn.execute("SELECT nl2sql.add_example('How many stadiums are there?', "
-                 "'SELECT count(*) FROM stadium')")
-    conn.execute("SELECT nl2sql.add_example('Which singers are from France?', "
-                 "'SELECT name FROM singer WHERE country = ''France''', 'other_db')")
+    conn.execute("SELECT nl2sql.set_setting('send_values', 'on')")  # a default, set explicitly
+    conn.execute(
+        "SELECT nl2sql.add_example('How many stadiums are there?', 'SELECT count(*) FROM stadium')"
+    )
+    conn.execute(
+        "SELECT nl2sql.add_example('Which singers are from France?', "
+        "'SELECT name FROM singer WHERE country = ''France''', 'other_db')"
+    )
     conn.execute("SELECT nl2sql.set_value_policy('singer', false, 'name')")
     for q, sql in ((Q1, SQL1), (Q2, SQL2)):
         for m in (f"{prefix}-a", f"{prefix}-b"):
@@ -147,14 +156,19 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
     cluster.create_database("nl2sql_up", drop=True)
     with cluster.connect("nl2sql_up") as c:
         c.execute(demo_sql())
-        c.execute("ALTER DATABASE nl2sql_up SET nl2sql.venv = %s" % _literal(str(venv)))
+        c.execute(f"ALTER DATABASE nl2sql_up SET nl2sql.venv = {_literal(str(venv))}")
     with cluster.connect("nl2sql_up") as old:
         old.execute(f"CREATE EXTENSION nl2sql VERSION '{prior}' CASCADE")
-        assert old.execute("SELECT extversion FROM pg_extension WHERE extname = 'nl2sql'"
-                           ).fetchone()[0] == prior
+        assert (
+            old.execute("SELECT extversion FROM pg_extension WHERE extname = 'nl2sql'").fetchone()[
+                0
+            ]
+            == prior
+        )
         # the server really runs the released package
         assert old.execute("SELECT nl2sql._boot()").fetchone()[0] == str(
-            venv / "lib/python3.11/site-packages")
+            venv / "lib/python3.11/site-packages"
+        )
         configure_and_use(old, llm, "up")
         before = user_rows(old)
         assert len(before["query_log"]) == 2 and len(before["model"]) == 2
@@ -166,8 +180,12 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         with pytest.raises(Exception, match="ALTER EXTENSION nl2sql UPDATE"):
             new.execute("SELECT nl2sql(%s)", (Q1,))
         new.execute("ALTER EXTENSION nl2sql UPDATE")
-        assert new.execute("SELECT extversion FROM pg_extension WHERE extname = 'nl2sql'"
-                           ).fetchone()[0] == CURRENT
+        assert (
+            new.execute("SELECT extversion FROM pg_extension WHERE extname = 'nl2sql'").fetchone()[
+                0
+            ]
+            == CURRENT
+        )
     with cluster.connect("nl2sql_up") as new:
         after = user_rows(new)
         # settings: only the changed values stay as rows (a row holding a default goes)
@@ -176,11 +194,12 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         assert settings["k_examples"] == "5" and settings["send_values"] == "on"
         for name in ("model", "example", "example_relation", "value_policy", "query_log"):
             assert after[name] == before[name], name
-        applied = new.execute("SELECT name, applied_at_version FROM nl2sql.migration ORDER BY name"
-                              ).fetchall()
+        applied = new.execute(
+            "SELECT name, applied_at_version FROM nl2sql.migration ORDER BY name"
+        ).fetchall()
         released = RELEASES[prior]["incremental"]
-        assert applied[:len(released)] == [(name, prior) for name in released]
-        assert all(v == CURRENT for _, v in applied[len(released):])
+        assert applied[: len(released)] == [(name, prior) for name in released]
+        assert all(v == CURRENT for _, v in applied[len(released) :])
         assert new.execute("SELECT nl2sql(%s)", (Q1,)).fetchone()[0].lower() == SQL1.lower()
         ids = [r[0] for r in new.execute("SELECT id FROM nl2sql.query_log ORDER BY id")]
         assert len(ids) == 3 and ids[-1] > max(r[0] for r in before["query_log"])
@@ -193,8 +212,11 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
     missing = sorted(set(installed) - set(upgraded))
     extra = sorted(set(upgraded) - set(installed))
     assert not missing and not extra, (
-        "upgraded database differs from a fresh install:\nonly in fresh:\n  " + "\n  ".join(missing)
-        + "\nonly in upgraded:\n  " + "\n  ".join(extra))
+        "upgraded database differs from a fresh install:\nonly in fresh:\n  "
+        + "\n  ".join(missing)
+        + "\nonly in upgraded:\n  "
+        + "\n  ".join(extra)
+    )
 
 
 def test_dump_and_restore_keep_every_user_row_and_nl2sql_answers(cluster, llm, tmp_path):
@@ -208,28 +230,38 @@ def test_dump_and_restore_keep_every_user_row_and_nl2sql_answers(cluster, llm, t
         seq_before = c.execute("SELECT last_value FROM nl2sql.query_log_id_seq").fetchone()[0]
     dump = tmp_path / "nl2sql.dump"
     conn_args = ["-h", "127.0.0.1", "-p", str(cluster.port), "-U", "postgres"]
-    r = subprocess.run([str(PG_BIN / "pg_dump"), *conn_args, "-Fc", "-f", str(dump), "nl2sql_dump"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(PG_BIN / "pg_dump"), *conn_args, "-Fc", "-f", str(dump), "nl2sql_dump"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     cluster.create_database("nl2sql_restored", drop=True)
-    r = subprocess.run([str(PG_BIN / "pg_restore"), *conn_args, "-d", "nl2sql_restored", str(dump)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(PG_BIN / "pg_restore"), *conn_args, "-d", "nl2sql_restored", str(dump)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
     with cluster.connect("nl2sql_restored") as c:
         after = user_rows(c)
         for name in USER_ROWS:
             assert after[name] == before[name], name
-        assert dict(c.execute("SELECT name, value FROM nl2sql.settings WHERE changed"
-                              ).fetchall()) == {"k_examples": "5", "candidate_timeout_ms": "4000",
-                                                "send_values": "on"}
-        assert c.execute("SELECT last_value FROM nl2sql.query_log_id_seq").fetchone()[0] == seq_before
+        assert dict(
+            c.execute("SELECT name, value FROM nl2sql.settings WHERE changed").fetchall()
+        ) == {"k_examples": "5", "candidate_timeout_ms": "4000", "send_values": "on"}
+        assert (
+            c.execute("SELECT last_value FROM nl2sql.query_log_id_seq").fetchone()[0] == seq_before
+        )
         c.execute("SELECT nl2sql.reindex()")
         assert c.execute("SELECT nl2sql(%s)", (Q1,)).fetchone()[0].lower() == SQL1.lower()
         new_id = c.execute("SELECT max(id) FROM nl2sql.query_log").fetchone()[0]
         assert new_id > seq_before
         # the example pool has the built-in examples again, and the user's once
-        assert c.execute("SELECT count(*) FROM nl2sql.example WHERE source = 'builtin'"
-                         ).fetchone()[0] > 0
+        assert (
+            c.execute("SELECT count(*) FROM nl2sql.example WHERE source = 'builtin'").fetchone()[0]
+            > 0
+        )
 
 
 def _literal(text: str) -> str:

@@ -7,6 +7,7 @@ read), ``nl2sql._reindex_table`` for each changed table (each commits on its own
 the server reports them while a table is indexed (NOTICEs, only in a session that sets
 ``nl2sql.progress``). Several DSNs may be given (one index per database).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,7 @@ import sys
 
 from tqdm import tqdm
 
-from nl2sql.indexer import sum_table_counts
+from nl2sql.ops.indexer import sum_table_counts
 
 PROGRESS = "nl2sql-progress "
 
@@ -28,7 +29,7 @@ def _progress_bar(conn, disable: bool) -> tqdm:
     def on_notice(diag) -> None:
         msg = diag.message_primary or ""
         if msg.startswith(PROGRESS):
-            p = json.loads(msg[len(PROGRESS):])
+            p = json.loads(msg[len(PROGRESS) :])
             bar.update(p["values"] - seen.get(p["table"], 0))
             seen[p["table"]] = p["values"]
 
@@ -61,26 +62,36 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
     with psycopg.connect(dsn, autocommit=True) as conn:
         has = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'nl2sql'").fetchone()
         if not has:
-            raise RuntimeError(f"{dsn}: extension nl2sql is not installed; run "
-                               f"CREATE EXTENSION nl2sql CASCADE in that database first")
+            raise RuntimeError(
+                f"{dsn}: extension nl2sql is not installed; run "
+                f"CREATE EXTENSION nl2sql CASCADE in that database first"
+            )
         t0 = time.perf_counter()
         conn.execute("SET nl2sql.progress = on")
-        tables = conn.execute("SELECT schema_name, table_name, changed FROM "
-                              "nl2sql._reindex_changed(%s, %s)", (schemas, force)).fetchall()
+        tables = conn.execute(
+            "SELECT schema_name, table_name, changed FROM nl2sql._reindex_changed(%s, %s)",
+            (schemas, force),
+        ).fetchall()
         todo = [(s, t) for s, t, changed in tables if changed]
-        if todo:   # a first index: the vector index is built once at the end (_reindex_finish)
+        if todo:  # a first index: the vector index is built once at the end (_reindex_finish)
             conn.execute("SELECT nl2sql._reindex_begin()")
         bar = _progress_bar(conn, disable=not progress)
-        results = [{"table": f"{s}.{t}", "skipped": True} for s, t, changed in tables if not changed]
+        results = [
+            {"table": f"{s}.{t}", "skipped": True} for s, t, changed in tables if not changed
+        ]
         for i, (s, t) in enumerate(todo, 1):
             bar.set_postfix_str(f"table {i}/{len(todo)} {s}.{t}", refresh=False)
-            results.append(conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)",
-                                        (s, t, force)).fetchone()[0])
+            results.append(
+                conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)", (s, t, force)).fetchone()[
+                    0
+                ]
+            )
         bar.close()
         out = sum_table_counts(results)
-        fin = conn.execute("SELECT nl2sql._reindex_finish(%s, %s, %s)",
-                           (schemas, [f"{s}.{t}" for s, t, _ in tables],
-                            out["tables_indexed"] > 0)).fetchone()[0]
+        fin = conn.execute(
+            "SELECT nl2sql._reindex_finish(%s, %s, %s)",
+            (schemas, [f"{s}.{t}" for s, t, _ in tables], out["tables_indexed"] > 0),
+        ).fetchone()[0]
         out.update(fin)
         secs = time.perf_counter() - t0
         out["seconds"] = round(secs, 3)
@@ -90,11 +101,20 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code (1 when any database failed)."""
-    ap = argparse.ArgumentParser(prog="nl2sql-index", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dsn", nargs="+", help="libpq connection string(s), e.g. 'dbname=shop host=...'")
-    ap.add_argument("--schema", action="append", dest="schemas",
-                    help="schema to index (repeatable; default: the setting 'schemas')")
+    ap = argparse.ArgumentParser(
+        prog="nl2sql-index",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "dsn", nargs="+", help="libpq connection string(s), e.g. 'dbname=shop host=...'"
+    )
+    ap.add_argument(
+        "--schema",
+        action="append",
+        dest="schemas",
+        help="schema to index (repeatable; default: the setting 'schemas')",
+    )
     ap.add_argument("--force", action="store_true", help="redo every table, not only changed ones")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
@@ -103,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             counts = index_database(dsn, args.schemas, args.force, progress=not args.quiet)
             print(json.dumps({"dsn": dsn, **counts}))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - one database's failure is reported, the others go on
             print(f"nl2sql-index: {dsn}: {e}", file=sys.stderr)
             rc = 1
     return rc

@@ -4,6 +4,7 @@ initdb into a folder, a free loopback port, trust authentication on loopback onl
 ``nl2sql.venv`` pointing at the venv PL/Python imports from. Run as root, the server runs as the
 ``postgres`` OS user (initdb/postgres refuse root).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,9 +32,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _as_server_user(cmd: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+def _as_server_user(
+    cmd: list[str], env: dict[str, str] | None = None, **kw
+) -> subprocess.CompletedProcess:
     if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), *cmd]
+        cmd = [
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in (env or {}).items()),
+            *cmd,
+        ]
         env = None
     else:
         env = {**os.environ, **(env or {})}
@@ -44,7 +55,9 @@ def postgres_can_access(path: Path) -> bool:
     """True when the postgres OS user can traverse to ``path`` (always True when not root)."""
     if os.geteuid() != 0:
         return True
-    r = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(path)], capture_output=True)
+    r = subprocess.run(
+        ["runuser", "-u", "postgres", "--", "test", "-x", str(path)], capture_output=True
+    )
     return r.returncode == 0
 
 
@@ -55,12 +68,20 @@ class LocalCluster:
     reuses it. ``server_env`` is passed to the server process (e.g. API key variables).
     """
 
-    def __init__(self, datadir: str | Path, venv: str = DEFAULT_VENV,
-                 server_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        datadir: str | Path,
+        venv: str = DEFAULT_VENV,
+        server_env: dict[str, str] | None = None,
+    ):
         self.datadir = Path(datadir).resolve()
         self.venv = venv
-        self.server_env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                           "TOKENIZERS_PARALLELISM": "false", **(server_env or {})}
+        self.server_env = {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **(server_env or {}),
+        }
         self.port_file = self.datadir / "nl2sql.port"
         self.port = int(self.port_file.read_text()) if self.port_file.exists() else None
 
@@ -75,18 +96,34 @@ class LocalCluster:
             return
         if self.datadir.is_dir() and any(self.datadir.iterdir()):
             # checked before the chown/chmod below, which would otherwise take over the folder
-            raise ClusterError(f"{self.datadir} is not empty and holds no PostgreSQL cluster; "
-                               f"name a new or empty folder for the cluster")
+            raise ClusterError(
+                f"{self.datadir} is not empty and holds no PostgreSQL cluster; "
+                f"name a new or empty folder for the cluster"
+            )
         self.datadir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             pw = pwd.getpwnam("postgres")
             os.chown(self.datadir, pw.pw_uid, pw.pw_gid)
         self.datadir.chmod(0o700)
         if not postgres_can_access(self.datadir):
-            raise ClusterError(f"the postgres OS user cannot reach {self.datadir}; choose a "
-                               f"folder whose parents are world-executable")
-        r = _as_server_user([str(PG_BIN / "initdb"), "-D", str(self.datadir), "-A", "trust",
-                             "-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8"])
+            raise ClusterError(
+                f"the postgres OS user cannot reach {self.datadir}; choose a "
+                f"folder whose parents are world-executable"
+            )
+        r = _as_server_user(
+            [
+                str(PG_BIN / "initdb"),
+                "-D",
+                str(self.datadir),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ]
+        )
         if r.returncode != 0:
             raise ClusterError(f"initdb failed: {r.stderr.strip()}")
         self.port = free_port()
@@ -108,8 +145,9 @@ class LocalCluster:
         Returns:
             The library names, in order.
         """
-        r = _as_server_user([str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C",
-                             "shared_preload_libraries"])
+        r = _as_server_user(
+            [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C", "shared_preload_libraries"]
+        )
         if r.returncode != 0:
             raise ClusterError(f"postgres -C shared_preload_libraries failed: {r.stderr.strip()}")
         return [x.strip().strip('"') for x in r.stdout.strip().split(",") if x.strip()]
@@ -128,8 +166,10 @@ class LocalCluster:
             return False
         libs = ",".join(have + missing)
         with open(self.datadir / "postgresql.conf", "a") as f:
-            f.write(f"\n# nl2sql: libraries the project needs (added to an earlier cluster)\n"
-                    f"shared_preload_libraries = '{libs}'\n")
+            f.write(
+                f"\n# nl2sql: libraries the project needs (added to an earlier cluster)\n"
+                f"shared_preload_libraries = '{libs}'\n"
+            )
         return True
 
     def ensure_venv(self) -> bool:
@@ -141,15 +181,17 @@ class LocalCluster:
             True when the configuration was changed (a running server must restart, so that
             no backend or embedding process keeps the other venv's code).
         """
-        r = _as_server_user([str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C",
-                             "nl2sql.venv"])
+        r = _as_server_user(
+            [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C", "nl2sql.venv"]
+        )
         if r.returncode != 0:
             raise ClusterError(f"postgres -C nl2sql.venv failed: {r.stderr.strip()}")
         if r.stdout.strip() == str(self.venv):
             return False
         with open(self.datadir / "postgresql.conf", "a") as f:
-            f.write(f"\n# nl2sql: the venv PL/Python imports nl2sql from\n"
-                    f"nl2sql.venv = '{self.venv}'\n")
+            f.write(
+                f"\n# nl2sql: the venv PL/Python imports nl2sql from\nnl2sql.venv = '{self.venv}'\n"
+            )
         return True
 
     def _live_preload(self) -> list[str]:
@@ -165,7 +207,7 @@ class LocalCluster:
         r = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "status"])
         return r.returncode == 0
 
-    def start(self) -> "LocalCluster":
+    def start(self) -> LocalCluster:
         """Init if needed and start the server. Returns self.
 
         A cluster made earlier gets the libraries of ``PRELOAD`` added to its configuration
@@ -181,12 +223,26 @@ class LocalCluster:
                 return self
             self.stop()
         if not _port_free(self.port):
-            raise ClusterError(f"port {self.port} is taken; edit {self.port_file} and port in "
-                               f"{self.datadir}/postgresql.conf, or remove {self.datadir}")
-        r = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-w", "-t", "60",
-                             "-l", str(self.datadir / "server.log"), "start"], env=self.server_env)
+            raise ClusterError(
+                f"port {self.port} is taken; edit {self.port_file} and port in "
+                f"{self.datadir}/postgresql.conf, or remove {self.datadir}"
+            )
+        r = _as_server_user(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                str(self.datadir / "server.log"),
+                "start",
+            ],
+            env=self.server_env,
+        )
         if r.returncode != 0:
-            log = (self.datadir / "server.log")
+            log = self.datadir / "server.log"
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise ClusterError(f"pg_ctl start failed: {r.stderr.strip()}\n{tail}")
         return self
@@ -194,7 +250,9 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop the server (fast mode) if it runs."""
         if self.running:
-            _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
+            _as_server_user(
+                [str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"]
+            )
 
     def destroy(self) -> None:
         """Stop and delete the cluster folder."""
@@ -225,8 +283,21 @@ class LocalCluster:
 
     def psql_file(self, dbname: str, path: str | Path) -> None:
         """Run an SQL file with psql (ON_ERROR_STOP). Raises ClusterError with psql's stderr."""
-        r = subprocess.run([str(PG_BIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                            "-d", self.dsn(dbname), "-f", str(path)], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                str(PG_BIN / "psql"),
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                self.dsn(dbname),
+                "-f",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             raise ClusterError(f"psql -f {path} failed: {r.stderr.strip()[-2000:]}")
 

@@ -6,6 +6,7 @@ Models: a real OpenAI-compatible endpoint when NL2SQL_LLM_BASE_URL and NL2SQL_LL
 project's loopback server, whose answers are SCRIPTED (the gold SQL of the demo questions, one
 model deliberately wrong) — not a model's. Safe to run twice.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,11 @@ from nl2sql_indexer.loopback import LoopbackLLM
 
 from .cluster import LocalCluster, postgres_can_access
 
-ROOT = Path(__file__).resolve().parents[2] if (Path(__file__).resolve().parents[2] / "sql").exists() else Path.cwd()
+ROOT = (
+    Path(__file__).resolve().parents[2]
+    if (Path(__file__).resolve().parents[2] / "sql").exists()
+    else Path.cwd()
+)
 DEMO_DB = "nl2sql_demo"
 
 
@@ -43,25 +48,36 @@ def configure_models(conn, llm: LoopbackLLM | None) -> str:
     """Configure the demo's models; returns a line saying what answers come from."""
     conn.execute("DELETE FROM nl2sql.model")
     if llm is None:
-        conn.execute("SELECT nl2sql.add_model('real', %s, base_url => %s, api_key_env => %s)",
-                     (os.environ["NL2SQL_LLM_MODEL"], os.environ["NL2SQL_LLM_BASE_URL"],
-                      os.environ.get("NL2SQL_LLM_API_KEY_ENV", "OPENAI_API_KEY")))
+        conn.execute(
+            "SELECT nl2sql.add_model('real', %s, base_url => %s, api_key_env => %s)",
+            (
+                os.environ["NL2SQL_LLM_MODEL"],
+                os.environ["NL2SQL_LLM_BASE_URL"],
+                os.environ.get("NL2SQL_LLM_API_KEY_ENV", "OPENAI_API_KEY"),
+            ),
+        )
         return f"models: real endpoint {os.environ['NL2SQL_LLM_BASE_URL']} ({os.environ['NL2SQL_LLM_MODEL']})"
-    gold = {q: s for q, s in DEMO_QUESTIONS}
+    gold = dict(DEMO_QUESTIONS)
     llm.set_replay("scripted-a", gold)
     llm.set_replay("scripted-b", gold)
     llm.set_replay("scripted-c", {q: _wrong_variant(s) for q, s in DEMO_QUESTIONS})
     for name in ("scripted-a", "scripted-b", "scripted-c"):
         conn.execute("SELECT nl2sql.add_model(%s, %s, base_url => %s)", (name, name, llm.base_url))
-    return ("models: NO LLM is reachable here, so the project's loopback server answers with "
-            "SCRIPTED SQL (the demo's reference answers; scripted-c is deliberately wrong "
-            "sometimes) — this shows the pipeline and the vote, not a model's accuracy")
+    return (
+        "models: NO LLM is reachable here, so the project's loopback server answers with "
+        "SCRIPTED SQL (the demo's reference answers; scripted-c is deliberately wrong "
+        "sometimes) — this shows the pipeline and the vote, not a model's accuracy"
+    )
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The demo's command line: ``--datadir`` and ``--rows``."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datadir", type=Path, default=None, help="cluster folder (default .nl2sql/cluster)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--datadir", type=Path, default=None, help="cluster folder (default .nl2sql/cluster)"
+    )
     ap.add_argument("--rows", type=int, default=3, help="rows to print per answer")
     return ap.parse_args(argv)
 
@@ -70,8 +86,10 @@ def _start_cluster(datadir: Path | None) -> LocalCluster:
     """Start the local cluster and say where it runs and how to stop it."""
     cluster = LocalCluster(datadir or default_datadir())
     cluster.start()
-    print(f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port} "
-          f"(stop: bash scripts/stop.sh, or pg_ctl -D {cluster.datadir} stop as user postgres)")
+    print(
+        f"cluster: {cluster.datadir} on 127.0.0.1:{cluster.port} "
+        f"(stop: bash scripts/stop.sh, or pg_ctl -D {cluster.datadir} stop as user postgres)"
+    )
     return cluster
 
 
@@ -85,12 +103,14 @@ def _ask(conn, question: str, n_rows: int) -> bool:
     print(f"\nQ: {question}")
     try:
         sql = conn.execute("SELECT nl2sql(%s)", (question,)).fetchone()[0]
-    except Exception as e:  # show the error, keep going
+    except Exception as e:  # noqa: BLE001 - show the error, keep going
         print(f"   error: {str(e).strip()}")
         return False
     print(f"   SQL: {sql}")
-    log = conn.execute("SELECT confidence, trace->'timings'->>'overhead_ms' FROM "
-                       "nl2sql.query_log ORDER BY id DESC LIMIT 1").fetchone()
+    log = conn.execute(
+        "SELECT confidence, trace->'timings'->>'overhead_ms' FROM "
+        "nl2sql.query_log ORDER BY id DESC LIMIT 1"
+    ).fetchone()
     rows = conn.execute(sql).fetchmany(n_rows)
     print(f"   confidence {log[0]:.2f}, in-database {float(log[1]):.0f} ms; first rows: {rows}")
     return True
@@ -98,12 +118,16 @@ def _ask(conn, question: str, n_rows: int) -> bool:
 
 def _print_summary(cluster: LocalCluster, n_ok: int, scripted: bool) -> None:
     """Say how many demo questions were answered and where the traces are."""
-    print(f"\nanswered {n_ok}/{len(DEMO_QUESTIONS)} demo questions. The traces are in "
-          f"nl2sql.query_log: psql \"{cluster.dsn(DEMO_DB)}\" -c \"SELECT question, sql, "
-          f"confidence FROM nl2sql.query_log\"")
+    print(
+        f"\nanswered {n_ok}/{len(DEMO_QUESTIONS)} demo questions. The traces are in "
+        f'nl2sql.query_log: psql "{cluster.dsn(DEMO_DB)}" -c "SELECT question, sql, '
+        f'confidence FROM nl2sql.query_log"'
+    )
     if scripted:
-        print("The scripted loopback server stops with this demo: to ask your own "
-              "questions, add a real endpoint with SELECT nl2sql.add_model(...) (README).")
+        print(
+            "The scripted loopback server stops with this demo: to ask your own "
+            "questions, add a real endpoint with SELECT nl2sql.add_model(...) (README)."
+        )
 
 
 def _run_demo(conn, cluster: LocalCluster, llm: LoopbackLLM | None, n_rows: int) -> None:

@@ -109,24 +109,64 @@ _SINGERS_PER_COUNTRY: dict[str, int] = {
 }
 
 _SONG_WORDS_A = [
-    "Midnight", "Golden", "Electric", "Silent", "Paper", "Neon", "Velvet",
-    "Broken", "Crystal", "Summer", "Wild", "Hollow", "Burning", "Distant",
-    "Silver", "Lonely", "Crimson", "Endless",
+    "Midnight",
+    "Golden",
+    "Electric",
+    "Silent",
+    "Paper",
+    "Neon",
+    "Velvet",
+    "Broken",
+    "Crystal",
+    "Summer",
+    "Wild",
+    "Hollow",
+    "Burning",
+    "Distant",
+    "Silver",
+    "Lonely",
+    "Crimson",
+    "Endless",
 ]
 _SONG_WORDS_B = [
-    "Heart", "Skyline", "River", "Highway", "Dreams", "Rain", "Fire",
-    "Horizon", "Echoes", "Lights", "Road", "Tides", "Shadows", "Garden",
-    "Satellite", "Parade",
+    "Heart",
+    "Skyline",
+    "River",
+    "Highway",
+    "Dreams",
+    "Rain",
+    "Fire",
+    "Horizon",
+    "Echoes",
+    "Lights",
+    "Road",
+    "Tides",
+    "Shadows",
+    "Garden",
+    "Satellite",
+    "Parade",
 ]
 
 _THEMES = [
-    "Summer Nights", "Acoustic Evening", "Rock Revival", "Jazz Under the Stars",
-    "Pop Explosion", "Winter Gala", "Charity Live", "Folk Roots",
-    "Electronic Waves", "Festival Opening",
+    "Summer Nights",
+    "Acoustic Evening",
+    "Rock Revival",
+    "Jazz Under the Stars",
+    "Pop Explosion",
+    "Winter Gala",
+    "Charity Live",
+    "Folk Roots",
+    "Electronic Waves",
+    "Festival Opening",
 ]
 
 _CONCERT_PREFIXES = [
-    "Live at", "Night at", "Sounds of", "Encore at", "Gala at", "Echoes of",
+    "Live at",
+    "Night at",
+    "Sounds of",
+    "Encore at",
+    "Gala at",
+    "Echoes of",
 ]
 
 _FIRST_YEAR, _LAST_YEAR = 2014, 2024
@@ -138,6 +178,7 @@ _N_SINGER_IN_CONCERT = 300
 # --------------------------------------------------------------------------- #
 # SQL text helpers.
 # --------------------------------------------------------------------------- #
+
 
 def _lit(value: object) -> str:
     """Render one Python value as a PostgreSQL literal."""
@@ -167,6 +208,7 @@ def _insert(table: str, columns: list[str], rows: list[tuple]) -> str:
 # Row generation.
 # --------------------------------------------------------------------------- #
 
+
 def _generate(rng: random.Random) -> dict[str, list[tuple]]:
     """Generate every table's rows from ``rng``; returns table -> list of row tuples."""
     stadiums = _stadium_rows(rng)
@@ -189,18 +231,44 @@ def _stadium_rows(rng: random.Random) -> list[tuple]:
         else:
             highest = rng.randint(int(capacity * 0.85), capacity)
             lowest = rng.randint(int(capacity * 0.25), int(capacity * 0.55))
-            average = rng.randint(lowest + (highest - lowest) // 4,
-                                  highest - (highest - lowest) // 4)
+            average = rng.randint(
+                lowest + (highest - lowest) // 4, highest - (highest - lowest) // 4
+            )
         stadiums.append((i, name, city, capacity, highest, lowest, average))
     return stadiums
 
 
 # First names of _PEOPLE that are women's (the singer's is_male is False).
 _FEMALE_FIRST = {
-    "Madison", "Brooke", "Savannah", "Harper", "Imogen", "Freya", "Poppy",
-    "Isla", "Camille", "Manon", "Léa", "Chloé", "Sanne", "Fleur", "Lotte",
-    "Chloe", "Avery", "Maëlle", "Yui", "Aoi", "Hina", "Larissa", "Beatriz",
-    "Luana", "Lucía", "Carmen", "Nerea", "Matilda", "Ruby",
+    "Madison",
+    "Brooke",
+    "Savannah",
+    "Harper",
+    "Imogen",
+    "Freya",
+    "Poppy",
+    "Isla",
+    "Camille",
+    "Manon",
+    "Léa",
+    "Chloé",
+    "Sanne",
+    "Fleur",
+    "Lotte",
+    "Chloe",
+    "Avery",
+    "Maëlle",
+    "Yui",
+    "Aoi",
+    "Hina",
+    "Larissa",
+    "Beatriz",
+    "Luana",
+    "Lucía",
+    "Carmen",
+    "Nerea",
+    "Matilda",
+    "Ruby",
 }
 
 
@@ -209,7 +277,7 @@ def _singer_rows(rng: random.Random) -> list[tuple]:
     people = []
     for country, count in _SINGERS_PER_COUNTRY.items():
         firsts, lasts = _PEOPLE[country]
-        combos = [(f, l) for f in firsts for l in lasts]
+        combos = [(f, s) for f in firsts for s in lasts]
         for first, last in rng.sample(combos, count):
             people.append((f"{first} {last}", country, first))
     rng.shuffle(people)
@@ -239,8 +307,9 @@ def _concert_rows(rng: random.Random, stadiums: list[tuple]) -> list[tuple]:
             sid = rng.choices(used_stadiums, weights=weights)[0]
         theme = rng.choice(_THEMES)
         year = rng.randint(_FIRST_YEAR, _LAST_YEAR)
-        name = _concert_name(f"{rng.choice(_CONCERT_PREFIXES)} {stadiums[sid - 1][1]}", year,
-                             seen_names)
+        name = _concert_name(
+            f"{rng.choice(_CONCERT_PREFIXES)} {stadiums[sid - 1][1]}", year, seen_names
+        )
         concerts.append((i, name, theme, sid, year))
     return concerts
 
@@ -256,8 +325,9 @@ def _concert_name(base: str, year: int, seen_names: set[str]) -> str:
     return name
 
 
-def _singer_in_concert_rows(rng: random.Random, concerts: list[tuple],
-                            singers: list[tuple]) -> list[tuple]:
+def _singer_in_concert_rows(
+    rng: random.Random, concerts: list[tuple], singers: list[tuple]
+) -> list[tuple]:
     """singer_in_concert: (concert_id, singer_id), sorted; every concert has >= 1 singer."""
     pairs: set[tuple[int, int]] = set()
     singer_ids = [s[0] for s in singers]
@@ -374,8 +444,7 @@ def demo_sql(schema: str = "public") -> str:
     rows = _generate(rng)
     sch = _ident(schema)
     parts: list[str] = [
-        "-- nl2sql demo database: concerts, singers and stadiums (generated, seed "
-        f"{SEED}).",
+        f"-- nl2sql demo database: concerts, singers and stadiums (generated, seed {SEED}).",
     ]
     if schema != "public":
         parts.append(f"CREATE SCHEMA IF NOT EXISTS {sch};")
@@ -396,28 +465,45 @@ def demo_sql(schema: str = "public") -> str:
 #: (question, gold PostgreSQL SQL) pairs over the demo database; every gold
 #: query returns at least one row on the data :func:`demo_sql` generates.
 DEMO_QUESTIONS: list[tuple[str, str]] = [
-    ("How many singers do we have?",
-     "SELECT count(*) FROM singer"),
-    ("What are the names and ages of all singers from France?",
-     "SELECT name, age FROM singer WHERE country = 'France'"),
-    ("How many concerts with the theme 'Summer Nights' were held?",
-     "SELECT count(*) FROM concert WHERE theme = 'Summer Nights'"),
-    ("What is the name and capacity of the stadium with the largest capacity?",
-     "SELECT name, capacity FROM stadium ORDER BY capacity DESC LIMIT 1"),
-    ("What is the average age of singers from each country?",
-     "SELECT country, avg(age) FROM singer GROUP BY country"),
-    ("Show each stadium's name and the number of concerts held there.",
-     "SELECT s.name, count(*) FROM concert AS c JOIN stadium AS s "
-     "ON c.stadium_id = s.stadium_id GROUP BY s.name"),
-    ("Which concerts were held at stadiums in London? Give the concert names and years.",
-     "SELECT c.concert_name, c.year FROM concert AS c JOIN stadium AS s "
-     "ON c.stadium_id = s.stadium_id WHERE s.location = 'London'"),
-    ("What are the names of the singers who performed in a concert in 2019?",
-     "SELECT DISTINCT si.name FROM singer AS si "
-     "JOIN singer_in_concert AS sic ON si.singer_id = sic.singer_id "
-     "JOIN concert AS c ON sic.concert_id = c.concert_id WHERE c.year = 2019"),
-    ("Who is the oldest singer? Give the name and age.",
-     "SELECT name, age FROM singer ORDER BY age DESC LIMIT 1"),
-    ("What are the names of the stadiums that never hosted a concert?",
-     "SELECT name FROM stadium WHERE stadium_id NOT IN (SELECT stadium_id FROM concert)"),
+    ("How many singers do we have?", "SELECT count(*) FROM singer"),
+    (
+        "What are the names and ages of all singers from France?",
+        "SELECT name, age FROM singer WHERE country = 'France'",
+    ),
+    (
+        "How many concerts with the theme 'Summer Nights' were held?",
+        "SELECT count(*) FROM concert WHERE theme = 'Summer Nights'",
+    ),
+    (
+        "What is the name and capacity of the stadium with the largest capacity?",
+        "SELECT name, capacity FROM stadium ORDER BY capacity DESC LIMIT 1",
+    ),
+    (
+        "What is the average age of singers from each country?",
+        "SELECT country, avg(age) FROM singer GROUP BY country",
+    ),
+    (
+        "Show each stadium's name and the number of concerts held there.",
+        "SELECT s.name, count(*) FROM concert AS c JOIN stadium AS s "
+        "ON c.stadium_id = s.stadium_id GROUP BY s.name",
+    ),
+    (
+        "Which concerts were held at stadiums in London? Give the concert names and years.",
+        "SELECT c.concert_name, c.year FROM concert AS c JOIN stadium AS s "
+        "ON c.stadium_id = s.stadium_id WHERE s.location = 'London'",
+    ),
+    (
+        "What are the names of the singers who performed in a concert in 2019?",
+        "SELECT DISTINCT si.name FROM singer AS si "
+        "JOIN singer_in_concert AS sic ON si.singer_id = sic.singer_id "
+        "JOIN concert AS c ON sic.concert_id = c.concert_id WHERE c.year = 2019",
+    ),
+    (
+        "Who is the oldest singer? Give the name and age.",
+        "SELECT name, age FROM singer ORDER BY age DESC LIMIT 1",
+    ),
+    (
+        "What are the names of the stadiums that never hosted a concert?",
+        "SELECT name FROM stadium WHERE stadium_id NOT IN (SELECT stadium_id FROM concert)",
+    ),
 ]

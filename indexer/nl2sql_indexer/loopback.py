@@ -53,8 +53,9 @@ __all__ = [
     "main",
 ]
 
-from nl2sql.prompts import QUESTION_MARKER  # noqa: E402  (the pipeline's prompt format)
-from nl2sql.rewriting import original_question  # noqa: E402  (undoes the pipeline's rewriting)
+from nl2sql.model.prompts import QUESTION_MARKER
+from nl2sql.retrieval.rewriting import original_question
+
 """The pipeline's prompts end with this marker, the question, and `` */``."""
 
 _HANG_MAX_S = 3600.0
@@ -72,7 +73,7 @@ def extract_question(prompt: str) -> str | None:
     i = prompt.rfind(QUESTION_MARKER)
     if i < 0:
         return None
-    rest = prompt[i + len(QUESTION_MARKER):]
+    rest = prompt[i + len(QUESTION_MARKER) :]
     j = rest.find("*/")
     if j >= 0:
         rest = rest[:j]
@@ -172,16 +173,29 @@ def _rule_from_dict(d: Any) -> Rule:
             raise ValueError(f"rule.{name} must be a string or null")
     if not isinstance(rule.response, str):
         raise ValueError("rule.response must be a string")
-    if isinstance(rule.delay_s, bool) or not isinstance(rule.delay_s, (int, float)) or rule.delay_s < 0:
+    if (
+        isinstance(rule.delay_s, bool)
+        or not isinstance(rule.delay_s, (int, float))
+        or rule.delay_s < 0
+    ):
         raise ValueError("rule.delay_s must be a non-negative number")
-    if isinstance(rule.status, bool) or not isinstance(rule.status, int) or not 100 <= rule.status <= 599:
+    if (
+        isinstance(rule.status, bool)
+        or not isinstance(rule.status, int)
+        or not 100 <= rule.status <= 599
+    ):
         raise ValueError("rule.status must be an HTTP status code")
-    if (isinstance(rule.trickle_s, bool) or not isinstance(rule.trickle_s, (int, float))
-            or rule.trickle_s < 0):
+    if (
+        isinstance(rule.trickle_s, bool)
+        or not isinstance(rule.trickle_s, (int, float))
+        or rule.trickle_s < 0
+    ):
         raise ValueError("rule.trickle_s must be a non-negative number")
     if not isinstance(rule.hang, bool):
         raise ValueError("rule.hang must be a boolean")
-    if rule.times is not None and (isinstance(rule.times, bool) or not isinstance(rule.times, int) or rule.times < 0):
+    if rule.times is not None and (
+        isinstance(rule.times, bool) or not isinstance(rule.times, int) or rule.times < 0
+    ):
         raise ValueError("rule.times must be a non-negative integer or null")
     return rule
 
@@ -212,8 +226,9 @@ class _Reply:
 
     __slots__ = ("status", "content", "message", "code", "delay_s", "hang", "trickle_s")
 
-    def __init__(self, status=200, content="", message="", code=None, delay_s=0.0, hang=False,
-                 trickle_s=0.0):
+    def __init__(
+        self, status=200, content="", message="", code=None, delay_s=0.0, hang=False, trickle_s=0.0
+    ):
         self.trickle_s = trickle_s
         self.status = status
         self.content = content
@@ -230,7 +245,7 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, addr, handler, owner: "LoopbackLLM"):
+    def __init__(self, addr, handler, owner: LoopbackLLM):
         self.owner = owner
         self.conns: set[socket.socket] = set()
         self.conns_lock = threading.Lock()
@@ -266,9 +281,9 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.conns_lock:
                 self.server.conns.discard(self.connection)
 
-    def log_message(self, format, *args):  # noqa: A002 (signature fixed by the base class)
+    def log_message(self, format, *args):
         if self.server.owner.verbose:
-            sys.stderr.write("loopback LLM: %s - %s\n" % (self.address_string(), format % args))
+            sys.stderr.write(f"loopback LLM: {self.address_string()} - {format % args}\n")
 
     # -- plumbing ---------------------------------------------------------------------------
     def _send_json(self, status: int, obj: Any, trickle_s: float = 0.0) -> None:
@@ -288,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             try:
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
             except OSError:  # the client closed the connection (its deadline)
                 self.close_connection = True
@@ -296,8 +311,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(self, status: int, message: str, code: str | None = None) -> None:
         etype, ecode = _error_type(status)
-        self._send_json(status, {"error": {"message": message, "type": etype,
-                                           "code": code if code is not None else ecode}})
+        self._send_json(
+            status,
+            {
+                "error": {
+                    "message": message,
+                    "type": etype,
+                    "code": code if code is not None else ecode,
+                }
+            },
+        )
 
     def _path(self) -> str:
         p = self.path.split("?", 1)[0].split("#", 1)[0]
@@ -328,23 +351,35 @@ class _Handler(BaseHTTPRequestHandler):
             return False, None
 
     # -- verbs --------------------------------------------------------------------------------
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         """GET /v1/models, GET /_requests."""
         path = self._path()
         owner = self.server.owner
         if path == "/v1/models":
             created = int(owner.started_at)
-            data = [{"id": m, "object": "model", "created": created, "owned_by": "loopback-scripted"}
-                    for m in owner.models()]
+            data = [
+                {"id": m, "object": "model", "created": created, "owned_by": "loopback-scripted"}
+                for m in owner.models()
+            ]
             self._send_json(200, {"object": "list", "data": data})
         elif path.startswith("/v1/models/"):
-            name = path[len("/v1/models/"):]
+            name = path[len("/v1/models/") :]
             if name in owner.models():
-                self._send_json(200, {"id": name, "object": "model", "created": int(owner.started_at),
-                                      "owned_by": "loopback-scripted"})
+                self._send_json(
+                    200,
+                    {
+                        "id": name,
+                        "object": "model",
+                        "created": int(owner.started_at),
+                        "owned_by": "loopback-scripted",
+                    },
+                )
             else:
-                self._send_error(404, f"model {name!r} is not scripted on this loopback server",
-                                 "model_not_found")
+                self._send_error(
+                    404,
+                    f"model {name!r} is not scripted on this loopback server",
+                    "model_not_found",
+                )
         elif path == "/_requests":
             self._send_json(200, owner.requests)
         elif path in ("/v1/chat/completions", "/_rules", "/_replay", "/_clear", "/_default"):
@@ -352,7 +387,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_error(404, f"unknown path {path!r}")
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         """POST /v1/chat/completions and the admin endpoints."""
         path = self._path()
         if path == "/v1/chat/completions":
@@ -392,15 +427,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._discard_body()
         self._send_error(405, f"method {method} not allowed")
 
-    def do_PUT(self):  # noqa: N802
+    def do_PUT(self):
         """Not supported (405)."""
         self._fallback("PUT")
 
-    def do_DELETE(self):  # noqa: N802
+    def do_DELETE(self):
         """Not supported (405)."""
         self._fallback("DELETE")
 
-    def do_PATCH(self):  # noqa: N802
+    def do_PATCH(self):
         """Not supported (405)."""
         self._fallback("PATCH")
 
@@ -486,8 +521,11 @@ def _chat_refusal(body: Any) -> tuple[str, str | None] | None:
     n = _n_of(body)
     if not isinstance(model, str) or not model:
         return "'model' is required and must be a non-empty string", "missing_model"
-    if (not isinstance(messages, list) or not messages
-            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)):
+    if (
+        not isinstance(messages, list)
+        or not messages
+        or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+    ):
         return "'messages' must be a non-empty list of objects with a 'role'", "invalid_messages"
     if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 128:
         return "'n' must be an integer between 1 and 128", "invalid_n"
@@ -507,22 +545,28 @@ def _completion(model: str, messages: list[dict], reply: _Reply, n: int) -> dict
         "model": model,
         "system_fingerprint": "loopback-scripted",
         "choices": [
-            {"index": i,
-             "message": {"role": "assistant", "content": reply.content},
-             "logprobs": None,
-             "finish_reason": "stop"}
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": reply.content},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
             for i in range(n)
         ],
-        "usage": {"prompt_tokens": prompt_tokens,
-                  "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
 def _replay_from_dict(body: Any) -> tuple[str, dict[str, str], float]:
     """Validate a replay object {"model", "answers", "delay_s"?}; ValueError if malformed."""
     if not isinstance(body, dict):
-        raise ValueError('expected {"model": str, "answers": {question: answer}, "delay_s": number}')
+        raise ValueError(
+            'expected {"model": str, "answers": {question: answer}, "delay_s": number}'
+        )
     unknown = set(body) - {"model", "answers", "delay_s"}
     if unknown:
         raise ValueError(f"unknown replay field(s): {sorted(unknown)}")
@@ -531,9 +575,12 @@ def _replay_from_dict(body: Any) -> tuple[str, dict[str, str], float]:
     delay_s = body.get("delay_s", 0.0) or 0.0
     if not isinstance(model, str) or not model:
         raise ValueError("replay 'model' must be a non-empty string")
-    if not isinstance(answers, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                for k, v in answers.items()):
-        raise ValueError("replay 'answers' must be an object mapping question strings to answer strings")
+    if not isinstance(answers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in answers.items()
+    ):
+        raise ValueError(
+            "replay 'answers' must be an object mapping question strings to answer strings"
+        )
     if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or delay_s < 0:
         raise ValueError("replay 'delay_s' must be a non-negative number")
     return model, answers, float(delay_s)
@@ -557,8 +604,10 @@ class LoopbackLLM:
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
         """Bind to ``host:port`` (loopback only; ValueError otherwise). ``port=0`` = a free port."""
         if not is_loopback_host(host):
-            raise ValueError(f"refusing to listen on non-loopback host {host!r}: "
-                             "the scripted LLM server binds to loopback only (127.0.0.0/8, localhost, ::1)")
+            raise ValueError(
+                f"refusing to listen on non-loopback host {host!r}: "
+                "the scripted LLM server binds to loopback only (127.0.0.0/8, localhost, ::1)"
+            )
         h = host.strip().strip("[]")
         server_cls = _Server6 if ":" in h else _Server
         self._lock = threading.Lock()
@@ -575,14 +624,17 @@ class LoopbackLLM:
         self._server = server_cls((h, port), _Handler, self)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> "LoopbackLLM":
+    def start(self) -> LoopbackLLM:
         """Serve in a daemon thread; returns self. Calling it on a running server is a no-op."""
         if self._stopped:
             raise RuntimeError("this LoopbackLLM was stopped; create a new one")
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever,
-                                            kwargs={"poll_interval": 0.05},
-                                            name=f"loopback-llm:{self.port}", daemon=True)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"loopback-llm:{self.port}",
+                daemon=True,
+            )
             self._thread.start()
         return self
 
@@ -606,7 +658,7 @@ class LoopbackLLM:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "LoopbackLLM":
+    def __enter__(self) -> LoopbackLLM:
         """Start the server."""
         return self.start()
 
@@ -679,7 +731,11 @@ class LoopbackLLM:
             raise ValueError(f"unknown script field(s): {sorted(unknown)}")
         rules = [_rule_from_dict(d) for d in (script.get("rules") or [])]
         replays = [_replay_from_dict(d) for d in (script.get("replays") or [])]
-        if "default" in script and script["default"] is not None and not isinstance(script["default"], str):
+        if (
+            "default" in script
+            and script["default"] is not None
+            and not isinstance(script["default"], str)
+        ):
             raise ValueError("script 'default' must be a string or null")
         for r in rules:
             self.add_rule(r)
@@ -703,8 +759,15 @@ class LoopbackLLM:
     # -- internals ------------------------------------------------------------------------
     def _log(self, model: str, messages: list, temperature: Any, n: int) -> None:
         with self._lock:
-            self._log_entries.append({"model": model, "messages": messages,
-                                      "temperature": temperature, "n": n, "time": time.time()})
+            self._log_entries.append(
+                {
+                    "model": model,
+                    "messages": messages,
+                    "temperature": temperature,
+                    "n": n,
+                    "time": time.time(),
+                }
+            )
 
     def _decide(self, model: str, messages: list[dict]) -> _Reply:
         """The reply to one chat request: the first matching rule (one use of it taken), else
@@ -720,8 +783,11 @@ class LoopbackLLM:
             return reply
         if default is not None:
             return _Reply(content=default)
-        return _Reply(status=404, code="no_scripted_answer",
-                      message=f"loopback LLM: no scripted answer for model={model!r}, question={question!r}")
+        return _Reply(
+            status=404,
+            code="no_scripted_answer",
+            message=f"loopback LLM: no scripted answer for model={model!r}, question={question!r}",
+        )
 
     def _take_rule(self, model: str, user: str | None, question: str | None) -> _Reply | None:
         """The reply of the first rule matching the request, counting one use; None when no
@@ -754,8 +820,9 @@ class LoopbackLLM:
         return None
 
 
-def _rule_matches(rule: Rule, remaining: int | None, model: str, user: str | None,
-                  question: str | None) -> bool:
+def _rule_matches(
+    rule: Rule, remaining: int | None, model: str, user: str | None, question: str | None
+) -> bool:
     """Whether a rule with uses left applies to this model, user message and question."""
     if remaining is not None and remaining <= 0:
         return False
@@ -773,8 +840,7 @@ def _rule_reply(rule: Rule) -> _Reply:
     if rule.status != 200:
         msg = rule.response or f"scripted error (HTTP {rule.status}) from the loopback server"
         return _Reply(status=rule.status, message=msg, delay_s=rule.delay_s)
-    return _Reply(content=rule.response, delay_s=rule.delay_s,
-                  trickle_s=float(rule.trickle_s))
+    return _Reply(content=rule.response, delay_s=rule.delay_s, trickle_s=float(rule.trickle_s))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -782,8 +848,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = _arg_parser()
     args = parser.parse_args(argv)
     if not is_loopback_host(args.host):
-        parser.error(f"refusing non-loopback host {args.host!r}: "
-                     "only 127.0.0.0/8, localhost and ::1 are allowed")
+        parser.error(
+            f"refusing non-loopback host {args.host!r}: "
+            "only 127.0.0.0/8, localhost and ::1 are allowed"
+        )
     if not 0 <= args.port <= 65535:
         parser.error(f"invalid port {args.port}")
     script = _read_script(parser, args.script) if args.script else None
@@ -797,12 +865,21 @@ def _arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nl2sql-loopback",
         description="OpenAI-compatible chat-completions server on loopback whose answers are "
-                    "SCRIPTED (rules/replays/default), not produced by a model.")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="loopback address to bind (127.0.0.0/8, localhost, ::1); default 127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default)")
-    parser.add_argument("--script", metavar="FILE",
-                        help='JSON: {"rules": [...], "replays": [{"model","answers"}], "default": str|null}')
+        "SCRIPTED (rules/replays/default), not produced by a model.",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="loopback address to bind (127.0.0.0/8, localhost, ::1); default 127.0.0.1",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="TCP port; 0 picks a free one (default)"
+    )
+    parser.add_argument(
+        "--script",
+        metavar="FILE",
+        help='JSON: {"rules": [...], "replays": [{"model","answers"}], "default": str|null}',
+    )
     parser.add_argument("--verbose", action="store_true", help="log each HTTP request to stderr")
     return parser
 
@@ -816,8 +893,9 @@ def _read_script(parser: argparse.ArgumentParser, path: str) -> Any:
         parser.error(f"cannot read script {path!r}: {e}")
 
 
-def _scripted_server(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                     script: Any) -> LoopbackLLM:
+def _scripted_server(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, script: Any
+) -> LoopbackLLM:
     """A bound (not started) server with ``script`` loaded (exits with a usage error when it
     cannot listen or the script is invalid)."""
     try:

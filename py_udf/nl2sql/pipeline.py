@@ -44,31 +44,38 @@ out is shown in ``overlapped_ms``; ``overhead_ms`` = total − model waits.
 Sources: PET-SQL (Li et al. 2024) §3.1–3.4; DAIL-SQL (Gao et al. 2023) §3.3–3.4; MCS-SQL (Lee
 et al. 2024) §3.2–3.3; ReBoost (Sui et al. 2023) §3.1, §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import (abstain, catalog, context, embed_client, prompts, reliability, safety, spi,
-               value_policy, verified)
-from .alignment import ValueIndex
-from .cleaning import clean
-from .context import Context
-from .conversation import earlier_turns, validate_key, visible_turns
-from .errors import Nl2sqlError
-from .example_selection import Selection
-from .gate import Gate
-from .generation import Evaluator, GenCall, candidates_from, finsql_calls
-from .hardness import hardness, route
-from .linking import Linked
-from .llm import call_models, call_models_during, pick_model
-from .question import rewrite_question, validate_question
-from .repair import repair_loop
-from .selection import apply_choice, multiple_choice_prompt, parse_choice, select
-from .settings import Settings, get_models, get_settings
-from .timing import StageTimer
-from .types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
+from .core import catalog, spi
+from .core.errors import Nl2sqlError
+from .core.settings import Settings, get_models, get_settings
+from .core.timing import StageTimer
+from .core.types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
+from .curated import verified
+from .embedding import client as embed_client
+from .generation import safety
+from .generation.alignment import ValueIndex
+from .generation.candidates import Evaluator, GenCall, candidates_from, finsql_calls
+from .generation.cleaning import clean
+from .generation.repair import repair_loop
+from .model import prompts
+from .model.gate import Gate
+from .model.llm import call_models, call_models_during, pick_model
+from .ops import value_policy
+from .retrieval import context
+from .retrieval.context import Context
+from .retrieval.conversation import earlier_turns, validate_key, visible_turns
+from .retrieval.example_selection import Selection
+from .retrieval.linking import Linked
+from .retrieval.question import rewrite_question, validate_question
+from .selection import abstain, reliability
+from .selection.hardness import hardness, route
+from .selection.multiple_choice import apply_choice, multiple_choice_prompt, parse_choice, select
 
 
 @dataclass
@@ -103,14 +110,18 @@ class LeaveOut:
             question (case and spacing ignored) or the same SQL (spacing and a final ``;``
             ignored).
         """
+
         def q(t: str) -> str:
             return " ".join((t or "").lower().split())
 
         def s(t: str) -> str:
             return " ".join((t or "").strip().rstrip(";").split())
 
-        return not (verified_id == self.verified_id or q(question) == q(self.question)
-                    or s(sql) == s(self.sql))
+        return not (
+            verified_id == self.verified_id
+            or q(question) == q(self.question)
+            or s(sql) == s(self.sql)
+        )
 
 
 @dataclass
@@ -209,8 +220,8 @@ class Linking:
     linked: Linked
     selection: Selection
     models: list[ModelConfig]
-    schema: Schema                # the linked tables (the whole schema when nothing linked)
-    level: str | None = None      # the PreSQL's hardness
+    schema: Schema  # the linked tables (the whole schema when nothing linked)
+    level: str | None = None  # the PreSQL's hardness
     reliability: reliability.Reliability | None = None  # calibrated, when the vote uses it
 
 
@@ -245,14 +256,24 @@ class Selected:
 
 
 def _reply_json(r: LLMReply) -> dict[str, Any]:
-    return {"model": r.model, "error": r.error, "latency_ms": round(r.latency_ms, 1),
-            "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-            "text": r.text}
+    return {
+        "model": r.model,
+        "error": r.error,
+        "latency_ms": round(r.latency_ms, 1),
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "text": r.text,
+    }
 
 
-def answer(plpy, question: str, search_path: str, evidence: str | None = None,
-           conversation: str | None = None, leave_out: LeaveOut | None = None
-           ) -> dict[str, Any]:
+def answer(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None = None,
+    conversation: str | None = None,
+    leave_out: LeaveOut | None = None,
+) -> dict[str, Any]:
     """Run the pipeline for one question: the stages of the module docstring, in order.
 
     Source: PET-SQL (Li et al. 2024) §3, with DAIL-SQL (Gao et al. 2023) §3.3 selection,
@@ -307,9 +328,12 @@ def _mark_evaluation(run: Run, leave_out: LeaveOut) -> None:
     """Set the run's leave-one-out query and record the evaluation run in the trace."""
     run.leave_out = leave_out
     run.trace["evaluation_run"] = leave_out.run_id
-    run.trace["evaluation"] = {"run": leave_out.run_id, "verified_query": leave_out.verified_id,
-                               "fast_path": "bypassed", "left_out": "this verified query and "
-                               "examples of the same question or SQL"}
+    run.trace["evaluation"] = {
+        "run": leave_out.run_id,
+        "verified_query": leave_out.verified_id,
+        "fast_path": "bypassed",
+        "left_out": "this verified query and examples of the same question or SQL",
+    }
 
 
 def _generate_and_select(run: Run, timer: StageTimer, asked: Asked, ctx: Context) -> None:
@@ -362,8 +386,14 @@ def without_nul(value: Any) -> Any:
     return value
 
 
-def start(plpy, question: str, search_path: str, evidence: str | None,
-          timer: StageTimer, conversation: str | None = None) -> Run:
+def start(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None,
+    timer: StageTimer,
+    conversation: str | None = None,
+) -> Run:
     """Read the settings, validate the question and read the models, before any timed stage.
 
     In a conversation, its earlier turns (the caller's own, ``conversation.earlier_turns``)
@@ -389,8 +419,12 @@ def start(plpy, question: str, search_path: str, evidence: str | None,
     q = validate_question(question, st.question_max_chars)
     models = get_models(plpy, st)
     key = validate_key(conversation)
-    trace: dict[str, Any] = {"question": q, "evidence": evidence, "search_path": search_path,
-                             "models": [m.name for m in models]}
+    trace: dict[str, Any] = {
+        "question": q,
+        "evidence": evidence,
+        "search_path": search_path,
+        "models": [m.name for m in models],
+    }
     turns = earlier_turns(plpy, key, st.conversation_turns)
     if key is not None:
         trace["conversation"] = key
@@ -448,14 +482,19 @@ def retrieve_stage(run: Run, asked: Asked) -> Context:
     Raises:
         EmbeddingError: the embedding model is missing.
     """
-    ctx = context.retrieve_context(run.plpy, asked.prompt_question, run.evidence, asked.schema,
-                                   run.st)
+    ctx = context.retrieve_context(
+        run.plpy, asked.prompt_question, run.evidence, asked.schema, run.st
+    )
     leave_out_examples(run, ctx)
     ctx.turns = tuple(visible_turns(run.turns, asked.schema))
     if "turns" in run.trace:  # the turns the prompts show (the gate masks their literals there)
         run.trace["turns"] = [t.__dict__ for t in run.gate.turns("trace", ctx.turns)]
-    run.trace["examples"] = [e.__dict__ for e in run.gate.examples("trace", context.first_examples(
-        ctx.verified, ctx.candidates, run.st.k_examples))]
+    run.trace["examples"] = [
+        e.__dict__
+        for e in run.gate.examples(
+            "trace", context.first_examples(ctx.verified, ctx.candidates, run.st.k_examples)
+        )
+    ]
     run.trace["business_context"] = ctx.business.to_json()
     return ctx
 
@@ -506,19 +545,31 @@ def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
     if run.leave_out is not None:
-        run.trace["verified_query"] = {"considered": [], "skipped": "evaluation: the fast path "
-                                       "is bypassed so that the models are measured"}
+        run.trace["verified_query"] = {
+            "considered": [],
+            "skipped": "evaluation: the fast path is bypassed so that the models are measured",
+        }
         return False
     if not ctx.verified_rows:
         return False
     if asked.prompt_question != asked.question:
-        run.trace["verified_query"] = {"considered": [], "skipped": "the question was "
-                                       "rewritten for relative time"}
+        run.trace["verified_query"] = {
+            "considered": [],
+            "skipped": "the question was rewritten for relative time",
+        }
         return False
     named = [(t.id, t.phrase) for t in ctx.business.terms if t.phrase]
-    fp = verified.fast_path(run.plpy, asked.question, ctx.verified_rows, ctx.values,
-                            asked.schema, ctx.business.known_terms, named, run.st,
-                            run.search_path)
+    fp = verified.fast_path(
+        run.plpy,
+        asked.question,
+        ctx.verified_rows,
+        ctx.values,
+        asked.schema,
+        ctx.business.known_terms,
+        named,
+        run.st,
+        run.search_path,
+    )
     run.trace["verified_query"] = fp.trace()
     if fp.candidate is None:
         return False
@@ -526,13 +577,25 @@ def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
     run.timer.add_all(ctx.timings)
     trace.update(context.context_trace(ctx))
     trace["candidates"] = [c.to_json()]
-    group = {"result_hash": c.result_hash, "size": 1, "confidence": 1.0,
-             "sources": [c.source], "fastest_ms": c.exec_ms, "fastest_source": c.source,
-             "sql": c.sql, "row_count": c.row_count}
-    trace["vote"] = {"sql": c.sql, "confidence": 1.0, "method": "verified_query",
-                     "reason": f"answered from verified {fp.row.kind} {fp.row.id} "
-                               f"(similarity {fp.row.similarity}) without a model call",
-                     "groups": [group], "dropped": []}
+    group = {
+        "result_hash": c.result_hash,
+        "size": 1,
+        "confidence": 1.0,
+        "sources": [c.source],
+        "fastest_ms": c.exec_ms,
+        "fastest_source": c.source,
+        "sql": c.sql,
+        "row_count": c.row_count,
+    }
+    trace["vote"] = {
+        "sql": c.sql,
+        "confidence": 1.0,
+        "method": "verified_query",
+        "reason": f"answered from verified {fp.row.kind} {fp.row.id} "
+        f"(similarity {fp.row.similarity}) without a model call",
+        "groups": [group],
+        "dropped": [],
+    }
     trace["sql"], trace["confidence"] = c.sql, 1.0
     trace["tokens"] = {"prompt": 0, "completion": 0}
     return True
@@ -558,8 +621,7 @@ def presql_prompt_stage(run: Run, asked: Asked, ctx: Context) -> str:
     Raises:
         EmbeddingError: pruning needed an embedding and the model is missing.
     """
-    prompt, _schema, pruning = context.presql_prompt(run.plpy, ctx, asked.schema, run.st,
-                                                     run.gate)
+    prompt, _schema, pruning = context.presql_prompt(run.plpy, ctx, asked.schema, run.st, run.gate)
     run.trace["pruning"] = pruning
     run.timer.add_all(ctx.timings)
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))
@@ -587,8 +649,9 @@ def presql_overlap(run: Run, ctx: Context, schema: Schema) -> None:
     Raises:
         EmbeddingError: the embedding model is missing.
     """
-    run.timer.overlapped("vector_values_ms",
-                         context.add_vector_values(run.plpy, ctx, schema, run.st))
+    run.timer.overlapped(
+        "vector_values_ms", context.add_vector_values(run.plpy, ctx, schema, run.st)
+    )
     run.timer.overlapped("columns_ms", context.add_columns(run.plpy, ctx, schema))
 
 
@@ -614,15 +677,19 @@ def presql_stage(run: Run, asked: Asked, ctx: Context, prompt: str) -> PreSQL:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
         EmbeddingError: the embedding model is missing (``presql_overlap``).
     """
-    rnd = call_models_during([(run.models[0], run.gate.seal("presql", prompt))],
-                             partial(presql_overlap, run, ctx, asked.schema), run.on_wait,
-                             run.budget_s())
+    rnd = call_models_during(
+        [(run.models[0], run.gate.seal("presql", prompt))],
+        partial(presql_overlap, run, ctx, asked.schema),
+        run.on_wait,
+        run.budget_s(),
+    )
     run.timer.waited("presql", rnd.wait_ms)
     leave_out_examples(run, ctx)  # a re-masked question fetched its examples again
     run.trace.update(context.context_trace(ctx))
     if ctx.remasked:
         run.trace["examples_after_vector_values"] = [
-            e.__dict__ for e in run.gate.examples("trace", ctx.candidates[:run.st.k_examples])]
+            e.__dict__ for e in run.gate.examples("trace", ctx.candidates[: run.st.k_examples])
+        ]
     return PreSQL(prompt, rnd.replies[0])
 
 
@@ -651,15 +718,18 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
     reply = pre.reply
     cl = clean(reply.text, run.models[0].dialect) if reply.text else None
     pre.sql = (cl.sql or None) if cl else None
-    run.trace["presql"] = {"prompt": pre.prompt, "reply": _reply_json(reply), "sql": pre.sql,
-                           "cleaning": cl.steps if cl else []}
+    run.trace["presql"] = {
+        "prompt": pre.prompt,
+        "reply": _reply_json(reply),
+        "sql": pre.sql,
+        "cleaning": cl.steps if cl else [],
+    }
     if cl is not None and cl.reason is not None:
         run.trace["presql"]["refused"] = cl.reason
     try:
-        linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st,
-                                                   reply.text)
+        linked, selection = context.finsql_context(ctx, asked.schema, pre.sql, run.st, reply.text)
         level = hardness(pre.sql) if pre.sql else None
-    except Exception as e:  # noqa: BLE001 - a bad PreSQL answer costs its use only
+    except Exception as e:
         if isinstance(e, Nl2sqlError) or isinstance(e, getattr(run.plpy, "SPIError", ())):
             raise
         run.trace["presql"]["refused"] = f"linking failed: {type(e).__name__}: {str(e)[:300]}"
@@ -668,7 +738,8 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
         level = None
     run.trace.update(context.linking_trace(linked, selection))
     run.trace["selection"]["examples"] = [
-        e.__dict__ for e in run.gate.examples("trace", selection.examples)]
+        e.__dict__ for e in run.gate.examples("trace", selection.examples)
+    ]
     names = [m.name for m in run.models]
     rel = reliability.load(run.plpy) if run.st.reliability_vote else None
     routing = run.st.hardness_voters or (rel.voters if rel is not None else {})
@@ -677,12 +748,14 @@ def linking_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL) -> Linking:
         why += " (voter sets learned by nl2sql.calibrate)"
     run.trace["hardness"] = {"presql": level, "voters": voters, "reason": why}
     fin_schema = asked.schema.subset(set(linked.tables)) if linked.tables else asked.schema
-    return Linking(linked, selection, [m for m in run.models if m.name in voters], fin_schema,
-                   level, rel)
+    return Linking(
+        linked, selection, [m for m in run.models if m.name in voters], fin_schema, level, rel
+    )
 
 
-def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
-                      link: Linking) -> FinsqlPlan:
+def finsql_plan_stage(
+    run: Run, asked: Asked, ctx: Context, pre: PreSQL, link: Linking
+) -> FinsqlPlan:
     """Plan the FinSQL round: its calls, the PreSQL as a candidate, and the evaluator.
 
     The calls are routed models × prompt variants × samples over the linked schema, the nearest
@@ -710,30 +783,53 @@ def finsql_plan_stage(run: Run, asked: Asked, ctx: Context, pre: PreSQL,
     st, k = run.st, run.st.k_examples
     chosen = {e.id for e in link.selection.examples}
     pool = context.first_examples(
-        ctx.verified, list(link.selection.examples)
-        + [e for e in ctx.candidates if e.id not in chosen][:k])
-    calls = finsql_calls(link.models, asked.prompt_question, link.schema, pool, k,
-                         st.sample_values, run.evidence,
-                         variants=st.prompt_variants, samples=st.samples_per_model,
-                         sample_temperature=st.sample_temperature,
-                         values=context.value_triples(asked.schema, ctx.values,
-                                                      {tb.name for tb in link.schema.tables}),
-                         business=ctx.business.prompt_text() or None, turns=ctx.turns,
-                         gate=run.gate)
+        ctx.verified,
+        list(link.selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k],
+    )
+    calls = finsql_calls(
+        link.models,
+        asked.prompt_question,
+        link.schema,
+        pool,
+        k,
+        st.sample_values,
+        run.evidence,
+        variants=st.prompt_variants,
+        samples=st.samples_per_model,
+        sample_temperature=st.sample_temperature,
+        values=context.value_triples(
+            asked.schema, ctx.values, {tb.name for tb in link.schema.tables}
+        ),
+        business=ctx.business.prompt_text() or None,
+        turns=ctx.turns,
+        gate=run.gate,
+    )
     reply = pre.reply
-    pc = Candidate(source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text,
-                   prompt=pre.prompt)
+    pc = Candidate(
+        source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text, prompt=pre.prompt
+    )
     if reply.error or not reply.text:
         pc.status, pc.reason = Status.REFUSED, f"no answer: {reply.error or 'empty'}"
     index = None
     if st.value_alignment:
-        index = ValueIndex(run.plpy, st.values_per_column, st.value_max_chars,
-                           st.align_min_trigram, st.align_min_cosine,
-                           partial=value_policy.partial_columns(asked.schema))
-    ev = Evaluator(plpy=run.plpy, schema=asked.schema, search_path=run.search_path,
-                   timeout_ms=st.candidate_timeout_ms, max_rows=st.max_rows,
-                   max_bytes=st.max_result_bytes,
-                   dialects={m.name: m.dialect for m in run.models}, values=index)
+        index = ValueIndex(
+            run.plpy,
+            st.values_per_column,
+            st.value_max_chars,
+            st.align_min_trigram,
+            st.align_min_cosine,
+            partial=value_policy.partial_columns(asked.schema),
+        )
+    ev = Evaluator(
+        plpy=run.plpy,
+        schema=asked.schema,
+        search_path=run.search_path,
+        timeout_ms=st.candidate_timeout_ms,
+        max_rows=st.max_rows,
+        max_bytes=st.max_result_bytes,
+        dialects={m.name: m.dialect for m in run.models},
+        values=index,
+    )
     return FinsqlPlan(calls, pc, ev)
 
 
@@ -808,14 +904,20 @@ def finsql_stage(run: Run, plan: FinsqlPlan, link: Linking) -> list[LLMReply]:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
     """
     overlap = FinsqlOverlap(run.timer, plan)
-    rnd = call_models_during([c.as_call(run.gate) for c in plan.calls], overlap.work, run.on_wait,
-                             run.budget_s(), overlap.on_reply)
+    rnd = call_models_during(
+        [c.as_call(run.gate) for c in plan.calls],
+        overlap.work,
+        run.on_wait,
+        run.budget_s(),
+        overlap.on_reply,
+    )
     run.timer.waited("finsql", rnd.wait_ms)
     calls = plan.calls
     run.trace["finsql"] = {
         "prompt": calls[0].prompt if calls else None,
         "prompts": [c.prompt for c in calls if c.variant > 0 and c.model is link.models[0]],
-        "replies": [_reply_json(r) for r in rnd.replies]}
+        "replies": [_reply_json(r) for r in rnd.replies],
+    }
     return rnd.replies
 
 
@@ -857,8 +959,9 @@ def execute_stage(run: Run, plan: FinsqlPlan, replies: list[LLMReply]) -> list[C
     return cands
 
 
-def repair_stage(run: Run, ctx: Context, pre: PreSQL, plan: FinsqlPlan,
-                 cands: list[Candidate]) -> dict[str, Any]:
+def repair_stage(
+    run: Run, ctx: Context, pre: PreSQL, plan: FinsqlPlan, cands: list[Candidate]
+) -> dict[str, Any]:
     """Repair failing or empty candidates with the error and the relevant cell values.
 
     At most ``repair_rounds`` (≤ 3) rounds; the waits are recorded as
@@ -880,10 +983,17 @@ def repair_stage(run: Run, ctx: Context, pre: PreSQL, plan: FinsqlPlan,
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
-    rep = repair_loop(cands, {m.name: m for m in run.models},
-                      partial(_prompt_of, pre.prompt), plan.evaluator,
-                      [v.to_json() for v in ctx.values], run.st.repair_rounds,
-                      run.on_wait, run.budget_s, gate=run.gate)
+    rep = repair_loop(
+        cands,
+        {m.name: m for m in run.models},
+        partial(_prompt_of, pre.prompt),
+        plan.evaluator,
+        [v.to_json() for v in ctx.values],
+        run.st.repair_rounds,
+        run.on_wait,
+        run.budget_s,
+        gate=run.gate,
+    )
     run.timer.waited("repair", rep["llm_wait_ms"])
     run.trace["repair"] = rep
     return rep
@@ -922,15 +1032,22 @@ def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) ->
     st = run.st
     weights = None
     if link.reliability is not None:
-        weights = {m.name: round(link.reliability.weight(m.name, link.level), 6)
-                   for m in link.models}
-    v = select(cands, st.confidence_threshold, st.tie_break,
-               [m.name for m in run.models], weights)
+        weights = {
+            m.name: round(link.reliability.weight(m.name, link.level), 6) for m in link.models
+        }
+    v = select(cands, st.confidence_threshold, st.tie_break, [m.name for m in run.models], weights)
     run.trace["reliability"] = {
-        "used": weights is not None, "level": link.level, "weights": weights,
-        "why": ("weights learned by nl2sql.calibrate()" if weights is not None else
-                "reliability_vote is off" if not st.reliability_vote else
-                "nothing calibrated, or calibration kept the plain majority")}
+        "used": weights is not None,
+        "level": link.level,
+        "weights": weights,
+        "why": (
+            "weights learned by nl2sql.calibrate()"
+            if weights is not None
+            else "reliability_vote is off"
+            if not st.reliability_vote
+            else "nothing calibrated, or calibration kept the plain majority"
+        ),
+    }
     if st.selection != "multiple_choice" or len(v.groups) <= 1:
         return Selected(v)
     mc_model = pick_model(run.models, "selection_model", st.selection_model)
@@ -942,20 +1059,36 @@ def vote_stage(run: Run, asked: Asked, link: Linking, cands: list[Candidate]) ->
             if note:
                 notes[c.result_hash] = note
     mc_prompt = multiple_choice_prompt(
-        asked.prompt_question, v.groups,
-        prompts.render_schema(link.schema, st.sample_values), rows, run.evidence, notes)
+        asked.prompt_question,
+        v.groups,
+        prompts.render_schema(link.schema, st.sample_values),
+        rows,
+        run.evidence,
+        notes,
+    )
     with run.timer.model_wait("multiple_choice"):
-        replies = call_models([(mc_model, run.gate.seal("multiple_choice", mc_prompt))],
-                              run.on_wait, run.budget_s())
+        replies = call_models(
+            [(mc_model, run.gate.seal("multiple_choice", mc_prompt))], run.on_wait, run.budget_s()
+        )
     choice = parse_choice(replies[0].text, len(v.groups))
     v = apply_choice(v, choice, mc_model.name, replies[0].text or replies[0].error)
-    run.trace["multiple_choice"] = {"model": mc_model.name, "prompt": mc_prompt,
-                                    "reply": _reply_json(replies[0]), "choice": choice}
+    run.trace["multiple_choice"] = {
+        "model": mc_model.name,
+        "prompt": mc_prompt,
+        "reply": _reply_json(replies[0]),
+        "choice": choice,
+    }
     return Selected(v, replies)
 
 
-def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[Candidate],
-                rep: dict[str, Any], sel: Selected) -> None:
+def trace_stage(
+    run: Run,
+    pre: PreSQL,
+    fin_replies: list[LLMReply],
+    cands: list[Candidate],
+    rep: dict[str, Any],
+    sel: Selected,
+) -> None:
     """Write the outcome into the trace.
 
     Candidates, vote, ``sql``, confidence, tokens of every model call, and ``error`` when
@@ -977,8 +1110,14 @@ def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[
     """
     trace, v = run.trace, sel.vote
     trace["candidates"] = [gated_candidate(run.gate, c) for c in cands]
-    trace["vote"] = {"sql": v.sql, "confidence": v.confidence, "reason": v.reason,
-                     "method": v.method, "groups": v.groups, "dropped": v.dropped}
+    trace["vote"] = {
+        "sql": v.sql,
+        "confidence": v.confidence,
+        "reason": v.reason,
+        "method": v.method,
+        "groups": v.groups,
+        "dropped": v.dropped,
+    }
     trace["sql"] = v.sql
     trace["confidence"] = v.confidence
     all_replies = [pre.reply, *fin_replies, *sel.replies]
@@ -988,8 +1127,9 @@ def trace_stage(run: Run, pre: PreSQL, fin_replies: list[LLMReply], cands: list[
     }
     if v.sql is None:
         if all(r.error for r in [pre.reply, *fin_replies]):
-            trace["error"] = ("nl2sql: every model failed: "
-                              + "; ".join(sorted({r.error for r in all_replies if r.error})))
+            trace["error"] = "nl2sql: every model failed: " + "; ".join(
+                sorted({r.error for r in all_replies if r.error})
+            )
         else:
             reasons = "; ".join(f"{c['source']}: {c['reason']}" for c in trace["candidates"])
             trace["error"] = f"nl2sql: no candidate executed successfully ({reasons})"
@@ -1047,8 +1187,7 @@ def abstain_stage(run: Run, asked: Asked, cands: list[Candidate], sel: Selected)
     if not abstain.should_abstain(v, threshold):
         return
     found = abstain.readings(v, cands, run.gate, run.st.abstain_readings)
-    run.trace["abstained"] = {"threshold": threshold, "confidence": v.confidence,
-                              "readings": found}
+    run.trace["abstained"] = {"threshold": threshold, "confidence": v.confidence, "readings": found}
     run.trace["sql"] = None
     run.trace["error"] = abstain.message(v.confidence, threshold, found)
 

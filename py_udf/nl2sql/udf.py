@@ -3,22 +3,29 @@ one function here (the SQL layer is thin). Every function takes PL/Python's
 ``plpy`` module; errors are raised with ``plpy.error`` carrying a message that says what went
 wrong and a hint that says what to do.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 from typing import Any
 
-from . import examples as ex_mod
-from . import embed_client, spi
-from . import version
-from .errors import (CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError,
-                     VersionMismatch)
-from .llm import pick_model
+from .core import spi, version
+from .core.errors import (
+    CandidateRefused,
+    ConfigError,
+    EmbeddingError,
+    Nl2sqlError,
+    QuestionError,
+    VersionMismatch,
+)
+from .core.redaction import configured_secrets, redact, redact_obj
+from .core.settings import get_settings, lookup, validate_setting
+from .core.sqlcheck import parse_one
+from .embedding import client as embed_client
+from .model.llm import pick_model
 from .pipeline import answer, log_trace
-from .redaction import configured_secrets, redact, redact_obj
-from .settings import get_settings, lookup, validate_setting
-from .sqlcheck import parse_one
+from .retrieval import example_pool as ex_mod
 
 
 def _fail(plpy, msg: str, hint: str | None = None):
@@ -44,6 +51,7 @@ def entry_point(fn):
         plpy.Error: (through ``plpy.error``, from the wrapper) the versions differ; the SQL
             error's hint says what to run.
     """
+
     @functools.wraps(fn)
     def wrapper(plpy, *args, **kwargs):
         try:
@@ -52,6 +60,7 @@ def entry_point(fn):
             _fail(plpy, str(e), getattr(e, "hint", None))
         configure_embedder(plpy)
         return fn(plpy, *args, **kwargs)
+
     return wrapper
 
 
@@ -78,8 +87,9 @@ def configure_embedder(plpy) -> str:
     return mode
 
 
-def _run(plpy, question: str, search_path: str, evidence: str | None,
-         conversation: str | None = None) -> dict[str, Any]:
+def _run(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None = None
+) -> dict[str, Any]:
     # every error message raised here and the whole trace (logged, returned by explain, its
     # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
     secrets = configured_secrets(plpy)
@@ -99,8 +109,13 @@ def _run(plpy, question: str, search_path: str, evidence: str | None,
 
 
 @entry_point
-def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None,
-           conversation: str | None = None) -> str:
+def nl2sql(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None = None,
+    conversation: str | None = None,
+) -> str:
     """Answer a question with one SQL query: backs ``nl2sql(question, ...) → text``.
 
     Logs the trace to ``nl2sql.query_log``.
@@ -125,14 +140,22 @@ def nl2sql(plpy, question: str, search_path: str, evidence: str | None = None,
     """
     trace = _run(plpy, question, search_path, evidence, conversation)
     if trace.get("sql") is None:
-        _fail(plpy, trace.get("error") or "nl2sql: no SQL chosen",
-              f"SELECT nl2sql.explain(...) shows the whole trace (log id {trace.get('log_id')})")
+        _fail(
+            plpy,
+            trace.get("error") or "nl2sql: no SQL chosen",
+            f"SELECT nl2sql.explain(...) shows the whole trace (log id {trace.get('log_id')})",
+        )
     return trace["sql"]
 
 
 @entry_point
-def explain(plpy, question: str, search_path: str, evidence: str | None = None,
-            conversation: str | None = None) -> str:
+def explain(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None = None,
+    conversation: str | None = None,
+) -> str:
     """Return the whole trace of answering a question: backs ``nl2sql.explain(...) → jsonb``.
 
     Logs the trace to ``nl2sql.query_log`` (its id is the trace's ``log_id``).
@@ -152,8 +175,13 @@ def explain(plpy, question: str, search_path: str, evidence: str | None = None,
 
 
 @entry_point
-def ask(plpy, question: str, search_path: str, evidence: str | None = None,
-        conversation: str | None = None) -> list[str]:
+def ask(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None = None,
+    conversation: str | None = None,
+) -> list[str]:
     """Answer a question with the rows of the chosen SQL: backs ``nl2sql.ask(...) → setof jsonb``.
 
     The rows are fetched read-only under the settings ``candidate_timeout_ms`` and
@@ -169,20 +197,26 @@ def ask(plpy, question: str, search_path: str, evidence: str | None = None,
         plpy.Error: (through ``plpy.error``) as ``nl2sql``.
         plpy.SPIError: the chosen SQL failed or timed out when fetched.
     """
-    from .execute import fetch_rows
+    from .generation.execute import fetch_rows
 
     sql = nl2sql(plpy, question, search_path, evidence, conversation)
     st = get_settings(plpy)
     try:
-        return fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows,
-                          st.max_result_bytes)
+        return fetch_rows(
+            plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows, st.max_result_bytes
+        )
     except CandidateRefused as e:  # it took a session-level advisory lock (released)
         _fail(plpy, f"nl2sql: the chosen query {e}")
 
 
 @entry_point
-def narrate(plpy, question: str, search_path: str, evidence: str | None = None,
-            conversation: str | None = None) -> str:
+def narrate(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None = None,
+    conversation: str | None = None,
+) -> str:
     """Answer a question in words: backs ``nl2sql.narrate(...) → text``.
 
     Refused first when setting ``send_values`` is off. Otherwise the question is answered as
@@ -201,25 +235,34 @@ def narrate(plpy, question: str, search_path: str, evidence: str | None = None,
             raises; the chosen SQL failed when fetched; ``narrate_model`` names no enabled
             model; the narrating model failed.
     """
-    from . import narrate as nr
-    from .execute import fetch_rows
-    from .safety import statement_remaining_s
-    from .settings import get_models
+    from .core.settings import get_models
+    from .curated import narrate as nr
+    from .generation.execute import fetch_rows
+    from .generation.safety import statement_remaining_s
 
     st = get_settings(plpy)
     secrets = configured_secrets(plpy)
     try:
         nr.check_allowed(st)
         sql = nl2sql(plpy, question, search_path, evidence, conversation)
-        rows = fetch_rows(plpy, sql, search_path, st.candidate_timeout_ms, st.narrate_rows + 1,
-                          st.max_result_bytes)
-        gated = nr.gated_rows(plpy, search_path, sql, rows[:st.narrate_rows], st.send_values)
+        rows = fetch_rows(
+            plpy,
+            sql,
+            search_path,
+            st.candidate_timeout_ms,
+            st.narrate_rows + 1,
+            st.max_result_bytes,
+        )
+        gated = nr.gated_rows(plpy, search_path, sql, rows[: st.narrate_rows], st.send_values)
         models = get_models(plpy, st)
         model = pick_model(models, "narrate_model", st.narrate_model)
-        return nr.write_answer(model, gated.gate, nr.narrate_prompt(question, sql, gated,
-                                                        len(rows) > st.narrate_rows),
-                               functools.partial(spi.cancel_point, plpy),
-                               statement_remaining_s(plpy))
+        return nr.write_answer(
+            model,
+            gated.gate,
+            nr.narrate_prompt(question, sql, gated, len(rows) > st.narrate_rows),
+            functools.partial(spi.cancel_point, plpy),
+            statement_remaining_s(plpy),
+        )
     except ConfigError as e:
         _fail(plpy, redact(str(e), secrets), "see README.md, section 'Models'")
     except (Nl2sqlError, RuntimeError) as e:
@@ -227,8 +270,9 @@ def narrate(plpy, question: str, search_path: str, evidence: str | None = None,
 
 
 @entry_point
-def retrieve(plpy, question: str, search_path: str, evidence: str | None,
-             presql: str | None) -> str:
+def retrieve(
+    plpy, question: str, search_path: str, evidence: str | None, presql: str | None
+) -> str:
     """Run the retrieval stages without a model call: backs ``nl2sql.retrieve(...) → jsonb``.
 
     Args:
@@ -243,7 +287,7 @@ def retrieve(plpy, question: str, search_path: str, evidence: str | None,
             embedding model.
         ConfigError: a stored setting is invalid (not converted).
     """
-    from .context import retrieve as run_retrieval
+    from .retrieval.context import retrieve as run_retrieval
 
     try:
         return json.dumps(run_retrieval(plpy, question, search_path, evidence, presql), default=str)
@@ -272,7 +316,7 @@ def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
         ConfigError: a stored setting is invalid (not converted).
     """
     try:
-        from . import indexer   # not imported by a backend that only asks questions
+        from .ops import indexer  # not imported by a backend that only asks questions
 
         return json.dumps(indexer.reindex(plpy, list(schemas) if schemas else None, force))
     except EmbeddingError as e:
@@ -298,15 +342,20 @@ def set_setting(plpy, key: str, value: str) -> str:
         v = validate_setting(key, value)
     except ConfigError as e:
         _fail(plpy, str(e))
-    spi.query(plpy, "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
-                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", [key, v],
-              ["text", "text"])
+    spi.query(
+        plpy,
+        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        [key, v],
+        ["text", "text"],
+    )
     return v
 
 
 @entry_point
-def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
-                source: str = "user") -> int:
+def add_example(
+    plpy, question: str, sql: str, db_id: str | None, dialect: str, source: str = "user"
+) -> int:
     """Add one question/SQL pair to the pool: backs ``nl2sql.add_example(...) → bigint``.
 
     The pair is transpiled to PostgreSQL, masked and embedded. A pair for the current database
@@ -335,29 +384,40 @@ def add_example(plpy, question: str, sql: str, db_id: str | None, dialect: str,
     try:
         entry = ex_mod.make_entry(db_id or "local", question, sql, None, dialect=dialect)
         if db_id is None:
-            from .catalog import load_schema, parse_search_path
-            from .safety import check_candidate_in_db
+            from .core.catalog import load_schema, parse_search_path
+            from .generation.safety import check_candidate_in_db
 
-            path = parse_search_path(plpy, spi.query(
-                plpy, "SELECT current_setting('search_path') AS p")[0]["p"])
+            path = parse_search_path(
+                plpy, spi.query(plpy, "SELECT current_setting('search_path') AS p")[0]["p"]
+            )
             schema = load_schema(plpy, path)
             tree = check_candidate_in_db(plpy, entry.sql, schema)
             entry.schema = {t.table: [c.name for c in t.columns] for t in schema.tables}
             entry = ex_mod.make_entry("local", question, entry.sql, entry.schema)
     except (CandidateRefused, ValueError) as e:
         _fail(plpy, f"nl2sql.add_example: {e}", "pass one read-only SELECT over known tables")
-    from .embed import embed, to_pgvector
+    from .embedding.encode import embed, to_pgvector
 
     vec = to_pgvector(embed([entry.masked_question])[0])
     res = spi.query(
-        plpy, "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
+        plpy,
+        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
         "schema, source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector) "
         "ON CONFLICT (db_id, question, sql) DO UPDATE SET source = EXCLUDED.source RETURNING id",
-        [entry.db_id, entry.question, entry.sql, entry.masked_question, entry.sql_skeleton,
-         json.dumps(entry.schema), source, vec],
-        ["text", "text", "text", "text", "text", "text", "text", "text"])
+        [
+            entry.db_id,
+            entry.question,
+            entry.sql,
+            entry.masked_question,
+            entry.sql_skeleton,
+            json.dumps(entry.schema),
+            source,
+            vec,
+        ],
+        ["text", "text", "text", "text", "text", "text", "text", "text"],
+    )
     if tree is not None:  # an example of this database: shown only to roles that may read it
-        from .safety import record_example_relations
+        from .generation.safety import record_example_relations
 
         record_example_relations(plpy, res[0]["id"], tree, schema)
     return res[0]["id"]
@@ -383,39 +443,59 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
     """
     try:
         entries, failures = ex_mod.parse_benchmark_json(
-            data, dialect=dialect, tables=json.loads(tables) if tables else None)
+            data, dialect=dialect, tables=json.loads(tables) if tables else None
+        )
     except json.JSONDecodeError as e:
-        _fail(plpy, f"nl2sql.load_examples: not JSON: {e}",
-              "pass a JSON array (or JSON lines) of {question, query|SQL, db_id}")
-    from .embed import embed, to_pgvector
+        _fail(
+            plpy,
+            f"nl2sql.load_examples: not JSON: {e}",
+            "pass a JSON array (or JSON lines) of {question, query|SQL, db_id}",
+        )
+    from .embedding.encode import embed, to_pgvector
 
     vecs = embed([e.masked_question for e in entries], cache=False)
     ins = spi.plan(
-        plpy, "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
+        plpy,
+        "INSERT INTO nl2sql.example (db_id, question, sql, masked_question, sql_skeleton, "
         "schema, source, embedding) VALUES ($1, $2, $3, $4, $5, $6::jsonb, 'load', $7::vector) "
         "ON CONFLICT DO NOTHING RETURNING id",
-        ["text", "text", "text", "text", "text", "text", "text"])
+        ["text", "text", "text", "text", "text", "text", "text"],
+    )
     loaded = 0
     for e, v in zip(entries, vecs):
-        loaded += len(spi.execute(plpy, ins, [e.db_id, e.question, e.sql, e.masked_question,
-                                              e.sql_skeleton, json.dumps(e.schema),
-                                              to_pgvector(v)]))
-    return json.dumps({"loaded": loaded, "duplicates": len(entries) - loaded,
-                       "failed": failures})
+        loaded += len(
+            spi.execute(
+                plpy,
+                ins,
+                [
+                    e.db_id,
+                    e.question,
+                    e.sql,
+                    e.masked_question,
+                    e.sql_skeleton,
+                    json.dumps(e.schema),
+                    to_pgvector(v),
+                ],
+            )
+        )
+    return json.dumps({"loaded": loaded, "duplicates": len(entries) - loaded, "failed": failures})
 
 
 def _curated(plpy, what: str, fn, *args):
     """Run an administrative function of curated knowledge; its input errors become one SQL
     error naming the function, with a hint."""
-    from .errors import NotIndexedError
+    from .core.errors import NotIndexedError
 
     try:
         return fn(plpy, *args)
     except CandidateRefused as e:
-        _fail(plpy, f"nl2sql.{what}: {e}",
-              "pass one read-only SELECT (or, for a term, an SQL expression) over indexed tables "
-              "the caller may read; see README, 'Verified queries, templates and business "
-              "context'")
+        _fail(
+            plpy,
+            f"nl2sql.{what}: {e}",
+            "pass one read-only SELECT (or, for a term, an SQL expression) over indexed tables "
+            "the caller may read; see README, 'Verified queries, templates and business "
+            "context'",
+        )
     except (ValueError, NotIndexedError) as e:
         _fail(plpy, f"nl2sql.{what}: {e}")
     except EmbeddingError as e:
@@ -440,10 +520,11 @@ def add_verified_query(plpy, question: str, sql: str, dialect: str) -> int:
             query over indexed relations the caller may read (DML is refused), nothing is
             indexed, or the embedding model is missing.
     """
-    from .verified import add_verified
+    from .curated.verified import add_verified
 
-    return _curated(plpy, "add_verified_query", add_verified, question, sql, "query",
-                    dialect or "postgres")
+    return _curated(
+        plpy, "add_verified_query", add_verified, question, sql, "query", dialect or "postgres"
+    )
 
 
 @entry_point
@@ -463,7 +544,7 @@ def add_template(plpy, question: str, sql: str) -> int:
         plpy.Error: (through ``plpy.error``) as ``add_verified_query``, or a parameter is not
             compared with a text or numeric column, or the question does not show it.
     """
-    from .verified import add_verified
+    from .curated.verified import add_verified
 
     return _curated(plpy, "add_template", add_verified, question, sql, "template")
 
@@ -488,8 +569,8 @@ def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> in
             does not parse as one read-only SQL expression over indexed tables the caller may
             read (an unqualified column in several tables must be qualified).
     """
-    from .business import add_term as add
-    from .verified import refresh_for_term
+    from .curated.business import add_term as add
+    from .curated.verified import refresh_for_term
 
     tid = _curated(plpy, "add_term", add, term, definition, sql_expression)
     refresh_for_term(plpy, term)
@@ -511,10 +592,14 @@ def remove_term(plpy, term: str) -> bool:
         plpy.Error: (through ``plpy.error``) the embedding model is missing (verified
             questions naming it are masked again).
     """
-    from .verified import refresh_for_term
+    from .curated.verified import refresh_for_term
 
-    gone = spi.query(plpy, "DELETE FROM nl2sql.term WHERE lower(term) = lower($1) RETURNING id",
-                     [term or ""], ["text"])
+    gone = spi.query(
+        plpy,
+        "DELETE FROM nl2sql.term WHERE lower(term) = lower($1) RETURNING id",
+        [term or ""],
+        ["text"],
+    )
     if gone:
         _curated(plpy, "remove_term", refresh_for_term, term)
     return bool(gone)
@@ -534,7 +619,7 @@ def add_instruction(plpy, text: str) -> int:
     Raises:
         plpy.Error: (through ``plpy.error``) the text is empty or the embedding model is missing.
     """
-    from .business import add_instruction as add
+    from .curated.business import add_instruction as add
 
     return _curated(plpy, "add_instruction", add, text)
 
@@ -562,8 +647,9 @@ def feedback(plpy, log_id: int, correct: bool, sql: str | None, verify: bool = T
         plpy.Error: (through ``plpy.error``) no log row has that id, or the SQL does not
             parse or fails the check.
     """
-    rows = spi.query(plpy, "SELECT question, sql FROM nl2sql.query_log WHERE id = $1", [log_id],
-                     ["int8"])
+    rows = spi.query(
+        plpy, "SELECT question, sql FROM nl2sql.query_log WHERE id = $1", [log_id], ["int8"]
+    )
     if not rows:
         _fail(plpy, f"nl2sql.feedback: no query_log row with id {log_id}")
     use = rows[0]["sql"] if correct else sql
@@ -575,10 +661,18 @@ def feedback(plpy, log_id: int, correct: bool, sql: str | None, verify: bool = T
         _fail(plpy, f"nl2sql.feedback: {e}")
     eid = add_example(plpy, rows[0]["question"], use, None, "postgres", source="feedback")
     if verify:
-        from .verified import add_verified
+        from .curated.verified import add_verified
 
-        _curated(plpy, "feedback", add_verified, rows[0]["question"], use, "query", "postgres",
-                 "feedback")
+        _curated(
+            plpy,
+            "feedback",
+            add_verified,
+            rows[0]["question"],
+            use,
+            "query",
+            "postgres",
+            "feedback",
+        )
     return eid
 
 
@@ -602,15 +696,18 @@ def mine_queries(plpy, limit: int) -> str:
             preloaded (the hint says how), no model is configured, ``limit`` is out of range,
             nothing is indexed.
     """
-    from .errors import NotIndexedError
-    from .mining import mine
+    from .core.errors import NotIndexedError
+    from .curated.mining import mine
 
     secrets = configured_secrets(plpy)
     try:
         return json.dumps(redact_obj(mine(plpy, limit), secrets))
     except ConfigError as e:
-        _fail(plpy, redact(str(e), secrets),
-              "see README.md, sections 'Mining the query log' and 'Models'")
+        _fail(
+            plpy,
+            redact(str(e), secrets),
+            "see README.md, sections 'Mining the query log' and 'Models'",
+        )
     except NotIndexedError as e:
         _fail(plpy, str(e))
 
@@ -636,8 +733,8 @@ def approve_mined(plpy, mined_id: int, question: str | None) -> int:
             model wrote none and none was given), or the pair fails the checks of
             ``add_example`` / ``add_verified_query`` / ``add_template``.
     """
-    from .mining import mark_approved, pending_row
-    from .verified import add_verified
+    from .curated.mining import mark_approved, pending_row
+    from .curated.verified import add_verified
 
     try:
         row = pending_row(plpy, mined_id)
@@ -645,13 +742,17 @@ def approve_mined(plpy, mined_id: int, question: str | None) -> int:
         _fail(plpy, str(e))
     q = (question or row["question"] or "").strip()
     if not q:
-        _fail(plpy, f"nl2sql.approve_mined: mined query {mined_id} has no question (the model "
-                    f"wrote none)", "pass one: SELECT nl2sql.approve_mined(id, 'question')")
+        _fail(
+            plpy,
+            f"nl2sql.approve_mined: mined query {mined_id} has no question (the model wrote none)",
+            "pass one: SELECT nl2sql.approve_mined(id, 'question')",
+        )
     eid = None
     if row["kind"] == "query":
         eid = add_example(plpy, q, row["sql"], None, "postgres", source="mined")
-    vid = _curated(plpy, "approve_mined", add_verified, q, row["sql"], row["kind"], "postgres",
-                   "mined")
+    vid = _curated(
+        plpy, "approve_mined", add_verified, q, row["sql"], row["kind"], "postgres", "mined"
+    )
     mark_approved(plpy, mined_id, q, eid, vid)
     return vid
 
@@ -673,15 +774,20 @@ def calibrate(plpy, judged: str | None) -> str:
     Raises:
         plpy.Error: (through ``plpy.error``) ``judged`` is malformed or a setting is invalid.
     """
-    from . import reliability
+    from .selection import reliability
 
     try:
         st = get_settings(plpy)
-        out = reliability.calibrate(plpy, judged, st.candidate_timeout_ms, st.max_rows,
-                                    st.max_result_bytes)
+        out = reliability.calibrate(
+            plpy, judged, st.candidate_timeout_ms, st.max_rows, st.max_result_bytes
+        )
     except ConfigError as e:
-        _fail(plpy, str(e), "judged: a JSON array of {\"level\", \"candidates\": "
-              "[{\"model\", \"group\", \"right\"}]}, or NULL")
+        _fail(
+            plpy,
+            str(e),
+            'judged: a JSON array of {"level", "candidates": '
+            '[{"model", "group", "right"}]}, or NULL',
+        )
     return json.dumps(out)
 
 
@@ -705,8 +811,8 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
             hint says how to add some), ``max_questions`` is below 1, no model is enabled, a
             setting is invalid, or the embedding model is missing.
     """
-    from . import evaluate as ev
-    from .errors import EvaluationError
+    from .core.errors import EvaluationError
+    from .curated import evaluate as ev
 
     secrets = configured_secrets(plpy)
     try:

@@ -23,7 +23,7 @@ if sp not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 try:
-    from nl2sql import version
+    from nl2sql.core import version
 except ImportError:
     plpy.error("nl2sql: the Python package in %s is older than this database's extension" % sp,
                hint="install the Python package of the installed extension's version into it")
@@ -190,7 +190,7 @@ COMMENT ON FUNCTION nl2sql.reindex(text[], boolean) IS
 CREATE OR REPLACE FUNCTION nl2sql._reindex_plan(schemas text[] DEFAULT NULL)
 RETURNS TABLE (schema_name text, table_name text) LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return indexer.plan(plpy, list(schemas) if schemas else None)
 $py$;
 
@@ -198,7 +198,7 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_table(schema_name text, table_name te
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 import json
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
 $py$;
 
@@ -207,7 +207,7 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[],
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
 import json
-from nl2sql import indexer
+from nl2sql.ops import indexer
 keep = [tuple(k.split(".", 1)) for k in (kept or [])]
 out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
 out.update(indexer.index_examples(plpy))

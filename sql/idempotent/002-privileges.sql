@@ -303,7 +303,7 @@ CREATE OR REPLACE FUNCTION nl2sql._log_query(token text, role_name name, questio
                                              trace jsonb, conversation text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import safety
+from nl2sql.generation import safety
 return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace,
                         conversation)
 $py$;
@@ -348,7 +348,7 @@ CREATE OR REPLACE FUNCTION nl2sql.set_value_policy(tbl regclass, send_values boo
                                                    column_name name DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import safety
+from nl2sql.generation import safety
 return safety.set_value_policy(plpy, tbl, send_values, column_name)
 $py$;
 COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS

@@ -57,7 +57,7 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_changed(schemas text[] DEFAULT NULL, 
 RETURNS TABLE (schema_name text, table_name text, changed boolean)
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
         for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
 $py$;
@@ -68,7 +68,7 @@ REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql import indexer
+from nl2sql.ops import indexer
 return indexer.begin_bulk(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;

@@ -1,0 +1,75 @@
+"""Every public exception of nl2sql, under one base class.
+
+A message always says what went wrong and what to do about it; no message carries a secret
+(API keys are redacted before an error is stored, raised or returned). The SQL entry points
+(``nl2sql.udf``) turn any ``Nl2sqlError`` into one ``plpy.error`` with that message.
+
+This module imports nothing from the package, so every module may import it.
+"""
+
+from __future__ import annotations
+
+
+class Nl2sqlError(Exception):
+    """Base class of every error nl2sql raises on purpose."""
+
+
+class QuestionError(Nl2sqlError, ValueError):
+    """The question itself cannot be answered as given (null, empty, too long, NUL bytes)."""
+
+
+class ConfigError(Nl2sqlError, ValueError):
+    """A setting or model configuration is missing or invalid; the message says how to fix it."""
+
+
+# the name the field's docs use; the same class
+ConfigurationError = ConfigError
+
+
+class NotIndexedError(Nl2sqlError, RuntimeError):
+    """Nothing (or not the asked schema) is indexed yet: run ``nl2sql.reindex()``."""
+
+
+class VersionMismatch(Nl2sqlError, RuntimeError):
+    """The installed extension's version and the importable Python package's disagree."""
+
+
+class CandidateRefused(Nl2sqlError, ValueError):
+    """A candidate failed the check; ``str(e)`` says why, for the trace."""
+
+
+class ModelError(Nl2sqlError, RuntimeError):
+    """No usable answer from the configured models; the message says which and why."""
+
+
+class EmbeddingError(Nl2sqlError, RuntimeError):
+    """The embedding model could not be found or loaded; the message says how to fix it."""
+
+
+class EmbedderUnavailable(EmbeddingError):
+    """The server's shared embedding process could not be reached or started (the backend then
+    embeds in-process); the message says why, naming no path."""
+
+
+class NoCandidateError(Nl2sqlError, RuntimeError):
+    """Models answered, but no candidate passed the checks and executed."""
+
+
+class ResultTooLarge(Nl2sqlError, RuntimeError):
+    """A query's rows passed the byte budget (setting ``max_result_bytes``); it was stopped."""
+
+
+class GateError(Nl2sqlError, TypeError):
+    """A text was about to reach a model without passing the gate (``gate.py``): a bug."""
+
+
+class Abstained(Nl2sqlError, RuntimeError):
+    """The chosen reading's confidence is below ``abstain_below``; the message lists readings."""
+
+
+class ValuesRefused(Nl2sqlError, RuntimeError):
+    """A request would send cell values to a model while the value policy forbids it."""
+
+
+class EvaluationError(Nl2sqlError, ValueError):
+    """``nl2sql.evaluate`` has nothing to evaluate or got a bad argument; the message says what."""

@@ -1,0 +1,142 @@
+"""Redaction of secrets from every error text nl2sql stores, raises or returns (README "Safety").
+
+A model endpoint may echo the API key it was given (OpenAI's 401 says ``Incorrect API key
+provided: sk-…``); such a message must not reach the trace, ``explain``, the query log or a
+raised error, which the asking role (and, for the log, the extension's owner) can read.
+
+Two things are redacted, by plain string scanning (this is error *text*, not SQL):
+
+- the configured key values: the values of the server's environment variables named by the
+  models' ``api_key_env`` (``configured_secrets`` reads them in the server process);
+- key-like tokens, whatever key they are: ``sk-`` followed by 16 or more key characters (letters,
+  digits, ``-``, ``_``, ``*``: also a key the endpoint masked in part), ``Bearer <token>`` (a token with a
+  digit), and ``api_key=<token>`` / ``api-key: <token>`` / ``secret=<token>`` assignments.
+
+``llm.call_model`` redacts each model error it builds; ``udf`` redacts the whole trace once more
+before it is logged or returned, and every error message it raises.
+
+This module imports nothing from the package but ``spi`` (lazily), so every module may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+MASK = "[REDACTED]"
+# a configured value shorter than this is not searched for (it would mask ordinary words);
+# key-like tokens are still masked by pattern
+MIN_SECRET_LEN = 8
+
+_KEY_CHARS = r"[A-Za-z0-9_\-*]"
+_PATTERNS = (
+    # OpenAI / Anthropic / most OpenAI-compatible keys: sk-..., sk-proj-..., sk-ant-...
+    re.compile(r"\bsk-" + _KEY_CHARS + r"{16,}"),
+    # an Authorization header's credentials (the header's spelling: ordinary prose such as
+    # "bearer bonds" is left alone)
+    re.compile(
+        r"\b(Bearer|BEARER|bearer)\s+(?=[A-Za-z0-9._~+/=\-*]*[0-9])[A-Za-z0-9._~+/=\-*]{8,}"
+    ),
+    # api_key=..., api-key: "...", access_token=..., client_secret: ...
+    re.compile(
+        r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|(?:client[_-])?secret)(\s*[=:]\s*)"
+        r"[\"']?[A-Za-z0-9._~+/=\-*]{8,}[\"']?"
+    ),
+)
+
+
+def _sub(m: re.Match) -> str:
+    # keep the label ("Bearer", "api_key=") so the message still says what was there
+    if m.re is _PATTERNS[0]:
+        return MASK
+    if m.re is _PATTERNS[1]:
+        return f"{m.group(1)} {MASK}"
+    return f"{m.group(1)}{m.group(2)}{MASK}"
+
+
+def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
+    """Mask secrets in one text.
+
+    Args:
+        text: an error message (or any text); None passes through.
+        secrets: exact values to mask wherever they occur (the configured API keys); None,
+            empty and values shorter than ``MIN_SECRET_LEN`` are skipped.
+
+    Returns:
+        ``text`` with every occurrence of a secret and every key-like token replaced by
+        ``[REDACTED]`` (a ``Bearer``/``api_key=`` label is kept); None for None.
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        text = str(text)
+    # longest first, so that a key that contains another is masked whole
+    for s in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True):
+        text = text.replace(s, MASK)
+    for p in _PATTERNS:
+        text = p.sub(_sub, text)
+    return text
+
+
+def redact_obj(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
+    """Mask secrets in every string of a JSON-like value (a trace), keys included.
+
+    Args:
+        obj: dicts, lists, tuples, strings and scalars, nested.
+        secrets: as for ``redact``.
+
+    Returns:
+        A copy of ``obj`` with ``redact`` applied to every string; other scalars unchanged.
+    """
+    secrets = [s for s in secrets if s]
+    if isinstance(obj, str):
+        return redact(obj, secrets)
+    if isinstance(obj, dict):
+        return {
+            (redact(k, secrets) if isinstance(k, str) else k): redact_obj(v, secrets)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v, secrets) for v in obj]
+    return obj
+
+
+def env_secrets(names: Iterable[str | None]) -> list[str]:
+    """The values of the named environment variables of this process (the server's).
+
+    Args:
+        names: environment variable names (a model's ``api_key_env``); None and empty skipped.
+
+    Returns:
+        The non-empty values, in order, without duplicates.
+    """
+    out: list[str] = []
+    for n in names:
+        v = os.environ.get(n) if n else None
+        if v and v not in out:
+            out.append(v)
+    return out
+
+
+def configured_secrets(plpy) -> list[str]:
+    """The API keys of every model of ``nl2sql.model`` (enabled or not), read from the server's
+    environment.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        The keys' values; empty when no model names a variable that is set, or when the model
+        table cannot be read (key-like tokens are still masked by pattern).
+    """
+    from . import spi
+
+    try:
+        rows = spi.query(
+            plpy, "SELECT DISTINCT api_key_env FROM nl2sql.model WHERE api_key_env IS NOT NULL"
+        )
+    except Exception:  # noqa: BLE001 - redaction must never be why a call fails
+        return []
+    return env_secrets(r["api_key_env"] for r in rows)

@@ -1,0 +1,280 @@
+"""Candidate SQL: parsing, the read-only shape check, table extraction.
+
+Every parse goes through sqlglot (PostgreSQL dialect). The shape check here is the first line of
+defence only: execution also runs each candidate in a read-only, always-rolled-back
+subtransaction under a time limit (see ``execute.py`` and README "Safety").
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from .errors import CandidateRefused
+from .names import resolve
+
+DIALECT = "postgres"
+
+# Statement kinds whose presence anywhere in the tree refuses the candidate.
+_FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
+    t
+    for t in (
+        exp.Insert,
+        exp.Update,
+        exp.Delete,
+        exp.Merge,
+        exp.Create,
+        exp.Drop,
+        exp.Alter,
+        exp.Command,
+        exp.Set,
+        exp.Into,
+        exp.Lock,
+        exp.Copy,
+        exp.TruncateTable,
+        getattr(exp, "Grant", None),
+        getattr(exp, "Revoke", None),
+    )
+    if t is not None
+)
+
+# Functions refused by name even though a SELECT may call them (``safety`` adds the check of
+# pg_proc volatility; the database's read-only mode is the backstop).
+_FORBIDDEN_FUNCTIONS = {
+    "pg_sleep",
+    "pg_sleep_for",
+    "pg_sleep_until",
+    "pg_read_file",
+    "pg_read_binary_file",
+    "pg_ls_dir",
+    "pg_stat_file",
+    "pg_terminate_backend",
+    "pg_cancel_backend",
+    "nextval",
+    "setval",
+    "set_config",
+    "lo_import",
+    "lo_export",
+    "dblink",
+    "dblink_exec",
+    "pg_reload_conf",
+    "pg_rotate_logfile",
+    "pg_advisory_lock",
+    "pg_advisory_xact_lock",
+    "txid_current",
+    "pg_switch_wal",
+    "query_to_xml",
+    "pg_logical_emit_message",
+}
+
+
+def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
+    """Parse ``sql`` as exactly one statement of dialect ``read`` with sqlglot.
+
+    Args:
+        sql: SQL text.
+        read: sqlglot dialect name (``postgres``, ``sqlite``, ``mysql``).
+
+    Returns:
+        The statement's tree.
+
+    Raises:
+        CandidateRefused: the text is empty, does not parse (the parser's first line says
+            where, or it is nested too deeply for the parser), or holds more or fewer than one
+            statement.
+    """
+    if not sql or not sql.strip():
+        raise CandidateRefused("empty SQL")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=read) if s is not None]
+    except (ParseError, TokenError, ValueError) as e:
+        name = "PostgreSQL" if read == DIALECT else read
+        raise CandidateRefused(
+            f"does not parse as {name}: {str(e).splitlines()[0][:300]}"
+        ) from None
+    except RecursionError:
+        raise CandidateRefused("does not parse: nested too deeply (recursion limit)") from None
+    if len(statements) != 1:
+        raise CandidateRefused(f"expected exactly one statement, got {len(statements)}")
+    return statements[0]
+
+
+def parse_one(sql: str) -> exp.Expression:
+    """Parse ``sql`` as exactly one PostgreSQL statement (``parse_single`` with ``postgres``).
+
+    Args:
+        sql: SQL text.
+
+    Returns:
+        The statement's sqlglot tree (a fresh one on every call).
+
+    Raises:
+        CandidateRefused: as ``parse_single``: empty text, a parse error, or not exactly one
+            statement.
+    """
+    return parse_single(sql, DIALECT)
+
+
+@lru_cache(maxsize=256)
+def parse_shared(sql: str) -> exp.Expression:
+    """Parse ``sql`` as one PostgreSQL statement, cached per process and shared between callers.
+
+    The tree is ``parse_one(sql)``, kept in an LRU cache of 256 texts: read it, or copy it
+    (``tree.copy()``, ``tree.transform``) before changing anything. A candidate's text is parsed
+    once for cleaning's checks, the candidate check and its execution text; the PreSQL once for
+    linking, its skeleton and its hardness.
+
+    Args:
+        sql: SQL text.
+
+    Returns:
+        The statement's sqlglot tree, the same object for the same text while it stays cached.
+
+    Raises:
+        CandidateRefused: as ``parse_one`` (a failed parse is not cached).
+    """
+    return parse_one(sql)
+
+
+def referenced_tables(tree: exp.Expression) -> list[str]:
+    """List the relations a query reads, each once, in order (``names.resolve``).
+
+    Used by the candidate checks and by PreSQL-based schema linking, PET-SQL (Li et al. 2024)
+    §3.3.
+
+    Args:
+        tree: the parsed query (sqlglot tree); not changed.
+
+    Returns:
+        list[str]: ``schema.table`` (when qualified in the query) or ``table`` names,
+        lower-cased; CTEs, derived tables and other non-relation sources excluded.
+    """
+    return resolve(tree).keys()
+
+
+def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
+    """Check that a candidate is one read-only query over known relations only.
+
+    The rules, each refusing the candidate: the statement is not a query (SELECT, set operation
+    or parenthesised query; a WITH query parses as its SELECT); a data-modifying, DDL or other
+    refused node anywhere in the tree (also inside CTEs: INSERT, UPDATE, DELETE, MERGE, CREATE,
+    DROP, ALTER, SET, COPY, TRUNCATE, GRANT, REVOKE, an unparsed command); SELECT INTO; a locking
+    clause (FOR UPDATE/SHARE); a function refused by name (``pg_sleep``, ``pg_read_file``,
+    ``nextval``, ``set_config``, ``dblink``, ...); a relation not in ``known_tables``. Function
+    volatility and privileges are checked by ``safety.check_candidate_in_db``.
+
+    Args:
+        sql: the candidate's SQL text (PostgreSQL).
+        known_tables: lower-cased relation names the caller may use (bare and/or
+            ``schema.table``), as ``catalog.known_relations`` builds them.
+
+    Returns:
+        The parsed tree, SHARED (``parse_shared``: the same text is parsed once per process, also
+        by cleaning): copy it before changing it.
+
+    Raises:
+        CandidateRefused: the text does not parse as one statement, or breaks a rule above; the
+            message names the rule.
+    """
+    tree = parse_shared(sql)
+    if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)):
+        raise CandidateRefused(f"not a query: {type(tree).__name__} statement")
+    for node in tree.walk():
+        if isinstance(node, _FORBIDDEN_NODES):
+            raise CandidateRefused(f"{type(node).__name__} is not allowed in a candidate")
+        if isinstance(node, exp.Lock) or (isinstance(node, exp.Select) and node.args.get("locks")):
+            raise CandidateRefused("locking clause (FOR UPDATE/SHARE) is not allowed")
+        if isinstance(node, exp.Func):
+            fname = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if fname in _FORBIDDEN_FUNCTIONS:
+                raise CandidateRefused(f"function {fname}() is not allowed")
+    unknown = [t for t in referenced_tables(tree) if t not in known_tables]
+    if unknown:
+        raise CandidateRefused(f"unknown relation(s): {', '.join(unknown)}")
+    return tree
+
+
+def to_sql(tree: exp.Expression) -> str:
+    """Render a checked tree as PostgreSQL text: what is executed is exactly what was checked.
+
+    Args:
+        tree: a sqlglot tree (as ``check_candidate`` returns it).
+
+    Returns:
+        The tree's SQL text in the PostgreSQL dialect.
+    """
+    return tree.sql(dialect=DIALECT)
+
+
+def has_top_level_order(sql: str) -> bool:
+    """Tell whether the query's outermost statement has an ORDER BY (row order then matters for EX).
+
+    Args:
+        sql: SQL text of one PostgreSQL statement.
+
+    Returns:
+        True when the outermost statement (for a set operation, the set operation itself) has an
+        ORDER BY clause; an ORDER BY only inside a subquery or CTE does not count.
+
+    Raises:
+        CandidateRefused: as ``parse_one`` (empty text, a parse error, not one statement).
+    """
+    tree = parse_one(sql)
+    return tree.args.get("order") is not None
+
+
+def _quoted_strings_to_literals(tree: exp.Expression) -> exp.Expression:
+    """SQLite accepts "text" as a string when no column has that name, and Spider/BIRD SQL relies
+    on it: a double-quoted, unqualified name compared with a column (=, <>, LIKE, IN list)
+    becomes a string literal."""
+    cmp_types = (exp.EQ, exp.NEQ, exp.Like, exp.ILike, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if not (isinstance(node, exp.Column) and not node.table):
+            return node
+        ident = node.this
+        if not (isinstance(ident, exp.Identifier) and ident.quoted):
+            return node
+        parent = node.parent
+        if (
+            isinstance(parent, cmp_types)
+            and parent.expression is node
+            and isinstance(parent.this, exp.Column)
+        ):
+            return exp.Literal.string(ident.name)
+        if (
+            isinstance(parent, exp.In)
+            and node in parent.expressions
+            and isinstance(parent.this, exp.Column)
+        ):
+            return exp.Literal.string(ident.name)
+        return node
+
+    return tree.transform(fix)
+
+
+def transpile(sql: str, read: str) -> str:
+    """Transpile one statement from dialect ``read`` (e.g. ``sqlite``) to PostgreSQL with sqlglot.
+
+    For SQLite, a double-quoted unqualified name compared with a column (``=``, ``<>``, ``<``,
+    ``>``, ``LIKE``, an ``IN`` list) becomes a string literal (SQLite's lenient quoting, common in
+    Spider/BIRD gold SQL).
+
+    Args:
+        sql: SQL text of one statement in dialect ``read``.
+        read: sqlglot dialect name of ``sql`` (``sqlite``, ``mysql``, ``postgres``, ...).
+
+    Returns:
+        The statement as PostgreSQL text.
+
+    Raises:
+        CandidateRefused: as ``parse_single``: empty text, a parse error in ``read``, or not
+            exactly one statement.
+    """
+    tree = parse_single(sql, read)
+    if read == "sqlite":
+        tree = _quoted_strings_to_literals(tree)
+    return tree.sql(dialect=DIALECT)

@@ -1,0 +1,402 @@
+"""Business context: glossary terms (synonyms, metrics, definitions, each with an optional SQL
+expression) and database-wide instructions, written by a DBA and retrieved into the prompts.
+
+A term is used for a question when the question names it (its words, the last one singular or
+plural: "veteran singers" names the term "veteran singer") or when the embedding of
+``term: definition`` is at least ``term_min_similarity`` similar to the question's
+(all-MiniLM-L6-v2), at most ``term_top_k`` terms; the instructions most similar to the question
+are used, at most ``instruction_top_k``. Both appear in the PreSQL and FinSQL prompts; a term
+the question names is masked in the masked question like a schema name; ``explain`` lists what
+was used (``business_context``).
+
+Privileges: terms are read through view ``nl2sql.visible_term``, which shows a term only to a
+role that may SELECT every relation its ``sql_expression`` reads (resolved with sqlglot when the
+term is added, ``nl2sql.term_relation``); instructions name no relation and are shown to every
+role (``nl2sql.visible_instruction``).
+
+Source: the semantic layers of in-database text-to-SQL products (glossaries, synonyms, metrics
+and instructions retrieved into the prompt), and ReBoost (Sui et al. 2023) §3.2, which adds
+what columns mean to the prompt; retrieval by embedding similarity as for examples (PET-SQL,
+Li et al. 2024, §3.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import build_scope
+
+from ..core import spi
+from ..core.catalog import caller_schema
+from ..core.errors import CandidateRefused, ConfigError
+from ..core.sqlcheck import parse_single, to_sql
+from ..core.types import Schema, Table
+from ..model import prompts
+from ..retrieval.masking import inflections, tokenize
+
+
+@dataclass
+class TermUse:
+    """A business term used for one question.
+
+    Attributes:
+        id: its id in ``nl2sql.term``.
+        term: the term.
+        definition: what it means, in words.
+        sql_expression: what it means in SQL, or None.
+        score: cosine similarity of ``term: definition`` with the question (4 places); 1.0
+            for a term the question names.
+        how: ``named`` (the question names it) or ``similar`` (by embedding).
+        phrase: the question's words that name it (``named`` only), else None.
+    """
+
+    id: int
+    term: str
+    definition: str
+    sql_expression: str | None
+    score: float
+    how: str
+    phrase: str | None = None
+
+
+@dataclass
+class InstructionUse:
+    """A database-wide instruction used for one question.
+
+    Attributes:
+        id: its id in ``nl2sql.instruction``.
+        instruction: its text.
+        score: cosine similarity with the question (4 places).
+    """
+
+    id: int
+    instruction: str
+    score: float
+
+
+@dataclass
+class BusinessContext:
+    """The business context of one question: terms and instructions, and every visible term.
+
+    Attributes:
+        terms: the terms used, named ones first, then by similarity.
+        instructions: the instructions used, most similar first.
+        known_terms: ``(id, term)`` of every term the role may see (to find the terms another
+            question names, e.g. a verified query's).
+    """
+
+    terms: list[TermUse] = field(default_factory=list)
+    instructions: list[InstructionUse] = field(default_factory=list)
+    known_terms: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def mask_phrases(self) -> list[str]:
+        """The question's phrases that name a term (masked like schema names)."""
+        return [t.phrase for t in self.terms if t.phrase]
+
+    def prompt_text(self) -> str:
+        """Render the terms and instructions for the prompts (``prompts.render_business``).
+
+        Returns:
+            The text block; ``""`` when nothing is used.
+        """
+        return prompts.render_business(
+            [(t.term, t.definition, t.sql_expression) for t in self.terms],
+            [i.instruction for i in self.instructions],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace's ``business_context``.
+
+        Returns:
+            ``{"terms": [TermUse as dict], "instructions": [InstructionUse as dict]}``.
+        """
+        return {
+            "terms": [asdict(t) for t in self.terms],
+            "instructions": [asdict(i) for i in self.instructions],
+        }
+
+
+def named_terms(question: str, terms: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Find the terms a question names: the term's words in order, case-insensitively, its last
+    word singular or plural ("active customers" names "active customer").
+
+    Args:
+        question: the question.
+        terms: ``(id, term)`` pairs.
+
+    Returns:
+        ``(id, phrase)`` per named term, in ``terms`` order; the phrase is the question's
+        tokens that name it, joined by spaces.
+    """
+    toks = tokenize(question)
+    low = [t.lower() for t in toks]
+    out: list[tuple[int, str]] = []
+    for tid, term in terms:
+        tt = [t.lower() for t in tokenize(term)]
+        if not tt:
+            continue
+        n, last = len(tt), inflections(tt[-1])
+        for i in range(len(low) - n + 1):
+            if low[i : i + n - 1] == tt[:-1] and low[i + n - 1] in last:
+                out.append((tid, " ".join(toks[i : i + n])))
+                break
+    return out
+
+
+def retrieve_business(plpy, question: str, st) -> BusinessContext:
+    """Retrieve the terms and instructions for a question, as the calling role may see them.
+
+    Named terms always; further terms by embedding similarity ≥ ``term_min_similarity`` up to
+    ``term_top_k`` in all; the ``instruction_top_k`` instructions most similar to the question.
+    Nothing is embedded when the role sees no term and no instruction.
+
+    Source: retrieval by embedding similarity as for examples (PET-SQL, Li et al. 2024, §3.2).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question: the question (as the prompts show it).
+        st: the settings (``term_top_k``, ``term_min_similarity``, ``instruction_top_k``).
+
+    Returns:
+        The ``BusinessContext``.
+
+    Raises:
+        EmbeddingError: the embedding model is missing (only when there is something to rank).
+    """
+    known = [
+        (r["id"], r["term"])
+        for r in spi.query(plpy, "SELECT id, term FROM nl2sql.visible_term ORDER BY id")
+    ]
+    n_instr = spi.query(plpy, "SELECT count(*) AS n FROM nl2sql.visible_instruction")[0]["n"]
+    bc = BusinessContext(known_terms=known)
+    if not (known and st.term_top_k) and not (n_instr and st.instruction_top_k):
+        return bc
+    from ..embedding.encode import embed, to_pgvector
+
+    vec = to_pgvector(embed([question])[0])
+    named = dict(named_terms(question, known))
+    if known and st.term_top_k:
+        rows = spi.query(
+            plpy,
+            "SELECT id, term, definition, sql_expression, "
+            "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_term "
+            "ORDER BY id = ANY($2) DESC, embedding <=> $1::vector LIMIT $3",
+            [vec, list(named), st.term_top_k + len(named)],
+            ["text", "int8[]", "int4"],
+        )
+        for r in rows:
+            sim = round(float(r["sim"]), 4)
+            if r["id"] in named:
+                bc.terms.append(
+                    TermUse(
+                        r["id"],
+                        r["term"],
+                        r["definition"],
+                        r["sql_expression"],
+                        1.0,
+                        "named",
+                        named[r["id"]],
+                    )
+                )
+            elif sim >= st.term_min_similarity and len(bc.terms) < st.term_top_k:
+                bc.terms.append(
+                    TermUse(
+                        r["id"], r["term"], r["definition"], r["sql_expression"], sim, "similar"
+                    )
+                )
+    if n_instr and st.instruction_top_k:
+        rows = spi.query(
+            plpy,
+            "SELECT id, instruction, 1 - (embedding <=> $1::vector) AS sim "
+            "FROM nl2sql.visible_instruction ORDER BY embedding <=> $1::vector "
+            "LIMIT $2",
+            [vec, st.instruction_top_k],
+            ["text", "int4"],
+        )
+        bc.instructions = [
+            InstructionUse(r["id"], r["instruction"], round(float(r["sim"]), 4)) for r in rows
+        ]
+    return bc
+
+
+def _table_of(schema: Schema, name: str) -> Table | None:
+    low = name.lower()
+    for t in schema.tables:
+        if low in (t.name.lower(), f"{t.schema}.{t.table}".lower()):
+            return t
+    return None
+
+
+def expression_tables(tree: exp.Expression, schema: Schema) -> list[Table]:
+    """The tables a term's SQL expression refers to by its free columns.
+
+    A qualified column (``singer.age``) belongs to the table it names; an unqualified one to the
+    one table of ``schema`` that has a column of that name.
+
+    Args:
+        tree: the parsed expression (not a query).
+        schema: the schema the adding role may read.
+
+    Returns:
+        The tables, each once, in order of first reference.
+
+    Raises:
+        CandidateRefused: a qualifier names no table of the schema, the table has no such
+            column, or an unqualified column is in no table or in several (the message says
+            to qualify it).
+    """
+    root = build_scope(exp.select(tree.copy()))
+    out: dict[tuple[str, str], Table] = {}
+    for col in root.columns if root else []:
+        name = col.name.lower()
+        if col.table:
+            t = _table_of(schema, ".".join(p.name for p in col.parts[:-1]))
+            if t is None:
+                raise CandidateRefused(f"{col.table} is not an indexed table this role may read")
+            if not any(c.name.lower() == name for c in t.columns):
+                raise CandidateRefused(f"table {t.name} has no column {col.name}")
+        else:
+            hits = [t for t in schema.tables if any(c.name.lower() == name for c in t.columns)]
+            if not hits:
+                raise CandidateRefused(f"no indexed table has a column {col.name}")
+            if len(hits) > 1:
+                raise CandidateRefused(
+                    f"column {col.name} is in several tables ({', '.join(t.name for t in hits)}):"
+                    f" qualify it, e.g. {hits[0].name}.{col.name}"
+                )
+            t = hits[0]
+        out.setdefault((t.schema, t.table), t)
+    return list(out.values())
+
+
+def check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, str]]:
+    """Check a term's SQL expression and list the relations it reads.
+
+    The expression must parse as one PostgreSQL expression (not a statement); the query
+    ``SELECT <expression> FROM <its tables>`` must pass the full candidate check
+    (``safety.check_candidate_in_db``: no data-modifying node, non-volatile functions only,
+    relations the role may SELECT). It is never executed.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        expression: the SQL expression, e.g. ``last_order_at > now() - interval '90 days'``.
+        schema: the schema the adding role may read.
+
+    Returns:
+        ``(schema, table)`` of every relation it reads (its columns' tables and those of its
+        subqueries), each once.
+
+    Raises:
+        CandidateRefused: naming what is wrong.
+    """
+    from ..generation.safety import check_candidate_in_db, relation_targets
+
+    tree = parse_single(expression)
+    statement = isinstance(tree, (exp.Query, exp.DDL, exp.DML, exp.Command)) and not isinstance(
+        tree, exp.Subquery
+    )  # a parenthesised scalar subquery is an expression
+    if statement or tree.find(exp.Placeholder):
+        raise CandidateRefused(
+            f"expected an SQL expression (e.g. a condition or a metric), not "
+            f"a {type(tree).__name__} statement"
+        )
+    tables = expression_tables(tree, schema)
+    query = exp.select(tree.copy())
+    if tables:
+        query = query.from_(exp.to_table(tables[0].name))
+        for t in tables[1:]:
+            query = query.join(exp.to_table(t.name))
+    checked = check_candidate_in_db(plpy, to_sql(query), schema)
+    targets = [(t.schema, t.table) for t in tables] + relation_targets(checked, schema)
+    return list(dict.fromkeys(targets))
+
+
+def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> int:
+    """Add or update a business term (``nl2sql.add_term``): upsert on the lower-cased term.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        term: the term, e.g. ``active customer``.
+        definition: what it means, in words.
+        sql_expression: what it means in SQL (an expression over indexed tables), or None.
+
+    Returns:
+        The term's id.
+
+    Raises:
+        CandidateRefused: ``sql_expression`` is not a read-only expression over indexed tables
+            the caller may read (``check_expression``).
+        ConfigError: ``term`` or ``definition`` is empty.
+        NotIndexedError: ``sql_expression`` is given and nothing is indexed.
+        EmbeddingError: the embedding model is missing.
+    """
+    term, definition = (term or "").strip(), (definition or "").strip()
+    if not term or not definition:
+        raise ConfigError(
+            "term and definition are required, e.g. SELECT nl2sql.add_term("
+            "'active customer', 'ordered in the last 90 days', "
+            "'last_order_at > now() - interval ''90 days''')"
+        )
+    expr = (sql_expression or "").strip() or None
+    targets: list[tuple[str, str]] = []
+    if expr:
+        targets = check_expression(plpy, expr, caller_schema(plpy))
+    from ..embedding.encode import embed, to_pgvector
+
+    vec = to_pgvector(embed([f"{term}: {definition}"])[0])
+    tid = spi.query(
+        plpy,
+        "INSERT INTO nl2sql.term AS t (term, definition, sql_expression, "
+        "embedding) VALUES ($1, $2, $3, $4::vector) ON CONFLICT (lower(term)) "
+        "DO UPDATE SET term = EXCLUDED.term, definition = EXCLUDED.definition, "
+        "sql_expression = EXCLUDED.sql_expression, embedding = EXCLUDED.embedding, "
+        "added_at = now() RETURNING t.id",
+        [term, definition, expr, vec],
+        ["text", "text", "text", "text"],
+    )[0]["id"]
+    spi.query(plpy, "DELETE FROM nl2sql.term_relation WHERE term_id = $1", [tid], ["int8"])
+    for s, t in targets:
+        spi.query(
+            plpy,
+            "INSERT INTO nl2sql.term_relation (term_id, schema_name, table_name) "
+            "VALUES ($1, $2, $3)",
+            [tid, s, t],
+            ["int8", "name", "name"],
+        )
+    return tid
+
+
+def add_instruction(plpy, text: str) -> int:
+    """Add a database-wide instruction (``nl2sql.add_instruction``); the same text is kept once.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        text: the instruction, e.g. ``Amounts are in euros; round them to 2 decimals.``
+
+    Returns:
+        The instruction's id.
+
+    Raises:
+        ConfigError: ``text`` is empty.
+        EmbeddingError: the embedding model is missing.
+    """
+    text = (text or "").strip()
+    if not text:
+        raise ConfigError(
+            "the instruction is empty, e.g. SELECT nl2sql.add_instruction("
+            "'Amounts are in euros; round them to 2 decimals.')"
+        )
+    from ..embedding.encode import embed, to_pgvector
+
+    vec = to_pgvector(embed([text])[0])
+    return spi.query(
+        plpy,
+        "INSERT INTO nl2sql.instruction AS i (instruction, embedding) "
+        "VALUES ($1, $2::vector) ON CONFLICT (instruction) DO UPDATE SET "
+        "embedding = EXCLUDED.embedding RETURNING i.id",
+        [text, vec],
+        ["text", "text"],
+    )[0]["id"]

@@ -1,0 +1,132 @@
+"""Answers in words: ``nl2sql.narrate(question)`` — a model writes a short answer from the chosen
+SQL's first rows.
+
+The question is answered as ``nl2sql()`` answers it; the chosen SQL's first ``narrate_rows``
+rows are fetched read-only as the calling role; they pass the gate (``gate.Gate.rows``: output
+columns that may carry withheld cell values are left out) and go, sealed by the same gate, with the question and the SQL, to one model (setting ``narrate_model``, else the
+first configured model). With ``send_values = off`` no row may reach a model, so narrate is
+refused before anything runs.
+
+Source: Oracle Select AI's ``narrate`` action; answer generation from retrieved table rows
+(table question answering, e.g. TAPAS-style verbalisation) with the rows given as context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core import catalog
+from ..core.errors import ModelError, ValuesRefused
+from ..core.settings import Settings
+from ..core.types import LLMReply, ModelConfig, Schema
+from ..model.gate import Gate
+from ..model.llm import call_models
+
+SYSTEM_MESSAGE = (
+    "You answer a question about a database in one to three plain sentences, using only the "
+    "query result given. Do not invent numbers or names; say so when the result is empty or "
+    "does not answer the question."
+)
+
+ANSWER_MAX_CHARS = 2000
+"""Longest answer returned; a longer reply is cut (with an ellipsis)."""
+
+
+def check_allowed(st: Settings) -> None:
+    """Refuse narrate when no cell value may reach a model (setting ``send_values`` off).
+
+    Args:
+        st: the effective settings.
+
+    Raises:
+        ValuesRefused: ``send_values`` is off.
+    """
+    if not st.send_values:
+        raise ValuesRefused(
+            "nl2sql.narrate: refused: setting send_values is off, so no cell value may reach a "
+            "model, and an answer in words is written by a model from the result rows; use "
+            "nl2sql.ask(question) for the rows themselves"
+        )
+
+
+@dataclass(frozen=True)
+class NarrateRows:
+    """The rows narrate may send, after the gate.
+
+    Attributes:
+        gate: the call's gate (the asking role's value rules); it seals the request.
+        rows: the kept rows, ``row_to_json`` texts with withheld columns dropped.
+        note: what was withheld (``Gate.rows``' note), or None.
+    """
+
+    gate: Gate
+    rows: list[str]
+    note: str | None
+
+
+def gated_rows(plpy, search_path: str, sql: str, rows: list[str], send_values: bool) -> NarrateRows:
+    """The rows narrate may send: the asking role's value rules applied by the gate.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        search_path: the caller's search_path text (the role's schema as the pipeline saw it).
+        sql: the chosen SQL.
+        rows: its first rows, ``row_to_json`` texts.
+        send_values: setting ``send_values``.
+
+    Returns:
+        ``NarrateRows``: the gate, the rows ``Gate.rows`` keeps and its note.
+    """
+    schema: Schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path), 0)
+    gate = Gate(schema, send_values)
+    kept, note = gate.rows("narrate", sql, rows)
+    return NarrateRows(gate, kept, note)
+
+
+def narrate_prompt(question: str, sql: str, gated: NarrateRows, more: bool) -> str:
+    """Build the narrate request's user message: question, SQL, the gated rows.
+
+    Args:
+        question: the question as asked.
+        sql: the chosen SQL.
+        gated: the rows after the gate.
+        more: whether the result has more rows than shown.
+
+    Returns:
+        The message text.
+    """
+    parts = [f"Question: {question.strip()}", f"SQL that answered it:\n{sql.strip()}"]
+    if gated.note:
+        parts.append(f"Left out of the result (their values may not be shown): {gated.note}")
+    n = f"first {len(gated.rows)} rows" if more else f"{len(gated.rows)} row(s)"
+    parts.append(
+        f"Result ({n}, one JSON object per line):\n" + ("\n".join(gated.rows) or "(no rows)")
+    )
+    parts.append("Answer the question in words from this result.")
+    return "\n\n".join(parts)
+
+
+def write_answer(model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s) -> str:
+    """Ask the model for the answer in words.
+
+    Args:
+        model: the narrating model.
+        gate: the call's gate, which seals the request (``Gate.seal``).
+        prompt: ``narrate_prompt``'s text.
+        on_wait: the cancel point between wait slices.
+        budget_s: seconds left before the caller's statement_timeout, or None.
+
+    Returns:
+        The answer, stripped, at most ``ANSWER_MAX_CHARS`` characters.
+
+    Raises:
+        ModelError: the model failed or answered nothing.
+    """
+    msgs = gate.seal("narrate", prompt, SYSTEM_MESSAGE)
+    reply: LLMReply = call_models([(model, msgs)], on_wait, budget_s)[0]
+    text = (reply.text or "").replace("\x00", "").strip()
+    if reply.error or not text:
+        raise ModelError(
+            f"nl2sql.narrate: model {model.name} gave no answer: {reply.error or 'empty reply'}"
+        )
+    return text if len(text) <= ANSWER_MAX_CHARS else text[: ANSWER_MAX_CHARS - 1] + "…"

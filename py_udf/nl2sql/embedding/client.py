@@ -1,0 +1,508 @@
+"""Backend side of the shared embedder: ask the server's embedding process, start it if needed.
+
+With the setting ``embedder = 'shared'`` (the default), ``nl2sql.embedding.encode`` sends the texts it
+must embed to one embedding process per PostgreSQL server (``nl2sql.embedding.server``) over a Unix
+socket, with the httpx client (the OpenAI embeddings API, base64 vectors decoded with
+``array``): the backend never imports ONNX Runtime, numpy or the model, and stays small. The
+same process also relays the backend's model calls (``relay_chat``; ``nl2sql.llm``), so that a
+backend need not import the openai package either. With
+``embedder = 'local'``, or when the shared process cannot be reached or started, the backend
+embeds in-process (ONNX Runtime), as before; the trace's ``embedder`` says which served a call
+and why the fallback happened.
+
+Where: the backend's working directory is the cluster's data directory (PostgreSQL changes
+into it at start), so the process's folder is ``<data directory>/nl2sql_embedder`` (created
+mode 0700; refused when it is not owned by the server's OS user or is open to others), holding
+``embed.sock`` (mode 0600), ``embedder.pid``, ``embedder.log`` and ``start.lock``.
+
+Start-up: a backend whose connection is refused (no socket, or a dead process's socket) takes
+an exclusive ``flock`` on ``start.lock`` (others wait for it), checks again, and starts
+``<venv>/bin/python -m nl2sql.embedding.server --detach`` in a new session (double fork: the
+process is no child of the backend, and outlives it); the process runs as the backend's OS user
+(``postgres``), loads the model, and only then puts its socket in place. The backend waits up to
+``START_TIMEOUT_S`` for it to answer. A process that died is restarted the same way by the next
+backend that needs it. After a failure a backend embeds in-process for ``RETRY_AFTER_S`` before
+it tries the shared process again.
+"""
+
+from __future__ import annotations
+
+import array
+import base64
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import NoReturn
+
+from ..core.errors import EmbedderUnavailable
+
+DIR_NAME = "nl2sql_embedder"
+SOCKET_NAME = "embed.sock"  # as nl2sql.embedding.server names them
+PID_NAME = "embedder.pid"
+LOG_NAME = "embedder.log"
+LOCK_NAME = "start.lock"
+MODEL_NAME = "all-MiniLM-L6-v2"
+CHUNK = 512  # texts per request
+REQUEST_TIMEOUT_S = 60.0  # the most one request may take (a question's texts: ms)
+TIMEOUT_BASE_S = 5.0  # a request's limit: this plus TIMEOUT_PER_TEXT_S per text
+TIMEOUT_PER_TEXT_S = 0.05
+START_TIMEOUT_S = 30.0  # waiting for a process being started (model load: ~1-2 s)
+RETRY_AFTER_S = 30.0  # in-process embedding for this long after a failure
+
+_LOCK = threading.Lock()
+_STATE: dict = {
+    "mode": None,
+    "client": None,
+    "retry_at": 0.0,
+    "last_error": None,
+    "served_by": set(),
+    "fallback": None,
+    "started": None,
+    "relayed": 0,
+}
+
+
+def configure(mode: str) -> None:
+    """Choose the embedder for this backend's next calls and start a new call's record.
+
+    Args:
+        mode: the setting ``embedder``: ``'shared'`` (ask the server's embedding process,
+            in-process fallback) or ``'local'`` (embed in this process).
+
+    Returns:
+        None.
+    """
+    with _LOCK:
+        _STATE["mode"] = "shared" if mode == "shared" else "local"
+        _STATE["served_by"] = set()
+        _STATE["fallback"] = None
+        _STATE["started"] = None
+        _STATE["relayed"] = 0
+
+
+def active() -> bool:
+    """Whether ``nl2sql.embedding.encode`` should ask the shared process first.
+
+    A backend whose entry point did not call ``configure`` (the ``nl2sql-index`` CLI's
+    per-table functions) reads the setting once itself (``mode_in_backend``).
+
+    Returns:
+        True when the mode is ``'shared'``.
+    """
+    if _STATE["mode"] is None:
+        _STATE["mode"] = mode_in_backend()
+    return _STATE["mode"] == "shared"
+
+
+def mode_in_backend() -> str:
+    """The setting ``embedder`` as seen from this process, read without the caller's ``plpy``.
+
+    Returns:
+        ``'local'`` outside PostgreSQL (no ``plpy`` module: the CLI, the embedding process,
+        tests) or off the main thread (only it may use ``plpy``); inside a backend the stored
+        value, ``'shared'`` when none is stored or it cannot be read.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return "local"
+    try:
+        import plpy
+    except ImportError:
+        return "local"
+    try:
+        rows = plpy.execute("SELECT value FROM nl2sql.setting WHERE key = 'embedder'")
+        value = str(rows[0]["value"]).strip().lower() if rows else "shared"
+    except Exception:  # noqa: BLE001 - an unreadable setting means the default
+        value = "shared"
+    return "local" if value == "local" else "shared"
+
+
+def note_local() -> None:
+    """Record that texts of the current call were embedded in-process.
+
+    Returns:
+        None.
+    """
+    with _LOCK:
+        _STATE["served_by"].add("local")
+
+
+def report() -> dict:
+    """What served the embeddings of the current call (the trace's ``embedder``).
+
+    Returns:
+        ``{"setting": "shared"|"local", "served_by": [...], "fallback": reason or None,
+        "started_process": pid or None}``; ``served_by`` is empty when every text came from the
+        backend's cache. No path is named (the data directory is not for every role).
+    """
+    with _LOCK:
+        return {
+            "setting": _STATE["mode"] or "local",
+            "served_by": sorted(_STATE["served_by"]),
+            "fallback": _STATE["fallback"],
+            "started_process": _STATE["started"],
+            "relayed_model_calls": _STATE["relayed"],
+        }
+
+
+def directory() -> Path:
+    """The shared embedder's folder: ``<data directory>/nl2sql_embedder``.
+
+    Returns:
+        Its absolute path (the backend's working directory is the data directory).
+
+    Raises:
+        EmbedderUnavailable: the working directory is not a PostgreSQL data directory.
+    """
+    cwd = Path(os.getcwd())
+    if not (cwd / "PG_VERSION").exists():
+        raise EmbedderUnavailable("this process does not run in a PostgreSQL data directory")
+    return cwd / DIR_NAME
+
+
+def private_directory() -> Path:
+    """Create (mode 0700) or check the shared embedder's folder.
+
+    Returns:
+        ``directory()``, existing, owned by this process's user, closed to others.
+
+    Raises:
+        EmbedderUnavailable: it cannot be created, is not a folder, is owned by another user or
+            is open to group or others.
+    """
+    d = directory()
+    try:
+        d.mkdir(mode=0o700, exist_ok=True)
+        st = d.stat()
+    except OSError as e:
+        raise EmbedderUnavailable(
+            f"cannot create the embedder folder {DIR_NAME} in the data directory ({e.strerror})"
+        ) from None
+    if not d.is_dir() or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise EmbedderUnavailable(
+            f"the embedder folder {DIR_NAME} in the data directory is not "
+            f"a private folder of the server's OS user (mode 0700)"
+        )
+    return d
+
+
+def socket_path(d: Path) -> str:
+    """The socket's path as given to connect/bind: absolute, or relative to the data directory
+    (the working directory of backends and of the process) when too long for a socket address.
+
+    Args:
+        d: the embedder folder.
+
+    Returns:
+        The path text.
+    """
+    p = os.fspath(d / SOCKET_NAME)
+    return p if len(p.encode()) < 100 else os.path.join(DIR_NAME, SOCKET_NAME)
+
+
+def _client():
+    """The HTTP client speaking to the socket (one per backend; httpx, without the openai
+    package, whose import costs a new backend 0.25-0.7 s and ~21 MB)."""
+    if _STATE["client"] is None:
+        import httpx2
+
+        path = socket_path(directory())
+        # plain HTTP over the Unix socket: no TLS, so no CA bundle to load (~0.05-0.1 s)
+        _STATE["client"] = httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=path, verify=False),
+            base_url="http://nl2sql-embedder",
+            timeout=REQUEST_TIMEOUT_S,
+        )
+    return _STATE["client"]
+
+
+class _StatusError(Exception):
+    """The process answered with an HTTP error status (kept apart from transport errors)."""
+
+    def __init__(self, status: int):
+        super().__init__(f"HTTP {status}")
+        self.status_code = status
+
+
+def request_timeout(n: int) -> float:
+    """The time limit of one request.
+
+    Args:
+        n: texts in the request.
+
+    Returns:
+        Seconds: ``TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n``, at most ``REQUEST_TIMEOUT_S``
+        (5.05 s for one text, 30.6 s for a full chunk of 512).
+    """
+    return min(REQUEST_TIMEOUT_S, TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n)
+
+
+def _request(texts: list[str]) -> list[array.array]:
+    resp = _client().post(
+        "/v1/embeddings",
+        json={"input": texts, "model": MODEL_NAME, "encoding_format": "base64"},
+        timeout=request_timeout(len(texts)),
+    )
+    if resp.status_code != 200:
+        raise _StatusError(resp.status_code)
+    data = sorted(resp.json()["data"], key=lambda d: d["index"])
+    out = [array.array("f", base64.b64decode(d["embedding"])) for d in data]
+    if len(out) != len(texts) or any(len(v) != 384 for v in out):
+        raise EmbedderUnavailable(
+            "the shared embedder answered with the wrong number or size of vectors"
+        )
+    return out
+
+
+def _ask(texts: list[str]) -> list[array.array]:
+    """Embed in chunks; a refused or broken connection (no process) starts one, once."""
+    import httpx2
+
+    out: list[array.array] = []
+    for i in range(0, len(texts), CHUNK):
+        chunk = texts[i : i + CHUNK]
+        try:
+            out.extend(_request(chunk))
+        except httpx2.TimeoutException:
+            raise EmbedderUnavailable(
+                f"the shared embedder did not answer within {request_timeout(len(chunk)):g} s"
+            ) from None
+        except httpx2.TransportError:
+            ensure_running()
+            try:
+                out.extend(_request(chunk))
+            except (httpx2.HTTPError, _StatusError, ValueError, KeyError) as e:
+                raise EmbedderUnavailable(
+                    f"the shared embedder started but failed: {type(e).__name__}"
+                ) from None
+        except _StatusError as e:
+            raise EmbedderUnavailable(
+                f"the shared embedder answered HTTP {e.status_code}"
+            ) from None
+    return out
+
+
+def encode(texts: list[str]) -> list[array.array] | None:
+    """Embed texts with the shared process, or say that the caller must embed in-process.
+
+    Args:
+        texts: the texts (any number; sent in requests of ``CHUNK``).
+
+    Returns:
+        One ``array.array('f')`` of 384 floats per text (all-MiniLM-L6-v2, L2-normalised), in
+        input order; None when the shared process is unavailable (recorded as the call's
+        ``fallback``; not tried again for ``RETRY_AFTER_S``).
+    """
+    now = time.monotonic()
+    if now < _STATE["retry_at"]:
+        with _LOCK:
+            _STATE["fallback"] = _STATE["last_error"]
+        return None
+    try:
+        got = _ask(list(texts))
+    except Exception as e:  # noqa: BLE001 - any failure: embed in-process, say why in the trace
+        why = (
+            str(e)
+            if isinstance(e, EmbedderUnavailable)
+            else f"the shared embedder failed ({type(e).__name__})"
+        )
+        with _LOCK:
+            _STATE["retry_at"] = time.monotonic() + RETRY_AFTER_S
+            _STATE["last_error"] = f"{why}; embedded in-process instead"
+            _STATE["fallback"] = _STATE["last_error"]
+        return None
+    with _LOCK:
+        _STATE["served_by"].add("shared")
+    return got
+
+
+RELAY_MARGIN_S = 2.0  # waited beyond a relayed call's own hard deadline
+
+
+def _relay_failed(why: str) -> NoReturn:
+    """Raise ``EmbedderUnavailable(why)``; this backend's next calls (model calls and
+    embeddings) do without the process for ``RETRY_AFTER_S``."""
+    with _LOCK:
+        _STATE["retry_at"] = time.monotonic() + RETRY_AFTER_S
+        _STATE["last_error"] = f"{why}; embedded in-process instead"
+    raise EmbedderUnavailable(why)
+
+
+def relay_chat(payload: dict, deadline_s: float) -> dict | None:
+    """Have the shared process make one (already gated) model call.
+
+    Only when this backend's entry point chose the shared process (``configure``) and it has
+    not failed in the last ``RETRY_AFTER_S``; it is not started for a model call (the
+    question's embeddings started it already, when it was down).
+
+    Args:
+        payload: the request of ``embed_service``'s ``POST /nl2sql/v1/chat``: ``config`` (the
+            ``ModelConfig`` as a dict), ``messages`` (the gated chat messages), ``timeout_s``,
+            ``n``, ``temperature``.
+        deadline_s: the call's hard deadline in seconds; the reply is awaited
+            ``RELAY_MARGIN_S`` longer (the process enforces the deadline itself).
+
+    Returns:
+        The reply's fields (``nl2sql.types.LLMReply`` as a dict), or None when the process
+        could not take the request (not running, refused the connection, or too old to know
+        the route): nothing was sent to a model and the caller calls it in-process.
+
+    Raises:
+        EmbedderUnavailable: the request was sent but no usable reply came back (a timeout, a
+            broken connection or an HTTP error); the model may have been called, so the caller
+            reports an error reply rather than calling again. The process is then not asked
+            again (for model calls or embeddings) for ``RETRY_AFTER_S``.
+    """
+    import httpx2
+
+    # the entry point's ``configure`` chose the mode (``active`` is not for worker threads)
+    if _STATE["mode"] != "shared" or time.monotonic() < _STATE["retry_at"]:
+        return None
+    try:
+        resp = _client().post("/nl2sql/v1/chat", json=payload, timeout=deadline_s + RELAY_MARGIN_S)
+    except httpx2.ConnectError:
+        return None
+    except httpx2.TimeoutException:
+        _relay_failed(
+            f"no reply from the shared process relaying model calls within "
+            f"{deadline_s + RELAY_MARGIN_S:g} s"
+        )
+    except httpx2.HTTPError as e:
+        _relay_failed(f"the shared process relaying model calls failed: {type(e).__name__}")
+    if resp.status_code in (404, 405):
+        return None
+    if resp.status_code != 200:
+        _relay_failed(
+            f"the shared process relaying model calls answered HTTP "
+            f"{resp.status_code}: {resp.text[:300]}"
+        )
+    with _LOCK:
+        _STATE["relayed"] += 1
+    return resp.json()
+
+
+def _answers() -> bool:
+    """Whether a process answers on the socket right now."""
+    try:
+        return _client().get("/v1/models", timeout=5.0).status_code == 200
+    except Exception:  # noqa: BLE001 - any failure means "not answering"
+        return False
+
+
+def interpreter() -> str:
+    """The Python that runs the embedding process: the venv holding this package, if any.
+
+    Returns:
+        ``<venv>/bin/python3`` when the package sits in a virtual environment (PL/Python's own
+        ``sys.executable`` is not a Python), else ``<sys.base_prefix>/bin/python3``.
+    """
+    venv = (
+        Path(__file__).resolve().parents[5]
+    )  # <venv>/lib/python3.X/site-packages/nl2sql/embedding/
+    if (venv / "pyvenv.cfg").exists() and (venv / "bin" / "python3").exists():
+        return os.fspath(venv / "bin" / "python3")
+    return os.path.join(sys.base_prefix, "bin", "python3")
+
+
+def _spawn(d: Path) -> None:
+    """Start the embedding process, detached, logging to ``embedder.log``."""
+    with open(d / LOG_NAME, "ab") as log:
+        proc = subprocess.Popen(
+            [
+                interpreter(),
+                "-m",
+                "nl2sql.embedding.server",
+                "--dir",
+                os.fspath(d),
+                "--postmaster-pid",
+                str(os.getppid()),
+                "--detach",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            close_fds=True,
+            start_new_session=True,
+            cwd=os.fspath(d.parent),
+            # the folder holding this package first: found also without a venv
+            env={**os.environ, "PYTHONPATH": os.fspath(Path(__file__).resolve().parents[2])},
+        )
+    try:
+        proc.wait(timeout=START_TIMEOUT_S)  # the first fork returns at once
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise EmbedderUnavailable("the shared embedder's launcher hung") from None
+
+
+def _pid(d: Path) -> int | None:
+    try:
+        return int((d / PID_NAME).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _wait_started(d: Path, deadline: float) -> None:
+    """Wait until the process just spawned answers; fail fast when it exited."""
+    where = f"see {LOG_NAME} in the {DIR_NAME} folder of the data directory"
+    while time.monotonic() < deadline:
+        pid = _pid(d)
+        if pid is not None and (d / SOCKET_NAME).exists() and _answers():
+            with _LOCK:
+                _STATE["started"] = pid
+            return
+        if pid is not None and not _alive(pid):
+            raise EmbedderUnavailable(f"the shared embedder exited while starting ({where})")
+        time.sleep(0.05)
+    raise EmbedderUnavailable(
+        f"the shared embedder did not start within {START_TIMEOUT_S:g} s ({where})"
+    )
+
+
+def ensure_running() -> None:
+    """Make sure an embedding process answers on the socket, starting one if none does.
+
+    Serialised by an exclusive ``flock`` on ``start.lock``: one backend starts the process,
+    the others wait for the lock and then find it answering.
+
+    Returns:
+        None.
+
+    Raises:
+        EmbedderUnavailable: the folder is unusable, or no process answered within
+            ``START_TIMEOUT_S`` (the reason names ``embedder.log`` in the embedder folder).
+    """
+    d = private_directory()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with open(d / LOCK_NAME, "a") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EmbedderUnavailable(
+                        "timed out waiting for another backend starting the shared embedder"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            if _answers():
+                return
+            (d / PID_NAME).unlink(missing_ok=True)
+            _spawn(d)
+            _wait_started(d, deadline)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

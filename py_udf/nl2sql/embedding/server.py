@@ -1,0 +1,411 @@
+"""The shared embedding process: one all-MiniLM-L6-v2 per PostgreSQL server, not one per backend.
+
+A backend that needs embeddings (with the setting ``embedder = 'shared'``) asks this process
+over a Unix socket instead of loading ONNX Runtime and the model itself (about 150 MB and half a
+second per backend). ``nl2sql.embedding.client`` starts it when it is not running: the first backend
+that needs it runs ``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID --detach``
+with the interpreter of the venv that holds the package, so it runs as the server's OS user
+(``postgres``), in its own session, detached from the backend (double fork).
+
+It speaks the OpenAI embeddings API (served by uvicorn, the routes by starlette, the request
+checked by pydantic):
+
+* ``POST /v1/embeddings`` with ``{"input": str | [str, ...], "model": "all-MiniLM-L6-v2",
+  "encoding_format": "float" | "base64"}`` → ``{"object": "list", "data": [{"object":
+  "embedding", "index": i, "embedding": [...] | "<base64 of float32 little-endian>"}], "model",
+  "usage"}``; the vectors are ``nl2sql.embedding.encode.embed``'s (ONNX Runtime in this process, or torch
+  when the ONNX file is missing): 384 floats, L2-normalised.
+* ``GET /v1/models`` (the one model; also the liveness check).
+* ``POST /nl2sql/v1/chat`` with ``{"config": <ModelConfig fields>, "messages": [...],
+  "timeout_s", "n", "temperature"}`` → the ``LLMReply``'s fields: a model call a backend
+  relays (``nl2sql.llm.relay_call``, the openai client of this process, imported once here
+  instead of in every backend). The backend's gate sealed the messages before they were
+  sent; the API key is read from this process's environment (the server's, inherited from
+  the backend that started it); errors are redacted here and again in the backend. The call
+  has its own hard deadline (``timeout_s``); a backend that stops waiting (cancelled
+  statement) leaves it to end at that deadline. At most ``MAX_RELAYED`` calls run at once.
+
+Errors are OpenAI-style JSON bodies ``{"error": {"message", "type", "code"}}`` (400 for a bad
+request, 500 when embedding failed).
+
+Files, all in ``DIR`` (``<data directory>/nl2sql_embedder``, mode 0700, made by the client):
+``embed.sock`` (the socket, mode 0600; bound under a temporary name and renamed into place once
+listening, so a client that finds the path finds a ready process), ``embedder.pid`` (written
+first thing, so the starting backend sees a process that died) and ``embedder.log`` (stdout
+and stderr). The process exits by itself when the postmaster it was
+started for is gone, or when ``embed.sock`` no longer is its own socket (another process took
+the place); SIGTERM stops it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Literal
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+SOCKET_NAME = "embed.sock"
+PID_NAME = "embedder.pid"
+LOG_NAME = "embedder.log"
+MAX_INPUTS = 2048  # texts per request (the client sends at most 512)
+MAX_CHARS = 100_000  # characters per text
+CACHE_BELOW = 32  # requests this small use embed's cache (questions, phrases)
+MAX_RELAYED = 128  # relayed model calls running at once (threads)
+WATCH_S = 1.0  # how often the postmaster and the socket are checked
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error"):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": None}}, status_code=status
+    )
+
+
+def _request_model():
+    """The pydantic model of an embeddings request (built on first use)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class EmbeddingRequest(BaseModel):
+        model_config = ConfigDict(extra="ignore")
+        input: str | list[str] = Field(...)
+        model: str = MODEL_NAME
+        encoding_format: Literal["float", "base64"] = "float"
+
+    return EmbeddingRequest
+
+
+def _chat_model():
+    """The pydantic model of a relayed model call (built on first use)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class ChatRelay(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        config: dict
+        messages: list[dict[str, str]] = Field(..., min_length=1)
+        timeout_s: float = Field(..., gt=0, le=86400)
+        n: int = Field(1, ge=1, le=64)
+        temperature: float | None = None
+
+    return ChatRelay
+
+
+def embed_texts(texts: list[str]) -> list[list[float]]:
+    """Embed texts in this process with ``nl2sql.embedding.encode.embed``.
+
+    Args:
+        texts: the texts (at most ``MAX_INPUTS``).
+
+    Returns:
+        One list of 384 floats per text (all-MiniLM-L6-v2, L2-normalised), in input order.
+
+    Raises:
+        EmbeddingError: the model files are missing.
+    """
+    from . import encode as embed
+
+    return embed.embed(texts, cache=len(texts) < CACHE_BELOW, bulk=len(texts) >= CACHE_BELOW)
+
+
+def _encode_vector(vec: list[float], fmt: str):
+    if fmt == "float":
+        return vec
+    import array
+
+    return base64.b64encode(array.array("f", vec).tobytes()).decode("ascii")
+
+
+def create_app():
+    """Build the starlette application (the routes of the module docstring).
+
+    Returns:
+        A ``starlette.applications.Starlette`` ASGI application.
+    """
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    embeddings = _embeddings_endpoint()
+    chat = _chat_endpoint()
+    return Starlette(
+        routes=[
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/models", _models, methods=["GET"]),
+            Route("/nl2sql/v1/chat", chat, methods=["POST"]),
+        ]
+    )
+
+
+def _embeddings_endpoint():
+    """The ``POST /v1/embeddings`` handler (OpenAI's embeddings API)."""
+    from pydantic import ValidationError
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+
+    model_cls = _request_model()
+
+    async def embeddings(request):
+        try:
+            req = model_cls.model_validate_json(await request.body())
+        except ValidationError as e:
+            return _error(400, f"bad embeddings request: {e.errors()[0].get('msg')}")
+        texts = [req.input] if isinstance(req.input, str) else list(req.input)
+        problem = _embeddings_problem(texts, req.model)
+        if problem:
+            return _error(400, problem)
+        try:
+            vecs = await run_in_threadpool(embed_texts, texts)
+        except Exception as e:  # noqa: BLE001 - answered as an API error, logged by the client
+            return _error(
+                500, f"embedding failed: {type(e).__name__}: {str(e)[:300]}", "server_error"
+            )
+        return JSONResponse(_embeddings_body(texts, vecs, req.encoding_format))
+
+    return embeddings
+
+
+def _embeddings_problem(texts: list[str], model: str) -> str | None:
+    """Why an embeddings request is refused (too few or many texts, a text too long, another
+    model), or None."""
+    if not texts or len(texts) > MAX_INPUTS:
+        return f"input must hold 1 to {MAX_INPUTS} texts"
+    if any(len(t) > MAX_CHARS for t in texts):
+        return f"a text is longer than {MAX_CHARS} characters"
+    if model != MODEL_NAME:
+        return f"unknown model {model!r}; this process serves {MODEL_NAME}"
+    return None
+
+
+def _embeddings_body(texts: list[str], vecs: list[list[float]], fmt: str) -> dict:
+    """The embeddings API's answer for ``texts``' vectors (usage counted in words)."""
+    n = sum(len(t.split()) for t in texts)
+    return {
+        "object": "list",
+        "model": MODEL_NAME,
+        "data": [
+            {"object": "embedding", "index": i, "embedding": _encode_vector(v, fmt)}
+            for i, v in enumerate(vecs)
+        ],
+        "usage": {"prompt_tokens": n, "total_tokens": n},
+    }
+
+
+def _chat_endpoint():
+    """The ``POST /nl2sql/v1/chat`` handler: a backend's gated model call, relayed
+    (``llm.relay_call``), at most ``MAX_RELAYED`` at once."""
+    from pydantic import ValidationError
+    from starlette.responses import JSONResponse
+
+    chat_cls = _chat_model()
+    limiter = []
+
+    async def chat(request):
+        import anyio
+
+        from ..model.llm import relay_call
+
+        try:
+            req = chat_cls.model_validate_json(await request.body())
+        except ValidationError as e:
+            return _error(400, f"bad model call: {e.errors()[0].get('msg')}")
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(MAX_RELAYED))
+        try:
+            reply = await anyio.to_thread.run_sync(
+                relay_call,
+                req.config,
+                req.messages,
+                req.timeout_s,
+                req.n,
+                req.temperature,
+                limiter=limiter[0],
+            )
+        except TypeError as e:
+            return _error(400, f"bad model configuration: {e}")
+        return JSONResponse(reply)
+
+    return chat
+
+
+async def _models(request):
+    """The ``GET /v1/models`` handler: the one model served, with this process's pid."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [
+                {
+                    "id": MODEL_NAME,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "nl2sql",
+                    "pid": os.getpid(),
+                }
+            ],
+        }
+    )
+
+
+def bind_socket(directory: Path) -> socket.socket:
+    """Bind and listen on ``directory/embed.sock`` (mode 0600), atomically replacing a stale one.
+
+    The socket is bound under a temporary name and renamed into place once it listens.
+
+    Args:
+        directory: the private folder (mode 0700) of the socket.
+
+    Returns:
+        The listening socket.
+
+    Raises:
+        OSError: the folder is missing or not writable, or the path is too long for a socket.
+    """
+    final = directory / SOCKET_NAME
+    tmp = directory / f".{SOCKET_NAME}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(os.fspath(tmp))
+    finally:
+        os.umask(old)
+    os.chmod(tmp, 0o600)
+    sock.listen(256)
+    os.replace(tmp, final)
+    return sock
+
+
+def _preload_openai() -> None:
+    """Import the openai client for relayed model calls while the first requests come in."""
+    import importlib
+
+    try:
+        importlib.import_module("openai")
+        importlib.import_module("nl2sql.model.llm")
+    except Exception as e:  # noqa: BLE001 - a relayed call reports it when it imports again
+        print(
+            f"nl2sql embedder {os.getpid()}: cannot import the openai client "
+            f"({type(e).__name__}: {e})",
+            flush=True,
+        )
+
+
+def _watch(server, directory: Path, postmaster_pid: int, ino: int) -> None:
+    """Ask uvicorn to exit once the postmaster is gone or the socket path is not ours."""
+    while not server.should_exit:
+        time.sleep(WATCH_S)
+        try:
+            os.kill(postmaster_pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            alive = True
+        try:
+            ours = (directory / SOCKET_NAME).stat().st_ino == ino
+        except OSError:
+            ours = False
+        if not alive or not ours:
+            print(
+                f"nl2sql embedder {os.getpid()}: exiting ("
+                f"{'postmaster gone' if not alive else 'socket replaced or removed'})",
+                flush=True,
+            )
+            server.should_exit = True
+
+
+def serve(directory: Path, postmaster_pid: int) -> int:
+    """Load the model, listen on ``directory/embed.sock`` and serve until told to stop.
+
+    Args:
+        directory: the private folder of the socket, pid and log files.
+        postmaster_pid: the postmaster this process serves; it exits when that process is gone.
+
+    Returns:
+        The exit status, 0.
+
+    Raises:
+        EmbeddingError: the model cannot be loaded.
+        OSError: the socket cannot be bound.
+    """
+    import uvicorn
+
+    t0 = time.monotonic()
+    embed_texts(["warm-up"])  # load the engine before anyone can connect
+    sock = bind_socket(directory)
+    # the relayed model calls' client, imported once for the server (not in every backend)
+    threading.Thread(target=_preload_openai, daemon=True, name="nl2sql-preload").start()
+    ino = (directory / SOCKET_NAME).stat().st_ino
+    print(
+        f"nl2sql embedder {os.getpid()}: ready in {time.monotonic() - t0:.2f} s, serving "
+        f"{MODEL_NAME} for postmaster {postmaster_pid}",
+        flush=True,
+    )
+    config = uvicorn.Config(
+        create_app(), lifespan="off", log_level="warning", access_log=False, timeout_keep_alive=300
+    )
+    server = uvicorn.Server(config)
+    threading.Thread(
+        target=_watch,
+        args=(server, directory, postmaster_pid, ino),
+        daemon=True,
+        name="nl2sql-embedder-watch",
+    ).start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        try:
+            if (directory / SOCKET_NAME).stat().st_ino == ino:
+                (directory / SOCKET_NAME).unlink()
+        except OSError:
+            pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line ``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID [--detach]``.
+
+    ``--detach`` forks once more and returns at once in the parent (the caller, already in a
+    new session, reaps it), so the serving process is no child of the backend that started it.
+
+    Args:
+        argv: command-line arguments without the program name; None reads ``sys.argv``.
+
+    Returns:
+        The exit status: 0, or 1 when the model or the socket could not be set up (the reason
+        is printed to stderr, i.e. ``embedder.log``).
+
+    Raises:
+        SystemExit: bad arguments (argparse).
+    """
+    ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding.server", description=__doc__)
+    ap.add_argument("--dir", type=Path, required=True)
+    ap.add_argument("--postmaster-pid", type=int, required=True)
+    ap.add_argument("--detach", action="store_true")
+    args = ap.parse_args(argv)
+    if args.detach and os.fork() > 0:
+        os._exit(0)
+    # first thing: the starting backend watches this pid (a process that dies fails fast)
+    (args.dir / PID_NAME).write_text(f"{os.getpid()}\n")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return serve(args.dir, args.postmaster_pid)
+    except Exception as e:  # noqa: BLE001 - reported in the log the client points to
+        print(
+            f"nl2sql embedder {os.getpid()}: cannot serve: {type(e).__name__}: {e}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

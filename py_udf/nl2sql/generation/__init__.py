@@ -1,0 +1,15 @@
+"""From model text to executed candidates: cleaning, SQLite semantics, the read-only and privilege
+checks, value alignment, time-limited execution, repair rounds, and the session state a candidate
+could leave behind.
+"""
+
+__all__ = [
+    "alignment",
+    "candidates",
+    "cleaning",
+    "execute",
+    "repair",
+    "safety",
+    "session_state",
+    "sqlite_rules",
+]

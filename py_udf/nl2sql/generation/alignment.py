@@ -1,0 +1,362 @@
+"""Value alignment: a string literal that a candidate compares with a column, but that is not a
+cell value of that column, is replaced by the closest indexed value of the column.
+
+Models write 'stealth' where the data says 'Stealth', 'USA' where it says 'United States',
+'Dark Horse' where it says 'Dark Horse Comics'; the query then runs and returns nothing. For each
+comparison ``column = 'literal'``, ``column <> 'literal'`` and ``column IN ('a', 'b')`` whose
+column resolves (through the query's table aliases, or uniquely among the tables it reads) to an
+indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order:
+
+1. exactly — a cell value: nothing to do;
+2. case-insensitively (``lower(value) = lower(literal)``);
+3. by trigram similarity (pg_trgm ``similarity``) ≥ ``align_min_trigram``;
+4. by embedding cosine similarity (pgvector, all-MiniLM-L6-v2) ≥ ``align_min_cosine``.
+
+Values are read through SQL function ``nl2sql._column_values`` (exact, case, trigram; an index
+scan of the one column) and view ``nl2sql.visible_cell_value`` (the embedding fallback): only
+columns the calling role may SELECT and whose values the value policy allows are looked up. A
+literal is only replaced when the column's index is complete (not marked partially indexed by
+the indexer, ``values_complete``, and fewer indexed values than the ``values_per_column`` cap)
+and the literal is no longer than ``value_max_chars``: otherwise the literal could be a real
+value that was not indexed. The embedding step is skipped when
+``align_min_cosine`` is above 1. Each replacement is recorded (column, from, to, method,
+score) in the candidate's trace. Parsing and rewriting use sqlglot.
+
+Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
+database's values (value retrieval by exact match, edit/trigram similarity and embeddings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from ..core import spi
+from ..core.names import Names, resolve
+from ..core.types import Schema
+
+# Most literals of one candidate looked up for alignment (the first ones, in tree order). Each
+# lookup may be an SPI query and an embedding; a model's IN list of thousands of strings would
+# otherwise cost thousands of them. A real query compares a handful of literals.
+MAX_ALIGNED_LITERALS = 50
+
+
+@dataclass
+class Lookup:
+    """The best indexed value for one (column, literal), or why there is none.
+
+    Attributes:
+        value: str, the indexed value to use; None when nothing is close enough or the column
+            cannot be aligned.
+        method: str, how ``value`` was found: ``exact``, ``case``, ``trigram`` or ``vector``;
+            None with no value.
+        score: float, 1.0 for ``exact`` and ``case``, pg_trgm similarity (0..1) for
+            ``trigram``, cosine similarity for ``vector``, rounded to 4 digits; None with no
+            value.
+        reason: str, why there is no value (for the trace); None when there is one.
+    """
+
+    value: str | None
+    method: str | None = None  # exact | case | trigram | vector
+    score: float | None = None
+    reason: str | None = None
+
+
+def _table_lookup(schema: Schema) -> dict[str, Any]:
+    """Schema tables by prompt name and by ``schema.table``, lower-cased."""
+    out: dict[str, Any] = {t.name.lower(): t for t in schema.tables}
+    out.update({f"{t.schema}.{t.table}".lower(): t for t in schema.tables})
+    return out
+
+
+def resolve_column(
+    col: exp.Column, names: Names, lookup: dict[str, Any]
+) -> tuple[str, str, str] | None:
+    """Find the schema column a column reference means.
+
+    Args:
+        col: a column reference (``exp.Column``) of the query ``names`` was resolved from.
+        names: ``names.resolve`` of the query.
+        lookup: ``_table_lookup`` of the schema (tables by lower-cased prompt name and
+            ``schema.table``).
+
+    Returns:
+        (schema, table, column) names as the schema spells them, when exactly one relation the
+        reference may belong to (its qualifier's, or for an unqualified one, those of its scope)
+        has a column of that name (case-insensitive); None otherwise.
+    """
+    name = col.name.lower()
+    tables = list(
+        {
+            id(t): t
+            for t in (lookup.get(r.key) for r in names.column_relations(col))
+            if t is not None
+        }.values()
+    )
+    hits = [
+        (t.schema, t.table, c.name) for t in tables for c in t.columns if c.name.lower() == name
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def literal_comparisons(
+    tree: exp.Expression, schema: Schema
+) -> list[tuple[exp.Literal, tuple[str, str, str]]]:
+    """Find the string literals compared with a resolvable column.
+
+    The comparisons are ``column = 'literal'`` and ``column <> 'literal'`` / ``!=`` (the column
+    on either side) and ``column IN ('a', 'b')`` (string literals of the list).
+
+    Args:
+        tree: the candidate's sqlglot tree; not changed.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+
+    Returns:
+        list of (literal node, (schema, table, column)) pairs in tree order; comparisons whose
+        column does not resolve to exactly one schema column are left out.
+    """
+    names, lookup = resolve(tree), _table_lookup(schema)
+    out: list[tuple[exp.Literal, tuple[str, str, str]]] = []
+    for node in tree.find_all(exp.EQ, exp.NEQ, exp.In):
+        if isinstance(node, exp.In):
+            col, lits = node.this, list(node.expressions)
+        else:
+            a, b = node.this, node.expression
+            col, lits = (a, [b]) if isinstance(a, exp.Column) else (b, [a])
+        if not isinstance(col, exp.Column):
+            continue
+        lits = [x for x in lits if isinstance(x, exp.Literal) and x.is_string]
+        if not lits:
+            continue
+        where = resolve_column(col, names, lookup)
+        if where is None:
+            continue
+        out.extend((lit, where) for lit in lits)
+    return out
+
+
+class ValueIndex:
+    """Look up values in ``nl2sql.cell_value`` for one question, with a cache.
+
+    The same literal in nine candidates is looked up once. Runs on the backend's main thread
+    (``plpy`` is not thread-safe).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        values_per_column: int, the indexer's cap on values kept per column; a column with that
+            many indexed values may be incomplete and is not aligned.
+        value_max_chars: int, the longest value (in characters) the indexer keeps; a longer
+            literal is not aligned.
+        min_trigram: float in [0, 1], the least pg_trgm similarity for a trigram match.
+        min_cosine: float, the least cosine similarity for an embedding match; above 1.0 turns
+            the embedding fallback off.
+        partial: (schema, table, column) of the columns the indexer marked partially indexed
+            (``value_policy.partial_columns``); they are not aligned.
+
+    Attributes:
+        lookups: int, how many literals were looked up in the database so far (cache misses
+            that passed the column checks).
+    """
+
+    def __init__(
+        self,
+        plpy,
+        values_per_column: int,
+        value_max_chars: int,
+        min_trigram: float,
+        min_cosine: float,
+        partial: set[tuple[str, str, str]] | frozenset = frozenset(),
+    ):
+        self.plpy = plpy
+        self.partial = set(partial)
+        self.cap = values_per_column
+        self.max_chars = value_max_chars
+        self.min_trigram = min_trigram
+        self.min_cosine = min_cosine
+        self._counts: dict[tuple[str, str, str], int] = {}
+        self._cache: dict[tuple[str, str, str, str], Lookup] = {}
+        self.lookups = 0
+
+    def column_count(self, col: tuple[str, str, str]) -> int:
+        """Count the indexed values of a column that the calling role may read.
+
+        Read through SQL function ``nl2sql._column_values`` (the role's SELECT privilege on the
+        column and the value policy); cached per column.
+
+        Args:
+            col: (schema, table, column) names.
+
+        Returns:
+            int: the number of indexed values; 0 when the column is not indexed, not readable or its
+            values are withheld (such values never reach a candidate or a prompt).
+        """
+        if col not in self._counts:
+            rows = spi.query(
+                self.plpy,
+                "SELECT n_values AS n FROM nl2sql._column_values("
+                "current_user, $1, $2, $3, NULL, NULL, 0)",
+                list(col),
+                ["name", "name", "name"],
+            )
+            self._counts[col] = int(rows[0]["n"])
+        return self._counts[col]
+
+    def closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
+        """Find the best indexed value of ``col`` for ``literal`` (cached per column and literal).
+
+        Tried in order (module docstring): exact, case-insensitive, trigram similarity ≥
+        ``min_trigram`` (SQL function ``nl2sql._column_values``), then embedding cosine similarity
+        ≥ ``min_cosine`` (view ``nl2sql.visible_cell_value``). Nothing is looked up when the column
+        has no readable values, holds ``values_per_column`` values or more or is marked partially
+        indexed (the index may be incomplete), or the literal is blank or longer than
+        ``value_max_chars``.
+
+        Source: OpenSearch-SQL (Xie et al. 2024) §3.5, value alignment.
+
+        Args:
+            col: (schema, table, column) names.
+            literal: the literal's text as the candidate wrote it.
+
+        Returns:
+            Lookup: the value with its method and score, or ``value`` None with the reason.
+
+        Raises:
+            EmbeddingError: the embedding fallback is reached and the embedding model cannot be
+                loaded (raised by ``embed.embed``).
+        """
+        key = (*col, literal)
+        if key in self._cache:
+            return self._cache[key]
+        res = self._closest(col, literal)
+        self._cache[key] = res
+        return res
+
+    def _closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
+        n = self.column_count(col)
+        if n == 0:
+            return Lookup(None, reason="column has no indexed cell values")
+        if n >= self.cap:
+            return Lookup(
+                None, reason=f"column has {n} indexed values (the cap): index may be incomplete"
+            )
+        if col in self.partial:
+            return Lookup(
+                None,
+                reason="column is partially indexed (more distinct values than "
+                "values_per_column, or sampled)",
+            )
+        if len(literal) > self.max_chars or not literal.strip():
+            return Lookup(None, reason="literal longer than value_max_chars or blank")
+        self.lookups += 1
+        rows = spi.query(
+            self.plpy,
+            "SELECT value, score FROM nl2sql._column_values(current_user, $1, $2, $3, $4, $5, 1)",
+            [*col, literal, self.min_trigram],
+            ["name", "name", "name", "text", "float8"],
+        )
+        if rows and rows[0]["value"] is not None:
+            v = rows[0]["value"]
+            if v == literal:
+                return Lookup(literal, "exact", 1.0)
+            if v.lower() == literal.lower():
+                return Lookup(v, "case", 1.0)
+            return Lookup(v, "trigram", round(float(rows[0]["score"]), 4))
+        if self.min_cosine > 1.0:
+            return Lookup(None, reason="no value within the trigram threshold")
+        from ..embedding.encode import embed, to_pgvector
+
+        vec = to_pgvector(embed([literal])[0])
+        rows = spi.query(
+            self.plpy,
+            "SELECT value, 1 - (embedding <=> $4::vector) AS cos "
+            "FROM nl2sql.visible_cell_value WHERE schema_name = $1 AND "
+            "table_name = $2 AND column_name = $3 "
+            "ORDER BY embedding <=> $4::vector LIMIT 1",
+            [*col, vec],
+            ["text", "text", "text", "text"],
+        )
+        if rows and float(rows[0]["cos"]) >= self.min_cosine:
+            return Lookup(rows[0]["value"], "vector", round(float(rows[0]["cos"]), 4))
+        best = f" (best {rows[0]['value']!r} at cosine {float(rows[0]['cos']):.2f})" if rows else ""
+        return Lookup(None, reason=f"no value close enough{best}")
+
+    def nearest_values(self, col: tuple[str, str, str], literal: str, k: int = 3) -> list[str]:
+        """List the indexed values of ``col`` most similar to ``literal``, for repair prompts.
+
+        Ordered as ``nl2sql._column_values`` orders them: equal, equal ignoring case, then by
+        pg_trgm similarity (no threshold).
+
+        Args:
+            col: (schema, table, column) names.
+            literal: the literal's text.
+            k: int, how many values at most.
+
+        Returns:
+            list[str] of up to ``k`` values, best first; empty when the role may read no indexed
+            value of the column.
+        """
+        if self.column_count(col) == 0:
+            return []
+        rows = spi.query(
+            self.plpy,
+            "SELECT value FROM nl2sql._column_values(current_user, $1, $2, "
+            "$3, $4, NULL, $5) WHERE value IS NOT NULL",
+            [*col, literal, k],
+            ["name", "name", "name", "text", "int4"],
+        )
+        return [r["value"] for r in rows]
+
+
+def align_values(
+    tree: exp.Expression, schema: Schema, index: ValueIndex
+) -> tuple[exp.Expression, list[dict[str, Any]]]:
+    """Replace each compared literal that is not a cell value of its column by the closest value.
+
+    See the module docstring for which comparisons and which lookups. A literal that cannot be
+    aligned is left as is. Only the first ``MAX_ALIGNED_LITERALS`` compared literals are
+    looked up.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
+    database's values.
+
+    Args:
+        tree: the candidate's sqlglot tree; may be shared (``sqlcheck.parse_shared``) and is not
+            changed.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        index: the question's ValueIndex.
+
+    Returns:
+        (tree, alignments): ``tree`` itself when nothing changed, else a changed copy; and the
+        list of alignments, dicts ``{"column": "schema.table.column", "from", "to", "method",
+        "score"}``, one per replaced literal.
+
+    Raises:
+        EmbeddingError: as ``ValueIndex.closest``.
+    """
+    done: list[dict[str, Any]] = []
+    replace: list[tuple[int, str]] = []
+    found_in = literal_comparisons(tree, schema)
+    for i, (lit, col) in enumerate(found_in[:MAX_ALIGNED_LITERALS]):
+        text = lit.this
+        found = index.closest(col, text)
+        if found.value is None or found.method == "exact" or found.value == text:
+            continue
+        replace.append((i, found.value))
+        done.append(
+            {
+                "column": ".".join(col),
+                "from": text,
+                "to": found.value,
+                "method": found.method,
+                "score": found.score,
+            }
+        )
+    if not replace:
+        return tree, done
+    tree = tree.copy()
+    in_copy = literal_comparisons(tree, schema)  # the same traversal: the same order
+    for i, value in replace:
+        in_copy[i][0].replace(exp.Literal.string(value))
+    return tree, done

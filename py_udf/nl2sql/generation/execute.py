@@ -1,0 +1,318 @@
+"""Executing candidates inside the database: read-only, always rolled back, time-limited.
+
+Mechanisms (verified on PG 15):
+- read-only: ``nl2sql._run_candidate`` (PL/pgSQL) does ``SET LOCAL transaction_read_only = on``
+  and then EXECUTEs the candidate, so the server itself refuses any write; the whole call runs
+  in an explicit subtransaction that is always rolled back afterwards.
+- time limit: statement_timeout does not bound SPI and Python threads cannot interrupt it, so a
+  watchdog process sends this backend SIGINT (what pg_cancel_backend sends) at the deadline;
+  it is disarmed as soon as the candidate finishes, and a cancel that raced the finish is
+  absorbed. One watchdog process serves the backend for its lifetime.
+- rows: at most ``max_rows`` rows are fetched for voting; more are flagged as truncated.
+- bytes: at most ``max_bytes`` (setting ``max_result_bytes``) of row_to_json text; the helper
+  fetches row by row with a running byte sum and abandons a larger result in the database
+  (one NULL row marks it), so it is never materialised whole; the candidate is refused with
+  the reason ``result too large``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from ..core import spi
+from ..core.errors import CandidateRefused, ResultTooLarge
+from ..core.sqlcheck import has_top_level_order
+from ..core.types import Candidate, Status
+from ..selection.vote import result_signature, row_from_json
+from . import session_state
+
+
+class _Rollback(Exception):
+    """Raised inside the subtransaction to roll it back after a successful execution."""
+
+
+# The watchdog helper: one bash process per backend, kept between candidates (starting a
+# process per candidate cost ~1-2 ms each, more from a backend holding the embedding model).
+# Protocol on its stdin/stdout: "arm <seconds>" starts the clock; the next line ("disarm")
+# stops it and is answered "ok", or "fired" when SIGINT was already sent. It exits when the
+# backend closes the pipe (backend exit), also while armed.
+_HELPER_SCRIPT = r"""
+pid=$1
+while IFS= read -r line; do
+  case "$line" in
+    arm\ *)
+      secs=${line#arm }
+      if IFS= read -r -t "$secs" line2; then
+        echo ok
+      else
+        rc=$?
+        if [ "$rc" -gt 128 ]; then
+          kill -INT "$pid"
+          echo fired
+          IFS= read -r line2 || exit 0
+        else
+          exit 0
+        fi
+      fi ;;
+    *) echo ok ;;
+  esac
+done
+"""
+_HELPER: dict[int, subprocess.Popen] = {}
+
+
+def _helper(pid: int) -> subprocess.Popen:
+    proc = _HELPER.get(pid)
+    if proc is None or proc.poll() is not None:
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", _HELPER_SCRIPT, "nl2sql-watchdog", str(int(pid))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            close_fds=True,
+            start_new_session=True,
+        )
+        _HELPER[pid] = proc
+    return proc
+
+
+class Watchdog:
+    """Send SIGINT to ``pid`` after ``timeout_ms`` unless stopped first.
+
+    A helper process keeps the clock (so it fires even while this backend is busy inside SPI);
+    it is started once per backend and re-armed for each candidate. Constructing arms it.
+
+    Args:
+        pid: the process id of the backend to signal (``os.getpid()``).
+        timeout_ms: milliseconds until the signal (at least 1).
+
+    Raises:
+        BrokenPipeError: (or OSError) when the helper cannot be armed, even after a restart.
+    """
+
+    def __init__(self, pid: int, timeout_ms: int):
+        secs = max(timeout_ms, 1) / 1000.0
+        for attempt in (0, 1):
+            self.proc = _helper(pid)
+            try:
+                self.proc.stdin.write(f"arm {secs:.3f}\n".encode())
+                return
+            except (BrokenPipeError, OSError):
+                _HELPER.pop(pid, None)
+                if attempt:
+                    raise
+
+    def stop(self) -> bool:
+        """Stop the clock.
+
+        Returns:
+            True when the helper had already sent the signal; False otherwise (also when the
+            helper is gone).
+        """
+        try:
+            self.proc.stdin.write(b"disarm\n")
+            return self.proc.stdout.readline().strip() == b"fired"
+        except (BrokenPipeError, OSError):
+            return False
+
+
+def _is_cancel(e: Exception) -> bool:
+    return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
+
+
+_RUN_SQL = "SELECT r FROM nl2sql._run_candidate($1, $2, $3, $4) AS r"
+_RUN_TYPES = ("text", "text", "int4", "int8")
+DEFAULT_MAX_BYTES = 50_000_000  # the default of the setting max_result_bytes
+
+
+def _too_large(max_bytes: int) -> str:
+    return (
+        f"result too large: more than {max_bytes} bytes of rows (max_result_bytes); "
+        f"the query was stopped before its whole result was fetched"
+    )
+
+
+def _readonly_rows(
+    plpy,
+    sql: str,
+    search_path: str,
+    timeout_ms: int,
+    max_rows: int,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> tuple[list[str | None], float, bool]:
+    """Run ``sql`` through ``nl2sql._run_candidate`` in a subtransaction that is always rolled
+    back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, the last
+    one None when the result passed ``max_bytes``, elapsed ms, whether the watchdog fired).
+    Raises plpy.SPIError when the query fails or is cancelled."""
+    rows: list[str] = []
+    dog = Watchdog(os.getpid(), timeout_ms)
+    t0 = time.perf_counter()
+    failed = False
+    try:
+        with plpy.subtransaction():
+            rows = [
+                r["r"]
+                for r in spi.query(
+                    plpy, _RUN_SQL, [sql, search_path, max_rows, max_bytes], _RUN_TYPES
+                )
+            ]
+            raise _Rollback()
+    except _Rollback:
+        pass
+    except plpy.SPIError:
+        failed = True
+        raise
+    finally:
+        elapsed = (time.perf_counter() - t0) * 1000
+        fired = dog.stop()
+        if fired and not failed:
+            # the signal may still be pending: let it land on a throwaway statement
+            try:
+                with plpy.subtransaction():
+                    spi.cancel_point(plpy)
+            except plpy.SPIError:
+                pass
+    return rows, elapsed, fired
+
+
+def run_candidate(
+    plpy,
+    cand: Candidate,
+    search_path: str,
+    timeout_ms: int,
+    max_rows: int,
+    ordered: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Candidate:
+    """Execute ``cand.sql`` (already checked) and fill its outcome in place.
+
+    Runs through ``nl2sql._run_candidate`` in a read-only subtransaction that is always rolled
+    back, so writes are impossible, under the watchdog's wall-clock limit. A session-level
+    advisory lock the candidate took (it survives the rollback) is released and the candidate
+    refused (``session_state``); the caller's own locks stay held.
+
+    Source: MCS-SQL (Lee et al. 2024) §3.3 and OpenSearch-SQL (Xie et al. 2024) §3.6, candidates
+    executed and filtered by outcome before voting.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        cand: the candidate; ``cand.sql`` must have passed the check.
+        search_path: the caller's search_path text, so names resolve as the user's would.
+        timeout_ms: wall-clock limit in milliseconds; on expiry status is ``timeout``.
+        max_rows: most rows fetched for the result hash; more set ``truncated``.
+        ordered: when True the row order counts in the result hash (else a multiset).
+        max_bytes: most bytes of row_to_json text fetched (setting ``max_result_bytes``); a
+            larger result is stopped in the database and the candidate refused.
+
+    Returns:
+        ``cand``, with ``status`` ``ok`` (and ``result_hash``, ``row_count``, ``truncated``,
+        ``sample_rows``), ``error`` (``reason`` the server's first message line, at most 500
+        characters), ``timeout``, or ``refused`` with the reason ``result too large: ...``;
+        ``exec_ms`` in milliseconds in every case.
+
+    Raises:
+        plpy.SPIError: the user's own cancel (Ctrl-C, ``pg_cancel_backend``) before the time
+            limit is re-raised, never swallowed.
+    """
+    before = session_state.advisory_locks(plpy)
+    try:
+        _run_and_record(plpy, cand, search_path, timeout_ms, max_rows, ordered, max_bytes)
+    finally:
+        taken = session_state.release_new(plpy, before)
+    if taken:
+        cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
+        cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
+    return cand
+
+
+def _run_and_record(
+    plpy,
+    cand: Candidate,
+    search_path: str,
+    timeout_ms: int,
+    max_rows: int,
+    ordered: bool,
+    max_bytes: int,
+) -> Candidate:
+    t0 = time.perf_counter()
+    try:
+        rows, elapsed, _ = _readonly_rows(
+            plpy, cand.sql, search_path, timeout_ms, max_rows, max_bytes
+        )
+    except plpy.SPIError as err:
+        elapsed = (time.perf_counter() - t0) * 1000
+        cand.exec_ms = round(elapsed, 3)
+        if _is_cancel(err):
+            if elapsed >= timeout_ms * 0.9:
+                cand.status, cand.reason = (
+                    Status.TIMEOUT,
+                    f"cancelled after {timeout_ms} ms time limit",
+                )
+                return cand
+            raise  # the user's own cancel
+        cand.status = Status.ERROR
+        cand.reason = str(err).splitlines()[0][:500]
+        cand.sqlstate = getattr(err, "sqlstate", None)
+        return cand
+    cand.exec_ms = round(elapsed, 3)
+    if rows and rows[-1] is None:
+        cand.status, cand.reason = Status.REFUSED, _too_large(max_bytes)
+        return cand
+    cand.truncated = len(rows) > max_rows
+    parsed = [row_from_json(r) for r in rows[:max_rows]]
+    cand.row_count = len(parsed)
+    # shown to a multiple-choice selector through gate.Gate.rows (whole rows parse as JSON)
+    cand.sample_rows = [r[:2000] for r in rows[:3]]
+    cand.result_hash = result_signature(parsed, ordered=ordered)
+    cand.order_hash = result_signature(parsed, ordered=True) if _orders_rows(cand.sql) else None
+    cand.status = Status.OK
+    return cand
+
+
+def _orders_rows(sql: str) -> bool:
+    """Whether ``sql``'s outermost statement has an ORDER BY (False when it does not parse)."""
+    try:
+        return has_top_level_order(sql)
+    except CandidateRefused:
+        return False
+
+
+def fetch_rows(
+    plpy,
+    sql: str,
+    search_path: str,
+    timeout_ms: int,
+    max_rows: int,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[str]:
+    """Fetch the rows of a checked query, read-only and time-limited (used by ``nl2sql.ask``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the query; it must have passed the check.
+        search_path: the caller's search_path text.
+        timeout_ms: wall-clock limit in milliseconds.
+        max_rows: most rows returned.
+        max_bytes: most bytes of row_to_json text returned (setting ``max_result_bytes``).
+
+    Returns:
+        At most ``max_rows`` rows, each a ``row_to_json`` text.
+
+    Raises:
+        plpy.SPIError: the query failed or was cancelled (time limit or the user's cancel).
+        CandidateRefused: the query took a session-level advisory lock (released again).
+        ResultTooLarge: the rows passed ``max_bytes`` (the query was stopped there).
+    """
+    before = session_state.advisory_locks(plpy)
+    try:
+        rows, _, _ = _readonly_rows(plpy, sql, search_path, timeout_ms, max_rows, max_bytes)
+    finally:
+        taken = session_state.release_new(plpy, before)
+    if taken:
+        raise CandidateRefused(session_state.refusal(taken))
+    if rows and rows[-1] is None:
+        raise ResultTooLarge(_too_large(max_bytes))
+    return rows[:max_rows]

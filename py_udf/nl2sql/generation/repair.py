@@ -1,0 +1,348 @@
+"""Repair: a candidate that fails or returns no rows gets further model rounds with the error.
+
+Each round, every candidate that is refused by the check (other than for having no answer),
+fails in execution, times out, or returns an empty result is sent back to the model that wrote
+it, concurrently: its prompt, its SQL, what went wrong (the server's error message, the time
+limit, or "empty result"), and the relevant cell values (the indexed values nearest to each
+string literal it compares with a column, and the values found in the question). The answer is
+cleaned, checked, aligned and executed like any candidate. A candidate stops at the first
+non-empty successful execution, when the model answers with the same SQL again, or after
+``max_rounds`` (at most 3) rounds; every round is recorded in ``candidate.repairs``. The
+candidate keeps its best attempt (non-empty result > empty result > failure).
+
+Sources: ReBoost (Sui et al. 2023) §3.3, SQL boosting on execution errors and empty results,
+at most 3 tries; OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type with the
+relevant values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..core.errors import CandidateRefused
+from ..core.spi import quote_literal
+from ..core.sqlcheck import parse_one
+from ..core.types import Candidate, ModelConfig, Status
+from ..model import prompts
+from ..model.gate import Gate
+from ..model.llm import call_models
+from .alignment import literal_comparisons
+from .cleaning import clean
+
+MAX_ROUNDS = 3
+
+
+class RepairOutcome(StrEnum):
+    """A repair round's status when no new SQL was executed (otherwise the round's status is
+    the trial's ``types.Status``); string-valued, so the trace's JSON is unchanged."""
+
+    NO_ANSWER = "no answer"  # the model gave no answer this round
+    UNCHANGED = "unchanged"  # the model repeated its SQL: repair stopped
+
+
+def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
+    """Say what went wrong with a candidate, for the repair prompt.
+
+    The reason is the check's or the database's message; with a gate, the message passes
+    ``Gate.error`` (quoted data withheld while values are withheld).
+
+    Args:
+        c: a checked and executed (or refused) candidate.
+        gate: the call's gate, or None for the message as it is (what the trace keeps).
+
+    Returns:
+        One sentence on the problem (empty result, refusal with its reason, timeout, execution
+        error with the server's message), or None when the candidate needs no repair (a
+        non-empty result) or cannot be repaired (the model gave no answer, cleaning refused
+        its answer before any parse, or an unknown status).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type; ReBoost (Sui et
+    al. 2023) §3.3, empty results count as failures.
+    """
+    if c.status == Status.OK:
+        return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
+    if c.status == Status.REFUSED and (
+        (c.reason or "").startswith("no answer") or c.cleaning[-1:] == ["refused"]
+    ):
+        return None  # no answer; or past cleaning's caps, a NUL, only a comment: nothing to show
+    reason = gate.error("repair", c.reason, c.sql or c.raw_text, c.sqlstate) if gate else c.reason
+    if c.status == Status.REFUSED:
+        return f"the query was refused: {reason}"
+    if c.status == Status.TIMEOUT:
+        return f"the query did not finish within the time limit ({reason})"
+    if c.status == Status.ERROR:
+        return f"the query failed with the error: {reason}"
+    return None
+
+
+def _rank(c: Candidate) -> int:
+    if c.status == Status.OK:
+        return 2 if (c.row_count or 0) > 0 else 1
+    return 0
+
+
+def repair_prompt(
+    base_prompt: str,
+    sql: str | None,
+    problem: str,
+    values: list[str],
+    round_no: int,
+    max_rounds: int,
+) -> str:
+    """Build the repair request for one candidate.
+
+    The previous SQL, the problem, the relevant cell values and a request for a corrected
+    PostgreSQL query are inserted before the question line (``QUESTION_MARKER``), which stays
+    last; without that line they are appended.
+
+    Args:
+        base_prompt: the prompt the candidate answered (PreSQL or FinSQL user message).
+        sql: the candidate's previous SQL (or its raw answer); None for none.
+        problem: what went wrong (``feedback``).
+        values: relevant cell values as ``table.column: 'v1', 'v2'`` strings
+            (``relevant_values``); empty for none.
+        round_no: this round's number, from 1.
+        max_rounds: number of rounds in all, shown to the model.
+
+    Returns:
+        The repair prompt text (a user message).
+
+    Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting with the execution feedback;
+    OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
+    """
+    i = base_prompt.rfind(prompts.QUESTION_MARKER)
+    head, tail = (base_prompt[:i], base_prompt[i:]) if i >= 0 else (base_prompt, "")
+    parts = [
+        head.rstrip(),
+        f"/* Repair round {round_no} of {max_rounds}: your previous query for this "
+        f"question was: */\n{(sql or '').strip()};",
+        f"/* Problem: {problem} */",
+    ]
+    if values:
+        parts.append("/* Relevant cell values: " + "; ".join(values) + " */")
+    parts.append("/* Write a corrected PostgreSQL query that answers the question. */")
+    if tail:
+        parts.append(tail)
+    return "\n\n".join(parts)
+
+
+def relevant_values(
+    c: Candidate, ev, question_values: list[dict], gate: Gate | None = None
+) -> list[str]:
+    """Collect the cell values worth showing for a failing candidate.
+
+    First, for each of the first 5 string literals the candidate's SQL compares with a
+    column, that column's 3 nearest indexed values; then up to 5 values found in the
+    question. SQL that does not parse contributes nothing.
+
+    Args:
+        c: the failing candidate.
+        ev: the question's ``generation.Evaluator`` (its ``schema`` and ``values``; no
+            literal lookup when ``ev.values`` is None).
+        question_values: values retrieved for the question, as ``ValueMatch.to_json()`` dicts
+            (keys ``table``, ``column``, ``value``).
+        gate: the call's gate: values of withheld columns are dropped (``Gate.values``);
+            None keeps them all.
+
+    Returns:
+        Distinct strings of the form ``table.column: 'v1', 'v2'`` (single quotes in values
+        doubled).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
+    """
+    found: list[tuple[str, str, str]] = []
+    if c.sql and ev.values is not None:
+        try:
+            tree = parse_one(c.sql)
+            for lit, col in literal_comparisons(tree, ev.schema)[:5]:
+                near = ev.values.nearest_values(col, lit.this, 3)
+                if near:
+                    found.append((col[1], col[2], ", ".join(quote_literal(v) for v in near)))
+        except CandidateRefused:
+            pass
+    for v in question_values[:5]:
+        t = (v["table"], v["column"], quote_literal(v["value"]))
+        if t not in found:
+            found.append(t)
+    if gate is not None:
+        return gate.value_lines("repair", found)
+    return [f"{t}.{col}: {vals}" for t, col, vals in found]
+
+
+def repair_loop(
+    cands: list[Candidate],
+    models: dict[str, ModelConfig],
+    prompt_of: Callable[[Candidate], str],
+    ev,
+    question_values: list[dict],
+    max_rounds: int,
+    on_wait: Callable[[], None] | None = None,
+    budget_s: Callable[[], float | None] | None = None,
+    *,
+    gate: Gate,
+) -> dict[str, Any]:
+    """Run the repair rounds over the candidates, in place.
+
+    See the module docstring: each round sends every candidate that ``feedback`` says needs
+    repair back to its model, concurrently; a candidate stops at its first non-empty
+    successful execution, when the model repeats its SQL, or after the last round. Each
+    attempt is appended to ``candidate.repairs``; a candidate takes over an attempt's SQL and
+    result only when it is better (non-empty result > empty result > failure).
+
+    Args:
+        cands: the question's candidates, executed; modified in place.
+        models: model name → ``ModelConfig``; a candidate whose model is missing is not
+            repaired.
+        prompt_of: candidate → the prompt it answered (PreSQL or FinSQL user message).
+        ev: the question's ``generation.Evaluator`` (checks, aligns and executes answers).
+        question_values: values retrieved for the question, as ``ValueMatch.to_json()``
+            dicts.
+        max_rounds: number of rounds, clamped to 0..``MAX_ROUNDS`` (3).
+        on_wait: called every ``llm.WAIT_SLICE_S`` seconds while waiting for the models (may
+            raise to cancel); None for none.
+        budget_s: called before each round; gives the seconds left before the caller's
+            statement_timeout, or None (no limit). None: no limit.
+        gate: the call's gate: each problem's error text (``Gate.error``) and relevant values
+            (``Gate.values``) pass it, and each repair prompt is sealed by it.
+
+    Returns:
+        Summary for the trace: ``{"rounds": [{"round", "candidates", "repaired"}, ...],
+        "llm_wait_ms": float (ms waited for models), "prompt_tokens": int,
+        "completion_tokens": int}``.
+
+    Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting on execution errors and empty
+    results, at most 3 tries; OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type.
+    """
+    import time
+
+    max_rounds = max(0, min(MAX_ROUNDS, int(max_rounds)))
+    summary: dict[str, Any] = {
+        "rounds": [],
+        "llm_wait_ms": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+    }
+    active = [
+        _Repairing(
+            c,
+            feedback(c, gate),
+            c.sql or c.raw_text,
+            clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql,
+        )
+        for c in cands
+        if feedback(c) and c.model in models
+    ]
+    for r in range(1, max_rounds + 1):
+        if not active:
+            break
+        prompts = [
+            repair_prompt(
+                prompt_of(a.cand),
+                a.shown_sql,
+                a.problem,
+                relevant_values(a.cand, ev, question_values, gate),
+                r,
+                max_rounds,
+            )
+            for a in active
+        ]
+        t0 = time.perf_counter()
+        replies = call_models(
+            [(models[a.cand.model], gate.seal("repair", p)) for a, p in zip(active, prompts)],
+            on_wait,
+            budget_s() if budget_s else None,
+        )
+        summary["llm_wait_ms"] += (time.perf_counter() - t0) * 1000
+        outcomes = []
+        for a, rep in zip(active, replies):
+            summary["prompt_tokens"] += rep.prompt_tokens
+            summary["completion_tokens"] += rep.completion_tokens
+            outcomes.append(_take_reply(a, rep, r, ev, gate))
+        summary["rounds"].append(
+            {
+                "round": r,
+                "candidates": [a.cand.source for a in active],
+                "repaired": outcomes.count("fixed"),
+            }
+        )
+        active = [a for a, o in zip(active, outcomes) if o == "again"]
+    summary["llm_wait_ms"] = round(summary["llm_wait_ms"], 3)
+    return summary
+
+
+@dataclass
+class _Repairing:
+    """A candidate under repair: its last attempt's problem, the SQL shown to the model, and the
+    model's last cleaned answer (a repeat stops the repair)."""
+
+    cand: Candidate
+    problem: str
+    shown_sql: str | None
+    last_answer: str | None
+
+
+_TAKEN_OVER = (
+    "sql",
+    "status",
+    "reason",
+    "result_hash",
+    "order_hash",
+    "row_count",
+    "truncated",
+    "exec_ms",
+    "tables",
+    "cleaning",
+    "alignments",
+    "sample_rows",
+    "sqlstate",
+)
+
+
+def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
+    """Record one repair reply in ``a.cand.repairs``; the candidate takes over the attempt when
+    it ranks higher. Returns ``fixed`` (rows now), ``again`` (another round) or ``stop``."""
+    c = a.cand
+    entry: dict[str, Any] = {
+        "round": r,
+        "problem": a.problem,
+        "model": rep.model,
+        "latency_ms": round(rep.latency_ms, 1),
+    }
+    if rep.error or not rep.text:
+        entry.update(status=RepairOutcome.NO_ANSWER, reason=rep.error or "empty")
+        c.repairs.append(entry)
+        return "again"
+    answer = clean(rep.text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
+    if answer == a.last_answer:
+        entry.update(
+            status=RepairOutcome.UNCHANGED,
+            sql=answer,
+            reason="the model answered with the same SQL; repair stopped",
+        )
+        c.repairs.append(entry)
+        return "stop"
+    a.last_answer = answer
+    trial = Candidate(source=c.source, model=c.model, raw_text=rep.text)
+    ev.run(trial, rep.text)
+    entry.update(
+        sql=trial.sql or answer,
+        status=trial.status,
+        reason=trial.reason,
+        row_count=trial.row_count,
+        exec_ms=trial.exec_ms,
+        cleaning=trial.cleaning,
+        alignments=trial.alignments,
+    )
+    c.repairs.append(entry)
+    if _rank(trial) > _rank(c):
+        for f in _TAKEN_OVER:
+            setattr(c, f, getattr(trial, f))
+        c.raw_text = rep.text
+    if _rank(trial) == 2:
+        return "fixed"
+    a.problem = feedback(trial, gate) or a.problem
+    a.shown_sql = trial.sql or answer
+    return "again"

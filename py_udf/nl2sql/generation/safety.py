@@ -1,0 +1,689 @@
+"""Safety checks that need the database: function volatility (pg_proc), the calling role's
+privileges, the statement's remaining time, and the query-log write; the cell-value policy's
+rules are in ``value_policy`` (re-exported here: ``value_columns``, ``withheld_value_columns``;
+``set_value_policy`` is the SQL function's entry).
+
+The model's text is untrusted input executed inside someone's database (README "Safety").
+``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
+what only the catalog knows:
+
+- no function a candidate calls may reach relations, queries or cursors by name or report on
+  other sessions or the server: name families (``pg_*``, ``*_to_xml*``, ``lo_*``, ``dblink*``)
+  and argument types read from ``pg_proc`` (``regclass``, ``regproc``, ``refcursor``, ...) are
+  refused (``check_functions``);
+- every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or
+  's'), or be on ``VOLATILE_ALLOWLIST``; a volatile function can change state or reach outside
+  the query (``pg_sleep``, ``pg_read_file``, ``nextval``, ``set_config``, ``dblink``, a user's
+  function that writes) even when the statement is a plain SELECT; the same for a function an
+  operator calls (``pg_operator.oprcode``: ``a @@ b``, ``OPERATOR(s.###)``) and a function of a
+  row argument called in column notation (``t.fn``) (``check_operators``);
+- every relation must be one the calling role may SELECT (``has_table_privilege``);
+- cell values of a table with row-level security are not indexed unless opted in, and any
+  table or column can be opted out (``nl2sql.value_policy``; module ``value_policy``).
+
+The database remains the backstop: candidates run read-only and time-limited (``execute.py``),
+as the calling role (every user-facing function is SECURITY INVOKER).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Callable, Iterable
+
+from sqlglot import exp
+
+from ..core import spi
+from ..core.errors import CandidateRefused
+from ..core.sqlcheck import check_candidate, referenced_tables
+from ..core.types import Schema
+from ..ops import value_policy
+
+# Volatile functions a candidate may still call: they read no data and change nothing but the
+# values they return. Documented in README "Safety".
+VOLATILE_ALLOWLIST = frozenset({"random", "clock_timestamp", "timeofday"})
+
+
+def function_names(tree: exp.Expression) -> set[str]:
+    """List the lower-cased names under which PostgreSQL may resolve each function call in ``tree``.
+
+    An unknown function (``exp.Anonymous``) contributes its own name (schema qualification
+    dropped: ``pg_catalog.pg_sleep`` -> ``pg_sleep``). A function sqlglot knows contributes every
+    name sqlglot maps to that node (e.g. ``exp.Rand`` -> ``rand``, ``random``), so that a
+    volatile PostgreSQL function hidden behind a portable node is still looked up.
+
+    Args:
+        tree: the parsed candidate.
+
+    Returns:
+        The lower-cased names.
+    """
+    names: set[str] = set()
+    for node in tree.find_all(exp.Func):
+        if isinstance(node, exp.Anonymous):
+            if node.name:
+                names.add(node.name.lower())
+            continue
+        names.add(node.sql_name().lower())
+        for alias in getattr(type(node), "_sql_names", None) or []:
+            names.add(str(alias).lower())
+    return names
+
+
+def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
+    """Those of ``names`` for which ``pg_proc`` holds at least one volatile function of that
+    name (in any schema: conservative, overloads and schemas are not told apart).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case function names.
+
+    Returns:
+        The volatile ones.
+    """
+    names = sorted(set(names))
+    if not names:
+        return set()
+    rows = spi.query(
+        plpy,
+        "SELECT DISTINCT proname::text AS n FROM pg_catalog.pg_proc "
+        "WHERE proname = ANY($1::name[]) AND provolatile = 'v'",
+        [names],
+        ["text[]"],
+    )
+    return {r["n"] for r in rows}
+
+
+# sqlglot nodes that stand for a PostgreSQL operator, with that operator's name: a user-defined
+# operator of the same name (another argument type) calls its own function (pg_operator.oprcode).
+OPERATOR_NODES: dict[type, str] = {
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+    exp.Pow: "^",
+    exp.DPipe: "||",
+    exp.BitwiseAnd: "&",
+    exp.BitwiseOr: "|",
+    exp.BitwiseXor: "#",
+    exp.BitwiseLeftShift: "<<",
+    exp.BitwiseRightShift: ">>",
+    exp.Like: "~~",
+    exp.ILike: "~~*",
+    exp.RegexpLike: "~",
+    exp.RegexpILike: "~*",
+    exp.MatchAgainst: "@@",
+    exp.Distance: "<->",
+    exp.ArrayContainsAll: "@>",
+    exp.ArrayContainedBy: "<@",
+    exp.ArrayOverlaps: "&&",
+    exp.JSONBContains: "?",
+    exp.Neg: "-",
+    exp.BitwiseNot: "~",
+}
+
+
+def operator_names(tree: exp.Expression) -> set[str]:
+    """The names of the operators a parsed candidate uses: ``OPERATOR(schema.op)`` spelled
+    out (``exp.Operator``) and the operator nodes of ``OPERATOR_NODES`` (``a @@ b``).
+
+    Args:
+        tree: the parsed candidate.
+
+    Returns:
+        Operator names without schema, e.g. ``{"=", "@@", "###"}``.
+    """
+    names: set[str] = set()
+    for node in tree.walk():
+        if isinstance(node, exp.Operator):
+            names.add(str(node.args.get("operator") or "").rsplit(".", 1)[-1].strip())
+        elif type(node) in OPERATOR_NODES:
+            names.add(OPERATOR_NODES[type(node)])
+    names.discard("")
+    return names
+
+
+def column_notation_names(tree: exp.Expression) -> set[str]:
+    """The names of the qualified columns of a parsed candidate (``t.x``): in PostgreSQL
+    ``t.fn`` also calls a function ``fn`` that takes ``t``'s row type (column notation).
+
+    Args:
+        tree: the parsed candidate.
+
+    Returns:
+        Lower-case column names that carry a table qualifier.
+    """
+    return {c.name.lower() for c in tree.find_all(exp.Column) if c.table and c.name}
+
+
+def volatile_operators(plpy, names: Iterable[str]) -> dict[str, str]:
+    """Those of ``names`` for which ``pg_operator`` holds an operator of that name (any schema,
+    any argument types: conservative) whose function (``oprcode``) is volatile.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: operator names.
+
+    Returns:
+        ``{operator: function name}`` for the volatile ones.
+    """
+    names = sorted(set(names))
+    if not names:
+        return {}
+    rows = spi.query(
+        plpy,
+        "SELECT o.oprname::text AS op, min(p.proname::text) AS fn "
+        "FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc p "
+        "ON p.oid = o.oprcode WHERE o.oprname = ANY($1::name[]) "
+        "AND p.provolatile = 'v' GROUP BY 1",
+        [names],
+        ["text[]"],
+    )
+    return {r["op"]: r["fn"] for r in rows}
+
+
+def volatile_row_functions(plpy, names: Iterable[str]) -> set[str]:
+    """Those of ``names`` for which ``pg_proc`` holds a volatile function of one argument of a
+    composite (row) type: what ``t.name`` calls in column notation.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case column names (``column_notation_names``).
+
+    Returns:
+        The names of such functions.
+    """
+    names = sorted(set(names))
+    if not names:
+        return set()
+    rows = spi.query(
+        plpy,
+        "SELECT DISTINCT p.proname::text AS n FROM pg_catalog.pg_proc p "
+        "JOIN pg_catalog.pg_type t ON t.oid = p.proargtypes[0] "
+        "WHERE p.proname = ANY($1::name[]) AND p.pronargs = 1 "
+        "AND t.typtype = 'c' AND p.provolatile = 'v'",
+        [names],
+        ["text[]"],
+    )
+    return {r["n"] for r in rows}
+
+
+def check_operators(
+    tree: exp.Expression,
+    volatile_ops: Callable[[set[str]], dict[str, str]],
+    volatile_row_fns: Callable[[set[str]], set[str]],
+) -> None:
+    """Refuse a candidate that calls a volatile function through an operator (``a @@ b``,
+    ``OPERATOR(s.###)``) or in column notation (``t.fn``): the calls ``check_functions``
+    does not see.
+
+    Args:
+        tree: the parsed candidate.
+        volatile_ops: ``volatile_ops(names)`` → ``{operator: function}`` for the operators
+            whose function is volatile (``volatile_operators`` bound to ``plpy``).
+        volatile_row_fns: ``volatile_row_fns(names)`` → the volatile functions of a row
+            argument among ``names`` (``volatile_row_functions`` bound to ``plpy``).
+
+    Returns:
+        None.
+
+    Raises:
+        CandidateRefused: naming the operators and functions.
+    """
+    bad = [
+        f"operator {op} ({fn}())" for op, fn in sorted(volatile_ops(operator_names(tree)).items())
+    ]
+    bad += [
+        f"{fn}() in column notation"
+        for fn in sorted(volatile_row_fns(column_notation_names(tree)) - VOLATILE_ALLOWLIST)
+    ]
+    if bad:
+        raise CandidateRefused(
+            f"calls volatile function(s) through {', '.join(bad)}: only non-volatile functions "
+            f"(pg_proc.provolatile 'i' or 's') are allowed"
+        )
+
+
+# Argument types that name a relation, function, operator or cursor: a function taking one
+# reaches that object by name, past the relation check (``table_to_xml('pg_authid', ...)``,
+# ``pg_relation_filepath``, ``cursor_to_xml``). A name with any overload taking one is refused.
+RELATION_ARG_TYPES = frozenset(
+    {"regclass", "regproc", "regprocedure", "regoper", "regoperator", "refcursor"}
+)
+# Object identifiers: a function every overload of which takes one is about catalog objects, not
+# values (``obj_description(oid)``, ``format_type``); ``max(oid)`` beside ``max(int)`` is not.
+OBJECT_ID_TYPES = RELATION_ARG_TYPES | frozenset(
+    {"oid", "regnamespace", "regrole", "regtype", "regcollation", "regconfig", "regdictionary"}
+)
+# Name families refused in every schema (README "Safety"), as (prefix, why).
+DENIED_PREFIXES = (
+    (
+        "pg_",
+        "a pg_* function reports on the server, other sessions, files, relations or the "
+        "catalog (pg_stat_*, pg_ls_*, pg_read_*, pg_file_*, pg_*_size, pg_get_*, ...)",
+    ),
+    ("lo_", "large-object functions reach objects by identifier"),
+    ("dblink", "dblink reaches other databases"),
+)
+DENIED_INFIXES = (
+    (
+        "_to_xml",
+        "the *_to_xml family reads tables, queries, cursors, schemas or the database by name",
+    ),
+)
+# pg_* functions over values only (not about the server): allowed despite the prefix.
+PG_VALUE_FUNCTIONS = frozenset({"pg_typeof", "pg_size_pretty", "pg_size_bytes", "pg_column_size"})
+
+
+def denied_by_name(name: str) -> str | None:
+    """Why a function name is in a refused family, or None.
+
+    Args:
+        name: the lower-case function name, schema qualification dropped.
+
+    Returns:
+        The family's reason, or None when the name is in no refused family.
+    """
+    if name in PG_VALUE_FUNCTIONS:
+        return None
+    for prefix, why in DENIED_PREFIXES:
+        if name.startswith(prefix):
+            return why
+    for part, why in DENIED_INFIXES:
+        if part in name:
+            return why
+    return None
+
+
+def denied_by_signature(overloads: Iterable[Iterable[str]]) -> str | None:
+    """Why a function's argument types make it refused, or None.
+
+    Args:
+        overloads: the input argument types of every ``pg_proc`` row of that name (any schema),
+            each as ``format_type`` names (``regclass``, ``integer``, ...).
+
+    Returns:
+        The reason when any overload takes a ``RELATION_ARG_TYPES`` argument, or every
+        overload takes an ``OBJECT_ID_TYPES`` argument; else None.
+    """
+    sigs = [set(a) for a in overloads]
+    for a in sigs:
+        hit = sorted(a & RELATION_ARG_TYPES)
+        if hit:
+            return (
+                f"it takes a {hit[0]} argument, which reaches a relation, function or cursor "
+                f"by name past the relation check"
+            )
+    if sigs and all(a & OBJECT_ID_TYPES for a in sigs):
+        return "it takes object identifiers (oid, reg*): it is about catalog objects, not values"
+    return None
+
+
+def denied_functions(plpy, names: Iterable[str]) -> dict[str, str]:
+    """The refused ones among ``names``, read from ``pg_proc``, with why.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        names: lower-case function names (``function_names``).
+
+    Returns:
+        ``{name: reason}`` for each name in a refused family (``denied_by_name``) or whose
+        ``pg_proc`` overloads (every schema) are refused by ``denied_by_signature``.
+    """
+    names = sorted(set(names))
+    out = {n: why for n in names if (why := denied_by_name(n))}
+    rest = [n for n in names if n not in out]
+    if not rest:
+        return out
+    rows = spi.query(
+        plpy,
+        "SELECT p.proname::text AS n, ARRAY(SELECT pg_catalog.format_type(t, "
+        "NULL) FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) AS t) AS a "
+        "FROM pg_catalog.pg_proc p WHERE p.proname = ANY($1::name[])",
+        [rest],
+        ["text[]"],
+    )
+    sigs: dict[str, list[list[str]]] = {}
+    for r in rows:
+        sigs.setdefault(r["n"], []).append(list(r["a"] or []))
+    for n, overloads in sigs.items():
+        why = denied_by_signature(overloads)
+        if why:
+            out[n] = why
+    return out
+
+
+def check_functions(
+    tree: exp.Expression,
+    volatile: Callable[[set[str]], set[str]],
+    denied: Callable[[set[str]], dict[str, str]] | None = None,
+) -> None:
+    """Refuse a candidate that calls a function of a refused family or a volatile function.
+
+    Deny by default for functions that reach relations, queries or cursors by name or report
+    on other sessions or the server (README "Safety"): refused are the name families of
+    ``denied_by_name`` (checked here, with no lookup) and what ``denied`` finds in ``pg_proc``
+    (``denied_functions``: argument types); then every function must be non-volatile or on
+    ``VOLATILE_ALLOWLIST``.
+
+    Args:
+        tree: the parsed candidate.
+        volatile: ``volatile(names)`` returns the volatile ones among ``names``
+            (``volatile_functions`` bound to ``plpy`` inside the server).
+        denied: ``denied(names)`` returns ``{name: reason}`` for the refused ones
+            (``denied_functions`` bound to ``plpy``); None applies the name families only.
+
+    Returns:
+        None.
+
+    Raises:
+        CandidateRefused: naming the functions and why.
+    """
+    names = function_names(tree)
+    bad = {n: why for n in names if (why := denied_by_name(n))}
+    if denied is not None:
+        bad.update(denied(names - set(bad)))
+    if bad:
+        by_why: dict[str, list[str]] = {}
+        for n in sorted(bad):
+            by_why.setdefault(bad[n], []).append(f"{n}()")
+        raise CandidateRefused(
+            "calls "
+            + "; ".join(f"{', '.join(fs)}: {why}" for why, fs in by_why.items())
+            + "; only functions over values (string, math, date/time, aggregates, window, json, "
+            "array, regex) are allowed"
+        )
+    bad_v = sorted(volatile(names - VOLATILE_ALLOWLIST) - VOLATILE_ALLOWLIST)
+    if bad_v:
+        raise CandidateRefused(
+            f"calls volatile function(s) {', '.join(f + '()' for f in bad_v)}: only non-volatile "
+            f"functions (pg_proc.provolatile 'i' or 's') and {', '.join(sorted(VOLATILE_ALLOWLIST))} "
+            f"are allowed"
+        )
+
+
+def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, str]]:
+    """(schema, table) of every relation ``tree`` reads that ``schema`` (the caller's visible
+    schema) knows, by prompt name or ``schema.table``.
+
+    Args:
+        tree: the parsed candidate.
+        schema: the calling role's visible schema.
+
+    Returns:
+        The (schema, table) pairs, in the order read.
+    """
+    by_name: dict[str, tuple[str, str]] = {}
+    for t in schema.tables:
+        by_name[t.name.lower()] = (t.schema, t.table)
+        by_name[f"{t.schema}.{t.table}".lower()] = (t.schema, t.table)
+    return [by_name[n] for n in referenced_tables(tree) if n in by_name]
+
+
+def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
+    """``schema.table`` names among ``targets`` on which the current role may SELECT no column
+    (or that no longer exist). Column-level privileges are the database's to enforce when the
+    candidate runs.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        targets: (schema, table) pairs.
+
+    Returns:
+        The unreadable ones as ``schema.table``.
+    """
+    targets = list(dict.fromkeys(targets))
+    if not targets:
+        return []
+    rels = [plpy.quote_ident(s) + "." + plpy.quote_ident(t) for s, t in targets]
+    rows = spi.query(
+        plpy,
+        "SELECT COALESCE(pg_catalog.has_any_column_privilege("
+        "pg_catalog.to_regclass(r), 'SELECT'), false) AS ok FROM unnest($1::text[]) "
+        "WITH ORDINALITY AS u(r, n) ORDER BY n",
+        [rels],
+        ["text[]"],
+    )
+    return [f"{s}.{t}" for (s, t), r in zip(targets, rows) if not r["ok"]]
+
+
+def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
+    """The full candidate check (README "Safety"): ``sqlcheck.check_candidate`` (one
+    SELECT/WITH/set operation, no data-modifying node, no SELECT INTO, no locking clause, known
+    relations only — ``schema`` is what the calling role may see), then the function check
+    (no function of a refused family or signature, every function non-volatile in pg_proc or
+    allowlisted), then SELECT privilege on every relation for the current role.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sql: the candidate's text.
+        schema: the calling role's visible schema.
+
+    Returns:
+        The parsed tree.
+
+    Raises:
+        CandidateRefused: with the reason.
+    """
+    from ..core.catalog import known_relations
+
+    tree = check_candidate(sql, known_relations(schema))
+    check_functions(
+        tree,
+        lambda names: volatile_functions(plpy, names),
+        lambda names: denied_functions(plpy, names),
+    )
+    check_operators(
+        tree,
+        lambda names: volatile_operators(plpy, names),
+        lambda names: volatile_row_functions(plpy, names),
+    )
+    denied = unreadable_relations(plpy, relation_targets(tree, schema))
+    if denied:
+        raise CandidateRefused(f"the calling role may not SELECT {', '.join(denied)}")
+    return tree
+
+
+def statement_remaining_s(plpy) -> float | None:
+    """Seconds left before the caller's ``statement_timeout`` cancels the current statement;
+    None when no statement_timeout is set. Elapsed time counts from ``statement_timestamp()``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        Seconds left (negative when already past), or None.
+    """
+    # current_setting shows the timeout with its unit ('2s', '500ms', '1min', '0'), which
+    # interval input reads; pg_settings would materialize every setting (~2 ms)
+    r = spi.query(
+        plpy,
+        "SELECT EXTRACT(epoch FROM pg_catalog.current_setting('statement_timeout')"
+        "::interval)::float8 AS s, EXTRACT(epoch FROM pg_catalog.clock_timestamp() "
+        "- pg_catalog.statement_timestamp())::float8 AS el",
+    )[0]
+    if not r["s"]:
+        return None
+    return float(r["s"]) - float(r["el"])
+
+
+def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:
+    """Store a cell-value policy and re-index the table's values (``nl2sql.set_value_policy``).
+
+    The policy is stored by ``value_policy.store_policy``; when the table is in the schema index,
+    it is re-indexed now (``indexer.index_table`` with ``force=True``) so that its cell values
+    follow the new policy.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        tbl: the table, as ``regclass`` text (e.g. ``public.heroes``).
+        send_values: true opts the table's (or column's) values in, false keeps them out.
+        column_name: one column of ``tbl``, or None for the whole table.
+
+    Returns:
+        JSON text of ``{"table": "schema.table", "column", "send_values", "reindexed"}``.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``, the SQL error the caller sees) on a null
+            ``send_values`` or a column the table does not have.
+        plpy.SPIError: ``tbl`` names no relation.
+    """
+    from ..ops.indexer import index_table
+
+    p = value_policy.store_policy(plpy, tbl, send_values, column_name)
+    if p["indexed"]:
+        index_table(plpy, p["schema"], p["table"], force=True)
+    return json.dumps(
+        {
+            "table": f"{p['schema']}.{p['table']}",
+            "column": p["column"],
+            "send_values": p["send_values"],
+            "reindexed": p["indexed"],
+        }
+    )
+
+
+def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:
+    """Store which relations an example of this database reads (``nl2sql.example_relation``),
+    so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        example_id: the example's id.
+        tree: the example's parsed SQL.
+        schema: the visible schema its relations are resolved against.
+
+    Returns:
+        How many relations were recorded.
+    """
+    targets = sorted(set(relation_targets(tree, schema)))
+    spi.query(
+        plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id], ["int8"]
+    )
+    ins = spi.plan(
+        plpy,
+        "INSERT INTO nl2sql.example_relation (example_id, schema_name, "
+        "table_name) VALUES ($1, $2, $3)",
+        ["int8", "name", "name"],
+    )
+    for s, t in targets:
+        spi.execute(plpy, ins, [example_id, s, t])
+    return len(targets)
+
+
+# The one-time token of the log row being written (``log_query`` → ``write_log``): it lives only
+# in this backend's Python interpreter, which only PL/Python code can reach (plpython3u is
+# untrusted: only superusers create functions in it), so no role can pass it by itself.
+_log_token: str | None = None
+
+
+def log_query(plpy, trace: dict) -> int | None:
+    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query``.
+
+    The writer is SECURITY DEFINER (ordinary roles cannot write the log table) and accepts the
+    row only with the one-time token issued here for it (``write_log``): a role that calls
+    ``nl2sql._log_query`` itself is refused, so the log holds only what the pipeline wrote.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        trace: the call's trace (already redacted by the caller); its ``conversation`` key,
+            when set, is stored with the row (a turn of that conversation).
+
+    Returns:
+        The log row's id, or None on a server in recovery (read replica), where nothing is
+        written.
+
+    Raises:
+        plpy.SPIError: the insert failed.
+    """
+    global _log_token
+    if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
+        return None
+    _log_token = secrets.token_hex(32)
+    try:
+        res = spi.query(
+            plpy,
+            "SELECT nl2sql._log_query($1, current_user, $2, $3, $4, $5, $6::jsonb, $7) AS id",
+            [
+                _log_token,
+                trace.get("question") or "",
+                trace.get("sql"),
+                trace.get("confidence"),
+                trace.get("error"),
+                json.dumps(trace, default=str),
+                trace.get("conversation"),
+            ],
+            ["text", "text", "text", "float8", "text", "text", "text"],
+        )
+    finally:
+        _log_token = None
+    return res[0]["id"]
+
+
+def write_log(
+    plpy,
+    sd: dict,
+    token: str | None,
+    role_name: str | None,
+    question: str | None,
+    sql: str | None,
+    confidence: float | None,
+    error: str | None,
+    trace: str | None,
+    conversation: str | None = None,
+) -> int:
+    """Insert one ``nl2sql.query_log`` row: the body of ``nl2sql._log_query`` (SECURITY DEFINER).
+
+    The row is written only when ``token`` is the one-time token ``log_query`` issued for it
+    (compared in constant time, and used up either way). It is attributed to ``role_name``
+    only when the session may act as that role, else to ``session_user``
+    (``nl2sql._acting_role``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sd: the function's static dictionary (``SD``): the prepared insert is kept there.
+        token: the token the caller passed.
+        role_name: the role the row is for.
+        question: the question.
+        sql: the chosen SQL, or None.
+        confidence: the vote's confidence, or None.
+        error: the call's error, or None.
+        trace: the trace as JSON text.
+        conversation: the call's conversation key (follow-up questions), or None.
+
+    Returns:
+        The new row's id.
+
+    Raises:
+        plpy.Error: (SQLSTATE 42501, through ``plpy.error``) without the pipeline's token:
+            the caller is not ``nl2sql()``, ``nl2sql.explain()`` or ``nl2sql.ask()``.
+    """
+    global _log_token
+    expected, _log_token = _log_token, None
+    if not (expected and token and hmac.compare_digest(expected.encode(), token.encode())):
+        plpy.error(
+            "nl2sql._log_query: only nl2sql(), nl2sql.explain() and nl2sql.ask() write "
+            "the query log",
+            hint="ask a question with nl2sql(); read your rows in nl2sql.my_query_log",
+            sqlstate="42501",
+        )
+    plan = sd.get("insert")
+    if plan is None:
+        plan = plpy.prepare(
+            "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace, "
+            "conversation) VALUES (nl2sql._acting_role($1), $2, $3, $4, $5, $6::jsonb, $7) "
+            "RETURNING id",
+            ["name", "text", "text", "float8", "text", "text", "text"],
+        )
+        sd["insert"] = plan
+    return plpy.execute(plan, [role_name, question, sql, confidence, error, trace, conversation])[
+        0
+    ]["id"]

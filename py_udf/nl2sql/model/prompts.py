@@ -1,0 +1,286 @@
+"""Prompt assembly: PET-SQL's reference-enhanced prompt (PreSQL) and the linked-schema prompt
+(FinSQL), both in DAIL-SQL's code representation with DAIL organization of examples.
+
+Sources: PET-SQL (Li et al. 2024) §3.1 and Listing 2 — instruction "minimize SQL execution time
+while ensuring correctness", schema as CREATE TABLE, 3 cell values per column, foreign keys;
+DAIL-SQL (Gao et al. 2023) §3.1–3.4 — code representation, "no explanation" rule, examples as
+question/SQL pairs without their schemas.
+"""
+
+from __future__ import annotations
+
+from ..core.spi import quote_literal
+from ..core.types import Example, Schema, Table, Turn
+
+QUESTION_MARKER = "/* Answer the following: "
+"""The marker before the asked question in every prompt: prompts end with it, the question and
+`` */``. The scripted loopback server (``nl2sql_indexer.loopback``) reads the question after it."""
+
+SYSTEM_MESSAGE = (
+    "You are a PostgreSQL expert. You answer with one PostgreSQL SELECT query and nothing else."
+)
+INSTRUCTION = (
+    "/* Complete PostgreSQL SQL query only and with no explanation, "
+    "and minimize SQL execution time while ensuring correctness. */"
+)
+
+
+def _quote_value(v: str, data_type: str) -> str:
+    numeric = data_type.split("(")[0] in {
+        "integer",
+        "bigint",
+        "smallint",
+        "numeric",
+        "real",
+        "double precision",
+        "boolean",
+    }
+    if numeric:
+        return v
+    return quote_literal(v if len(v) <= 60 else v[:57] + "...")
+
+
+def render_table(table: Table, n_values: int = 3) -> str:
+    """Render one table as a commented CREATE TABLE.
+
+    Shows column types, the primary key, comments and up to ``n_values`` cell values per
+    column (numbers bare, text quoted and cut at 60 characters).
+
+    Source: PET-SQL (Li et al. 2024) §3.1, cell-value references; DAIL-SQL (Gao et al. 2023)
+    §3.1, code representation.
+
+    Args:
+        table: the table (its ``name`` is the prompt name).
+        n_values: most cell values shown per column; 0 shows none.
+
+    Returns:
+        The ``CREATE TABLE ... );`` text, one line per column.
+    """
+    lines = []
+    header = f"CREATE TABLE {table.name} ("
+    if table.comment:
+        header += f"  -- {table.comment}"
+    lines.append(header)
+    pks = [c.name for c in table.columns if c.is_primary_key]
+    body = []
+    for c in table.columns:
+        notes = []
+        if c.comment:
+            notes.append(c.comment)
+        if c.sample_values and n_values > 0:
+            vals = ", ".join(_quote_value(v, c.data_type) for v in c.sample_values[:n_values])
+            notes.append(f"values: {vals}")
+        body.append((f"  {c.name} {c.data_type}", " -- " + "; ".join(notes) if notes else ""))
+    if pks:
+        body.append((f"  PRIMARY KEY ({', '.join(pks)})", ""))
+    for i, (decl, note) in enumerate(body):
+        comma = "," if i < len(body) - 1 else ""
+        lines.append(decl + comma + note)
+    lines.append(");")
+    return "\n".join(lines)
+
+
+def render_schema(schema: Schema, n_values: int = 3) -> str:
+    """Render the schema in code representation followed by foreign-key lines.
+
+    Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2.
+
+    Args:
+        schema: the tables and foreign keys to show.
+        n_values: most cell values shown per column.
+
+    Returns:
+        The tables' ``CREATE TABLE`` texts, then (when there are any) a ``/* Foreign keys: */``
+        line and one ``-- t(c) REFERENCES r(rc)`` line per foreign key.
+    """
+    parts = [render_table(t, n_values) for t in schema.tables]
+    if schema.foreign_keys:
+        parts.append("/* Foreign keys: */")
+        for fk in schema.foreign_keys:
+            parts.append(
+                f"-- {fk.table}({', '.join(fk.columns)}) REFERENCES "
+                f"{fk.ref_table}({', '.join(fk.ref_columns)})"
+            )
+    return "\n".join(parts)
+
+
+def render_examples(examples: list[Example]) -> str:
+    """Render the examples in DAIL organization: question/SQL pairs only, no example schemas.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.4, DAIL organization of examples.
+
+    Args:
+        examples: the chosen examples, in the order to show.
+
+    Returns:
+        A header line, then per example its question after ``QUESTION_MARKER`` and its SQL
+        ending in one ``;``; ``""`` for no examples.
+    """
+    return _pairs(
+        "/* Some example questions and corresponding SQL queries are provided based "
+        "on similar problems: */",
+        QUESTION_MARKER,
+        [(ex.question, ex.sql) for ex in examples],
+    )
+
+
+def _pairs(header: str, marker: str, pairs: list[tuple[str, str]]) -> str:
+    """A header, then per pair its question after ``marker`` and its SQL ending in one ``;``."""
+    if not pairs:
+        return ""
+    out = [header]
+    for question, sql in pairs:
+        out.append(f"{marker}{question} */")
+        out.append(sql.strip().rstrip(";") + ";")
+    return "\n".join(out)
+
+
+def render_values(values: list[tuple[str, str, str]]) -> str:
+    """Render the cell values retrieved for the question, one line per column.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieved values in the prompt.
+
+    Args:
+        values: ``(table prompt name, column, value)`` triples.
+
+    Returns:
+        A header line, then ``-- table.column: 'v1', 'v2'`` per column (values quoted, cut at
+        60 characters), in first-seen order; ``""`` for no values.
+    """
+    if not values:
+        return ""
+    by_col: dict[tuple[str, str], list[str]] = {}
+    for t, c, v in values:
+        by_col.setdefault((t, c), []).append(_quote_value(v, "text"))
+    lines = ["/* Cell values in the database matching words of the question: */"]
+    lines += [f"-- {t}.{c}: {', '.join(vs)}" for (t, c), vs in by_col.items()]
+    return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).replace("*/", "* /").split())
+
+
+def render_business(terms: list[tuple[str, str, str | None]], instructions: list[str]) -> str:
+    """Render the business context: terms with their definitions, and instructions.
+
+    Source: semantic layers of in-database text-to-SQL (glossary, metrics, instructions in the
+    prompt); ReBoost (Sui et al. 2023) §3.2, meanings added to the prompt.
+
+    Args:
+        terms: ``(term, definition, sql_expression or None)`` triples, in order.
+        instructions: instruction texts, in order.
+
+    Returns:
+        A ``/* Business terms ... */`` block (``-- term: definition (SQL: expr)`` per term) and
+        a ``/* Instructions ... */`` block (``-- text`` each), newlines folded into spaces;
+        ``""`` when both are empty.
+    """
+    parts = []
+    if terms:
+        lines = ["/* Business terms of this database (use these meanings): */"]
+        for term, definition, sql in terms:
+            line = f"-- {_one_line(term)}: {_one_line(definition)}"
+            if sql:
+                line += f" (SQL: {_one_line(sql)})"
+            lines.append(line)
+        parts.append("\n".join(lines))
+    if instructions:
+        parts.append(
+            "\n".join(
+                ["/* Instructions for queries on this database: */"]
+                + [f"-- {_one_line(i)}" for i in instructions]
+            )
+        )
+    return "\n\n".join(parts)
+
+
+TURN_MARKER = "/* Earlier question: "
+"""The marker before an earlier turn's question (follow-up questions); not ``QUESTION_MARKER``,
+so the asked question stays the one after the last ``QUESTION_MARKER``."""
+
+
+def render_turns(turns: list[Turn] | tuple[Turn, ...]) -> str:
+    """Render a conversation's earlier turns: each question and the SQL chosen for it.
+
+    Source: CoE-SQL (Zhang et al. 2024), earlier turns' questions and SQL in the prompt of a
+    follow-up question (multi-turn text-to-SQL, SParC/CoSQL).
+
+    Args:
+        turns: the earlier turns, oldest first.
+
+    Returns:
+        A header line, then per turn its question after ``TURN_MARKER`` and its SQL ending in
+        one ``;``; ``""`` for no turns.
+    """
+    return _pairs(
+        "/* This question follows up on earlier questions of the same conversation; "
+        "the SQL that answered each is shown. Read the question below in their "
+        "context: */",
+        TURN_MARKER,
+        [(t.question.strip(), t.sql) for t in turns],
+    )
+
+
+def build_prompt(
+    question: str,
+    schema: Schema,
+    examples: list[Example],
+    n_values: int = 3,
+    evidence: str | None = None,
+    values: list[tuple[str, str, str]] | None = None,
+    business: str | None = None,
+    turns: list[Turn] | tuple[Turn, ...] = (),
+) -> str:
+    """Build the reference-enhanced prompt (the user message).
+
+    Parts, separated by blank lines: the schema with cell values and foreign keys, the
+    retrieved cell values, the business context (terms and instructions), the examples, the
+    conversation's earlier turns, the hint (``evidence``), the instruction, and the question
+    last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
+    FinSQL (linked schema only).
+
+    Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2, the reference-enhanced prompt;
+    DAIL-SQL (Gao et al. 2023) §3.1–3.4, code representation and DAIL organization.
+
+    Args:
+        question: the question (stripped here).
+        schema: the schema to show.
+        examples: the examples to show, in order.
+        n_values: most cell values shown per column.
+        evidence: the caller's hint text, or None for no hint.
+        values: retrieved ``(table prompt name, column, value)`` triples, or None.
+        business: the rendered business context (``render_business``), or None.
+        turns: earlier turns of the question's conversation, oldest first (``render_turns``).
+
+    Returns:
+        The user message text.
+    """
+    parts = ["/* Given the following database schema: */", render_schema(schema, n_values)]
+    if values:
+        parts.append(render_values(values))
+    if business:
+        parts.append(business)
+    ex = render_examples(examples)
+    if ex:
+        parts.append(ex)
+    if turns:
+        parts.append(render_turns(turns))
+    if evidence:
+        parts.append(f"/* Hint: {evidence.strip()} */")
+    parts.append(INSTRUCTION)
+    parts.append(f"{QUESTION_MARKER}{question.strip()} */")
+    return "\n\n".join(parts)
+
+
+def messages(prompt: str) -> list[dict[str, str]]:
+    """Wrap a prompt as chat messages for an OpenAI-compatible endpoint.
+
+    Args:
+        prompt: the user message text (``build_prompt``).
+
+    Returns:
+        Two messages: the system message (``SYSTEM_MESSAGE``) and the user message, each a
+        dict with ``role`` and ``content``.
+    """
+    return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": prompt}]

@@ -1,0 +1,107 @@
+"""The DDL queue: relations that DDL created, altered, renamed or dropped since the last reindex.
+
+The event triggers of ``sql/idempotent/004-ddl-tracking.sql`` correct the schema index at
+once and add a row to ``nl2sql.ddl_queue`` per relation (or column) a DDL command touched;
+this module is what ``reindex`` reads from it: which tables to re-index (``queued_tables``,
+``table_mark``) and which rows are done (``mark_done``, ``clear_uncovered``). A queue row's
+``id`` is its watermark: a reindex removes only the rows it has seen, so DDL that commits while
+a reindex runs stays queued for the next one.
+"""
+
+from __future__ import annotations
+
+from ..core import spi
+
+
+def queued_tables(plpy) -> dict[tuple[str, str], int]:
+    """The relations queued by DDL that still exist, under their current names.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        ``{(schema, table): highest queue id of that relation}``; dropped relations are not
+        listed (the triggers already removed them from the index).
+    """
+    rows = spi.query(
+        plpy,
+        "SELECT n.nspname AS s, c.relname AS t, max(q.id) AS mark "
+        "FROM nl2sql.ddl_queue q JOIN pg_catalog.pg_class c ON c.oid = q.relid "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY 1, 2",
+    )
+    return {(r["s"], r["t"]): r["mark"] for r in rows}
+
+
+def table_mark(plpy, schema: str, table: str) -> int | None:
+    """The highest queue id of one relation, or None when DDL did not queue it.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: the relation's schema name.
+        table: the relation's name.
+
+    Returns:
+        The watermark to pass to ``mark_done`` after indexing the relation, or None.
+    """
+    rows = spi.query(
+        plpy,
+        "SELECT max(q.id) AS mark FROM nl2sql.ddl_queue q "
+        "WHERE q.relid = pg_catalog.to_regclass(pg_catalog.quote_ident($1) || '.' "
+        "|| pg_catalog.quote_ident($2))",
+        [schema, table],
+        ["text", "text"],
+    )
+    return rows[0]["mark"] if rows else None
+
+
+def mark_done(plpy, schema: str, table: str, mark: int) -> int:
+    """Remove one relation's queue rows up to ``mark`` (it was just re-indexed).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: the relation's schema name.
+        table: the relation's name.
+        mark: the watermark ``table_mark`` returned before indexing.
+
+    Returns:
+        How many queue rows were removed.
+    """
+    return len(
+        spi.query(
+            plpy,
+            "DELETE FROM nl2sql.ddl_queue q WHERE q.id <= $3 "
+            "AND q.relid = pg_catalog.to_regclass(pg_catalog.quote_ident($1) || '.' "
+            "|| pg_catalog.quote_ident($2)) RETURNING 1",
+            [schema, table, mark],
+            ["text", "text", "int8"],
+        )
+    )
+
+
+def clear_uncovered(plpy, schemas: list[str], covered: list[tuple[str, str]]) -> int:
+    """Remove the queue rows no reindex of ``schemas`` will ever consume.
+
+    Those of dropped relations, of relations outside ``schemas``, and of relations that are
+    not in ``covered`` (``indexer.plan``: e.g. partitions, extension members, Citus shards).
+    Rows of covered relations stay until ``mark_done``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schemas: the schema names the reindex covered.
+        covered: the ``(schema, table)`` pairs the reindex covered.
+
+    Returns:
+        How many queue rows were removed.
+    """
+    names = [f"{s}.{t}" for s, t in covered]
+    return len(
+        spi.query(
+            plpy,
+            "DELETE FROM nl2sql.ddl_queue q WHERE NOT EXISTS ("
+            "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.oid = q.relid AND n.nspname = ANY($1) "
+            "AND n.nspname || '.' || c.relname = ANY($2)) RETURNING 1",
+            [schemas, names],
+            ["text[]", "text[]"],
+        )
+    )

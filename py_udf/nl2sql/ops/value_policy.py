@@ -1,0 +1,170 @@
+"""The cell-value policy: which cell values may be indexed and sent to a model.
+
+The rules, in the order they apply:
+
+- setting ``send_values``: ``off`` keeps every cell value out of the index and the prompts;
+- a column's row in ``nl2sql.value_policy`` (``send_values`` true/false), else its table's row
+  (column name ``''``), decides for that column;
+- without a policy row, a table with row-level security is not value-indexed (its rows would be
+  read with the indexer's rights, not the asking role's): RLS tables are opt-in.
+
+The rule itself is SQL function ``nl2sql._value_rule`` (reached here through
+``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies, so the indexer
+and every prompt read the same answer. This module is the Python side: which columns of a table
+may be value-indexed (the indexer asks), which columns of the prompt schema are withheld (the
+trace reports them), and storing a policy row (``nl2sql.set_value_policy``).
+
+It imports only ``spi`` and ``types`` from the package, so the indexer, safety and the pipeline may all
+import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import spi
+from ..core.types import Schema
+
+
+def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
+    """Say for each column of a table whether its cell values may be indexed and sent.
+
+    Allowed when the setting ``send_values`` is on and the column's policy, else its table's,
+    allows it; without a policy a table with row-level security is not value-indexed (its rows
+    would be read with the indexer's rights, not the asking role's). The rule is SQL function
+    ``nl2sql._value_rule`` (here through ``nl2sql._values_allowed``), which view
+    ``nl2sql.visible_column`` also applies.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: the table's schema name.
+        table: the table's name.
+
+    Returns:
+        Column name → whether its values may be indexed and sent (empty for an unknown table).
+    """
+    rows = spi.query(
+        plpy,
+        "SELECT a.attname::text AS col, "
+        "nl2sql._values_allowed(n.nspname, r.relname, a.attname, r.relrowsecurity) AS ok "
+        "FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
+        "AND NOT a.attisdropped WHERE n.nspname = $1 AND r.relname = $2",
+        [schema, table],
+        ["name", "name"],
+    )
+    return {r["col"]: bool(r["ok"]) for r in rows}
+
+
+def withheld_value_columns(schema: Schema) -> list[str]:
+    """List the columns whose cell values are kept from the model: what the trace reports.
+
+    Withheld by the value policy, row-level security or the setting ``send_values``.
+
+    Args:
+        schema: ``catalog.load_schema``'s result (what the calling role may read).
+
+    Returns:
+        ``schema.table.column`` names, sorted.
+    """
+    return sorted(
+        f"{t.schema}.{t.table}.{c.name}"
+        for t in schema.tables
+        for c in t.columns
+        if not c.values_allowed
+    )
+
+
+def partial_columns(schema: Schema) -> set[tuple[str, str, str]]:
+    """Find the columns whose value index is partial (``Column.values_complete`` False).
+
+    Args:
+        schema: ``catalog.load_schema``'s result (what the calling role may read).
+
+    Returns:
+        ``(schema, table, column)`` names of the columns with more distinct values than
+        ``values_per_column`` or sampled values: a literal missing from their index may still be
+        a cell value.
+    """
+    return {
+        (t.schema, t.table, c.name)
+        for t in schema.tables
+        for c in t.columns
+        if c.values_complete is False
+    }
+
+
+def partial_value_columns(schema: Schema, limit: int = 50) -> dict[str, Any]:
+    """Report the partially indexed columns for the trace (``explain``'s ``values_partial``).
+
+    Args:
+        schema: ``catalog.load_schema``'s result (what the calling role may read).
+        limit: most column names listed.
+
+    Returns:
+        ``{"count": n, "columns": ["schema.table.column", ...]}`` (sorted, at most ``limit``).
+    """
+    names = sorted(".".join(c) for c in partial_columns(schema))
+    return {"count": len(names), "columns": names[:limit]}
+
+
+def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> dict[str, Any]:
+    """Store one value-policy row for a table or one of its columns: backs ``set_value_policy``.
+
+    Inserts or updates the row of ``nl2sql.value_policy``.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        tbl: the table, as ``regclass`` text (resolved on the caller's search_path).
+        send_values: true opts the values in, false keeps them out of the index and prompts.
+        column_name: one column of ``tbl``, or None/empty for the whole table.
+
+    Returns:
+        ``{"schema", "table", "column", "send_values", "indexed"}``: the resolved names, the
+        column as passed, the flag, and whether the table is in the schema index now (so its
+        values need re-indexing).
+
+    Raises:
+        plpy.Error: (through ``plpy.error``, the SQL error the caller sees) on a null
+            ``send_values`` or a column the table does not have.
+        plpy.SPIError: ``tbl`` names no relation.
+    """
+    if send_values is None:
+        plpy.error(
+            "nl2sql.set_value_policy: send_values must be true or false",
+            hint="false keeps the values out of the index and prompts; true opts in",
+        )
+    r = spi.query(
+        plpy,
+        "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass",
+        [tbl],
+        ["text"],
+    )[0]
+    col = column_name or ""
+    if col and col not in value_columns(plpy, r["s"], r["t"]):
+        plpy.error(
+            f"nl2sql.set_value_policy: table {r['s']}.{r['t']} has no column {col!r}",
+            hint="pass column_name => NULL for the whole table",
+        )
+    spi.query(
+        plpy,
+        "INSERT INTO nl2sql.value_policy (schema_name, table_name, column_name, send_values) "
+        "VALUES ($1, $2, $3, $4) ON CONFLICT (schema_name, table_name, column_name) "
+        "DO UPDATE SET send_values = EXCLUDED.send_values",
+        [r["s"], r["t"], col, send_values],
+        ["name", "name", "name", "bool"],
+    )
+    indexed = spi.query(
+        plpy,
+        "SELECT 1 FROM nl2sql.schema_table WHERE schema_name = $1 AND table_name = $2",
+        [r["s"], r["t"]],
+        ["name", "name"],
+    )
+    return {
+        "schema": r["s"],
+        "table": r["t"],
+        "column": column_name,
+        "send_values": send_values,
+        "indexed": bool(indexed),
+    }

@@ -1,0 +1,228 @@
+"""Masked question (question skeleton): schema names and cell values replaced by ``<mask>``.
+
+Source: PET-SQL (Li et al. 2024) §3.2 and DAIL-SQL (Gao et al. 2023) §3.3 — examples are
+retrieved by similarity of masked questions so that domain words do not dominate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+MASK = "<mask>"
+
+_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[^\sA-Za-z0-9]")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "of",
+    "in",
+    "on",
+    "at",
+    "to",
+    "for",
+    "by",
+    "with",
+    "and",
+    "or",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "id",
+    "name",
+    "names",
+    "number",
+    "what",
+    "which",
+    "who",
+    "how",
+    "many",
+    "much",
+    "all",
+    "each",
+    "list",
+    "show",
+    "give",
+    "find",
+    "count",
+    "year",
+    "type",
+}
+
+
+def name_words(identifier: str) -> list[str]:
+    """Split an identifier into lower-cased words.
+
+    Splits on ``_``, ``.``, whitespace and camelCase boundaries: ``"songReleaseYear"`` →
+    ``["song", "release", "year"]``; ``"singer_in_concert"`` → ``["singer", "in", "concert"]``.
+
+    Args:
+        identifier: a table or column name, unquoted.
+
+    Returns:
+        The words in order, lower-cased, without empty parts.
+    """
+    parts = re.split(r"[_.\s]+", _CAMEL.sub(" ", identifier))
+    return [p.lower() for p in parts if p]
+
+
+def inflections(word: str) -> set[str]:
+    """Give a word with its simple English singular/plural variants.
+
+    E.g. singer/singers, city/cities, class/classes; rule-based, no dictionary.
+
+    Args:
+        word: one word, any case.
+
+    Returns:
+        Set of lower-cased forms, including the lower-cased word itself.
+    """
+    w = word.lower()
+    forms = {w}
+    if w.endswith("ies") and len(w) > 4:
+        forms.add(w[:-3] + "y")
+    elif w.endswith("es") and len(w) > 3 and w[-3] in "sxz":
+        forms.add(w[:-2])
+    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        forms.add(w[:-1])
+    if w.endswith("y") and len(w) > 2 and w[-2] not in "aeiou":
+        forms.add(w[:-1] + "ies")
+    elif w.endswith(("s", "x", "z", "ch", "sh")):
+        forms.add(w + "es")
+    else:
+        forms.add(w + "s")
+    return forms
+
+
+@lru_cache(maxsize=65536)
+def _phrases_for(identifier: str) -> frozenset[tuple[str, ...]]:
+    words = name_words(identifier)
+    if not words:
+        return frozenset()
+    out: set[tuple[str, ...]] = set()
+    # the whole name, last word inflected ("song release years")
+    for form in inflections(words[-1]):
+        out.add(tuple(words[:-1] + [form]))
+    # every single content word of the name ("release", "song")
+    for w in words:
+        if w not in _STOP and len(w) > 2:
+            out.update((f,) for f in inflections(w))
+    return frozenset(out)
+
+
+@lru_cache(maxsize=16)
+def _name_phrases(names: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    """Every phrase of every name (cached: a backend asks about the same schema again)."""
+    out: set[tuple[str, ...]] = set()
+    for n in names:
+        out |= _phrases_for(n)
+    return frozenset(out)
+
+
+def tokenize(text: str) -> list[str]:
+    """Split a question into words and punctuation marks.
+
+    Args:
+        text: the question (natural language).
+
+    Returns:
+        Tokens in order: ASCII words (with an apostrophe suffix such as ``'s`` kept) and
+        single non-space, non-alphanumeric characters; whitespace is dropped.
+    """
+    return _WORD.findall(text)
+
+
+def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str] = ()) -> str:
+    """Mask a question: schema names and cell values replaced by ``<mask>``.
+
+    Values are matched before names, each longest phrase first (up to 8 tokens),
+    case-insensitively on token boundaries. Spans between quotes (the quotes dropped) and
+    all-digit tokens are masked too. Adjacent masks are collapsed into one.
+
+    Args:
+        question: the question (natural language).
+        names: table and column identifiers of the question's schema; each matches as its
+            whole word sequence (split on ``_``, ``.`` and camelCase, last word singular or
+            plural) or by any single content word of more than 2 letters (stop words such as
+            ``name`` or ``id`` excepted), singular or plural.
+        values: cell values (strings, or numbers as text) known to occur in the question, or
+            the question's phrases that matched them.
+
+    Returns:
+        The masked question (question skeleton) as space-joined tokens, e.g. ``How many
+        <mask> are from <mask> ?``.
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, masked
+    question similarity for example selection.
+    """
+    tokens = tokenize(question)
+    lower = [t.lower() for t in tokens]
+    masked = [False] * len(tokens)
+
+    value_phrases: set[tuple[str, ...]] = set()
+    for v in values:
+        vt = tuple(t.lower() for t in tokenize(str(v)))
+        if vt:
+            value_phrases.add(vt)
+    name_phrases = _name_phrases(tuple(names))
+
+    for phrases in (value_phrases, name_phrases):
+        # longest phrases first; one set lookup per position and length (a schema of thousands
+        # of columns has tens of thousands of name phrases)
+        for n in range(min(len(tokens), 8), 0, -1):  # names and values of up to 8 words
+            for i in range(len(tokens) - n + 1):
+                if not any(masked[i : i + n]) and tuple(lower[i : i + n]) in phrases:
+                    for j in range(i, i + n):
+                        masked[j] = True
+    # quoted spans and numbers are values too
+    out: list[str] = []
+    in_quote = False
+    for tok, m in zip(tokens, masked):
+        if tok in {'"', "'"}:
+            in_quote = not in_quote
+            continue
+        if m or in_quote or tok.isdigit():
+            if not out or out[-1] != MASK:
+                out.append(MASK)
+        else:
+            out.append(tok)
+    return " ".join(out)
+
+
+def masked_question(
+    question: str, schema, values, value_min: float, extra: Iterable[str] = ()
+) -> str:
+    """The masked question the pipeline retrieves with: schema names, the phrases of matched
+    cell values and ``extra`` phrases (business terms named in the question) masked.
+
+    Exact and trigram value matches (misspellings) mask their phrase; embedding matches only
+    when strong (≥ ``value_min``: a paraphrase like "USA" for 'United States'). Only phrases
+    of the question itself count (source ``question`` or ``quoted``, not the evidence).
+
+    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, masked question.
+
+    Args:
+        question: the question (natural language).
+        schema: the ``types.Schema`` the role may read (its table and column names are masked).
+        values: ``retrieval.ValueMatch`` list (``phrase``, ``source``, ``how``, ``score``).
+        value_min: the least score of an embedding match that masks its phrase.
+        extra: further phrases to mask (business terms as they occur in the question).
+
+    Returns:
+        The masked question (``mask_question``'s form).
+    """
+    names = [tb.table for tb in schema.tables] + [
+        c.name for tb in schema.tables for c in tb.columns
+    ]
+    strong = [
+        v.phrase
+        for v in values
+        if v.source in ("question", "quoted")
+        and (v.how in ("exact", "trigram") or v.score >= value_min)
+    ]
+    return mask_question(question, names=names, values=[*strong, *extra])

@@ -1,0 +1,572 @@
+"""Value retrieval: cell values of the database that the question (and its evidence) mentions,
+found in the value index by exact match, by pg_trgm similarity (misspelt or partly typed values)
+and by embedding similarity (paraphrased values). Only values of columns the calling role may
+SELECT and the value policy lets reach a model: the lookup is SQL function
+``nl2sql._match_values``, which applies the same filter as view ``nl2sql.visible_cell_value``
+but can use the index's btree, gin (pg_trgm) and hnsw (pgvector) indexes.
+
+Source: OpenSearch-SQL (Xie et al. 2024) §3.4 — entity extraction from the question, then
+retrieval of database values by string and vector similarity, the matched values given to the
+model and used for column filtering. Candidate phrases here are the question's word n-grams,
+its quoted spans and (BIRD's external knowledge) the evidence's quoted spans and n-grams.
+
+All database functions take ``plpy`` and run on the backend's main thread.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from ..core import spi
+from .masking import _STOP, inflections
+
+MAX_NGRAM = 4
+# Longest question n-gram (in words) looked up by trigram similarity (fuzzy_phrases).
+MAX_FUZZY_WORDS = 3
+# Trigram similarity at which a match resolves its phrase like an exact one (fuzzy_phrases): a
+# one-letter slip in a value of two or three words scores about 0.6-0.85 against it.
+STRONG_TRIGRAM = 0.7
+# Words that never name a value on their own (question words, SQL-ish words of BIRD evidence).
+STOP_WORDS = _STOP | {
+    "do",
+    "does",
+    "did",
+    "has",
+    "have",
+    "had",
+    "their",
+    "there",
+    "that",
+    "this",
+    "these",
+    "those",
+    "from",
+    "than",
+    "then",
+    "as",
+    "it",
+    "its",
+    "not",
+    "no",
+    "yes",
+    "more",
+    "most",
+    "less",
+    "least",
+    "please",
+    "refers",
+    "refer",
+    "refer to",
+    "between",
+    "where",
+    "when",
+    "average",
+    "total",
+    "sum",
+    "max",
+    "min",
+    "over",
+    "under",
+    "above",
+    "below",
+    "percentage",
+    "times",
+    "ratio",
+    "calculate",
+    "state",
+    "indicate",
+    "among",
+    "whose",
+    "them",
+    "they",
+    "his",
+    "her",
+    "he",
+    "she",
+    "we",
+    "our",
+    "you",
+    "your",
+    "i",
+    "me",
+    "my",
+    "if",
+    "but",
+    "so",
+    "any",
+    "also",
+    "only",
+    "other",
+    "same",
+    "both",
+    "one",
+    "two",
+    "three",
+    "first",
+    "second",
+    "into",
+    "out",
+    "up",
+    "down",
+    "about",
+    "per",
+    "tell",
+    "provide",
+    "describe",
+    "mention",
+    "name",
+    "names",
+    "value",
+    "values",
+    "select",
+    "count",
+    "distinct",
+    "null",
+}
+_JOINERS = {"", "-", ".", "&", "/", "'", "’"}
+_SPAN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+
+
+@dataclass
+class Phrase:
+    """A candidate value phrase to look up in the value index.
+
+    Attributes:
+        text: the phrase as written (at most 200 characters).
+        source: where it came from: ``quoted`` (a quoted span of the question), ``question``
+            (an n-gram of the question), ``evidence`` (a quoted span of the evidence) or
+            ``evidence_ngram`` (an n-gram of the evidence).
+    """
+
+    text: str
+    source: str
+
+
+@dataclass
+class ValueMatch:
+    """One retrieved cell value.
+
+    Attributes:
+        schema: schema of the value's table.
+        table: table name.
+        column: column name.
+        value: the cell value as text.
+        score: match score in 0..1 (1 for exact; pg_trgm similarity; cosine similarity),
+            rounded to 4 decimals.
+        how: how it was found: ``exact``, ``trigram`` or ``vector``.
+        phrase: the phrase of the question or evidence that matched it.
+        source: that phrase's ``Phrase.source``.
+    """
+
+    schema: str
+    table: str
+    column: str
+    value: str
+    score: float
+    how: str
+    phrase: str
+    source: str
+
+    def to_json(self) -> dict:
+        """Convert the match for the trace.
+
+        Returns:
+            JSON-able dict of the attributes (schema, table, column, value, score, how,
+            phrase, source).
+        """
+        return asdict(self)
+
+
+def quoted_spans(text: str) -> list[str]:
+    """Find the spans of a text between matching quotes.
+
+    Single, double and typographic quotes (“…”, ‘…’) count. A quote opens only at the start
+    or after a non-alphanumeric character and closes only at the end or before one, so
+    apostrophes in words do not count: ``power of "Super Strength" refers to power_name =
+    'Super Strength'`` → ``["Super Strength"]`` (the same span is returned once).
+
+    Args:
+        text: a question or its evidence.
+
+    Returns:
+        The spans' texts, stripped, non-empty and distinct, in order of appearance.
+    """
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "\"'“‘" and (i == 0 or not text[i - 1].isalnum()):
+            close = {"“": "”", "‘": "’"}.get(ch, ch)
+            j = i + 1
+            while j < n:
+                if text[j] == close and (j + 1 == n or not text[j + 1].isalnum()):
+                    break
+                j += 1
+            if j < n:
+                span = text[i + 1 : j].strip()
+                if span and span not in out:
+                    out.append(span)
+                i = j + 1
+                continue
+        i += 1
+    return out
+
+
+def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
+    """List the word n-grams of a text that might name a cell value.
+
+    Each n-gram is taken as written (the original characters between its first and last word,
+    so ``3-D Man`` stays ``3-D Man``). Skipped: n-grams made only of stop words or
+    single characters; n-grams of 2+ words that start or end with a stop word; n-grams whose
+    words are joined by anything but whitespace and ``- . & / '`` (at most 3 characters), e.g.
+    by an operator or a comma.
+
+    Args:
+        text: a question or its evidence.
+        max_n: longest n-gram, in words.
+
+    Returns:
+        The n-grams, longest first and then in text order, distinct case-insensitively.
+    """
+    words = [(m.start(), m.end()) for m in _SPAN_WORD.finditer(text)]
+    out: list[str] = []
+    seen: set[str] = set()
+    for n in range(max_n, 0, -1):
+        for i in range(len(words) - n + 1):
+            s, e = words[i][0], words[i + n - 1][1]
+            span = text[s:e]
+            gaps = [text[words[j][1] : words[j + 1][0]] for j in range(i, i + n - 1)]
+            if any(g.strip() not in _JOINERS or len(g) > 3 for g in gaps):
+                continue  # words joined by an operator, a quote or a sentence mark
+            toks = [text[a:b].lower() for a, b in words[i : i + n]]
+            if all(t in STOP_WORDS or len(t) < 2 for t in toks):
+                continue
+            if toks[0] in STOP_WORDS and n > 1 or toks[-1] in STOP_WORDS and n > 1:
+                continue  # "of Marvel" adds nothing over "Marvel"
+            key = span.lower()
+            if key not in seen:
+                seen.add(key)
+                out.append(span)
+    return out
+
+
+def candidate_phrases(
+    question: str, evidence: str | None = None, max_n: int = MAX_NGRAM
+) -> list[Phrase]:
+    """Collect the phrases to look up in the value index, most specific first.
+
+    Order: quoted spans of the evidence, quoted spans of the question, the question's n-grams,
+    the evidence's n-grams. Phrases are distinct case-insensitively and at most 200 characters.
+
+    Args:
+        question: the question (natural language).
+        evidence: BIRD-style external knowledge for the question, or None.
+        max_n: longest n-gram, in words.
+
+    Returns:
+        List of ``Phrase`` with their sources.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, entity extraction; the paper extracts
+    entities with a model, here every n-gram is a candidate and the index decides.
+    """
+    out: list[Phrase] = []
+    seen: set[str] = set()
+
+    def add(text: str, source: str) -> None:
+        t = text.strip()
+        if t and t.lower() not in seen and len(t) <= 200:
+            seen.add(t.lower())
+            out.append(Phrase(t, source))
+
+    for s in quoted_spans(evidence or ""):
+        add(s, "evidence")
+    for s in quoted_spans(question):
+        add(s, "quoted")
+    for s in ngram_phrases(question, max_n):
+        add(s, "question")
+    for s in ngram_phrases(evidence or "", max_n):
+        add(s, "evidence_ngram")
+    return out
+
+
+_SOURCE_RANK = {"evidence": 0, "quoted": 0, "question": 1, "evidence_ngram": 2}
+_HOW_RANK = {"exact": 0, "trigram": 1, "vector": 2}
+
+
+def merge_matches(matches: list[ValueMatch], top_k: int) -> list[ValueMatch]:
+    """Merge and rank value matches, one per cell value.
+
+    Ranking: exact matches first (among them, quoted spans of the question or evidence before
+    question n-grams before evidence n-grams), then by score (higher first), then longer
+    phrases first, then exact / trigram / vector, then the value.
+
+    Args:
+        matches: matches from ``match_values``, possibly several per value.
+        top_k: most entries to return.
+
+    Returns:
+        At most ``top_k`` ``ValueMatch``, one per (schema, table, column, value) (its best
+        match), best first.
+    """
+
+    def key(m: ValueMatch):
+        exact = m.how == "exact"
+        return (
+            0 if exact else 1,
+            _SOURCE_RANK.get(m.source, 3) if exact else 0,
+            -round(m.score, 4),
+            -len(m.phrase),
+            _HOW_RANK.get(m.how, 3),
+            m.value,
+        )
+
+    best: dict[tuple[str, str, str, str], ValueMatch] = {}
+    for m in sorted(matches, key=key):
+        best.setdefault((m.schema, m.table, m.column, m.value), m)
+    return sorted(best.values(), key=key)[:top_k]
+
+
+def _rows_to_matches(rows, phrases: list[Phrase]) -> list[ValueMatch]:
+    return [
+        ValueMatch(
+            schema=r["schema_name"],
+            table=r["table_name"],
+            column=r["column_name"],
+            value=r["value"],
+            score=round(float(r["score"]), 4),
+            how=r["how"],
+            phrase=phrases[r["i"] - 1].text,
+            source=phrases[r["i"] - 1].source,
+        )
+        for r in rows
+    ]
+
+
+def match_values(
+    plpy,
+    phrases: list[Phrase],
+    *,
+    fuzzy: list[int] = (),
+    exact: bool = True,
+    vectors: dict[int, str] | None = None,
+    trgm_min: float = 0.5,
+    vector_min: float = 0.8,
+    per_phrase: int = 3,
+) -> list[ValueMatch]:
+    """Look phrases up in the value index as the calling role may see it, unmerged.
+
+    Runs SQL function ``nl2sql._match_values`` (SECURITY DEFINER, privilege-filtered for
+    ``current_user``, using the index's btree / gin / hnsw indexes) in one statement.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        phrases: the candidate phrases (``candidate_phrases``).
+        fuzzy: 0-based positions in ``phrases`` to look up by pg_trgm similarity
+            (``fuzzy_phrases``).
+        exact: when True, every phrase is looked up by case-insensitive equality (score 1).
+        vectors: 0-based position in ``phrases`` → pgvector text (``to_pgvector``) of that
+            phrase's embedding (384 floats, all-MiniLM-L6-v2, L2-normalised), for lookup by
+            cosine similarity; None for none.
+        trgm_min: minimum pg_trgm similarity, 0..1.
+        vector_min: minimum cosine similarity, 0..1.
+        per_phrase: most values per phrase and lookup kind (trigram, vector), best first.
+
+    Returns:
+        List of ``ValueMatch`` (scores in 0..1), unmerged (see ``merge_matches``); empty when
+        there are no phrases or no lookup is asked for.
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieval of database values by string and
+    vector similarity.
+    """
+    vectors = vectors or {}
+    if not phrases or not (exact or fuzzy or vectors):
+        return []
+    texts = [p.text for p in phrases] if exact else None
+    fz = set(fuzzy)
+    trgm = [p.text if i in fz else None for i, p in enumerate(phrases)] if fz else None
+    vecs = (
+        (
+            "{"
+            + ",".join(f'"{vectors[i]}"' if i in vectors else "NULL" for i in range(len(phrases)))
+            + "}"
+        )
+        if vectors
+        else None
+    )
+    rows = spi.query(
+        plpy,
+        "SELECT how, i, schema_name, table_name, column_name, value, score "
+        "FROM nl2sql._match_values(current_user, $1, $2, $3::vector[], $4, $5, $6)",
+        [texts, trgm, vecs, float(trgm_min), float(vector_min), int(per_phrase)],
+        ["text[]", "text[]", "text", "float8", "float8", "int4"],
+    )
+    return _rows_to_matches(rows, phrases)
+
+
+def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[int]:
+    """Choose the phrases worth a trigram lookup.
+
+    A trigram lookup finds values a phrase misspells or names in part. Its cost grows with the
+    value index (pg_trgm's GIN index reads the posting lists of half of the phrase's trigrams:
+    10-45 ms a phrase of several words at 1,000,000 strings, most for the longest), so phrases
+    that cannot add a value are left out:
+
+    * question n-grams of more than ``MAX_FUZZY_WORDS`` words: a misspelt value of 4+ words is
+      still found through its 3-word n-grams, which hold about 3/4 of its trigrams (quoted and
+      evidence spans are kept whatever their length);
+    * with ``found`` given, a phrase that matched a value exactly or by a trigram similarity of
+      at least ``STRONG_TRIGRAM``, or lies inside a phrase that did: its mention is already
+      resolved (that value ranks first; its near-duplicates only crowd it), the rule
+      ``vector_phrases`` applies to embedding lookups;
+    * a question n-gram that overlaps such a resolved phrase of 2+ words in part ("orders did
+      Zack", "Tian place" around "Zack Neal Tian"): a resolved multi-word phrase marks where its
+      mention begins and ends, so an n-gram across that border mixes the value with the words
+      around it. Rule from the scale benchmark's lookups (bench/scale.py), where these n-grams
+      were 2 of 3 trigram lookups of a question that named a value; a phrase that contains the
+      whole resolved phrase, quoted spans and evidence spans are kept.
+
+    Args:
+        phrases: the candidate phrases.
+        found: the matches already found for these phrases (``match_values``), as the calling
+            role may see them; empty for none.
+
+    Returns:
+        0-based positions in ``phrases`` of those with 3+ characters that are not evidence
+        n-grams and are not left out by the rules above.
+    """
+    hit = {
+        tuple(_SPAN_WORD.findall(m.phrase.lower()))
+        for m in found
+        if m.how == "exact" or m.how == "trigram" and m.score >= STRONG_TRIGRAM
+    }
+    out = []
+    for i, p in enumerate(phrases):
+        words = tuple(_SPAN_WORD.findall(p.text.lower()))
+        if len(p.text) < 3 or p.source == "evidence_ngram":
+            continue
+        if p.source == "question" and len(words) > MAX_FUZZY_WORDS:
+            continue
+        if words and any(_inside(words, h) for h in hit):
+            continue
+        if p.source == "question" and any(_straddles(words, h) for h in hit if len(h) > 1):
+            continue
+        out.append(i)
+    return out
+
+
+def _straddles(words: tuple, span: tuple) -> bool:
+    """Whether ``words`` overlaps ``span`` in part: a head of one is a tail of the other and
+    neither lies inside the other (both tuples of words)."""
+    if _inside(span, words) or _inside(words, span):
+        return False
+    n = min(len(words), len(span))
+    return any(words[-k:] == span[:k] or words[:k] == span[-k:] for k in range(1, n))
+
+
+def _inside(words: tuple, outer: tuple) -> bool:
+    """Whether ``words`` is a contiguous run of ``outer`` (both tuples of words)."""
+    n = len(words)
+    return any(outer[j : j + n] == words for j in range(len(outer) - n + 1))
+
+
+def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
+    """Exact and trigram matches of the phrases, as the calling role may see them.
+
+    Every phrase exactly; then by trigram similarity (none when ``trgm_min`` > 1), in up to
+    three rounds, the phrases ``fuzzy_phrases`` keeps given all matches so far: the longest
+    without a stop word (quoted and evidence spans, question n-grams of ``MAX_FUZZY_WORDS``
+    words such as "Sprinter Brougton Uphold"), the other longest ("category of Sprinter"), the
+    shorter ones. Longest and content first: a misspelt value of three words is resolved by its
+    one 3-word lookup instead of six lookups of its parts and the n-grams across its border
+    (146 → 55 ms for one such question at 1,000,000 strings in bench/scale.py).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        phrases: the candidate phrases (``candidate_phrases``).
+        trgm_min: minimum pg_trgm similarity, 0..1 (setting ``value_trgm_min``).
+
+    Returns:
+        List of ``ValueMatch``, unmerged (``merge_matches``).
+
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieval of database values by string
+    similarity.
+    """
+    found = match_values(plpy, phrases)
+    if trgm_min > 1:
+        return found
+    done: set[int] = set()
+    for in_round in (_longest_content, _longest, lambda p: True):
+        batch = [i for i in fuzzy_phrases(phrases, found) if i not in done and in_round(phrases[i])]
+        found = found + _trigram_matches(plpy, phrases, batch, trgm_min)
+        done.update(batch)
+    return found
+
+
+def _trigram_matches(
+    plpy, phrases: list[Phrase], fuzzy: list[int], trgm_min: float
+) -> list[ValueMatch]:
+    """``match_values`` by trigrams only, for the phrases at positions ``fuzzy``; no query
+    when there are none."""
+    if not fuzzy:
+        return []
+    return match_values(plpy, phrases, fuzzy=fuzzy, exact=False, trgm_min=trgm_min)
+
+
+def _longest(p: Phrase) -> bool:
+    """Whether ``p`` is a quoted or evidence span, or a question n-gram of ``MAX_FUZZY_WORDS``
+    words."""
+    return p.source != "question" or len(_SPAN_WORD.findall(p.text)) >= MAX_FUZZY_WORDS
+
+
+def _longest_content(p: Phrase) -> bool:
+    """Whether ``p`` is ``_longest`` and, if a question n-gram, has no stop word."""
+    return _longest(p) and (
+        p.source != "question"
+        or not any(w.lower() in STOP_WORDS for w in _SPAN_WORD.findall(p.text))
+    )
+
+
+def vector_phrases(
+    phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str], limit: int
+) -> list[int]:
+    """Choose the phrases that get an embedding lookup (paraphrased values: "USA" → 'United
+    States').
+
+    Chosen: phrases of up to 3 words that ``fuzzy_phrases`` keeps given ``found`` (so none
+    across the border of a resolved multi-word mention), that matched no value in ``found``,
+    are not inside a phrase that did, and are not made only of schema words, stop words and
+    numbers. Quoted and evidence spans come first, then question n-grams, then
+    evidence n-grams, each in order. Each embedding costs the backend about 2–5 ms of CPU,
+    which is why the number is bounded (setting ``value_vector_phrases``).
+
+    Args:
+        phrases: the candidate phrases.
+        found: the matches already found (exact and trigram).
+        schema_words: lower-cased words of the table and column names
+            (``linking.schema_words``); a phrase word counts when any of its singular/plural
+            forms is among them ("singers" counts for ``singer``).
+        limit: most phrases to choose; 0 or less chooses none.
+
+    Returns:
+        0-based positions in ``phrases``, at most ``limit``.
+    """
+    if limit <= 0:
+        return []
+    hit = {m.phrase.lower() for m in found}
+    out: list[int] = []
+    for i in sorted(
+        fuzzy_phrases(phrases, found), key=lambda i: (_SOURCE_RANK.get(phrases[i].source, 3), i)
+    ):
+        text = phrases[i].text
+        words = [w.lower() for w in _SPAN_WORD.findall(text)]
+        if not words or len(words) > 3 or text.lower() in hit:
+            continue
+        if any(text.lower() in h for h in hit):
+            continue  # "Marvel" inside the matched "Marvel Comics"
+        if all(inflections(w) & schema_words or w in STOP_WORDS or w.isdigit() for w in words):
+            continue
+        out.append(i)
+        if len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,11 @@
+"""Choosing among candidates: result signatures and the vote, MCS-SQL multiple choice, Spider
+hardness, learned per-model reliability, clarify-or-abstain.
+"""
+
+__all__ = [
+    "abstain",
+    "hardness",
+    "multiple_choice",
+    "reliability",
+    "vote",
+]
