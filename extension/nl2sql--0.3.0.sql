@@ -860,7 +860,7 @@ if sp not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 try:
-    from nl2sql.core import version
+    from nl2sql import version
 except ImportError:
     plpy.error("nl2sql: the Python package in %s is older than this database's extension" % sp,
                hint="install the Python package of the installed extension's version into it")

@@ -610,7 +610,7 @@ def test_statement_budget_reads_every_unit_of_statement_timeout(sdb, setting, se
     sdb.execute("SELECT nl2sql._boot()")
     sdb.execute(
         "CREATE OR REPLACE FUNCTION pg_temp.budget() RETURNS float8 LANGUAGE plpython3u "
-        "AS $$ from nl2sql import safety; return safety.statement_remaining_s(plpy) $$"
+        "AS $$ from nl2sql.generation import safety; return safety.statement_remaining_s(plpy) $$"
     )
     sdb.execute(f"SET statement_timeout = '{setting}'")
     try:

@@ -10,7 +10,8 @@ import functools
 import json
 from typing import Any
 
-from .core import spi, version
+from . import version
+from .core import spi
 from .core.errors import (
     CandidateRefused,
     ConfigError,

@@ -1,5 +1,5 @@
 """The core every stage uses: errors, the dataclasses between stages, settings, SQL through SPI,
-stage timing, the version check, the schema catalog, name resolution, candidate parsing and
+stage timing, the schema catalog, name resolution, candidate parsing and
 checks, secret redaction.
 """
 
@@ -13,5 +13,4 @@ __all__ = [
     "sqlcheck",
     "timing",
     "types",
-    "version",
 ]

@@ -4,13 +4,17 @@ The SQL functions of one release call the Python entry points of the same releas
 package upgrade without ``ALTER EXTENSION nl2sql UPDATE`` (or the other way round) they would
 call functions whose signatures or tables differ. Every entry point therefore checks, once per
 backend, that the two agree, and says what to run when they do not.
+
+This module stays at ``nl2sql.version`` with ``mismatch(installed)``: the ``_boot()`` of every
+released install script imports it from there, so that a database not yet updated gets the
+message naming both versions from any later package.
 """
 
 from __future__ import annotations
 
-from .. import __version__
-from . import spi
-from .errors import VersionMismatch
+from . import __version__
+from .core import spi
+from .core.errors import VersionMismatch
 
 _CHECKED: set[str] = set()
 
