@@ -1,7 +1,7 @@
 """Citus rules, checked without Citus (it is not a Debian package: these machines cannot run it).
 
-- Without Citus the indexer's SQL names no Citus object (it would not even parse-check there),
-  and the real plan() runs (every other database test covers that path).
+- Without Citus the indexer's SQL names no Citus object (tests/unit/ops/test_citus.py), and the
+  real plan() runs (every other database test covers that path).
 - With Citus, the SQL that ``nl2sql.citus`` builds is run against stand-ins of the three Citus
   objects it uses, created in a scratch database with the signatures of Citus 13's:
   ``pg_catalog.relation_is_a_known_shard(regclass) → bool``, ``pg_dist_partition`` and
@@ -16,7 +16,6 @@ from __future__ import annotations
 import psycopg
 import psycopg.sql
 import pytest
-import sqlglot
 
 from nl2sql.ops import citus
 
@@ -56,14 +55,6 @@ INSERT INTO concert_102044 SELECT g, 'a' FROM generate_series(1, 30) g;
 INSERT INTO concert_102045 SELECT g, 'b' FROM generate_series(1, 12) g;
 DELETE FROM concert_102045 WHERE id <= 2;
 """
-
-
-def test_without_citus_the_plan_names_no_citus_object():
-    sql = citus.plan_query(False)
-    assert "citus" not in sql.lower() and "shard" not in sql.lower()
-    assert "relation_is_a_known_shard" in citus.plan_query(True)
-    for text in (citus.plan_query(False), citus.plan_query(True), citus.shard_stats_query()):
-        sqlglot.parse_one(text.replace("$1", "NULL"), read="postgres")  # one valid statement
 
 
 @pytest.fixture(scope="module")
@@ -115,66 +106,3 @@ def test_distributed_table_is_measured_from_its_shards_statistics(standins):
     time.sleep(0.2)
     after = _run(standins, citus.shard_stats_query(), "public.concert", "text")[0]
     assert after[1] == before[1] + 1 and after[0] == before[0]
-
-
-class _FakePlpy:
-    """Answers the indexer's statements as a Citus coordinator would, from canned rows, and
-    records every statement; ``spi.run`` statements (the per-table reads) stop the test."""
-
-    class Read(Exception):
-        pass
-
-    def __init__(self, stored_signature: str | None):
-        self.stored = stored_signature
-        self.seen: list[str] = []
-
-    @staticmethod
-    def quote_ident(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
-
-    def prepare(self, sql, types=None):
-        return sql
-
-    def execute(self, sql, args=None):
-        self.seen.append(sql)
-        if "FROM nl2sql.setting" in sql:
-            return []
-        if "pg_extension WHERE extname = 'citus'" in sql or "pg_dist_partition" in sql:
-            return [{"?column?": 1}]
-        if "run_command_on_shards" in sql:
-            return [{"n_rows": 40, "changes": 44, "shards": "102044,102045", "ok": True}]
-        if "SELECT fingerprint, shard_signature" in sql:
-            return [{"fingerprint": "f", "shard_signature": self.stored}]
-        raise self.Read(sql)
-
-
-def test_unchanged_distributed_table_is_skipped_without_reading_its_data():
-    from nl2sql.core import spi
-    from nl2sql.ops import indexer
-
-    spi._PLANS.clear()
-    signature = "citus:44:102044,102045:True"  # counters, shards, every shard answered
-
-    def state(stored: str) -> dict:  # a table_states row: the coordinator's counters say nothing
-        return {
-            "schema": "public",
-            "table": "concert",
-            "kind": "r",
-            "fingerprint": "f",
-            "data_state": "coordinator",
-            "rows_est": 0.0,
-            "old_fingerprint": "f",
-            "old_data_state": stored,
-        }
-
-    plpy = _FakePlpy(signature)
-    assert (
-        indexer.write_table(plpy, "public", "concert", False, state(signature))["skipped"] is True
-    )
-    assert not any("count(*)" in s or "GROUP BY" in s for s in plpy.seen)
-    # counters moved: the table is read (the first read stops the fake), and forced too
-    for stored, force in (("citus:43:102044,102045:True", False), (signature, True)):
-        spi._PLANS.clear()
-        with pytest.raises(_FakePlpy.Read):
-            indexer.write_table(_FakePlpy(stored), "public", "concert", force, state(stored))
-    spi._PLANS.clear()

@@ -178,12 +178,3 @@ def test_large_table_samples_high_cardinality_columns_only(sdb):
         sdb.execute("SELECT nl2sql.reset_setting('values_per_column')")
         sdb.execute("DROP TABLE big")
         sdb.execute("SELECT nl2sql.reindex()")
-
-
-def test_alignment_leaves_partial_columns_alone():
-    from nl2sql.generation.alignment import ValueIndex
-
-    idx = ValueIndex(None, 100, 200, 0.4, 0.8, partial={("public", "city", "name")})
-    idx.column_count = lambda col: 5
-    got = idx.closest(("public", "city", "name"), "Citty 1")
-    assert got.value is None and "partially indexed" in got.reason

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from conftest import add_models
+from db.test_safety import SECRETS, analyst_conn, safe_conn  # noqa: F401 (fixtures: two roles)
 from nl2sql_indexer.loopback import Rule
-from test_safety import SECRETS, analyst_conn, safe_conn  # noqa: F401 (fixtures: two roles)
 
 
 def retrieve(db, question, evidence=None, presql=None):

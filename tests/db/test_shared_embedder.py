@@ -1,51 +1,23 @@
-"""The shared embedder (nl2sql.embedding.server, nl2sql.embedding.client): the process answers the
-OpenAI embeddings API with the in-process engine's vectors, exits with its postmaster, is started
-by the first backend that needs it, restarted when killed, and when it cannot run the backend
-embeds in-process and the trace says so."""
+"""The shared embedder (nl2sql.embedding.server, nl2sql.embedding.client) inside PostgreSQL: the
+process is started by the first backend that needs it, its vectors equal the in-process engine's,
+it is restarted when killed, a backend relays its model calls through it and stays small, and
+when it cannot run the backend embeds in-process and the trace says so. The process on its own
+(answers, refusals, exit with its postmaster, the model-call relay) is
+tests/unit/embedding/test_shared_embedder.py."""
 
 from __future__ import annotations
 
-import array
-import base64
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models
+from conftest import EMBEDDING_TEXTS, add_models, cosines, embeddings_of
 from nl2sql.embedding import encode as embed
 from nl2sql_indexer.demo_data import DEMO_QUESTIONS
-
-ROOT = Path(__file__).resolve().parent.parent
-TEXTS = ["How many singers do we have?", "France", "naïve café — 3-D Man", "Summer Nights"]
-
-
-def _client(sock: str):
-    import httpx2
-    import openai
-
-    return openai.OpenAI(
-        api_key="unused",
-        base_url="http://embedder/v1",
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(transport=httpx2.HTTPTransport(uds=sock)),
-    )
-
-
-def _vectors(sock: str, texts: list[str]) -> list[list[float]]:
-    resp = _client(sock).embeddings.create(
-        input=texts, model="all-MiniLM-L6-v2", encoding_format="base64"
-    )
-    return [list(array.array("f", base64.b64decode(d.embedding))) for d in resp.data]
-
-
-def _cosines(a: list[list[float]], b: list[list[float]]) -> list[float]:
-    return [sum(x * y for x, y in zip(u, v)) for u, v in zip(a, b)]
 
 
 def _gone(pid: int) -> bool:
@@ -61,79 +33,6 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
     while time.monotonic() < deadline and not _gone(pid):
         time.sleep(0.05)
     return _gone(pid)
-
-
-@pytest.fixture
-def service(tmp_path):
-    """An embedding process started by hand in a private folder, for a stand-in postmaster
-    (a ``sleep`` process)."""
-    d = tmp_path / "emb"
-    d.mkdir(mode=0o700)
-    fake_postmaster = subprocess.Popen(["sleep", "300"])
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "py_udf"),
-        TEST_KEY_ENV: TEST_API_KEY,
-    }  # as the server's environment would hold it
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nl2sql.embedding.server",
-            "--dir",
-            str(d),
-            "--postmaster-pid",
-            str(fake_postmaster.pid),
-        ],
-        env=env,
-    )
-    deadline = time.monotonic() + 60
-    while not (d / "embed.sock").exists() and time.monotonic() < deadline:
-        assert proc.poll() is None, "the embedding process exited while starting"
-        time.sleep(0.05)
-    yield d, proc, fake_postmaster
-    for p in (proc, fake_postmaster):
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-def test_service_answers_with_the_in_process_vectors(service):
-    d, proc, _ = service
-    assert (d / "embed.sock").stat().st_mode & 0o777 == 0o600
-    assert int((d / "embedder.pid").read_text()) == proc.pid
-    got = _vectors(str(d / "embed.sock"), TEXTS)
-    ref = embed.embed(TEXTS, cache=False)
-    assert len(got) == len(TEXTS) and all(len(v) == embed.DIM for v in got)
-    assert min(_cosines(got, ref)) >= 0.9999
-    # float encoding and a single string, as the OpenAI API allows
-    one = _client(str(d / "embed.sock")).embeddings.create(
-        input="France", model="all-MiniLM-L6-v2", encoding_format="float"
-    )
-    assert min(_cosines([one.data[0].embedding], [ref[1]])) >= 0.9999
-
-
-def test_service_refuses_bad_requests(service):
-    import openai
-
-    d, _, _ = service
-    with pytest.raises(openai.BadRequestError, match="unknown model"):
-        _client(str(d / "embed.sock")).embeddings.create(input=["x"], model="gpt-x")
-    with pytest.raises(openai.BadRequestError, match="1 to"):
-        _client(str(d / "embed.sock")).embeddings.create(input=[], model="all-MiniLM-L6-v2")
-
-
-def test_service_exits_with_its_postmaster(service):
-    d, proc, fake_postmaster = service
-    fake_postmaster.kill()
-    fake_postmaster.wait()
-    assert proc.wait(timeout=15) == 0
-    assert not (d / "embed.sock").exists()
-
-
-# --------------------------------------------------------------------------------------------
-# inside the server
-# --------------------------------------------------------------------------------------------
 
 
 def _embedder_dir(cluster) -> Path:
@@ -199,7 +98,12 @@ def test_backends_use_one_shared_process_with_the_same_vectors(shared, cluster):
         assert _heavy_modules(c) == []
     # the process's vectors equal the in-process engine's; so do the ones reindex stored
     assert (
-        min(_cosines(_vectors(str(d / "embed.sock"), TEXTS), embed.embed(TEXTS, cache=False)))
+        min(
+            cosines(
+                embeddings_of(str(d / "embed.sock"), EMBEDDING_TEXTS),
+                embed.embed(EMBEDDING_TEXTS, cache=False),
+            )
+        )
         >= 0.9999
     )
     shared.execute("SELECT nl2sql.reindex(force => true)")
@@ -207,7 +111,7 @@ def test_backends_use_one_shared_process_with_the_same_vectors(shared, cluster):
         "SELECT value, embedding::text FROM nl2sql.cell_value ORDER BY value LIMIT 20"
     ).fetchall()
     stored = [json.loads(r[1]) for r in rows]
-    assert min(_cosines(stored, embed.embed([r[0] for r in rows], cache=False))) >= 0.9999
+    assert min(cosines(stored, embed.embed([r[0] for r in rows], cache=False))) >= 0.9999
 
 
 def test_killed_process_is_restarted_by_the_next_backend(shared, cluster):
@@ -281,98 +185,6 @@ def test_process_that_does_not_answer_costs_one_timeout_then_in_process(shared, 
 # --------------------------------------------------------------------------------------------
 
 
-def _relay(sock: str, payload: dict):
-    import httpx2
-
-    with httpx2.Client(
-        transport=httpx2.HTTPTransport(uds=sock), base_url="http://embedder", timeout=30
-    ) as c:
-        return c.post("/nl2sql/v1/chat", json=payload)
-
-
-def _chat(model: str, base_url: str, **cfg) -> dict:
-    from dataclasses import asdict
-
-    from nl2sql.core.types import ModelConfig
-
-    return {
-        "config": asdict(
-            ModelConfig(
-                name=model, model=model, base_url=base_url, timeout_s=5, max_retries=0, **cfg
-            )
-        ),
-        "messages": [{"role": "user", "content": "How many singers do we have?"}],
-        "timeout_s": 5,
-        "n": 1,
-        "temperature": None,
-    }
-
-
-def test_service_relays_model_calls_and_redacts_echoed_keys(service, llm):
-    from nl2sql_indexer.loopback import Rule
-
-    d, _, _ = service
-    sock = str(d / "embed.sock")
-    llm.add_rule(Rule(model="relay-ok", response="SELECT count(*) FROM singer"))
-    got = _relay(sock, _chat("relay-ok", llm.base_url)).json()
-    assert got["text"] == "SELECT count(*) FROM singer" and got["error"] is None
-    assert got["model"] == "relay-ok" and got["choices"] == [got["text"]]
-    # the key is read from the process's environment; an endpoint echoing it is redacted
-    llm.add_rule(
-        Rule(model="relay-401", status=401, response=f"Incorrect API key provided: {TEST_API_KEY}.")
-    )
-    got = _relay(sock, _chat("relay-401", llm.base_url, api_key_env=TEST_KEY_ENV)).json()
-    assert got["text"] is None and "HTTP 401" in got["error"]
-    assert TEST_API_KEY not in got["error"] and "[REDACTED]" in got["error"]
-    # a key variable the server's environment lacks is named, and nothing is sent
-    before = len(llm.requests)
-    got = _relay(sock, _chat("relay-ok", llm.base_url, api_key_env="NL2SQL_TEST_UNSET_KEY"))
-    assert "NL2SQL_TEST_UNSET_KEY is not set" in got.json()["error"]
-    assert len(llm.requests) == before
-    # malformed requests are refused before any model call
-    bad_cfg = {**_chat("relay-ok", llm.base_url), "config": {"name": "x", "bogus": 1}}
-    assert _relay(sock, bad_cfg).status_code == 400
-    no_msgs = {**_chat("relay-ok", llm.base_url), "messages": []}
-    assert _relay(sock, no_msgs).status_code == 400
-    assert len(llm.requests) == before
-
-
-def test_relay_keeps_the_gate_and_falls_back_only_when_nothing_was_sent(monkeypatch, llm):
-    from nl2sql.core.errors import EmbedderUnavailable, GateError
-    from nl2sql.core.types import ModelConfig
-    from nl2sql.embedding import client as embed_client
-    from nl2sql.model import llm as llm_mod
-    from nl2sql.model.gate import open_gate
-    from nl2sql_indexer.loopback import Rule
-
-    sent: list[dict] = []
-
-    def relay(payload, deadline_s):
-        sent.append(payload)
-        return None  # "not running": the call is made in this process
-
-    monkeypatch.setattr(embed_client, "relay_chat", relay)
-    cfg = ModelConfig(
-        name="fb", model="relay-fb", base_url=llm.base_url, timeout_s=5, max_retries=0
-    )
-    with pytest.raises(GateError):
-        llm_mod.call_model(cfg, [{"role": "user", "content": "q"}])
-    assert sent == []  # refused before the relay was asked
-    llm.add_rule(Rule(model="relay-fb", response="SELECT 1"))
-    reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
-    assert reply.text == "SELECT 1" and len(sent) == 1
-    assert sent[0]["messages"][-1]["content"] == "q" and sent[0]["config"]["model"] == "relay-fb"
-
-    def broken(payload, deadline_s):  # sent, then no usable reply: no second call
-        raise EmbedderUnavailable("no reply from the shared process relaying model calls")
-
-    monkeypatch.setattr(embed_client, "relay_chat", broken)
-    before = len(llm.requests)
-    reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
-    assert reply.text is None and "relaying model calls" in reply.error
-    assert len(llm.requests) == before
-
-
 def _imported(conn, module: str) -> bool:
     """Whether this connection's backend has imported ``module``."""
     found: list[str] = []
@@ -404,45 +216,3 @@ def test_a_new_backend_relays_its_model_calls_and_never_imports_openai(shared, c
         trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[4][0],)).fetchone()[0]
         assert trace["sql"] and trace["embedder"]["relayed_model_calls"] == 0
         assert _imported(c, "openai")
-
-
-def test_relay_not_listening_falls_back_and_one_that_never_answers_is_left_alone(
-    monkeypatch, tmp_path
-):
-    import socket
-
-    import httpx2
-
-    from nl2sql.core.errors import EmbedderUnavailable
-    from nl2sql.embedding import client as embed_client
-
-    def point_at(path: str) -> None:
-        monkeypatch.setitem(
-            embed_client._STATE,
-            "client",
-            httpx2.Client(
-                transport=httpx2.HTTPTransport(uds=path), base_url="http://nl2sql-embedder"
-            ),
-        )
-
-    payload = _chat("relay-x", "http://127.0.0.1:9/v1")
-    monkeypatch.setitem(embed_client._STATE, "retry_at", 0.0)
-    monkeypatch.setitem(embed_client._STATE, "mode", "local")
-    point_at(str(tmp_path / "none.sock"))
-    assert embed_client.relay_chat(payload, 0.1) is None  # not in use
-    monkeypatch.setitem(embed_client._STATE, "mode", "shared")
-    assert embed_client.relay_chat(payload, 0.1) is None  # no process: nothing was sent
-    # a socket that accepts connections but never answers: one wait, then left alone
-    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    mute.bind(str(tmp_path / "mute.sock"))
-    mute.listen(8)
-    try:
-        point_at(str(tmp_path / "mute.sock"))
-        t0 = time.monotonic()
-        with pytest.raises(EmbedderUnavailable, match="no reply"):
-            embed_client.relay_chat(payload, 0.1)
-        assert time.monotonic() - t0 < 0.1 + embed_client.RELAY_MARGIN_S + 1.5
-        assert embed_client._STATE["retry_at"] > time.monotonic()
-        assert embed_client.relay_chat(payload, 0.1) is None  # in-process for a while
-    finally:
-        mute.close()

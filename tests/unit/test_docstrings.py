@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-PKG_DIR = Path(__file__).resolve().parent.parent / "py_udf" / "nl2sql"
+from conftest import ROOT
+
+PKG_DIR = ROOT / "py_udf" / "nl2sql"
 OUTSIDE = re.compile(r"\bissue \d+|DESIGN\.md", re.I)
 
 

@@ -10,9 +10,10 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PKG_DIR = Path(__file__).resolve().parent.parent / "py_udf" / "nl2sql"
+from conftest import ROOT
+
+PKG_DIR = ROOT / "py_udf" / "nl2sql"
 PKG = "nl2sql"
 FORBIDDEN_TOP_LEVEL = {"nl2sql_indexer", "tests", "bench", "conftest"}
 

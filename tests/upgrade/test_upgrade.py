@@ -1,13 +1,11 @@
-"""Releases upgrade in place, and pg_dump / pg_restore keeps every user-owned row.
+"""Releases upgrade in place (tests/upgrade/test_dump_restore.py: pg_dump / pg_restore).
 
-- Upgrade: a database gets each released nl2sql (extension/releases.json: 0.1.0, 0.2.0) exactly as released (its install script, kept in
-  extension/, and its Python package, taken from the release's commit with ``git archive``),
-  is configured and used, then gets the current package and ``ALTER EXTENSION nl2sql UPDATE``.
-  Everything configured must still be there, ``nl2sql()`` must answer, and the database's
-  objects must equal those of a fresh install of the current version.
-- Dump/restore: a configured database goes through ``pg_dump -Fc`` and ``pg_restore`` into a
-  new database of the same cluster; every user row and the sequences come back, and after
-  ``reindex()`` ``nl2sql()`` answers and logs under a new id.
+A database gets each released nl2sql (extension/releases.json: 0.1.0, 0.2.0) exactly as
+released (its install script, kept in extension/, and its Python package, taken from the
+release's commit with ``git archive``), is configured and used, then gets the current package
+and ``ALTER EXTENSION nl2sql UPDATE``. Everything configured must still be there, ``nl2sql()``
+must answer, and the database's objects must equal those of a fresh install of the current
+version.
 
 Model answers come from the scripted loopback server (conftest), not from a model.
 """
@@ -22,17 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, add_models
-from nl2sql_indexer.cluster import DEFAULT_VENV, PG_BIN
+from conftest import ROOT
+from nl2sql_indexer.cluster import DEFAULT_VENV
 from nl2sql_indexer.demo_data import demo_sql
-from nl2sql_indexer.loopback import Rule
+
+from .usage import Q1, SQL1, configure_and_use, user_rows
 
 RELEASES = json.loads((ROOT / "extension/releases.json").read_text())
 CURRENT = (
     (ROOT / "extension/nl2sql.control").read_text().split("default_version = '")[1].split("'")[0]
 )
-Q1, SQL1 = "How many singers do we have?", "SELECT count(*) FROM singer"
-Q2, SQL2 = "List the names of all stadiums.", "SELECT name FROM stadium"
 
 # Every object of the extension, described so that two databases can be compared: functions
 # with their whole definition (signature, body, security, search_path), tables and views with
@@ -83,25 +80,9 @@ UNION ALL
 SELECT 'schema nl2sql acl ' || coalesce(nspacl::text, '-') FROM pg_namespace WHERE nspname = 'nl2sql'
 """
 
-USER_ROWS = {
-    "model": "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, "
-    "position, enabled, dialect FROM nl2sql.model ORDER BY name",
-    "setting": "SELECT key, value FROM nl2sql.setting ORDER BY key",
-    "example": "SELECT id, db_id, question, sql, source, embedding IS NOT NULL FROM nl2sql.example "
-    "WHERE source <> 'builtin' ORDER BY id",
-    "example_relation": "SELECT * FROM nl2sql.example_relation ORDER BY 1, 2, 3",
-    "value_policy": "SELECT * FROM nl2sql.value_policy ORDER BY 1, 2, 3",
-    "query_log": "SELECT id, created_at, role_name, question, sql, confidence, error, trace "
-    "FROM nl2sql.query_log ORDER BY id",
-}
-
 
 def snapshot(conn) -> list[str]:
     return sorted(r[0] for r in conn.execute(SNAPSHOT))
-
-
-def user_rows(conn) -> dict[str, list]:
-    return {name: conn.execute(q).fetchall() for name, q in USER_ROWS.items()}
 
 
 def old_release_venv(version: str, base: Path) -> Path:
@@ -124,28 +105,6 @@ def old_release_venv(version: str, base: Path) -> Path:
     (site / "server-venv.pth").write_text(f"{DEFAULT_VENV}/lib/python3.11/site-packages\n")
     subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
     return base
-
-
-def configure_and_use(conn, llm, prefix: str) -> None:
-    """What a DBA and an analyst do with an installed nl2sql: two models, changed settings,
-    examples, a value policy, questions asked (log rows)."""
-    conn.execute("SELECT nl2sql.reindex()")
-    add_models(conn, llm, [f"{prefix}-a", f"{prefix}-b"])
-    conn.execute("SELECT nl2sql.set_setting('k_examples', '5')")
-    conn.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '4000')")
-    conn.execute("SELECT nl2sql.set_setting('send_values', 'on')")  # a default, set explicitly
-    conn.execute(
-        "SELECT nl2sql.add_example('How many stadiums are there?', 'SELECT count(*) FROM stadium')"
-    )
-    conn.execute(
-        "SELECT nl2sql.add_example('Which singers are from France?', "
-        "'SELECT name FROM singer WHERE country = ''France''', 'other_db')"
-    )
-    conn.execute("SELECT nl2sql.set_value_policy('singer', false, 'name')")
-    for q, sql in ((Q1, SQL1), (Q2, SQL2)):
-        for m in (f"{prefix}-a", f"{prefix}-b"):
-            llm.add_rule(Rule(model=m, question=q, response=sql))
-        assert conn.execute("SELECT nl2sql(%s)", (q,)).fetchone()[0].lower() == sql.lower()
 
 
 @pytest.mark.parametrize("prior", sorted(RELEASES))
@@ -219,51 +178,6 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         + "\nonly in upgraded:\n  "
         + "\n  ".join(extra)
     )
-
-
-def test_dump_and_restore_keep_every_user_row_and_nl2sql_answers(cluster, llm, tmp_path):
-    llm.clear()
-    cluster.create_database("nl2sql_dump", drop=True)
-    with cluster.connect("nl2sql_dump") as c:
-        c.execute(demo_sql())
-        c.execute("CREATE EXTENSION nl2sql CASCADE")
-        configure_and_use(c, llm, "dump")
-        before = user_rows(c)
-        seq_before = c.execute("SELECT last_value FROM nl2sql.query_log_id_seq").fetchone()[0]
-    dump = tmp_path / "nl2sql.dump"
-    conn_args = ["-h", "127.0.0.1", "-p", str(cluster.port), "-U", "postgres"]
-    r = subprocess.run(
-        [str(PG_BIN / "pg_dump"), *conn_args, "-Fc", "-f", str(dump), "nl2sql_dump"],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stderr
-    cluster.create_database("nl2sql_restored", drop=True)
-    r = subprocess.run(
-        [str(PG_BIN / "pg_restore"), *conn_args, "-d", "nl2sql_restored", str(dump)],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
-    with cluster.connect("nl2sql_restored") as c:
-        after = user_rows(c)
-        for name in USER_ROWS:
-            assert after[name] == before[name], name
-        assert dict(
-            c.execute("SELECT name, value FROM nl2sql.settings WHERE changed").fetchall()
-        ) == {"k_examples": "5", "candidate_timeout_ms": "4000", "send_values": "on"}
-        assert (
-            c.execute("SELECT last_value FROM nl2sql.query_log_id_seq").fetchone()[0] == seq_before
-        )
-        c.execute("SELECT nl2sql.reindex()")
-        assert c.execute("SELECT nl2sql(%s)", (Q1,)).fetchone()[0].lower() == SQL1.lower()
-        new_id = c.execute("SELECT max(id) FROM nl2sql.query_log").fetchone()[0]
-        assert new_id > seq_before
-        # the example pool has the built-in examples again, and the user's once
-        assert (
-            c.execute("SELECT count(*) FROM nl2sql.example WHERE source = 'builtin'").fetchone()[0]
-            > 0
-        )
 
 
 def _literal(text: str) -> str:

@@ -8,15 +8,14 @@ import ast
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from nl2sql.core import settings as S
 from nl2sql.core.errors import ConfigError
 from nl2sql.core.settings import validate_setting
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "py_udf" / "nl2sql"
 NAMES = {s.name for s in S.SETTINGS}
 

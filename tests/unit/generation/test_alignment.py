@@ -43,3 +43,12 @@ def test_alignment_changes_a_copy_and_leaves_the_shared_parse_alone():
         parse_shared("SELECT 1 FROM colour WHERE colour = 'Stealth'"), schema, _Index()
     )
     assert none == [] and same is parse_shared("SELECT 1 FROM colour WHERE colour = 'Stealth'")
+
+
+def test_alignment_leaves_partial_columns_alone():
+    from nl2sql.generation.alignment import ValueIndex
+
+    idx = ValueIndex(None, 100, 200, 0.4, 0.8, partial={("public", "city", "name")})
+    idx.column_count = lambda col: 5
+    got = idx.closest(("public", "city", "name"), "Citty 1")
+    assert got.value is None and "partially indexed" in got.reason

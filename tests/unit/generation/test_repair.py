@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import candidate as _c
 from nl2sql.generation.repair import feedback, repair_prompt
-from test_selection import _c
 
 
 def test_repair_feedback_and_prompt_keep_the_question_last():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import candidate as _c
 from nl2sql.core.types import Candidate
 from nl2sql.selection.multiple_choice import (
     apply_choice,
@@ -54,19 +55,6 @@ def test_result_signature_is_a_multiset_and_normalizes_numbers():
     assert result_signature(r1) != result_signature(r1[:1])
     # duplicate column names are kept
     assert row_from_json('{"name": "a", "name": "b"}') == ("a", "b")
-
-
-def _c(src, h, ms, status="ok", model=None, rows=1):
-    return Candidate(
-        source=src,
-        model=model or src,
-        raw_text="",
-        sql=f"SELECT '{src}'",
-        status=status,
-        result_hash=h,
-        exec_ms=ms,
-        row_count=rows,
-    )
 
 
 def test_errors_are_dropped_and_confidence_is_share_of_executed():
