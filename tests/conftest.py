@@ -12,7 +12,7 @@
 
 Fixtures: ``cluster``, ``demo_conn`` and ``db`` (PostgreSQL: db/ and upgrade/ only); ``llm``,
 the scripted loopback server (any test: it is not a model). Helpers any test imports with
-``from conftest import ...``: ``ROOT``, ``add_models``, ``login_role``,
+``from conftest import ...``: ``ROOT``, ``FIXTURES``, ``add_models``, ``login_role``,
 ``cancel_while_model_hangs``, ``candidate``, ``judged`` and the embedding-socket helpers.
 
 Database tests need what scripts/install.sh installs (PostgreSQL 15 + plpython3u + pgvector,
@@ -48,6 +48,7 @@ from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
 from nl2sql_indexer.loopback import LoopbackLLM, Rule  # noqa: E402
 
 UNIT_DIR = ROOT / "tests" / "unit"
+FIXTURES = ROOT / "tests" / "fixtures"  # table-driven cases: input -> expected
 CLUSTER_FIXTURES = frozenset({"cluster", "demo_conn", "db"})
 DEMO_DB = "nl2sql_test"
 TEST_KEY_ENV = "NL2SQL_TEST_API_KEY"

@@ -1,36 +1,31 @@
-"""Spider hardness of a PreSQL and PET-SQL's fine-grained routing of voters."""
+"""Spider hardness of a PreSQL (table-driven from tests/fixtures/hardness.sql: a new case is one
+line there) and PET-SQL's fine-grained routing of voters."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from conftest import FIXTURES
 from nl2sql.core.settings import ConfigError, validate_setting
 from nl2sql.core.settings import parse_hardness_voters as parse_voters
 from nl2sql.selection.hardness import hardness, route
 
 
-@pytest.mark.parametrize(
-    "sql,level",
-    [
-        ("SELECT count(*) FROM singer", "easy"),
-        ("SELECT name FROM singer WHERE age > 30", "easy"),
-        ("SELECT name, country FROM singer WHERE age > 20", "medium"),
-        (
-            "SELECT s.name FROM singer s JOIN singer_in_concert c ON s.singer_id = c.singer_id "
-            "GROUP BY s.name",
-            "medium",
-        ),
-        ("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", "hard"),
-        ("SELECT name FROM singer UNION SELECT name FROM stadium", "hard"),
-        ("SELECT name FROM singer WHERE age > 20 OR name LIKE '%a%' ORDER BY age LIMIT 3", "extra"),
-    ],
-)
+def read_cases(path: Path = FIXTURES / "hardness.sql") -> list[tuple[str, str | None]]:
+    """(SQL, level) of each line ``SQL  -- level`` (``none``: None; ``--`` lines: comments)."""
+    cases = []
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("--"):
+            sql, _, level = line.rpartition("--")
+            cases.append((sql.strip(), None if level.strip() == "none" else level.strip()))
+    return cases
+
+
+@pytest.mark.parametrize("sql,level", read_cases())
 def test_spider_hardness(sql, level):
     assert hardness(sql) == level
-
-
-def test_hardness_of_unparsable_sql_is_none():
-    assert hardness("SELECT FROM WHERE (") is None
 
 
 def test_routing_picks_the_configured_voters_for_the_level():
