@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT / "indexer"))
 
 from nl2sql.core.types import Candidate  # noqa: E402
 from nl2sql_indexer.cluster import DEFAULT_VENV, PG_BIN, LocalCluster  # noqa: E402
-from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
-from nl2sql_indexer.loopback import LoopbackLLM, Rule  # noqa: E402
+from nl2sql_indexer.dev.demo_data import demo_sql  # noqa: E402
+from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule  # noqa: E402
 
 UNIT_DIR = ROOT / "tests" / "unit"
 FIXTURES = ROOT / "tests" / "fixtures"  # table-driven cases: input -> expected

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from conftest import ROOT, add_models, cancel_while_model_hangs
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 Q_COUNT = "How many singers do we have?"
 

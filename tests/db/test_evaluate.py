@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from conftest import add_models, login_role
-from nl2sql_indexer.loopback import Rule, extract_question
+from nl2sql_indexer.dev.loopback import Rule, extract_question
 
 ROLE = "nl2sql_i15c_evaluator"
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import DEMO_DB, add_models, login_role
 from nl2sql.model.prompts import TURN_MARKER
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 Q1 = "Which singers do we have?"
 Q2 = "and only those from France?"

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from conftest import add_models
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 GEN_KEYS = [
     "prompt_variants",

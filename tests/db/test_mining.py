@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from conftest import add_models
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 READER = "nl2sql_i15d_reader"
 SQL_COUNT = "SELECT count(*) FROM singer"

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from conftest import add_models, judged
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 RIGHT = "SELECT count(*) FROM singer"
 WRONG = "SELECT count(*) FROM concert"

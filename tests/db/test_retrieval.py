@@ -12,7 +12,7 @@ import pytest
 
 from conftest import add_models
 from db.test_safety import SECRETS, analyst_conn, safe_conn  # noqa: F401 (fixtures: two roles)
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 
 def retrieve(db, question, evidence=None, presql=None):

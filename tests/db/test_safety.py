@@ -23,8 +23,8 @@ from nl2sql.core.sqlcheck import parse_one
 from nl2sql.generation.safety import (
     function_names,
 )
-from nl2sql_indexer.demo_data import demo_sql
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.demo_data import demo_sql
+from nl2sql_indexer.dev.loopback import Rule
 
 SAFE_DB = "nl2sql_safety"
 ROLE = "nl2sql_analyst"

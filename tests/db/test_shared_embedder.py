@@ -17,7 +17,7 @@ import pytest
 
 from conftest import EMBEDDING_TEXTS, add_models, cosines, embeddings_of
 from nl2sql.embedding import encode as embed
-from nl2sql_indexer.demo_data import DEMO_QUESTIONS
+from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS
 
 
 def _gone(pid: int) -> bool:

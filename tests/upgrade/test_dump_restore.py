@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 
 from nl2sql_indexer.cluster import PG_BIN
-from nl2sql_indexer.demo_data import demo_sql
+from nl2sql_indexer.dev.demo_data import demo_sql
 
 from .usage import Q1, SQL1, USER_ROWS, configure_and_use, user_rows
 

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ROOT
 from nl2sql_indexer.cluster import DEFAULT_VENV
-from nl2sql_indexer.demo_data import demo_sql
+from nl2sql_indexer.dev.demo_data import demo_sql
 
 from .usage import Q1, SQL1, configure_and_use, user_rows
 

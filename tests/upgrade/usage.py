@@ -4,7 +4,7 @@ upgrade and the dump/restore tests (a helper module, not a test module)."""
 from __future__ import annotations
 
 from conftest import add_models
-from nl2sql_indexer.loopback import Rule
+from nl2sql_indexer.dev.loopback import Rule
 
 Q1, SQL1 = "How many singers do we have?", "SELECT count(*) FROM singer"
 Q2, SQL2 = "List the names of all stadiums.", "SELECT name FROM stadium"

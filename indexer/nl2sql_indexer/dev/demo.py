@@ -15,14 +15,13 @@ import os
 import sys
 from pathlib import Path
 
-from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql
-from nl2sql_indexer.loopback import LoopbackLLM
-
-from .cluster import LocalCluster, postgres_can_access
+from nl2sql_indexer.cluster import LocalCluster, postgres_can_access
+from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, demo_sql
+from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 ROOT = (
-    Path(__file__).resolve().parents[2]
-    if (Path(__file__).resolve().parents[2] / "sql").exists()
+    Path(__file__).resolve().parents[3]
+    if (Path(__file__).resolve().parents[3] / "sql").exists()
     else Path.cwd()
 )
 DEMO_DB = "nl2sql_demo"

@@ -32,17 +32,29 @@ from __future__ import annotations
 
 import argparse
 import copy
-import ipaddress
 import json
 import signal
 import socket
 import sys
 import threading
 import time
-import uuid
-from dataclasses import dataclass, fields
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from nl2sql.model.prompts import QUESTION_MARKER
+from nl2sql.retrieval.rewriting import original_question
+from nl2sql_indexer.dev._loopback_http import ChatHandler, LoopbackHTTPServer, LoopbackHTTPServer6
+from nl2sql_indexer.dev._loopback_script import (
+    Reply,
+    Rule,
+    extract_question,
+    is_loopback_host,
+    last_user_text,
+    normalize,
+    replay_from_dict,
+    rule_from_dict,
+    rule_matches,
+    rule_reply,
+)
 
 __all__ = [
     "QUESTION_MARKER",
@@ -52,538 +64,6 @@ __all__ = [
     "is_loopback_host",
     "main",
 ]
-
-from nl2sql.model.prompts import QUESTION_MARKER
-from nl2sql.retrieval.rewriting import original_question
-
-"""The pipeline's prompts end with this marker, the question, and `` */``."""
-
-_HANG_MAX_S = 3600.0
-_MAX_BODY = 64 * 1024 * 1024
-
-
-def extract_question(prompt: str) -> str | None:
-    """Return the question in a pipeline prompt, or None if the prompt has no marker.
-
-    The question is the text after the LAST occurrence of :data:`QUESTION_MARKER` up to the
-    next ``*/`` (or the end of the text if there is none), stripped of surrounding whitespace.
-    """
-    if not isinstance(prompt, str):
-        return None
-    i = prompt.rfind(QUESTION_MARKER)
-    if i < 0:
-        return None
-    rest = prompt[i + len(QUESTION_MARKER) :]
-    j = rest.find("*/")
-    if j >= 0:
-        rest = rest[:j]
-    return rest.strip()
-
-
-def _normalize(text: str) -> str:
-    """Collapse runs of whitespace and case-fold (for lenient question matching)."""
-    return " ".join(text.split()).casefold()
-
-
-def _words(text: str) -> int:
-    """Token count approximation used in ``usage``: whitespace-separated words."""
-    return len(text.split())
-
-
-def _content_text(content: Any) -> str:
-    """Text of a message's content: a string, or a list of content parts (text parts joined)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "\n".join(parts)
-    return str(content)
-
-
-def _last_user_text(messages: list[dict]) -> str | None:
-    """Text of the last message whose role is ``user``; None if there is none."""
-    for msg in reversed(messages):
-        if msg.get("role") == "user":
-            return _content_text(msg.get("content"))
-    return None
-
-
-def is_loopback_host(host: str) -> bool:
-    """True if ``host`` is ``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
-    if not isinstance(host, str) or not host:
-        return False
-    h = host.strip()
-    if h.startswith("[") and h.endswith("]"):
-        h = h[1:-1]
-    if h.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
-
-
-@dataclass
-class Rule:
-    """One scripted answer: when a request matches, answer with ``response`` (or an error).
-
-    All match fields that are not None must hold: ``model`` equals the request's model,
-    ``contains`` occurs in the last user message, ``question`` equals
-    :func:`extract_question` of the last user message. Rules are tried in insertion order;
-    the first match wins. ``times`` limits how often a rule may match (then it is skipped).
-    ``status`` != 200 answers with an OpenAI-style JSON error (``response`` is its message, if
-    given). ``hang`` never answers: the handler waits until the server stops (at most an hour),
-    so the client must time out. ``trickle_s`` > 0 sends the answer's body one byte at a time
-    with that pause before each byte (a slow endpoint that never trips a per-read timeout);
-    it stops when the server stops or the client goes away.
-    """
-
-    model: str | None = None
-    contains: str | None = None
-    question: str | None = None
-    response: str = ""
-    delay_s: float = 0.0
-    status: int = 200
-    hang: bool = False
-    times: int | None = None
-    trickle_s: float = 0.0
-
-
-_RULE_FIELDS = {f.name for f in fields(Rule)}
-
-
-def _rule_from_dict(d: Any) -> Rule:
-    """Build and validate a Rule from a JSON object; ValueError on anything malformed."""
-    if not isinstance(d, dict):
-        raise ValueError("a rule must be a JSON object")
-    unknown = set(d) - _RULE_FIELDS
-    if unknown:
-        raise ValueError(f"unknown rule field(s): {sorted(unknown)}")
-    rule = Rule(**d)
-    for name in ("model", "contains", "question"):
-        v = getattr(rule, name)
-        if v is not None and not isinstance(v, str):
-            raise ValueError(f"rule.{name} must be a string or null")
-    if not isinstance(rule.response, str):
-        raise ValueError("rule.response must be a string")
-    if (
-        isinstance(rule.delay_s, bool)
-        or not isinstance(rule.delay_s, (int, float))
-        or rule.delay_s < 0
-    ):
-        raise ValueError("rule.delay_s must be a non-negative number")
-    if (
-        isinstance(rule.status, bool)
-        or not isinstance(rule.status, int)
-        or not 100 <= rule.status <= 599
-    ):
-        raise ValueError("rule.status must be an HTTP status code")
-    if (
-        isinstance(rule.trickle_s, bool)
-        or not isinstance(rule.trickle_s, (int, float))
-        or rule.trickle_s < 0
-    ):
-        raise ValueError("rule.trickle_s must be a non-negative number")
-    if not isinstance(rule.hang, bool):
-        raise ValueError("rule.hang must be a boolean")
-    if rule.times is not None and (
-        isinstance(rule.times, bool) or not isinstance(rule.times, int) or rule.times < 0
-    ):
-        raise ValueError("rule.times must be a non-negative integer or null")
-    return rule
-
-
-def _error_type(status: int) -> tuple[str, str]:
-    """OpenAI-style (type, code) for an HTTP error status."""
-    table = {
-        400: ("invalid_request_error", "bad_request"),
-        401: ("authentication_error", "invalid_api_key"),
-        403: ("permission_error", "permission_denied"),
-        404: ("not_found_error", "not_found"),
-        405: ("invalid_request_error", "method_not_allowed"),
-        408: ("timeout_error", "timeout"),
-        409: ("conflict_error", "conflict"),
-        413: ("invalid_request_error", "request_too_large"),
-        422: ("invalid_request_error", "unprocessable_entity"),
-        429: ("rate_limit_error", "rate_limit_exceeded"),
-    }
-    if status in table:
-        return table[status]
-    if status >= 500:
-        return ("server_error", "server_error")
-    return ("invalid_request_error", f"http_{status}")
-
-
-class _Reply:
-    """What the handler should do for one chat request."""
-
-    __slots__ = ("status", "content", "message", "code", "delay_s", "hang", "trickle_s")
-
-    def __init__(
-        self, status=200, content="", message="", code=None, delay_s=0.0, hang=False, trickle_s=0.0
-    ):
-        self.trickle_s = trickle_s
-        self.status = status
-        self.content = content
-        self.message = message
-        self.code = code
-        self.delay_s = delay_s
-        self.hang = hang
-
-
-class _Server(ThreadingHTTPServer):
-    """ThreadingHTTPServer that knows its LoopbackLLM and tracks open connections."""
-
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-
-    def __init__(self, addr, handler, owner: LoopbackLLM):
-        self.owner = owner
-        self.conns: set[socket.socket] = set()
-        self.conns_lock = threading.Lock()
-        super().__init__(addr, handler)
-
-
-class _Server6(_Server):
-    """IPv6 variant (for ``::1``)."""
-
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Request handler: routes to the owning LoopbackLLM."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "nl2sql-loopback/0.1 (scripted answers, not a model)"
-    # TCP_NODELAY: headers and body go out in two writes; with Nagle's algorithm the body waited
-    # for the client's delayed ACK, and one reply in five arrived ~40 ms late
-    disable_nagle_algorithm = True
-    server: _Server
-
-    # -- connection tracking, so stop() can close idle keep-alive connections --------------
-    def setup(self):
-        super().setup()
-        with self.server.conns_lock:
-            self.server.conns.add(self.connection)
-
-    def finish(self):
-        try:
-            super().finish()
-        finally:
-            with self.server.conns_lock:
-                self.server.conns.discard(self.connection)
-
-    def log_message(self, format, *args):
-        if self.server.owner.verbose:
-            sys.stderr.write(f"loopback LLM: {self.address_string()} - {format % args}\n")
-
-    # -- plumbing ---------------------------------------------------------------------------
-    def _send_json(self, status: int, obj: Any, trickle_s: float = 0.0) -> None:
-        body = json.dumps(obj).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if trickle_s <= 0:
-            self.wfile.write(body)
-            self.wfile.flush()
-            return
-        self.wfile.flush()
-        stop = self.server.owner._stop_event
-        for i in range(len(body)):
-            if stop.wait(trickle_s):
-                self.close_connection = True
-                return
-            try:
-                self.wfile.write(body[i : i + 1])
-                self.wfile.flush()
-            except OSError:  # the client closed the connection (its deadline)
-                self.close_connection = True
-                return
-
-    def _send_error(self, status: int, message: str, code: str | None = None) -> None:
-        etype, ecode = _error_type(status)
-        self._send_json(
-            status,
-            {
-                "error": {
-                    "message": message,
-                    "type": etype,
-                    "code": code if code is not None else ecode,
-                }
-            },
-        )
-
-    def _path(self) -> str:
-        p = self.path.split("?", 1)[0].split("#", 1)[0]
-        if len(p) > 1:
-            p = p.rstrip("/")
-        return p
-
-    def _read_json(self) -> tuple[bool, Any]:
-        """Read and parse the body; on failure send a 400 and return (False, None)."""
-        length = self.headers.get("Content-Length")
-        try:
-            n = int(length) if length is not None else 0
-        except ValueError:
-            self._send_error(400, "invalid Content-Length header")
-            return False, None
-        if n < 0 or n > _MAX_BODY:
-            self.close_connection = True
-            self._send_error(413 if n > 0 else 400, "request body too large or invalid length")
-            return False, None
-        raw = self.rfile.read(n) if n else b""
-        if not raw.strip():
-            self._send_error(400, "request body must be JSON; got an empty body")
-            return False, None
-        try:
-            return True, json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            self._send_error(400, f"request body is not valid JSON: {e}")
-            return False, None
-
-    # -- verbs --------------------------------------------------------------------------------
-    def do_GET(self):
-        """GET /v1/models, GET /_requests."""
-        path = self._path()
-        owner = self.server.owner
-        if path == "/v1/models":
-            created = int(owner.started_at)
-            data = [
-                {"id": m, "object": "model", "created": created, "owned_by": "loopback-scripted"}
-                for m in owner.models()
-            ]
-            self._send_json(200, {"object": "list", "data": data})
-        elif path.startswith("/v1/models/"):
-            name = path[len("/v1/models/") :]
-            if name in owner.models():
-                self._send_json(
-                    200,
-                    {
-                        "id": name,
-                        "object": "model",
-                        "created": int(owner.started_at),
-                        "owned_by": "loopback-scripted",
-                    },
-                )
-            else:
-                self._send_error(
-                    404,
-                    f"model {name!r} is not scripted on this loopback server",
-                    "model_not_found",
-                )
-        elif path == "/_requests":
-            self._send_json(200, owner.requests)
-        elif path in ("/v1/chat/completions", "/_rules", "/_replay", "/_clear", "/_default"):
-            self._send_error(405, f"method GET not allowed on {path}")
-        else:
-            self._send_error(404, f"unknown path {path!r}")
-
-    def do_POST(self):
-        """POST /v1/chat/completions and the admin endpoints."""
-        path = self._path()
-        if path == "/v1/chat/completions":
-            ok, body = self._read_json()
-            if ok:
-                self._chat(body)
-            return
-        if path in ("/_rules", "/_replay", "/_clear", "/_default"):
-            if path == "/_clear":
-                self._discard_body()  # the body, if any, is ignored
-                self.server.owner.clear()
-                self._send_json(200, {"ok": True})
-                return
-            ok, body = self._read_json()
-            if not ok:
-                return
-            self._admin(path, body)
-            return
-        if path == "/v1/models" or path == "/_requests":
-            self._discard_body()
-            self._send_error(405, f"method POST not allowed on {path}")
-            return
-        self._discard_body()
-        self._send_error(404, f"unknown path {path!r}")
-
-    def _discard_body(self):
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        if 0 < length <= _MAX_BODY:
-            self.rfile.read(length)
-        elif length:
-            self.close_connection = True
-
-    def _fallback(self, method: str):
-        self._discard_body()
-        self._send_error(405, f"method {method} not allowed")
-
-    def do_PUT(self):
-        """Not supported (405)."""
-        self._fallback("PUT")
-
-    def do_DELETE(self):
-        """Not supported (405)."""
-        self._fallback("DELETE")
-
-    def do_PATCH(self):
-        """Not supported (405)."""
-        self._fallback("PATCH")
-
-    # -- admin --------------------------------------------------------------------------------
-    def _admin(self, path: str, body: Any) -> None:
-        owner = self.server.owner
-        try:
-            if path == "/_rules":
-                if isinstance(body, dict):
-                    body = [body]
-                if not isinstance(body, list):
-                    raise ValueError("expected a JSON list of rule objects")
-                rules = [_rule_from_dict(d) for d in body]
-                for r in rules:
-                    owner.add_rule(r)
-                self._send_json(200, {"ok": True, "added": len(rules)})
-            elif path == "/_replay":
-                model, answers, delay_s = _replay_from_dict(body)
-                owner.set_replay(model, answers, delay_s)
-                self._send_json(200, {"ok": True, "model": model, "answers": len(answers)})
-            elif path == "/_default":
-                if not isinstance(body, dict) or "response" not in body:
-                    raise ValueError('expected {"response": string or null}')
-                resp = body["response"]
-                if resp is not None and not isinstance(resp, str):
-                    raise ValueError("response must be a string or null")
-                owner.set_default(resp)
-                self._send_json(200, {"ok": True})
-        except (ValueError, TypeError) as e:
-            self._send_error(400, str(e))
-
-    # -- chat ---------------------------------------------------------------------------------
-    def _chat(self, body: Any) -> None:
-        owner = self.server.owner
-        refusal = _chat_refusal(body)
-        if refusal is not None:
-            self._send_error(400, *refusal)
-            return
-        model, messages, n = body["model"], body["messages"], _n_of(body)
-        owner._log(model, messages, body.get("temperature"), n)
-        reply = owner._decide(model, messages)
-        if self._held(reply):
-            return
-        if reply.status != 200:
-            self._send_error(reply.status, reply.message, reply.code)
-            return
-        self._send_json(200, _completion(model, messages, reply, n), reply.trickle_s)
-
-    def _held(self, reply: _Reply) -> bool:
-        """Hang or wait as ``reply`` says; True when the request ended meanwhile (the server
-        stopped: connection closed; or a hang released by clear(): a 400 sent)."""
-        owner = self.server.owner
-        stop = owner._stop_event
-        if reply.hang:
-            released = owner._release_event
-            released.wait(_HANG_MAX_S)
-            if stop.is_set():
-                self.close_connection = True
-                return True
-            # released by clear(): a 400 is not retried by clients, so an abandoned call does
-            # not come back as a stray request in a later script
-            self._send_error(400, "hanging request released by clear()", "released")
-            return True
-        if reply.delay_s > 0 and stop.wait(reply.delay_s):
-            self.close_connection = True
-            return True
-        return False
-
-
-def _n_of(body: dict) -> Any:
-    """The request's ``n`` (samples), 1 when absent or null (not yet validated)."""
-    n = body.get("n", 1)
-    return 1 if n is None else n
-
-
-def _chat_refusal(body: Any) -> tuple[str, str | None] | None:
-    """``(message, error code)`` of the first problem of a chat-completions request body
-    (not an object, no model, bad messages or ``n``, streaming asked for); None when valid."""
-    if not isinstance(body, dict):
-        return "request body must be a JSON object", None
-    model = body.get("model")
-    messages = body.get("messages")
-    n = _n_of(body)
-    if not isinstance(model, str) or not model:
-        return "'model' is required and must be a non-empty string", "missing_model"
-    if (
-        not isinstance(messages, list)
-        or not messages
-        or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
-    ):
-        return "'messages' must be a non-empty list of objects with a 'role'", "invalid_messages"
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 128:
-        return "'n' must be an integer between 1 and 128", "invalid_n"
-    if body.get("stream"):
-        return "streaming is not supported by the loopback server", "stream_unsupported"
-    return None
-
-
-def _completion(model: str, messages: list[dict], reply: _Reply, n: int) -> dict:
-    """The chat-completions answer: ``n`` choices of the scripted content, usage in words."""
-    prompt_tokens = sum(_words(_content_text(m.get("content"))) for m in messages)
-    completion_tokens = _words(reply.content) * n
-    return {
-        "id": "chatcmpl-loopback-" + uuid.uuid4().hex,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": "loopback-scripted",
-        "choices": [
-            {
-                "index": i,
-                "message": {"role": "assistant", "content": reply.content},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-            for i in range(n)
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
-
-
-def _replay_from_dict(body: Any) -> tuple[str, dict[str, str], float]:
-    """Validate a replay object {"model", "answers", "delay_s"?}; ValueError if malformed."""
-    if not isinstance(body, dict):
-        raise ValueError(
-            'expected {"model": str, "answers": {question: answer}, "delay_s": number}'
-        )
-    unknown = set(body) - {"model", "answers", "delay_s"}
-    if unknown:
-        raise ValueError(f"unknown replay field(s): {sorted(unknown)}")
-    model = body.get("model")
-    answers = body.get("answers")
-    delay_s = body.get("delay_s", 0.0) or 0.0
-    if not isinstance(model, str) or not model:
-        raise ValueError("replay 'model' must be a non-empty string")
-    if not isinstance(answers, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in answers.items()
-    ):
-        raise ValueError(
-            "replay 'answers' must be an object mapping question strings to answer strings"
-        )
-    if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or delay_s < 0:
-        raise ValueError("replay 'delay_s' must be a non-negative number")
-    return model, answers, float(delay_s)
 
 
 class LoopbackLLM:
@@ -609,19 +89,19 @@ class LoopbackLLM:
                 "the scripted LLM server binds to loopback only (127.0.0.0/8, localhost, ::1)"
             )
         h = host.strip().strip("[]")
-        server_cls = _Server6 if ":" in h else _Server
+        server_cls = LoopbackHTTPServer6 if ":" in h else LoopbackHTTPServer
         self._lock = threading.Lock()
         self._rules: list[list] = []  # [rule, remaining times or None]
         self._replays: dict[str, tuple[dict[str, str], dict[str, str], float]] = {}
         self._default: str | None = None
         self._log_entries: list[dict] = []
-        self._stop_event = threading.Event()
-        self._release_event = threading.Event()  # set by clear() and stop(): hanging handlers end
+        self.stop_event = threading.Event()  # set by stop(): waiting and trickling handlers end
+        self.release_event = threading.Event()  # set by clear() and stop(): hanging handlers end
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.verbose = False
         self.started_at = time.time()
-        self._server = server_cls((h, port), _Handler, self)
+        self._server = server_cls((h, port), ChatHandler, self)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> LoopbackLLM:
@@ -643,8 +123,8 @@ class LoopbackLLM:
         if self._stopped:
             return
         self._stopped = True
-        self._stop_event.set()
-        self._release_event.set()
+        self.stop_event.set()
+        self.release_event.set()
         if self._thread is not None:
             self._server.shutdown()
         with self._server.conns_lock:
@@ -694,7 +174,7 @@ class LoopbackLLM:
             self._rules.clear()
             self._replays.clear()
             self._log_entries.clear()
-            released, self._release_event = self._release_event, threading.Event()
+            released, self.release_event = self.release_event, threading.Event()
         released.set()
 
     def set_replay(self, model: str, answers: dict[str, str], delay_s: float = 0.0) -> None:
@@ -709,7 +189,7 @@ class LoopbackLLM:
         answers = dict(answers)
         normalized: dict[str, str] = {}
         for q, a in answers.items():
-            normalized.setdefault(_normalize(q), a)
+            normalized.setdefault(normalize(q), a)
         with self._lock:
             self._replays[model] = (answers, normalized, float(delay_s))
 
@@ -729,8 +209,8 @@ class LoopbackLLM:
         unknown = set(script) - {"rules", "replays", "default"}
         if unknown:
             raise ValueError(f"unknown script field(s): {sorted(unknown)}")
-        rules = [_rule_from_dict(d) for d in (script.get("rules") or [])]
-        replays = [_replay_from_dict(d) for d in (script.get("replays") or [])]
+        rules = [rule_from_dict(d) for d in (script.get("rules") or [])]
+        replays = [replay_from_dict(d) for d in (script.get("replays") or [])]
         if (
             "default" in script
             and script["default"] is not None
@@ -756,8 +236,9 @@ class LoopbackLLM:
         with self._lock:
             return copy.deepcopy(self._log_entries)
 
-    # -- internals ------------------------------------------------------------------------
-    def _log(self, model: str, messages: list, temperature: Any, n: int) -> None:
+    # -- what the HTTP handler (_loopback_http.ChatHandler) calls --------------------------
+    def record_request(self, model: str, messages: list, temperature: Any, n: int) -> None:
+        """Append one chat request to the log :attr:`requests` returns."""
         with self._lock:
             self._log_entries.append(
                 {
@@ -769,10 +250,10 @@ class LoopbackLLM:
                 }
             )
 
-    def _decide(self, model: str, messages: list[dict]) -> _Reply:
+    def reply_to(self, model: str, messages: list[dict]) -> Reply:
         """The reply to one chat request: the first matching rule (one use of it taken), else
         the model's replayed answer, else the default response, else a 404."""
-        user = _last_user_text(messages)
+        user = last_user_text(messages)
         question = extract_question(user) if user is not None else None
         with self._lock:
             reply = self._take_rule(model, user, question)
@@ -782,26 +263,26 @@ class LoopbackLLM:
         if reply is not None:
             return reply
         if default is not None:
-            return _Reply(content=default)
-        return _Reply(
+            return Reply(content=default)
+        return Reply(
             status=404,
             code="no_scripted_answer",
             message=f"loopback LLM: no scripted answer for model={model!r}, question={question!r}",
         )
 
-    def _take_rule(self, model: str, user: str | None, question: str | None) -> _Reply | None:
+    def _take_rule(self, model: str, user: str | None, question: str | None) -> Reply | None:
         """The reply of the first rule matching the request, counting one use; None when no
         rule matches. The caller holds ``self._lock``."""
         for entry in self._rules:
             rule, remaining = entry
-            if not _rule_matches(rule, remaining, model, user, question):
+            if not rule_matches(rule, remaining, model, user, question):
                 continue
             if remaining is not None:
                 entry[1] = remaining - 1
-            return _rule_reply(rule)
+            return rule_reply(rule)
         return None
 
-    def _replayed(self, model: str, question: str | None) -> _Reply | None:
+    def _replayed(self, model: str, question: str | None) -> Reply | None:
         """The model's recorded answer to the question (exact, normalized, or as asked before
         query rewriting); None when there is none. The caller holds ``self._lock``."""
         replay = self._replays.get(model)
@@ -809,38 +290,15 @@ class LoopbackLLM:
             return None
         exact, normalized, delay_s = replay
         if question in exact:
-            return _Reply(content=exact[question], delay_s=delay_s)
-        norm = _normalize(question)
+            return Reply(content=exact[question], delay_s=delay_s)
+        norm = normalize(question)
         if norm in normalized:
-            return _Reply(content=normalized[norm], delay_s=delay_s)
+            return Reply(content=normalized[norm], delay_s=delay_s)
         # the pipeline's query rewriting added explicit dates: match the question as asked
-        asked = _normalize(original_question(question))
+        asked = normalize(original_question(question))
         if asked in normalized:
-            return _Reply(content=normalized[asked], delay_s=delay_s)
+            return Reply(content=normalized[asked], delay_s=delay_s)
         return None
-
-
-def _rule_matches(
-    rule: Rule, remaining: int | None, model: str, user: str | None, question: str | None
-) -> bool:
-    """Whether a rule with uses left applies to this model, user message and question."""
-    if remaining is not None and remaining <= 0:
-        return False
-    if rule.model is not None and rule.model != model:
-        return False
-    if rule.contains is not None and (user is None or rule.contains not in user):
-        return False
-    return rule.question is None or rule.question == question
-
-
-def _rule_reply(rule: Rule) -> _Reply:
-    """What a matched rule answers: a hang, a scripted HTTP error, or its response."""
-    if rule.hang:
-        return _Reply(hang=True)
-    if rule.status != 200:
-        msg = rule.response or f"scripted error (HTTP {rule.status}) from the loopback server"
-        return _Reply(status=rule.status, message=msg, delay_s=rule.delay_s)
-    return _Reply(content=rule.response, delay_s=rule.delay_s, trickle_s=float(rule.trickle_s))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from nl2sql.core.redaction import MASK, env_secrets, redact, redact_obj
 from nl2sql.core.types import ModelConfig
 from nl2sql.model import llm as llm_mod
 from nl2sql.model.gate import open_gate
-from nl2sql_indexer.loopback import LoopbackLLM, Rule
+from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule
 
 KEY = "sk-nl2sql-test-0123456789abcdef"
 

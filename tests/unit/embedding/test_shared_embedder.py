@@ -123,7 +123,7 @@ def _chat(model: str, base_url: str, **cfg) -> dict:
 
 
 def test_service_relays_model_calls_and_redacts_echoed_keys(service, llm):
-    from nl2sql_indexer.loopback import Rule
+    from nl2sql_indexer.dev.loopback import Rule
 
     d, _, _ = service
     sock = str(d / "embed.sock")
@@ -157,7 +157,7 @@ def test_relay_keeps_the_gate_and_falls_back_only_when_nothing_was_sent(monkeypa
     from nl2sql.embedding import client as embed_client
     from nl2sql.model import llm as llm_mod
     from nl2sql.model.gate import open_gate
-    from nl2sql_indexer.loopback import Rule
+    from nl2sql_indexer.dev.loopback import Rule
 
     sent: list[dict] = []
 

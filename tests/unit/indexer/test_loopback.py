@@ -1,4 +1,4 @@
-"""Tests for nl2sql_indexer.loopback: the scripted (not a model) OpenAI-compatible server.
+"""Tests for nl2sql_indexer.dev.loopback: the scripted (not a model) OpenAI-compatible server.
 
 Every test talks to a real server over HTTP on 127.0.0.1, with the real ``openai`` client
 (or urllib for the admin endpoints).
@@ -21,8 +21,8 @@ import openai
 import pytest
 
 import nl2sql
-import nl2sql_indexer.loopback as loopback
-from nl2sql_indexer.loopback import QUESTION_MARKER, LoopbackLLM, Rule, extract_question, main
+import nl2sql_indexer.dev.loopback as loopback
+from nl2sql_indexer.dev.loopback import QUESTION_MARKER, LoopbackLLM, Rule, extract_question, main
 
 
 def prompt(question: str, schema: str = "CREATE TABLE singer (id int, name text);") -> str:
@@ -384,12 +384,20 @@ def test_cli_serves_script_until_sigterm(tmp_path):
     )
     env = dict(os.environ)
     pkg_dirs = [
-        Path(loopback.__file__).resolve().parent.parent,  # nl2sql_indexer
+        Path(loopback.__file__).resolve().parents[2],  # the folder holding nl2sql_indexer
         Path(nl2sql.__file__).resolve().parent.parent,
     ]  # nl2sql (the prompt marker)
     env["PYTHONPATH"] = os.pathsep.join([*map(str, pkg_dirs), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nl2sql_indexer.loopback", "--port", "0", "--script", str(script)],
+        [
+            sys.executable,
+            "-m",
+            "nl2sql_indexer.dev.loopback",
+            "--port",
+            "0",
+            "--script",
+            str(script),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

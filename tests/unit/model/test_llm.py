@@ -85,7 +85,7 @@ def _llm_threads() -> int:
 def test_trickling_models_end_at_their_deadline_and_never_starve_later_calls():
     """20 questions whose model trickles its reply a byte at a time (the per-read timeout never
     trips) are each cut at the model's timeout_s; the next ordinary call answers at once."""
-    from nl2sql_indexer.loopback import LoopbackLLM, Rule
+    from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule
 
     with LoopbackLLM() as server:
         server.add_rule(Rule(model="slow", response="SELECT 1", trickle_s=0.05))
@@ -112,7 +112,7 @@ def test_trickling_models_end_at_their_deadline_and_never_starve_later_calls():
 
 
 def test_call_model_cuts_a_trickling_reply_at_its_hard_deadline():
-    from nl2sql_indexer.loopback import LoopbackLLM, Rule
+    from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule
 
     with LoopbackLLM() as server:
         server.add_rule(Rule(model="slow", response="SELECT 1", trickle_s=0.02))

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 import nl2sql
 from nl2sql.retrieval.example_pool import make_entry, parse_benchmark_json, sql_skeleton
-from nl2sql_indexer import demo_data
+from nl2sql_indexer.dev import demo_data
 
 POOL_PATH = Path(nl2sql.__file__).resolve().parent / "data" / "example_pool.json"
 
