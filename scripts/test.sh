@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run the test suite with the venv the server's PL/Python imports from. Needs scripts/install.sh
 # to have run once. Other arguments go to pytest.
-#   bash scripts/test.sh          every test: tests/unit, then tests/db and tests/upgrade, which
-#                                 start (and remove) their own PostgreSQL cluster
+#   bash scripts/test.sh          every test: tests/db, tests/unit and tests/upgrade (db and upgrade
+#                                 start and remove their own PostgreSQL cluster)
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
