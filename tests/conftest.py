@@ -105,7 +105,7 @@ def cluster():
         _sync_installation()
         base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
         base.chmod(0o755)
-        # a key in the server's environment, as a DBA would set one (tests/test_safety.py)
+        # a key in the server's environment, as a DBA would set one (tests/db/test_safety.py)
         c = LocalCluster(base / "data", server_env={TEST_KEY_ENV: TEST_API_KEY})
         c.start()
         yield c
