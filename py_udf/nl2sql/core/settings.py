@@ -3,8 +3,8 @@
 Every setting is declared once, in ``SETTINGS``: its name, type, default, bounds and meaning.
 From that declaration come the typed ``Settings`` object the pipeline reads
 (``get_settings(plpy).k_examples`` is an int), the validation of ``nl2sql.set_setting``, the
-README's settings table (``python -m nl2sql.core.settings --markdown``) and the ``VALUES`` list the
-build script turns into the ``nl2sql.settings`` view (``sql_values()``).
+settings table of docs/settings.md (``python -m nl2sql.core.settings --markdown``) and the
+``VALUES`` list the build script turns into the ``nl2sql.settings`` view (``sql_values()``).
 
 The table ``nl2sql.setting`` holds only the values a user set; a setting without a row has its
 declared default.
@@ -118,7 +118,7 @@ class Setting:
         type: its kind, a key of ``TYPES`` (``int``, ``float``, ``bool``, ``str``, ``enum``,
             ``json``, ``list``).
         default: the typed default value.
-        meaning: what it does, in words (the README table's column).
+        meaning: what it does, in words (the docs/settings.md table's column).
         minimum: lower bound of an int or float setting (inclusive unless
             ``minimum_exclusive``), or None.
         maximum: upper bound of an int or float setting (inclusive), or None.
@@ -156,7 +156,7 @@ class Setting:
         return TYPES[self.type]
 
     def allowed(self) -> str:
-        """Describe the values this setting accepts, in words (errors, the README table).
+        """Describe the values this setting accepts, in words (errors, the docs/settings.md table).
 
         Returns:
             e.g. ``'an integer from 0 to 3'``, ``'a number > 0'``, ``'on or off'``.
@@ -758,7 +758,7 @@ def _md(text: str) -> str:
 
 
 def markdown_table() -> str:
-    """Generate the README's settings table from ``SETTINGS``.
+    """Generate docs/settings.md's settings table from ``SETTINGS``.
 
     Returns:
         Markdown text (header, separator, one row per setting; ends with a newline).
@@ -800,7 +800,7 @@ def sql_values() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the README table or the SQL ``VALUES`` list (``python -m nl2sql.core.settings``).
+    """Print the docs/settings.md table or the SQL ``VALUES`` list (``python -m nl2sql.core.settings``).
 
     Args:
         argv: the arguments, ``--markdown`` or ``--sql`` (default ``sys.argv[1:]``).
@@ -814,7 +814,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m nl2sql.core.settings", description="print the settings declaration"
     )
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--markdown", action="store_true", help="README's settings table")
+    g.add_argument("--markdown", action="store_true", help="docs/settings.md's settings table")
     g.add_argument("--sql", action="store_true", help="SQL VALUES list of the settings")
     args = ap.parse_args(argv)
     print(markdown_table() if args.markdown else sql_values(), end="" if args.markdown else "\n")
