@@ -10,7 +10,7 @@ import functools
 import json
 from typing import Any
 
-from . import version
+from . import pipeline, version
 from .core import spi
 from .core.errors import (
     CandidateRefused,
@@ -25,7 +25,7 @@ from .core.settings import get_settings, lookup, validate_setting
 from .core.sqlcheck import parse_one
 from .embedding import client as embed_client
 from .model.llm import pick_model
-from .pipeline import answer, log_trace
+from .pipeline import log_trace
 from .retrieval import example_pool as ex_mod
 
 
@@ -95,7 +95,7 @@ def _run(
     # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
     secrets = configured_secrets(plpy)
     try:
-        trace = answer(plpy, question, search_path, evidence, conversation)
+        trace = pipeline.explain(plpy, question, search_path, evidence, conversation)
     except QuestionError as e:
         _fail(plpy, redact(str(e), secrets))
     except ConfigError as e:
@@ -278,20 +278,20 @@ def retrieve(
 
     Args:
         plpy, question, search_path, evidence: as for ``nl2sql``.
-        presql: a PreSQL from elsewhere, or None (see ``context.retrieve``).
+        presql: a PreSQL from elsewhere, or None (see ``pipeline.retrieve``).
 
     Returns:
-        ``context.retrieve``'s dict as JSON text.
+        ``pipeline.retrieve``'s dict as JSON text.
 
     Raises:
         plpy.Error: (through ``plpy.error``) for an invalid question, a missing index or
             embedding model.
         ConfigError: a stored setting is invalid (not converted).
     """
-    from .retrieval.context import retrieve as run_retrieval
-
     try:
-        return json.dumps(run_retrieval(plpy, question, search_path, evidence, presql), default=str)
+        return json.dumps(
+            pipeline.retrieve(plpy, question, search_path, evidence, presql), default=str
+        )
     except QuestionError as e:
         _fail(plpy, str(e))
     except EmbeddingError as e:

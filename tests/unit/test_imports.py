@@ -26,7 +26,7 @@ RAISES_OUTSIDE_ERRORS = {
     ("embedding.server", "SystemExit"): "the command line's exit status "
     "(python -m nl2sql.embedding.server)",
     (
-        "retrieval.context",
+        "retrieval.prompt_parts",
         "ValueError",
     ): "a caller's programming error (stages called out of order), not a user-facing condition",
     ("model.llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "

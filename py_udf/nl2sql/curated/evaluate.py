@@ -419,11 +419,11 @@ def ask(
         plpy.SPIError: the user cancelled.
     """
     from ..core.redaction import configured_secrets, redact, redact_obj
-    from ..pipeline import LeaveOut, answer, log_trace
+    from ..pipeline import LeaveOut, explain, log_trace
 
     secrets = configured_secrets(plpy)
     try:
-        trace = answer(
+        trace = explain(
             plpy,
             vq["question"],
             search_path,

@@ -1,15 +1,16 @@
 """Everything found before a model is asked: the question checked and rewritten, the masked
 question, cell values, the example pool and DAIL selection, schema linking, earlier turns of a
-conversation, and the retrieval stages as the pipeline runs them.
+conversation; what retrieval gathers for a question and what the prompts show of it.
 """
 
 __all__ = [
-    "context",
     "conversation",
     "example_pool",
     "example_selection",
+    "gather",
     "linking",
     "masking",
+    "prompt_parts",
     "question",
     "rewriting",
     "values",

@@ -1,7 +1,6 @@
 """The question as asked and as the prompts show it: validation and ReBoost's query rewriting.
 
-Used by both ``pipeline.answer()`` and ``context.retrieve()``; it imports neither, so the two
-do not import each other.
+Used by the pipeline's first stages (``stages.start``).
 
 Source: ReBoost (Sui et al. 2023) §3.1 (query rewriting: vague time made explicit).
 """
@@ -9,12 +8,11 @@ Source: ReBoost (Sui et al. 2023) §3.1 (query rewriting: vague time made explic
 from __future__ import annotations
 
 from datetime import date
-from typing import Any
 
 from ..core import spi
 from ..core.errors import QuestionError
 from ..core.settings import Settings
-from .rewriting import needs_rewrite, rewrite_relative_time
+from .rewriting import Rewritten, needs_rewrite, rewrite_relative_time
 
 
 def validate_question(question: str | None, max_chars: int) -> str:
@@ -50,7 +48,7 @@ def validate_question(question: str | None, max_chars: int) -> str:
     return q
 
 
-def rewrite_question(plpy, q: str, st: Settings, trace: dict[str, Any]) -> str:
+def rewrite_question(plpy, q: str, st: Settings) -> tuple[str, Rewritten | None]:
     """Rewrite the question as the prompts show it: relative time made explicit.
 
     When setting ``rewrite_time`` is on and the question has a vague time ("last year"), it is
@@ -62,24 +60,17 @@ def rewrite_question(plpy, q: str, st: Settings, trace: dict[str, Any]) -> str:
         plpy: the PL/Python module of the calling backend (SPI access; reads the date).
         q: the validated question.
         st: the settings (``rewrite_time``).
-        trace: the call's trace, changed in place: ``trace["rewriting"]`` (original,
-            rewritten, today, rewrites) is set when something was rewritten.
 
     Returns:
-        The rewritten question (``q`` itself when nothing needed rewriting).
+        ``(question, rewriting)``: the rewritten question (``q`` itself when nothing needed
+        rewriting), and the rewriting when something was rewritten (the trace's
+        ``rewriting``), else None.
 
     Raises:
         plpy.SPIError: when the date cannot be read.
     """
     if not st.rewrite_time or not needs_rewrite(q):
-        return q
+        return q, None
     today = spi.query(plpy, "SELECT (pg_catalog.now())::date::text AS d")[0]["d"]
     rw = rewrite_relative_time(q, date.fromisoformat(today))
-    if rw.rewrites:
-        trace["rewriting"] = {
-            "original": q,
-            "rewritten": rw.question,
-            "today": rw.today,
-            "rewrites": [r.__dict__ for r in rw.rewrites],
-        }
-    return rw.question
+    return rw.question, (rw if rw.rewrites else None)

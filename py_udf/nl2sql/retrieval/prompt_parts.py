@@ -1,0 +1,178 @@
+"""What the prompts show from retrieval: the PreSQL prompt (schema pruned to the token budget),
+schema linking and DAIL selection after PreSQL, the FinSQL prompt over the linked tables.
+Sources: PET-SQL (Li et al. 2024) §3.1, §3.3; DAIL-SQL (Gao et al. 2023) §3.3.
+"""
+
+from __future__ import annotations
+
+from ..core.settings import Settings
+from ..core.types import Example, Schema
+from ..model import prompts
+from ..model.gate import Gate
+from .example_selection import Selection, dail_select, presql_skeleton
+from .gather import Context, add_columns
+from .linking import Linked, estimate_tokens, link_schema, linking_values, prune_schema
+from .values import ValueMatch
+
+
+def value_triples(
+    schema: Schema, values: list[ValueMatch], tables: set[str] | None = None
+) -> list[tuple[str, str, str]]:
+    """List matched values as ``(table prompt name, column, value)`` for a prompt.
+
+    Args:
+        schema, values: the schema whose prompt names are used; the matched cell values.
+        tables: prompt names of the tables to keep, None for all (tables not in ``schema``
+            are always dropped).
+
+    Returns:
+        One triple per kept value, in ``values`` order.
+    """
+    names = {(t.schema, t.table): t.name for t in schema.tables}
+    out = []
+    for v in values:
+        name = names.get((v.schema, v.table))
+        if name and (tables is None or name in tables):
+            out.append((name, v.column, v.value))
+    return out
+
+
+def first_examples(
+    verified: list[Example], examples: list[Example], k: int | None = None
+) -> list[Example]:
+    """The few-shot examples with the verified queries first.
+
+    Args:
+        verified, examples: verified queries as examples (most similar first); the others.
+        k: how many at most; None keeps all.
+
+    Returns:
+        ``verified``, then the examples whose SQL is not one of theirs, cut to ``k``.
+    """
+    seen = {e.sql.strip().rstrip(";") for e in verified}
+    out = list(verified) + [e for e in examples if e.sql.strip().rstrip(";") not in seen]
+    return out if k is None else out[:k]
+
+
+def presql_prompt(
+    plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
+) -> tuple[str, Schema, dict]:
+    """Build the PreSQL prompt; over ``prompt_token_budget`` the schema is pruned to the tables
+    most similar to the question and their FK neighbours (``linking.prune_schema``, which
+    needs ``add_columns``). Sets ``ctx.presql_schema``. Source: PET-SQL (Li et al. 2024) §3.1.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        ctx, schema, st: the question's context, the role's schema, the settings.
+        gate: the call's gate: the values and examples shown pass it.
+
+    Returns:
+        ``(prompt, schema used, info)``; info: ``pruned``, ``tokens_full``, ``tokens``
+        (estimated), ``tables_kept``, ``tables_total``, ``budget`` and what pruning adds.
+
+    Raises:
+        EmbeddingError: pruning needed the question's embedding and the model is missing.
+    """
+    examples = gate.examples("presql", first_examples(ctx.verified, ctx.candidates, st.k_examples))
+    shown = gate.values("presql", value_triples(schema, ctx.values))
+    business = ctx.business.prompt_text()
+
+    def render(s: Schema) -> str:
+        tables = {t.name for t in s.tables}
+        return prompts.build_prompt(
+            ctx.question,
+            s,
+            examples,
+            st.sample_values,
+            ctx.evidence,
+            [v for v in shown if v[0] in tables],
+            business,
+            gate.turns("presql", ctx.turns),
+        )
+
+    keep = []
+    for name, _c, _v in value_triples(
+        schema, linking_values(schema, ctx.values, st.link_value_min)
+    ):
+        if name not in keep:
+            keep.append(name)
+
+    def scores() -> dict[str, float]:
+        ctx.timings["columns_ms"] = ctx.timings.get("columns_ms", 0.0) + add_columns(
+            plpy, ctx, schema
+        )
+        return ctx.scores or {}
+
+    used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep)
+    ctx.presql_schema = used
+    prompt = render(used)
+    info["tokens"] = estimate_tokens(prompt)
+    return prompt, used, info
+
+
+def link_and_select(
+    ctx: Context, schema: Schema, presql: str | None, st: Settings, presql_text: str | None = None
+) -> tuple[Linked, Selection]:
+    """Link the schema from the PreSQL and select the FinSQL examples (DAIL).
+
+    Source: PET-SQL (Li et al. 2024) §3.3; DAIL-SQL (Gao et al. 2023) §3.3.
+
+    Args:
+        ctx, schema, st: the question's context (after ``add_columns``), the role's schema,
+            the settings.
+        presql: the PreSQL's SQL, or None when there is none.
+        presql_text: the PreSQL as the model wrote it (its tokens name tables when ``presql``
+            is None or does not parse); None for ``presql``.
+
+    Returns:
+        ``(Linked, Selection)``: the linked tables and columns, and the chosen examples.
+
+    Raises:
+        ValueError: ``add_columns`` has not run on ``ctx``.
+    """
+    if ctx.column_sims is None:
+        raise ValueError("link_and_select: run add_columns(plpy, ctx, schema) first")
+    similar = [c for c in ctx.column_sims if c[3] >= st.link_column_min]
+    linked = link_schema(
+        schema,
+        presql,
+        ctx.values,
+        similar,
+        st.link_value_min,
+        ctx.presql_schema,
+        presql_text,
+        ctx.question,
+    )
+    sel = dail_select(
+        ctx.candidates, ctx.skeletons, presql_skeleton(presql), st.k_examples, st.dail_tau
+    )
+    return linked, sel
+
+
+def finsql_prompt(
+    ctx: Context, schema: Schema, linked: Linked, sel: Selection, st: Settings, gate: Gate
+) -> tuple[str, Schema]:
+    """Build the FinSQL prompt over the linked tables. Source: PET-SQL (Li et al. 2024) §3.3.
+
+    Args:
+        ctx, schema, st: the question's context, the role's schema, the settings.
+        linked, sel: from ``link_and_select``.
+        gate: the call's gate: the values and examples shown pass it.
+
+    Returns:
+        ``(prompt, schema used)``: the linked tables only (the whole schema when nothing
+        linked), with those tables' matched values and the selected examples.
+    """
+    fin_schema = schema.subset(set(linked.tables)) if linked.tables else schema
+    tables = {t.name for t in fin_schema.tables}
+    prompt = prompts.build_prompt(
+        ctx.question,
+        fin_schema,
+        gate.examples("finsql", first_examples(ctx.verified, sel.examples, st.k_examples)),
+        st.sample_values,
+        ctx.evidence,
+        gate.values("finsql", value_triples(schema, ctx.values, tables)),
+        ctx.business.prompt_text(),
+        gate.turns("finsql", ctx.turns),
+    )
+    return prompt, fin_schema

@@ -1,0 +1,113 @@
+"""Choosing the answer: the vote (weighted by calibrated reliability, optionally a model's
+multiple choice), the outcome with its tokens and error, and abstention on low confidence.
+
+Sources: MCS-SQL (Lee et al. 2024) §3.3 (filtering, confidence, multiple-choice selection);
+PET-SQL (Li et al. 2024) §3.4 and OpenSearch-SQL (Xie et al. 2024) §3.6 (vote by result).
+"""
+
+from __future__ import annotations
+
+from ..core.types import Status
+from ..model import prompts
+from ..model.llm import call_models, pick_model
+from ..selection import abstain as abstention
+from ..selection.multiple_choice import apply_choice, multiple_choice_prompt, parse_choice, select
+from .run import MultipleChoice, Outcome, Run, Selected
+from .trace import gated_candidate
+
+
+def vote(run: Run) -> None:
+    """Select the answer: filter, confidence threshold, majority, optional multiple choice.
+
+    Each vote weighs what ``nl2sql.calibrate()`` learned for its model at the PreSQL's
+    hardness (1 when nothing is calibrated); ties go as ``tie_break`` says. With ``selection``
+    = multiple_choice and several groups, a model picks (wait: ``llm_waits_ms.multiple_choice``).
+
+    Args:
+        run: sets ``selected``.
+
+    Raises:
+        ConfigError: setting ``selection_model`` names a model that is not enabled.
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+    """
+    st, link, cands = run.st, run.linking, run.candidates
+    weights = None
+    if link.reliability is not None:
+        weights = {
+            m.name: round(link.reliability.weight(m.name, link.level), 6) for m in link.models
+        }
+    v = select(cands, st.confidence_threshold, st.tie_break, [m.name for m in run.models], weights)
+    run.selected = Selected(v, weights)
+    if st.selection != "multiple_choice" or len(v.groups) <= 1:
+        return
+    mc_model = pick_model(run.models, "selection_model", st.selection_model)
+    rows: dict[str, list[str]] = {}
+    notes: dict[str, str] = {}
+    for c in cands:  # each option's rows pass the gate (rows / columns withheld, shapes kept)
+        if c.status == Status.OK and c.result_hash not in rows:
+            rows[c.result_hash], note = run.gate.rows("multiple_choice", c.sql, c.sample_rows)
+            if note:
+                notes[c.result_hash] = note
+    mc_prompt = multiple_choice_prompt(
+        run.prompt_question,
+        v.groups,
+        prompts.render_schema(link.schema, st.sample_values),
+        rows,
+        run.evidence,
+        notes,
+    )
+    with run.timer.model_wait("multiple_choice"):
+        replies = call_models(
+            [(mc_model, run.gate.seal("multiple_choice", mc_prompt))], run.on_wait, run.budget_s()
+        )
+    choice = parse_choice(replies[0].text, len(v.groups))
+    run.selected.vote = apply_choice(v, choice, mc_model.name, replies[0].text or replies[0].error)
+    run.selected.choice = MultipleChoice(mc_model.name, mc_prompt, replies[0], choice)
+
+
+def outcome(run: Run) -> None:
+    """Settle the answer: the candidates as the trace shows them, tokens, and the error.
+
+    ``error`` when nothing was chosen: every model failed, or no candidate executed.
+
+    Args:
+        run: sets ``outcome`` and ``values_withheld``.
+    """
+    v, sel = run.selected.vote, run.selected
+    shown = [gated_candidate(run.gate, c) for c in run.candidates]
+    first = [run.presql.reply, *run.finsql_replies]
+    replies = first + ([sel.choice.reply] if sel.choice else [])
+    tokens = {
+        "prompt": sum(r.prompt_tokens for r in replies) + run.repair["prompt_tokens"],
+        "completion": sum(r.completion_tokens for r in replies) + run.repair["completion_tokens"],
+    }
+    error = None
+    if v.sql is None:
+        if all(r.error for r in first):
+            error = "nl2sql: every model failed: " + "; ".join(
+                sorted({r.error for r in replies if r.error})
+            )
+        else:
+            reasons = "; ".join(f"{c['source']}: {c['reason']}" for c in shown)
+            error = f"nl2sql: no candidate executed successfully ({reasons})"
+    run.outcome = Outcome(v, shown, v.sql, v.confidence, tokens, error)
+    run.values_withheld = run.gate.report()
+
+
+def abstain(run: Run) -> None:
+    """Abstain when the chosen group's confidence is below setting ``abstain_below``.
+
+    The outcome then has no ``sql``; ``abstained`` holds the threshold, the confidence and
+    the readings (``abstain.readings``), ``error`` the message ``nl2sql()`` raises. The
+    vote's choice stays in the vote.
+
+    Args:
+        run: its ``outcome`` changes when abstaining.
+    """
+    v, threshold, out = run.outcome.vote, run.st.abstain_below, run.outcome
+    if not abstention.should_abstain(v, threshold):
+        return
+    found = abstention.readings(v, run.candidates, run.gate, run.st.abstain_readings)
+    out.abstained = {"threshold": threshold, "confidence": v.confidence, "readings": found}
+    out.sql = None
+    out.error = abstention.message(v.confidence, threshold, found)

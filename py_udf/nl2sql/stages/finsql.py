@@ -1,0 +1,195 @@
+"""The FinSQL round: its plan, the round (early answers evaluated while others are out), the
+execution of the rest, and the repair rounds. Sources: PET-SQL (Li et al. 2024) §3.4; MCS-SQL
+(Lee et al. 2024) §3.2–3.3; OpenSearch-SQL (Xie et al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.timing import StageTimer
+from ..core.types import Candidate, LLMReply, Status
+from ..generation.alignment import ValueIndex
+from ..generation.candidates import Evaluator, candidates_from, finsql_calls
+from ..generation.repair import repair_loop
+from ..model.llm import call_models_during
+from ..ops import value_policy
+from ..retrieval.prompt_parts import first_examples, value_triples
+from .run import FinsqlPlan, Run
+
+
+def plan(run: Run) -> None:
+    """Plan the FinSQL round: routed models × prompt variants × samples over the linked
+    schema (verified queries, then DAIL-selected examples), the PreSQL as a candidate, and the
+    evaluator (aligning values with ``value_alignment``).
+
+    Args:
+        run: sets ``plan``.
+    """
+    st, k, ctx, link, pre = run.st, run.st.k_examples, run.context, run.linking, run.presql
+    chosen = {e.id for e in link.selection.examples}
+    pool = first_examples(
+        ctx.verified,
+        list(link.selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k],
+    )
+    calls = finsql_calls(
+        link.models,
+        run.prompt_question,
+        link.schema,
+        pool,
+        k,
+        st.sample_values,
+        run.evidence,
+        variants=st.prompt_variants,
+        samples=st.samples_per_model,
+        sample_temperature=st.sample_temperature,
+        values=value_triples(run.schema, ctx.values, {tb.name for tb in link.schema.tables}),
+        business=ctx.business.prompt_text() or None,
+        turns=ctx.turns,
+        gate=run.gate,
+    )
+    reply = pre.reply
+    pc = Candidate(
+        source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text, prompt=pre.prompt
+    )
+    if reply.error or not reply.text:
+        pc.status, pc.reason = Status.REFUSED, f"no answer: {reply.error or 'empty'}"
+    index = None
+    if st.value_alignment:
+        index = ValueIndex(
+            run.plpy,
+            st.values_per_column,
+            st.value_max_chars,
+            st.align_min_trigram,
+            st.align_min_cosine,
+            partial=value_policy.partial_columns(run.schema),
+        )
+    ev = Evaluator(
+        plpy=run.plpy,
+        schema=run.schema,
+        search_path=run.search_path,
+        timeout_ms=st.candidate_timeout_ms,
+        max_rows=st.max_rows,
+        max_bytes=st.max_result_bytes,
+        dialects={m.name: m.dialect for m in run.models},
+        values=index,
+    )
+    run.plan = FinsqlPlan(calls, pc, ev)
+
+
+@dataclass
+class FinsqlOverlap:
+    """The FinSQL round's calling-thread work while models are out: ``work`` evaluates the
+    PreSQL candidate, ``on_reply`` each early answer (into ``plan.early``); times go to
+    ``overlapped_ms``."""
+
+    timer: StageTimer
+    plan: FinsqlPlan
+
+    def work(self) -> None:
+        """Check, align and execute the PreSQL candidate (unless it had no answer).
+
+        Raises:
+            plpy.SPIError: QueryCanceled when the caller cancelled.
+        """
+        pc, ev = self.plan.presql, self.plan.evaluator
+        if pc.status == Status.PENDING:
+            ev.reset_ms()
+            ev.run(pc, pc.raw_text)
+            self.timer.overlapped("presql_candidate_ms", sum(ev.ms.values()))
+
+    def on_reply(self, i: int, reply: LLMReply, still_out: int) -> None:
+        """Evaluate one call's answer now, when other calls are still out.
+
+        Args:
+            i: the call's index in ``plan.calls``.
+            reply: its reply.
+            still_out: how many calls are still out; 0 leaves the answer to ``execute``.
+
+        Raises:
+            plpy.SPIError: QueryCanceled when the caller cancelled.
+        """
+        if not still_out:
+            return
+        ev = self.plan.evaluator
+        with self.timer.overlap("finsql_candidates_ms"):
+            ev.reset_ms()
+            self.plan.early[i] = candidates_from([self.plan.calls[i]], [reply])
+            for c in self.plan.early[i]:
+                if c.status == Status.PENDING:
+                    ev.run(c, c.raw_text)
+
+
+def write_finsql(run: Run) -> None:
+    """Run the FinSQL round: every call concurrently, ``FinsqlOverlap``'s work meanwhile.
+
+    Args:
+        run: sets ``finsql_replies`` (call order).
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+    """
+    overlap = FinsqlOverlap(run.timer, run.plan)
+    rnd = call_models_during(
+        [c.as_call(run.gate) for c in run.plan.calls],
+        overlap.work,
+        run.on_wait,
+        run.budget_s(),
+        overlap.on_reply,
+    )
+    run.timer.waited("finsql", rnd.wait_ms)
+    run.finsql_replies = rnd.replies
+
+
+def execute(run: Run) -> None:
+    """Clean, check, align and execute (read-only, time-limited) the answers not evaluated
+    during the round; every candidate in call order, the PreSQL's with ``presql_votes``.
+
+    Args:
+        run: sets ``candidates``.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled.
+    """
+    plan = run.plan
+    ev = plan.evaluator
+    ev.reset_ms()  # what runs after the round
+    cands: list[Candidate] = []
+    for i, (call, reply) in enumerate(zip(plan.calls, run.finsql_replies)):
+        if i in plan.early:
+            cands.extend(plan.early[i])
+            continue
+        for c in candidates_from([call], [reply]):
+            if c.status == Status.PENDING:
+                ev.run(c, c.raw_text)
+            cands.append(c)
+    if run.st.presql_votes:
+        cands.append(plan.presql)
+    run.timer.add_all(ev.ms)
+    run.candidates = cands
+
+
+def repair(run: Run) -> None:
+    """Repair failing or empty candidates with the error and the relevant cell values
+    (at most ``repair_rounds`` rounds).
+
+    Args:
+        run: its ``candidates`` change in place; sets ``repair`` (``repair_loop``'s summary).
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled.
+    """
+    default_prompt = run.presql.prompt
+    rep = repair_loop(
+        run.candidates,
+        {m.name: m for m in run.models},
+        lambda c: c.prompt or default_prompt,
+        run.plan.evaluator,
+        [v.to_json() for v in run.context.values],
+        run.st.repair_rounds,
+        run.on_wait,
+        run.budget_s,
+        gate=run.gate,
+    )
+    run.timer.waited("repair", rep["llm_wait_ms"])
+    run.repair = rep

@@ -1,0 +1,104 @@
+"""The PreSQL round and the linking after it: the first model writes the PreSQL while the late
+lookups run; the PreSQL is cleaned, links the schema, re-selects the examples (DAIL) and, by
+its hardness, routes the FinSQL voters.
+
+Sources: PET-SQL (Li et al. 2024) §3.1 (PreSQL), §3.3 (PreSQL-based schema linking), §3.4
+(fine-grained voting); DAIL-SQL (Gao et al. 2023) §3.3 (DAIL selection).
+"""
+
+from __future__ import annotations
+
+from ..core.errors import Nl2sqlError
+from ..generation.cleaning import clean
+from ..model.llm import call_models_during
+from ..retrieval.prompt_parts import link_and_select
+from ..selection import reliability
+from ..selection.hardness import hardness, route
+from .before_models import late_lookups, leave_out_examples
+from .run import Linking, Run
+
+
+def _late_lookups_overlapped(run: Run) -> None:
+    """``late_lookups`` while the PreSQL model writes; times go to ``overlapped_ms``."""
+    vector_ms, columns_ms = late_lookups(run)
+    run.timer.overlapped("vector_values_ms", vector_ms)
+    run.timer.overlapped("columns_ms", columns_ms)
+
+
+def write_presql(run: Run) -> None:
+    """Run the PreSQL round: the first model answers while ``late_lookups`` runs.
+
+    The wait is recorded as ``llm_waits_ms.presql``.
+
+    Args:
+        run: sets ``presql.reply`` (and ``examples_after_vector_values`` when a strong
+            vector match re-masked the question).
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+        EmbeddingError: the embedding model is missing.
+    """
+    pre = run.presql
+    rnd = call_models_during(
+        [(run.models[0], run.gate.seal("presql", pre.prompt))],
+        lambda: _late_lookups_overlapped(run),
+        run.on_wait,
+        run.budget_s(),
+    )
+    run.timer.waited("presql", rnd.wait_ms)
+    leave_out_examples(run)  # a re-masked question fetched its examples again
+    if run.context.remasked:
+        pre.examples_after_vector_values = run.gate.examples(
+            "trace", run.context.candidates[: run.st.k_examples]
+        )
+    pre.reply = rnd.replies[0]
+
+
+def link(run: Run) -> None:
+    """Clean the PreSQL, link the schema from it, re-select examples, route the voters.
+
+    Voters by the PreSQL's hardness (setting ``hardness_voters``, else the sets learned by
+    ``nl2sql.calibrate``). A linking failure other than an nl2sql or SPI error sets the
+    PreSQL aside (``refused``) and links as without one.
+
+    Args:
+        run: sets ``presql.sql`` (as cleaned), ``cleaning``, ``refused`` and ``linking``.
+
+    Raises:
+        ValueError: the column similarity is missing (not expected after ``write_presql``).
+    """
+    pre, ctx, schema = run.presql, run.context, run.schema
+    reply = pre.reply
+    cl = clean(reply.text, run.models[0].dialect) if reply.text else None
+    pre.sql = (cl.sql or None) if cl else None
+    pre.cleaning = cl.steps if cl else []
+    if cl is not None and cl.reason is not None:
+        pre.refused = cl.reason
+    try:
+        linked, selection = link_and_select(ctx, schema, pre.sql, run.st, reply.text)
+        level = hardness(pre.sql) if pre.sql else None
+    except Exception as e:
+        if isinstance(e, Nl2sqlError) or isinstance(e, getattr(run.plpy, "SPIError", ())):
+            raise
+        pre.refused = f"linking failed: {type(e).__name__}: {str(e)[:300]}"
+        # link, select examples and route as without a PreSQL (the trace shows the cleaned one)
+        linked, selection = link_and_select(ctx, schema, None, run.st, reply.text)
+        level = None
+    shown = run.gate.examples("trace", selection.examples)
+    names = [m.name for m in run.models]
+    rel = reliability.load(run.plpy) if run.st.reliability_vote else None
+    routing = run.st.hardness_voters or (rel.voters if rel is not None else {})
+    voters, why = route(level, routing, names)
+    if routing and not run.st.hardness_voters:
+        why += " (voter sets learned by nl2sql.calibrate)"
+    run.linking = Linking(
+        linked,
+        selection,
+        shown,
+        [m for m in run.models if m.name in voters],
+        schema.subset(set(linked.tables)) if linked.tables else schema,
+        level,
+        voters,
+        why,
+        rel,
+    )

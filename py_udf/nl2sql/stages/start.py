@@ -1,0 +1,88 @@
+"""The run's start (settings, question, models, earlier turns) and the question stages:
+relative time rewritten (ReBoost §3.1), the role's schema and its gate.
+"""
+
+from __future__ import annotations
+
+from ..core import catalog
+from ..core.settings import get_models, get_settings
+from ..core.timing import StageTimer
+from ..model.gate import Gate
+from ..ops import value_policy
+from ..retrieval.conversation import earlier_turns, validate_key
+from ..retrieval.question import rewrite_question, validate_question
+from .run import LeaveOut, Run
+
+
+def open_run(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None,
+    conversation: str | None = None,
+    leave_out: LeaveOut | None = None,
+    with_models: bool = True,
+) -> Run:
+    """Read the settings, validate the question, read the models and the earlier turns.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question, search_path, evidence: as asked; the caller's search_path; hint or None.
+        conversation, leave_out: the conversation key; evaluation only; or None.
+        with_models: read the enabled models (``retrieve()`` needs none).
+
+    Returns:
+        The run, its timer started before anything was read.
+
+    Raises:
+        QuestionError: a bad question or conversation key.
+        ConfigError: no model is enabled (``with_models``), or a stored setting is invalid.
+    """
+    timer = StageTimer()
+    st = get_settings(plpy)
+    q = validate_question(question, st.question_max_chars)
+    models = get_models(plpy, st) if with_models else []
+    key = validate_key(conversation)
+    turns = earlier_turns(plpy, key, st.conversation_turns)
+    return Run(
+        plpy,
+        st,
+        models,
+        q,
+        search_path,
+        evidence,
+        timer,
+        conversation=key,
+        turns=turns,
+        leave_out=leave_out,
+        prompt_question=q,
+    )
+
+
+def rewrite(run: Run) -> None:
+    """Make relative time explicit in the question the prompts show (``rewrite_time``).
+
+    Args:
+        run: sets ``prompt_question`` and ``rewriting``.
+
+    Raises:
+        plpy.SPIError: the date could not be read.
+    """
+    run.prompt_question, run.rewriting = rewrite_question(run.plpy, run.question, run.st)
+
+
+def load_schema(run: Run) -> None:
+    """Load the schema the role may read over the caller's search_path, and the call's gate.
+
+    Args:
+        run: sets ``schema``, ``gate`` (the role's value rules), ``values_withheld`` and
+            ``values_partial``.
+
+    Raises:
+        NotIndexedError: nothing the role may read is indexed.
+    """
+    path = catalog.parse_search_path(run.plpy, run.search_path)
+    run.schema = catalog.load_schema(run.plpy, path, run.st.sample_values)
+    run.gate = Gate(run.schema, run.st.send_values)
+    run.values_withheld = run.gate.report()
+    run.values_partial = value_policy.partial_value_columns(run.schema)
