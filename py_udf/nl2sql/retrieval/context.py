@@ -27,17 +27,9 @@ from ..embedding.encode import embed, embed_async, to_pgvector
 from ..model import prompts
 from ..model.gate import Gate
 from .example_selection import Selection, dail_select, presql_skeleton
-from .linking import (
-    Linked,
-    column_similarities,
-    estimate_tokens,
-    link_schema,
-    linking_values,
-    prune_schema,
-    schema_words,
-    table_scores,
-)
+from .linking import Linked, link_schema, linking_values, schema_words
 from .masking import masked_question
+from .pruning import column_similarities, estimate_tokens, prune_schema, table_scores
 from .question import validate_question
 from .values import (
     ValueMatch,
