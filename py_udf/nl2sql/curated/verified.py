@@ -54,7 +54,7 @@ from ..core.sqlcheck import parse_one, to_sql
 from ..core.types import Example, Schema
 from ..generation.alignment import resolve_column
 from ..retrieval.linking import linking_values, schema_words
-from ..retrieval.masking import _STOP, inflections, masked_question, tokenize
+from ..retrieval.masking import STOP_WORDS, inflections, masked_question, tokenize
 
 INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "int", "int2", "int4", "int8"})
 NUMERIC_TYPES = INTEGER_TYPES | frozenset(
@@ -272,7 +272,7 @@ def name_words(question: str, schema: Schema, skip: list[str]) -> set[str]:
     out: set[str] = set()
     for t in tokenize(_without(question, skip)):
         low = t.lower()
-        if not low[0].isalnum() or low in _STOP:
+        if not low[0].isalnum() or low in STOP_WORDS:
             continue
         forms = inflections(low) & words
         if forms:

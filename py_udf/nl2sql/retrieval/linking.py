@@ -24,8 +24,6 @@ from .presql_reading import (
 from .schema_graph import (
     entity_forms,
     fk_bridges,
-    key_columns,
-    key_partners,
     named_references,
     single_column_keys,
     table_lookup,
@@ -34,14 +32,9 @@ from .schema_graph import (
 
 @dataclass
 class Linked:
-    """The linked schema, with the reasons each table was linked.
-
-    Attributes:
-        tables: list[str], table prompt names, in link order.
-        columns: list[str], ``table.column`` names (table by prompt name), in link order.
-        why: dict[str, list[str]], table prompt name -> the reasons it was linked, e.g.
-            ``presql``, ``value table.column = 'v' (exact 1.00)``, ``column similarity
-            table.column 0.63``, ``fk bridge a - b``.
+    """The linked schema: ``tables`` and ``columns`` (``table.column``) by prompt name in link
+    order, and ``why``: table -> its reasons (``presql``, ``value t.c = 'v' (exact 1.00)``,
+    ``column similarity t.c 0.63``, ``fk bridge a - b``).
     """
 
     tables: list[str] = field(default_factory=list)
@@ -85,7 +78,7 @@ class Linked:
 
 
 def schema_words(schema: Schema) -> frozenset[str]:
-    """Collect the lower-cased words of every table and column name, with singular/plural forms.
+    """Collect the words of every table and column name with their singular/plural forms.
 
     Cached per set of names (16 schemas): value retrieval and linking both ask.
 
@@ -93,7 +86,7 @@ def schema_words(schema: Schema) -> frozenset[str]:
         schema: the schema (``catalog.load_schema``).
 
     Returns:
-        frozenset[str] of the words (``masking.name_words``) and their ``masking.inflections``.
+        frozenset[str]: lower-cased ``masking.name_words`` and their ``masking.inflections``.
     """
     return _schema_words(
         tuple(n for t in schema.tables for n in [t.table] + [c.name for c in t.columns])
@@ -120,14 +113,10 @@ def linking_values(
     value_min: float,
     presql_columns: set[tuple[str, str]] = frozenset(),
 ) -> list:
-    """Select the matched values that link their column.
+    """Select the matched values that link their column (OpenSearch-SQL §3.4).
 
-    A value links when it is exact or scores ≥ ``value_min``, was not found from an evidence
-    n-gram, and no exception applies: a phrase made only of schema-name words, a phrase inside
-    a longer exact one, a value PreSQL already resolved in another column, a value found in two
-    or more foreign-key columns (docs/internals/retrieval.md, "Values that link").
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, columns of retrieved values linked.
+    Exact or ≥ ``value_min``, not from an evidence n-gram, and none of the exceptions of
+    docs/internals/retrieval.md, "Values that link".
 
     Args:
         schema: the schema the values were retrieved from (``catalog.load_schema``).
@@ -150,7 +139,7 @@ def linking_values(
         for v in values
         if (names.get((v.schema, v.table)), v.column.lower()) in presql_columns
     }
-    keys = key_columns(schema)
+    keys = _key_columns(schema)
     in_keys: dict[str, set[tuple[str | None, str]]] = {}
     for v in values:
         col = (names.get((v.schema, v.table)), v.column.lower())
@@ -191,29 +180,21 @@ def link_schema(
 ) -> Linked:
     """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
 
-    Linking never loses what PreSQL found: an unparsable PreSQL links the tables its tokens
-    name (``presql tokens``); one naming no table links the whole schema its prompt showed
-    (``presql schema``).
-
-    Source: PET-SQL (Li et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.4; MCS-SQL (Lee
-    et al. 2024) §3.1.
+    An unparsable PreSQL links the tables its tokens name (``presql tokens``); one naming no table
+    links the whole schema its prompt showed (``presql schema``): linking never loses a table.
 
     Args:
         schema: the schema the calling role may see (``catalog.load_schema``).
         presql: the PreSQL's text, or None.
         values: ``values.ValueMatch`` list.
-        similar_columns: (schema, table, column, similarity) tuples, already filtered by the
-            caller's threshold.
+        similar_columns: (schema, table, column, similarity) tuples above the caller's threshold.
         value_min: float in [0, 1], the least score of a non-exact value match that links.
-        presql_schema: the schema the PreSQL prompt showed (pruned or whole); None for
-            ``schema``.
-        presql_text: the PreSQL as the model wrote it, read for table names when ``presql``
-            is None or does not parse; None for ``presql``.
+        presql_schema: the schema the PreSQL prompt showed; None for ``schema``.
+        presql_text: the PreSQL as the model wrote it (read for table names); None for ``presql``.
         question: the question, for ``named_key_targets``; None skips them.
 
     Returns:
-        Linked with the reasons per table; empty only when nothing links and the PreSQL saw
-        no table.
+        Linked with the reasons per table.
     """
     lookup = table_lookup(schema)
     linked = Linked()
@@ -275,8 +256,8 @@ def _link_similar_columns(
     linked: Linked, schema: Schema, lookup: dict[str, Table], similar_columns: list, tabs: list[str]
 ) -> None:
     """Link the columns similar to the question, except key columns whose other end PreSQL
-    reads (``key_partners``)."""
-    partners = key_partners(schema)
+    reads (``_key_partners``)."""
+    partners = _key_partners(schema)
     pre_tables = {t.lower() for t in tabs}
     for s, t, c, sim in similar_columns:
         tb = lookup.get(f"{s}.{t}".lower())
@@ -301,13 +282,8 @@ def _link_fk_bridges(linked: Linked, schema: Schema, presql: str | None, tabs: l
 def named_key_targets(
     schema: Schema, presql_columns: set[tuple[str, str]], question: str | None
 ) -> list[tuple[str, str]]:
-    """Find the tables the question names that PreSQL reaches only through a key column.
-
-    A foreign-key column PreSQL reads that is named after the table it references
-    (``car_makers.country`` -> countries) links that table when every word of its name occurs
-    in the question, singular or plural (docs/internals/retrieval.md, "Key targets").
-
-    Source: MCS-SQL (Lee et al. 2024) §3.1 (linking favours recall).
+    """Find the tables the question names that PreSQL reaches only through a key column
+    (``car_makers.country`` -> countries; docs/internals/retrieval.md, "Key targets").
 
     Args:
         schema: the schema the calling role may see (``catalog.load_schema``).
@@ -336,3 +312,22 @@ def named_key_targets(
         ):
             out[ref_name] = f"key {table}.{col} -> {ref_name} named in the question"
     return list(out.items())
+
+
+def _key_columns(schema: Schema) -> set[tuple[str, str]]:
+    """(table, column) of either end of every foreign key, lower-cased."""
+    out: set[tuple[str, str]] = set()
+    for fk in schema.foreign_keys:
+        out |= {(fk.table.lower(), c.lower()) for c in fk.columns}
+        out |= {(fk.ref_table.lower(), c.lower()) for c in fk.ref_columns}
+    return out
+
+
+def _key_partners(schema: Schema) -> dict[tuple[str, str], set[str]]:
+    """(table, column) of each foreign-key column -> the tables at its other end (lower-cased)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for fk in schema.foreign_keys:
+        for c, rc in zip(fk.columns, fk.ref_columns):
+            out.setdefault((fk.table.lower(), c.lower()), set()).add(fk.ref_table.lower())
+            out.setdefault((fk.ref_table.lower(), rc.lower()), set()).add(fk.table.lower())
+    return out

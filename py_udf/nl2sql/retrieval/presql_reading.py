@@ -32,20 +32,16 @@ def _presql_tree(presql: str | None) -> exp.Expression | None:
 
 
 def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tuple[str, str]]]:
-    """Find the tables and columns that PreSQL reads.
-
-    Names resolve with ``names.resolve``; an unqualified column is credited to every relation
-    of its scope that has a column of that name; names not in ``schema`` are ignored.
-
-    Source: PET-SQL (Li et al. 2024) §3.3, PreSQL-based schema linking.
+    """Find the tables and columns that PreSQL reads (``names.resolve``; an unqualified
+    column credited to every relation of its scope that has it; PET-SQL §3.3).
 
     Args:
         presql: the PreSQL's text (PostgreSQL), or None.
         schema: the schema the calling role may see (``catalog.load_schema``).
 
     Returns:
-        (table prompt names, (table prompt name, column name) pairs), each in query order without
-        duplicates; ([], []) when PreSQL is empty or does not parse (never raises for that).
+        (table prompt names, (table, column) pairs), in query order without duplicates; ([], [])
+        when PreSQL is empty or does not parse.
     """
     tree = _presql_tree(presql)
     if tree is None:
@@ -75,10 +71,8 @@ def presql_token_tables(
 ) -> list[str]:
     """Read the tables a PreSQL names from its tokens, for a PreSQL that does not parse.
 
-    A token outside string and number literals that equals a table's name (bare or
-    ``schema.table``, case-insensitive) links it; the first dialect that yields a table wins.
-
-    Source: PET-SQL (Li et al. 2024) §3.3; MCS-SQL (Lee et al. 2024) §3.1 (recall).
+    A token outside literals equal to a table's name (bare or ``schema.table``) links it; the first
+    dialect that yields a table wins.
 
     Args:
         presql: the PreSQL's text as the model wrote it, or None.

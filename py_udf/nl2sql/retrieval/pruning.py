@@ -32,18 +32,8 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
 
 
-def neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:
-    """Rank each table for pruning: the higher of its own score and its best FK neighbour's
-    score less ``step`` (so a table's FK neighbours come right after it).
-
-    Args:
-        schema: the schema (``catalog.load_schema``).
-        scores: table prompt name -> similarity with the question (0..1); missing tables score 0.
-        step: float, how far below its neighbour a table ranks.
-
-    Returns:
-        dict: table prompt name -> rank score, for every table of ``schema``.
-    """
+def _neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:
+    """Table -> the higher of its score and its best FK neighbour's score less ``step``."""
     g = fk_graph(schema)
     out = {}
     for t in schema.tables:
@@ -63,23 +53,21 @@ def prune_schema(
 ) -> tuple[Schema, dict]:
     """Prune the schema so that the prompt stays within ``budget`` estimated tokens.
 
-    The full schema is returned when it fits; otherwise tables are added best first (``keep``,
-    then ``neighbour_scores``) while they fit, and the last added dropped while the rendered
-    prompt does not (docs/internals/retrieval.md, "Pruning").
+    Unchanged when it fits; otherwise the best tables that fit (``keep`` first, FK neighbours right
+    after their table; docs/internals/retrieval.md, "Pruning").
 
     Args:
         schema: the schema the calling role may see (``catalog.load_schema``).
-        scores: table prompt name -> similarity with the question (0..1), or a function
-            returning that map, called only when the schema must be pruned.
+        scores: table prompt name -> similarity with the question (0..1), or a function returning
+            it, called only when the schema must be pruned.
         budget: int, the most estimated tokens (``estimate_tokens``) the prompt may take.
         render: callable taking a Schema and returning the whole prompt text for it.
         keep: table prompt names that go first (tables of matched values).
         neighbour_step: float, how far below its neighbour an FK neighbour ranks.
 
     Returns:
-        (schema, info): the pruned Schema (``Schema.subset``), or ``schema`` itself when it fits;
-        info is ``{"pruned": bool, "tokens_full", "tokens", "tables_kept", "tables_total",
-        "budget"}`` (token counts estimated).
+        (schema, info): the pruned Schema, or ``schema`` itself when it fits; info ``{"pruned",
+        "tokens_full", "tokens", "tables_kept", "tables_total", "budget"}`` (estimated tokens).
     """
     full_tokens = estimate_tokens(render(schema))
     info = {
@@ -106,8 +94,8 @@ def _pruning_order(
     schema: Schema, scores: dict[str, float], keep: list[str], neighbour_step: float
 ) -> list[str]:
     """Table prompt names best first: ``keep`` (those in the schema), then by
-    ``neighbour_scores`` descending, ties by name."""
-    rank = neighbour_scores(schema, scores, neighbour_step)
+    ``_neighbour_scores`` descending, ties by name."""
+    rank = _neighbour_scores(schema, scores, neighbour_step)
     keep_set = [t for t in keep if t in rank]
     return keep_set + sorted((t for t in rank if t not in keep_set), key=lambda t: (-rank[t], t))
 
@@ -154,19 +142,15 @@ def _drop_worst_until_fits(
 def column_similarities(
     plpy, question_vec: list[float], relation: str = "nl2sql.visible_column"
 ) -> list[tuple[str, str, str, float]]:
-    """Compute the cosine similarity of the question's embedding with every readable column.
-
-    One sequential pass over ``relation`` (embedding text ``table column words: comment``).
+    """Compute the cosine similarity of the question with every readable column's embedding.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        question_vec: the question's embedding, 384 floats (``embed.embed``).
-        relation: the relation to read, interpolated into the SQL (a trusted name); default the
-            privilege-filtered view ``nl2sql.visible_column``.
+        question_vec: the question's embedding, 384 floats.
+        relation: the relation read, a trusted name (default view ``nl2sql.visible_column``).
 
     Returns:
-        (schema, table, column, similarity) tuples, best first; similarity is ``1 -`` pgvector
-        cosine distance, in [-1, 1], rounded to 4 digits.
+        (schema, table, column, similarity) tuples, best first; similarity in [-1, 1], 4 places.
     """
     rows = spi.query(
         plpy,
@@ -182,15 +166,14 @@ def column_similarities(
 
 
 def table_scores(schema: Schema, col_sims: list[tuple[str, str, str, float]]) -> dict[str, float]:
-    """Score each table's similarity to the question: the best similarity of its columns.
+    """Score each table's similarity to the question: the best of its columns'.
 
     Args:
         schema: the schema (``catalog.load_schema``).
         col_sims: (schema, table, column, similarity) tuples (``column_similarities``).
 
     Returns:
-        dict: table prompt name -> best column similarity, for every table of ``schema``; 0.0
-        for tables without embedded columns (a negative best counts as 0.0).
+        dict: table prompt name -> best column similarity, 0.0 for none (or a negative best).
     """
     lookup = table_lookup(schema)
     out = {t.name: 0.0 for t in schema.tables}

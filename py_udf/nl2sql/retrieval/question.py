@@ -1,7 +1,5 @@
-"""The question as asked and as the prompts show it: validation and ReBoost's query rewriting.
-
-Used by both ``pipeline.answer()`` and ``context.retrieve()``; it imports neither, so the two
-do not import each other.
+"""The question as asked and as the prompts show it: validation and ReBoost's rewriting.
+Used by both ``pipeline`` and ``context``, importing neither.
 
 Source: ReBoost (Sui et al. 2023) §3.1 (query rewriting: vague time made explicit).
 """
@@ -22,15 +20,13 @@ def validate_question(question: str | None, max_chars: int) -> str:
 
     Args:
         question: the text the caller passed (may be None).
-        max_chars: the most characters allowed after stripping (setting
-            ``question_max_chars``).
+        max_chars: the most characters allowed after stripping (setting ``question_max_chars``).
 
     Returns:
         The stripped question.
 
     Raises:
-        QuestionError: for null, empty/whitespace, NUL bytes or more than ``max_chars``
-            characters, saying what to change.
+        QuestionError: null, empty, a NUL byte or over ``max_chars``, saying what to change.
     """
     if question is None:
         raise QuestionError("nl2sql: the question is NULL; pass a question as text")
@@ -51,25 +47,21 @@ def validate_question(question: str | None, max_chars: int) -> str:
 
 
 def rewrite_question(plpy, q: str, st: Settings, trace: dict[str, Any]) -> str:
-    """Rewrite the question as the prompts show it: relative time made explicit.
-
-    When setting ``rewrite_time`` is on and the question has a vague time ("last year"), it is
-    made explicit from the database's ``now()::date`` (see rewriting.py).
-
-    Source: ReBoost (Sui et al. 2023) §3.1, query rewriting.
+    """Rewrite the question as the prompts show it: relative time made explicit from the
+    database's ``now()::date`` when setting ``rewrite_time`` is on.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access; reads the date).
         q: the validated question.
         st: the settings (``rewrite_time``).
-        trace: the call's trace, changed in place: ``trace["rewriting"]`` (original,
-            rewritten, today, rewrites) is set when something was rewritten.
+        trace: the call's trace; ``trace["rewriting"]`` (original, rewritten, today, rewrites) is
+            set when something was rewritten.
 
     Returns:
         The rewritten question (``q`` itself when nothing needed rewriting).
 
     Raises:
-        plpy.SPIError: when the date cannot be read.
+        plpy.SPIError: the date cannot be read.
     """
     if not st.rewrite_time or not needs_rewrite(q):
         return q

@@ -213,7 +213,7 @@ def _explicit(m: re.Match, today: date) -> tuple[date, date, str]:
 
 
 def rewrite_relative_time(question: str, today: date) -> Rewritten:
-    """Add explicit dates after each relative-time phrase of a question.
+    """Add explicit dates after each relative-time phrase of a question (ReBoost §3.1).
 
     Phrases (whole words, case-insensitive): today / yesterday / tomorrow; this / current /
     last / previous / next week, month, quarter, year (calendar periods, weeks from Monday);
@@ -231,9 +231,6 @@ def rewrite_relative_time(question: str, today: date) -> Rewritten:
     Returns:
         ``Rewritten`` with the new question, ``today`` as ISO date and one ``Rewrite`` per
         phrase; the question unchanged, ``today`` None and no rewrites when nothing matched.
-
-    Source: ReBoost (Sui et al. 2023) §3.1, query rewriting of vague time expressions into
-    explicit ones using the current date.
     """
     rewrites: list[Rewrite] = []
     out: list[str] = []

@@ -36,8 +36,7 @@ def fk_graph(schema: Schema) -> dict[str, set[str]]:
         schema: the schema (``catalog.load_schema``).
 
     Returns:
-        dict: table prompt name -> prompt names of the tables it shares a foreign key with
-        (self-references left out; every table of ``schema`` is a key).
+        dict: table prompt name -> the tables it shares a foreign key with (no self-edges).
     """
     g: dict[str, set[str]] = {t.name: set() for t in schema.tables}
     for fk in schema.foreign_keys:
@@ -70,8 +69,7 @@ def single_column_keys(schema: Schema) -> dict[str, str | None]:
         schema: the schema (``catalog.load_schema``).
 
     Returns:
-        dict: table prompt name -> the key column's lower-cased name; None when the table has
-        no primary key or a composite one.
+        dict: table prompt name -> lower-cased key column; None for none or a composite key.
     """
     out: dict[str, str | None] = {}
     for t in schema.tables:
@@ -81,34 +79,27 @@ def single_column_keys(schema: Schema) -> dict[str, str | None]:
 
 
 def entity_forms(words: list[str]) -> set[str]:
-    """List the names a column named after a table takes (``car_makers`` -> maker, car_makers…).
+    """The names a column named after a table takes (``car_makers`` -> maker, car_makers…).
 
     Args:
         words: the table name's words (``masking.name_words``).
 
     Returns:
-        Singular/plural forms of the last word and of the whole name joined by ``_``; empty for
-        no words.
+        Singular/plural forms of the last word and of the whole name; empty for no words.
     """
     return inflections(words[-1]) | inflections("_".join(words)) if words else set()
 
 
 def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
-    """Infer join edges between tables the foreign keys leave unconnected.
-
-    An edge joins two tables when a column of the same name and type occurs in exactly these
-    two (not the whole primary key of both), or when a column is named after the other table
-    (``named_references``); tables the foreign keys connect get none (rules and the Spider
-    cases behind them: docs/internals/retrieval.md, "Inferred joins").
-
-    Source: foreign-key discovery by column names (Rostin et al. 2009, WebDB).
+    """Infer join edges between tables the foreign keys leave unconnected: a column name and
+    type only these two tables share, or a column named after the other table
+    (Rostin et al. 2009; docs/internals/retrieval.md, "Inferred joins").
 
     Args:
         schema: the schema (``catalog.load_schema``).
 
     Returns:
-        (table, other table, column name) triples, prompt names, each pair once (table names
-        in sorted order), sorted.
+        Sorted (table, other table, column name) triples, prompt names, each pair once, sorted.
     """
     comp = _components(fk_graph(schema))
     pk_only = single_column_keys(schema)
@@ -131,11 +122,9 @@ def inferred_joins(schema: Schema) -> list[tuple[str, str, str]]:
 
 
 def named_references(schema: Schema, pk_only: dict[str, str | None]) -> list[tuple[str, str, str]]:
-    """Find the columns named after another table that no foreign key declares.
-
-    ``model_list.maker`` -> ``car_makers``: the column's name is an ``entity_forms`` form of
-    the table's name, its type that of the table's one-column primary key, and exactly one
-    table fits.
+    """Find the columns named after another table that no foreign key declares
+    (``model_list.maker`` -> ``car_makers``: an ``entity_forms`` name, the type of that table's
+    one-column key, one table fitting).
 
     Args:
         schema: the schema (``catalog.load_schema``).
@@ -172,15 +161,8 @@ def named_references(schema: Schema, pk_only: dict[str, str | None]) -> list[tup
     return out
 
 
-def join_graph(schema: Schema) -> dict[str, set[str]]:
-    """Build the graph ``fk_bridges`` walks: foreign keys plus ``inferred_joins``.
-
-    Args:
-        schema: the schema (``catalog.load_schema``).
-
-    Returns:
-        dict: table prompt name -> prompt names of the tables it joins.
-    """
+def _join_graph(schema: Schema) -> dict[str, set[str]]:
+    """``fk_graph`` plus the ``inferred_joins`` edges: the graph ``fk_bridges`` walks."""
     g = fk_graph(schema)
     for a, b, _ in inferred_joins(schema):
         g[a].add(b)
@@ -212,24 +194,22 @@ def _shortest_path(
 def fk_bridges(
     tables: list[str], schema: Schema, joined: list[str] = (), edges: list[tuple[str, str]] = ()
 ) -> list[tuple[str, str, str]]:
-    """Find the tables needed to join ``tables`` over ``join_graph``.
+    """Find the tables needed to join ``tables`` over the foreign keys and inferred joins.
 
-    A greedy Steiner-tree approximation grown from the first table, or from all of ``joined``
-    (tables PreSQL reads are not bridged to one another); unreachable tables stay unconnected
+    Greedy Steiner-tree approximation from the first table, or from all of ``joined`` together
     (docs/internals/retrieval.md, "Join graph").
 
     Args:
         tables: table prompt names, in link order (names not in ``schema`` are ignored).
         schema: the schema (``catalog.load_schema``).
-        joined: the tables PreSQL reads; the tree starts from all of them together.
+        joined: the tables PreSQL reads; the tree starts from all of them.
         edges: further (table, table) pairs joined directly (``presql_written_joins``).
 
     Returns:
-        (bridge table, from table, to table) triples, prompt names: each bridge an intermediate
-        table of the path from ``from`` (in the tree) to ``to`` that is not in ``tables``;
-        empty for fewer than two known tables.
+        (bridge, from, to) triples, prompt names: the intermediate tables, not in ``tables``, of
+        the path from ``from`` (in the tree) to ``to``; empty for fewer than two known tables.
     """
-    g = join_graph(schema)
+    g = _join_graph(schema)
     for a, b in edges:
         if a in g and b in g and a != b:
             g[a].add(b)
@@ -253,38 +233,4 @@ def fk_bridges(
                 out.append((b, path[0], path[-1]))
         tree.update(path)
         remaining -= set(path)
-    return out
-
-
-def key_columns(schema: Schema) -> set[tuple[str, str]]:
-    """Collect the columns at either end of a foreign key.
-
-    Args:
-        schema: the schema (``catalog.load_schema``).
-
-    Returns:
-        set of (table prompt name, column name), lower-cased.
-    """
-    out: set[tuple[str, str]] = set()
-    for fk in schema.foreign_keys:
-        out |= {(fk.table.lower(), c.lower()) for c in fk.columns}
-        out |= {(fk.ref_table.lower(), c.lower()) for c in fk.ref_columns}
-    return out
-
-
-def key_partners(schema: Schema) -> dict[tuple[str, str], set[str]]:
-    """Map each foreign-key column to the tables at the key's other end.
-
-    Args:
-        schema: the schema (``catalog.load_schema``).
-
-    Returns:
-        (table prompt name, column name) lower-cased -> lower-cased prompt names of the tables
-        it references or is referenced by.
-    """
-    out: dict[tuple[str, str], set[str]] = {}
-    for fk in schema.foreign_keys:
-        for c, rc in zip(fk.columns, fk.ref_columns):
-            out.setdefault((fk.table.lower(), c.lower()), set()).add(fk.ref_table.lower())
-            out.setdefault((fk.ref_table.lower(), rc.lower()), set()).add(fk.table.lower())
     return out
