@@ -15,16 +15,15 @@ import pytest
 
 from conftest import add_models, login_role
 from nl2sql.core.types import Column, Schema, Table
-from nl2sql.curated.verified import (
-    Slot,
-    VerifiedRow,
-    bind,
+from nl2sql.curated.fast_path import bind, same_meaning
+from nl2sql.curated.parameters import Slot
+from nl2sql.curated.question_words import (
     meaning_words,
     name_words,
     question_numbers,
-    same_meaning,
     strong_values,
 )
+from nl2sql.curated.verified import VerifiedRow
 from nl2sql.retrieval.values import ValueMatch
 
 READER = "nl2sql_i15a_reader"
@@ -528,7 +527,7 @@ def test_a_verified_querys_constant_numbers_and_values_must_be_named_again():
 
 def test_a_verified_querys_named_literals_become_typed_parameters():
     from nl2sql.core.sqlcheck import parse_one, to_sql
-    from nl2sql.curated.verified import query_slots, template_numbers
+    from nl2sql.curated.parameters import query_slots, template_numbers
 
     q = "Top 5 singers from France older than 40"
     tree = parse_one(

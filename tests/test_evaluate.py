@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from conftest import add_models, login_role
-from nl2sql.curated.evaluate import (
+from nl2sql.curated.scoring import (
     Judged,
     chosen_hash,
     classify_outcome,

@@ -56,7 +56,7 @@ from .core.errors import Nl2sqlError
 from .core.settings import Settings, get_models, get_settings
 from .core.timing import StageTimer
 from .core.types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
-from .curated import verified
+from .curated.fast_path import fast_path
 from .embedding import client as embed_client
 from .generation import safety
 from .generation.alignment import ValueIndex
@@ -559,7 +559,7 @@ def verified_stage(run: Run, asked: Asked, ctx: Context) -> bool:
         }
         return False
     named = [(t.id, t.phrase) for t in ctx.business.terms if t.phrase]
-    fp = verified.fast_path(
+    fp = fast_path(
         run.plpy,
         asked.question,
         ctx.verified_rows,

@@ -1,6 +1,7 @@
 """Everything found before a model is asked: the question checked and rewritten, the masked
-question, cell values, the example pool and DAIL selection, schema linking, earlier turns of a
-conversation, and the retrieval stages as the pipeline runs them.
+question, cell values, the example pool and DAIL selection, schema pruning and linking (what
+PreSQL reads, the join graph), earlier turns of a conversation, and the retrieval stages as the
+pipeline runs them.
 """
 
 __all__ = [
@@ -10,7 +11,10 @@ __all__ = [
     "example_selection",
     "linking",
     "masking",
+    "presql_reading",
+    "pruning",
     "question",
     "rewriting",
+    "schema_graph",
     "values",
 ]
