@@ -229,22 +229,12 @@ def _expression_tables(tree: exp.Expression, schema: Schema) -> list[Table]:
     return list(out.values())
 
 
-def check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, str]]:
-    """Check a term's SQL expression and list the relations it reads.
+def _check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, str]]:
+    """``(schema, table)`` of every relation a term's SQL expression reads, each once.
 
-    One PostgreSQL expression (not a statement); ``SELECT <expression> FROM <its tables>`` must pass
-    the full candidate check as the adding role. It is never executed.
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        expression: the SQL expression, e.g. ``last_order_at > now() - interval '90 days'``.
-        schema: the schema the adding role may read.
-
-    Returns:
-        ``(schema, table)`` of every relation it reads, each once.
-
-    Raises:
-        CandidateRefused: naming what is wrong.
+    It must be one PostgreSQL expression, and ``SELECT <expression> FROM <its tables>`` must pass the
+    full candidate check as the adding role (it is never executed); CandidateRefused says what is
+    wrong.
     """
     tree = parse_single(expression)
     statement = isinstance(tree, (exp.Query, exp.DDL, exp.DML, exp.Command)) and not isinstance(
@@ -295,7 +285,7 @@ def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> in
     expr = (sql_expression or "").strip() or None
     targets: list[tuple[str, str]] = []
     if expr:
-        targets = check_expression(plpy, expr, caller_schema(plpy))
+        targets = _check_expression(plpy, expr, caller_schema(plpy))
     vec = to_pgvector(embed([f"{term}: {definition}"])[0])
     tid = spi.query(
         plpy,

@@ -46,8 +46,9 @@ class Bound:
 def bind(row: VerifiedRow, question: str, strong: dict[str, list], numbers: list[str]) -> Bound:
     """Bind a new question's cell values and numbers to a verified query's parameters.
 
-    Named constants named again; each value parameter takes, per column in question order, a value
-    the question names there, none left over; numbers position by position.
+    The verified question's other named values must be named again; each value parameter takes,
+    per column in question order, a value the question names there, none left over; the numbers
+    match position by position (docs/internals/curated.md, "When a verified query answers").
 
     Args:
         row: the verified query or template.
@@ -283,8 +284,7 @@ def fast_path(
         schema: the schema the role may read.
         known_terms: ``(id, term)`` of every term the role may see.
         named: ``(id, phrase)`` of the terms the question names.
-        st: the settings (``verified_min_similarity``, ``link_value_min``,
-            ``candidate_timeout_ms``, ``max_rows``, ``max_result_bytes``).
+        st: the settings (similarity and value thresholds, candidate limits).
         search_path: the caller's search_path text.
 
     Returns:

@@ -131,17 +131,9 @@ def as_examples(rows: list[VerifiedRow], k: int) -> list[Example]:
     ][:k]
 
 
-def question_values(plpy, question: str, st) -> list:
-    """The cell values a question names, as ``nl2sql()`` finds them before PreSQL (exact and
-    trigram, merged, cut to ``value_top_k``, as the calling role may see them).
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        question: the question.
-        st: the settings (``value_trgm_min``, ``value_top_k``).
-
-    Returns:
-        ``values.ValueMatch`` list, best first.
+def _question_values(plpy, question: str, st) -> list:
+    """The cell values a question names as ``nl2sql()`` finds them before PreSQL: exact and
+    trigram matches, merged, at most ``st.value_top_k``, as the calling role may see them.
     """
 
     phrases = candidate_phrases(question)
@@ -229,7 +221,7 @@ class _ToStore:
 def _named_in(plpy, question: str, schema: Schema, st) -> _Named:
     """The cell values and terms a verified question names (template markers left out)."""
 
-    values = question_values(plpy, MARKER.sub(" ", question), st)
+    values = _question_values(plpy, MARKER.sub(" ", question), st)
     strong = strong_values(values, schema, st.link_value_min)
     terms = named_terms(
         MARKER.sub(" ", question),
