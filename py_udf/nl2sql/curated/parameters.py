@@ -32,14 +32,11 @@ _CMP = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike)
 
 @dataclass
 class Slot:
-    """One parameter of a verified query or template.
-
-    Attributes:
-        name: its placeholder name in ``template_sql`` (``v1``… for a query's, the template's own).
-        kind: ``value`` (a cell value of a text column) or ``number``.
-        column: ``[schema, table, column]`` it is compared with; None for a LIMIT/OFFSET.
-        data_type: the column's type (``integer`` for a LIMIT/OFFSET).
-        default: the literal the verified query had, as text; None for a template's.
+    """One parameter of a verified query or template: its placeholder ``name`` (``v1``… for a
+    query's, the template's own), its ``kind`` (``value``: a cell value of a text column, or
+    ``number``), the ``[schema, table, column]`` it is compared with (None for a LIMIT/OFFSET), that
+    column's ``data_type`` (``integer`` for a LIMIT/OFFSET) and the query's literal as ``default``
+    (None for a template's).
     """
 
     name: str

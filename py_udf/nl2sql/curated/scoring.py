@@ -31,22 +31,12 @@ CATEGORIES = {
 
 @dataclass
 class Judged:
-    """One evaluated verified question.
-
-    Attributes:
-        verified_query_id: its id in ``nl2sql.verified_query``.
-        question: the verified question.
-        expected_sql: the verified SQL.
-        chosen_sql: the SQL the pipeline chose, or None.
-        right: whether the chosen SQL's result equals the verified SQL's; None when the
-            verified SQL itself failed (not judged).
-        category: the miss's category (``CATEGORIES``), None when right or not judged.
-        detail: the miss (or why it was not judged) in words.
-        per_model: model -> whether its first FinSQL candidate was right.
-        candidates: the judged FinSQL candidates (``reliability.judge_candidates``).
-        level: the PreSQL's hardness, or None.
-        log_id: the call's ``nl2sql.query_log`` id, or None.
-        ms: the question's wall time in milliseconds.
+    """One evaluated verified question: its ``verified_query_id``, ``question`` and
+    ``expected_sql``; the ``chosen_sql`` (or None); ``right`` (None when the verified SQL itself
+    failed: not judged); the miss's ``category`` (``CATEGORIES``) and ``detail`` in words;
+    ``per_model``: model -> whether its first FinSQL candidate was right; the judged FinSQL
+    ``candidates`` (``reliability.judge_candidates``); the PreSQL's hardness ``level``; the call's
+    ``log_id``; ``ms``, the question's wall time in milliseconds.
     """
 
     verified_query_id: int
