@@ -156,7 +156,6 @@ def _ask(
     examples) and log the call. Returns (the redacted trace with ``log_id``, None), or (None, the
     redacted error); ConfigError and EmbeddingError, which would fail every question, propagate.
     """
-
     secrets = configured_secrets(plpy)
     try:
         trace = answer(
@@ -178,7 +177,6 @@ def _rows_of(plpy, sql: str, search_path: str, st) -> list[tuple]:
     """A checked query's rows, fetched read-only under the candidate limits, as value tuples
     (``vote.row_from_json``); plpy.SPIError or Nl2sqlError when it fails.
     """
-
     return [
         row_from_json(t)
         for t in fetch_rows(
@@ -191,7 +189,6 @@ def _judge(plpy, run_id: int, vq: dict[str, Any], search_path: str, st) -> Judge
     """Evaluate one verified question: gold rows, the pipeline's answer, rightness per model,
     the miss's category (``Judged``).
     """
-
     t0 = time.perf_counter()
     out = Judged(vq["id"], vq["question"], vq["sql"])
     gold = run_verified(
@@ -220,7 +217,6 @@ def _classify_miss(
     """(category, detail) of a miss: the call's outcome, else the chosen rows against the
     verified rows; a cancel well within the candidate time limit is the user's and is raised.
     """
-
     found = classify_outcome(trace, error)
     if found is not None:
         return found
@@ -247,7 +243,6 @@ def _time_left(plpy, slowest_s: float) -> str | None:
     """None when the next question fits in the remaining ``statement_timeout`` (longer than the
     slowest so far, or no limit), else why not.
     """
-
     left = statement_remaining_s(plpy)
     if left is None or left > max(slowest_s, 0.0):
         return None
@@ -280,7 +275,6 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
         EmbeddingError: the embedding model is missing.
         plpy.SPIError: the user cancelled.
     """
-
     st = get_settings(plpy)
     models = get_models(plpy, st)
     todo = _verified_questions(plpy, max_questions)

@@ -214,7 +214,6 @@ def same_meaning(
     Returns:
         Why they differ, or None when they agree.
     """
-
     vq = MARKER.sub(" ", row.question)
     v_named = named_terms(vq, known_terms)
     if {i for i, _ in v_named} != {i for i, _ in named}:
@@ -293,7 +292,6 @@ def fast_path(
     Raises:
         plpy.SPIError: the user cancelled.
     """
-
     out = FastPath()
     strong = strong_values(values, schema, st.link_value_min)
     skip = list(strong) + [p for _, p in named]

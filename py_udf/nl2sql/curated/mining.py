@@ -113,7 +113,6 @@ def _prepare(
     """``(candidate, None, None)`` for a statement worth mining, else ``(None, reason,
     detail)``: the skip reason and, for ``refused``/``parameters``, the check's message.
     """
-
     tree, reason = classify(st.query, own)
     if reason:
         return None, reason, None
@@ -224,7 +223,6 @@ def mine(plpy, limit: int) -> dict[str, Any]:
             of range.
         NotIndexedError: nothing the role may read is indexed.
     """
-
     if limit is None or not 1 <= int(limit) <= 1000:
         raise ConfigError(f"nl2sql.mine_queries: limit must be between 1 and 1000, not {limit}")
     rel = _stat_relation(plpy)

@@ -135,7 +135,6 @@ def _question_values(plpy, question: str, st) -> list:
     """The cell values a question names as ``nl2sql()`` finds them before PreSQL: exact and
     trigram matches, merged, at most ``st.value_top_k``, as the calling role may see them.
     """
-
     phrases = candidate_phrases(question)
     return merge_matches(string_matches(plpy, phrases, st.value_trgm_min), st.value_top_k)
 
@@ -169,7 +168,6 @@ def add_verified(
         NotIndexedError: nothing is indexed.
         EmbeddingError: the embedding model is missing.
     """
-
     question = (question or "").strip()
     if not question:
         raise QuestionError("the question is empty")
@@ -220,7 +218,6 @@ class _ToStore:
 
 def _named_in(plpy, question: str, schema: Schema, st) -> _Named:
     """The cell values and terms a verified question names (template markers left out)."""
-
     values = _question_values(plpy, MARKER.sub(" ", question), st)
     strong = strong_values(values, schema, st.link_value_min)
     terms = named_terms(
@@ -246,7 +243,6 @@ def _query_to_store(
 ) -> _ToStore:
     """A verified query as stored: transpiled to PostgreSQL, checked as the adding role, its
     bindable literals made parameters (``query_slots``)."""
-
     stored = sql if dialect == "postgres" else transpile(sql, dialect)
     tree = parse_one(stored)
     if tree.find(exp.Placeholder):
@@ -262,7 +258,6 @@ def _upsert_verified(
 ) -> int:
     """Embed the masked question and insert or update the ``nl2sql.verified_query`` row;
     returns its id."""
-
     vec = to_pgvector(embed([masked])[0])
     info = {
         "value_phrases": list(named.strong),
@@ -322,7 +317,6 @@ def refresh_for_term(plpy, term: str) -> int:
     Raises:
         EmbeddingError: the embedding model is missing.
     """
-
     n = 0
     for r in spi.query(
         plpy, "SELECT kind, question, sql, source FROM nl2sql.verified_query ORDER BY id"
