@@ -1,11 +1,18 @@
-"""What users curate and what is built on it: verified queries and templates, business terms and
-instructions, query-log mining, evaluation, and answers in words (narrate).
+"""What users curate and what is built on it: verified queries and templates (their parameters,
+the fast path), business terms and instructions, query-log mining, evaluation and its scoring,
+and answers in words (narrate).
 """
 
 __all__ = [
     "business",
     "evaluate",
+    "fast_path",
+    "log_statements",
+    "mined_questions",
     "mining",
     "narrate",
+    "parameters",
+    "question_words",
+    "scoring",
     "verified",
 ]

@@ -1,23 +1,11 @@
 """Business context: glossary terms (synonyms, metrics, definitions, each with an optional SQL
-expression) and database-wide instructions, written by a DBA and retrieved into the prompts.
+expression) and database-wide instructions, written by a DBA and retrieved into the prompts:
+terms the question names, else by embedding similarity; instructions by similarity. A role sees
+a term only when it may read every relation of its expression (view ``nl2sql.visible_term``).
 
-A term is used for a question when the question names it (its words, the last one singular or
-plural: "veteran singers" names the term "veteran singer") or when the embedding of
-``term: definition`` is at least ``term_min_similarity`` similar to the question's
-(all-MiniLM-L6-v2), at most ``term_top_k`` terms; the instructions most similar to the question
-are used, at most ``instruction_top_k``. Both appear in the PreSQL and FinSQL prompts; a term
-the question names is masked in the masked question like a schema name; ``explain`` lists what
-was used (``business_context``).
-
-Privileges: terms are read through view ``nl2sql.visible_term``, which shows a term only to a
-role that may SELECT every relation its ``sql_expression`` reads (resolved with sqlglot when the
-term is added, ``nl2sql.term_relation``); instructions name no relation and are shown to every
-role (``nl2sql.visible_instruction``).
-
-Source: the semantic layers of in-database text-to-SQL products (glossaries, synonyms, metrics
-and instructions retrieved into the prompt), and ReBoost (Sui et al. 2023) §3.2, which adds
-what columns mean to the prompt; retrieval by embedding similarity as for examples (PET-SQL,
-Li et al. 2024, §3.2).
+Source: semantic layers of in-database text-to-SQL products; ReBoost (Sui et al. 2023) §3.2
+(what columns mean, in the prompt); retrieval by embedding similarity (PET-SQL, Li et al. 2024,
+§3.2).
 """
 
 from __future__ import annotations
@@ -33,23 +21,18 @@ from ..core.catalog import caller_schema
 from ..core.errors import CandidateRefused, ConfigError
 from ..core.sqlcheck import parse_single, to_sql
 from ..core.types import Schema, Table
+from ..embedding.encode import embed, to_pgvector
+from ..generation.safety import check_candidate_in_db, relation_targets
 from ..model import prompts
 from ..retrieval.masking import inflections, tokenize
 
 
 @dataclass
 class TermUse:
-    """A business term used for one question.
-
-    Attributes:
-        id: its id in ``nl2sql.term``.
-        term: the term.
-        definition: what it means, in words.
-        sql_expression: what it means in SQL, or None.
-        score: cosine similarity of ``term: definition`` with the question (4 places); 1.0
-            for a term the question names.
-        how: ``named`` (the question names it) or ``similar`` (by embedding).
-        phrase: the question's words that name it (``named`` only), else None.
+    """A business term used for one question: its ``id``, ``term``, ``definition`` and
+    ``sql_expression`` (or None); ``score``: cosine similarity of ``term: definition`` with the
+    question (4 places), 1.0 when ``how`` is ``named`` (the question names it, by ``phrase``)
+    rather than ``similar``.
     """
 
     id: int
@@ -63,12 +46,8 @@ class TermUse:
 
 @dataclass
 class InstructionUse:
-    """A database-wide instruction used for one question.
-
-    Attributes:
-        id: its id in ``nl2sql.instruction``.
-        instruction: its text.
-        score: cosine similarity with the question (4 places).
+    """A database-wide instruction used for one question: its ``id``, its text and its cosine
+    ``score`` with the question (4 places).
     """
 
     id: int
@@ -78,13 +57,9 @@ class InstructionUse:
 
 @dataclass
 class BusinessContext:
-    """The business context of one question: terms and instructions, and every visible term.
-
-    Attributes:
-        terms: the terms used, named ones first, then by similarity.
-        instructions: the instructions used, most similar first.
-        known_terms: ``(id, term)`` of every term the role may see (to find the terms another
-            question names, e.g. a verified query's).
+    """The business context of one question: the ``terms`` used (named first, then by
+    similarity), the ``instructions`` used (most similar first) and ``known_terms``: ``(id, term)``
+    of every term the role may see (to find those another question names).
     """
 
     terms: list[TermUse] = field(default_factory=list)
@@ -120,16 +95,16 @@ class BusinessContext:
 
 
 def named_terms(question: str, terms: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Find the terms a question names: the term's words in order, case-insensitively, its last
-    word singular or plural ("active customers" names "active customer").
+    """Find the terms a question names: the term's words in order, case-insensitively, the last
+    one singular or plural ("active customers" names "active customer").
 
     Args:
         question: the question.
         terms: ``(id, term)`` pairs.
 
     Returns:
-        ``(id, phrase)`` per named term, in ``terms`` order; the phrase is the question's
-        tokens that name it, joined by spaces.
+        ``(id, phrase)`` per named term, in ``terms`` order; the phrase is the question's tokens
+        that name it, joined by spaces.
     """
     toks = tokenize(question)
     low = [t.lower() for t in toks]
@@ -149,11 +124,8 @@ def named_terms(question: str, terms: list[tuple[int, str]]) -> list[tuple[int, 
 def retrieve_business(plpy, question: str, st) -> BusinessContext:
     """Retrieve the terms and instructions for a question, as the calling role may see them.
 
-    Named terms always; further terms by embedding similarity ≥ ``term_min_similarity`` up to
-    ``term_top_k`` in all; the ``instruction_top_k`` instructions most similar to the question.
-    Nothing is embedded when the role sees no term and no instruction.
-
-    Source: retrieval by embedding similarity as for examples (PET-SQL, Li et al. 2024, §3.2).
+    Named terms always; others by similarity ≥ ``term_min_similarity``, ``term_top_k`` in all; the
+    ``instruction_top_k`` most similar instructions. Nothing is embedded when there is nothing.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -174,8 +146,6 @@ def retrieve_business(plpy, question: str, st) -> BusinessContext:
     bc = BusinessContext(known_terms=known)
     if not (known and st.term_top_k) and not (n_instr and st.instruction_top_k):
         return bc
-    from ..embedding.encode import embed, to_pgvector
-
     vec = to_pgvector(embed([question])[0])
     named = dict(named_terms(question, known))
     if known and st.term_top_k:
@@ -230,23 +200,10 @@ def _table_of(schema: Schema, name: str) -> Table | None:
     return None
 
 
-def expression_tables(tree: exp.Expression, schema: Schema) -> list[Table]:
-    """The tables a term's SQL expression refers to by its free columns.
-
-    A qualified column (``singer.age``) belongs to the table it names; an unqualified one to the
-    one table of ``schema`` that has a column of that name.
-
-    Args:
-        tree: the parsed expression (not a query).
-        schema: the schema the adding role may read.
-
-    Returns:
-        The tables, each once, in order of first reference.
-
-    Raises:
-        CandidateRefused: a qualifier names no table of the schema, the table has no such
-            column, or an unqualified column is in no table or in several (the message says
-            to qualify it).
+def _expression_tables(tree: exp.Expression, schema: Schema) -> list[Table]:
+    """The tables a term's expression (``tree``, not a query) refers to by its free columns,
+    each once in order; an unqualified column belongs to the one table that has it. CandidateRefused
+    names an unknown qualifier or column, or an ambiguous one.
     """
     root = build_scope(exp.select(tree.copy()))
     out: dict[tuple[str, str], Table] = {}
@@ -272,28 +229,13 @@ def expression_tables(tree: exp.Expression, schema: Schema) -> list[Table]:
     return list(out.values())
 
 
-def check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, str]]:
-    """Check a term's SQL expression and list the relations it reads.
+def _check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, str]]:
+    """``(schema, table)`` of every relation a term's SQL expression reads, each once.
 
-    The expression must parse as one PostgreSQL expression (not a statement); the query
-    ``SELECT <expression> FROM <its tables>`` must pass the full candidate check
-    (``safety.check_candidate_in_db``: no data-modifying node, non-volatile functions only,
-    relations the role may SELECT). It is never executed.
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        expression: the SQL expression, e.g. ``last_order_at > now() - interval '90 days'``.
-        schema: the schema the adding role may read.
-
-    Returns:
-        ``(schema, table)`` of every relation it reads (its columns' tables and those of its
-        subqueries), each once.
-
-    Raises:
-        CandidateRefused: naming what is wrong.
+    It must be one PostgreSQL expression, and ``SELECT <expression> FROM <its tables>`` must pass the
+    full candidate check as the adding role (it is never executed); CandidateRefused says what is
+    wrong.
     """
-    from ..generation.safety import check_candidate_in_db, relation_targets
-
     tree = parse_single(expression)
     statement = isinstance(tree, (exp.Query, exp.DDL, exp.DML, exp.Command)) and not isinstance(
         tree, exp.Subquery
@@ -303,7 +245,7 @@ def check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, s
             f"expected an SQL expression (e.g. a condition or a metric), not "
             f"a {type(tree).__name__} statement"
         )
-    tables = expression_tables(tree, schema)
+    tables = _expression_tables(tree, schema)
     query = exp.select(tree.copy())
     if tables:
         query = query.from_(exp.to_table(tables[0].name))
@@ -327,8 +269,8 @@ def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> in
         The term's id.
 
     Raises:
-        CandidateRefused: ``sql_expression`` is not a read-only expression over indexed tables
-            the caller may read (``check_expression``).
+        CandidateRefused: ``sql_expression`` is not a read-only expression over indexed tables the
+            caller may read.
         ConfigError: ``term`` or ``definition`` is empty.
         NotIndexedError: ``sql_expression`` is given and nothing is indexed.
         EmbeddingError: the embedding model is missing.
@@ -343,9 +285,7 @@ def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> in
     expr = (sql_expression or "").strip() or None
     targets: list[tuple[str, str]] = []
     if expr:
-        targets = check_expression(plpy, expr, caller_schema(plpy))
-    from ..embedding.encode import embed, to_pgvector
-
+        targets = _check_expression(plpy, expr, caller_schema(plpy))
     vec = to_pgvector(embed([f"{term}: {definition}"])[0])
     tid = spi.query(
         plpy,
@@ -389,8 +329,6 @@ def add_instruction(plpy, text: str) -> int:
             "the instruction is empty, e.g. SELECT nl2sql.add_instruction("
             "'Amounts are in euros; round them to 2 decimals.')"
         )
-    from ..embedding.encode import embed, to_pgvector
-
     vec = to_pgvector(embed([text])[0])
     return spi.query(
         plpy,

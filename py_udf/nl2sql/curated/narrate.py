@@ -1,14 +1,8 @@
-"""Answers in words: ``nl2sql.narrate(question)`` — a model writes a short answer from the chosen
-SQL's first rows.
+"""Answers in words: ``nl2sql.narrate(question)`` — one model writes a short answer from the
+chosen SQL's first ``narrate_rows`` rows, which pass the gate (``Gate.rows``) first; refused
+outright when ``send_values`` is off (docs/internals/curated.md, "Narrate").
 
-The question is answered as ``nl2sql()`` answers it; the chosen SQL's first ``narrate_rows``
-rows are fetched read-only as the calling role; they pass the gate (``gate.Gate.rows``: output
-columns that may carry withheld cell values are left out) and go, sealed by the same gate, with the question and the SQL, to one model (setting ``narrate_model``, else the
-first configured model). With ``send_values = off`` no row may reach a model, so narrate is
-refused before anything runs.
-
-Source: Oracle Select AI's ``narrate`` action; answer generation from retrieved table rows
-(table question answering, e.g. TAPAS-style verbalisation) with the rows given as context.
+Source: Oracle Select AI's ``narrate`` action; answers generated from retrieved table rows.
 """
 
 from __future__ import annotations
@@ -51,12 +45,9 @@ def check_allowed(st: Settings) -> None:
 
 @dataclass(frozen=True)
 class NarrateRows:
-    """The rows narrate may send, after the gate.
-
-    Attributes:
-        gate: the call's gate (the asking role's value rules); it seals the request.
-        rows: the kept rows, ``row_to_json`` texts with withheld columns dropped.
-        note: what was withheld (``Gate.rows``' note), or None.
+    """The rows narrate may send: the call's ``gate`` (it seals the request), the kept
+    ``rows`` (``row_to_json`` texts, withheld columns dropped) and the gate's ``note`` of what was
+    withheld (or None).
     """
 
     gate: Gate
@@ -69,13 +60,13 @@ def gated_rows(plpy, search_path: str, sql: str, rows: list[str], send_values: b
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        search_path: the caller's search_path text (the role's schema as the pipeline saw it).
+        search_path: the caller's search_path text.
         sql: the chosen SQL.
         rows: its first rows, ``row_to_json`` texts.
         send_values: setting ``send_values``.
 
     Returns:
-        ``NarrateRows``: the gate, the rows ``Gate.rows`` keeps and its note.
+        ``NarrateRows``.
     """
     schema: Schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path), 0)
     gate = Gate(schema, send_values)

@@ -119,7 +119,15 @@ class Watchdog:
             return False
 
 
-def _is_cancel(e: Exception) -> bool:
+def is_cancel(e: Exception) -> bool:
+    """Tell whether a database error is a cancel (SQLSTATE 57014: the user, or a time limit).
+
+    Args:
+        e: the error (``plpy.SPIError`` or any exception).
+
+    Returns:
+        True for a cancelled statement.
+    """
     return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
 
 
@@ -245,7 +253,7 @@ def _run_and_record(
     except plpy.SPIError as err:
         elapsed = (time.perf_counter() - t0) * 1000
         cand.exec_ms = round(elapsed, 3)
-        if _is_cancel(err):
+        if is_cancel(err):
             if elapsed >= timeout_ms * 0.9:
                 cand.status, cand.reason = (
                     Status.TIMEOUT,

@@ -1,16 +1,9 @@
-"""Follow-up questions: the earlier turns of a conversation, read from the caller's own log.
+"""Follow-up questions: the earlier turns of a conversation, read from the caller's own log
+(view ``nl2sql.my_query_log``: a role never sees another role's turns) and shown in the
+prompts with their SQL.
 
-A conversation is a key the caller chooses (any text); its turns are the ``nl2sql.query_log``
-rows of the calling role that carry that key (``nl2sql(question, conversation => key)``). They
-are read through the view ``nl2sql.my_query_log`` (rows whose ``role_name`` is
-``current_user``: the role ``nl2sql._log_query`` attributes a call's row to), so a role never
-sees another role's turns, even under the same key. The last ``conversation_turns`` turns that
-chose an SQL go into the PreSQL and FinSQL prompts (``prompts.render_turns``), so that "and
-only those from France?" is read against the previous question and its SQL.
-
-Source: multi-turn text-to-SQL (SParC, Yu et al. 2019; CoSQL, Yu et al. 2019) concatenates the
-interaction's earlier questions with the current one; CoE-SQL (Zhang et al. 2024) shows the
-earlier turns' SQL as well, which is what is done here.
+Source: SParC and CoSQL (Yu et al. 2019), earlier questions of the interaction; CoE-SQL (Zhang
+et al. 2024), with their SQL.
 """
 
 from __future__ import annotations
@@ -37,8 +30,7 @@ def validate_key(key: str | None) -> str | None:
         The key unchanged, or None.
 
     Raises:
-        QuestionError: the key is empty, whitespace only, holds a NUL byte, or is longer than
-            ``KEY_MAX_CHARS`` characters.
+        QuestionError: the key is empty, holds a NUL byte, or is over ``KEY_MAX_CHARS`` characters.
     """
     if key is None:
         return None
@@ -75,11 +67,8 @@ def earlier_turns(plpy, key: str | None, limit: int) -> list[Turn]:
 
 
 def visible_turns(turns: list[Turn], schema: Schema) -> list[Turn]:
-    """Keep the turns whose SQL reads only relations the role may read now.
-
-    A turn's SQL was checked when it was chosen; since then the role may have lost a
-    privilege or a table may be gone. A turn naming a relation outside the role's schema is
-    left out of the prompts, so that no prompt names a table the role cannot read.
+    """Keep the turns whose SQL reads only relations the role may read now (privileges and
+    tables change after a turn was chosen).
 
     Args:
         turns: the earlier turns (``earlier_turns``).

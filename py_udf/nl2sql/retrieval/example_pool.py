@@ -1,8 +1,8 @@
-"""The example pool: question/SQL pairs from other databases, their masked questions and SQL
-skeletons; loading Spider/BIRD-format JSON (SQLite SQL transpiled to PostgreSQL by sqlglot).
+"""The example pool: question/SQL pairs from other databases with their masked questions and
+SQL skeletons; Spider/BIRD-format JSON loaded (SQLite SQL transpiled to PostgreSQL).
 
-Sources: DAIL-SQL (Gao et al. 2023) §3.3 (masked-question similarity, SQL skeleton);
-PET-SQL (Li et al. 2024) §3.2 (examples masked with their own schema's names and values).
+Source: DAIL-SQL (Gao et al. 2023) §3.3 (masked questions, SQL skeleton); PET-SQL (Li et al.
+2024) §3.2 (examples masked with their own schema's names and values).
 """
 
 from __future__ import annotations
@@ -15,22 +15,16 @@ from sqlglot import exp
 
 from ..core.errors import CandidateRefused, QuestionError
 from ..core.sqlcheck import parse_one, parse_shared, transpile
-from .masking import _STOP, mask_question, tokenize
+from .masking import STOP_WORDS, mask_question, tokenize
 
 BUILTIN_SOURCE = "builtin"
 
 
 @dataclass
 class PoolEntry:
-    """One pair ready for the pool (before embedding).
-
-    Attributes:
-        db_id: the database the pair was written for.
-        question: the question, stripped.
-        sql: the SQL, as PostgreSQL.
-        schema: table name -> column names of its database (for masking); may be empty.
-        masked_question: the question with schema names and the SQL's literals masked.
-        sql_skeleton: the SQL with identifiers and literals removed (``sql_skeleton``).
+    """One pair ready for the pool (before embedding): ``db_id``, the stripped ``question``,
+    the ``sql`` as PostgreSQL, its database's ``schema`` (table -> column names, for masking; may be
+    empty), the ``masked_question`` and the ``sql_skeleton``.
     """
 
     db_id: str
@@ -41,19 +35,8 @@ class PoolEntry:
     sql_skeleton: str
 
 
-def sql_identifiers(sql: str) -> tuple[set[str], set[str]]:
-    """Collect the names and literal values a PostgreSQL query mentions.
-
-    Args:
-        sql: one PostgreSQL statement.
-
-    Returns:
-        ``(names, values)``: the table and column names, and the non-empty literal values as
-        text.
-
-    Raises:
-        CandidateRefused: the SQL does not parse as one PostgreSQL statement.
-    """
+def _sql_identifiers(sql: str) -> tuple[set[str], set[str]]:
+    """(table and column names, non-empty literal values as text) of one PostgreSQL query."""
     tree = parse_one(sql)
     names: set[str] = set()
     for t in tree.find_all(exp.Table):
@@ -67,12 +50,9 @@ def sql_identifiers(sql: str) -> tuple[set[str], set[str]]:
 
 
 def sql_skeleton(sql: str) -> str:
-    """Remove identifiers and literals from the SQL: keywords and structure only.
+    """Remove identifiers (``_``) and literals (``%s``) from the SQL (DAIL-SQL §3.3 skeleton).
 
-    Identifiers become ``_``, literals a placeholder (``%s``); e.g.
     ``SELECT count(*) FROM singer WHERE age > 30`` → ``SELECT COUNT(*) FROM _ WHERE _ > %s``.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3, SQL skeleton.
 
     Args:
         sql: one PostgreSQL statement.
@@ -108,15 +88,11 @@ def sql_skeleton(sql: str) -> str:
 
 
 def literal_phrases(values) -> list[str]:
-    """List the phrases a question may use for SQL literals.
+    """List the phrases a question may use for SQL literals, to mask a pool question.
 
-    Each literal, its contiguous runs of two or more (but not all) words, and its single words
-    of four or more characters that are not stop words, case kept ('Band-Omega-9' →
-    'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'). The question asked is masked
-    with the phrases that matched the value index (also misspelt or partial ones), so a pool
-    question is masked with these to stay comparable.
-
-    Source: PET-SQL (Li et al. 2024) §3.2, examples masked with their own values.
+    Each literal, its runs of two or more (not all) words and its words of 4+ characters that are
+    not stop words ('Band-Omega-9' → 'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'):
+    the asked question is masked with whatever matched, partial phrases included.
 
     Args:
         values: the literal values (any objects; taken as ``str``).
@@ -132,7 +108,7 @@ def literal_phrases(values) -> list[str]:
         for n in range(2, len(words)):
             for i in range(len(words) - n + 1):
                 out.add(" ".join(words[i : i + n]))
-        out.update(w for w in words if len(w) >= 4 and w.lower() not in _STOP)
+        out.update(w for w in words if len(w) >= 4 and w.lower() not in STOP_WORDS)
     return sorted(out)
 
 
@@ -143,14 +119,8 @@ def make_entry(
     schema: dict[str, list[str]] | None = None,
     dialect: str = "postgres",
 ) -> PoolEntry:
-    """Validate and prepare one question/SQL pair for the pool.
-
-    Transpiles ``sql`` from ``dialect`` to PostgreSQL, parses it, masks the question with the
-    schema's names (those of ``schema`` and the identifiers of the SQL) and the SQL's literals
-    (``literal_phrases``), and computes the SQL skeleton.
-
-    Source: PET-SQL (Li et al. 2024) §3.2, masked questions; DAIL-SQL (Gao et al. 2023) §3.3,
-    SQL skeleton.
+    """Validate and prepare one question/SQL pair for the pool: SQL transpiled to PostgreSQL,
+    question masked (names and ``literal_phrases``), skeleton computed.
 
     Args:
         db_id: the database the pair was written for.
@@ -163,13 +133,13 @@ def make_entry(
         The ``PoolEntry``.
 
     Raises:
-        QuestionError: (a ValueError) the question is empty.
-        CandidateRefused: (a ValueError) the SQL does not parse as one statement.
+        QuestionError: the question is empty.
+        CandidateRefused: the SQL does not parse as one statement.
     """
     if not question or not question.strip():
         raise QuestionError("empty question")
     pg_sql = sql if dialect == "postgres" else transpile(sql, read=dialect)
-    names, values = sql_identifiers(pg_sql)
+    names, values = _sql_identifiers(pg_sql)
     schema = {k: list(v) for k, v in (schema or {}).items()}
     all_names = set(names)
     for table, cols in schema.items():
@@ -187,7 +157,7 @@ def make_entry(
 
 
 def builtin_pool() -> list[PoolEntry]:
-    """Load and prepare the project's cross-domain pool (package file ``data/example_pool.json``).
+    """Load and prepare the project's cross-domain pool (``data/example_pool.json``).
 
     Returns:
         One ``PoolEntry`` per example of the file, in file order.
@@ -209,14 +179,14 @@ def parse_benchmark_json(
     """Read Spider/BIRD-format question/SQL pairs and prepare them for the pool.
 
     Args:
-        text: a JSON list (or JSON lines) of objects with ``question``, ``query`` (or ``SQL``
-            or ``sql``) and ``db_id``.
+        text: a JSON list (or JSON lines) of objects with ``question``, ``query`` (or ``SQL`` or
+            ``sql``) and ``db_id``.
         dialect: the sqlglot dialect of the SQL (transpiled to PostgreSQL).
-        tables: Spider ``tables.json`` content giving each db_id's schema for masking, or None.
+        tables: Spider ``tables.json`` content (each db_id's schema, for masking), or None.
 
     Returns:
-        ``(entries, failures)``: each failure is ``{"index", "question", "error"}`` — pairs
-        that fail are reported, never silently dropped.
+        ``(entries, failures)``; a failure is ``{"index", "question", "error"}``, never dropped
+        silently.
 
     Raises:
         ValueError: (json.JSONDecodeError) ``text`` is not JSON or JSON lines.

@@ -1,9 +1,8 @@
-"""DAIL selection of few-shot examples (DAIL-SQL, Gao et al. 2023, §3.3).
+"""DAIL selection of few-shot examples: after PreSQL, the examples retrieved by masked-question
+similarity whose SQL skeleton is similar to PreSQL's (Jaccard ≥ τ) are kept; the most
+question-similar others fill up to k.
 
-After PreSQL, the candidates retrieved by masked-question similarity are re-ranked: only
-examples whose SQL skeleton is similar to PreSQL's skeleton (Jaccard similarity of their token
-sets ≥ τ) are kept, in masked-question-similarity order; when fewer than k pass, the rest is
-filled with the most question-similar examples (question-similarity fallback).
+Source: DAIL-SQL (Gao et al. 2023) §3.3.
 """
 
 from __future__ import annotations
@@ -20,22 +19,8 @@ from .example_pool import sql_skeleton
 
 
 @lru_cache(maxsize=4096)
-def skeleton_tokens(skeleton: str) -> frozenset[str]:
-    """Split an SQL skeleton into its set of tokens, by sqlglot's PostgreSQL tokenizer.
-
-    Token texts are upper-cased; in a skeleton of ``examples.sql_skeleton`` ``_`` stands for every
-    identifier and ``%s`` for every literal (tokenized as ``%`` and ``S``). Text the tokenizer
-    rejects is split on whitespace instead. Cached per process (4096 skeletons): the pool's
-    skeletons are compared with every PreSQL.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3, skeleton similarity.
-
-    Args:
-        skeleton: an SQL skeleton (``examples.sql_skeleton``), or any SQL text.
-
-    Returns:
-        frozenset[str] of upper-cased token texts; empty for empty text.
-    """
+def _skeleton_tokens(skeleton: str) -> frozenset[str]:
+    """Upper-cased token texts of an SQL skeleton (split on whitespace where sqlglot refuses)."""
     try:
         toks = Postgres().tokenize(skeleton)
     except TokenError:
@@ -44,9 +29,7 @@ def skeleton_tokens(skeleton: str) -> frozenset[str]:
 
 
 def skeleton_jaccard(a: str, b: str) -> float:
-    """Compute the Jaccard similarity of two SQL skeletons' token sets (``skeleton_tokens``).
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3, skeleton similarity.
+    """Compute the Jaccard similarity of two SQL skeletons' token sets (DAIL-SQL §3.3).
 
     Args:
         a: an SQL skeleton.
@@ -55,21 +38,20 @@ def skeleton_jaccard(a: str, b: str) -> float:
     Returns:
         float in [0, 1]: |A ∩ B| / |A ∪ B|; 0.0 when either token set is empty.
     """
-    ta, tb = skeleton_tokens(a), skeleton_tokens(b)
+    ta, tb = _skeleton_tokens(a), _skeleton_tokens(b)
     if not ta or not tb:
         return 0.0
     return len(ta & tb) / len(ta | tb)
 
 
 def presql_skeleton(presql: str | None) -> str | None:
-    """Compute PreSQL's skeleton (``examples.sql_skeleton``), or None when there is none.
+    """Compute PreSQL's skeleton (``example_pool.sql_skeleton``).
 
     Args:
-        presql: the PreSQL's text (PostgreSQL), or None / empty when there is no PreSQL.
+        presql: the PreSQL's text (PostgreSQL), or None / empty.
 
     Returns:
-        The skeleton text; None when ``presql`` is empty or does not parse as one statement
-        (never raises for that).
+        The skeleton; None when there is no PreSQL or it does not parse (never raises for that).
     """
     if not presql:
         return None
@@ -81,16 +63,9 @@ def presql_skeleton(presql: str | None) -> str | None:
 
 @dataclass
 class Selection:
-    """What DAIL selection chose, and how.
-
-    Attributes:
-        examples: list[Example], the chosen examples, at most k, best first.
-        how: str, ``dail`` (at least k candidates passed τ), ``dail + fallback`` (fewer than k
-            passed; the rest, if any candidates remain, filled by question similarity) or
-            ``question similarity`` (no PreSQL skeleton: no skeleton filter).
-        passed: int, how many candidates' skeleton Jaccard was ≥ τ (0 without a PreSQL
-            skeleton).
-        tau: float, the Jaccard threshold τ used, in [0, 1].
+    """What DAIL selection chose: ``examples`` (at most k, best first), ``how`` (``dail``: k
+    passed τ; ``dail + fallback``: fewer did; ``question similarity``: no PreSQL skeleton),
+    ``passed`` (how many had skeleton Jaccard ≥ τ) and ``tau`` in [0, 1].
     """
 
     examples: list[Example]
@@ -106,21 +81,14 @@ def dail_select(
     k: int,
     tau: float,
 ) -> Selection:
-    """Select up to ``k`` few-shot examples by DAIL selection.
+    """Select up to ``k`` few-shot examples by DAIL selection (DAIL-SQL §3.3).
 
-    Candidates whose skeleton has Jaccard similarity ≥ ``tau`` with PreSQL's skeleton are kept,
-    in question-similarity order; when fewer than ``k`` pass, the rest is filled with the best
-    candidates below ``tau``. Every candidate gets ``skeleton_jaccard`` set (rounded to 4
-    digits; the Example objects are changed in place). Without a PreSQL skeleton the first ``k``
-    candidates are returned (question similarity only) and none is changed.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3, DAIL selection (masked-question similarity, then
-    query-skeleton similarity above a threshold).
+    Skeleton Jaccard ≥ ``tau`` first, then the best below; every candidate's ``skeleton_jaccard``
+    is set in place. Without a PreSQL skeleton: the first ``k``, unchanged.
 
     Args:
         candidates: Example list ordered by masked-question similarity, best first.
-        skeletons: Example id -> that example's SQL skeleton (a missing id counts as an empty
-            skeleton: Jaccard 0).
+        skeletons: Example id -> its SQL skeleton (missing: Jaccard 0).
         presql_skel: PreSQL's skeleton (``presql_skeleton``), or None.
         k: int, how many examples to choose at most.
         tau: float in [0, 1], the skeleton Jaccard threshold τ.

@@ -1,7 +1,7 @@
-"""Masked question (question skeleton): schema names and cell values replaced by ``<mask>``.
+"""Masked question (question skeleton): schema names and cell values replaced by ``<mask>``,
+so that examples are retrieved by what a question asks, not by its domain words.
 
-Source: PET-SQL (Li et al. 2024) §3.2 and DAIL-SQL (Gao et al. 2023) §3.3 — examples are
-retrieved by similarity of masked questions so that domain words do not dominate.
+Source: PET-SQL (Li et al. 2024) §3.2; DAIL-SQL (Gao et al. 2023) §3.3.
 """
 
 from __future__ import annotations
@@ -14,73 +14,35 @@ MASK = "<mask>"
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[^\sA-Za-z0-9]")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_STOP = {
-    "a",
-    "an",
-    "the",
-    "of",
-    "in",
-    "on",
-    "at",
-    "to",
-    "for",
-    "by",
-    "with",
-    "and",
-    "or",
-    "is",
-    "are",
-    "was",
-    "were",
-    "be",
-    "id",
-    "name",
-    "names",
-    "number",
-    "what",
-    "which",
-    "who",
-    "how",
-    "many",
-    "much",
-    "all",
-    "each",
-    "list",
-    "show",
-    "give",
-    "find",
-    "count",
-    "year",
-    "type",
-}
+# Words that are no content on their own: left out of a name's single-word phrases here, of a
+# literal's words (example_pool), of value phrases (values) and of schema words (curated).
+STOP_WORDS = frozenset(
+    "a an the of in on at to for by with and or is are was were be id name names number what "
+    "which who how many much all each list show give find count year type".split()
+)
 
 
 def name_words(identifier: str) -> list[str]:
-    """Split an identifier into lower-cased words.
-
-    Splits on ``_``, ``.``, whitespace and camelCase boundaries: ``"songReleaseYear"`` →
-    ``["song", "release", "year"]``; ``"singer_in_concert"`` → ``["singer", "in", "concert"]``.
+    """Split an identifier into lower-cased words (on ``_``, ``.``, whitespace, camelCase).
 
     Args:
-        identifier: a table or column name, unquoted.
+        identifier: a table or column name, unquoted (``songReleaseYear``).
 
     Returns:
-        The words in order, lower-cased, without empty parts.
+        The words in order, without empty parts (``["song", "release", "year"]``).
     """
     parts = re.split(r"[_.\s]+", _CAMEL.sub(" ", identifier))
     return [p.lower() for p in parts if p]
 
 
 def inflections(word: str) -> set[str]:
-    """Give a word with its simple English singular/plural variants.
-
-    E.g. singer/singers, city/cities, class/classes; rule-based, no dictionary.
+    """Give a word with its simple English singular/plural variants (rules, no dictionary).
 
     Args:
         word: one word, any case.
 
     Returns:
-        Set of lower-cased forms, including the lower-cased word itself.
+        Set of lower-cased forms, the word itself included (city -> city, cities).
     """
     w = word.lower()
     forms = {w}
@@ -110,7 +72,7 @@ def _phrases_for(identifier: str) -> frozenset[tuple[str, ...]]:
         out.add(tuple(words[:-1] + [form]))
     # every single content word of the name ("release", "song")
     for w in words:
-        if w not in _STOP and len(w) > 2:
+        if w not in STOP_WORDS and len(w) > 2:
             out.update((f,) for f in inflections(w))
     return frozenset(out)
 
@@ -131,34 +93,26 @@ def tokenize(text: str) -> list[str]:
         text: the question (natural language).
 
     Returns:
-        Tokens in order: ASCII words (with an apostrophe suffix such as ``'s`` kept) and
-        single non-space, non-alphanumeric characters; whitespace is dropped.
+        Tokens in order: ASCII words (``'s`` suffix kept) and single non-space, non-alphanumeric
+        characters.
     """
     return _WORD.findall(text)
 
 
 def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str] = ()) -> str:
-    """Mask a question: schema names and cell values replaced by ``<mask>``.
+    """Mask a question: schema names and cell values replaced by ``<mask>`` (DAIL-SQL §3.3).
 
-    Values are matched before names, each longest phrase first (up to 8 tokens),
-    case-insensitively on token boundaries. Spans between quotes (the quotes dropped) and
-    all-digit tokens are masked too. Adjacent masks are collapsed into one.
+    Values before names, longest phrase first (up to 8 tokens), case-insensitively on token
+    boundaries; quoted spans and all-digit tokens are masked too; adjacent masks collapse.
 
     Args:
         question: the question (natural language).
-        names: table and column identifiers of the question's schema; each matches as its
-            whole word sequence (split on ``_``, ``.`` and camelCase, last word singular or
-            plural) or by any single content word of more than 2 letters (stop words such as
-            ``name`` or ``id`` excepted), singular or plural.
-        values: cell values (strings, or numbers as text) known to occur in the question, or
-            the question's phrases that matched them.
+        names: table and column identifiers; each matches as its whole word sequence (last word
+            singular or plural) or by any content word of 3+ letters (not a ``STOP_WORDS`` word).
+        values: cell values known to occur in the question, or the phrases that matched them.
 
     Returns:
-        The masked question (question skeleton) as space-joined tokens, e.g. ``How many
-        <mask> are from <mask> ?``.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, masked
-    question similarity for example selection.
+        The masked question as space-joined tokens, e.g. ``How many <mask> are from <mask> ?``.
     """
     tokens = tokenize(question)
     lower = [t.lower() for t in tokens]
@@ -197,19 +151,13 @@ def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str
 def masked_question(
     question: str, schema, values, value_min: float, extra: Iterable[str] = ()
 ) -> str:
-    """The masked question the pipeline retrieves with: schema names, the phrases of matched
-    cell values and ``extra`` phrases (business terms named in the question) masked.
-
-    Exact and trigram value matches (misspellings) mask their phrase; embedding matches only
-    when strong (≥ ``value_min``: a paraphrase like "USA" for 'United States'). Only phrases
-    of the question itself count (source ``question`` or ``quoted``, not the evidence).
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, masked question.
+    """The masked question the pipeline retrieves with: schema names, the question's matched
+    value phrases (embedding matches only at ≥ ``value_min``) and ``extra`` phrases masked.
 
     Args:
         question: the question (natural language).
-        schema: the ``types.Schema`` the role may read (its table and column names are masked).
-        values: ``retrieval.ValueMatch`` list (``phrase``, ``source``, ``how``, ``score``).
+        schema: the ``types.Schema`` the role may read.
+        values: ``values.ValueMatch`` list.
         value_min: the least score of an embedding match that masks its phrase.
         extra: further phrases to mask (business terms as they occur in the question).
 

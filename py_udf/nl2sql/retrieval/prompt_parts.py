@@ -11,7 +11,8 @@ from ..model import prompts
 from ..model.gate import Gate
 from .example_selection import Selection, dail_select, presql_skeleton
 from .gather import Context, add_columns
-from .linking import Linked, estimate_tokens, link_schema, linking_values, prune_schema
+from .linking import Linked, link_schema, linking_values
+from .pruning import estimate_tokens, prune_schema
 from .values import ValueMatch
 
 
@@ -58,7 +59,7 @@ def presql_prompt(
     plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
 ) -> tuple[str, Schema, dict]:
     """Build the PreSQL prompt; over ``prompt_token_budget`` the schema is pruned to the tables
-    most similar to the question and their FK neighbours (``linking.prune_schema``, which
+    most similar to the question and their FK neighbours (``pruning.prune_schema``, which
     needs ``add_columns``). Sets ``ctx.presql_schema``. Source: PET-SQL (Li et al. 2024) §3.1.
 
     Args:

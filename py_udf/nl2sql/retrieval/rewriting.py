@@ -1,15 +1,8 @@
-"""Query rewriting: relative time in the question made explicit from the database's date.
+"""Query rewriting: relative time in the question made explicit from the database's date,
+the phrase kept: "How many orders this month?" on 2024-05-17 becomes "How many orders this month
+(from 2024-05-01 to 2024-05-31)?" (docs/internals/retrieval.md, "Relative time").
 
-"How many orders this month?" asked on 2024-05-17 becomes "How many orders this month (from
-2024-05-01 to 2024-05-31)?": the model no longer has to guess what "this month" means, nor
-write ``now()`` arithmetic that depends on when the query runs. The date is the database's
-``now()`` (in the session's time zone), read once per question and only when a phrase matches.
-
-The patterns are on the question (natural language), never on SQL. Each rewrite keeps the
-original phrase and adds the explicit range in parentheses, so nothing the user wrote is lost.
-
-Source: ReBoost (Sui et al. 2023) §3.1, query rewriting of vague time expressions into explicit
-ones using the current date.
+Source: ReBoost (Sui et al. 2023) §3.1, query rewriting of vague time expressions.
 """
 
 from __future__ import annotations
@@ -213,27 +206,20 @@ def _explicit(m: re.Match, today: date) -> tuple[date, date, str]:
 
 
 def rewrite_relative_time(question: str, today: date) -> Rewritten:
-    """Add explicit dates after each relative-time phrase of a question.
+    """Add explicit dates after each relative-time phrase of a question (ReBoost §3.1).
 
-    Phrases (whole words, case-insensitive): today / yesterday / tomorrow; this / current /
-    last / previous / next week, month, quarter, year (calendar periods, weeks from Monday);
-    (in the) last / past / previous N days, weeks, months, quarters, years (N a number or
-    one..ten, twelve; from ``today`` minus N units to ``today``); year to date; now / right
-    now / currently / at present / presently, except before a verb of state ("who currently
-    live in", "now playing for": the subject's present attribute, which the data holds as it
-    is, not a time filter). Ranges are inclusive ISO dates, e.g. "this
-    month" → "this month (from 2024-05-01 to 2024-05-31)"; the original phrase is kept.
+    Phrases: today / yesterday / tomorrow; this / current / last / previous / next week, month,
+    quarter, year (calendar periods, weeks from Monday); (in the) last / past / previous N units;
+    year to date; now / currently / at present, except before a verb of state ("who currently live
+    in"). Ranges are inclusive ISO dates.
 
     Args:
         question: the question (natural language).
         today: the reference date, the database's ``now()::date`` in the session's time zone.
 
     Returns:
-        ``Rewritten`` with the new question, ``today`` as ISO date and one ``Rewrite`` per
-        phrase; the question unchanged, ``today`` None and no rewrites when nothing matched.
-
-    Source: ReBoost (Sui et al. 2023) §3.1, query rewriting of vague time expressions into
-    explicit ones using the current date.
+        ``Rewritten`` with the new question, ``today`` (ISO) and one ``Rewrite`` per phrase; the
+        question unchanged, ``today`` None and no rewrites when nothing matched.
     """
     rewrites: list[Rewrite] = []
     out: list[str] = []
@@ -258,11 +244,8 @@ _ADDED = re.compile(
 
 
 def original_question(question: str) -> str:
-    """Undo ``rewrite_relative_time``: drop the explicit ranges it added in parentheses.
-
-    Used where a rewritten question must be matched against the question as asked (the
-    loopback replay of recorded answers). Text the user wrote in parentheses is kept unless it
-    has exactly the added form (`` (as of 2024-05-17)``, `` (on …)``, `` (from … to …)``).
+    """Undo ``rewrite_relative_time``: drop the ranges it added in parentheses (text of
+    exactly that form only), e.g. to match a rewritten question against a recorded one.
 
     Args:
         question: a question, possibly rewritten.

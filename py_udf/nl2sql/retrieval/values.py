@@ -1,16 +1,8 @@
-"""Value retrieval: cell values of the database that the question (and its evidence) mentions,
-found in the value index by exact match, by pg_trgm similarity (misspelt or partly typed values)
-and by embedding similarity (paraphrased values). Only values of columns the calling role may
-SELECT and the value policy lets reach a model: the lookup is SQL function
-``nl2sql._match_values``, which applies the same filter as view ``nl2sql.visible_cell_value``
-but can use the index's btree, gin (pg_trgm) and hnsw (pgvector) indexes.
+"""Cell values the question and its evidence name, found in the value index as the calling
+role may see them: exact, by pg_trgm similarity, by embedding similarity
+(docs/internals/retrieval.md, "Value lookup").
 
-Source: OpenSearch-SQL (Xie et al. 2024) §3.4 — entity extraction from the question, then
-retrieval of database values by string and vector similarity, the matched values given to the
-model and used for column filtering. Candidate phrases here are the question's word n-grams,
-its quoted spans and (BIRD's external knowledge) the evidence's quoted spans and n-grams.
-
-All database functions take ``plpy`` and run on the backend's main thread.
+Source: OpenSearch-SQL (Xie et al. 2024) §3.4, value retrieval by string and vector similarity.
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from ..core import spi
-from .masking import _STOP, inflections
+from .masking import STOP_WORDS, inflections
 
 MAX_NGRAM = 4
 # Longest question n-gram (in words) looked up by trigram similarity (fuzzy_phrases).
@@ -28,101 +20,16 @@ MAX_FUZZY_WORDS = 3
 # one-letter slip in a value of two or three words scores about 0.6-0.85 against it.
 STRONG_TRIGRAM = 0.7
 # Words that never name a value on their own (question words, SQL-ish words of BIRD evidence).
-STOP_WORDS = _STOP | {
-    "do",
-    "does",
-    "did",
-    "has",
-    "have",
-    "had",
-    "their",
-    "there",
-    "that",
-    "this",
-    "these",
-    "those",
-    "from",
-    "than",
-    "then",
-    "as",
-    "it",
-    "its",
-    "not",
-    "no",
-    "yes",
-    "more",
-    "most",
-    "less",
-    "least",
-    "please",
-    "refers",
-    "refer",
+VALUE_STOP_WORDS = STOP_WORDS | {
     "refer to",
-    "between",
-    "where",
-    "when",
-    "average",
-    "total",
-    "sum",
-    "max",
-    "min",
-    "over",
-    "under",
-    "above",
-    "below",
-    "percentage",
-    "times",
-    "ratio",
-    "calculate",
-    "state",
-    "indicate",
-    "among",
-    "whose",
-    "them",
-    "they",
-    "his",
-    "her",
-    "he",
-    "she",
-    "we",
-    "our",
-    "you",
-    "your",
-    "i",
-    "me",
-    "my",
-    "if",
-    "but",
-    "so",
-    "any",
-    "also",
-    "only",
-    "other",
-    "same",
-    "both",
-    "one",
-    "two",
-    "three",
-    "first",
-    "second",
-    "into",
-    "out",
-    "up",
-    "down",
-    "about",
-    "per",
-    "tell",
-    "provide",
-    "describe",
-    "mention",
-    "name",
-    "names",
-    "value",
-    "values",
-    "select",
-    "count",
-    "distinct",
-    "null",
+    *(
+        "do does did has have had their there that this these those from than then as it its not "
+        "no yes more most less least please refers refer between where when average total sum max "
+        "min over under above below percentage times ratio calculate state indicate among whose "
+        "them they his her he she we our you your i me my if but so any also only other same both "
+        "one two three first second into out up down about per tell provide describe mention name "
+        "names value values select count distinct null"
+    ).split(),
 }
 _JOINERS = {"", "-", ".", "&", "/", "'", "’"}
 _SPAN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
@@ -130,13 +37,9 @@ _SPAN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 
 @dataclass
 class Phrase:
-    """A candidate value phrase to look up in the value index.
-
-    Attributes:
-        text: the phrase as written (at most 200 characters).
-        source: where it came from: ``quoted`` (a quoted span of the question), ``question``
-            (an n-gram of the question), ``evidence`` (a quoted span of the evidence) or
-            ``evidence_ngram`` (an n-gram of the evidence).
+    """A candidate value phrase: ``text`` as written (≤ 200 characters) and its ``source``:
+    ``quoted`` or ``question`` (a quoted span or n-gram of the question), ``evidence`` or
+    ``evidence_ngram`` (of the evidence).
     """
 
     text: str
@@ -145,18 +48,9 @@ class Phrase:
 
 @dataclass
 class ValueMatch:
-    """One retrieved cell value.
-
-    Attributes:
-        schema: schema of the value's table.
-        table: table name.
-        column: column name.
-        value: the cell value as text.
-        score: match score in 0..1 (1 for exact; pg_trgm similarity; cosine similarity),
-            rounded to 4 decimals.
-        how: how it was found: ``exact``, ``trigram`` or ``vector``.
-        phrase: the phrase of the question or evidence that matched it.
-        source: that phrase's ``Phrase.source``.
+    """One retrieved cell value: where it is, the value as text, ``score`` in 0..1 (1 for exact,
+    else pg_trgm or cosine similarity, 4 places), ``how`` (``exact``, ``trigram``, ``vector``) and
+    the ``phrase`` of the question or evidence that matched, with its ``source``.
     """
 
     schema: str
@@ -172,19 +66,16 @@ class ValueMatch:
         """Convert the match for the trace.
 
         Returns:
-            JSON-able dict of the attributes (schema, table, column, value, score, how,
-            phrase, source).
+            JSON-able dict of the attributes.
         """
         return asdict(self)
 
 
 def quoted_spans(text: str) -> list[str]:
-    """Find the spans of a text between matching quotes.
+    """Find the spans of a text between matching quotes (", ', “…”, ‘…’).
 
-    Single, double and typographic quotes (“…”, ‘…’) count. A quote opens only at the start
-    or after a non-alphanumeric character and closes only at the end or before one, so
-    apostrophes in words do not count: ``power of "Super Strength" refers to power_name =
-    'Super Strength'`` → ``["Super Strength"]`` (the same span is returned once).
+    A quote opens only at the start or after a non-alphanumeric character and closes only before
+    one, so apostrophes inside words do not count.
 
     Args:
         text: a question or its evidence.
@@ -214,13 +105,10 @@ def quoted_spans(text: str) -> list[str]:
 
 
 def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
-    """List the word n-grams of a text that might name a cell value.
+    """List the word n-grams of a text that might name a cell value, as written.
 
-    Each n-gram is taken as written (the original characters between its first and last word,
-    so ``3-D Man`` stays ``3-D Man``). Skipped: n-grams made only of stop words or
-    single characters; n-grams of 2+ words that start or end with a stop word; n-grams whose
-    words are joined by anything but whitespace and ``- . & / '`` (at most 3 characters), e.g.
-    by an operator or a comma.
+    Skipped: n-grams only of stop words or single characters, of 2+ words starting or ending with
+    a stop word, or whose words are joined by anything but whitespace and ``- . & / '``.
 
     Args:
         text: a question or its evidence.
@@ -240,9 +128,9 @@ def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
             if any(g.strip() not in _JOINERS or len(g) > 3 for g in gaps):
                 continue  # words joined by an operator, a quote or a sentence mark
             toks = [text[a:b].lower() for a, b in words[i : i + n]]
-            if all(t in STOP_WORDS or len(t) < 2 for t in toks):
+            if all(t in VALUE_STOP_WORDS or len(t) < 2 for t in toks):
                 continue
-            if toks[0] in STOP_WORDS and n > 1 or toks[-1] in STOP_WORDS and n > 1:
+            if toks[0] in VALUE_STOP_WORDS and n > 1 or toks[-1] in VALUE_STOP_WORDS and n > 1:
                 continue  # "of Marvel" adds nothing over "Marvel"
             key = span.lower()
             if key not in seen:
@@ -254,10 +142,8 @@ def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
 def candidate_phrases(
     question: str, evidence: str | None = None, max_n: int = MAX_NGRAM
 ) -> list[Phrase]:
-    """Collect the phrases to look up in the value index, most specific first.
-
-    Order: quoted spans of the evidence, quoted spans of the question, the question's n-grams,
-    the evidence's n-grams. Phrases are distinct case-insensitively and at most 200 characters.
+    """Collect the phrases to look up in the value index, most specific first: the
+    evidence's quoted spans, the question's, the question's n-grams, the evidence's.
 
     Args:
         question: the question (natural language).
@@ -265,10 +151,7 @@ def candidate_phrases(
         max_n: longest n-gram, in words.
 
     Returns:
-        List of ``Phrase`` with their sources.
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, entity extraction; the paper extracts
-    entities with a model, here every n-gram is a candidate and the index decides.
+        ``Phrase`` list, distinct case-insensitively, at most 200 characters each.
     """
     out: list[Phrase] = []
     seen: set[str] = set()
@@ -297,17 +180,15 @@ _HOW_RANK = {"exact": 0, "trigram": 1, "vector": 2}
 def merge_matches(matches: list[ValueMatch], top_k: int) -> list[ValueMatch]:
     """Merge and rank value matches, one per cell value.
 
-    Ranking: exact matches first (among them, quoted spans of the question or evidence before
-    question n-grams before evidence n-grams), then by score (higher first), then longer
-    phrases first, then exact / trigram / vector, then the value.
+    Exact first (quoted spans, then question n-grams, then evidence n-grams), then by score, longer
+    phrase, exact / trigram / vector, value.
 
     Args:
         matches: matches from ``match_values``, possibly several per value.
         top_k: most entries to return.
 
     Returns:
-        At most ``top_k`` ``ValueMatch``, one per (schema, table, column, value) (its best
-        match), best first.
+        At most ``top_k`` ``ValueMatch``, one per (schema, table, column, value), best first.
     """
 
     def key(m: ValueMatch):
@@ -354,30 +235,22 @@ def match_values(
     vector_min: float = 0.8,
     per_phrase: int = 3,
 ) -> list[ValueMatch]:
-    """Look phrases up in the value index as the calling role may see it, unmerged.
+    """Look phrases up in the value index as the calling role may see it (OpenSearch-SQL §3.4).
 
-    Runs SQL function ``nl2sql._match_values`` (SECURITY DEFINER, privilege-filtered for
-    ``current_user``, using the index's btree / gin / hnsw indexes) in one statement.
+    One statement of ``nl2sql._match_values`` (SECURITY DEFINER, filtered for ``current_user``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
         phrases: the candidate phrases (``candidate_phrases``).
-        fuzzy: 0-based positions in ``phrases`` to look up by pg_trgm similarity
-            (``fuzzy_phrases``).
+        fuzzy: 0-based positions in ``phrases`` to look up by pg_trgm similarity.
         exact: when True, every phrase is looked up by case-insensitive equality (score 1).
-        vectors: 0-based position in ``phrases`` → pgvector text (``to_pgvector``) of that
-            phrase's embedding (384 floats, all-MiniLM-L6-v2, L2-normalised), for lookup by
-            cosine similarity; None for none.
+        vectors: position -> pgvector text of the phrase's embedding (384 floats); None for none.
         trgm_min: minimum pg_trgm similarity, 0..1.
         vector_min: minimum cosine similarity, 0..1.
         per_phrase: most values per phrase and lookup kind (trigram, vector), best first.
 
     Returns:
-        List of ``ValueMatch`` (scores in 0..1), unmerged (see ``merge_matches``); empty when
-        there are no phrases or no lookup is asked for.
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieval of database values by string and
-    vector similarity.
+        List of ``ValueMatch``, unmerged; empty when there are no phrases or no lookup.
     """
     vectors = vectors or {}
     if not phrases or not (exact or fuzzy or vectors):
@@ -405,35 +278,19 @@ def match_values(
 
 
 def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[int]:
-    """Choose the phrases worth a trigram lookup.
+    """Choose the phrases worth a trigram lookup (10-45 ms each at 1,000,000 strings).
 
-    A trigram lookup finds values a phrase misspells or names in part. Its cost grows with the
-    value index (pg_trgm's GIN index reads the posting lists of half of the phrase's trigrams:
-    10-45 ms a phrase of several words at 1,000,000 strings, most for the longest), so phrases
-    that cannot add a value are left out:
-
-    * question n-grams of more than ``MAX_FUZZY_WORDS`` words: a misspelt value of 4+ words is
-      still found through its 3-word n-grams, which hold about 3/4 of its trigrams (quoted and
-      evidence spans are kept whatever their length);
-    * with ``found`` given, a phrase that matched a value exactly or by a trigram similarity of
-      at least ``STRONG_TRIGRAM``, or lies inside a phrase that did: its mention is already
-      resolved (that value ranks first; its near-duplicates only crowd it), the rule
-      ``vector_phrases`` applies to embedding lookups;
-    * a question n-gram that overlaps such a resolved phrase of 2+ words in part ("orders did
-      Zack", "Tian place" around "Zack Neal Tian"): a resolved multi-word phrase marks where its
-      mention begins and ends, so an n-gram across that border mixes the value with the words
-      around it. Rule from the scale benchmark's lookups (bench/scale.py), where these n-grams
-      were 2 of 3 trigram lookups of a question that named a value; a phrase that contains the
-      whole resolved phrase, quoted spans and evidence spans are kept.
+    Left out: question n-grams over ``MAX_FUZZY_WORDS`` words; phrases already resolved by an exact
+    or strong (≥ ``STRONG_TRIGRAM``) match in ``found``, or inside one; question n-grams straddling
+    the border of a resolved multi-word phrase (docs/internals/retrieval.md, "Value lookup").
 
     Args:
         phrases: the candidate phrases.
-        found: the matches already found for these phrases (``match_values``), as the calling
-            role may see them; empty for none.
+        found: the matches already found for these phrases (``match_values``); empty for none.
 
     Returns:
-        0-based positions in ``phrases`` of those with 3+ characters that are not evidence
-        n-grams and are not left out by the rules above.
+        0-based positions in ``phrases`` of those with 3+ characters that are not evidence n-grams
+        and are not left out.
     """
     hit = {
         tuple(_SPAN_WORD.findall(m.phrase.lower()))
@@ -473,13 +330,9 @@ def _inside(words: tuple, outer: tuple) -> bool:
 def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
     """Exact and trigram matches of the phrases, as the calling role may see them.
 
-    Every phrase exactly; then by trigram similarity (none when ``trgm_min`` > 1), in up to
-    three rounds, the phrases ``fuzzy_phrases`` keeps given all matches so far: the longest
-    without a stop word (quoted and evidence spans, question n-grams of ``MAX_FUZZY_WORDS``
-    words such as "Sprinter Brougton Uphold"), the other longest ("category of Sprinter"), the
-    shorter ones. Longest and content first: a misspelt value of three words is resolved by its
-    one 3-word lookup instead of six lookups of its parts and the n-grams across its border
-    (146 → 55 ms for one such question at 1,000,000 strings in bench/scale.py).
+    Every phrase exactly; then by trigram similarity (none when ``trgm_min`` > 1) in three rounds
+    of ``fuzzy_phrases``: longest without a stop word, other longest, the rest
+    (docs/internals/retrieval.md, "Value lookup").
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -488,9 +341,6 @@ def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMa
 
     Returns:
         List of ``ValueMatch``, unmerged (``merge_matches``).
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieval of database values by string
-    similarity.
     """
     found = match_values(plpy, phrases)
     if trgm_min > 1:
@@ -523,29 +373,23 @@ def _longest_content(p: Phrase) -> bool:
     """Whether ``p`` is ``_longest`` and, if a question n-gram, has no stop word."""
     return _longest(p) and (
         p.source != "question"
-        or not any(w.lower() in STOP_WORDS for w in _SPAN_WORD.findall(p.text))
+        or not any(w.lower() in VALUE_STOP_WORDS for w in _SPAN_WORD.findall(p.text))
     )
 
 
 def vector_phrases(
     phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str], limit: int
 ) -> list[int]:
-    """Choose the phrases that get an embedding lookup (paraphrased values: "USA" → 'United
-    States').
+    """Choose the phrases that get an embedding lookup (paraphrases: "USA" → 'United States').
 
-    Chosen: phrases of up to 3 words that ``fuzzy_phrases`` keeps given ``found`` (so none
-    across the border of a resolved multi-word mention), that matched no value in ``found``,
-    are not inside a phrase that did, and are not made only of schema words, stop words and
-    numbers. Quoted and evidence spans come first, then question n-grams, then
-    evidence n-grams, each in order. Each embedding costs the backend about 2–5 ms of CPU,
-    which is why the number is bounded (setting ``value_vector_phrases``).
+    Phrases of up to 3 words that ``fuzzy_phrases`` keeps, that matched nothing and lie in no phrase
+    that did, and are not only schema words, stop words and numbers; spans first. Each embedding
+    costs the backend about 2-5 ms of CPU, hence ``limit``.
 
     Args:
         phrases: the candidate phrases.
         found: the matches already found (exact and trigram).
-        schema_words: lower-cased words of the table and column names
-            (``linking.schema_words``); a phrase word counts when any of its singular/plural
-            forms is among them ("singers" counts for ``singer``).
+        schema_words: lower-cased words of the table and column names (``linking.schema_words``).
         limit: most phrases to choose; 0 or less chooses none.
 
     Returns:
@@ -564,7 +408,9 @@ def vector_phrases(
             continue
         if any(text.lower() in h for h in hit):
             continue  # "Marvel" inside the matched "Marvel Comics"
-        if all(inflections(w) & schema_words or w in STOP_WORDS or w.isdigit() for w in words):
+        if all(
+            inflections(w) & schema_words or w in VALUE_STOP_WORDS or w.isdigit() for w in words
+        ):
             continue
         out.append(i)
         if len(out) >= limit:

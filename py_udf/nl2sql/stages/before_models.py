@@ -6,8 +6,8 @@ Sources: PET-SQL (Li et al. 2024) §3.1–3.3; OpenSearch-SQL (Xie et al. 2024) 
 from __future__ import annotations
 
 from ..core.types import Vote
-from ..curated import verified
-from ..curated.verified import FastPath
+from ..curated.fast_path import FastPath
+from ..curated.fast_path import fast_path as fast_path_of
 from ..retrieval.conversation import visible_turns
 from ..retrieval.gather import add_columns, add_vector_values, gather
 from ..retrieval.prompt_parts import finsql_prompt, first_examples, link_and_select
@@ -49,7 +49,7 @@ def leave_out_examples(run: Run) -> None:
 
 
 def fast_path(run: Run) -> None:
-    """Answer from a verified query or template without a model call (``verified.fast_path``);
+    """Answer from a verified query or template without a model call (``curated.fast_path``);
     not tried in an evaluation or for a question rewritten for relative time.
 
     Args:
@@ -71,7 +71,7 @@ def fast_path(run: Run) -> None:
         run.fast_path_skipped = "the question was rewritten for relative time"
         return
     named = [(t.id, t.phrase) for t in ctx.business.terms if t.phrase]
-    run.fast_path = fp = verified.fast_path(
+    run.fast_path = fp = fast_path_of(
         run.plpy,
         run.question,
         ctx.verified_rows,

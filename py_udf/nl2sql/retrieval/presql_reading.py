@@ -1,0 +1,202 @@
+"""What a PreSQL reads: its tables and columns, the tables its tokens name when it does not
+parse, the joins it wrote, and its tables grouped by SELECT.
+
+Source: PET-SQL (Li et al. 2024) §3.3 (PreSQL-based schema linking); MCS-SQL (Lee et al. 2024)
+§3.1 (linking favours recall).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
+
+from ..core.errors import CandidateRefused
+from ..core.names import resolve
+from ..core.sqlcheck import parse_shared
+from ..core.types import Schema, Table
+from .schema_graph import single_column_keys, table_lookup
+
+_NOT_NAMES = {TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING, TokenType.DOT}
+
+
+def _presql_tree(presql: str | None) -> exp.Expression | None:
+    """The PreSQL parsed (shared parse cache), or None when it is empty or does not parse."""
+    if not presql:
+        return None
+    try:
+        return parse_shared(presql)
+    except CandidateRefused:
+        return None
+
+
+def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tuple[str, str]]]:
+    """Find the tables and columns that PreSQL reads (``names.resolve``; an unqualified
+    column credited to every relation of its scope that has it; PET-SQL §3.3).
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see (``catalog.load_schema``).
+
+    Returns:
+        (table prompt names, (table, column) pairs), in query order without duplicates; ([], [])
+        when PreSQL is empty or does not parse.
+    """
+    tree = _presql_tree(presql)
+    if tree is None:
+        return [], []
+    lookup = table_lookup(schema)
+    names = resolve(tree)
+    tables: list[Table] = []
+    for rel in names.relations:
+        tb = lookup.get(rel.key)
+        if tb is not None and tb not in tables:
+            tables.append(tb)
+    cols: list[tuple[str, str]] = []
+    for c in tree.find_all(exp.Column):
+        if not c.name:
+            continue
+        cname = c.name.lower()
+        owners = [lookup[r.key] for r in names.column_relations(c) if r.key in lookup]
+        for tb in owners:
+            for col in tb.columns:
+                if col.name.lower() == cname and (tb.name, col.name) not in cols:
+                    cols.append((tb.name, col.name))
+    return [t.name for t in tables], cols
+
+
+def presql_token_tables(
+    presql: str | None, schema: Schema, dialects: tuple[str, ...] = ("postgres", "sqlite")
+) -> list[str]:
+    """Read the tables a PreSQL names from its tokens, for a PreSQL that does not parse.
+
+    A token outside literals equal to a table's name (bare or ``schema.table``) links it; the first
+    dialect that yields a table wins.
+
+    Args:
+        presql: the PreSQL's text as the model wrote it, or None.
+        schema: the schema the calling role may see.
+        dialects: sqlglot dialects whose tokenizers are tried in order.
+
+    Returns:
+        Table prompt names in token order without duplicates; [] when none is named.
+    """
+    if not presql:
+        return []
+    by_name: dict[str, Table] = {}
+    for t in schema.tables:
+        by_name.setdefault(t.table.lower(), t)
+        by_name[t.name.lower()] = t
+        by_name[f"{t.schema}.{t.table}".lower()] = t
+    for dialect in dialects:
+        tk = Dialect.get_or_raise(dialect).tokenizer()
+        try:
+            tokens = tk.tokenize(presql)
+        except SqlglotError:
+            tokens = tk.tokens  # what was read before the error
+        found: list[str] = []
+        for i, t in enumerate(tokens):
+            if t.token_type in _NOT_NAMES:
+                continue
+            text = t.text.lower()
+            if i + 2 < len(tokens) and tokens[i + 1].token_type == TokenType.DOT:
+                qual = f"{text}.{tokens[i + 2].text.lower()}"
+                if qual in by_name:
+                    text = qual
+            tb = by_name.get(text)
+            if tb is not None and tb.name not in found:
+                found.append(tb.name)
+        if found:
+            return found
+    return []
+
+
+def presql_written_joins(presql: str | None, schema: Schema) -> list[tuple[str, str]]:
+    """Find the pairs of tables PreSQL joins by an equality it wrote between their columns.
+
+    Such a pair needs no bridge table, unless the equality equates the whole primary keys of
+    both (``id = id``: not trusted; docs/internals/retrieval.md, "PreSQL's joins").
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        (table, table) prompt-name pairs, in query order; [] when PreSQL is empty or does not
+        parse.
+    """
+    tree = _presql_tree(presql)
+    if tree is None:
+        return []
+    lookup = table_lookup(schema)
+    names = resolve(tree)
+    pks = single_column_keys(schema)
+    out: list[tuple[str, str]] = []
+    for eq in tree.find_all(exp.EQ):
+        ends = []
+        for side in (eq.this, eq.expression):
+            if not isinstance(side, exp.Column):
+                break
+            owners = {
+                lookup[r.key].name
+                for r in names.column_relations(side)
+                if r.key in lookup
+                and any(c.name.lower() == side.name.lower() for c in lookup[r.key].columns)
+            }
+            if len(owners) != 1:
+                break
+            ends.append((owners.pop(), side.name.lower()))
+        if len(ends) != 2 or ends[0][0] == ends[1][0]:
+            continue
+        if all(pks.get(t) == c for t, c in ends):
+            continue  # primary key = primary key: not trusted
+        pair = (ends[0][0], ends[1][0])
+        if pair not in out:
+            out.append(pair)
+    return out
+
+
+def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
+    """Group the tables PreSQL reads by the SELECT whose FROM/JOIN reads them.
+
+    A semi-join subquery (``col [NOT] IN (SELECT …)``, ``col = (SELECT …)``) belongs to its
+    outer SELECT's group; branches of a set operation are separate groups.
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        Lists of table prompt names (schema tables only), one per SELECT reading two or more;
+        [] when PreSQL is empty or does not parse.
+    """
+    tree = _presql_tree(presql)
+    if tree is None:
+        return []
+    lookup = table_lookup(schema)
+    groups: dict[int, list[str]] = {}
+    for t in tree.find_all(exp.Table):
+        sel = t.find_ancestor(exp.Select)
+        key = f"{t.db}.{t.name}".lower() if t.db else t.name.lower()
+        tb = lookup.get(key)
+        if sel is None or tb is None:
+            continue
+        while (outer := _semi_join_outer(sel)) is not None:
+            sel = outer
+        grp = groups.setdefault(id(sel), [])
+        if tb.name not in grp:
+            grp.append(tb.name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _semi_join_outer(sel: exp.Select) -> exp.Select | None:
+    """The SELECT that ``sel`` is a semi-join of (``col [NOT] IN (sel)``, ``col = (sel)``),
+    or None when ``sel`` is not such a subquery."""
+    sub = sel.parent
+    if not isinstance(sub, exp.Subquery):
+        return None
+    pred = sub.parent
+    if isinstance(pred, exp.In) and sub.arg_key == "query" or isinstance(pred, exp.EQ):
+        return pred.find_ancestor(exp.Select)
+    return None

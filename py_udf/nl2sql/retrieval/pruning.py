@@ -1,0 +1,184 @@
+"""Schema pruning for the PreSQL prompt: the estimated token count, the tables' similarity to
+the question, and the tables kept within ``prompt_token_budget`` (docs/internals/retrieval.md,
+"Pruning").
+
+Source: PET-SQL (Li et al. 2024) §3.3 (the PreSQL prompt shows the schema); MCS-SQL (Lee et al.
+2024) §3.1 (recall first: tables of matched values are kept first).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..core import spi
+from ..core.types import Schema
+from ..embedding.encode import to_pgvector
+from ..model.prompts import render_table
+from .schema_graph import fk_graph, table_lookup
+
+CHARS_PER_TOKEN = 3.5
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate the LLM tokens of ``text`` as ``ceil(len(text) / 3.5)`` (no tokenizer ships).
+
+    Args:
+        text: the prompt text (may be empty).
+
+    Returns:
+        int: the estimated token count; 0 for empty text.
+    """
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def _neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:
+    """Table -> the higher of its score and its best FK neighbour's score less ``step``."""
+    g = fk_graph(schema)
+    out = {}
+    for t in schema.tables:
+        own = scores.get(t.name, 0.0)
+        near = max((scores.get(n, 0.0) - step for n in g.get(t.name, ())), default=0.0)
+        out[t.name] = max(own, near)
+    return out
+
+
+def prune_schema(
+    schema: Schema,
+    scores: dict[str, float] | Callable[[], dict[str, float]],
+    budget: int,
+    render,
+    keep: list[str] = (),
+    neighbour_step: float = 0.05,
+) -> tuple[Schema, dict]:
+    """Prune the schema so that the prompt stays within ``budget`` estimated tokens.
+
+    Unchanged when it fits; otherwise the best tables that fit (``keep`` first, FK neighbours right
+    after their table; docs/internals/retrieval.md, "Pruning").
+
+    Args:
+        schema: the schema the calling role may see (``catalog.load_schema``).
+        scores: table prompt name -> similarity with the question (0..1), or a function returning
+            it, called only when the schema must be pruned.
+        budget: int, the most estimated tokens (``estimate_tokens``) the prompt may take.
+        render: callable taking a Schema and returning the whole prompt text for it.
+        keep: table prompt names that go first (tables of matched values).
+        neighbour_step: float, how far below its neighbour an FK neighbour ranks.
+
+    Returns:
+        (schema, info): the pruned Schema, or ``schema`` itself when it fits; info ``{"pruned",
+        "tokens_full", "tokens", "tables_kept", "tables_total", "budget"}`` (estimated tokens).
+    """
+    full_tokens = estimate_tokens(render(schema))
+    info = {
+        "pruned": False,
+        "tokens_full": full_tokens,
+        "tokens": full_tokens,
+        "tables_kept": len(schema.tables),
+        "tables_total": len(schema.tables),
+        "budget": budget,
+    }
+    if full_tokens <= budget:
+        return schema, info
+    if callable(scores):
+        scores = scores()
+    order = _pruning_order(schema, scores, keep, neighbour_step)
+    base = estimate_tokens(render(Schema(tables=[], foreign_keys=[])))
+    chosen = _choose_within_budget(schema, order, budget, base)
+    sub, tokens = _drop_worst_until_fits(schema, chosen, budget, render)
+    info.update({"pruned": True, "tokens": tokens, "tables_kept": len(sub.tables)})
+    return sub, info
+
+
+def _pruning_order(
+    schema: Schema, scores: dict[str, float], keep: list[str], neighbour_step: float
+) -> list[str]:
+    """Table prompt names best first: ``keep`` (those in the schema), then by
+    ``_neighbour_scores`` descending, ties by name."""
+    rank = _neighbour_scores(schema, scores, neighbour_step)
+    keep_set = [t for t in keep if t in rank]
+    return keep_set + sorted((t for t in rank if t not in keep_set), key=lambda t: (-rank[t], t))
+
+
+def _choose_within_budget(schema: Schema, order: list[str], budget: int, base: int) -> list[str]:
+    """Add tables in ``order`` while their estimated cost keeps ``base`` plus the chosen within
+    ``budget``; a table that does not fit is skipped, and the loop ends once fewer than 25
+    tokens are left."""
+    by_name = {t.name: t for t in schema.tables}
+    chosen: list[str] = []
+    used = base
+    for name in order:
+        if used + 25 > budget:
+            break  # no table fits in what is left
+        # a table's cost: its CREATE TABLE plus FK lines to tables already chosen
+        cost = estimate_tokens(render_table(by_name[name])) + 1
+        cost += sum(
+            12
+            for fk in schema.foreign_keys
+            if (fk.table == name and fk.ref_table in chosen)
+            or (fk.ref_table == name and fk.table in chosen)
+        )
+        if used + cost > budget:
+            continue
+        chosen.append(name)
+        used += cost
+    return chosen
+
+
+def _drop_worst_until_fits(
+    schema: Schema, chosen: list[str], budget: int, render
+) -> tuple[Schema, int]:
+    """The subset of the ``chosen`` tables, dropping the last chosen while the rendered prompt
+    exceeds ``budget``; returns it with its estimated tokens. Pops from ``chosen``."""
+    sub = schema.subset(set(chosen))
+    tokens = estimate_tokens(render(sub))
+    while tokens > budget and chosen:  # the per-table estimate was short: drop the worst
+        chosen.pop()
+        sub = schema.subset(set(chosen))
+        tokens = estimate_tokens(render(sub))
+    return sub, tokens
+
+
+def column_similarities(
+    plpy, question_vec: list[float], relation: str = "nl2sql.visible_column"
+) -> list[tuple[str, str, str, float]]:
+    """Compute the cosine similarity of the question with every readable column's embedding.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        question_vec: the question's embedding, 384 floats.
+        relation: the relation read, a trusted name (default view ``nl2sql.visible_column``).
+
+    Returns:
+        (schema, table, column, similarity) tuples, best first; similarity in [-1, 1], 4 places.
+    """
+    rows = spi.query(
+        plpy,
+        f"SELECT schema_name, table_name, column_name, 1 - (embedding <=> $1::vector) AS sim "
+        f"FROM {relation} WHERE embedding IS NOT NULL ORDER BY sim DESC",
+        [to_pgvector(question_vec)],
+        ["text"],
+    )
+    return [
+        (r["schema_name"], r["table_name"], r["column_name"], round(float(r["sim"]), 4))
+        for r in rows
+    ]
+
+
+def table_scores(schema: Schema, col_sims: list[tuple[str, str, str, float]]) -> dict[str, float]:
+    """Score each table's similarity to the question: the best of its columns'.
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+        col_sims: (schema, table, column, similarity) tuples (``column_similarities``).
+
+    Returns:
+        dict: table prompt name -> best column similarity, 0.0 for none (or a negative best).
+    """
+    lookup = table_lookup(schema)
+    out = {t.name: 0.0 for t in schema.tables}
+    for s, t, _c, sim in col_sims:
+        tb = lookup.get(f"{s}.{t}".lower())
+        if tb is not None and sim > out[tb.name]:
+            out[tb.name] = sim
+    return out
