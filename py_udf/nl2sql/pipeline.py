@@ -53,7 +53,7 @@ from typing import Any
 
 from .core import catalog, spi
 from .core.errors import Nl2sqlError
-from .core.settings import Settings, get_models, get_settings
+from .core.settings import Settings, get_settings
 from .core.timing import StageTimer
 from .core.types import Candidate, LLMReply, ModelConfig, Schema, Status, Turn, Vote
 from .curated import verified
@@ -64,6 +64,7 @@ from .generation.candidates import Evaluator, GenCall, candidates_from, finsql_c
 from .generation.cleaning import clean
 from .generation.repair import repair_loop
 from .model import prompts
+from .model.config import get_models
 from .model.gate import Gate
 from .model.llm import call_models, call_models_during, pick_model
 from .ops import value_policy

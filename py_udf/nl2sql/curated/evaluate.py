@@ -597,7 +597,8 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
         EmbeddingError: the embedding model is missing.
         plpy.SPIError: the user cancelled.
     """
-    from ..core.settings import get_models, get_settings
+    from ..core.settings import get_settings
+    from ..model.config import get_models
 
     st = get_settings(plpy)
     models = get_models(plpy, st)

@@ -611,8 +611,9 @@ def mine(plpy, limit: int) -> dict[str, Any]:
     import functools
 
     from ..core.catalog import caller_schema
-    from ..core.settings import get_models, get_settings
+    from ..core.settings import get_settings
     from ..generation.safety import statement_remaining_s
+    from ..model.config import get_models
     from ..model.gate import Gate
     from ..model.llm import call_models
 

@@ -226,7 +226,7 @@ def route(
         level: the PreSQL's Spider hardness (``easy``/``medium``/``hard``/``extra``), or None when
             it is unknown (the PreSQL did not parse).
         voters: level -> model names that vote at that level (from
-            ``settings.parse_hardness_voters``); empty turns hardness routing off.
+            ``setting_declaration.parse_hardness_voters``); empty turns hardness routing off.
         models: the enabled model names, in order.
 
     Returns:
