@@ -37,7 +37,10 @@ RAISES_OUTSIDE_ERRORS = {
         "retrieval.context",
         "ValueError",
     ): "a caller's programming error (stages called out of order), not a user-facing condition",
-    ("model.llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "
+    (
+        "model.openai_call",
+        "APITimeoutError",
+    ): "raised inside the HTTP client's request hook past a call's "
     "hard deadline: the openai client propagates its own errors "
     "without retrying; call_model turns it into an error reply",
 }

@@ -190,6 +190,11 @@ class ModelConfig:
     max_retries: int = 2  # retries with backoff on 408/409/429/5xx/connection errors
     dialect: str = "postgres"  # SQL dialect the model writes (cleaning transpiles to postgres)
 
+    @property
+    def endpoint(self) -> str:
+        """The base URL, as messages name it (``'default endpoint'`` when there is none)."""
+        return self.base_url or "default endpoint"
+
 
 @dataclass
 class LLMReply:

@@ -197,7 +197,7 @@ def _embeddings_body(texts: list[str], vecs: list[list[float]], fmt: str) -> dic
 
 def _chat_endpoint():
     """The ``POST /nl2sql/v1/chat`` handler: a backend's gated model call, relayed
-    (``llm.relay_call``), at most ``MAX_RELAYED`` at once."""
+    (``openai_call.relay_call``), at most ``MAX_RELAYED`` at once."""
     from pydantic import ValidationError
     from starlette.responses import JSONResponse
 
@@ -207,7 +207,7 @@ def _chat_endpoint():
     async def chat(request):
         import anyio
 
-        from ..model.llm import relay_call
+        from ..model.openai_call import relay_call
 
         try:
             req = chat_cls.model_validate_json(await request.body())
@@ -287,7 +287,7 @@ def _preload_openai() -> None:
 
     try:
         importlib.import_module("openai")
-        importlib.import_module("nl2sql.model.llm")
+        importlib.import_module("nl2sql.model.openai_call")
     except Exception as e:  # noqa: BLE001 - a relayed call reports it when it imports again
         print(
             f"nl2sql embedder {os.getpid()}: cannot import the openai client "

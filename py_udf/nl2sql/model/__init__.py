@@ -6,5 +6,6 @@ __all__ = [
     "config",
     "gate",
     "llm",
+    "openai_call",
     "prompts",
 ]
