@@ -1,7 +1,7 @@
 """Redaction of secrets from every error text nl2sql stores, raises or returns: the configured
 API keys and key-like tokens (``sk-…``, ``Bearer …``, ``api_key=…``), by plain string scanning.
 
-What is masked and where: docs/internals/core.md "Redaction". Imports only ``spi`` (lazily).
+What is masked and where: docs/internals/core.md "Redaction". Imports only ``spi``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import os
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from . import spi
 
 MASK = "[REDACTED]"
 # a configured value shorter than this is not searched for (it would mask ordinary words);
@@ -115,8 +117,6 @@ def configured_secrets(plpy) -> list[str]:
     Returns:
         The keys' values; empty when none is set or the model table cannot be read.
     """
-    from . import spi
-
     try:
         rows = spi.query(
             plpy, "SELECT DISTINCT api_key_env FROM nl2sql.model WHERE api_key_env IS NOT NULL"

@@ -15,6 +15,7 @@ from sqlglot import exp
 from ..core import spi
 from ..core.names import Names, resolve
 from ..core.types import Schema
+from ..embedding.encode import embed, to_pgvector
 
 # Most literals of one candidate looked up for alignment (the first ones, in tree order). Each
 # lookup may be an SPI query and an embedding; a model's IN list of thousands of strings would
@@ -204,8 +205,6 @@ class ValueIndex:
             return Lookup(v, "trigram", round(float(rows[0]["score"]), 4))
         if self.min_cosine > 1.0:
             return Lookup(None, reason="no value within the trigram threshold")
-        from ..embedding.encode import embed, to_pgvector
-
         vec = to_pgvector(embed([literal])[0])
         rows = spi.query(
             self.plpy,

@@ -7,6 +7,7 @@ docs/internals/generation.md "Repair".
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -176,8 +177,6 @@ def repair_loop(
         ``{"rounds": [{"round", "candidates", "repaired"}, ...], "llm_wait_ms": float (ms),
         "prompt_tokens": int, "completion_tokens": int}``.
     """
-    import time
-
     max_rounds = max(0, min(MAX_ROUNDS, int(max_rounds)))
     summary: dict[str, Any] = {
         "rounds": [],

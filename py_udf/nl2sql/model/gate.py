@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Tokenizer
 
 from ..core.errors import CandidateRefused, GateError
 from ..core.names import resolve
@@ -423,8 +424,6 @@ def _sql_words(sql: str | None) -> frozenset[str]:
     """The words of an SQL text as sqlglot's tokenizer reads them (strings unquoted), lower."""
     if not sql:
         return frozenset()
-    from sqlglot.tokens import Tokenizer
-
     try:
         return frozenset(t.text.lower() for t in Tokenizer().tokenize(sql[: _MAX_ERROR_CHARS * 50]))
     except (SqlglotError, RecursionError, ValueError):
