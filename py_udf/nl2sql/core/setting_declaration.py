@@ -39,18 +39,16 @@ _FALSE = {"off", "false"}
 def parse_hardness_voters(value: str) -> dict[str, list[str]]:
     """Parse the ``hardness_voters`` setting: which models vote at each hardness level.
 
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting by question hardness.
+    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
 
     Args:
-        value: a JSON object mapping hardness levels to lists of model names, e.g.
-            ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty or ``off`` means no routing.
+        value: JSON ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty or ``off``: no routing.
 
     Returns:
         ``{level: [model names]}`` (duplicates removed, order kept); ``{}`` for no routing.
 
     Raises:
-        ConfigError: naming the bad key or value (not JSON, not an object, unknown level, a level
-            without a non-empty list of names).
+        ConfigError: naming the bad key or value.
     """
     v = (value or "").strip()
     if not v or v.lower() == "off":
@@ -88,31 +86,19 @@ def _num(x: float) -> str:
 class Setting:
     """One setting's declaration: its name, kind, typed default, meaning and bounds.
 
-    Attributes:
-        name: the setting's key in ``nl2sql.setting``.
-        type: its kind, a key of ``TYPES`` (``int``, ``float``, ``bool``, ``str``, ``enum``,
-            ``json``, ``list``).
-        default: the typed default value.
-        meaning: what it does, in words (the README table's column).
-        minimum: lower bound of an int or float setting (inclusive unless
-            ``minimum_exclusive``), or None.
-        maximum: upper bound of an int or float setting (inclusive), or None.
-        choices: the values of an enum setting (lower case), or None.
-        minimum_exclusive: True when ``minimum`` itself is not allowed.
-
     Raises:
-        ConfigError: (on construction) an unknown ``type``, or ``choices`` without type enum
-            or type enum without ``choices``.
+        ConfigError: (on construction) an unknown ``type``; ``choices`` without type enum or
+            type enum without ``choices``.
     """
 
-    name: str
-    type: str
-    default: Any
-    meaning: str
-    minimum_exclusive: bool = False
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] | None = None
+    name: str  # the key in ``nl2sql.setting``
+    type: str  # a key of ``TYPES``
+    default: Any  # typed
+    meaning: str  # what it does, in words (the docs' table)
+    minimum_exclusive: bool = False  # ``minimum`` itself not allowed
+    minimum: float | None = None  # int/float lower bound, inclusive unless minimum_exclusive
+    maximum: float | None = None  # int/float upper bound, inclusive
+    choices: tuple[str, ...] | None = None  # an enum's values, lower case
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -178,15 +164,13 @@ class Setting:
         """Parse a setting's text into its typed value (surrounding whitespace ignored).
 
         Args:
-            text: the setting's text, as ``nl2sql.set_setting`` receives it or the table
-                stores it.
+            text: the setting's text, as ``nl2sql.set_setting`` receives it or the table stores it.
 
         Returns:
-            int, float, bool, str (str and enum settings; enums lower-cased), dict
-            (hardness_voters) or tuple of str (schemas).
+            int, float, bool, str (enums lower-cased), dict (hardness_voters) or tuple of str.
 
         Raises:
-            ConfigError: naming the setting, the bad value and the allowed values or range.
+            ConfigError: naming the setting, the bad value and what is allowed.
         """
         v = (text or "").strip()
         if self.type in ("int", "float"):

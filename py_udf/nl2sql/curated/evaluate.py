@@ -525,7 +525,7 @@ def classify_miss(
     Raises:
         plpy.SPIError: the user cancelled.
     """
-    from ..generation.execute import _is_cancel
+    from ..generation.execute import is_cancel
 
     found = classify_outcome(trace, error)
     if found is not None:
@@ -537,7 +537,7 @@ def classify_miss(
     except Nl2sqlError as e:
         return "ERROR", f"fetching the rows failed: {str(e)[:300]}"
     except plpy.SPIError as e:
-        if _is_cancel(e) and (time.perf_counter() - t0) * 1000 < st.candidate_timeout_ms * 0.9:
+        if is_cancel(e) and (time.perf_counter() - t0) * 1000 < st.candidate_timeout_ms * 0.9:
             raise  # the user's own cancel
         return "ERROR", f"fetching the rows failed: {str(e).splitlines()[0][:300]}"
     category, detail = classify_rows(gold, got)

@@ -106,7 +106,15 @@ class Watchdog:
             return False
 
 
-def _is_cancel(e: Exception) -> bool:
+def is_cancel(e: Exception) -> bool:
+    """Tell whether an SPI error is a cancel (SQLSTATE 57014: the watchdog or the user).
+
+    Args:
+        e: the exception ``plpy`` raised.
+
+    Returns:
+        True for a cancelled statement.
+    """
     return getattr(e, "sqlstate", None) == "57014" or "canceling statement" in str(e)
 
 
@@ -223,7 +231,7 @@ def _run_and_record(
     except plpy.SPIError as err:
         elapsed = (time.perf_counter() - t0) * 1000
         cand.exec_ms = round(elapsed, 3)
-        if _is_cancel(err):
+        if is_cancel(err):
             if elapsed >= timeout_ms * 0.9:
                 cand.status, cand.reason = (
                     Status.TIMEOUT,

@@ -39,15 +39,10 @@ _MAX_ERROR_CHARS = 2000
 
 @dataclass(frozen=True)
 class Gated:
-    """Chat messages that passed the gate: the only thing ``llm`` sends (made only by ``Gate.seal``).
+    """Chat messages that passed the gate: the only thing ``llm`` sends (made only by ``Gate.seal``)."""
 
-    Attributes:
-        stage: the stage asking (``presql``, ``finsql``, ``repair``, ``multiple_choice``, …).
-        messages: the chat messages, ``({"role", "content"}, ...)``.
-    """
-
-    stage: str
-    messages: tuple[dict[str, str], ...]
+    stage: str  # the stage asking: presql, finsql, repair, multiple_choice, …
+    messages: tuple[dict[str, str], ...]  # {"role", "content"} each
     seal: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -67,14 +62,7 @@ class Gated:
 
 
 class Gate:
-    """One call's gate: the asking role's value rules and a record of what was held back.
-
-    Attributes:
-        send_values: the setting ``send_values``.
-        withheld_columns: ``schema.table.column`` of each readable column whose values are
-            withheld, sorted.
-        held: stage → what was held back → count.
-    """
+    """One call's gate: the asking role's value rules and a record of what was held back."""
 
     def __init__(self, schema: Schema, send_values: bool):
         """Read the value rules off the role's schema; clear withheld columns' sample values.
@@ -85,7 +73,7 @@ class Gate:
             send_values: setting ``send_values``.
         """
         self.send_values = bool(send_values)
-        self.held: dict[str, dict[str, int]] = {}
+        self.held: dict[str, dict[str, int]] = {}  # stage -> what was held back -> count
         self._by_table: dict[str, set[str]] = {}
         self._schema = schema
         self._words: frozenset[str] | None = None
@@ -100,7 +88,7 @@ class Gate:
                 if c.sample_values:
                     self.note("samples", "sample values", len(c.sample_values))
                     c.sample_values = []
-        self.withheld_columns = sorted(withheld)
+        self.withheld_columns = sorted(withheld)  # schema.table.column, values withheld
 
     def _schema_words(self) -> frozenset[str]:
         """The schema's names (schemas, tables, columns, types), lower-cased; built once."""
