@@ -1,6 +1,7 @@
-"""Settings declared once (py_udf/nl2sql/settings.py): every default parses, bounds and choices
-are enforced, the README's table is the generated one, the SQL VALUES list is well quoted, and
-no module of the package casts a setting by hand. Pure Python: no database."""
+"""Settings declared once (py_udf/nl2sql/core/settings.py): every default parses, bounds and
+choices are enforced, the markdown table is printed from the declaration (tests/test_docs.py
+checks docs/settings.md holds it), the SQL VALUES list is well quoted, and no module of the
+package casts a setting by hand. Pure Python: no database."""
 
 from __future__ import annotations
 
@@ -190,17 +191,7 @@ def test_unknown_setting_lists_close_names():
         S.validate_setting("zzz", "3")
 
 
-# --- generated README table and SQL ---------------------------------------------------------------
-
-
-def test_readme_settings_block_is_the_generated_table():
-    text = (ROOT / "README.md").read_text()
-    begin, end = "<!-- settings:begin -->\n", "<!-- settings:end -->"
-    assert text.count(begin) == 1 and text.count(end) == 1
-    block = text[text.index(begin) + len(begin) : text.index(end)]
-    assert block == E.markdown_table(), (
-        "README settings table is stale: regenerate it with python -m nl2sql.core.settings_export --markdown"
-    )
+# --- generated markdown table and SQL -------------------------------------------------------------
 
 
 def test_markdown_cli_prints_the_table():
