@@ -46,7 +46,7 @@ FALLBACK_DATADIR = Path("/var/tmp/nl2sql-bench-cluster")
 
 def default_datadir() -> Path:
     """``.nl2sql/bench-cluster`` under the current directory, or /var/tmp/nl2sql-bench-cluster
-    when the postgres OS user cannot reach it (same logic as nl2sql_indexer.demo)."""
+    when the postgres OS user cannot reach it (same logic as nl2sql_indexer.dev.demo)."""
     d = Path.cwd() / ".nl2sql" / "bench-cluster"
     probe = d.parent if d.parent.exists() else d.parent.parent
     if not postgres_can_access(probe):

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psycopg
 
 import common as C
-from nl2sql_indexer.demo_data import demo_sql
-from nl2sql_indexer.loopback import LoopbackLLM, Rule
+from nl2sql_indexer.dev.demo_data import demo_sql
+from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule
 
 DB = "nl2sql_concurrency"
 ROLE = "nl2sql_bench_user"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Memory and cold-start benchmark: N new backends each ask one question.
 
-The demo database (``nl2sql_indexer.demo_data``) with one model on the scripted loopback server
-(``nl2sql_indexer.loopback``: it answers every demo question with its reference SQL at once;
+The demo database (``nl2sql_indexer.dev.demo_data``) with one model on the scripted loopback server
+(``nl2sql_indexer.dev.loopback``: it answers every demo question with its reference SQL at once;
 answers are SCRIPTED, not a model's). Each of ``--backends`` new connections (an ordinary role
 that may SELECT the demo tables) does, one backend after the other:
 
@@ -47,8 +47,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C
-from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql
-from nl2sql_indexer.loopback import LoopbackLLM
+from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, demo_sql
+from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 DB = "nl2sql_memory"
 ROLE = "nl2sql_bench_user"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parallel-generation benchmark: 5 models that each take 1 s to answer, and nl2sql's own time.
 
-Five models are configured on the scripted loopback server (``nl2sql_indexer.loopback``; its answers
+Five models are configured on the scripted loopback server (``nl2sql_indexer.dev.loopback``; its answers
 are SCRIPTED, not a model's), each answering after ``--latency`` seconds (default 1 s). For each
 question, ``nl2sql.explain`` is called and two figures are taken:
 
@@ -14,7 +14,7 @@ question, ``nl2sql.explain`` is called and two figures are taken:
 * ``overhead_ms``: in-database time per call excluding model waits (``timings.overhead_ms`` of
   the trace: total − llm_wait), p50; goal ≤ 50 ms. Where it goes is shown per stage.
 
-Databases: the demo database (``nl2sql_indexer.demo_data``: its 10 questions, each model answering the
+Databases: the demo database (``nl2sql_indexer.dev.demo_data``: its 10 questions, each model answering the
 reference SQL) and, with ``--data``, BIRD's superhero (its 52 mini-dev questions, the 5 models
 replaying 5 real models' recorded SQL). One warm-up call per database is not counted.
 
@@ -35,8 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C
-from nl2sql_indexer.demo_data import DEMO_QUESTIONS, demo_sql
-from nl2sql_indexer.loopback import LoopbackLLM
+from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, demo_sql
+from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 N_MODELS = 5
 DEMO_DB = "nl2sql_bench_demo"
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
     log(f"nl2sql parallel benchmark: {N_MODELS} loopback models, {args.latency:g} s latency each")
     log(
-        "NOTE: the models are the scripted loopback server (nl2sql_indexer.loopback): answers are scripted "
+        "NOTE: the models are the scripted loopback server (nl2sql_indexer.dev.loopback): answers are scripted "
         "(reference SQL or recorded real-model SQL), not generated; only timing is measured."
     )
     cluster = C.start_cluster(args.datadir)

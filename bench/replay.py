@@ -5,7 +5,7 @@ mini-dev questions, fed with REAL MODELS' RECORDED OUTPUTS.
 No model is called. The SQL each model "answers" is what that real model wrote for the question
 when the BIRD authors ran it (``predictions`` in ``bird_minidev_<db>.jsonl``: 9 models,
 PostgreSQL dialect; ``predictions_sqlite``: 4 more, SQLite dialect). A scripted loopback
-OpenAI-compatible server (``nl2sql_indexer.loopback.LoopbackLLM``) serves those recorded answers by the
+OpenAI-compatible server (``nl2sql_indexer.dev.loopback.LoopbackLLM``) serves those recorded answers by the
 question it finds in the prompt, so the whole in-database path — prompts, HTTP calls, cleaning,
 checks, read-only execution, voting, logging — is the real one, but the answers do not depend on
 the prompt: PreSQL/FinSQL prompting and schema linking cannot change what a model says here.
@@ -72,7 +72,7 @@ from nl2sql.core.types import (
 )
 from nl2sql.generation.cleaning import clean
 from nl2sql.selection.abstain import should_abstain
-from nl2sql_indexer.loopback import LoopbackLLM
+from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 # Settings per configuration; "recommended" is the extension's defaults (README).
 CONFIGS: dict[str, dict[str, str]] = {
@@ -500,7 +500,7 @@ def run_database(
     log(f"nl2sql replay benchmark: {db}, {n} questions, models={args.models} ({len(models)})")
     log(
         "NOTE: every model answer is a real model's RECORDED output, served by the "
-        "scripted loopback server (nl2sql_indexer.loopback); no live model is called, and answers do not "
+        "scripted loopback server (nl2sql_indexer.dev.loopback); no live model is called, and answers do not "
         "depend on the prompt."
     )
     if any(m["dialect"] == "sqlite" for m in models):

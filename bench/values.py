@@ -9,7 +9,7 @@ A gold literal "is a cell value" when some string column of the database holds i
 (checked in the database itself, not in the index); it is "found" when a retrieved value is
 the same string (case-sensitive). Goal: >= 0.95 on superhero and geo.
 
-``--dbs demo`` is the project's own demo database and its 10 questions (nl2sql_indexer.demo_data).
+``--dbs demo`` is the project's own demo database and its 10 questions (nl2sql_indexer.dev.demo_data).
 
 Usage: python bench/values.py [--data ../shared/bench-data] [--dbs superhero,geo,world,demo | --db all]
        [--limit N] [--datadir DIR] [--json OUT] [--set KEY=VALUE ...]
@@ -42,7 +42,7 @@ def questions_for(data: Path, db: str) -> list[dict]:
     """``{"id", "question", "evidence", "gold"}`` for ``db``: BIRD mini-dev (with evidence) when
     there is a file for it, the project's demo questions for ``demo``, else evals.jsonl."""
     if db == "demo":
-        from nl2sql_indexer.demo_data import DEMO_QUESTIONS
+        from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS
 
         return [
             {"id": i, "question": q, "evidence": None, "gold": g}
@@ -98,8 +98,8 @@ def cell_values_among(conn, literals: set[str]) -> set[str]:
 
 
 def setup_db(cluster, data: Path, db: str):
-    if db == "demo":  # the project's own demo database (nl2sql_indexer.demo_data)
-        from nl2sql_indexer.demo_data import demo_sql
+    if db == "demo":  # the project's own demo database (nl2sql_indexer.dev.demo_data)
+        from nl2sql_indexer.dev.demo_data import demo_sql
 
         t0 = time.perf_counter()
         cluster.create_database(db, drop=True)

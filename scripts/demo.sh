@@ -10,4 +10,4 @@ NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 bash "$ROOT/scripts/install.sh"
 cd "$ROOT"
 export NL2SQL_VENV
-exec "$NL2SQL_VENV/bin/python" -m nl2sql_indexer.demo "$@"
+exec "$NL2SQL_VENV/bin/python" -m nl2sql_indexer.dev.demo "$@"

@@ -8,7 +8,7 @@ cd "$ROOT"
 "$NL2SQL_VENV/bin/python" - "$@" <<'PY'
 import sys
 from nl2sql_indexer.cluster import LocalCluster
-from nl2sql_indexer.demo import default_datadir
+from nl2sql_indexer.dev.demo import default_datadir
 c = LocalCluster(default_datadir())
 if not c.initialized:
     print(f"no cluster at {c.datadir}")

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Run the test suite with the venv the server's PL/Python imports from. The database tests start
-# (and remove) their own PostgreSQL cluster. Needs scripts/install.sh to have run once.
+# Run the test suite with the venv the server's PL/Python imports from. Needs scripts/install.sh
+# to have run once. Other arguments go to pytest.
+#   bash scripts/test.sh          every test: tests/db, tests/unit and tests/upgrade (db and upgrade
+#                                 start and remove their own PostgreSQL cluster)
+#   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
@@ -8,8 +11,13 @@ if [ ! -x "$NL2SQL_VENV/bin/python" ]; then
   echo "test.sh: no venv at $NL2SQL_VENV; run: bash scripts/install.sh" >&2
   exit 1
 fi
+where=tests
+args=()
+for a in "$@"; do
+  if [ "$a" = "--unit" ]; then where=tests/unit; else args+=("$a"); fi
+done
 cd "$ROOT"
-"$NL2SQL_VENV/bin/python" -m pytest tests "$@"
+"$NL2SQL_VENV/bin/python" -m pytest "$where" ${args[@]+"${args[@]}"}
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "test.sh: pytest collected no tests (exit 5)" >&2

@@ -19,7 +19,7 @@ Objects used: demo tables (singer, stadium, concert, singer_in_concert), the seq
 ``adv_seq``, the volatile user function ``adv_writer()`` and the STABLE-declared
 ``adv_liar()`` that calls it, the STABLE ``adv_rowcount(regclass)``, the advisory-lock takers
 ``nl2sql_adv_stable(int)`` (STABLE), operator ``@@@`` (STABLE function), ``###`` (volatile),
-``nl2sql_adv_row(singer)`` (STABLE) and ``nl2sql_adv_row_volatile(singer)`` (tests/test_safety.py
+``nl2sql_adv_row(singer)`` (STABLE) and ``nl2sql_adv_row_volatile(singer)`` (tests/db/test_safety.py
 creates them).
 """
 
@@ -190,6 +190,18 @@ CORPUS: list[tuple[str, str, str]] = [
     ),
 ]
 
+# What a refusal by the function check says: volatility, or a refused family.
+FUNCTION_REFUSAL = r"volatile|only functions over values"
+# Queries over values that must still pass the function check (any role).
+ORDINARY = [
+    "SELECT count(*) FROM singer",
+    "SELECT upper(name), length(name), substr(name, 1, 3), name || '!' FROM singer",
+    "SELECT date_trunc('month', now()), extract(year FROM now()), to_char(now(), 'YYYY')",
+    "SELECT json_agg(name), array_agg(age), string_agg(name, ', ') FROM singer",
+    "SELECT name, rank() OVER (ORDER BY age) FROM singer WHERE name ~ '^[A-Z]'",
+    "SELECT round(avg(age), 2), max(age), coalesce(min(age), 0) FROM singer",
+]
+
 # Model answers whose mere size or shape is the attack: cleaning refuses each before anything
 # parses it (``cleaning.bound_answer``), so the candidate is refused and the other models'
 # answers still count. Each entry: (id, answer text, a fragment of the refusal reason).
@@ -224,7 +236,7 @@ OVERSIZED: list[tuple[str, str, str]] = [
 # (``memo.memo_text``, ``SENDOFF-MARK-42``). ``"error"``: the database's message quotes the
 # cell (PostgreSQL quotes data in errors: ``invalid input syntax for type integer: "<cell>"``),
 # so the repair round must not send it; ``"rows"``: the rows show it, so a multiple-choice
-# option must not. Each entry: (id, SQL, kind). tests/test_safety.py creates the tables.
+# option must not. Each entry: (id, SQL, kind). tests/db/test_safety.py creates the tables.
 VALUE_LEAKS: list[tuple[str, str, str]] = [
     ("cast_int", "SELECT venue_id, secret_code::int FROM venue", "error"),
     ("cast_spelled", "SELECT CAST(v.secret_code AS integer) FROM venue AS v", "error"),

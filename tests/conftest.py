@@ -1,36 +1,70 @@
-"""Test harness: a real PostgreSQL 15 cluster the tests start and stop (no Docker engine here,
-so no testcontainers), the demo database with the extension, and the scripted loopback LLM.
+"""Test harness shared by every test folder.
+
+- ``unit/`` — no server: pure Python, grouped like ``py_udf/nl2sql/`` (core, retrieval, model,
+  generation, selection, curated, ops, embedding) plus the indexer package and project-wide
+  checks. ``bash scripts/test.sh --unit`` runs them without PostgreSQL; a unit test that asks
+  for a cluster fixture is refused at collection (``pytest_collection_modifyitems`` below).
+- ``db/`` — inside a real PostgreSQL 15 cluster the tests start and stop (no Docker engine
+  here, so no testcontainers): the demo database with the extension.
+- ``upgrade/`` — released versions upgraded in place, and pg_dump / pg_restore.
+- ``fixtures/`` — table-driven cases (input → expected), read by the unit tests.
+- ``adversarial_corpus.py`` — hostile SQL and value-leak markers shared by unit and db tests.
+
+Fixtures: ``cluster``, ``demo_conn`` and ``db`` (PostgreSQL: db/ and upgrade/ only); ``llm``,
+the scripted loopback server (any test: it is not a model). Helpers any test imports with
+``from conftest import ...``: ``ROOT``, ``FIXTURES``, ``add_models``, ``login_role``,
+``cancel_while_model_hangs``, ``candidate``, ``judged`` and the embedding-socket helpers.
 
 Database tests need what scripts/install.sh installs (PostgreSQL 15 + plpython3u + pgvector,
-the venv named by NL2SQL_VENV, default /opt/nl2sql/venv). When run as root, the fixture first
-re-installs the current checkout into that venv and the extension files into PostgreSQL, so the
-server runs exactly the code under test.
+the venv named by NL2SQL_VENV, default /opt/nl2sql/venv). When run as root, the ``cluster``
+fixture first re-installs the current checkout into that venv and the extension files into
+PostgreSQL, so the server runs exactly the code under test.
 """
 
 from __future__ import annotations
 
+import array
+import base64
 import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "py_udf"))
 sys.path.insert(0, str(ROOT / "indexer"))
 
+from nl2sql.core.types import Candidate  # noqa: E402
 from nl2sql_indexer.cluster import DEFAULT_VENV, PG_BIN, LocalCluster  # noqa: E402
-from nl2sql_indexer.demo_data import demo_sql  # noqa: E402
-from nl2sql_indexer.loopback import LoopbackLLM  # noqa: E402
+from nl2sql_indexer.dev.demo_data import demo_sql  # noqa: E402
+from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule  # noqa: E402
 
+UNIT_DIR = ROOT / "tests" / "unit"
+FIXTURES = ROOT / "tests" / "fixtures"  # table-driven cases: input -> expected
+CLUSTER_FIXTURES = frozenset({"cluster", "demo_conn", "db"})
 DEMO_DB = "nl2sql_test"
 TEST_KEY_ENV = "NL2SQL_TEST_API_KEY"
 TEST_API_KEY = "sk-nl2sql-test-0123456789abcdef"
 LOCK_FILE = "/tmp/nl2sql-install.lock"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Refuse a test under ``tests/unit`` that asks for a cluster fixture: unit tests run
+    without PostgreSQL (``scripts/test.sh --unit``); such a test belongs in ``tests/db``."""
+    for item in items:
+        if item.path.is_relative_to(UNIT_DIR) and CLUSTER_FIXTURES & set(item.fixturenames):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {sorted(CLUSTER_FIXTURES & set(item.fixturenames))}: "
+                "a unit test runs without PostgreSQL; move it to tests/db/"
+            )
 
 
 def _sync_installation() -> None:
@@ -71,7 +105,7 @@ def cluster():
         _sync_installation()
         base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
         base.chmod(0o755)
-        # a key in the server's environment, as a DBA would set one (tests/test_safety.py)
+        # a key in the server's environment, as a DBA would set one (tests/db/test_safety.py)
         c = LocalCluster(base / "data", server_env={TEST_KEY_ENV: TEST_API_KEY})
         c.start()
         yield c
@@ -142,13 +176,6 @@ def cancel_while_model_hangs(
     return). ``model`` should be unique to the test: an abandoned call of an earlier test can
     still reach the server (the client retries a timed-out request), and waiting on any request
     could cancel before the question even started, when a cancel is ignored."""
-    import threading
-    import time
-
-    import psycopg
-
-    from nl2sql_indexer.loopback import Rule
-
     add_models(admin, llm, [model], timeout_s=60)
     llm.add_rule(Rule(model=model, hang=True))
     with cluster.connect(dbname, **({"user": user} if user else {})) as other:
@@ -175,3 +202,65 @@ def cancel_while_model_hangs(
         th.join(10)
         assert other.execute("SELECT 1").fetchone()[0] == 1  # the backend answers the next query
         return result.get("error"), result.get("done", float("inf")) - t0
+
+
+# --- builders of pipeline values, for tests of one stage ------------------------------------
+
+
+def candidate(src, h, ms, status="ok", model=None, rows=1) -> Candidate:
+    """An executed candidate from ``src`` (also its model unless ``model`` is given) whose
+    result hashes to ``h``, took ``ms`` and returned ``rows`` rows."""
+    return Candidate(
+        source=src,
+        model=model or src,
+        raw_text="",
+        sql=f"SELECT '{src}'",
+        status=status,
+        result_hash=h,
+        exec_ms=ms,
+        row_count=rows,
+    )
+
+
+def judged(level, **models):
+    """A judged question for ``nl2sql.calibrate``: model=(group, right)."""
+    return {
+        "level": level,
+        "candidates": [{"model": m, "group": g, "right": r} for m, (g, r) in models.items()],
+    }
+
+
+# --- the shared embedding process, spoken to over its Unix socket ---------------------------
+
+EMBEDDING_TEXTS = [
+    "How many singers do we have?",
+    "France",
+    "naïve café — 3-D Man",
+    "Summer Nights",
+]
+
+
+def embedding_client(sock: str):
+    """An OpenAI client for the embedding process listening on the Unix socket ``sock``."""
+    import httpx2  # lazy: heavy, and only the embedding tests need the openai client
+    import openai  # lazy: (same)
+
+    return openai.OpenAI(
+        api_key="unused",
+        base_url="http://embedder/v1",
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(transport=httpx2.HTTPTransport(uds=sock)),
+    )
+
+
+def embeddings_of(sock: str, texts: list[str]) -> list[list[float]]:
+    """The vectors the embedding process on ``sock`` returns for ``texts``."""
+    resp = embedding_client(sock).embeddings.create(
+        input=texts, model="all-MiniLM-L6-v2", encoding_format="base64"
+    )
+    return [list(array.array("f", base64.b64decode(d.embedding))) for d in resp.data]
+
+
+def cosines(a: list[list[float]], b: list[list[float]]) -> list[float]:
+    """Pairwise dot products of unit vectors ``a[i]`` and ``b[i]``."""
+    return [sum(x * y for x, y in zip(u, v)) for u, v in zip(a, b)]

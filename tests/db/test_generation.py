@@ -1,0 +1,442 @@
+"""Generation and selection inside a real PostgreSQL, with scripted loopback models: repair
+rounds, value alignment, confidence filtering, multiple-choice selection, hardness routing,
+relative-time rewriting, prompt variants and samples, dialect transpiling, cleaning in the trace.
+
+Every model answer here is scripted (tests/conftest.py), not a model's.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from conftest import add_models
+from nl2sql_indexer.dev.loopback import Rule
+
+GEN_KEYS = [
+    "prompt_variants",
+    "samples_per_model",
+    "sample_temperature",
+    "repair_rounds",
+    "value_alignment",
+    "align_min_trigram",
+    "align_min_cosine",
+    "confidence_threshold",
+    "tie_break",
+    "selection",
+    "selection_model",
+    "hardness_voters",
+    "rewrite_time",
+]
+Q = "How many singers do we have?"
+
+
+@pytest.fixture
+def gen(db):
+    """The demo connection with PreSQL not voting; generation settings back to their defaults
+    afterwards."""
+    db.execute("SELECT nl2sql.set_setting('presql_votes', 'off')")
+    yield db
+    for k in GEN_KEYS:
+        db.execute("SELECT nl2sql.reset_setting(%s)", (k,))
+
+
+def setting(conn, key, value):
+    conn.execute("SELECT nl2sql.set_setting(%s, %s)", (key, value))
+
+
+def explain(conn, q=Q):
+    return conn.execute("SELECT nl2sql.explain(%s)", (q,)).fetchone()[0]
+
+
+def cand(trace, source):
+    return next(c for c in trace["candidates"] if c["source"] == source)
+
+
+# --- settings: only what a user set is stored ---------------------------------------------------
+
+
+@pytest.fixture
+def no_setting_rows(db):
+    """nl2sql.setting emptied (every setting at its declared default); the rows are put back
+    afterwards."""
+    rows = db.execute("SELECT key, value FROM nl2sql.setting").fetchall()
+    db.execute("DELETE FROM nl2sql.setting")
+    yield db
+    db.execute("DELETE FROM nl2sql.setting")
+    for k, v in rows:
+        db.execute("INSERT INTO nl2sql.setting (key, value) VALUES (%s, %s)", (k, v))
+
+
+def test_pipeline_runs_on_declared_defaults_without_setting_rows(no_setting_rows, llm):
+    conn = no_setting_rows
+    add_models(conn, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = explain(conn)
+    assert trace["sql"] is not None and trace.get("error") is None
+    assert len(trace["examples"]) == 9  # k_examples default
+    assert [c["source"] for c in trace["candidates"]] == ["finsql:m1"]  # presql_votes off
+    assert conn.execute("SELECT nl2sql.set_setting('k_examples', ' 4 ')").fetchone()[0] == "4"
+    assert conn.execute("SELECT key, value FROM nl2sql.setting").fetchall() == [("k_examples", "4")]
+    with pytest.raises(psycopg.Error, match="did you mean k_examples"):
+        conn.execute("SELECT nl2sql.set_setting('k_example', '4')")
+
+
+# --- repair ----------------------------------------------------------------------------------
+
+
+def test_failing_candidate_is_repaired_in_round_2(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(
+        Rule(model="m1", contains="Repair round 2", response="SELECT count(*) FROM singer")
+    )
+    llm.add_rule(
+        Rule(model="m1", contains="Repair round 1", response="SELECT count(nme) FROM singer")
+    )
+    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    trace = explain(gen)
+    c = cand(trace, "finsql:m1")
+    assert c["status"] == "ok" and c["row_count"] == 1
+    assert [r["round"] for r in c["repairs"]] == [1, 2]
+    assert c["repairs"][0]["status"] == "error" and "nme" in c["repairs"][0]["reason"]
+    assert c["repairs"][1]["status"] == "ok"
+    assert trace["sql"].lower().replace(" ", "") == "selectcount(*)fromsinger"
+    reqs = [r["messages"][-1]["content"] for r in llm.requests]
+    assert len(reqs) == 4  # PreSQL, FinSQL, 2 repair rounds
+    assert "nmae" in reqs[2] and "does not exist" in reqs[2] and "Repair round 1 of 3" in reqs[2]
+    assert "nme" in reqs[3] and "Repair round 2 of 3" in reqs[3]
+    assert [r["repaired"] for r in trace["repair"]["rounds"]] == [0, 1]
+    n = gen.execute("SELECT count(*) FROM singer").fetchone()[0]
+    assert gen.execute(trace["sql"]).fetchone()[0] == n
+
+
+def test_repair_loop_stops_after_three_rounds(gen, llm):
+    add_models(gen, llm, ["m1"])
+    for r in (3, 2, 1):
+        llm.add_rule(
+            Rule(
+                model="m1",
+                contains=f"Repair round {r}",
+                response=f"SELECT count(bad{r}) FROM singer",
+            )
+        )
+    llm.add_rule(Rule(model="m1", response="SELECT count(bad0) FROM singer"))
+    trace = explain(gen)
+    c = cand(trace, "finsql:m1")
+    assert [r["round"] for r in c["repairs"]] == [1, 2, 3]
+    assert all(r["status"] == "error" for r in c["repairs"])
+    assert c["status"] == "error" and trace["sql"] is None
+    assert len(llm.requests) == 5  # PreSQL, FinSQL, 3 repairs and no 4th
+    assert "no candidate executed" in trace["error"]
+
+
+def test_empty_result_gets_a_repair_round_with_cell_values(gen, llm):
+    setting(gen, "value_alignment", "off")
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(
+        Rule(
+            model="m1",
+            contains="Repair round 1",
+            response="SELECT name FROM singer WHERE country = 'France'",
+        )
+    )
+    llm.add_rule(Rule(model="m1", response="SELECT name FROM singer WHERE country = 'Frankreich'"))
+    trace = explain(gen, "Which singers are from France?")
+    c = cand(trace, "finsql:m1")
+    assert c["repairs"][0]["problem"].endswith("(empty result)")
+    assert c["status"] == "ok" and c["row_count"] > 0 and "'France'" in c["sql"]
+    repair_prompt = llm.requests[2]["messages"][-1]["content"]
+    assert "Relevant cell values:" in repair_prompt and "singer.country:" in repair_prompt
+
+
+def test_repair_stops_when_the_model_repeats_itself(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    trace = explain(gen)
+    c = cand(trace, "finsql:m1")
+    assert len(c["repairs"]) == 1 and c["repairs"][0]["status"] == "unchanged"
+    assert len(llm.requests) == 3
+
+
+def test_repair_off_makes_no_extra_call(gen, llm):
+    setting(gen, "repair_rounds", "0")
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    trace = explain(gen)
+    assert cand(trace, "finsql:m1")["repairs"] == [] and len(llm.requests) == 2
+
+
+# --- value alignment ---------------------------------------------------------------------------
+
+
+def test_lower_case_literal_is_aligned_to_the_stored_value(gen, llm):
+    # every model writes 'france', the data has 'France' (cf. 'stealth' / 'Stealth')
+    add_models(gen, llm, ["m1", "m2"])
+    llm.set_default("SELECT count(*) FROM singer WHERE country = 'france'")
+    trace = explain(gen, "How many singers are from france?")
+    c = cand(trace, "finsql:m1")
+    assert c["alignments"] == [
+        {
+            "column": "public.singer.country",
+            "from": "france",
+            "to": "France",
+            "method": "case",
+            "score": 1.0,
+        }
+    ]
+    assert "'France'" in trace["sql"]
+    n = gen.execute("SELECT count(*) FROM singer WHERE country = 'France'").fetchone()[0]
+    assert gen.execute(trace["sql"]).fetchone()[0] == n > 0
+
+
+def test_alignment_by_trigram_through_an_alias_and_in_list(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer AS s WHERE s.country IN ('United State', 'Japan')")
+    trace = explain(gen, "How many singers are from the US or Japan?")
+    al = cand(trace, "finsql:m1")["alignments"]
+    assert len(al) == 1 and al[0]["to"] == "United States" and al[0]["method"] == "trigram"
+    assert 0.4 <= al[0]["score"] < 1
+
+
+def test_alignment_by_embedding_when_trigrams_are_not_close(gen, llm):
+    setting(gen, "align_min_trigram", "1")  # trigram only for identical strings
+    setting(gen, "align_min_cosine", "0.5")
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer WHERE country = 'the netherlands'")
+    trace = explain(gen, "How many singers are Dutch?")
+    al = cand(trace, "finsql:m1")["alignments"]
+    assert al and al[0]["to"] == "Netherlands" and al[0]["method"] == "vector"
+
+
+def test_exact_values_and_unrelated_literals_are_left_alone(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer WHERE country = 'France' AND name <> 'zzzz qqqq'")
+    trace = explain(gen, "How many French singers?")
+    c = cand(trace, "finsql:m1")
+    assert c["alignments"] == [] and "'zzzz qqqq'" in c["sql"]
+
+
+def test_alignment_off(gen, llm):
+    setting(gen, "value_alignment", "off")
+    setting(gen, "repair_rounds", "0")
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT name FROM singer WHERE country = 'france'")
+    trace = explain(gen, "Which singers are from france?")
+    c = cand(trace, "finsql:m1")
+    assert c["alignments"] == [] and c["row_count"] == 0
+
+
+# --- selection ---------------------------------------------------------------------------------
+
+
+def test_low_confidence_group_is_dropped_and_reported(gen, llm):
+    names = [f"m{i}" for i in range(6)]
+    add_models(gen, llm, names)
+    llm.set_default("SELECT count(*) FROM singer")
+    llm.add_rule(Rule(model="m5", response="SELECT count(*) FROM concert"))
+    trace = explain(gen)
+    v = trace["vote"]
+    assert [g["size"] for g in v["groups"]] == [5]
+    assert len(v["dropped"]) == 1 and v["dropped"][0]["sources"] == ["finsql:m5"]
+    assert abs(v["dropped"][0]["confidence"] - 1 / 6) < 1e-9
+    assert "below confidence 0.2 dropped" in v["reason"]
+
+
+def test_multiple_choice_call_gets_groups_in_confidence_order(gen, llm):
+    setting(gen, "selection", "multiple_choice")
+    setting(gen, "selection_model", "judge")
+    add_models(gen, llm, ["a", "b", "judge"])
+    llm.add_rule(Rule(model="judge", contains="Answer with one letter", response="Option B"))
+    llm.add_rule(Rule(model="judge", response="SELECT count(*) FROM concert"))
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = explain(gen)
+    mc = trace["multiple_choice"]
+    prompt = mc["prompt"]
+    a, b = prompt.index("Option A"), prompt.index("Option B")
+    assert a < b and "count(*) FROM singer" in prompt[a:b].replace("COUNT", "count")
+    assert "confidence 0.67" in prompt[a:b] and "confidence 0.33" in prompt[b:]
+    assert "concert" in prompt[b:]
+    assert mc["choice"] == 1 and trace["vote"]["method"] == "multiple_choice"
+    assert "concert" in trace["sql"].lower()
+    assert llm.requests[-1]["model"] == "judge"
+
+
+def test_multiple_choice_with_an_unknown_selection_model_says_how_to_fix(gen, llm):
+    setting(gen, "selection", "multiple_choice")
+    setting(gen, "selection_model", "nobody")
+    add_models(gen, llm, ["a", "b"])
+    llm.add_rule(Rule(model="b", response="SELECT count(*) FROM concert"))
+    llm.set_default("SELECT count(*) FROM singer")
+    with pytest.raises(psycopg.Error, match="selection_model"):
+        explain(gen)
+
+
+# --- hardness routing ---------------------------------------------------------------------------
+
+
+def test_presql_hardness_routes_finsql_to_the_configured_models(gen, llm):
+    setting(gen, "hardness_voters", '{"easy": ["small"], "extra": ["big", "other"]}')
+    add_models(gen, llm, ["big", "small", "other"])
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = explain(gen)
+    assert trace["hardness"]["presql"] == "easy" and trace["hardness"]["voters"] == ["small"]
+    assert [r["model"] for r in llm.requests] == ["big", "small"]
+    assert [c["source"] for c in trace["candidates"]] == ["finsql:small"]
+    llm.clear()
+    llm.set_default(
+        "SELECT name FROM singer WHERE age > 20 OR name LIKE '%a%' ORDER BY age LIMIT 3"
+    )
+    trace = explain(gen, "Which three youngest singers are over 20 or have an a?")
+    assert trace["hardness"]["presql"] == "extra"
+    assert sorted(r["model"] for r in llm.requests[1:]) == ["big", "other"]
+
+
+# --- relative time ------------------------------------------------------------------------------
+
+
+def test_this_month_is_rewritten_with_the_database_date(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM concert")
+    first, last = gen.execute(
+        "SELECT date_trunc('month', now())::date::text, "
+        "(date_trunc('month', now()) + interval '1 month - 1 day')::date::text"
+    ).fetchone()
+    trace = explain(gen, "How many concerts this month?")
+    rw = trace["rewriting"]
+    assert rw["rewritten"] == f"How many concerts this month (from {first} to {last})?"
+    for r in llm.requests:
+        assert f"this month (from {first} to {last})" in r["messages"][-1]["content"]
+    setting(gen, "rewrite_time", "off")
+    llm.clear()
+    llm.set_default("SELECT count(*) FROM concert")
+    trace = explain(gen, "How many concerts this month?")
+    assert "rewriting" not in trace and "(from" not in llm.requests[0]["messages"][-1]["content"]
+
+
+# --- prompt variants, samples, dialects, cleaning -------------------------------------------------
+
+
+def test_prompt_variants_and_samples_make_more_candidates(gen, llm):
+    setting(gen, "prompt_variants", "2")
+    setting(gen, "samples_per_model", "3")
+    setting(gen, "sample_temperature", "0.7")
+    add_models(gen, llm, ["m1", "m2"])
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = explain(gen)
+    fin = llm.requests[1:]
+    assert len(fin) == 4 and all(r["n"] == 3 and r["temperature"] == 0.7 for r in fin)
+    prompts = {r["messages"][-1]["content"] for r in fin}
+    assert len(prompts) == 2  # two prompt variants, shared by both models
+    assert len(trace["candidates"]) == 12
+    assert trace["vote"]["groups"][0]["size"] == 12 and trace["confidence"] == 1.0
+
+
+def test_sqlite_dialect_model_is_transpiled_and_cleaning_steps_are_traced(gen, llm):
+    gen.execute(
+        "SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+        (llm.base_url,),
+    )
+    add_models(gen, llm, ["pg"])
+    llm.add_rule(
+        Rule(
+            model="lite",
+            response='```sql\nSELECT count(*) FROM singer WHERE country = "France";\n```',
+        )
+    )
+    llm.add_rule(
+        Rule(
+            model="pg",
+            response="Here you go:\nSELECT count(*) FROM singer WHERE country = 'France';",
+        )
+    )
+    trace = explain(gen, "How many singers are from France?")
+    lite, pg = cand(trace, "finsql:lite"), cand(trace, "finsql:pg")
+    assert (
+        lite["status"] == "ok"
+        and "transpile:sqlite" in lite["cleaning"]
+        and "fence" in lite["cleaning"]
+    )
+    assert pg["cleaning"] == ["leading_prose", "trailing_semicolon"]
+    assert lite["result_hash"] == pg["result_hash"]
+    import psycopg
+
+    with pytest.raises(psycopg.Error, match="dialect must be"):
+        gen.execute("SELECT nl2sql.add_model('x', 'x', dialect => 'oracle')")
+
+
+def test_sqlite_dialect_answers_keep_sqlite_semantics_in_the_pipeline(gen, llm):
+    """A SQLite-dialect model's answer as real models write it: a double-quoted string, LIKE
+    compared case-insensitively, a bare column dependent on the grouped key through the join,
+    a derived table without alias; each rule is named in the candidate's cleaning. Its result
+    equals the PostgreSQL model's answer."""
+    gen.execute(
+        "SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+        (llm.base_url,),
+    )
+    add_models(gen, llm, ["pg"])
+    llm.add_rule(
+        Rule(
+            model="lite",
+            response=(
+                "SELECT T2.name, count(*) FROM (SELECT singer_id AS sid FROM singer_in_concert) "
+                'JOIN singer AS T2 ON sid = T2.singer_id WHERE T2.country LIKE "%A%" OR T2.country = "x" '
+                "GROUP BY sid"
+            ),
+        )
+    )
+    llm.add_rule(
+        Rule(
+            model="pg",
+            response=(
+                "SELECT s.name, count(*) FROM singer_in_concert AS sc JOIN singer AS s "
+                "ON sc.singer_id = s.singer_id WHERE s.country ILIKE '%a%' OR s.country = 'x' "
+                "GROUP BY s.singer_id, s.name"
+            ),
+        )
+    )
+    trace = explain(gen, "How many concerts per singer from a country with an a?")
+    lite, pg = cand(trace, "finsql:lite"), cand(trace, "finsql:pg")
+    assert pg["status"] == "ok" and pg["row_count"] > 0
+    assert lite["status"] == "ok", lite
+    for step in (
+        "sqlite:string_literal",
+        "sqlite:like_nocase",
+        "sqlite:derived_alias",
+        "sqlite:group_by_dependent",
+    ):
+        assert step in lite["cleaning"]
+    assert lite["result_hash"] == pg["result_hash"]
+
+
+def test_sqlite_bare_column_not_dependent_on_the_key_is_refused_with_the_reason(gen, llm):
+    gen.execute(
+        "SELECT nl2sql.add_model('lite', 'lite', base_url => %s, dialect => 'sqlite')",
+        (llm.base_url,),
+    )
+    llm.add_rule(Rule(model="lite", response="SELECT name, max(age) FROM singer GROUP BY country"))
+    trace = explain(gen, "Who is the oldest singer per country?")
+    lite = cand(trace, "finsql:lite")
+    assert lite["status"] == "refused" and "not functionally dependent" in lite["reason"]
+    assert lite["cleaning"][-1] == "refused"
+
+
+def test_no_alignment_from_a_column_the_caller_may_not_read(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer WHERE country = 'france'")
+    gen.execute("DROP ROLE IF EXISTS nl2sql_t_noalign")
+    gen.execute("CREATE ROLE nl2sql_t_noalign")
+    try:
+        # the extension's own grants to PUBLIC are all it has on nl2sql; on singer, no country
+        gen.execute("GRANT SELECT (singer_id, name) ON singer TO nl2sql_t_noalign")
+        gen.execute("SET ROLE nl2sql_t_noalign")
+        try:
+            trace = explain(gen, "How many singers are from france?")
+        finally:
+            gen.execute("RESET ROLE")
+        c = cand(trace, "finsql:m1")
+        assert c["alignments"] == [] and "'france'" in (c["sql"] or "")
+        assert c["status"] == "error" and "permission denied" in c["reason"]
+    finally:
+        gen.execute("RESET ROLE")
+        gen.execute("DROP OWNED BY nl2sql_t_noalign")
+        gen.execute("DROP ROLE nl2sql_t_noalign")

@@ -1,0 +1,229 @@
+"""The shared embedding process on its own (nl2sql.embedding.server, started by hand for a
+stand-in postmaster): it answers the OpenAI embeddings API with the in-process engine's vectors,
+refuses bad requests, exits with its postmaster and relays model calls (keys redacted); the
+backend's relay client keeps the gate and falls back only when nothing was sent.
+tests/db/test_shared_embedder.py runs it under a real postmaster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import (
+    EMBEDDING_TEXTS,
+    ROOT,
+    TEST_API_KEY,
+    TEST_KEY_ENV,
+    cosines,
+    embedding_client,
+    embeddings_of,
+)
+from nl2sql.embedding import encode as embed
+
+
+@pytest.fixture
+def service(tmp_path):
+    """An embedding process started by hand in a private folder, for a stand-in postmaster
+    (a ``sleep`` process)."""
+    d = tmp_path / "emb"
+    d.mkdir(mode=0o700)
+    fake_postmaster = subprocess.Popen(["sleep", "300"])
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "py_udf"),
+        TEST_KEY_ENV: TEST_API_KEY,
+    }  # as the server's environment would hold it
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nl2sql.embedding.server",
+            "--dir",
+            str(d),
+            "--postmaster-pid",
+            str(fake_postmaster.pid),
+        ],
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not (d / "embed.sock").exists() and time.monotonic() < deadline:
+        assert proc.poll() is None, "the embedding process exited while starting"
+        time.sleep(0.05)
+    yield d, proc, fake_postmaster
+    for p in (proc, fake_postmaster):
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_service_answers_with_the_in_process_vectors(service):
+    d, proc, _ = service
+    assert (d / "embed.sock").stat().st_mode & 0o777 == 0o600
+    assert int((d / "embedder.pid").read_text()) == proc.pid
+    got = embeddings_of(str(d / "embed.sock"), EMBEDDING_TEXTS)
+    ref = embed.embed(EMBEDDING_TEXTS, cache=False)
+    assert len(got) == len(EMBEDDING_TEXTS) and all(len(v) == embed.DIM for v in got)
+    assert min(cosines(got, ref)) >= 0.9999
+    # float encoding and a single string, as the OpenAI API allows
+    one = embedding_client(str(d / "embed.sock")).embeddings.create(
+        input="France", model="all-MiniLM-L6-v2", encoding_format="float"
+    )
+    assert min(cosines([one.data[0].embedding], [ref[1]])) >= 0.9999
+
+
+def test_service_refuses_bad_requests(service):
+    import openai
+
+    d, _, _ = service
+    with pytest.raises(openai.BadRequestError, match="unknown model"):
+        embedding_client(str(d / "embed.sock")).embeddings.create(input=["x"], model="gpt-x")
+    with pytest.raises(openai.BadRequestError, match="1 to"):
+        embedding_client(str(d / "embed.sock")).embeddings.create(
+            input=[], model="all-MiniLM-L6-v2"
+        )
+
+
+def test_service_exits_with_its_postmaster(service):
+    d, proc, fake_postmaster = service
+    fake_postmaster.kill()
+    fake_postmaster.wait()
+    assert proc.wait(timeout=15) == 0
+    assert not (d / "embed.sock").exists()
+
+
+def _relay(sock: str, payload: dict):
+    import httpx2
+
+    with httpx2.Client(
+        transport=httpx2.HTTPTransport(uds=sock), base_url="http://embedder", timeout=30
+    ) as c:
+        return c.post("/nl2sql/v1/chat", json=payload)
+
+
+def _chat(model: str, base_url: str, **cfg) -> dict:
+    from dataclasses import asdict
+
+    from nl2sql.core.types import ModelConfig
+
+    return {
+        "config": asdict(
+            ModelConfig(
+                name=model, model=model, base_url=base_url, timeout_s=5, max_retries=0, **cfg
+            )
+        ),
+        "messages": [{"role": "user", "content": "How many singers do we have?"}],
+        "timeout_s": 5,
+        "n": 1,
+        "temperature": None,
+    }
+
+
+def test_service_relays_model_calls_and_redacts_echoed_keys(service, llm):
+    from nl2sql_indexer.dev.loopback import Rule
+
+    d, _, _ = service
+    sock = str(d / "embed.sock")
+    llm.add_rule(Rule(model="relay-ok", response="SELECT count(*) FROM singer"))
+    got = _relay(sock, _chat("relay-ok", llm.base_url)).json()
+    assert got["text"] == "SELECT count(*) FROM singer" and got["error"] is None
+    assert got["model"] == "relay-ok" and got["choices"] == [got["text"]]
+    # the key is read from the process's environment; an endpoint echoing it is redacted
+    llm.add_rule(
+        Rule(model="relay-401", status=401, response=f"Incorrect API key provided: {TEST_API_KEY}.")
+    )
+    got = _relay(sock, _chat("relay-401", llm.base_url, api_key_env=TEST_KEY_ENV)).json()
+    assert got["text"] is None and "HTTP 401" in got["error"]
+    assert TEST_API_KEY not in got["error"] and "[REDACTED]" in got["error"]
+    # a key variable the server's environment lacks is named, and nothing is sent
+    before = len(llm.requests)
+    got = _relay(sock, _chat("relay-ok", llm.base_url, api_key_env="NL2SQL_TEST_UNSET_KEY"))
+    assert "NL2SQL_TEST_UNSET_KEY is not set" in got.json()["error"]
+    assert len(llm.requests) == before
+    # malformed requests are refused before any model call
+    bad_cfg = {**_chat("relay-ok", llm.base_url), "config": {"name": "x", "bogus": 1}}
+    assert _relay(sock, bad_cfg).status_code == 400
+    no_msgs = {**_chat("relay-ok", llm.base_url), "messages": []}
+    assert _relay(sock, no_msgs).status_code == 400
+    assert len(llm.requests) == before
+
+
+def test_relay_keeps_the_gate_and_falls_back_only_when_nothing_was_sent(monkeypatch, llm):
+    from nl2sql.core.errors import EmbedderUnavailable, GateError
+    from nl2sql.core.types import ModelConfig
+    from nl2sql.embedding import client as embed_client
+    from nl2sql.model import llm as llm_mod
+    from nl2sql.model.gate import open_gate
+    from nl2sql_indexer.dev.loopback import Rule
+
+    sent: list[dict] = []
+
+    def relay(payload, deadline_s):
+        sent.append(payload)
+        return None  # "not running": the call is made in this process
+
+    monkeypatch.setattr(embed_client, "relay_chat", relay)
+    cfg = ModelConfig(
+        name="fb", model="relay-fb", base_url=llm.base_url, timeout_s=5, max_retries=0
+    )
+    with pytest.raises(GateError):
+        llm_mod.call_model(cfg, [{"role": "user", "content": "q"}])
+    assert sent == []  # refused before the relay was asked
+    llm.add_rule(Rule(model="relay-fb", response="SELECT 1"))
+    reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
+    assert reply.text == "SELECT 1" and len(sent) == 1
+    assert sent[0]["messages"][-1]["content"] == "q" and sent[0]["config"]["model"] == "relay-fb"
+
+    def broken(payload, deadline_s):  # sent, then no usable reply: no second call
+        raise EmbedderUnavailable("no reply from the shared process relaying model calls")
+
+    monkeypatch.setattr(embed_client, "relay_chat", broken)
+    before = len(llm.requests)
+    reply = llm_mod.call_model(cfg, open_gate().seal("test", "q"))
+    assert reply.text is None and "relaying model calls" in reply.error
+    assert len(llm.requests) == before
+
+
+def test_relay_not_listening_falls_back_and_one_that_never_answers_is_left_alone(
+    monkeypatch, tmp_path
+):
+    import socket
+
+    import httpx2
+
+    from nl2sql.core.errors import EmbedderUnavailable
+    from nl2sql.embedding import client as embed_client
+
+    def point_at(path: str) -> None:
+        monkeypatch.setitem(
+            embed_client._STATE,
+            "client",
+            httpx2.Client(
+                transport=httpx2.HTTPTransport(uds=path), base_url="http://nl2sql-embedder"
+            ),
+        )
+
+    payload = _chat("relay-x", "http://127.0.0.1:9/v1")
+    monkeypatch.setitem(embed_client._STATE, "retry_at", 0.0)
+    monkeypatch.setitem(embed_client._STATE, "mode", "local")
+    point_at(str(tmp_path / "none.sock"))
+    assert embed_client.relay_chat(payload, 0.1) is None  # not in use
+    monkeypatch.setitem(embed_client._STATE, "mode", "shared")
+    assert embed_client.relay_chat(payload, 0.1) is None  # no process: nothing was sent
+    # a socket that accepts connections but never answers: one wait, then left alone
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(tmp_path / "mute.sock"))
+    mute.listen(8)
+    try:
+        point_at(str(tmp_path / "mute.sock"))
+        t0 = time.monotonic()
+        with pytest.raises(EmbedderUnavailable, match="no reply"):
+            embed_client.relay_chat(payload, 0.1)
+        assert time.monotonic() - t0 < 0.1 + embed_client.RELAY_MARGIN_S + 1.5
+        assert embed_client._STATE["retry_at"] > time.monotonic()
+        assert embed_client.relay_chat(payload, 0.1) is None  # in-process for a while
+    finally:
+        mute.close()
