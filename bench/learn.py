@@ -10,7 +10,7 @@ groups the predictions by result. One judged question is
      "candidates": [{"model": <name as replay.py configures it>, "group": <result id>,
                      "right": <bool>}, …]}
 
-which is the form ``nl2sql.calibrate(judged jsonb)`` takes (py_udf/nl2sql/reliability.py). The
+which is the form ``nl2sql.calibrate(judged jsonb)`` takes (py_udf/nl2sql/selection/reliability.py). The
 judged questions of one database are cached as JSON (``--cache``, default
 ``.nl2sql/learn-cache``) keyed by the data file's size and modification time, so a
 leave-one-database-out run scores each database once.
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C
 from nl2sql.selection.hardness import hardness
-from nl2sql.selection.reliability import learn, weighted_choice
+from nl2sql.selection.learned_vote import learn, weighted_choice
 
 DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".nl2sql" / "learn-cache"
 

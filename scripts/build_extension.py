@@ -10,7 +10,7 @@ Layout (modelled on timescale/pgai's ``projects/extension``):
   ``sql/incremental/frozen.txt`` and the build refuses a file whose hash changed.
 - ``sql/idempotent/NNN-*.sql`` (functions, views, grants) are re-run by every install and
   upgrade (``CREATE OR REPLACE``). ``@SETTINGS_VALUES@`` in them is replaced by the settings
-  declaration of ``py_udf/nl2sql/settings.py`` (one row per setting).
+  declaration of ``py_udf/nl2sql/core/settings.py`` (one row per setting).
 
 Outputs in ``extension/``: ``nl2sql.control`` (default_version = the Python package's
 ``nl2sql.__version__``), the install script ``nl2sql--<version>.sql`` (committed; a test checks
@@ -103,10 +103,10 @@ def settings_values() -> str:
     """The settings declaration as a SQL VALUES list: (name, type, default, meaning) rows."""
     sys.path.insert(0, str(ROOT / "py_udf"))
     try:
-        from nl2sql.core import settings
+        from nl2sql.core import settings_export
     finally:
         sys.path.pop(0)
-    return settings.sql_values()
+    return settings_export.sql_values()
 
 
 def check_tag(text: str, tag: str) -> None:

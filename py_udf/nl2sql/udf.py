@@ -236,10 +236,10 @@ def narrate(
             raises; the chosen SQL failed when fetched; ``narrate_model`` names no enabled
             model; the narrating model failed.
     """
-    from .core.settings import get_models
     from .curated import narrate as nr
     from .generation.execute import fetch_rows
     from .generation.safety import statement_remaining_s
+    from .model.config import get_models
 
     st = get_settings(plpy)
     secrets = configured_secrets(plpy)

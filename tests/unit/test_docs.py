@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from conftest import ROOT
-from nl2sql.core import settings as S
+from nl2sql.core import settings_export as S
 
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
@@ -25,7 +25,7 @@ def test_settings_doc_is_generated_from_the_declaration():
     block = text[text.index(begin) + len(begin) : text.index(end)]
     assert block == S.markdown_table(), (
         "docs/settings.md's settings table is stale: replace the block between the settings "
-        "markers with the output of python -m nl2sql.core.settings --markdown"
+        "markers with the output of python -m nl2sql.core.settings_export --markdown"
     )
 
 

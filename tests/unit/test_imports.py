@@ -4,12 +4,23 @@
   (lazy) imports both count as edges;
 * no module of the server package imports the indexer package, the tests or the benchmarks;
 * every exception class the package defines lives in ``errors.py`` (private ``_`` names aside),
-  and every ``raise`` of a named class raises one of those (or a listed exception).
+  and every ``raise`` of a named class raises one of those (or a listed exception);
+* the house rules a newcomer relies on: an import inside a function says why on its line (or
+  on a comment line above its block of imports); no module reaches for another module's
+  private (``_``) names; no module over ``MAX_MODULE_LINES`` lines; no folder with more than
+  ``MAX_FOLDER_MODULES`` modules; docstrings at most ``MAX_DOCSTRING_SHARE`` of the package's
+  lines; every subpackage's ``__init__`` says what it holds and declares ``__all__``.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 
@@ -29,7 +40,10 @@ RAISES_OUTSIDE_ERRORS = {
         "retrieval.prompt_parts",
         "ValueError",
     ): "a caller's programming error (stages called out of order), not a user-facing condition",
-    ("model.llm", "APITimeoutError"): "raised inside the HTTP client's request hook past a call's "
+    (
+        "model.openai_call",
+        "APITimeoutError",
+    ): "raised inside the HTTP client's request hook past a call's "
     "hard deadline: the openai client propagates its own errors "
     "without retrying; call_model turns it into an error reply",
 }
@@ -290,4 +304,345 @@ def test_raised_exceptions_are_nl2sql_errors():
     assert not bad, (
         "raise an Nl2sqlError subclass from errors.py (or list the exception in "
         "RAISES_OUTSIDE_ERRORS with why): " + "; ".join(bad)
+    )
+
+
+# --- house rules -----------------------------------------------------------------------------
+
+MAX_MODULE_LINES = 520
+MAX_FOLDER_MODULES = 12
+MAX_DOCSTRING_SHARE = 0.30
+
+
+@functools.cache
+def _sources() -> dict[str, tuple[Path, str, ast.Module]]:
+    """Every module of the package by dotted name (as ``_modules``): its path, text and tree."""
+    out = {}
+    for p in sorted(PKG_DIR.rglob("*.py")):
+        parts = list(p.relative_to(PKG_DIR).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        text = p.read_text(encoding="utf-8")
+        out[".".join(parts)] = (p, text, ast.parse(text, filename=str(p)))
+    return out
+
+
+def _where(path: Path, line: int) -> str:
+    """``py_udf/nl2sql/core/spi.py:12``: an offender's place, relative to the repository."""
+    return f"{path.relative_to(ROOT)}:{line}"
+
+
+def _comment_lines(text: str) -> tuple[set[int], set[int]]:
+    """The lines of ``text`` holding a comment, and those holding nothing but one.
+
+    Returns:
+        ``(lines with a comment, comment-only lines)``, 1-based.
+    """
+    anywhere, alone = set(), set()
+    lines = text.splitlines()
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            anywhere.add(tok.start[0])
+            if lines[tok.start[0] - 1].lstrip().startswith("#"):
+                alone.add(tok.start[0])
+    return anywhere, alone
+
+
+def _function_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement inside a function or method of ``tree`` (nested ones once)."""
+    seen: dict[int, ast.Import | ast.ImportFrom] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    seen[id(node)] = node
+    return sorted(seen.values(), key=lambda n: n.lineno)
+
+
+def _unexplained_function_imports(text: str, tree: ast.Module) -> list[int]:
+    """The lines of ``tree``'s function-level imports that do not say why they are there.
+
+    An import is explained by a comment on one of its own lines, or by a comment-only line
+    right above the block of consecutive import statements it belongs to.
+
+    Args:
+        text: the module's source.
+        tree: its parse.
+
+    Returns:
+        The first line of every unexplained import, in order.
+    """
+    anywhere, alone = _comment_lines(text)
+    import_lines = {
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for line in range(node.lineno, node.end_lineno + 1)
+    }
+    bad = []
+    for node in _function_imports(tree):
+        if anywhere & set(range(node.lineno, node.end_lineno + 1)):
+            continue
+        above = node.lineno - 1
+        while above in import_lines:
+            above -= 1
+        if above not in alone:
+            bad.append(node.lineno)
+    return bad
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="other helpers' files until merged: curated/{business,evaluate,mining,verified}.py "
+    "and retrieval/linking.py (curated and retrieval), udf.py and generation/safety.py (the door "
+    "and safety)",
+)
+def test_function_imports_say_why():
+    bad = [
+        _where(path, line)
+        for path, text, tree in _sources().values()
+        for line in _unexplained_function_imports(text, tree)
+    ]
+    assert not bad, (
+        "import at the module's top, or say on the import's line (or a comment line above its "
+        "block) why it is inside a function — a heavy import kept off the question path, an "
+        "import cycle avoided by design:\n" + "\n".join(bad)
+    )
+
+
+def test_function_import_check_reads_comments():
+    text = (
+        "import os\n"
+        "def f():\n"
+        "    import json  # cheap, but only the CLI needs it\n"
+        "    # heavy: kept off the question path\n"
+        "    import numpy\n"
+        "    from torch import nn\n"
+        "    x = 1\n"
+        "    import re\n"
+        "    s = '# not a comment'; import csv\n"
+        "    import array  # why\n"
+        "    import zlib\n"
+    )
+    assert _unexplained_function_imports(text, ast.parse(text)) == [8, 9, 11]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _package_of(name: str) -> str:
+    """The package a module belongs to (a package's ``__init__`` belongs to itself)."""
+    return name if _is_package(name) else name.rpartition(".")[0]
+
+
+def _is_module(name: str) -> bool:
+    return _is_package(name) or (PKG_DIR / (name.replace(".", "/") + ".py")).exists()
+
+
+def _import_base(node: ast.ImportFrom, name: str) -> str | None:
+    """The dotted name under ``nl2sql`` that ``node`` (in module ``name``) imports from, or
+    ``None`` when it imports from outside the package."""
+    mod = node.module or ""
+    if node.level:
+        here = name.split(".") if name else []
+        if not _is_package(name):
+            here = here[:-1]
+        if node.level - 1 > len(here):
+            return None
+        base = here[: len(here) - (node.level - 1)] + (mod.split(".") if mod else [])
+        return ".".join(base)
+    parts = mod.split(".")
+    return ".".join(parts[1:]) if parts[0] == PKG else None
+
+
+def _private_reaches(name: str, tree: ast.Module) -> list[tuple[int, str]]:
+    """Where module ``name`` uses another module's private name.
+
+    Counted: ``from m import _x`` and ``m._x`` of a package module ``m`` other than ``name``
+    (or ``C._x`` of a class ``C`` imported from one), and an import of a private module
+    ``_m.py`` from outside its own package (its siblings and its package's ``__init__`` may).
+
+    Args:
+        name: the module's dotted name under ``nl2sql``.
+        tree: its parse.
+
+    Returns:
+        ``(line, what)`` for every reach, in order.
+    """
+    out: list[tuple[int, str]] = []
+    bound: dict[str, str] = {}  # local name -> the package module it is, or comes from
+
+    def check_module(line: int, target: str) -> None:
+        last = target.rpartition(".")[2]
+        if _private(last) and _package_of(name) != target.rpartition(".")[0]:
+            out.append((line, f"imports private module {target}"))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _import_base(node, name)
+            if base is None:
+                continue
+            if base:
+                check_module(node.lineno, base)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                if _is_module(sub):
+                    check_module(node.lineno, sub)
+                    bound[alias.asname or alias.name] = sub
+                    continue
+                if _private(alias.name) and base != name:
+                    out.append((node.lineno, f"imports {alias.name} from {base}"))
+                bound[alias.asname or alias.name] = base
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == PKG and len(parts) > 1:
+                    target = ".".join(parts[1:])
+                    check_module(node.lineno, target)
+                    if alias.asname:
+                        bound[alias.asname] = target
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and bound[node.value.id] != name
+            and _private(node.attr)
+        ):
+            out.append((node.lineno, f"uses {node.value.id}.{node.attr} of {bound[node.value.id]}"))
+    return sorted(out)
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="other helpers' files until merged: curated/mining.py and curated/verified.py "
+    "(verified's _MARKER, _dummy; masking's _STOP), retrieval/example_pool.py and "
+    "retrieval/values.py (masking's _STOP)",
+)
+def test_no_module_reaches_for_another_modules_private_names():
+    bad = [
+        f"{_where(path, line)}: {what}"
+        for name, (path, _, tree) in _sources().items()
+        for line, what in _private_reaches(name, tree)
+    ]
+    assert not bad, (
+        "make the name public where it is defined (or keep its use inside its module); a "
+        "private module is for its own package:\n" + "\n".join(bad)
+    )
+
+
+def test_private_reach_check_sees_every_form(monkeypatch):
+    modules = {"core", "core.spi", "core._cache", "model", "model.llm"}
+    monkeypatch.setitem(globals(), "_is_package", lambda n: n in {"", "core", "model"})
+    monkeypatch.setitem(globals(), "_is_module", lambda n: n in modules)
+    tree = ast.parse(
+        "from __future__ import annotations\n"
+        "from ..core.spi import _plan, query\n"
+        "from ..core import spi, _cache\n"
+        "from ..core._cache import get\n"
+        "from . import llm\n"
+        "from .llm import Client\n"
+        "import nl2sql.core.spi as s\n"
+        "def f():\n"
+        "    return spi._plans, spi.query, llm._STATE, Client._pool, s._x, spi.__name__\n"
+    )
+    assert [line for line, _ in _private_reaches("model.gate", tree)] == [2, 3, 4, 9, 9, 9, 9]
+    ok = ast.parse("from . import _cache\nfrom ._cache import get\nfrom .spi import query\n")
+    assert _private_reaches("core.spi", ok) == []
+    assert _private_reaches("core", ok) == []
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="other helpers' files until merged: pipeline.py (the stage table), udf.py, "
+    "generation/safety.py, ops/indexer.py (the door and safety), curated/{evaluate,mining,"
+    "verified}.py, retrieval/{context,linking,values}.py (curated and retrieval)",
+)
+def test_no_module_is_too_long():
+    bad = [
+        f"{_where(path, 1)}: {len(text.splitlines())} lines"
+        for path, text, _ in _sources().values()
+        if len(text.splitlines()) > MAX_MODULE_LINES
+    ]
+    assert not bad, (
+        f"split modules over {MAX_MODULE_LINES} lines by what the parts do:\n" + "\n".join(bad)
+    )
+
+
+def test_no_folder_holds_too_many_modules():
+    folders: dict[Path, list[Path]] = {}
+    for path, _, _ in _sources().values():
+        if path.name != "__init__.py":
+            folders.setdefault(path.parent, []).append(path)
+    bad = [
+        f"{_where(folder / '__init__.py', 1)}: {len(mods)} modules"
+        for folder, mods in sorted(folders.items())
+        if len(mods) > MAX_FOLDER_MODULES
+    ]
+    assert not bad, (
+        f"at most {MAX_FOLDER_MODULES} modules (besides __init__) per folder:\n" + "\n".join(bad)
+    )
+
+
+def _docstring_lines(tree: ast.Module) -> set[int]:
+    """The lines spanned by the docstrings of ``tree``'s module, classes and functions."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+    return lines
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="other helpers' files until merged: core, embedding, model, generation, selection "
+    "and ops' own modules are at 28 %; pipeline.py, udf.py, generation/safety.py, "
+    "ops/indexer.py, ops/value_policy.py, retrieval/ and curated/ (about 38 %) are being cut",
+)
+def test_docstrings_are_at_most_their_share_of_the_package():
+    per = [
+        (len(_docstring_lines(tree)), len(text.splitlines()), path)
+        for path, text, tree in _sources().values()
+    ]
+    doc, total = sum(d for d, _, _ in per), sum(n for _, n, _ in per)
+    share = doc / total
+    heaviest = sorted(per, key=lambda t: (-t[0] / max(t[1], 1), str(t[2])))
+    worst = [
+        f"{_where(path, 1)}: {d}/{n} docstring lines ({d / n:.0%})"
+        for d, n, path in heaviest
+        if n and d / n > MAX_DOCSTRING_SHARE
+    ]
+    assert share <= MAX_DOCSTRING_SHARE, (
+        f"docstrings are {doc}/{total} = {share:.1%} of py_udf/nl2sql's lines (at most "
+        f"{MAX_DOCSTRING_SHARE:.0%}): keep the summary, Args/Returns/Raises, shapes, units and "
+        "the paper; move design prose to docs/. Modules over the share:\n" + "\n".join(worst)
+    )
+
+
+def test_subpackages_say_what_they_hold():
+    bad = []
+    for name, (path, _, tree) in _sources().items():
+        if not name or path.name != "__init__.py":
+            continue
+        if not ast.get_docstring(tree):
+            bad.append(f"{_where(path, 1)}: no docstring")
+        if not any(
+            isinstance(node, (ast.Assign, ast.AnnAssign))
+            and any(
+                isinstance(t, ast.Name) and t.id == "__all__"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            )
+            for node in tree.body
+        ):
+            bad.append(f"{_where(path, 1)}: no __all__")
+    assert not bad, (
+        "every subpackage's __init__ says in a docstring what it holds and lists __all__:\n"
+        + "\n".join(bad)
     )

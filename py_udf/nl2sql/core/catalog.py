@@ -1,8 +1,5 @@
-"""Reading the schema index (``nl2sql.schema_*``) back into a ``Schema`` for prompting (cell
-values mentioned in a question are found by retrieval.py).
-
-All functions take ``plpy`` (PL/Python's module) and run on the backend's main thread.
-"""
+"""Reading the schema index (``nl2sql.schema_*``, through the per-role views) back into a
+``Schema`` for prompting. Main thread only."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ def parse_search_path(plpy, search_path: str) -> list[str]:
         search_path: the setting's text, e.g. ``"$user", public``.
 
     Returns:
-        The schema names in order, double quotes removed (``""`` unescaped), ``$user``
-        replaced by the current user's name, empty entries dropped.
+        The schema names in order, unquoted, ``$user`` replaced, empty entries dropped.
     """
     rows = spi.query(
         plpy,
@@ -41,13 +37,8 @@ def parse_search_path(plpy, search_path: str) -> list[str]:
 
 
 def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
-    """Load the indexed schema the calling role may read, as the prompt shows it.
-
-    Read through the privilege-filtered views ``nl2sql.visible_table``,
-    ``nl2sql.visible_column`` and ``nl2sql.visible_fk`` (tables and columns the current role
-    may SELECT; sample values only where the value policy allows). A table is named bare when
-    its schema is the first on ``search_path`` holding a table of that name, ``schema.table``
-    otherwise.
+    """Load the indexed schema the calling role may read, as the prompt shows it (through
+    ``nl2sql.visible_table``/``_column``/``_fk``; sample values where the policy allows).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -55,12 +46,10 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
         n_values: most sample values kept per column.
 
     Returns:
-        ``Schema``: tables ordered by schema and name (columns in table order) and foreign
-        keys, with the prompt names of the tables.
+        ``Schema``: tables by schema and name (columns in table order), foreign keys, prompt names.
 
     Raises:
-        NotIndexedError: no table the role may SELECT is indexed; the message says to run
-            ``nl2sql.reindex()`` or grant SELECT.
+        NotIndexedError: no table the role may SELECT is indexed.
     """
     trows = _visible_tables(plpy)
     crows = spi.query(
@@ -103,7 +92,7 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
 
 
 def _visible_tables(plpy) -> list:
-    """Rows of ``nl2sql.visible_table`` by schema and name; NotIndexedError when there are none."""
+    """Rows of ``nl2sql.visible_table`` by schema and name; NotIndexedError when none."""
     trows = spi.query(
         plpy,
         "SELECT schema_name, table_name, comment FROM nl2sql.visible_table "
@@ -153,8 +142,7 @@ def relation_names(schema: Schema) -> dict[str, str]:
         schema: the schema of ``load_schema``.
 
     Returns:
-        Dict from lower-cased name (each table's prompt name and its ``schema.table``) to the
-        table's prompt name.
+        Lower-cased prompt name and ``schema.table`` → the table's prompt name.
     """
     return {
         n: t.name for t in schema.tables for n in (t.name.lower(), f"{t.schema}.{t.table}".lower())
@@ -168,14 +156,13 @@ def known_relations(schema: Schema) -> set[str]:
         schema: the schema of ``load_schema``.
 
     Returns:
-        Set of lower-cased names: each table's prompt name and its ``schema.table``.
+        Lower-cased names: each table's prompt name and its ``schema.table``.
     """
     return set(relation_names(schema))
 
 
 def caller_schema(plpy, n_values: int = 3) -> Schema:
-    """Load the indexed schema the current role may read, named as its search_path names it
-    (what administrative functions such as ``add_example`` check SQL against).
+    """Load the schema the current role may read, named as its search_path names it.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

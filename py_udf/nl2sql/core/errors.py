@@ -1,10 +1,7 @@
-"""Every public exception of nl2sql, under one base class.
+"""Every public exception of nl2sql, under one base class (``Nl2sqlError``). A message says
+what went wrong and what to do, and carries no secret; ``udf`` turns one into ``plpy.error``.
 
-A message always says what went wrong and what to do about it; no message carries a secret
-(API keys are redacted before an error is stored, raised or returned). The SQL entry points
-(``nl2sql.udf``) turn any ``Nl2sqlError`` into one ``plpy.error`` with that message.
-
-This module imports nothing from the package, so every module may import it.
+Imports nothing from the package, so every module may import it.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ class EmbeddingError(Nl2sqlError, RuntimeError):
 
 
 class EmbedderUnavailable(EmbeddingError):
-    """The server's shared embedding process could not be reached or started (the backend then
-    embeds in-process); the message says why, naming no path."""
+    """The shared embedding process could not be reached or started (the backend embeds itself)."""
 
 
 class NoCandidateError(Nl2sqlError, RuntimeError):

@@ -1,15 +1,6 @@
-"""Names of a parsed query resolved once: the real relations it reads and what each column
-reference belongs to, with sqlglot's optimizer scopes (``sqlglot.optimizer.scope``).
-
-A query's tables are not all relations of the database: a CTE's name, a derived table's
-alias and a LATERAL subquery are sources too, a CTE may shadow a table of the same name, and a
-correlated subquery's column may belong to an outer query. sqlglot's scope analysis already
-knows which source every name refers to; this module asks it once per tree and answers the
-questions the pipeline asks: which relations does the query read (schema linking, the
-candidate check, the trace), and which relations may a column reference belong to (value
-alignment, column linking).
-
-Lower-cased names throughout, as the schema index is matched (unquoted PostgreSQL identifiers).
+"""Names of a parsed query resolved once, with sqlglot's optimizer scopes: the real relations
+it reads and which relations a column reference may belong to (CTEs, derived tables, LATERAL
+and correlated subqueries told apart). Names lower-cased, as the schema index is matched.
 """
 
 from __future__ import annotations
@@ -27,17 +18,11 @@ _CACHE: OrderedDict[int, tuple[exp.Expression, Names]] = OrderedDict()
 
 @dataclass(frozen=True)
 class Relation:
-    """One reference to a database relation in a query.
-
-    Attributes:
-        name: the relation's name, lower-cased.
-        schema: its qualifier as written, lower-cased; None when unqualified.
-        alias: the name the query refers to it by (its alias, else its name), lower-cased.
-    """
+    """One reference to a database relation in a query, names lower-cased."""
 
     name: str
-    schema: str | None
-    alias: str
+    schema: str | None  # the qualifier as written; None when unqualified
+    alias: str  # how the query refers to it (its alias, else its name)
 
     @property
     def key(self) -> str:
@@ -47,20 +32,12 @@ class Relation:
 
 @dataclass(frozen=True)
 class Names:
-    """A query's names, resolved.
+    """A query's names, resolved."""
 
-    Attributes:
-        relations: every reference to a real relation, in the order of sqlglot's
-            breadth-first walk (outer query first; a table read twice, e.g. a self-join,
-            appears twice).
-        ctes: names of the CTEs the query defines, lower-cased.
-        scoped: whether sqlglot's scope analysis succeeded; when not (a statement that is not
-            a query), ``relations`` comes from a walk of the tree that skips CTE names.
-    """
-
+    # every reference to a real relation, breadth-first (outer query first; a self-join twice)
     relations: tuple[Relation, ...]
-    ctes: frozenset[str]
-    scoped: bool
+    ctes: frozenset[str]  # the CTEs the query defines
+    scoped: bool  # sqlglot's scopes worked; else ``relations`` comes from a walk skipping CTEs
     _column_scope: dict[int, Scope] = field(default_factory=dict, repr=False, compare=False)
     _table_relation: dict[int, Relation] = field(default_factory=dict, repr=False, compare=False)
 
@@ -79,12 +56,9 @@ class Names:
             column: an ``exp.Column`` node of the tree these names were resolved from.
 
         Returns:
-            For a qualified column, the relation its qualifier names in its scope or an
-            enclosing one (correlated subqueries), or [] when the qualifier names a CTE, a
-            derived table or nothing known. For an unqualified column, the real relations of
-            the innermost scope that has any (its own, else the enclosing ones'); the caller
-            picks by the catalog's columns. Without scopes (or for a column no scope lists):
-            the relations of the query its qualifier names, or all of them.
+            Qualified: the relation its qualifier names in its scope or an enclosing one ([] for a
+            CTE, a derived table or nothing known). Unqualified: the real relations of the innermost
+            scope that has any. Without scopes: those of its qualifier's query, or all.
         """
         scope = self._column_scope.get(id(column))
         if scope is None:  # no scopes, or a column the scopes do not list
@@ -182,14 +156,13 @@ def _walked(tree: exp.Expression) -> Names:
 def resolve(tree: exp.Expression) -> Names:
     """Resolve the names of a parsed statement once (cached per tree object).
 
+    Source: sqlglot's optimizer scope analysis (``traverse_scope``).
+
     Args:
         tree: a sqlglot tree (as ``sqlcheck.parse_shared`` returns it); not changed.
 
     Returns:
         ``Names``: its real relations and the scope of every column reference.
-
-    Source: sqlglot's optimizer scope analysis (``traverse_scope``), which resolves CTEs,
-    derived tables, set operations, subqueries and LATERAL as PostgreSQL does.
     """
     hit = _CACHE.get(id(tree))
     if hit is not None and hit[0] is tree:

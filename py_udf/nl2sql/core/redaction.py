@@ -1,21 +1,7 @@
-"""Redaction of secrets from every error text nl2sql stores, raises or returns (README "Safety").
+"""Redaction of secrets from every error text nl2sql stores, raises or returns: the configured
+API keys and key-like tokens (``sk-…``, ``Bearer …``, ``api_key=…``), by plain string scanning.
 
-A model endpoint may echo the API key it was given (OpenAI's 401 says ``Incorrect API key
-provided: sk-…``); such a message must not reach the trace, ``explain``, the query log or a
-raised error, which the asking role (and, for the log, the extension's owner) can read.
-
-Two things are redacted, by plain string scanning (this is error *text*, not SQL):
-
-- the configured key values: the values of the server's environment variables named by the
-  models' ``api_key_env`` (``configured_secrets`` reads them in the server process);
-- key-like tokens, whatever key they are: ``sk-`` followed by 16 or more key characters (letters,
-  digits, ``-``, ``_``, ``*``: also a key the endpoint masked in part), ``Bearer <token>`` (a token with a
-  digit), and ``api_key=<token>`` / ``api-key: <token>`` / ``secret=<token>`` assignments.
-
-``llm.call_model`` redacts each model error it builds; ``udf`` redacts the whole trace once more
-before it is logged or returned, and every error message it raises.
-
-This module imports nothing from the package but ``spi`` (lazily), so every module may use it.
+What is masked and where: docs/internals/core.md "Redaction". Imports only ``spi``.
 """
 
 from __future__ import annotations
@@ -24,6 +10,8 @@ import os
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from . import spi
 
 MASK = "[REDACTED]"
 # a configured value shorter than this is not searched for (it would mask ordinary words);
@@ -61,12 +49,12 @@ def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
 
     Args:
         text: an error message (or any text); None passes through.
-        secrets: exact values to mask wherever they occur (the configured API keys); None,
-            empty and values shorter than ``MIN_SECRET_LEN`` are skipped.
+        secrets: exact values to mask (the configured API keys); None, empty and values shorter
+            than ``MIN_SECRET_LEN`` are skipped.
 
     Returns:
-        ``text`` with every occurrence of a secret and every key-like token replaced by
-        ``[REDACTED]`` (a ``Bearer``/``api_key=`` label is kept); None for None.
+        ``text`` with every secret and key-like token as ``[REDACTED]`` (a ``Bearer``/``api_key=``
+        label kept); None for None.
     """
     if text is None:
         return None
@@ -88,7 +76,7 @@ def redact_obj(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
         secrets: as for ``redact``.
 
     Returns:
-        A copy of ``obj`` with ``redact`` applied to every string; other scalars unchanged.
+        A copy of ``obj`` with ``redact`` applied to every string.
     """
     secrets = [s for s in secrets if s]
     if isinstance(obj, str):
@@ -121,18 +109,14 @@ def env_secrets(names: Iterable[str | None]) -> list[str]:
 
 
 def configured_secrets(plpy) -> list[str]:
-    """The API keys of every model of ``nl2sql.model`` (enabled or not), read from the server's
-    environment.
+    """The API keys of every model of ``nl2sql.model``, read from the server's environment.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
 
     Returns:
-        The keys' values; empty when no model names a variable that is set, or when the model
-        table cannot be read (key-like tokens are still masked by pattern).
+        The keys' values; empty when none is set or the model table cannot be read.
     """
-    from . import spi
-
     try:
         rows = spi.query(
             plpy, "SELECT DISTINCT api_key_env FROM nl2sql.model WHERE api_key_env IS NOT NULL"

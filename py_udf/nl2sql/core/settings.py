@@ -1,279 +1,32 @@
-"""Settings (table ``nl2sql.setting``) and model configuration (table ``nl2sql.model``).
+"""Settings (table ``nl2sql.setting``): declared once, read typed.
 
-Every setting is declared once, in ``SETTINGS``: its name, type, default, bounds and meaning.
-From that declaration come the typed ``Settings`` object the pipeline reads
-(``get_settings(plpy).k_examples`` is an int), the validation of ``nl2sql.set_setting``, the
-settings table of docs/settings.md (``python -m nl2sql.core.settings --markdown``) and the
-``VALUES`` list the build script turns into the ``nl2sql.settings`` view (``sql_values()``).
+Every setting is declared once, in ``SETTINGS``; from it come the typed ``Settings`` the
+pipeline reads, ``nl2sql.set_setting``'s validation, and (``settings_export``) the docs' table
+and the ``nl2sql.settings`` view. A setting without a row in ``nl2sql.setting`` has its default.
 
-The table ``nl2sql.setting`` holds only the values a user set; a setting without a row has its
-declared default.
-
-This module imports only the standard library and the package's light modules (errors, spi,
-types): the build script imports it to generate SQL.
+Standard library and the light modules (errors, spi, types) only: the build script imports it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from . import spi
 from .errors import ConfigError
-from .types import ModelConfig
+from .setting_declaration import Setting
 
 __all__ = [
-    "ConfigError",
-    "HARDNESS_LEVELS",
+    "BY_NAME",
     "SETTINGS",
-    "Setting",
     "Settings",
-    "TYPES",
     "default_settings",
-    "get_models",
     "get_settings",
     "lookup",
-    "markdown_table",
-    "parse_hardness_voters",
     "settings_from_texts",
-    "sql_values",
     "validate_setting",
 ]
-
-# The kinds a setting can have; the Python type of its value in ``Settings``.
-TYPES: dict[str, type] = {
-    "int": int,
-    "float": float,
-    "bool": bool,  # text 'on'/'off' ('true'/'false' accepted on input)
-    "str": str,
-    "enum": str,  # one of ``choices``
-    "json": dict,  # hardness_voters: {level: [model names]}
-    "list": tuple,  # comma-separated names, e.g. schemas
-}
-
-HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
-
-_TRUE = {"on", "true"}
-_FALSE = {"off", "false"}
-
-
-def parse_hardness_voters(value: str) -> dict[str, list[str]]:
-    """Parse the ``hardness_voters`` setting: which models vote at each hardness level.
-
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting by question hardness.
-
-    Args:
-        value: a JSON object mapping hardness levels to lists of model names, e.g.
-            ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty or ``off`` means no routing.
-
-    Returns:
-        ``{level: [model names]}`` (duplicates removed, order kept); ``{}`` for no routing.
-
-    Raises:
-        ConfigError: naming the bad key or value (not JSON, not an object, unknown level, a level
-            without a non-empty list of names).
-    """
-    v = (value or "").strip()
-    if not v or v.lower() == "off":
-        return {}
-    try:
-        obj = json.loads(v)
-    except json.JSONDecodeError as e:
-        raise ConfigError(
-            f'not JSON ({e.msg}); expected e.g. {{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}}'
-        ) from None
-    if not isinstance(obj, dict):
-        raise ConfigError("expected a JSON object mapping easy/medium/hard/extra to model names")
-    out: dict[str, list[str]] = {}
-    for k, names in obj.items():
-        if k not in HARDNESS_LEVELS:
-            raise ConfigError(
-                f"unknown hardness level {k!r}; levels are {', '.join(HARDNESS_LEVELS)}"
-            )
-        if (
-            not isinstance(names, list)
-            or not names
-            or not all(isinstance(n, str) and n for n in names)
-        ):
-            raise ConfigError(f"hardness level {k!r} must map to a non-empty list of model names")
-        out[k] = list(dict.fromkeys(names))
-    return out
-
-
-def _num(x: float) -> str:
-    """A bound as text: 1 rather than 1.0."""
-    return f"{x:g}"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One setting's declaration: its name, kind, typed default, meaning and bounds.
-
-    Attributes:
-        name: the setting's key in ``nl2sql.setting``.
-        type: its kind, a key of ``TYPES`` (``int``, ``float``, ``bool``, ``str``, ``enum``,
-            ``json``, ``list``).
-        default: the typed default value.
-        meaning: what it does, in words (the docs/settings.md table's column).
-        minimum: lower bound of an int or float setting (inclusive unless
-            ``minimum_exclusive``), or None.
-        maximum: upper bound of an int or float setting (inclusive), or None.
-        choices: the values of an enum setting (lower case), or None.
-        minimum_exclusive: True when ``minimum`` itself is not allowed.
-
-    Raises:
-        ConfigError: (on construction) an unknown ``type``, or ``choices`` without type enum
-            or type enum without ``choices``.
-    """
-
-    name: str
-    type: str
-    default: Any
-    meaning: str
-    minimum_exclusive: bool = False
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.type not in TYPES:
-            raise ConfigError(f"setting {self.name!r}: unknown type {self.type!r}")
-        if (self.type == "enum") != bool(self.choices):
-            raise ConfigError(f"setting {self.name!r}: choices go with type enum only")
-
-    @property
-    def default_text(self) -> str:
-        """Return the default as the text ``nl2sql.setting`` stores (``'9'``, ``'off'``, ``''``)."""
-        return self.format(self.default)
-
-    @property
-    def python_type(self) -> type:
-        """Return the Python type of this setting's value in ``Settings`` (``TYPES[type]``)."""
-        return TYPES[self.type]
-
-    def allowed(self) -> str:
-        """Describe the values this setting accepts, in words (errors, the docs/settings.md table).
-
-        Returns:
-            e.g. ``'an integer from 0 to 3'``, ``'a number > 0'``, ``'on or off'``.
-        """
-        if self.type in ("int", "float"):
-            what = "an integer" if self.type == "int" else "a number"
-            lo, hi = self.minimum, self.maximum
-            if lo is not None and hi is not None:
-                return f"{what} from {_num(lo)} to {_num(hi)}"
-            if lo is not None:
-                return f"{what} {'>' if self.minimum_exclusive else '>='} {_num(lo)}"
-            if hi is not None:
-                return f"{what} <= {_num(hi)}"
-            return what
-        if self.type == "bool":
-            return "on or off"
-        if self.type == "enum":
-            return " or ".join(self.choices or ())
-        if self.type == "json":
-            return (
-                "a JSON object mapping "
-                + "/".join(HARDNESS_LEVELS)
-                + " to lists of model names, or empty"
-            )
-        if self.type == "list":
-            return "comma-separated names, at least one"
-        return "any text"
-
-    def _bad(self, value: object) -> ConfigError:
-        """A ConfigError naming this setting, the bad value and what is allowed."""
-        return ConfigError(f"setting {self.name!r} must be {self.allowed()}, got {value!r}")
-
-    def _check_bounds(self, n: float, given: str) -> None:
-        """Raise ConfigError when ``n`` is outside this setting's bounds."""
-        lo, hi = self.minimum, self.maximum
-        if (
-            n != n
-            or (lo is not None and (n <= lo if self.minimum_exclusive else n < lo))
-            or (hi is not None and n > hi)
-        ):
-            raise self._bad(given)
-
-    def parse(self, text: str | None) -> Any:
-        """Parse a setting's text into its typed value (surrounding whitespace ignored).
-
-        Args:
-            text: the setting's text, as ``nl2sql.set_setting`` receives it or the table
-                stores it.
-
-        Returns:
-            int, float, bool, str (str and enum settings; enums lower-cased), dict
-            (hardness_voters) or tuple of str (schemas).
-
-        Raises:
-            ConfigError: naming the setting, the bad value and the allowed values or range.
-        """
-        v = (text or "").strip()
-        if self.type in ("int", "float"):
-            try:
-                number = (int if self.type == "int" else float)(v)
-            except ValueError:
-                raise self._bad(text) from None
-            self._check_bounds(number, v)
-            return number
-        if self.type == "bool":
-            if v.lower() in _TRUE:
-                return True
-            if v.lower() in _FALSE:
-                return False
-            raise self._bad(text)
-        if self.type == "enum":
-            if v.lower() not in (self.choices or ()):
-                raise self._bad(text)
-            return v.lower()
-        if self.type == "json":
-            try:
-                return parse_hardness_voters(v)
-            except ValueError as e:
-                raise ConfigError(f"setting {self.name!r}: {e} (got {text!r})") from None
-        if self.type == "list":
-            names = tuple(p.strip() for p in v.split(",") if p.strip())
-            if not names:
-                raise self._bad(text)
-            return names
-        return v
-
-    def format(self, value: Any) -> str:
-        """Format a typed value as the text ``nl2sql.setting`` stores (``parse``'s inverse).
-
-        Args:
-            value: a value of this setting's type.
-
-        Returns:
-            e.g. ``'9'``, ``'0.7'``, ``'on'``, ``'a,b'``, ``'{"easy": ["m"]}'`` (``''`` for no
-            hardness routing).
-        """
-        if self.type == "bool":
-            return "on" if value else "off"
-        if self.type == "json":
-            return json.dumps(value) if value else ""
-        if self.type == "list":
-            return ",".join(value)
-        return str(value)
-
-    def normalize(self, text: str | None) -> str:
-        """Check a text and return it in its stored form (``format(parse(text))``).
-
-        Args:
-            text: a value as a user gives it, e.g. ``' 2 '`` or ``'False'``.
-
-        Returns:
-            The normalized text, e.g. ``'2'`` or ``'off'``.
-
-        Raises:
-            ConfigError: as ``parse``.
-        """
-        return self.format(self.parse(text))
 
 
 def _unit(name: str, default: float, meaning: str) -> Setting:
@@ -673,9 +426,7 @@ def default_settings() -> Settings:
 
 
 def get_settings(plpy) -> Settings:
-    """Read the effective settings from ``nl2sql.setting``.
-
-    A setting takes the value of its row where a user set one, else its declared default.
+    """Read the effective settings: a row of ``nl2sql.setting`` where a user set one, else the default.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -706,119 +457,3 @@ def validate_setting(key: str, value: str) -> str:
             or is out of range (naming the key, the value and what is allowed).
     """
     return lookup(key).normalize(value)
-
-
-def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
-    """Read the enabled models of ``nl2sql.model``, in position order (then name).
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        st: the settings (read when not given): ``llm_timeout_s`` is the timeout of a model
-            without its own ``timeout_s``, ``llm_max_retries`` every model's retries.
-
-    Returns:
-        One ``ModelConfig`` per enabled model (dialect ``postgres`` when unset).
-
-    Raises:
-        ConfigError: when none is enabled, saying how to add one with ``nl2sql.add_model``,
-            or when a stored setting is invalid.
-    """
-    st = st or get_settings(plpy)
-    rows = spi.query(
-        plpy,
-        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect "
-        "FROM nl2sql.model WHERE enabled ORDER BY position, name",
-    )
-    if not rows:
-        raise ConfigError(
-            "nl2sql: no model is configured. Add an OpenAI-compatible endpoint, e.g. "
-            "SELECT nl2sql.add_model('gpt', base_url => 'https://api.example.com/v1', "
-            "model => 'gpt-4o', api_key_env => 'OPENAI_API_KEY'); "
-            "the key is read from that environment variable of the PostgreSQL server"
-        )
-    return [
-        ModelConfig(
-            name=r["name"],
-            model=r["model"],
-            base_url=r["base_url"],
-            api_key_env=r["api_key_env"],
-            temperature=float(r["temperature"]),
-            timeout_s=float(r["timeout_s"] or st.llm_timeout_s),
-            max_tokens=int(r["max_tokens"]),
-            max_retries=st.llm_max_retries,
-            dialect=r["dialect"] or "postgres",
-        )
-        for r in rows
-    ]
-
-
-def _md(text: str) -> str:
-    """``text`` safe inside a markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table() -> str:
-    """Generate docs/settings.md's settings table from ``SETTINGS``.
-
-    Returns:
-        Markdown text (header, separator, one row per setting; ends with a newline).
-    """
-    lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
-    for s in SETTINGS:
-        default = s.default_text or "(empty)"
-        lines.append(f"| `{s.name}` | {_md(default)} | {_md(s.allowed())} | {_md(s.meaning)} |")
-    return "\n".join(lines) + "\n"
-
-
-def _sql_literal(text: str) -> str:
-    """A PostgreSQL string literal for ``text`` (single quotes doubled; standard strings)."""
-    if "\x00" in text:
-        raise ConfigError("PostgreSQL text cannot hold NUL")
-    return "'" + text.replace("'", "''") + "'"
-
-
-def sql_values() -> str:
-    """Render the settings as a SQL ``VALUES`` list for the ``nl2sql.settings`` view.
-
-    One ``(name, type, default_text, meaning)`` row per setting; the build script puts the
-    list into the view.
-
-    Returns:
-        Text such as ``VALUES\\n    ('k_examples', 'int', '9', 'examples …'),\\n    …``: every
-        literal a PostgreSQL standard string literal with single quotes doubled (no trailing
-        semicolon).
-
-    Raises:
-        ConfigError: a declared text holds a NUL character.
-    """
-    rows = [
-        f"    ({_sql_literal(s.name)}, {_sql_literal(s.type)}, "
-        f"{_sql_literal(s.default_text)}, {_sql_literal(s.meaning)})"
-        for s in SETTINGS
-    ]
-    return "VALUES\n" + ",\n".join(rows)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print the docs/settings.md table or the SQL ``VALUES`` list (``python -m nl2sql.core.settings``).
-
-    Args:
-        argv: the arguments, ``--markdown`` or ``--sql`` (default ``sys.argv[1:]``).
-
-    Raises:
-        SystemExit: (argparse) neither or both options given.
-    """
-    import argparse
-
-    ap = argparse.ArgumentParser(
-        prog="python -m nl2sql.core.settings", description="print the settings declaration"
-    )
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--markdown", action="store_true", help="docs/settings.md's settings table")
-    g.add_argument("--sql", action="store_true", help="SQL VALUES list of the settings")
-    args = ap.parse_args(argv)
-    print(markdown_table() if args.markdown else sql_values(), end="" if args.markdown else "\n")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,22 +1,8 @@
-"""Kept SPI plans: every statement the pipeline runs is prepared once per backend.
+"""Every SQL statement of the package, through SPI: ``query`` (a plan kept per backend),
+``run`` (statements built per relation: not kept), ``cancel_point`` (lets a pending cancel
+land), and ``quote_literal``, the package's one string-literal quoting. Main thread only.
 
-``plpy.execute("<text>")`` parses, analyses and rewrites its statement on every call; for the
-privilege-filtered views (``nl2sql.visible_*``) that alone took 1–3 ms per statement, more than
-running them (measured on superhero: the schema's three view reads 7.0 ms as text, 1.8 ms kept).
-A kept plan (``plpy.prepare``, which PL/Python saves for the session) skips that work; the
-pipeline's entry functions set ``plan_cache_mode = force_custom_plan``, so each execution is
-still planned with its own parameter values, and privilege checks (``has_*_privilege`` of
-``current_user``) run at execution, as the calling role. PostgreSQL invalidates a kept plan
-itself when an object it uses changes (e.g. an extension update replacing a view).
-
-Every SQL statement of the package goes through this module: ``query`` (kept plan; ``plan`` and
-``execute`` for a loop that fetches the plan once), ``run``
-(statements whose text differs per relation, e.g. ``count(*)`` of each indexed table or
-``ANALYZE``: prepared for the one call and not kept, so a catalog of thousands of tables does
-not fill the backend with plans) and ``cancel_point`` (the trivial statement that lets a
-pending cancel land). ``quote_literal`` is the package's one SQL string-literal quoting.
-
-All functions run on the backend's main thread.
+Why plans are kept, and how privileges still hold: docs/internals/core.md "SPI".
 """
 
 from __future__ import annotations
@@ -58,10 +44,10 @@ def query(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -
         types: PostgreSQL type names of the parameters, in order.
 
     Returns:
-        PL/Python's result object: a sequence of rows, each a dict of column name → value.
+        PL/Python's result: a sequence of rows, each a dict of column name → value.
 
     Raises:
-        plpy.SPIError: the statement does not prepare or fails, as ``plpy.execute`` raises.
+        plpy.SPIError: the statement does not prepare or fails.
     """
     return plpy.execute(plan(plpy, sql, types), list(args))
 
@@ -82,9 +68,7 @@ def execute(plpy, kept: Any, args: Sequence[Any] = ()) -> Any:
 
 
 def run(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -> Any:
-    """Run ``sql`` once without keeping its plan: for statements whose text is built per
-    relation (identifiers quoted with ``plpy.quote_ident``), which a kept plan would not be
-    reused for.
+    """Run ``sql`` once without keeping its plan (text built per relation, never reused).
 
     Args:
         plpy: PL/Python's module. sql: the statement. args, types: its parameters, if any.
@@ -101,15 +85,11 @@ def run(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -> 
 
 
 def cancel_point(plpy) -> None:
-    """Run a trivial statement so that a pending cancel (``pg_cancel_backend``, psql's Ctrl-C,
-    or the candidate watchdog's SIGINT) is acted on now: PostgreSQL checks for interrupts only
-    inside statements, and Python waiting on model replies runs none.
+    """Run a trivial statement so that a pending cancel (Ctrl-C, the watchdog's SIGINT) lands
+    now: PostgreSQL checks for interrupts only inside statements.
 
     Args:
         plpy: PL/Python's module.
-
-    Returns:
-        None.
 
     Raises:
         plpy.SPIError: QueryCanceled when a cancel was pending.
@@ -118,18 +98,13 @@ def cancel_point(plpy) -> None:
 
 
 def quote_literal(value: str) -> str:
-    """``value`` as an SQL string literal (``'it''s'``), as PostgreSQL's quote_literal writes a
-    value without backslashes; for text shown to a model (PET-SQL §3.1 cell-value references
-    in prompts, ReBoost §3.3 values in repair prompts), never for building statements (those
-    bind parameters).
+    """``value`` as an SQL string literal (``'it''s'``), for text shown to a model, never for
+    building statements (those bind parameters).
 
     Args:
         value: the text.
 
     Returns:
         The quoted literal.
-
-    Raises:
-        Nothing.
     """
     return "'" + value.replace("'", "''") + "'"

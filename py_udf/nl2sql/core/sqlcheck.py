@@ -1,8 +1,7 @@
-"""Candidate SQL: parsing, the read-only shape check, table extraction.
+"""Candidate SQL: parsing (sqlglot), the read-only shape check, table extraction, transpiling.
 
-Every parse goes through sqlglot (PostgreSQL dialect). The shape check here is the first line of
-defence only: execution also runs each candidate in a read-only, always-rolled-back
-subtransaction under a time limit (see ``execute.py`` and README "Safety").
+The shape check is the first line of defence only: execution runs each candidate read-only,
+rolled back, time-limited (``generation.execute``).
 """
 
 from __future__ import annotations
@@ -82,9 +81,7 @@ def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
         The statement's tree.
 
     Raises:
-        CandidateRefused: the text is empty, does not parse (the parser's first line says
-            where, or it is nested too deeply for the parser), or holds more or fewer than one
-            statement.
+        CandidateRefused: empty text, a parse error (or nesting too deep), not one statement.
     """
     if not sql or not sql.strip():
         raise CandidateRefused("empty SQL")
@@ -103,35 +100,30 @@ def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
 
 
 def parse_one(sql: str) -> exp.Expression:
-    """Parse ``sql`` as exactly one PostgreSQL statement (``parse_single`` with ``postgres``).
+    """Parse ``sql`` as exactly one PostgreSQL statement (a fresh tree on every call).
 
     Args:
         sql: SQL text.
 
     Returns:
-        The statement's sqlglot tree (a fresh one on every call).
+        The statement's sqlglot tree.
 
     Raises:
-        CandidateRefused: as ``parse_single``: empty text, a parse error, or not exactly one
-            statement.
+        CandidateRefused: as ``parse_single``.
     """
     return parse_single(sql, DIALECT)
 
 
 @lru_cache(maxsize=256)
 def parse_shared(sql: str) -> exp.Expression:
-    """Parse ``sql`` as one PostgreSQL statement, cached per process and shared between callers.
-
-    The tree is ``parse_one(sql)``, kept in an LRU cache of 256 texts: read it, or copy it
-    (``tree.copy()``, ``tree.transform``) before changing anything. A candidate's text is parsed
-    once for cleaning's checks, the candidate check and its execution text; the PreSQL once for
-    linking, its skeleton and its hardness.
+    """Parse ``sql`` as one PostgreSQL statement, cached (LRU, 256 texts) and shared: read the
+    tree, or copy it before changing anything.
 
     Args:
         sql: SQL text.
 
     Returns:
-        The statement's sqlglot tree, the same object for the same text while it stays cached.
+        The statement's sqlglot tree, the same object for the same text while cached.
 
     Raises:
         CandidateRefused: as ``parse_one`` (a failed parse is not cached).
@@ -140,17 +132,13 @@ def parse_shared(sql: str) -> exp.Expression:
 
 
 def referenced_tables(tree: exp.Expression) -> list[str]:
-    """List the relations a query reads, each once, in order (``names.resolve``).
-
-    Used by the candidate checks and by PreSQL-based schema linking, PET-SQL (Li et al. 2024)
-    §3.3.
+    """List the relations a query reads, each once, in order (PET-SQL, Li et al. 2024, §3.3).
 
     Args:
         tree: the parsed query (sqlglot tree); not changed.
 
     Returns:
-        list[str]: ``schema.table`` (when qualified in the query) or ``table`` names,
-        lower-cased; CTEs, derived tables and other non-relation sources excluded.
+        ``schema.table`` or ``table`` names, lower-cased; CTEs and derived tables excluded.
     """
     return resolve(tree).keys()
 
@@ -158,26 +146,19 @@ def referenced_tables(tree: exp.Expression) -> list[str]:
 def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
     """Check that a candidate is one read-only query over known relations only.
 
-    The rules, each refusing the candidate: the statement is not a query (SELECT, set operation
-    or parenthesised query; a WITH query parses as its SELECT); a data-modifying, DDL or other
-    refused node anywhere in the tree (also inside CTEs: INSERT, UPDATE, DELETE, MERGE, CREATE,
-    DROP, ALTER, SET, COPY, TRUNCATE, GRANT, REVOKE, an unparsed command); SELECT INTO; a locking
-    clause (FOR UPDATE/SHARE); a function refused by name (``pg_sleep``, ``pg_read_file``,
-    ``nextval``, ``set_config``, ``dblink``, ...); a relation not in ``known_tables``. Function
-    volatility and privileges are checked by ``safety.check_candidate_in_db``.
+    Refused: not a query; a data-modifying, DDL or other refused node anywhere (CTEs too);
+    SELECT INTO; FOR UPDATE/SHARE; a function refused by name (``pg_sleep``, ``set_config``,
+    ``dblink``, …); an unknown relation. Volatility and privileges: ``safety.check_candidate_in_db``.
 
     Args:
         sql: the candidate's SQL text (PostgreSQL).
-        known_tables: lower-cased relation names the caller may use (bare and/or
-            ``schema.table``), as ``catalog.known_relations`` builds them.
+        known_tables: lower-cased relation names the caller may use (``catalog.known_relations``).
 
     Returns:
-        The parsed tree, SHARED (``parse_shared``: the same text is parsed once per process, also
-        by cleaning): copy it before changing it.
+        The parsed tree, SHARED (``parse_shared``): copy it before changing it.
 
     Raises:
-        CandidateRefused: the text does not parse as one statement, or breaks a rule above; the
-            message names the rule.
+        CandidateRefused: not one statement, or a rule above broken; the message names the rule.
     """
     tree = parse_shared(sql)
     if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)):
@@ -210,26 +191,24 @@ def to_sql(tree: exp.Expression) -> str:
 
 
 def has_top_level_order(sql: str) -> bool:
-    """Tell whether the query's outermost statement has an ORDER BY (row order then matters for EX).
+    """Tell whether the outermost statement (a set operation itself) has an ORDER BY.
 
     Args:
         sql: SQL text of one PostgreSQL statement.
 
     Returns:
-        True when the outermost statement (for a set operation, the set operation itself) has an
-        ORDER BY clause; an ORDER BY only inside a subquery or CTE does not count.
+        True when it has one; an ORDER BY only inside a subquery or CTE does not count.
 
     Raises:
-        CandidateRefused: as ``parse_one`` (empty text, a parse error, not one statement).
+        CandidateRefused: as ``parse_one``.
     """
     tree = parse_one(sql)
     return tree.args.get("order") is not None
 
 
 def _quoted_strings_to_literals(tree: exp.Expression) -> exp.Expression:
-    """SQLite accepts "text" as a string when no column has that name, and Spider/BIRD SQL relies
-    on it: a double-quoted, unqualified name compared with a column (=, <>, LIKE, IN list)
-    becomes a string literal."""
+    """SQLite's lenient quoting: a double-quoted, unqualified name compared with a column
+    (=, <>, LIKE, IN list) becomes a string literal."""
     cmp_types = (exp.EQ, exp.NEQ, exp.Like, exp.ILike, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
     def fix(node: exp.Expression) -> exp.Expression:
@@ -257,11 +236,8 @@ def _quoted_strings_to_literals(tree: exp.Expression) -> exp.Expression:
 
 
 def transpile(sql: str, read: str) -> str:
-    """Transpile one statement from dialect ``read`` (e.g. ``sqlite``) to PostgreSQL with sqlglot.
-
-    For SQLite, a double-quoted unqualified name compared with a column (``=``, ``<>``, ``<``,
-    ``>``, ``LIKE``, an ``IN`` list) becomes a string literal (SQLite's lenient quoting, common in
-    Spider/BIRD gold SQL).
+    """Transpile one statement from dialect ``read`` to PostgreSQL with sqlglot (SQLite's
+    double-quoted strings compared with a column become string literals).
 
     Args:
         sql: SQL text of one statement in dialect ``read``.
@@ -271,8 +247,7 @@ def transpile(sql: str, read: str) -> str:
         The statement as PostgreSQL text.
 
     Raises:
-        CandidateRefused: as ``parse_single``: empty text, a parse error in ``read``, or not
-            exactly one statement.
+        CandidateRefused: as ``parse_single``.
     """
     tree = parse_single(sql, read)
     if read == "sqlite":

@@ -1,13 +1,5 @@
-"""The one timing mechanism of a pipeline call: named stages, model waits and overlapped work.
-
-A stage is timed with ``with timer.stage("presql_round_ms"):``; a model wait inside it is
-recorded with ``timer.waited(name, ms)`` (or measured with ``with timer.model_wait(name):``) and
-subtracted from every stage open at that moment, so a stage's figure is in-database work only.
-Work done while models are out (PET-SQL's rounds overlapped with retrieval and evaluation) is
-recorded with ``timer.overlapped(name, ms)`` or ``with timer.overlap(name):``. ``finish()``
-writes the figures into the trace: ``timings`` (per stage, plus ``llm_wait_ms``, ``total_ms``
-and ``overhead_ms`` = total − model waits), ``llm_waits_ms`` (per model round) and
-``overlapped_ms``. Every figure is in milliseconds, rounded to 3 decimals.
+"""The one timing mechanism of a pipeline call: named stages, model waits and overlapped work,
+all in milliseconds (3 decimals). How the figures relate: docs/internals/core.md "Timing".
 """
 
 from __future__ import annotations
@@ -33,37 +25,24 @@ class _Open:
 
 @dataclass
 class StageTimer:
-    """Timings of one call of the pipeline (see the module docstring).
+    """Timings of one call of the pipeline."""
 
-    Attributes:
-        t_start: when the timer started (``time.perf_counter()`` seconds).
-        timings: stage name -> in-database milliseconds, model waits excluded.
-        waits: model round name -> milliseconds spent waiting on models.
-        overlapped_ms: name -> milliseconds of work done while models were out.
-    """
-
-    t_start: float = field(default_factory=time.perf_counter)
-    timings: dict[str, float] = field(default_factory=dict)
-    waits: dict[str, float] = field(default_factory=dict)
-    overlapped_ms: dict[str, float] = field(default_factory=dict)
+    t_start: float = field(default_factory=time.perf_counter)  # perf_counter seconds
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, model waits excluded
+    waits: dict[str, float] = field(default_factory=dict)  # model round -> ms waited
+    overlapped_ms: dict[str, float] = field(default_factory=dict)  # work while models were out
     _open: list[_Open] = field(default_factory=list)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[_Open]:
-        """Time the block as stage ``name``, less the model waits recorded inside it.
-
-        The figure is added to what the name already holds; what the block ``exclude``s on the
-        yielded handle is left out too.
+        """Time the block as stage ``name``, less the model waits recorded inside it (added to what
+        the name holds; what the block ``exclude``s on the yielded handle is left out too).
 
         Args:
             name: the key in ``timings`` (e.g. ``"presql_round_ms"``).
 
         Returns:
-            A context manager yielding the open stage (``exclude(ms)``).
-
-        Raises:
-            Nothing of its own; the block's exceptions pass through (the stage is then not
-            recorded).
+            A context manager yielding the open stage; a block that raises is not recorded.
         """
         st = _Open(time.perf_counter())
         self._open.append(st)
@@ -92,9 +71,7 @@ class StageTimer:
             self.add(name, ms)
 
     def exclude(self, ms: float) -> None:
-        """Leave time recorded under a key of its own out of every stage open now.
-
-        E.g. ``columns_ms`` computed inside the prompt stage.
+        """Leave time recorded under a key of its own (``columns_ms``) out of every stage open now.
 
         Args:
             ms: milliseconds.
@@ -145,14 +122,11 @@ class StageTimer:
         return _timed(self.overlapped, name)
 
     def finish(self, trace: dict[str, Any]) -> None:
-        """Write the figures into the trace, with the totals.
+        """Write the figures into the trace: ``timings`` (with ``llm_wait_ms``, ``total_ms``,
+        ``overhead_ms`` = total − model waits), ``llm_waits_ms`` and ``overlapped_ms``.
 
         Args:
-            trace: the call's trace, changed in place: ``timings`` (per stage, plus
-                ``llm_wait_ms`` for all model waits, ``total_ms`` since the timer started and
-                ``overhead_ms`` = total − model waits, the in-database time the caller waits
-                for), ``llm_waits_ms`` (per model round) and ``overlapped_ms``. Every figure in
-                milliseconds, rounded to 3 decimals.
+            trace: the call's trace, changed in place.
         """
         total = (time.perf_counter() - self.t_start) * 1000
         wait_ms = sum(self.waits.values())

@@ -16,10 +16,11 @@ from typing import Any
 from ..core import spi
 from ..core.errors import ConfigError, EmbeddingError, EvaluationError, Nl2sqlError
 from ..core.redaction import configured_secrets, redact, redact_obj
-from ..core.settings import get_models, get_settings
+from ..core.settings import get_settings
 from ..core.types import Status
 from ..generation.execute import fetch_rows, is_cancel
 from ..generation.safety import statement_remaining_s
+from ..model.config import get_models
 from ..pipeline import LeaveOut, explain, log_trace
 from ..selection.reliability import judge_candidates, run_verified
 from ..selection.vote import row_from_json

@@ -16,10 +16,11 @@ from typing import Any
 from ..core import spi
 from ..core.catalog import caller_schema, known_relations
 from ..core.errors import CandidateRefused, ConfigError
-from ..core.settings import get_models, get_settings
+from ..core.settings import get_settings
 from ..core.sqlcheck import referenced_tables
 from ..core.types import Schema
 from ..generation.safety import check_candidate_in_db, statement_remaining_s
+from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models
 from .log_statements import (

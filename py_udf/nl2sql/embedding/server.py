@@ -1,46 +1,17 @@
-"""The shared embedding process: one all-MiniLM-L6-v2 per PostgreSQL server, not one per backend.
+"""The shared embedding process: one all-MiniLM-L6-v2 per PostgreSQL server, not one per
+backend, speaking the OpenAI embeddings API over a Unix socket (uvicorn, starlette, pydantic);
+it also makes the model calls backends relay to it.
 
-A backend that needs embeddings (with the setting ``embedder = 'shared'``) asks this process
-over a Unix socket instead of loading ONNX Runtime and the model itself (about 150 MB and half a
-second per backend). ``nl2sql.embedding.client`` starts it when it is not running: the first backend
-that needs it runs ``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID --detach``
-with the interpreter of the venv that holds the package, so it runs as the server's OS user
-(``postgres``), in its own session, detached from the backend (double fork).
-
-It speaks the OpenAI embeddings API (served by uvicorn, the routes by starlette, the request
-checked by pydantic):
-
-* ``POST /v1/embeddings`` with ``{"input": str | [str, ...], "model": "all-MiniLM-L6-v2",
-  "encoding_format": "float" | "base64"}`` → ``{"object": "list", "data": [{"object":
-  "embedding", "index": i, "embedding": [...] | "<base64 of float32 little-endian>"}], "model",
-  "usage"}``; the vectors are ``nl2sql.embedding.encode.embed``'s (ONNX Runtime in this process, or torch
-  when the ONNX file is missing): 384 floats, L2-normalised.
-* ``GET /v1/models`` (the one model; also the liveness check).
-* ``POST /nl2sql/v1/chat`` with ``{"config": <ModelConfig fields>, "messages": [...],
-  "timeout_s", "n", "temperature"}`` → the ``LLMReply``'s fields: a model call a backend
-  relays (``nl2sql.llm.relay_call``, the openai client of this process, imported once here
-  instead of in every backend). The backend's gate sealed the messages before they were
-  sent; the API key is read from this process's environment (the server's, inherited from
-  the backend that started it); errors are redacted here and again in the backend. The call
-  has its own hard deadline (``timeout_s``); a backend that stops waiting (cancelled
-  statement) leaves it to end at that deadline. At most ``MAX_RELAYED`` calls run at once.
-
-Errors are OpenAI-style JSON bodies ``{"error": {"message", "type", "code"}}`` (400 for a bad
-request, 500 when embedding failed).
-
-Files, all in ``DIR`` (``<data directory>/nl2sql_embedder``, mode 0700, made by the client):
-``embed.sock`` (the socket, mode 0600; bound under a temporary name and renamed into place once
-listening, so a client that finds the path finds a ready process), ``embedder.pid`` (written
-first thing, so the starting backend sees a process that died) and ``embedder.log`` (stdout
-and stderr). The process exits by itself when the postmaster it was
-started for is gone, or when ``embed.sock`` no longer is its own socket (another process took
-the place); SIGTERM stops it too.
+``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID [--detach]``; ``client``
+starts it. Routes, files and lifetime: docs/internals/embedding.md "Server".
 """
 
 from __future__ import annotations
 
 import argparse
+import array
 import base64
+import importlib
 import os
 import socket
 import sys
@@ -48,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Literal
+
+from . import encode as embed
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 SOCKET_NAME = "embed.sock"
@@ -61,7 +34,9 @@ WATCH_S = 1.0  # how often the postmaster and the socket are checked
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error"):
-    from starlette.responses import JSONResponse
+    from starlette.responses import (
+        JSONResponse,  # web stack: imported after main's fork and pid file
+    )
 
     return JSONResponse(
         {"error": {"message": message, "type": kind, "code": None}}, status_code=status
@@ -70,7 +45,11 @@ def _error(status: int, message: str, kind: str = "invalid_request_error"):
 
 def _request_model():
     """The pydantic model of an embeddings request (built on first use)."""
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import (  # web stack: imported after main's fork and pid file
+        BaseModel,
+        ConfigDict,
+        Field,
+    )
 
     class EmbeddingRequest(BaseModel):
         model_config = ConfigDict(extra="ignore")
@@ -83,7 +62,11 @@ def _request_model():
 
 def _chat_model():
     """The pydantic model of a relayed model call (built on first use)."""
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import (  # web stack: imported after main's fork and pid file
+        BaseModel,
+        ConfigDict,
+        Field,
+    )
 
     class ChatRelay(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -97,36 +80,33 @@ def _chat_model():
 
 
 def embed_texts(texts: list[str]) -> list[list[float]]:
-    """Embed texts in this process with ``nl2sql.embedding.encode.embed``.
+    """Embed texts in this process with ``encode.embed``.
 
     Args:
         texts: the texts (at most ``MAX_INPUTS``).
 
     Returns:
-        One list of 384 floats per text (all-MiniLM-L6-v2, L2-normalised), in input order.
+        One list of 384 floats per text (L2-normalised), in input order.
 
     Raises:
         EmbeddingError: the model files are missing.
     """
-    from . import encode as embed
-
     return embed.embed(texts, cache=len(texts) < CACHE_BELOW, bulk=len(texts) >= CACHE_BELOW)
 
 
 def _encode_vector(vec: list[float], fmt: str):
     if fmt == "float":
         return vec
-    import array
-
     return base64.b64encode(array.array("f", vec).tobytes()).decode("ascii")
 
 
 def create_app():
-    """Build the starlette application (the routes of the module docstring).
+    """Build the starlette application.
 
     Returns:
         A ``starlette.applications.Starlette`` ASGI application.
     """
+    # web stack: imported after main's fork and pid file
     from starlette.applications import Starlette
     from starlette.routing import Route
 
@@ -143,6 +123,7 @@ def create_app():
 
 def _embeddings_endpoint():
     """The ``POST /v1/embeddings`` handler (OpenAI's embeddings API)."""
+    # web stack: imported after main's fork and pid file
     from pydantic import ValidationError
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
@@ -170,8 +151,7 @@ def _embeddings_endpoint():
 
 
 def _embeddings_problem(texts: list[str], model: str) -> str | None:
-    """Why an embeddings request is refused (too few or many texts, a text too long, another
-    model), or None."""
+    """Why an embeddings request is refused (count, length, another model), or None."""
     if not texts or len(texts) > MAX_INPUTS:
         return f"input must hold 1 to {MAX_INPUTS} texts"
     if any(len(t) > MAX_CHARS for t in texts):
@@ -197,7 +177,8 @@ def _embeddings_body(texts: list[str], vecs: list[list[float]], fmt: str) -> dic
 
 def _chat_endpoint():
     """The ``POST /nl2sql/v1/chat`` handler: a backend's gated model call, relayed
-    (``llm.relay_call``), at most ``MAX_RELAYED`` at once."""
+    (``openai_call.relay_call``), at most ``MAX_RELAYED`` at once."""
+    # web stack: imported after main's fork and pid file
     from pydantic import ValidationError
     from starlette.responses import JSONResponse
 
@@ -205,9 +186,9 @@ def _chat_endpoint():
     limiter = []
 
     async def chat(request):
-        import anyio
+        import anyio  # web stack: imported after main's fork and pid file
 
-        from ..model.llm import relay_call
+        from ..model.openai_call import relay_call  # heavy (openai): preloaded by a thread
 
         try:
             req = chat_cls.model_validate_json(await request.body())
@@ -234,7 +215,9 @@ def _chat_endpoint():
 
 async def _models(request):
     """The ``GET /v1/models`` handler: the one model served, with this process's pid."""
-    from starlette.responses import JSONResponse
+    from starlette.responses import (
+        JSONResponse,  # web stack: imported after main's fork and pid file
+    )
 
     return JSONResponse(
         {
@@ -253,9 +236,8 @@ async def _models(request):
 
 
 def bind_socket(directory: Path) -> socket.socket:
-    """Bind and listen on ``directory/embed.sock`` (mode 0600), atomically replacing a stale one.
-
-    The socket is bound under a temporary name and renamed into place once it listens.
+    """Bind and listen on ``directory/embed.sock`` (mode 0600), renamed into place once it
+    listens (atomically replacing a stale one).
 
     Args:
         directory: the private folder (mode 0700) of the socket.
@@ -283,11 +265,9 @@ def bind_socket(directory: Path) -> socket.socket:
 
 def _preload_openai() -> None:
     """Import the openai client for relayed model calls while the first requests come in."""
-    import importlib
-
     try:
         importlib.import_module("openai")
-        importlib.import_module("nl2sql.model.llm")
+        importlib.import_module("nl2sql.model.openai_call")
     except Exception as e:  # noqa: BLE001 - a relayed call reports it when it imports again
         print(
             f"nl2sql embedder {os.getpid()}: cannot import the openai client "
@@ -334,7 +314,7 @@ def serve(directory: Path, postmaster_pid: int) -> int:
         EmbeddingError: the model cannot be loaded.
         OSError: the socket cannot be bound.
     """
-    import uvicorn
+    import uvicorn  # web stack: imported after main's fork and pid file
 
     t0 = time.monotonic()
     embed_texts(["warm-up"])  # load the engine before anyone can connect
@@ -371,15 +351,12 @@ def serve(directory: Path, postmaster_pid: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Command line ``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID [--detach]``.
 
-    ``--detach`` forks once more and returns at once in the parent (the caller, already in a
-    new session, reaps it), so the serving process is no child of the backend that started it.
-
     Args:
         argv: command-line arguments without the program name; None reads ``sys.argv``.
 
     Returns:
-        The exit status: 0, or 1 when the model or the socket could not be set up (the reason
-        is printed to stderr, i.e. ``embedder.log``).
+        The exit status: 0, or 1 when the model or the socket could not be set up (reason on
+        stderr, i.e. ``embedder.log``).
 
     Raises:
         SystemExit: bad arguments (argparse).

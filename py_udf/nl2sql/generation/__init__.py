@@ -11,5 +11,7 @@ __all__ = [
     "repair",
     "safety",
     "session_state",
+    "sqlite_aggregates",
     "sqlite_rules",
+    "sqlite_scope",
 ]

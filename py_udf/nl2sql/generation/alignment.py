@@ -1,29 +1,8 @@
-"""Value alignment: a string literal that a candidate compares with a column, but that is not a
-cell value of that column, is replaced by the closest indexed value of the column.
+"""Value alignment: a string literal compared with a column but not a cell value of it is
+replaced by the closest indexed value (exact, case-insensitive, trigram, embedding).
 
-Models write 'stealth' where the data says 'Stealth', 'USA' where it says 'United States',
-'Dark Horse' where it says 'Dark Horse Comics'; the query then runs and returns nothing. For each
-comparison ``column = 'literal'``, ``column <> 'literal'`` and ``column IN ('a', 'b')`` whose
-column resolves (through the query's table aliases, or uniquely among the tables it reads) to an
-indexed column of ``nl2sql.cell_value``, the literal is looked up, in this order:
-
-1. exactly — a cell value: nothing to do;
-2. case-insensitively (``lower(value) = lower(literal)``);
-3. by trigram similarity (pg_trgm ``similarity``) ≥ ``align_min_trigram``;
-4. by embedding cosine similarity (pgvector, all-MiniLM-L6-v2) ≥ ``align_min_cosine``.
-
-Values are read through SQL function ``nl2sql._column_values`` (exact, case, trigram; an index
-scan of the one column) and view ``nl2sql.visible_cell_value`` (the embedding fallback): only
-columns the calling role may SELECT and whose values the value policy allows are looked up. A
-literal is only replaced when the column's index is complete (not marked partially indexed by
-the indexer, ``values_complete``, and fewer indexed values than the ``values_per_column`` cap)
-and the literal is no longer than ``value_max_chars``: otherwise the literal could be a real
-value that was not indexed. The embedding step is skipped when
-``align_min_cosine`` is above 1. Each replacement is recorded (column, from, to, method,
-score) in the candidate's trace. Parsing and rewriting use sqlglot.
-
-Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
-database's values (value retrieval by exact match, edit/trigram similarity and embeddings).
+Source: OpenSearch-SQL (Xie et al. 2024) §3.5. Which comparisons, which columns, why only
+complete indexes: docs/internals/generation.md "Value alignment".
 """
 
 from __future__ import annotations
@@ -36,6 +15,7 @@ from sqlglot import exp
 from ..core import spi
 from ..core.names import Names, resolve
 from ..core.types import Schema
+from ..embedding.encode import embed, to_pgvector
 
 # Most literals of one candidate looked up for alignment (the first ones, in tree order). Each
 # lookup may be an SPI query and an embedding; a model's IN list of thousands of strings would
@@ -45,23 +25,12 @@ MAX_ALIGNED_LITERALS = 50
 
 @dataclass
 class Lookup:
-    """The best indexed value for one (column, literal), or why there is none.
+    """The best indexed value for one (column, literal), or why there is none."""
 
-    Attributes:
-        value: str, the indexed value to use; None when nothing is close enough or the column
-            cannot be aligned.
-        method: str, how ``value`` was found: ``exact``, ``case``, ``trigram`` or ``vector``;
-            None with no value.
-        score: float, 1.0 for ``exact`` and ``case``, pg_trgm similarity (0..1) for
-            ``trigram``, cosine similarity for ``vector``, rounded to 4 digits; None with no
-            value.
-        reason: str, why there is no value (for the trace); None when there is one.
-    """
-
-    value: str | None
+    value: str | None  # the indexed value to use; None when nothing is close enough
     method: str | None = None  # exact | case | trigram | vector
-    score: float | None = None
-    reason: str | None = None
+    score: float | None = None  # 1.0 exact/case, trigram or cosine similarity (4 digits)
+    reason: str | None = None  # why there is no value (for the trace)
 
 
 def _table_lookup(schema: Schema) -> dict[str, Any]:
@@ -79,13 +48,11 @@ def resolve_column(
     Args:
         col: a column reference (``exp.Column``) of the query ``names`` was resolved from.
         names: ``names.resolve`` of the query.
-        lookup: ``_table_lookup`` of the schema (tables by lower-cased prompt name and
-            ``schema.table``).
+        lookup: ``_table_lookup`` of the schema.
 
     Returns:
-        (schema, table, column) names as the schema spells them, when exactly one relation the
-        reference may belong to (its qualifier's, or for an unqualified one, those of its scope)
-        has a column of that name (case-insensitive); None otherwise.
+        (schema, table, column) as the schema spells them when exactly one relation the
+        reference may belong to has such a column (case-insensitive); None otherwise.
     """
     name = col.name.lower()
     tables = list(
@@ -104,18 +71,14 @@ def resolve_column(
 def literal_comparisons(
     tree: exp.Expression, schema: Schema
 ) -> list[tuple[exp.Literal, tuple[str, str, str]]]:
-    """Find the string literals compared with a resolvable column.
-
-    The comparisons are ``column = 'literal'`` and ``column <> 'literal'`` / ``!=`` (the column
-    on either side) and ``column IN ('a', 'b')`` (string literals of the list).
+    """Find the string literals compared with a resolvable column (``=``, ``<>``/``!=``, ``IN``).
 
     Args:
         tree: the candidate's sqlglot tree; not changed.
         schema: the schema the calling role may see (``catalog.load_schema``).
 
     Returns:
-        list of (literal node, (schema, table, column)) pairs in tree order; comparisons whose
-        column does not resolve to exactly one schema column are left out.
+        (literal node, (schema, table, column)) pairs in tree order.
     """
     names, lookup = resolve(tree), _table_lookup(schema)
     out: list[tuple[exp.Literal, tuple[str, str, str]]] = []
@@ -138,26 +101,15 @@ def literal_comparisons(
 
 
 class ValueIndex:
-    """Look up values in ``nl2sql.cell_value`` for one question, with a cache.
-
-    The same literal in nine candidates is looked up once. Runs on the backend's main thread
-    (``plpy`` is not thread-safe).
+    """Look up values in ``nl2sql.cell_value`` for one question, cached; main thread only.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        values_per_column: int, the indexer's cap on values kept per column; a column with that
-            many indexed values may be incomplete and is not aligned.
-        value_max_chars: int, the longest value (in characters) the indexer keeps; a longer
-            literal is not aligned.
-        min_trigram: float in [0, 1], the least pg_trgm similarity for a trigram match.
-        min_cosine: float, the least cosine similarity for an embedding match; above 1.0 turns
-            the embedding fallback off.
-        partial: (schema, table, column) of the columns the indexer marked partially indexed
-            (``value_policy.partial_columns``); they are not aligned.
-
-    Attributes:
-        lookups: int, how many literals were looked up in the database so far (cache misses
-            that passed the column checks).
+        values_per_column: the indexer's cap per column (a column at the cap is not aligned).
+        value_max_chars: the longest value the indexer keeps (a longer literal is not aligned).
+        min_trigram: the least pg_trgm similarity for a trigram match, in [0, 1].
+        min_cosine: the least cosine similarity for an embedding match; above 1.0: off.
+        partial: (schema, table, column) of partially indexed columns (not aligned).
     """
 
     def __init__(
@@ -177,20 +129,16 @@ class ValueIndex:
         self.min_cosine = min_cosine
         self._counts: dict[tuple[str, str, str], int] = {}
         self._cache: dict[tuple[str, str, str, str], Lookup] = {}
-        self.lookups = 0
+        self.lookups = 0  # literals looked up in the database (cache misses)
 
     def column_count(self, col: tuple[str, str, str]) -> int:
-        """Count the indexed values of a column that the calling role may read.
-
-        Read through SQL function ``nl2sql._column_values`` (the role's SELECT privilege on the
-        column and the value policy); cached per column.
+        """Count the indexed values of a column that the calling role may read (cached).
 
         Args:
             col: (schema, table, column) names.
 
         Returns:
-            int: the number of indexed values; 0 when the column is not indexed, not readable or its
-            values are withheld (such values never reach a candidate or a prompt).
+            The number of values; 0 when not indexed, not readable or withheld.
         """
         if col not in self._counts:
             rows = spi.query(
@@ -206,14 +154,7 @@ class ValueIndex:
     def closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
         """Find the best indexed value of ``col`` for ``literal`` (cached per column and literal).
 
-        Tried in order (module docstring): exact, case-insensitive, trigram similarity ≥
-        ``min_trigram`` (SQL function ``nl2sql._column_values``), then embedding cosine similarity
-        ≥ ``min_cosine`` (view ``nl2sql.visible_cell_value``). Nothing is looked up when the column
-        has no readable values, holds ``values_per_column`` values or more or is marked partially
-        indexed (the index may be incomplete), or the literal is blank or longer than
-        ``value_max_chars``.
-
-        Source: OpenSearch-SQL (Xie et al. 2024) §3.5, value alignment.
+        Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
         Args:
             col: (schema, table, column) names.
@@ -223,8 +164,7 @@ class ValueIndex:
             Lookup: the value with its method and score, or ``value`` None with the reason.
 
         Raises:
-            EmbeddingError: the embedding fallback is reached and the embedding model cannot be
-                loaded (raised by ``embed.embed``).
+            EmbeddingError: the embedding fallback cannot load the embedding model.
         """
         key = (*col, literal)
         if key in self._cache:
@@ -265,8 +205,6 @@ class ValueIndex:
             return Lookup(v, "trigram", round(float(rows[0]["score"]), 4))
         if self.min_cosine > 1.0:
             return Lookup(None, reason="no value within the trigram threshold")
-        from ..embedding.encode import embed, to_pgvector
-
         vec = to_pgvector(embed([literal])[0])
         rows = spi.query(
             self.plpy,
@@ -283,19 +221,16 @@ class ValueIndex:
         return Lookup(None, reason=f"no value close enough{best}")
 
     def nearest_values(self, col: tuple[str, str, str], literal: str, k: int = 3) -> list[str]:
-        """List the indexed values of ``col`` most similar to ``literal``, for repair prompts.
-
-        Ordered as ``nl2sql._column_values`` orders them: equal, equal ignoring case, then by
-        pg_trgm similarity (no threshold).
+        """List the indexed values of ``col`` most similar to ``literal``, for repair prompts
+        (equal, equal ignoring case, then by trigram similarity, no threshold).
 
         Args:
             col: (schema, table, column) names.
             literal: the literal's text.
-            k: int, how many values at most.
+            k: how many values at most.
 
         Returns:
-            list[str] of up to ``k`` values, best first; empty when the role may read no indexed
-            value of the column.
+            Up to ``k`` values, best first; empty when the role may read none.
         """
         if self.column_count(col) == 0:
             return []
@@ -312,25 +247,19 @@ class ValueIndex:
 def align_values(
     tree: exp.Expression, schema: Schema, index: ValueIndex
 ) -> tuple[exp.Expression, list[dict[str, Any]]]:
-    """Replace each compared literal that is not a cell value of its column by the closest value.
+    """Replace each compared literal that is not a cell value of its column by the closest value
+    (the first ``MAX_ALIGNED_LITERALS``; one that cannot be aligned is left as is).
 
-    See the module docstring for which comparisons and which lookups. A literal that cannot be
-    aligned is left as is. Only the first ``MAX_ALIGNED_LITERALS`` compared literals are
-    looked up.
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of values in generated SQL with the
-    database's values.
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
-        tree: the candidate's sqlglot tree; may be shared (``sqlcheck.parse_shared``) and is not
-            changed.
+        tree: the candidate's sqlglot tree; may be shared and is not changed.
         schema: the schema the calling role may see (``catalog.load_schema``).
         index: the question's ValueIndex.
 
     Returns:
-        (tree, alignments): ``tree`` itself when nothing changed, else a changed copy; and the
-        list of alignments, dicts ``{"column": "schema.table.column", "from", "to", "method",
-        "score"}``, one per replaced literal.
+        (tree, alignments): ``tree`` itself when nothing changed, else a changed copy; one
+        ``{"column": "schema.table.column", "from", "to", "method", "score"}`` per replacement.
 
     Raises:
         EmbeddingError: as ``ValueIndex.closest``.

@@ -1,16 +1,8 @@
 """FinSQL generation: which calls are made (models × prompt variants × samples), and how a
 model's text becomes an executed candidate (clean → check → align values → execute).
 
-* Cross-consistency (PET-SQL §3.4): every routed model answers, concurrently, each at its own
-  configured temperature.
-* Multiple prompts (MCS-SQL §3.2): with ``prompt_variants`` = p > 1, each model also answers
-  p − 1 further prompts that differ in which examples they show (a seeded sample of the top
-  2k retrieved examples), in the examples' order, and in the order of the schema's tables.
-* Self-consistency: with ``samples_per_model`` = n > 1 each prompt is sampled n times in one
-  request (``n`` of chat completions); a model configured at temperature 0 is then sampled at
-  ``sample_temperature`` (identical samples would add nothing).
-
-Candidate names (``source``): ``finsql:<model>`` for the first prompt's first sample, then
+Sources: PET-SQL (Li et al. 2024) §3.4 (cross-consistency); MCS-SQL (Lee et al. 2024) §3.2
+(multiple prompts, sampling). Names (``source``): ``finsql:<model>``, then
 ``finsql:<model>#p<variant>s<sample>``.
 """
 
@@ -34,21 +26,13 @@ from .safety import check_candidate_in_db
 
 @dataclass
 class GenCall:
-    """One FinSQL request: a model, its prompt (variant ``variant``), ``n`` samples.
-
-    Attributes:
-        model: the model's configuration.
-        prompt: the user message text of this prompt variant.
-        variant: the prompt variant, 0 for the prompt as retrieved.
-        n: samples asked for in the one request (``n`` of chat completions).
-        temperature: sampling temperature for this request; None uses the model's own.
-    """
+    """One FinSQL request: a model, its prompt (variant ``variant``), ``n`` samples."""
 
     model: ModelConfig
-    prompt: str
-    variant: int
-    n: int = 1
-    temperature: float | None = None
+    prompt: str  # the user message text of this prompt variant
+    variant: int  # 0 for the prompt as retrieved
+    n: int = 1  # samples asked for in the one request
+    temperature: float | None = None  # None: the model's own
 
     def as_call(self, gate: Gate) -> tuple:
         """Return the request as one entry of ``llm.call_models``' ``calls``.
@@ -65,14 +49,10 @@ class GenCall:
 def variant_inputs(
     schema: Schema, examples: list[Example], k: int, variant: int, seed: str
 ) -> tuple[Schema, list[Example]]:
-    """Choose the schema and examples of one prompt variant.
+    """Choose the schema and examples of one prompt variant: variant 0 as retrieved; v ≥ 1 a
+    seeded sample of ``k`` examples in random order and the tables shuffled.
 
-    Variant 0 is as retrieved: the schema unchanged and the first ``k`` examples in the given
-    order. Variant v ≥ 1: ``k`` examples sampled from all of ``examples`` in random order, and
-    the tables shuffled; seeded by ``seed`` and v, so a question always gets the same prompts.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.2, multiple prompts differing in examples and table
-    order.
+    Source: MCS-SQL (Lee et al. 2024) §3.2.
 
     Args:
         schema: the schema to show.
@@ -110,14 +90,10 @@ def finsql_calls(
     *,
     gate: Gate,
 ) -> list[GenCall]:
-    """Plan the FinSQL requests for one question.
+    """Plan the FinSQL requests for one question: per prompt variant and model, one request of
+    ``samples`` samples (temperature-0 models sampled at ``sample_temperature`` when > 1).
 
-    For each prompt variant (0..variants−1) and each model, one request of ``samples``
-    samples; a model configured at temperature 0 is sampled at ``sample_temperature`` when
-    ``samples`` > 1.
-
-    Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency (every model answers); MCS-SQL
-    (Lee et al. 2024) §3.2, multiple prompts and sampling.
+    Source: PET-SQL (Li et al. 2024) §3.4; MCS-SQL (Lee et al. 2024) §3.2.
 
     Args:
         models: the FinSQL models' configurations.
@@ -130,13 +106,10 @@ def finsql_calls(
         variants: prompt variants per model (at least 1 is made).
         samples: samples per request (at least 1).
         sample_temperature: temperature for temperature-0 models when ``samples`` > 1.
-        values: retrieved ``(table prompt name, column, value)`` triples shown in every
-            prompt, or None.
-        business: the rendered business context (terms, instructions) shown in every prompt,
-            or None.
-        turns: earlier turns of the conversation (``types.Turn``), shown in every prompt.
-        gate: the call's gate: values, examples and turns pass it (``Gate.values``,
-            ``Gate.examples``, ``Gate.turns``).
+        values: retrieved ``(table prompt name, column, value)`` triples, or None.
+        business: the rendered business context, or None.
+        turns: earlier turns of the conversation (``types.Turn``).
+        gate: the call's gate (values, examples and turns pass it).
 
     Returns:
         The ``GenCall`` list, variant-major (all models' variant 0 first).
@@ -161,11 +134,7 @@ def finsql_calls(
 
 
 def candidates_from(calls: list[GenCall], replies: list[LLMReply]) -> list[Candidate]:
-    """Turn model replies into candidates: one per returned sample.
-
-    A failed or empty call gives one candidate with status ``refused`` carrying the error.
-    Names (``source``): ``finsql:<model>`` for variant 0's first sample, else
-    ``finsql:<model>#p<variant>s<sample>``.
+    """Turn model replies into candidates, one per sample (a failed call: one ``refused``).
 
     Args:
         calls: the requests made.
@@ -193,38 +162,23 @@ def candidates_from(calls: list[GenCall], replies: list[LLMReply]) -> list[Candi
 
 @dataclass
 class Evaluator:
-    """Everything needed to turn candidate text into an executed candidate, for one question.
-
-    Answer texts already prepared and SQL already executed for this question are not done
-    again: the candidate gets the earlier outcome.
-
-    Attributes:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        schema: what the calling role may see (``catalog.load_schema``).
-        search_path: the caller's search_path text.
-        timeout_ms: execution wall-clock limit per candidate, in milliseconds.
-        max_rows: most rows fetched per candidate.
-        max_bytes: most bytes of row text fetched per candidate (``max_result_bytes``).
-        dialects: model name -> the SQL dialect it writes (``postgres`` when absent).
-        values: the value index for value alignment; None turns alignment off.
-        ms: accumulated milliseconds: ``check_ms``, ``align_ms``, ``run_ms``; None until the
-            first use.
-    """
+    """Everything needed to turn candidate text into an executed candidate, for one question;
+    an answer text or SQL already done for this question gets the earlier outcome."""
 
     plpy: Any
     schema: Schema  # what the calling role may see (catalog.load_schema)
     search_path: str
-    timeout_ms: int
-    max_rows: int
-    dialects: dict[str, str]
-    max_bytes: int = DEFAULT_MAX_BYTES
+    timeout_ms: int  # execution wall-clock limit per candidate
+    max_rows: int  # most rows fetched per candidate
+    dialects: dict[str, str]  # model name -> the SQL dialect it writes (postgres when absent)
+    max_bytes: int = DEFAULT_MAX_BYTES  # most bytes of row text fetched per candidate
     values: ValueIndex | None = None  # None: value alignment off
     ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
 
     def reset_ms(self) -> dict[str, float]:
-        """Start a fresh ``ms``, so that what runs from now on is timed apart from before.
+        """Start a fresh ``ms``, timing what runs from now on apart from before.
 
         Returns:
             The new ``ms``: ``check_ms``, ``align_ms``, ``run_ms``, each 0.0 milliseconds.
@@ -233,26 +187,21 @@ class Evaluator:
         return self.ms
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
-        """Clean, check and value-align one answer text into ``c.sql``.
+        """Clean, check (``safety.check_candidate_in_db``) and value-align one answer into ``c.sql``.
 
-        Runs ``cleaning.clean`` in the model's dialect, the full check of
-        ``safety.check_candidate_in_db``, and (when ``values`` is set) value alignment; sets
-        ``c.sql``, ``c.cleaning``, ``c.alignments``, ``c.tables``.
-
-        Source: OpenSearch-SQL (Xie et al. 2024) §3.5, alignment of generated SQL.
+        Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
         Args:
-            c: the candidate, changed in place.
+            c: the candidate, changed in place (``sql``, ``cleaning``, ``alignments``, ``tables``).
             text: the model's answer text, or None.
 
         Returns:
-            True when it passed the check; False with status ``refused`` and the reason
-            otherwise (also for no text, and for any unexpected error while cleaning,
-            checking or aligning this one answer: it costs this candidate only).
+            True when it passed the check; False with status ``refused`` and the reason otherwise
+            (an unexpected error with this answer costs this candidate only).
 
         Raises:
             ConfigError: the model's configured dialect is unknown.
-            Nl2sqlError: another error of the call's, not of the answer's (e.g. EmbeddingError).
+            Nl2sqlError: an error of the call's, not of the answer's (e.g. EmbeddingError).
             plpy.SPIError: a lookup was cancelled by the user (or failed in the database).
         """
         if self.ms is None:

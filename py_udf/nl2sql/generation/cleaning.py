@@ -1,23 +1,10 @@
-"""Model output cleaning: a chat model's answer text → one SQL statement, every step recorded.
+"""Model output cleaning: a chat model's answer text → one SQL statement, every step named.
 
-What live models (and the recorded BIRD predictions) send back besides bare SQL: markdown code
-fences, prose before the query ("Here is the query:"), explanations after it, markdown escapes
-(``\\_``, ``\\*``), MySQL-style ``#`` comments, a trailing semicolon, and another dialect
-(SQLite's double-quoted strings, MySQL's backticks). ``clean`` undoes each of these and names
-what it did, so the trace shows exactly how the executed SQL was derived from the model's text.
+Every judgement about SQL structure is sqlglot's (tokenizer, parser); only the markdown/prose
+layer around the SQL is handled as text. The answer is untrusted: fixed caps are checked first.
 
-Every judgement about SQL structure is made by sqlglot (its tokenizer finds the statement end
-and ``#`` comments outside string literals; its parser decides whether a text is PostgreSQL or
-needs transpiling). Only the markdown/prose layer around the SQL is handled as text.
-
-Bounds: the model's text is untrusted input read inside a database backend, so ``clean`` first
-checks it against fixed caps (``MAX_ANSWER_CHARS``, ``MAX_ANSWER_TOKENS``, ``MAX_NESTING``) and
-refuses a NUL byte, each with linear work before anything parses it; an answer past a cap comes
-back as empty SQL with ``Cleaned.reason`` set, and the candidate is refused with that reason.
-
-Sources: DAIL-SQL (Gao et al. 2023) §3.1, the "no explanation" output rule (models still
-explain); OpenSearch-SQL (Xie et al. 2024) §3.5, style alignment of generated SQL; the
-transpiling of SQLite predictions follows the BIRD PostgreSQL release's dialect notes.
+Sources: DAIL-SQL (Gao et al. 2023) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.5. The steps and
+caps: docs/internals/generation.md "Cleaning".
 """
 
 from __future__ import annotations
@@ -63,27 +50,12 @@ _LANG_TAGS = {"sql", "postgresql", "postgres", "pgsql", "sqlite", "mysql", ""}
 
 @dataclass
 class Cleaned:
-    """The outcome of cleaning one model answer.
+    """The outcome of cleaning one model answer (``clean``)."""
 
-    Attributes:
-        sql: the SQL text, stripped, without a trailing semicolon; PostgreSQL unless
-            transpiling failed (then still in the model's dialect); may be empty.
-        steps: names of the steps applied, in order, each once: ``fence``, ``leading_prose``,
-            ``trailing_prose``, ``markdown_escape``, ``hash_comment``, ``trailing_semicolon``,
-            ``transpile:<dialect>``, and with a schema the SQLite rules applied
-            (``sqlite:string_literal``, ``sqlite:derived_alias``, ``sqlite:like_nocase``,
-            ``sqlite:text_vs_number``, ``sqlite:group_by_dependent``; see sqlite_rules.py).
-        dialect: the sqlglot dialect the text was read as (``postgres``, ``sqlite`` or
-            ``mysql``); the configured dialect when transpiling failed.
-        reason: why the answer holds no SQL to check (then ``sql`` is empty): a NUL byte, a
-            cap passed (``answer too large: N tokens > cap 20000``), or only a comment; None
-            otherwise. The steps then end with ``refused``.
-    """
-
-    sql: str
-    steps: list[str] = field(default_factory=list)
-    dialect: str = TARGET
-    reason: str | None = None
+    sql: str  # stripped, no trailing semicolon; PostgreSQL unless transpiling failed; may be ""
+    steps: list[str] = field(default_factory=list)  # steps applied, in order, each once
+    dialect: str = TARGET  # the dialect the text was read as
+    reason: str | None = None  # why there is no SQL to check (steps then end with "refused")
 
 
 def _strip_lang_tag(piece: str) -> str:
@@ -101,19 +73,15 @@ def _tokens(text: str, dialect: str = TARGET):
 
 @lru_cache(maxsize=512)
 def parses_as(text: str, dialect: str) -> bool:
-    """Say whether ``text`` parses as exactly one statement of ``dialect`` (sqlglot).
-
-    Cached per process (512 entries): cleaning asks this of the same text at several steps,
-    and several models often send the same answer. PostgreSQL text is parsed through
-    ``sqlcheck.parse_shared``, whose tree the candidate check then reuses.
+    """Say whether ``text`` parses as exactly one statement of ``dialect`` (cached, 512 entries;
+    PostgreSQL through ``sqlcheck.parse_shared``).
 
     Args:
         text: the SQL text to try.
         dialect: a sqlglot dialect name (``postgres``, ``sqlite``, ``mysql``).
 
     Returns:
-        True when it parses as exactly one statement; False on a parse or token error or when
-        it holds no or several statements. Never raises.
+        True when it parses as exactly one statement; never raises.
     """
     try:
         # PostgreSQL text through the shared cache, whose tree the candidate check reuses
@@ -136,8 +104,7 @@ def _nesting(toks) -> int:
 
 
 def _char_nesting(text: str) -> int:
-    """Deepest nesting of ``(`` characters in ``text`` (one pass): an upper bound of the SQL's
-    nesting, used when the text does not tokenize (parentheses in literals count too)."""
+    """Deepest nesting of ``(`` characters (an upper bound, for text that does not tokenize)."""
     depth = deepest = 0
     for ch in text:
         if ch == "(":
@@ -150,20 +117,14 @@ def _char_nesting(text: str) -> int:
 
 
 def bound_answer(text: str) -> str | None:
-    """Check a model answer against the caps, in linear time, before anything parses it.
-
-    In order: a NUL byte (PostgreSQL text cannot hold one), more than ``MAX_ANSWER_CHARS``
-    characters, more than ``MAX_ANSWER_TOKENS`` sqlglot tokens, parentheses nested deeper than
-    ``MAX_NESTING``. The text is tokenized once (sqlglot's tokenizer is linear); when it does
-    not tokenize (prose around the SQL), the nesting is bounded by counting ``(`` characters
-    and the tokens by the character cap.
+    """Check a model answer against the caps in linear time, before anything parses it: a NUL
+    byte, ``MAX_ANSWER_CHARS``, ``MAX_ANSWER_TOKENS``, ``MAX_NESTING``.
 
     Args:
         text: the model's answer text.
 
     Returns:
-        None when the answer is within every cap; otherwise the reason, e.g.
-        ``answer too large: 200007 tokens > cap 20000``. Never raises.
+        None within every cap, else the reason (``answer too large: 200007 tokens > cap 20000``).
     """
     if "\x00" in text:
         return "answer holds a NUL byte (U+0000), which PostgreSQL text cannot hold"
@@ -275,16 +236,14 @@ _STATEMENT_WORDS = {
 
 
 def _is_statement(rest: str) -> bool:
-    """True when ``rest`` (text after a semicolon) begins with a SQL statement; comments are
-    skipped by sqlglot's tokenizer. Prose that does not tokenize (an apostrophe) is not SQL."""
+    """True when ``rest`` (text after a semicolon) begins with a SQL statement (not prose)."""
     toks = _tokens(rest)
     return bool(toks) and toks[0].text.upper() in _STATEMENT_WORDS
 
 
 def _cut_after_statement(t: str, steps: list[str]) -> str:
-    """Cut at the first top-level semicolon (found by sqlglot's tokenizer, so a ``;`` inside a
-    string literal does not count) when what follows is prose; a further statement is kept
-    (the check then refuses the answer as several statements)."""
+    """Cut at the first top-level semicolon when prose follows (a further statement is kept, so
+    the check refuses it)."""
     toks = _tokens(t)
     if toks is None:
         # the text does not tokenize as a whole (e.g. an apostrophe in the prose after the
@@ -313,8 +272,7 @@ def _cut_after_statement(t: str, steps: list[str]) -> str:
 
 
 def _cut_trailing_paragraphs(t: str, steps: list[str]) -> str:
-    """When the text does not parse, drop trailing paragraphs (after a blank line) until it
-    does: an explanation after the query without a semicolon or fence."""
+    """Drop trailing paragraphs until the text parses (an explanation after the query)."""
     if "\n\n" not in t.strip() or parses_as(t, TARGET):
         return t
     paras = t.strip().split("\n\n")
@@ -327,9 +285,8 @@ def _cut_trailing_paragraphs(t: str, steps: list[str]) -> str:
 
 
 def _cut_hash_comments(t: str, steps: list[str]) -> str:
-    """``# ...`` to the end of the line is a MySQL comment; PostgreSQL reads ``#`` as XOR, so
-    the cut is made only when the text does not parse as PostgreSQL as it is, and only for
-    ``#`` tokens outside string literals (sqlglot's tokenizer)."""
+    """Cut MySQL ``#`` comments (tokens outside literals), only when the text does not parse as
+    PostgreSQL as it is (there ``#`` is XOR)."""
     if "#" not in t or parses_as(t, TARGET):
         return t
     toks = _tokens(t)
@@ -356,9 +313,6 @@ def _cut_hash_comments(t: str, steps: list[str]) -> str:
 def transpile_to_postgres(sql: str, read: str) -> str:
     """Transpile one statement from dialect ``read`` to PostgreSQL (sqlglot).
 
-    For SQLite, a double-quoted string compared with a column becomes a string literal
-    (SQLite's lenient quoting, common in Spider/BIRD gold SQL).
-
     Args:
         sql: one statement in dialect ``read``.
         read: the sqlglot dialect name to read it as (``sqlite``, ``mysql``).
@@ -367,33 +321,27 @@ def transpile_to_postgres(sql: str, read: str) -> str:
         The statement as PostgreSQL text.
 
     Raises:
-        CandidateRefused: (a ValueError) when it does not parse as ``read`` or holds other
-            than exactly one statement.
+        CandidateRefused: it does not parse as ``read`` or is not exactly one statement.
     """
     return transpile(sql, read)
 
 
 def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str, str | None]:
-    """Transpile one SQLite statement to PostgreSQL keeping SQLite's meaning, resolved against
-    the schema (``sqlite_rules.apply_sqlite_rules``: double-quoted strings, derived-table
-    aliases, case-insensitive LIKE, numbers compared with text columns, bare columns in
-    grouped SELECTs).
-
-    Source: the SQLite documentation (datatypes §4.2, keywords, LIKE, bare columns).
+    """Transpile one SQLite statement to PostgreSQL keeping SQLite's meaning
+    (``sqlite_rules.apply_sqlite_rules``).
 
     Args:
         sql: one statement in SQLite dialect.
         schema: the tables the calling role may read.
-        steps: the cleaning steps so far; ``transpile:sqlite`` and each rule applied are
-            appended (``sqlite:rules_skipped`` when the rules failed on an unforeseen tree and
-            the text was transpiled by syntax only).
+        steps: the cleaning steps so far; ``transpile:sqlite`` and each rule applied are appended
+            (``sqlite:rules_skipped`` when the rules failed and only the syntax was transpiled).
 
     Returns:
-        ``(sql, reason)``: the PostgreSQL text, and the reason when the statement cannot mean
-        in PostgreSQL what it means in SQLite (then ``sql`` is the transpiled text as is).
+        ``(sql, reason)``: the PostgreSQL text, and the reason when SQLite's meaning cannot be
+        kept (then ``sql`` is the transpiled text as is).
 
     Raises:
-        CandidateRefused: (a ValueError) the text does not parse as one SQLite statement.
+        CandidateRefused: the text does not parse as one SQLite statement.
     """
     tree = parse_single(sql, "sqlite")
     steps.append("transpile:sqlite")
@@ -409,34 +357,20 @@ def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str,
 def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None) -> Cleaned:
     """Clean one model answer into one SQL statement, recording every step.
 
-    Steps, in order: check the caps (``bound_answer``: NUL byte, size, tokens, nesting; an
-    answer past one gives empty SQL with ``reason``), unfence markdown code blocks, refuse an
-    answer that is only a comment (``-- SELECT ...``, ``/* ... */``: empty SQL with
-    ``reason``), undo markdown escapes (``\\_``, ``\\*``), cut leading prose, cut at the first
-    top-level semicolon when prose follows (a further statement is kept so the check refuses
-    it), drop trailing paragraphs until the text parses, cut MySQL ``#`` comments, drop a trailing semicolon, and transpile to PostgreSQL. For a
-    ``postgres`` model, text that does not parse as PostgreSQL but parses as SQLite or MySQL is
-    transpiled from the first that parses. Text that cannot be cleaned comes back as it is (the
-    check then refuses it with the parser's message). With ``schema``, SQLite text keeps
-    SQLite's meaning (``sqlite_to_postgres``); a statement whose meaning cannot be kept (a bare
-    column not dependent on the GROUP BY key) gives empty SQL with ``reason``.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.1, the "no explanation" output rule (models still
-    explain); OpenSearch-SQL (Xie et al. 2024) §3.5, style alignment of generated SQL.
+    Source: DAIL-SQL (Gao et al. 2023) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
         text: the model's answer text; ``None`` or blank gives an empty ``sql``.
-        dialect: the dialect the model is configured to write (``postgres``, ``sqlite`` or
-            ``mysql``); text in another dialect than PostgreSQL is transpiled.
+        dialect: the dialect the model is configured to write (``postgres``, ``sqlite``,
+            ``mysql``); another than PostgreSQL is transpiled.
+        schema: with it, SQLite text keeps SQLite's meaning (``sqlite_to_postgres``).
 
     Returns:
-        ``Cleaned(sql, steps, dialect, reason)``: the SQL, the names of the steps applied
-        (each once, in order), the dialect the text was read as, and why there is no SQL
-        (None unless the answer was refused).
+        ``Cleaned(sql, steps, dialect, reason)``; ``reason`` set (and ``sql`` empty) when the
+        answer was refused. Text that cannot be cleaned comes back as it is.
 
     Raises:
-        ConfigError: when ``dialect`` is not one of ``postgres``, ``sqlite``, ``mysql``. A text
-            that cannot be cleaned never raises.
+        ConfigError: ``dialect`` is unknown (a text that cannot be cleaned never raises).
     """
     if dialect not in DIALECTS:
         raise ConfigError(f"unknown SQL dialect {dialect!r}; one of {', '.join(DIALECTS)}")
@@ -454,9 +388,7 @@ def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None)
 
 
 def _cut_to_statement(t: str, steps: list[str]) -> str:
-    """Unfenced answer text cut to its statement: markdown escapes undone, leading prose,
-    what follows the statement, trailing paragraphs, ``#`` comments and a trailing semicolon
-    cut (each step applied appended to ``steps``)."""
+    """Unfenced answer text cut to its statement (each step applied appended to ``steps``)."""
     if "\\_" in t or "\\*" in t:
         t = t.replace("\\_", "_").replace("\\*", "*")
         steps.append("markdown_escape")
@@ -472,9 +404,8 @@ def _cut_to_statement(t: str, steps: list[str]) -> str:
 
 
 def _to_postgres(t: str, dialect: str, schema: Schema | None, steps: list[str]) -> Cleaned:
-    """``clean``'s last step: the statement read as ``dialect`` (for ``postgres``, the first
-    fallback dialect that parses it when PostgreSQL does not) and transpiled to PostgreSQL,
-    SQLite keeping its meaning with ``schema``; text that does not transpile is kept."""
+    """``clean``'s last step: read as ``dialect`` (for ``postgres``, the first fallback dialect
+    that parses) and transpile to PostgreSQL; text that does not transpile is kept."""
     read = dialect
     if dialect == TARGET and t and not parses_as(t, TARGET):
         read = next((d for d in FALLBACK_DIALECTS if parses_as(t, d)), TARGET)
@@ -505,15 +436,12 @@ def _unique(steps: list[str]) -> list[str]:
 
 
 def clean_model_output(text: str | None) -> str:
-    """Turn a model's chat answer into SQL text, as :func:`clean` does for a PostgreSQL model.
-
-    See :func:`clean` for the steps (fences, leading/trailing prose, markdown escapes, ``#``
-    comments, dialects). Never raises.
+    """Turn a model's chat answer into SQL text, as ``clean`` does for a PostgreSQL model.
 
     Args:
         text: the model's answer text (``None`` or empty gives ``""``).
 
     Returns:
-        The stripped SQL text (may be empty).
+        The stripped SQL text (may be empty); never raises.
     """
     return clean(text).sql

@@ -1,18 +1,7 @@
-"""Executing candidates inside the database: read-only, always rolled back, time-limited.
+"""Executing candidates inside the database: read-only, always rolled back, time-limited, with
+at most ``max_rows`` rows and ``max_bytes`` of row text fetched.
 
-Mechanisms (verified on PG 15):
-- read-only: ``nl2sql._run_candidate`` (PL/pgSQL) does ``SET LOCAL transaction_read_only = on``
-  and then EXECUTEs the candidate, so the server itself refuses any write; the whole call runs
-  in an explicit subtransaction that is always rolled back afterwards.
-- time limit: statement_timeout does not bound SPI and Python threads cannot interrupt it, so a
-  watchdog process sends this backend SIGINT (what pg_cancel_backend sends) at the deadline;
-  it is disarmed as soon as the candidate finishes, and a cancel that raced the finish is
-  absorbed. One watchdog process serves the backend for its lifetime.
-- rows: at most ``max_rows`` rows are fetched for voting; more are flagged as truncated.
-- bytes: at most ``max_bytes`` (setting ``max_result_bytes``) of row_to_json text; the helper
-  fetches row by row with a running byte sum and abandons a larger result in the database
-  (one NULL row marks it), so it is never materialised whole; the candidate is refused with
-  the reason ``result too large``.
+How each limit holds (PG 15): docs/internals/generation.md "Execution".
 """
 
 from __future__ import annotations
@@ -80,17 +69,16 @@ def _helper(pid: int) -> subprocess.Popen:
 
 
 class Watchdog:
-    """Send SIGINT to ``pid`` after ``timeout_ms`` unless stopped first.
+    """Send SIGINT to ``pid`` after ``timeout_ms`` unless stopped first (constructing arms it).
 
-    A helper process keeps the clock (so it fires even while this backend is busy inside SPI);
-    it is started once per backend and re-armed for each candidate. Constructing arms it.
+    A helper process, started once per backend, keeps the clock (it fires even inside SPI).
 
     Args:
         pid: the process id of the backend to signal (``os.getpid()``).
         timeout_ms: milliseconds until the signal (at least 1).
 
     Raises:
-        BrokenPipeError: (or OSError) when the helper cannot be armed, even after a restart.
+        BrokenPipeError: (or OSError) the helper cannot be armed, even after a restart.
     """
 
     def __init__(self, pid: int, timeout_ms: int):
@@ -109,8 +97,7 @@ class Watchdog:
         """Stop the clock.
 
         Returns:
-            True when the helper had already sent the signal; False otherwise (also when the
-            helper is gone).
+            True when the helper had already sent the signal (False also when it is gone).
         """
         try:
             self.proc.stdin.write(b"disarm\n")
@@ -151,10 +138,8 @@ def _readonly_rows(
     max_rows: int,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> tuple[list[str | None], float, bool]:
-    """Run ``sql`` through ``nl2sql._run_candidate`` in a subtransaction that is always rolled
-    back, under the watchdog. Returns (row_to_json texts — at most ``max_rows + 1``, the last
-    one None when the result passed ``max_bytes``, elapsed ms, whether the watchdog fired).
-    Raises plpy.SPIError when the query fails or is cancelled."""
+    """Run ``sql`` through ``nl2sql._run_candidate`` (rolled back, under the watchdog): (row
+    texts, at most ``max_rows + 1``, a last None when past ``max_bytes``; ms; whether it fired)."""
     rows: list[str] = []
     dog = Watchdog(os.getpid(), timeout_ms)
     t0 = time.perf_counter()
@@ -195,15 +180,11 @@ def run_candidate(
     ordered: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Candidate:
-    """Execute ``cand.sql`` (already checked) and fill its outcome in place.
+    """Execute ``cand.sql`` (already checked) read-only and time-limited; fill its outcome.
 
-    Runs through ``nl2sql._run_candidate`` in a read-only subtransaction that is always rolled
-    back, so writes are impossible, under the watchdog's wall-clock limit. A session-level
-    advisory lock the candidate took (it survives the rollback) is released and the candidate
-    refused (``session_state``); the caller's own locks stay held.
+    A session-level advisory lock the candidate took is released and the candidate refused.
 
-    Source: MCS-SQL (Lee et al. 2024) §3.3 and OpenSearch-SQL (Xie et al. 2024) §3.6, candidates
-    executed and filtered by outcome before voting.
+    Source: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -212,18 +193,15 @@ def run_candidate(
         timeout_ms: wall-clock limit in milliseconds; on expiry status is ``timeout``.
         max_rows: most rows fetched for the result hash; more set ``truncated``.
         ordered: when True the row order counts in the result hash (else a multiset).
-        max_bytes: most bytes of row_to_json text fetched (setting ``max_result_bytes``); a
-            larger result is stopped in the database and the candidate refused.
+        max_bytes: most bytes of row_to_json text fetched; a larger result is refused.
 
     Returns:
-        ``cand``, with ``status`` ``ok`` (and ``result_hash``, ``row_count``, ``truncated``,
-        ``sample_rows``), ``error`` (``reason`` the server's first message line, at most 500
-        characters), ``timeout``, or ``refused`` with the reason ``result too large: ...``;
-        ``exec_ms`` in milliseconds in every case.
+        ``cand``: ``status`` ``ok`` (``result_hash``, ``row_count``, ``truncated``,
+        ``sample_rows``), ``error`` (the server's first line, ≤ 500 characters), ``timeout`` or
+        ``refused`` (``result too large: ...``); ``exec_ms`` (ms) always.
 
     Raises:
-        plpy.SPIError: the user's own cancel (Ctrl-C, ``pg_cancel_backend``) before the time
-            limit is re-raised, never swallowed.
+        plpy.SPIError: the user's own cancel before the time limit (re-raised, never swallowed).
     """
     before = session_state.advisory_locks(plpy)
     try:
@@ -296,7 +274,7 @@ def fetch_rows(
     max_rows: int,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> list[str]:
-    """Fetch the rows of a checked query, read-only and time-limited (used by ``nl2sql.ask``).
+    """Fetch the rows of a checked query, read-only and time-limited (``nl2sql.ask``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

@@ -1,22 +1,13 @@
-"""Repair: a candidate that fails or returns no rows gets further model rounds with the error.
+"""Repair: a candidate that fails or returns no rows gets further model rounds with its error and
+the relevant cell values; it keeps its best attempt.
 
-Each round, every candidate that is refused by the check (other than for having no answer),
-fails in execution, times out, or returns an empty result is sent back to the model that wrote
-it, concurrently: its prompt, its SQL, what went wrong (the server's error message, the time
-limit, or "empty result"), and the relevant cell values (the indexed values nearest to each
-string literal it compares with a column, and the values found in the question). The answer is
-cleaned, checked, aligned and executed like any candidate. A candidate stops at the first
-non-empty successful execution, when the model answers with the same SQL again, or after
-``max_rounds`` (at most 3) rounds; every round is recorded in ``candidate.repairs``. The
-candidate keeps its best attempt (non-empty result > empty result > failure).
-
-Sources: ReBoost (Sui et al. 2023) §3.3, SQL boosting on execution errors and empty results,
-at most 3 tries; OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type with the
-relevant values.
+Sources: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5. The rounds:
+docs/internals/generation.md "Repair".
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -36,8 +27,7 @@ MAX_ROUNDS = 3
 
 
 class RepairOutcome(StrEnum):
-    """A repair round's status when no new SQL was executed (otherwise the round's status is
-    the trial's ``types.Status``); string-valued, so the trace's JSON is unchanged."""
+    """A repair round's status when no new SQL was executed (else the trial's ``types.Status``)."""
 
     NO_ANSWER = "no answer"  # the model gave no answer this round
     UNCHANGED = "unchanged"  # the model repeated its SQL: repair stopped
@@ -46,21 +36,15 @@ class RepairOutcome(StrEnum):
 def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     """Say what went wrong with a candidate, for the repair prompt.
 
-    The reason is the check's or the database's message; with a gate, the message passes
-    ``Gate.error`` (quoted data withheld while values are withheld).
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3.
 
     Args:
         c: a checked and executed (or refused) candidate.
-        gate: the call's gate, or None for the message as it is (what the trace keeps).
+        gate: the call's gate (the message passes ``Gate.error``), or None for the message as is.
 
     Returns:
-        One sentence on the problem (empty result, refusal with its reason, timeout, execution
-        error with the server's message), or None when the candidate needs no repair (a
-        non-empty result) or cannot be repaired (the model gave no answer, cleaning refused
-        its answer before any parse, or an unknown status).
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type; ReBoost (Sui et
-    al. 2023) §3.3, empty results count as failures.
+        One sentence on the problem (empty result, refusal, timeout, execution error), or None
+        when the candidate needs no repair or cannot be repaired (no answer, refused unparsed).
     """
     if c.status == Status.OK:
         return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
@@ -92,26 +76,21 @@ def repair_prompt(
     round_no: int,
     max_rounds: int,
 ) -> str:
-    """Build the repair request for one candidate.
+    """Build the repair request for one candidate: its SQL, the problem, the relevant values and
+    a request for a corrected query, before the question line (which stays last).
 
-    The previous SQL, the problem, the relevant cell values and a request for a corrected
-    PostgreSQL query are inserted before the question line (``QUESTION_MARKER``), which stays
-    last; without that line they are appended.
+    Source: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
         base_prompt: the prompt the candidate answered (PreSQL or FinSQL user message).
         sql: the candidate's previous SQL (or its raw answer); None for none.
         problem: what went wrong (``feedback``).
-        values: relevant cell values as ``table.column: 'v1', 'v2'`` strings
-            (``relevant_values``); empty for none.
+        values: relevant cell values as ``table.column: 'v1', 'v2'`` strings; empty for none.
         round_no: this round's number, from 1.
         max_rounds: number of rounds in all, shown to the model.
 
     Returns:
         The repair prompt text (a user message).
-
-    Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting with the execution feedback;
-    OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
     """
     i = base_prompt.rfind(prompts.QUESTION_MARKER)
     head, tail = (base_prompt[:i], base_prompt[i:]) if i >= 0 else (base_prompt, "")
@@ -132,26 +111,20 @@ def repair_prompt(
 def relevant_values(
     c: Candidate, ev, question_values: list[dict], gate: Gate | None = None
 ) -> list[str]:
-    """Collect the cell values worth showing for a failing candidate.
+    """Collect the cell values worth showing for a failing candidate: the 3 nearest indexed
+    values of the column each of its first 5 compared literals meets, then up to 5 of the
+    question's values.
 
-    First, for each of the first 5 string literals the candidate's SQL compares with a
-    column, that column's 3 nearest indexed values; then up to 5 values found in the
-    question. SQL that does not parse contributes nothing.
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
         c: the failing candidate.
-        ev: the question's ``generation.Evaluator`` (its ``schema`` and ``values``; no
-            literal lookup when ``ev.values`` is None).
-        question_values: values retrieved for the question, as ``ValueMatch.to_json()`` dicts
-            (keys ``table``, ``column``, ``value``).
-        gate: the call's gate: values of withheld columns are dropped (``Gate.values``);
-            None keeps them all.
+        ev: the question's ``Evaluator`` (no literal lookup when ``ev.values`` is None).
+        question_values: values retrieved for the question (``ValueMatch.to_json()`` dicts).
+        gate: the call's gate (``Gate.values``); None keeps them all.
 
     Returns:
-        Distinct strings of the form ``table.column: 'v1', 'v2'`` (single quotes in values
-        doubled).
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.5, correction with the relevant values.
+        Distinct ``table.column: 'v1', 'v2'`` strings (single quotes in values doubled).
     """
     found: list[tuple[str, str, str]] = []
     if c.sql and ev.values is not None:
@@ -186,38 +159,24 @@ def repair_loop(
 ) -> dict[str, Any]:
     """Run the repair rounds over the candidates, in place.
 
-    See the module docstring: each round sends every candidate that ``feedback`` says needs
-    repair back to its model, concurrently; a candidate stops at its first non-empty
-    successful execution, when the model repeats its SQL, or after the last round. Each
-    attempt is appended to ``candidate.repairs``; a candidate takes over an attempt's SQL and
-    result only when it is better (non-empty result > empty result > failure).
+    Source: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
         cands: the question's candidates, executed; modified in place.
-        models: model name → ``ModelConfig``; a candidate whose model is missing is not
-            repaired.
-        prompt_of: candidate → the prompt it answered (PreSQL or FinSQL user message).
-        ev: the question's ``generation.Evaluator`` (checks, aligns and executes answers).
-        question_values: values retrieved for the question, as ``ValueMatch.to_json()``
-            dicts.
+        models: model name → ``ModelConfig``; a candidate whose model is missing is not repaired.
+        prompt_of: candidate → the prompt it answered.
+        ev: the question's ``Evaluator`` (checks, aligns and executes answers).
+        question_values: values retrieved for the question (``ValueMatch.to_json()`` dicts).
         max_rounds: number of rounds, clamped to 0..``MAX_ROUNDS`` (3).
-        on_wait: called every ``llm.WAIT_SLICE_S`` seconds while waiting for the models (may
-            raise to cancel); None for none.
-        budget_s: called before each round; gives the seconds left before the caller's
-            statement_timeout, or None (no limit). None: no limit.
-        gate: the call's gate: each problem's error text (``Gate.error``) and relevant values
-            (``Gate.values``) pass it, and each repair prompt is sealed by it.
+        on_wait: called every ``llm.WAIT_SLICE_S`` seconds while waiting (may raise); or None.
+        budget_s: called before each round: seconds left before statement_timeout, or None.
+            None: no limit.
+        gate: the call's gate (error texts, values, the sealed prompts).
 
     Returns:
-        Summary for the trace: ``{"rounds": [{"round", "candidates", "repaired"}, ...],
-        "llm_wait_ms": float (ms waited for models), "prompt_tokens": int,
-        "completion_tokens": int}``.
-
-    Source: ReBoost (Sui et al. 2023) §3.3, SQL boosting on execution errors and empty
-    results, at most 3 tries; OpenSearch-SQL (Xie et al. 2024) §3.5, correction by error type.
+        ``{"rounds": [{"round", "candidates", "repaired"}, ...], "llm_wait_ms": float (ms),
+        "prompt_tokens": int, "completion_tokens": int}``.
     """
-    import time
-
     max_rounds = max(0, min(MAX_ROUNDS, int(max_rounds)))
     summary: dict[str, Any] = {
         "rounds": [],
@@ -275,8 +234,7 @@ def repair_loop(
 
 @dataclass
 class _Repairing:
-    """A candidate under repair: its last attempt's problem, the SQL shown to the model, and the
-    model's last cleaned answer (a repeat stops the repair)."""
+    """A candidate under repair: its last problem, the SQL shown, the model's last answer."""
 
     cand: Candidate
     problem: str
@@ -302,8 +260,8 @@ _TAKEN_OVER = (
 
 
 def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
-    """Record one repair reply in ``a.cand.repairs``; the candidate takes over the attempt when
-    it ranks higher. Returns ``fixed`` (rows now), ``again`` (another round) or ``stop``."""
+    """Record one repair reply; the candidate takes over a better attempt. Returns ``fixed``,
+    ``again`` or ``stop``."""
     c = a.cand
     entry: dict[str, Any] = {
         "round": r,

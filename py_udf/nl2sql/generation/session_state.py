@@ -1,21 +1,7 @@
-"""Session state a candidate could leave behind its rolled-back subtransaction.
+"""Session state a candidate could leave behind its rolled-back subtransaction: session-level
+advisory locks, snapshotted before a candidate and released after it (the caller's own kept).
 
-A candidate runs read-only in a subtransaction that is always rolled back (``execute.py``), but
-a session-level advisory lock (``pg_advisory_lock`` and ``_shared``) survives a rollback: it is
-held until released or until the session ends. The volatility check refuses a direct call of
-``pg_advisory_lock``, but not a call it cannot see: a user-defined operator whose function takes
-one, a function called in column notation (``t.fn``), or a function declared STABLE that calls
-one. This module is the backstop: ``advisory_locks`` snapshots the backend's advisory locks
-before a candidate, ``release_new`` releases exactly those the candidate added (never the
-caller's own, taken before the call) and names them for the refusal reason.
-
-Other session state a candidate could leave (a prepared statement, LISTEN, a cursor, SET) takes
-a statement the shape check refuses (``sqlcheck.check_candidate``), or is undone by the
-rollback (``set_config(..., true)``, transaction-level advisory locks, temporary objects).
-
-Limit: a session-level advisory lock is re-entrant and ``pg_locks`` lists it once whatever its
-count, so a candidate taking again a lock the caller already held is not seen here (the
-caller's lock stays held in any case; its count is one higher until the session ends).
+Why this is the backstop, and its limit: docs/internals/generation.md "Session state".
 """
 
 from __future__ import annotations
@@ -61,9 +47,6 @@ def describe(lock: Lock) -> str:
 
     Returns:
         E.g. ``pg_advisory_lock(42)`` or ``pg_advisory_lock_shared(1, 2)``.
-
-    Raises:
-        Nothing.
     """
     classid, objid, objsubid, mode = lock
     fn = "pg_advisory_lock_shared" if mode == "ShareLock" else "pg_advisory_lock"
@@ -77,12 +60,8 @@ def describe(lock: Lock) -> str:
 
 
 def release_new(plpy, before: frozenset[Lock]) -> list[str]:
-    """Release every advisory lock this backend holds now that is not in ``before``.
-
-    Each new lock is unlocked (``pg_advisory_unlock`` or ``pg_advisory_unlock_shared`` with its
-    bigint or (int, int) key) as often as it is held, at most ``MAX_RELEASES`` times; locks in
-    ``before`` (the caller's own) are left alone. Transaction-level advisory locks taken by a
-    candidate are gone already (its subtransaction was rolled back).
+    """Release every advisory lock held now that is not in ``before``, as often as it is held
+    (at most ``MAX_RELEASES`` times).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -113,9 +92,6 @@ def refusal(taken: list[str]) -> str:
 
     Returns:
         The reason for the trace.
-
-    Raises:
-        Nothing.
     """
     return (
         "took a session-level advisory lock that outlives the rolled-back candidate "

@@ -1,44 +1,9 @@
 """The one gate every text bound for a model passes: the asking role's value rules, applied.
 
-What may reach a model is decided per call from the schema the calling role may read
-(``catalog.load_schema``: tables and columns it may SELECT) and the value rules
-(``value_policy``): setting ``send_values`` and the per-table/column opt-outs of
-``nl2sql.value_policy`` (row-level-security tables are opted out unless opted in). A column
-whose values are withheld is a *withheld column*; with ``send_values = off`` every column is.
-
-Every part of a prompt that can carry cell values passes one method of ``Gate``:
-
-=====================  ==========================================================================
-part                   rule while values are withheld
-=====================  ==========================================================================
-samples (schema)       ``Gate.__init__`` clears the sample values of every withheld column (the
-                       views already return none; this is the second line)
-values                 ``Gate.values``: retrieved/relevant values of withheld columns are dropped
-examples               ``Gate.examples``: an example of this database (``db_id`` 'local') that
-                       reads a withheld column (any example with ``send_values = off``) is shown
-                       with its masked question and every literal of its SQL replaced
-SQL text               ``Gate.sql``: a query that reads a withheld column (any query with
-                       ``send_values = off``) is shown with every literal replaced (mined
-                       queries of the query log)
-rows                   ``Gate.rows``: with ``send_values = off`` no row at all (only the option's
-                       shape: row and column counts); otherwise the output columns that may
-                       carry a withheld column's values are dropped from each row (all of them
-                       when the query's lineage is not plain: set operations, CTEs, derived
-                       tables, ``*`` or a whole-row reference over a table with a withheld column)
-error details          ``Gate.error``: only the message's first line (DETAIL lines quote rows and
-                       keys: ``Key (x)=(...)``, ``Failing row contains``); every quoted span that
-                       is not a word of the candidate's own SQL or a name of the schema becomes
-                       ``"[value withheld]"`` (PostgreSQL quotes data: ``invalid input syntax for
-                       type integer: "<cell>"``, without escaping a quote inside it: a span
-                       closes only before white space, punctuation or the line's end, and a
-                       quote left open withholds the rest of the line); a message raised by a
-                       function (SQLSTATE class P0) is withheld whole
-=====================  ==========================================================================
-
-A prompt becomes chat messages only through ``Gate.seal``, which returns ``Gated``; ``llm``
-sends nothing else (``llm.call_model`` refuses any other type), so a stage cannot reach a model
-without passing the gate. What was held back, per stage, is the trace's ``values_withheld``
-(``Gate.report``).
+What may reach a model is decided per call from the schema the role may read
+(``catalog.load_schema``) and the value rules (setting ``send_values``, ``nl2sql.value_policy``).
+A prompt becomes chat messages only through ``Gate.seal`` (``Gated``), and ``llm`` sends nothing
+else. The rule for each part of a prompt: docs/internals/model.md "The gate".
 
 It imports only ``errors``, ``names``, ``prompts``, ``sqlcheck`` and ``types`` from the package.
 """
@@ -52,6 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Tokenizer
 
 from ..core.errors import CandidateRefused, GateError
 from ..core.names import resolve
@@ -73,17 +39,10 @@ _MAX_ERROR_CHARS = 2000
 
 @dataclass(frozen=True)
 class Gated:
-    """Chat messages that passed the gate: the only thing ``llm`` sends.
+    """Chat messages that passed the gate: the only thing ``llm`` sends (made only by ``Gate.seal``)."""
 
-    Made only by ``Gate.seal`` (constructing one elsewhere raises ``GateError``).
-
-    Attributes:
-        stage: the stage asking (``presql``, ``finsql``, ``repair``, ``multiple_choice``, …).
-        messages: the chat messages, ``({"role", "content"}, ...)``.
-    """
-
-    stage: str
-    messages: tuple[dict[str, str], ...]
+    stage: str  # the stage asking: presql, finsql, repair, multiple_choice, …
+    messages: tuple[dict[str, str], ...]  # {"role", "content"} each
     seal: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -103,14 +62,7 @@ class Gated:
 
 
 class Gate:
-    """One call's gate: the asking role's value rules and a record of what was held back.
-
-    Attributes:
-        send_values: the setting ``send_values``.
-        withheld_columns: ``schema.table.column`` of each readable column whose values are
-            withheld, sorted.
-        held: stage → what was held back → count.
-    """
+    """One call's gate: the asking role's value rules and a record of what was held back."""
 
     def __init__(self, schema: Schema, send_values: bool):
         """Read the value rules off the role's schema; clear withheld columns' sample values.
@@ -121,7 +73,7 @@ class Gate:
             send_values: setting ``send_values``.
         """
         self.send_values = bool(send_values)
-        self.held: dict[str, dict[str, int]] = {}
+        self.held: dict[str, dict[str, int]] = {}  # stage -> what was held back -> count
         self._by_table: dict[str, set[str]] = {}
         self._schema = schema
         self._words: frozenset[str] | None = None
@@ -136,7 +88,7 @@ class Gate:
                 if c.sample_values:
                     self.note("samples", "sample values", len(c.sample_values))
                     c.sample_values = []
-        self.withheld_columns = sorted(withheld)
+        self.withheld_columns = sorted(withheld)  # schema.table.column, values withheld
 
     def _schema_words(self) -> frozenset[str]:
         """The schema's names (schemas, tables, columns, types), lower-cased; built once."""
@@ -217,10 +169,8 @@ class Gate:
     def examples(self, stage: str, examples: list[Example]) -> list[Example]:
         """Mask this database's examples that would show withheld values.
 
-        An example of another database carries no value of this one and passes. An example of
-        this database (``db_id`` 'local') that reads a withheld column — with ``send_values =
-        off``, every one — is shown with its masked question and every literal of its SQL
-        replaced by ``'value'`` / ``0``.
+        An example of this database (``db_id`` 'local') that reads a withheld column (any, with
+        ``send_values = off``) is shown with its masked question and its SQL's literals replaced.
 
         Args:
             stage: the asking stage.
@@ -247,11 +197,7 @@ class Gate:
         return out
 
     def turns(self, stage: str, turns: tuple) -> tuple:
-        """Mask the SQL of a conversation's earlier turns that would show withheld values.
-
-        A turn's question is the role's own text; its SQL may hold a literal of a column whose
-        values are withheld now (opted out since, or ``send_values = off``): such SQL is shown
-        with every literal replaced, as ``examples`` does.
+        """Mask the SQL of earlier turns that would show withheld values (as ``examples`` does).
 
         Args:
             stage: the asking stage.
@@ -278,9 +224,8 @@ class Gate:
             sql: the query.
 
         Returns:
-            ``sql`` unchanged when it reads no withheld column, else with every string literal
-            replaced by ``'value'`` and every number by 0 (``SELECT ...`` when it does not
-            parse).
+            ``sql`` unchanged when it reads no withheld column, else with string literals as
+            ``'value'`` and numbers as 0 (``SELECT ...`` when it does not parse).
         """
         if not self.withholding or not self._reads_withheld_sql(sql):
             return sql
@@ -361,9 +306,8 @@ class Gate:
             rows: its first rows as ``row_to_json`` texts.
 
         Returns:
-            ``(rows, note)``: the rows as they may be sent (withheld output columns dropped,
-            ``row_to_json`` text again), and a note for the prompt saying what was withheld,
-            naming the withheld output columns (None when nothing was).
+            ``(rows, note)``: the rows without withheld output columns (``row_to_json`` text), and
+            a note for the prompt naming what was withheld (None when nothing was).
         """
         if not rows:
             return rows, None
@@ -468,8 +412,6 @@ def _sql_words(sql: str | None) -> frozenset[str]:
     """The words of an SQL text as sqlglot's tokenizer reads them (strings unquoted), lower."""
     if not sql:
         return frozenset()
-    from sqlglot.tokens import Tokenizer
-
     try:
         return frozenset(t.text.lower() for t in Tokenizer().tokenize(sql[: _MAX_ERROR_CHARS * 50]))
     except (SqlglotError, RecursionError, ValueError):
@@ -492,8 +434,7 @@ def _without_literals(sql: str) -> str:
 
 
 def open_gate() -> Gate:
-    """A gate over an empty schema with values on: for model calls outside a question (tests,
-    benchmarks of the model layer), where no cell value is at stake.
+    """A gate over an empty schema with values on, for calls outside a question (tests, benches).
 
     Returns:
         A ``Gate`` that withholds nothing.

@@ -1,31 +1,12 @@
-"""Model calls to OpenAI-compatible endpoints through the ``openai`` client, concurrently.
+"""Model calls to OpenAI-compatible endpoints: one call (``call_model``), or several at once
+while the calling thread waits in slices (``call_models``, ``call_models_during``).
 
-Calls run in worker threads; the calling (main) thread waits in short slices and runs
-``on_wait`` between them — inside PostgreSQL that is a trivial SPI call, so that a
-``pg_cancel_backend`` (psql's Ctrl-C) is noticed within about one slice.
-API keys are read from the server's environment variable named in the model configuration;
-they are never stored or logged.
-
-Faults: HTTP 408/409/429/5xx and connection errors are retried by the openai client itself, with
-exponential backoff and jitter (honouring a Retry-After header), up to ``ModelConfig.max_retries``
-times (setting ``llm_max_retries``). Each model's whole call, retries included, is bounded by its
-``timeout_s`` and by the time left before the caller's ``statement_timeout``
-(``budget_s`` of ``call_models``); a model that is not done by then is reported as timed out and
-abandoned, and the others still vote.
-
-Hard deadline: the HTTP client's timeouts bound each read, so an endpoint that trickles its
-reply a byte at a time never trips them. Each call therefore gets its own HTTP client whose
-connections are shut down at the call's deadline (a timer; the sockets are caught through the
-transport's trace hook), every attempt's timeouts are cut to the time left, no retry starts or
-waits past the deadline, and each call runs in its own daemon thread (no shared pool that
-abandoned calls could fill): a later call always gets a thread, and an abandoned call's thread
-ends at its deadline.
+A backend's call is relayed to the shared embedding process when it is in use, else made here
+(``openai_call``). Waiting, retries and deadlines: docs/internals/model.md "Model calls".
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -40,11 +21,6 @@ from ..embedding import client as embed_client
 from .gate import Gated
 
 WAIT_SLICE_S = 0.2
-_SSL_CONTEXT = None  # one TLS context for every per-call HTTP client (building one costs ms)
-_CLIENT_CLASS = None
-
-
-from ..core.errors import ModelError  # noqa: E402  (re-exported)
 
 
 def pick_model(models: list[ModelConfig], setting: str, name: str) -> ModelConfig:
@@ -89,124 +65,6 @@ def _spawn(fn: Callable, *args) -> Future:
     return fut
 
 
-class _Deadline:
-    """A call's wall-clock deadline: shuts its connections down when it passes.
-
-    ``hook`` (an httpx request event hook) cuts each attempt's timeouts to the time left,
-    refuses an attempt past the deadline, and installs ``trace`` so that every socket the
-    attempt opens is recorded; the timer shuts those sockets down at the deadline, which wakes
-    a read blocked on a trickling reply.
-    """
-
-    def __init__(self, seconds: float):
-        self.at = time.monotonic() + seconds
-        self.expired = False
-        self._streams: list = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(max(seconds, 0.0), self.expire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def left(self) -> float:
-        return self.at - time.monotonic()
-
-    def trace(self, event: str, info: dict) -> None:
-        if event.endswith(
-            (".connect_tcp.complete", ".start_tls.complete", ".connect_unix_socket.complete")
-        ):
-            stream = info.get("return_value")
-            if stream is None:
-                return
-            with self._lock:
-                self._streams.append(stream)
-                expired = self.expired
-            if expired:
-                self._shut(stream)
-
-    def hook(self, request) -> None:
-        import openai
-
-        left = self.left()
-        if left <= 0 or self.expired:
-            raise openai.APITimeoutError(request=request)
-        old = request.extensions.get("timeout") or {}
-        request.extensions["timeout"] = {
-            k: min(old[k], left) if old.get(k) is not None else left
-            for k in ("connect", "read", "write", "pool")
-        }
-        request.extensions["trace"] = self.trace
-
-    @staticmethod
-    def _shut(stream) -> None:
-        try:
-            sock = stream.get_extra_info("socket")
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-        except Exception:  # noqa: BLE001 (already closed, or detached by TLS)
-            pass
-
-    def expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            streams = list(self._streams)
-        for stream in streams:
-            self._shut(stream)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
-def _client_class():
-    """openai.OpenAI whose retry back-off never sleeps past the call's deadline."""
-    global _CLIENT_CLASS
-    if _CLIENT_CLASS is None:
-        import openai
-
-        class _DeadlineOpenAI(openai.OpenAI):
-            nl2sql_deadline: _Deadline | None = None
-
-            def _sleep_for_retry(self, *, retries_taken, max_retries, options, response):
-                d = self.nl2sql_deadline
-                remaining = max_retries - retries_taken
-                wait_s = self._calculate_retry_timeout(
-                    remaining, options, response.headers if response else None
-                )
-                if d is not None:
-                    wait_s = min(wait_s, max(d.left(), 0.0))
-                time.sleep(wait_s)
-
-        _CLIENT_CLASS = _DeadlineOpenAI
-    return _CLIENT_CLASS
-
-
-def _client(cfg: ModelConfig, deadline: _Deadline):
-    global _SSL_CONTEXT
-    import httpx2
-    import openai
-
-    key = None
-    if cfg.api_key_env:
-        key = os.environ.get(cfg.api_key_env)
-        if not key:
-            raise ModelError(
-                f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
-                f"PostgreSQL server's environment; set it where the server starts (e.g. "
-                f"/etc/postgresql/15/main/environment) and restart, or change api_key_env"
-            )
-    if _SSL_CONTEXT is None:
-        _SSL_CONTEXT = httpx2.create_ssl_context()
-    http = openai.DefaultHttpxClient(verify=_SSL_CONTEXT, event_hooks={"request": [deadline.hook]})
-    client = _client_class()(
-        base_url=cfg.base_url,
-        api_key=key or "no-key",
-        timeout=cfg.timeout_s,
-        max_retries=cfg.max_retries,
-        http_client=http,
-    )
-    client.nl2sql_deadline = deadline
-    return client
-
-
 def call_model(
     cfg: ModelConfig,
     messages: Gated,
@@ -216,31 +74,22 @@ def call_model(
 ) -> LLMReply:
     """Make one chat-completions call to a model's OpenAI-compatible endpoint.
 
-    The openai client retries HTTP 408/409/429/5xx and connection errors with backoff, at
-    most ``cfg.max_retries`` times. The API key is read from the server environment variable
-    ``cfg.api_key_env``. When this backend uses the shared embedding process (setting
-    ``embedder = 'shared'``), the call, already gated, is relayed to that process, which
-    holds the imported openai client (``relay_call``): the backend then never imports the
-    openai package (0.25-0.7 s and ~21 MB per backend); when the process is not running or
-    refuses the connection, the call is made in this process. Never raises: every failure
-    (missing key, timeout, unreachable endpoint, HTTP error, empty answer) comes back in
-    ``LLMReply.error``, naming the model, the endpoint and what went wrong, with the key and
-    key-like tokens masked (``redaction.redact``).
+    Relayed to the shared embedding process when this backend uses it (``embedder = 'shared'``),
+    else made here with the openai client (``openai_call.call_here``). Never raises for a model
+    failure: it comes back in ``LLMReply.error``, keys masked.
 
     Args:
-        cfg: the model's configuration (name, model id, base_url, api_key_env, temperature,
-            max_tokens, timeout_s, max_retries).
-        messages: the chat messages as the gate sealed them (``gate.Gate.seal``): nothing
-            else reaches a model.
-        timeout_s: the call's hard deadline in seconds, retries and a trickling reply
-            included (its connections are shut down then); None or 0 uses ``cfg.timeout_s``.
+        cfg: the model's configuration.
+        messages: the chat messages as the gate sealed them (``gate.Gate.seal``).
+        timeout_s: the call's hard deadline in seconds, retries and a trickling reply included;
+            None or 0 uses ``cfg.timeout_s``.
         n: number of samples asked for in one request (self-consistency); at least 1.
         temperature: sampling temperature overriding ``cfg.temperature``; None keeps it.
 
     Returns:
         ``LLMReply``: ``text`` (the first sample; None on failure), ``choices`` (every
-        non-empty sample's text), ``error`` (None on success), ``latency_ms`` (wall time,
-        milliseconds), ``prompt_tokens`` and ``completion_tokens`` (0 when not reported).
+        non-empty sample), ``error``, ``latency_ms`` (ms), ``prompt_tokens``,
+        ``completion_tokens`` (0 when not reported).
 
     Raises:
         GateError: ``messages`` did not come from the gate (a bug, not a model failure).
@@ -254,7 +103,9 @@ def call_model(
     relayed = _relayed(cfg, messages.as_list(), timeout_s, n, temperature)
     if relayed is not None:
         return relayed
-    return _call_here(cfg, messages.as_list(), timeout_s, n, temperature)
+    from . import openai_call  # heavy (openai): only a backend that makes its own call loads it
+
+    return openai_call.call_here(cfg, messages.as_list(), timeout_s, n, temperature)
 
 
 def _relayed(
@@ -295,145 +146,9 @@ def _relayed(
     )
 
 
-def relay_call(
-    config: dict,
-    messages: list[dict],
-    timeout_s: float,
-    n: int = 1,
-    temperature: float | None = None,
-) -> dict:
-    """Make a model call for a backend, in the shared process (``embed_service``).
-
-    The backend's gate sealed ``messages`` before it sent them over the process's socket
-    (mode 0600, the server's OS user only); this makes the call as ``call_model`` would in the
-    backend, with the API key read from this process's environment (the server's).
-
-    Args:
-        config: a ``ModelConfig`` as a dict (``dataclasses.asdict``).
-        messages: the chat messages, ``[{"role": ..., "content": ...}, ...]``.
-        timeout_s: the call's hard deadline in seconds, retries included.
-        n: samples asked for (at least 1).
-        temperature: sampling temperature overriding the configuration's; None keeps it.
-
-    Returns:
-        The ``LLMReply``'s fields as a dict (errors already redacted).
-
-    Raises:
-        TypeError: ``config`` is not a ``ModelConfig``'s fields.
-    """
-    return asdict(_call_here(ModelConfig(**config), messages, timeout_s, n, temperature))
-
-
-def _endpoint(cfg: ModelConfig) -> str:
-    """The model's base URL for messages, or 'default endpoint' when it has none."""
-    return cfg.base_url or "default endpoint"
-
-
-def _call_here(
-    cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int, temperature: float | None
-) -> LLMReply:
-    """The model call with the openai client in this process (``call_model``'s contract)."""
-    t0 = time.perf_counter()
-    secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
-    deadline = _Deadline(timeout_s)
-    client = None
-    try:
-        client = _client(cfg, deadline)
-        resp = client.chat.completions.create(
-            model=cfg.model,
-            messages=messages,
-            temperature=cfg.temperature if temperature is None else temperature,
-            max_tokens=cfg.max_tokens,
-            n=max(1, int(n)),
-            timeout=timeout_s,
-        )
-        return _reply_of(cfg, resp, t0)
-    except ModelError as e:
-        err = str(e)
-    except Exception as e:  # noqa: BLE001 - any client failure is reported, not raised
-        err = _client_error(cfg, e, timeout_s, secrets)
-    finally:
-        deadline.cancel()
-        _close(client)
-    if deadline.expired and not err.startswith(f"model {cfg.name!r} at"):
-        err = (
-            f"model {cfg.name!r} at {_endpoint(cfg)}: no complete answer "
-            f"within {timeout_s:g} s (hard deadline; connection closed); raise timeout_s "
-            f"with nl2sql.add_model or check the endpoint"
-        )
-    # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
-    # error goes to the trace, the log and raised messages: mask the key and key-like tokens
-    err = redact(err, secrets)
-    return LLMReply(
-        model=cfg.name, text=None, error=err, latency_ms=(time.perf_counter() - t0) * 1000
-    )
-
-
-def _reply_of(cfg: ModelConfig, resp, t0: float) -> LLMReply:
-    """The ``LLMReply`` of a chat-completions response (an error reply when every sample is
-    empty); ``t0`` is the call's ``perf_counter`` start."""
-    texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
-    text = texts[0] if texts else None
-    usage = resp.usage
-    return LLMReply(
-        model=cfg.name,
-        text=text,
-        error=None if text else "empty answer",
-        latency_ms=(time.perf_counter() - t0) * 1000,
-        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        choices=texts,
-    )
-
-
-def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> str:
-    """What went wrong in an openai client call, naming the model and endpoint and what to
-    do (timeout, unreachable endpoint, HTTP status, any other failure)."""
-    import openai
-
-    if isinstance(e, openai.APITimeoutError):
-        return (
-            f"model {cfg.name!r} at {_endpoint(cfg)}: no answer within "
-            f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint"
-        )
-    if isinstance(e, openai.APIConnectionError):
-        return (
-            f"model {cfg.name!r}: cannot reach {_endpoint(cfg)} "
-            f"({redact(str(e), secrets)}); "
-            f"check base_url and that the endpoint is up"
-        )
-    if isinstance(e, openai.APIStatusError):
-        retried = (
-            f" (after {cfg.max_retries} retries)"
-            if e.status_code in (408, 409, 429) or e.status_code >= 500
-            else ""
-        )
-        return (
-            f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: "
-            f"{redact(str(e), secrets)[:300]}"
-        )
-    return f"model {cfg.name!r}: {type(e).__name__}: {redact(str(e), secrets)[:300]}"
-
-
-def _close(client) -> None:
-    """Close a per-call openai client (None: none was made), ignoring failures."""
-    if client is not None:
-        try:
-            client.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
 @dataclass
 class ModelRound:
-    """The outcome of one round of concurrent model calls (``call_models_during``).
-
-    Attributes:
-        replies: one ``LLMReply`` per call, in the order of the calls.
-        wait_ms: milliseconds from submission until the last reply arrived or was abandoned
-            (the models' time).
-        work_ms: milliseconds the overlapped ``work`` took on the calling thread.
-    """
+    """The outcome of one round of concurrent model calls (``call_models_during``)."""
 
     replies: list[LLMReply]  # in the order of the calls
     wait_ms: float  # submission → the last reply in (or abandoned), ms: model time
@@ -443,20 +158,17 @@ class ModelRound:
 def call_models(
     calls: list[tuple], on_wait: Callable[[], None] | None = None, budget_s: float | None = None
 ) -> list[LLMReply]:
-    """Run several model calls concurrently in worker threads.
+    """Run several model calls concurrently, each in its own thread.
 
-    Each call gets ``min(cfg.timeout_s, budget_s)`` seconds (at least 0.05 s), retries
-    included; a call still running then is abandoned and reported as an error reply (the
-    others are kept). Failures never raise (see ``call_model``).
+    Each call gets ``min(cfg.timeout_s, budget_s)`` seconds (at least 0.05 s); a call still
+    running then is abandoned and reported as an error reply.
 
     Args:
         calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the
-            arguments of ``call_model`` (``messages`` sealed by ``gate.Gate.seal``).
-        on_wait: called on the calling thread every ``WAIT_SLICE_S`` seconds (0.2) while
-            waiting; it may raise to cancel (e.g. QueryCanceled from a trivial SPI call), and
-            the exception then propagates with the outstanding calls abandoned. None for none.
-        budget_s: seconds left for the whole statement (before the caller's
-            statement_timeout), or None for no limit beyond each model's ``timeout_s``.
+            arguments of ``call_model``.
+        on_wait: called on the calling thread every ``WAIT_SLICE_S`` seconds while waiting; it
+            may raise to cancel (outstanding calls are abandoned). None for none.
+        budget_s: seconds left before the caller's statement_timeout, or None.
 
     Returns:
         One ``LLMReply`` per call, in the order of ``calls``.
@@ -477,27 +189,17 @@ def call_models_during(
     """Run model calls as ``call_models`` does, doing other work on the calling thread meanwhile.
 
     Args:
-        calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the
-            arguments of ``call_model`` (``messages`` sealed by ``gate.Gate.seal``).
-        work: what the pipeline would otherwise do before or after the round (inside
-            PostgreSQL: SPI and CPU work that needs no reply of this round); run once, right
-            after the calls are submitted. Exceptions it raises propagate (the calls are then
-            abandoned). None for no work.
-        on_wait: called on the calling thread every ``WAIT_SLICE_S`` seconds (0.2) while
-            waiting; it may raise to cancel (the exception propagates, outstanding calls are
-            abandoned). None for none.
-        budget_s: seconds left before the caller's statement_timeout, or None; each call gets
-            ``min(cfg.timeout_s, budget_s)`` seconds (at least 0.05 s), retries included.
-        on_reply: ``on_reply(i, reply, still_out)`` is called on the calling thread for each
-            reply as it arrives (in arrival order; not for abandoned calls), with ``i`` the
-            call's index and ``still_out`` the number of calls still out, so a caller can start
-            on the early answers while slower models are still writing. None for none.
+        calls: as ``call_models``.
+        work: work that needs no reply of this round, run once right after the calls are
+            submitted (its exceptions propagate; the calls are then abandoned). None for none.
+        on_wait: as ``call_models``.
+        budget_s: as ``call_models``.
+        on_reply: ``on_reply(i, reply, still_out)``, called on the calling thread for each reply
+            as it arrives (not for abandoned calls). None for none.
 
     Returns:
-        ``ModelRound``: the replies in the order of ``calls`` (abandoned calls as error
-        replies), ``wait_ms`` (only the models' time, until the last reply arrived or was
-        abandoned, so work that outlasts the models counts as the caller's own time) and
-        ``work_ms`` (the time of ``work``), both in milliseconds.
+        ``ModelRound``: the replies in the order of ``calls``, ``wait_ms`` (the models' time,
+        until the last reply arrived or was abandoned) and ``work_ms`` (``work``'s time), in ms.
 
     Raises:
         GateError: a call's messages did not come from the gate.
@@ -525,9 +227,8 @@ class _Call(NamedTuple):
 
 
 def _round_calls(calls: list[tuple], budget_s: float | None) -> list[_Call]:
-    """``call_models_during``'s calls with defaults filled in and their time limits
-    (``min(cfg.timeout_s, budget_s)``, at least 0.05 s); refused unless every call's
-    messages passed the gate (on the calling thread, before anything is sent)."""
+    """The calls with defaults filled in and their limits (``min(cfg.timeout_s, budget_s)``, at
+    least 0.05 s); refused unless every call's messages passed the gate."""
     calls = [(c[0], c[1], c[2] if len(c) > 2 else 1, c[3] if len(c) > 3 else None) for c in calls]
     for cfg, msgs, *_ in calls:
         if not isinstance(msgs, Gated):
@@ -625,7 +326,7 @@ class _Round:
                     text=None,
                     latency_ms=now * 1000,
                     error=(
-                        f"model {c.cfg.name!r} at {_endpoint(c.cfg)}: no answer "
+                        f"model {c.cfg.name!r} at {c.cfg.endpoint}: no answer "
                         f"within {c.limit_s:.3g} s ({why}); abandoned"
                     ),
                 )

@@ -1,10 +1,7 @@
 """Prompt assembly: PET-SQL's reference-enhanced prompt (PreSQL) and the linked-schema prompt
-(FinSQL), both in DAIL-SQL's code representation with DAIL organization of examples.
+(FinSQL), in DAIL-SQL's code representation with DAIL organization of examples.
 
-Sources: PET-SQL (Li et al. 2024) §3.1 and Listing 2 — instruction "minimize SQL execution time
-while ensuring correctness", schema as CREATE TABLE, 3 cell values per column, foreign keys;
-DAIL-SQL (Gao et al. 2023) §3.1–3.4 — code representation, "no explanation" rule, examples as
-question/SQL pairs without their schemas.
+Sources: PET-SQL (Li et al. 2024) §3.1, Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4.
 """
 
 from __future__ import annotations
@@ -41,17 +38,13 @@ def _quote_value(v: str, data_type: str) -> str:
 
 
 def render_table(table: Table, n_values: int = 3) -> str:
-    """Render one table as a commented CREATE TABLE.
+    """Render one table as a commented CREATE TABLE (types, primary key, comments, cell values).
 
-    Shows column types, the primary key, comments and up to ``n_values`` cell values per
-    column (numbers bare, text quoted and cut at 60 characters).
-
-    Source: PET-SQL (Li et al. 2024) §3.1, cell-value references; DAIL-SQL (Gao et al. 2023)
-    §3.1, code representation.
+    Source: PET-SQL (Li et al. 2024) §3.1; DAIL-SQL (Gao et al. 2023) §3.1.
 
     Args:
         table: the table (its ``name`` is the prompt name).
-        n_values: most cell values shown per column; 0 shows none.
+        n_values: most cell values shown per column (text quoted, cut at 60 characters); 0: none.
 
     Returns:
         The ``CREATE TABLE ... );`` text, one line per column.
@@ -105,9 +98,9 @@ def render_schema(schema: Schema, n_values: int = 3) -> str:
 
 
 def render_examples(examples: list[Example]) -> str:
-    """Render the examples in DAIL organization: question/SQL pairs only, no example schemas.
+    """Render the examples in DAIL organization: question/SQL pairs, no example schemas.
 
-    Source: DAIL-SQL (Gao et al. 2023) §3.4, DAIL organization of examples.
+    Source: DAIL-SQL (Gao et al. 2023) §3.4.
 
     Args:
         examples: the chosen examples, in the order to show.
@@ -138,14 +131,14 @@ def _pairs(header: str, marker: str, pairs: list[tuple[str, str]]) -> str:
 def render_values(values: list[tuple[str, str, str]]) -> str:
     """Render the cell values retrieved for the question, one line per column.
 
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4, retrieved values in the prompt.
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4.
 
     Args:
         values: ``(table prompt name, column, value)`` triples.
 
     Returns:
-        A header line, then ``-- table.column: 'v1', 'v2'`` per column (values quoted, cut at
-        60 characters), in first-seen order; ``""`` for no values.
+        A header line, then ``-- table.column: 'v1', 'v2'`` per column (cut at 60 characters),
+        in first-seen order; ``""`` for no values.
     """
     if not values:
         return ""
@@ -164,17 +157,16 @@ def _one_line(text: str) -> str:
 def render_business(terms: list[tuple[str, str, str | None]], instructions: list[str]) -> str:
     """Render the business context: terms with their definitions, and instructions.
 
-    Source: semantic layers of in-database text-to-SQL (glossary, metrics, instructions in the
-    prompt); ReBoost (Sui et al. 2023) §3.2, meanings added to the prompt.
+    Source: semantic layers (glossary, metrics, instructions in the prompt); ReBoost (Sui et al.
+    2023) §3.2.
 
     Args:
         terms: ``(term, definition, sql_expression or None)`` triples, in order.
         instructions: instruction texts, in order.
 
     Returns:
-        A ``/* Business terms ... */`` block (``-- term: definition (SQL: expr)`` per term) and
-        a ``/* Instructions ... */`` block (``-- text`` each), newlines folded into spaces;
-        ``""`` when both are empty.
+        A ``/* Business terms ... */`` block and a ``/* Instructions ... */`` block, newlines
+        folded into spaces; ``""`` when both are empty.
     """
     parts = []
     if terms:
@@ -203,8 +195,7 @@ so the asked question stays the one after the last ``QUESTION_MARKER``."""
 def render_turns(turns: list[Turn] | tuple[Turn, ...]) -> str:
     """Render a conversation's earlier turns: each question and the SQL chosen for it.
 
-    Source: CoE-SQL (Zhang et al. 2024), earlier turns' questions and SQL in the prompt of a
-    follow-up question (multi-turn text-to-SQL, SParC/CoSQL).
+    Source: CoE-SQL (Zhang et al. 2024), multi-turn text-to-SQL.
 
     Args:
         turns: the earlier turns, oldest first.
@@ -232,16 +223,12 @@ def build_prompt(
     business: str | None = None,
     turns: list[Turn] | tuple[Turn, ...] = (),
 ) -> str:
-    """Build the reference-enhanced prompt (the user message).
+    """Build the reference-enhanced prompt (the user message) for PreSQL or FinSQL.
 
-    Parts, separated by blank lines: the schema with cell values and foreign keys, the
-    retrieved cell values, the business context (terms and instructions), the examples, the
-    conversation's earlier turns, the hint (``evidence``), the instruction, and the question
-    last, after ``QUESTION_MARKER``. Used for PreSQL (full or pruned schema) and
-    FinSQL (linked schema only).
+    Parts, blank-line separated: schema (cell values, foreign keys), retrieved values, business
+    context, examples, earlier turns, hint, instruction, and the question last.
 
-    Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2, the reference-enhanced prompt;
-    DAIL-SQL (Gao et al. 2023) §3.1–3.4, code representation and DAIL organization.
+    Source: PET-SQL (Li et al. 2024) §3.1, Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4.
 
     Args:
         question: the question (stripped here).
@@ -251,7 +238,7 @@ def build_prompt(
         evidence: the caller's hint text, or None for no hint.
         values: retrieved ``(table prompt name, column, value)`` triples, or None.
         business: the rendered business context (``render_business``), or None.
-        turns: earlier turns of the question's conversation, oldest first (``render_turns``).
+        turns: earlier turns of the question's conversation, oldest first.
 
     Returns:
         The user message text.
@@ -280,7 +267,6 @@ def messages(prompt: str) -> list[dict[str, str]]:
         prompt: the user message text (``build_prompt``).
 
     Returns:
-        Two messages: the system message (``SYSTEM_MESSAGE``) and the user message, each a
-        dict with ``role`` and ``content``.
+        The system message (``SYSTEM_MESSAGE``) and the user message, ``{role, content}`` each.
     """
     return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": prompt}]

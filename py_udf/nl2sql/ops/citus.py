@@ -1,19 +1,8 @@
-"""Citus: shards stay out of the index; distributed tables are measured from their shards.
+"""Citus: shards stay out of the index (Citus's own ``relation_is_a_known_shard``), and a
+distributed table's row count and change counters come from its shards' statistics
+(``run_command_on_shards``), never a distributed ``count(*)``. Nothing runs without Citus.
 
-On a Citus coordinator a distributed or reference table is one logical table (listed in
-``pg_dist_partition``) whose rows live in shard tables named ``<table>_<shardid>``. Shards
-placed on the coordinator are ordinary relations in ``pg_class``, hidden from ``pg_class``
-queries only while ``citus.override_table_visibility`` is on and the application name is not in
-``citus.show_shards_for_app_name_prefixes``; the indexer reads ``pg_class`` itself, so it
-leaves them out with Citus's own test ``pg_catalog.relation_is_a_known_shard(regclass)`` (the
-one behind ``citus_table_is_visible``, Citus 8.0 and later). A distributed table's own
-statistics on the coordinator stay empty; its row count and its change counters come from the
-shards (``run_command_on_shards``, which asks each shard's node for ``pg_stat_user_tables``)
-instead of a distributed ``count(*)``.
-
-Every rule here costs nothing without Citus: ``present`` looks for the extension once per call
-and the SQL that names Citus objects is built only when it is installed (``plan_query``).
-Checked without Citus by unit tests of the builders (tests/test_citus.py); see README "Citus".
+README "Citus" describes the behaviour; tests/test_citus.py checks the builders without Citus.
 """
 
 from __future__ import annotations
@@ -67,9 +56,7 @@ def plan_query(citus: bool) -> str:
     """The SQL listing the relations a reindex covers (one parameter: ``text[]`` of schemas).
 
     Args:
-        citus: the citus extension is installed; adds the shard exclusion
-            (``relation_is_a_known_shard``), which names a Citus function and so must not be
-            part of the query without Citus.
+        citus: the citus extension is installed: adds the shard exclusion (a Citus function).
 
     Returns:
         SQL text selecting ``s`` (schema) and ``t`` (table), sorted.
@@ -78,14 +65,12 @@ def plan_query(citus: bool) -> str:
 
 
 def shard_stats_query() -> str:
-    """The SQL that measures one distributed or reference table from its shards.
-
-    One parameter, the table (``regclass`` as text). Only valid with Citus installed.
+    """The SQL that measures one distributed or reference table (parameter: its ``regclass`` as
+    text) from its shards; only valid with Citus installed.
 
     Returns:
-        SQL text selecting ``n_rows`` (sum of the shards' ``n_live_tup``), ``changes`` (sum of
-        their ``n_tup_ins + n_tup_upd + n_tup_del``), ``shards`` (the shard ids,
-        comma-separated) and ``ok`` (every shard answered).
+        SQL text selecting ``n_rows`` (sum of ``n_live_tup``), ``changes`` (sum of inserts,
+        updates, deletes), ``shards`` (ids, comma-separated) and ``ok`` (every shard answered).
     """
     return _SHARD_STATS_SQL
 
@@ -97,11 +82,10 @@ def distributed(plpy, schema: str, table: str, citus: bool) -> bool:
         plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
-        citus: the citus extension is installed (``present``); without it the answer is False
-            and no query runs.
+        citus: the citus extension is installed (``present``); without it: False, no query.
 
     Returns:
-        True for a table Citus distributes (its data lives in shards).
+        True for a table Citus distributes.
     """
     if not citus:
         return False
@@ -117,11 +101,8 @@ def distributed(plpy, schema: str, table: str, citus: bool) -> bool:
 
 
 def shard_stats(plpy, schema: str, table: str) -> dict:
-    """Row count and change signature of a distributed table, from its shards' statistics.
-
-    No user data is read: each shard's node answers from ``pg_stat_user_tables``. Counters
-    are per node and restart with its statistics, so a reset reads as a change (one extra
-    reindex of the table), never the other way round.
+    """Row count and change signature of a distributed table, from its shards' statistics (no
+    user data read; a statistics reset reads as a change).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -129,8 +110,8 @@ def shard_stats(plpy, schema: str, table: str) -> dict:
         table: the table's name.
 
     Returns:
-        ``{"n_rows": int, "signature": str}``; the signature changes when rows are inserted,
-        updated or deleted in any shard, or the shards change.
+        ``{"n_rows": int, "signature": str}``; the signature changes with any shard's rows or
+        with the shards.
 
     Raises:
         plpy.SPIError: a shard's node cannot be reached.

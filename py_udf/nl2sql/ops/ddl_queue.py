@@ -1,11 +1,6 @@
-"""The DDL queue: relations that DDL created, altered, renamed or dropped since the last reindex.
-
-The event triggers of ``sql/idempotent/004-ddl-tracking.sql`` correct the schema index at
-once and add a row to ``nl2sql.ddl_queue`` per relation (or column) a DDL command touched;
-this module is what ``reindex`` reads from it: which tables to re-index (``queued_tables``,
-``table_mark``) and which rows are done (``mark_done``, ``clear_uncovered``). A queue row's
-``id`` is its watermark: a reindex removes only the rows it has seen, so DDL that commits while
-a reindex runs stays queued for the next one.
+"""The DDL queue the event triggers fill (``nl2sql.ddl_queue``), as ``reindex`` reads it: which
+tables to re-index, which rows are done. A row's ``id`` is its watermark: a reindex removes only
+rows it has seen, so DDL committed meanwhile stays queued (README "Keeping the index true").
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ def queued_tables(plpy) -> dict[tuple[str, str], int]:
         plpy: the PL/Python module of the calling backend (SPI access).
 
     Returns:
-        ``{(schema, table): highest queue id of that relation}``; dropped relations are not
-        listed (the triggers already removed them from the index).
+        ``{(schema, table): highest queue id}``; dropped relations are not listed.
     """
     rows = spi.query(
         plpy,
@@ -33,7 +27,7 @@ def queued_tables(plpy) -> dict[tuple[str, str], int]:
 
 
 def table_mark(plpy, schema: str, table: str) -> int | None:
-    """The highest queue id of one relation, or None when DDL did not queue it.
+    """The highest queue id of one relation (the watermark for ``mark_done``), or None.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -41,7 +35,7 @@ def table_mark(plpy, schema: str, table: str) -> int | None:
         table: the relation's name.
 
     Returns:
-        The watermark to pass to ``mark_done`` after indexing the relation, or None.
+        The watermark, or None when DDL did not queue the relation.
     """
     rows = spi.query(
         plpy,
@@ -79,11 +73,8 @@ def mark_done(plpy, schema: str, table: str, mark: int) -> int:
 
 
 def clear_uncovered(plpy, schemas: list[str], covered: list[tuple[str, str]]) -> int:
-    """Remove the queue rows no reindex of ``schemas`` will ever consume.
-
-    Those of dropped relations, of relations outside ``schemas``, and of relations that are
-    not in ``covered`` (``indexer.plan``: e.g. partitions, extension members, Citus shards).
-    Rows of covered relations stay until ``mark_done``.
+    """Remove the queue rows no reindex of ``schemas`` will consume: dropped relations, those
+    outside ``schemas``, those not ``covered`` (partitions, extension members, shards).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

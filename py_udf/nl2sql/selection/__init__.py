@@ -5,6 +5,7 @@ hardness, learned per-model reliability, clarify-or-abstain.
 __all__ = [
     "abstain",
     "hardness",
+    "learned_vote",
     "multiple_choice",
     "reliability",
     "vote",

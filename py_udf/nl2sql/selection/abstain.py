@@ -1,16 +1,7 @@
-"""Clarify or abstain: when the vote's winner is not convincing, list the readings instead.
+"""Clarify or abstain: when the winner's confidence is below ``abstain_below``, ``nl2sql()``
+raises a message listing the competing readings instead of answering.
 
-With setting ``abstain_below`` > 0, a chosen group whose confidence (its share of the executed
-candidates) is below it is not returned as the answer: ``nl2sql()`` raises a message listing
-the competing readings of the question (the top result groups: their SQL, how many candidates
-gave each, their first rows after the value policy), so that the user can rephrase or pick.
-``explain`` keeps the readings in the trace (``abstained``).
-
-Source: selective prediction for text-to-SQL — abstaining when candidates disagree (execution
-consistency as confidence: MCS-SQL, Lee et al. 2024 §3.3; "Know what I don't know", Chen et al.
-2023); clarifying questions as in Databricks Genie. The threshold is the user's to set: the
-replay bench (``bench/replay.py --abstain``) reports the answered share and the EX of the answered
-questions at several thresholds.
+Sources: MCS-SQL (Lee et al. 2024) §3.3; "Know what I don't know" (Chen et al. 2023).
 """
 
 from __future__ import annotations
@@ -28,14 +19,12 @@ def readings(vote: Vote, cands: list[Candidate], gate: Gate, n: int) -> list[dic
     Args:
         vote: the vote's outcome (``groups`` best first, then ``dropped``).
         cands: the candidates (their ``sample_rows`` give each group's first rows).
-        gate: the call's gate (the asking role's value rules, applied to the rows).
+        gate: the call's gate (applied to the rows: ``Gate.rows``).
         n: most readings listed.
 
     Returns:
-        Up to ``n`` dicts ``{sql, candidates, confidence, row_count, rows, rows_withheld}``:
-        ``rows`` the group's first rows (at most 3, dicts) with columns computed from withheld
-        cell values left out (``Gate.rows``), whose note is ``rows_withheld`` (None when
-        nothing was withheld).
+        Up to ``n`` dicts ``{sql, candidates, confidence, row_count, rows, rows_withheld}``
+        (``rows``: at most 3, as dicts).
     """
     rows_of = {c.result_hash: c.sample_rows for c in cands if c.status == Status.OK}
     out = []
@@ -71,7 +60,7 @@ def message(confidence: float, threshold: float, found: list[dict[str, Any]]) ->
         found: ``readings``' result.
 
     Returns:
-        A message of several lines.
+        The message (several lines).
     """
     lines = [
         f"nl2sql: the question has {len(found)} competing readings and none is convincing "

@@ -1,22 +1,8 @@
 """SQL hardness by Spider's rules (easy / medium / hard / extra), computed with sqlglot, and
 PET-SQL's fine-grained voting: the PreSQL's hardness selects which models write and vote.
 
-Spider's evaluation script (Yu et al. 2018, ``evaluation.py``: ``count_component1``,
-``count_component2``, ``count_others``, ``eval_hardness``) counts, on the outermost SELECT:
-
-* component 1: WHERE, GROUP BY, ORDER BY, LIMIT present (1 each); one per JOIN; one per OR and
-  per LIKE in the join/WHERE/HAVING conditions;
-* component 2: nested queries — subqueries in join/WHERE/HAVING conditions, and one for a
-  UNION / INTERSECT / EXCEPT;
-* others: more than one aggregate, more than one SELECT column, more than one WHERE
-  condition, more than one GROUP BY expression (1 each);
-
-and classifies: easy when c1 ≤ 1, others = 0, c2 = 0; medium when (others ≤ 2, c1 ≤ 1,
-c2 = 0) or (c1 ≤ 2, others < 2, c2 = 0); hard when (others > 2, c1 ≤ 2, c2 = 0) or
-(2 < c1 ≤ 3, others ≤ 2, c2 = 0) or (c1 ≤ 1, others = 0, c2 ≤ 1); extra otherwise.
-
-Source for the voting: PET-SQL (Li et al. 2024) §3.4, fine-grained voting — the models that
-vote are chosen per PreSQL hardness level.
+Sources: Spider (Yu et al. 2018) ``evaluation.py``; PET-SQL (Li et al. 2024) §3.4. The counts
+and the rule: docs/internals/selection.md "Hardness".
 """
 
 from __future__ import annotations
@@ -32,20 +18,8 @@ from ..core.sqlcheck import parse_shared, parse_single
 
 @dataclass
 class HardnessCounts:
-    """Spider's three counts for one query and the hardness level they give.
-
-    Source: Spider's hardness rules (Yu et al. 2018), ``evaluation.py``.
-
-    Attributes:
-        component1: int, Spider's ``count_component1`` on the outermost SELECT (WHERE, GROUP BY,
-            ORDER BY, LIMIT, one per JOIN, one per OR and per LIKE in its conditions).
-        component2: int, Spider's ``count_component2``: subqueries used by the outermost SELECT's
-            join/WHERE/HAVING conditions, plus one for a UNION / INTERSECT / EXCEPT.
-        others: int, Spider's ``count_others``, 0..4 (more than one aggregate, SELECT column,
-            WHERE condition, GROUP BY expression: 1 each).
-        level: str, ``easy``, ``medium``, ``hard`` or ``extra`` (``classify`` of the three
-            counts).
-    """
+    """Spider's three counts for one query (``count_component1``, ``count_component2``,
+    ``count_others``, the last 0..4) and the ``level`` they give."""
 
     component1: int
     component2: int
@@ -65,8 +39,7 @@ def _conditions(cond: exp.Expression | None, root: exp.Expression) -> list[exp.E
 
 
 def _nested_in(cond: exp.Expression) -> int:
-    """Subqueries directly used by one condition (``x IN (SELECT …)``, ``x > (SELECT …)``),
-    each counted once (no descent into them)."""
+    """Subqueries directly used by one condition, each counted once (not descended into)."""
     n = 0
     stack = list(cond.iter_expressions())
     while stack:
@@ -96,20 +69,16 @@ def _outer_select(tree: exp.Expression) -> tuple[exp.Select | None, int]:
 
 
 def counts(tree: exp.Expression) -> HardnessCounts:
-    """Count Spider's component1 / component2 / others on a parsed query and classify it.
+    """Count Spider's component1 / component2 / others on the outermost query level and classify.
 
-    Only the outermost query level is counted: nested SELECTs count as component 2 and are not
-    descended into; for a set operation, its leftmost SELECT is the one counted.
-
-    Source: Spider's hardness rules (Yu et al. 2018), ``evaluation.py``: ``count_component1``,
-    ``count_component2``, ``count_others``, ``eval_hardness``.
+    Source: Spider (Yu et al. 2018) ``evaluation.py``.
 
     Args:
         tree: sqlglot tree of one query (SELECT, set operation or parenthesised query).
 
     Returns:
-        HardnessCounts with the three counts and the level. A tree with no SELECT at the outermost
-        level gives all-zero counts (component 2 being 1 for a set operation).
+        HardnessCounts; all-zero counts when the outermost level has no SELECT (component 2 is 1
+        for a set operation).
     """
     sel, setops = _outer_select(tree)
     if sel is None:
@@ -164,15 +133,13 @@ def counts(tree: exp.Expression) -> HardnessCounts:
 def classify(c1: int, c2: int, others: int) -> str:
     """Apply Spider's ``eval_hardness`` rule to the three counts.
 
-    Source: Spider's hardness rules (Yu et al. 2018), ``evaluation.py``: ``eval_hardness``.
-
     Args:
         c1: int, component-1 count.
         c2: int, component-2 count (nested queries and set operations).
         others: int, the "others" count, 0..4.
 
     Returns:
-        ``"easy"``, ``"medium"``, ``"hard"`` or ``"extra"`` (rules in the module docstring).
+        ``"easy"``, ``"medium"``, ``"hard"`` or ``"extra"``.
     """
     if c1 <= 1 and others == 0 and c2 == 0:
         return "easy"
@@ -188,12 +155,7 @@ def classify(c1: int, c2: int, others: int) -> str:
 
 
 def hardness(sql: str, dialect: str = "postgres") -> str | None:
-    """Classify one SQL statement by Spider's hardness rules.
-
-    A PostgreSQL statement (the PreSQL) is parsed through ``sqlcheck.parse_shared``, so the tree
-    that linking and the skeleton already parsed is reused; another dialect is parsed afresh.
-
-    Source: Spider's hardness rules (Yu et al. 2018).
+    """Classify one SQL statement by Spider's hardness rules (PostgreSQL parsed once, shared).
 
     Args:
         sql: SQL text of one statement.
@@ -201,7 +163,7 @@ def hardness(sql: str, dialect: str = "postgres") -> str | None:
 
     Returns:
         ``"easy"``, ``"medium"``, ``"hard"`` or ``"extra"``; None when ``sql`` is empty, does not
-        parse, or is not exactly one statement (never raises for those).
+        parse, or is not one statement.
     """
     if dialect == "postgres":  # the PreSQL: already parsed for linking and its skeleton
         try:
@@ -219,20 +181,16 @@ def route(
 ) -> tuple[list[str], str]:
     """Choose the models that write FinSQL and vote for a PreSQL of hardness ``level``.
 
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting (the voting models are chosen
-    per PreSQL hardness level).
+    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
 
     Args:
-        level: the PreSQL's Spider hardness (``easy``/``medium``/``hard``/``extra``), or None when
-            it is unknown (the PreSQL did not parse).
-        voters: level -> model names that vote at that level (from
-            ``settings.parse_hardness_voters``); empty turns hardness routing off.
+        level: the PreSQL's Spider hardness, or None when unknown.
+        voters: level -> model names (``setting_declaration.parse_hardness_voters``); empty: off.
         models: the enabled model names, in order.
 
     Returns:
-        (chosen model names, in ``models`` order; one-line reason for the trace). All of
-        ``models`` when routing is off, the level is unknown or has no voters configured, or the
-        configured names match no enabled model.
+        (chosen model names in ``models`` order; a reason for the trace). All of ``models`` when
+        routing is off, the level unknown or unconfigured, or no configured name is enabled.
     """
     if not voters:
         return list(models), "hardness voting off"

@@ -1,30 +1,8 @@
 """Selection among executed candidates: MCS-SQL's filtering and confidence, majority with ties
 to the fastest, and the optional multiple-choice selection by a model.
 
-1. drop candidates that were refused, failed or timed out; when some candidate returned rows,
-   drop the candidates whose result is empty too (an empty result answers only when every
-   candidate that ran returned nothing);
-2. group the rest by execution result (multiset of rows); keep the fastest member per group;
-3. confidence of a group = its size / the number of candidates that executed;
-4. drop groups whose confidence is below ``threshold`` (MCS-SQL uses 0.2); when that would
-   drop every group, nothing is dropped (the trace says so);
-5. majority: the largest remaining group wins; a tie goes to the group whose fastest member
-   ran fastest (``tie_break='fastest'``; groups within ``same_speed_ms`` of the fastest count
-   as equally fast, and among those priority decides) or, with ``tie_break='priority'``, to
-   the group holding the candidate of the highest-priority model (the PreSQL writer first);
-6. optional multiple-choice selection: a model is shown the remaining groups as options A, B,
-   … in descending confidence (the fastest SQL of each and a few of its rows) and answers with
-   one letter; an answer that names no option falls back to the majority.
-
-Sources: MCS-SQL (Lee et al. 2024) §3.3 (candidate filtering, confidence threshold 0.2,
-multiple-choice selection with options ordered by confidence); OpenSearch-SQL (Xie et al. 2024)
-§3.6 and PET-SQL (Li et al. 2024) §3.4 (vote by result, ties to the shortest execution time);
-empty results as a failure signal: execution-guided decoding (Wang et al. 2018, "Robust
-Text-to-SQL Generation with Execution-Guided Decoding", §3) discards candidates whose execution
-returns nothing, MAC-SQL (Wang et al. 2024) §3.4 sends them to its refiner; the rule here, that
-they take no part in the vote while another candidate returned rows, came from reading the
-Spider replay's misses (car_1, cre_Doc_Template_Mgt: a majority of candidates agreeing on no
-rows — a join through the wrong table, a misspelt value — against a right group with rows).
+Sources: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li et
+al. 2024) §3.4. The steps and why empty results do not vote: docs/internals/selection.md.
 """
 
 from __future__ import annotations
@@ -42,18 +20,14 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def same_speed_ms(ms: float) -> float:
-    """Give the margin within which tied groups count as equally fast (``tie_break='fastest'``).
-
-    On this project's machine the same candidate's time varies by that much between runs
-    (measured: 0.88–1.10 ms for one query over four runs of bench/replay.py's question 829).
+    """The margin within which tied groups count as equally fast (``tie_break='fastest'``):
+    max(0.5 ms, 10 % of ``ms``), the run-to-run noise measured on this project's machine.
 
     Args:
-        ms: execution time of the fastest tied group, milliseconds (``math.inf`` when
-            unknown).
+        ms: execution time of the fastest tied group, ms (``math.inf`` when unknown).
 
     Returns:
-        Milliseconds a group may be slower than ``ms`` and still count as equally fast:
-        max(0.5 ms, 10 % of ``ms``); 0.0 when ``ms`` is infinite.
+        Milliseconds a group may be slower than ``ms`` and still tie; 0.0 when ``ms`` is infinite.
     """
     return max(0.5, 0.1 * ms) if ms != math.inf else 0.0
 
@@ -63,16 +37,10 @@ def _ms(c: Candidate) -> float:
 
 
 def representative(members: list[Candidate], weights: dict[str, float] | None = None) -> Candidate:
-    """Choose the member of a result group whose SQL answers for the group.
+    """Choose the member whose SQL answers for a result group: the fastest of the row order most
+    members (by weight) agree on, else the fastest.
 
-    Members agree on the rows as a multiset; when some order their rows (a top-level ORDER
-    BY: ``Candidate.order_hash``), the representative is the fastest member of the row order
-    most of them (by weight) agree on, so that an odd member sorting the other way does not
-    speak for the group; otherwise the fastest member.
-
-    Source: PET-SQL (Li et al. 2024) §3.4 and OpenSearch-SQL (Xie et al. 2024) §3.6 (the
-    fastest of the agreeing candidates); the agreement on row order is this project's rule,
-    from reading the replay's misses (Spider concert_singer).
+    Source: PET-SQL (Li et al. 2024) §3.4; OpenSearch-SQL (Xie et al. 2024) §3.6.
 
     Args:
         members: the group's candidates (same ``result_hash``), non-empty.
@@ -99,39 +67,27 @@ def select(
     weights: dict[str, float] | None = None,
     empty_results_vote: bool = False,
 ) -> Vote:
-    """Select among executed candidates: steps 1–5 of the module docstring.
+    """Select among executed candidates: filter, group by result, drop weak groups, vote.
 
-    Candidates with status ``ok`` and a result hash take part; the others are counted in the
-    reason as refused, failed or timed out. When at least one candidate returned rows, those
-    whose result is empty (``row_count`` 0) take no part either and the reason counts them
-    (``empty_results_vote`` keeps them in).
+    Source: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li
+    et al. 2024) §3.4.
 
     Args:
         candidates: the candidates of one question, executed or not.
         threshold: minimum confidence of a group, in [0, 1] (MCS-SQL uses 0.2).
-        tie_break: ``fastest`` (ties to the fastest group; within ``same_speed_ms`` priority
-            decides) or ``priority`` (ties to the group holding the highest-priority model).
-        priority: model names, most trusted first (used for ties and as a stable order);
-            None for none.
-        weights: model name -> weight of its vote (``reliability``, learned from judged
-            answers); a group's ``score`` is the sum of its members' weights (a model not
-            listed weighs 1) and the highest score wins instead of the largest size. None:
-            every vote weighs 1 (plain majority).
+        tie_break: ``fastest`` or ``priority`` (``TIE_BREAKS``).
+        priority: model names, most trusted first (ties, stable order); None for none.
+        weights: model name -> weight of its vote (learned reliability; unlisted: 1); the highest
+            summed weight wins. None: plain majority.
 
     Returns:
-        ``Vote`` with ``method`` ``majority``: ``sql`` of the winner's fastest member (None
-        when nothing executed), ``winner_hash``, ``confidence`` of the winning group (0..1),
-        ``groups`` (kept, best first; each a dict of result_hash, size, confidence, sources,
-        fastest_ms, fastest_source, sql, row_count, best_priority), ``dropped`` (groups below
-        the threshold, same form) and ``reason``.
+        ``Vote`` (``method`` ``majority``): ``sql`` of the winner's representative (None when
+        nothing executed), ``winner_hash``, ``confidence`` (0..1), ``groups`` (kept, best first:
+        result_hash, size, confidence, sources, fastest_ms, fastest_source, sql, row_count,
+        best_priority), ``dropped`` (same form) and ``reason``.
 
     Raises:
-        ConfigError: ``threshold`` is outside [0, 1] or ``tie_break`` is not one of
-            ``TIE_BREAKS``.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3, candidate filtering and confidence threshold;
-    OpenSearch-SQL (Xie et al. 2024) §3.6 and PET-SQL (Li et al. 2024) §3.4, vote by result
-    with ties to the shortest execution time.
+        ConfigError: ``threshold`` is outside [0, 1] or ``tie_break`` is unknown.
     """
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
@@ -183,11 +139,7 @@ def select(
 def _voters(
     candidates: list[Candidate], empty_results_vote: bool
 ) -> tuple[list[Candidate], int, int]:
-    """The candidates that vote, and how many were left out: (voters, refused or failed, empty).
-
-    Executed candidates with a result vote; when any returned rows, those with an empty result
-    do not (unless ``empty_results_vote``).
-    """
+    """The candidates that vote, and how many were left out: (voters, refused or failed, empty)."""
     ok = [c for c in candidates if c.status == Status.OK and c.result_hash is not None]
     failed = len(candidates) - len(ok)
     empty = 0
@@ -237,13 +189,8 @@ def _order(tie_break: str):
 
 
 def _break_tie(kept: list[dict[str, Any]], tie_break: str) -> tuple[str, int]:
-    """Put the winner of the top score first in ``kept`` (sorted by ``_order``); return how the
-    tie was decided and how many groups shared the top score.
-
-    Times within ``same_speed_ms`` of the fastest are measurement noise (the same query's time
-    varies by more from one run to the next), not less work: then priority decides, as with
-    ``tie_break='priority'``, so that the same candidates always give the same answer.
-    """
+    """Put the winner of the top score first in ``kept``; return how the tie was decided and how
+    many groups shared the top score (equal speed within ``same_speed_ms``: priority decides)."""
     top = [g for g in kept if g["score"] == kept[0]["score"]]
     how = (
         "the group holding the highest-priority model wins"
@@ -272,28 +219,20 @@ def multiple_choice_prompt(
     evidence: str | None = None,
     notes: dict[str, str] | None = None,
 ) -> str:
-    """Build the user message of the multiple-choice selection.
+    """Build the user message of the multiple-choice selection (options A, B, … best first).
 
-    The message holds the schema, the hint (evidence), one option per group (letters A, B, …
-    in the given order, i.e. descending confidence; at most 26) with its confidence, row count,
-    SQL and up to 3 result rows (each cut at 200 characters), and the question last. The model
-    is asked to answer with one letter.
+    Source: MCS-SQL (Lee et al. 2024) §3.3.
 
     Args:
         question: the question (natural language).
-        groups: ``Vote.groups`` of ``select``, best first.
+        groups: ``Vote.groups`` of ``select``, best first (at most 26 shown).
         schema_text: the schema as the prompts show it.
-        rows: result hash → the group's row texts (``row_to_json`` text) as the gate let them
-            through (``gate.Gate.rows``); None for no rows.
+        rows: result hash → the group's row texts as the gate let them through; None for none.
         evidence: BIRD-style external knowledge for the question, or None.
-        notes: result hash → what the gate withheld from that option's rows (shown as a
-            comment line); None for none.
+        notes: result hash → what the gate withheld from that option's rows; None for none.
 
     Returns:
         The user message text.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection with options ordered by
-    confidence.
     """
     parts = ["/* Given the following database schema: */", schema_text]
     if evidence:
@@ -318,10 +257,7 @@ def multiple_choice_prompt(
 
 
 def parse_choice(text: str | None, n_options: int) -> int | None:
-    """Read the option a model's multiple-choice answer names.
-
-    Understood forms, case-insensitive: ``Option B`` anywhere, a lone letter (``B``,
-    ``(b)``), ``Answer: B`` / ``answer is B``, and a leading ``B)``, ``B.`` or ``B:``.
+    """Read the option a model's answer names (``Option B``, ``B``, ``(b)``, ``Answer: B``, ``B)``).
 
     Args:
         text: the model's answer, or None.
@@ -348,19 +284,17 @@ def parse_choice(text: str | None, n_options: int) -> int | None:
 def apply_choice(v: Vote, choice: int | None, model: str, answer: str | None) -> Vote:
     """Apply the multiple-choice answer to a vote, in place.
 
+    Source: MCS-SQL (Lee et al. 2024) §3.3.
+
     Args:
         v: the majority ``Vote`` of ``select``.
-        choice: 0-based index into ``v.groups`` (``parse_choice``), or None when the answer
-            named no option.
+        choice: 0-based index into ``v.groups`` (``parse_choice``), or None.
         model: name of the model that chose, for the reason.
         answer: the model's raw answer (for the reason when unusable), or None.
 
     Returns:
-        ``v`` itself: with a choice, the chosen group moved first and winning with its own
-        confidence (``method`` ``multiple_choice``); without one, the majority kept and the
-        reason saying why (``method`` ``majority (multiple choice unusable)``).
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3, multiple-choice selection.
+        ``v``: the chosen group first with its own confidence (``method`` ``multiple_choice``), or
+        the majority kept with the reason (``majority (multiple choice unusable)``).
     """
     if choice is None or not v.groups:
         v.reason += (

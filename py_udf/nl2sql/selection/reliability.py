@@ -1,329 +1,31 @@
-"""Per-model reliability learned from judged answers, and the vote it weights.
-
-A judged question is one whose right answer is known: in a deployment, a logged answer judged
-with ``nl2sql.feedback`` or whose question has a verified example; in a benchmark, its gold SQL.
-Each of its candidates is then right or wrong. From many judged questions this module learns
-
-* a **weight per model** (and per PreSQL hardness level): the log-odds of the model's
-  accuracy, ``log(p / (1 - p))`` with ``p`` smoothed towards 1/2 by one right and one wrong
-  answer, a level's ``p`` shrunk towards the model's overall accuracy by ``SHRINK`` judged
-  answers; weights are floored at ``MIN_WEIGHT`` (a model right less than half the time still
-  counts a little). This is the weighted majority that is optimal for independent voters
-  (Nitzan & Paroush 1982); the result groups' scores are the sums of their members' weights;
-* **voter sets per hardness level** (PET-SQL's fine-grained voting, §3.4): for each level, the
-  k most reliable models at that level vote, k chosen to maximise the learned vote's accuracy
-  on the judged questions of that level (ties → more voters); a level with fewer than
-  ``MIN_LEVEL_QUESTIONS`` judged questions keeps every model.
-
-Sources: PET-SQL (Li et al. 2024) §3.4, cross-consistency and fine-grained voting by PreSQL
-hardness; Nitzan & Paroush (1982), "Optimal decision rules in uncertain dichotomous choice
-situations" (log-odds weights).
+"""Per-model reliability in the database: ``nl2sql.calibrate`` gathers judged answers, learns
+the weighted vote from them (``learned_vote``) and stores it in ``nl2sql.model_reliability``;
+``load`` reads what the vote uses. Where judged answers come from: docs/internals/selection.md.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import spi
 from ..core.errors import ConfigError
-from ..core.types import Status
+from ..core.types import Candidate, Status
+from ..generation.execute import run_candidate
+from .learned_vote import LEVELS, Reliability, calibrate_questions, from_rows
 
-LEVELS = ("easy", "medium", "hard", "extra")
-ALL = "all"
-SHRINK = 10.0
-MIN_WEIGHT = 0.05
-MIN_LEVEL_QUESTIONS = 20
+__all__ = [
+    "Reliability",
+    "calibrate",
+    "judge_candidates",
+    "judged_from_evaluation",
+    "judged_from_log",
+    "load",
+    "parse_judged",
+    "run_verified",
+    "store",
+]
 
-
-@dataclass
-class Reliability:
-    """What calibration learned: counts, weights and voter sets.
-
-    Attributes:
-        counts: (model, level) -> (judged, right); level is one of ``LEVELS`` or ``"all"``.
-        weights: (model, level) -> weight (> 0).
-        voters: level -> the models that vote at that level (absent: every model).
-        questions: int, the judged questions learned from.
-    """
-
-    counts: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    weights: dict[tuple[str, str], float] = field(default_factory=dict)
-    voters: dict[str, list[str]] = field(default_factory=dict)
-    questions: int = 0
-
-    def weight(self, model: str, level: str | None) -> float:
-        """The weight of ``model``'s vote for a PreSQL of hardness ``level``.
-
-        Args:
-            model: the model's name.
-            level: the PreSQL's hardness, or None when unknown.
-
-        Returns:
-            The learned weight at that level, else the model's overall weight, else 1.0 (a
-            model never judged).
-        """
-        if level and (model, level) in self.weights:
-            return self.weights[(model, level)]
-        return self.weights.get((model, ALL), 1.0)
-
-    def empty(self) -> bool:
-        """Whether nothing was learned (no judged question).
-
-        Returns:
-            True when there are no weights.
-        """
-        return not self.weights
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One dict per (model, level): the rows of ``nl2sql.model_reliability``.
-
-        Returns:
-            ``{"model", "level", "judged", "right", "weight", "voter"}`` dicts, sorted by model
-            then level; ``voter`` is None for ``all`` and for levels without a learned set.
-        """
-        out = []
-        for (m, lv), (n, r) in sorted(self.counts.items()):
-            vs = self.voters.get(lv)
-            out.append(
-                {
-                    "model": m,
-                    "level": lv,
-                    "judged": n,
-                    "right": r,
-                    "weight": round(self.weights.get((m, lv), 1.0), 6),
-                    "voter": (m in vs) if vs is not None else None,
-                }
-            )
-        return out
-
-
-def from_rows(rows: list[dict[str, Any]]) -> Reliability:
-    """Rebuild a Reliability from ``nl2sql.model_reliability`` rows.
-
-    Args:
-        rows: dicts with ``model``, ``level``, ``judged``, ``right``, ``weight``, ``voter``.
-
-    Returns:
-        The Reliability (``questions`` left 0: the table does not keep it).
-    """
-    rel = Reliability()
-    for r in rows:
-        key = (r["model"], r["level"])
-        rel.counts[key] = (int(r["judged"]), int(r["right"]))
-        rel.weights[key] = float(r["weight"])
-        if r.get("voter") is not None:
-            vs = rel.voters.setdefault(r["level"], [])
-            if r["voter"]:
-                vs.append(r["model"])
-    rel.voters = {lv: vs for lv, vs in rel.voters.items() if vs}
-    return rel
-
-
-def _log_odds(right: float, judged: float) -> float:
-    p = (right + 1.0) / (judged + 2.0)
-    return max(MIN_WEIGHT, math.log(p / (1.0 - p)))
-
-
-def _count(questions: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, int]]:
-    counts: dict[tuple[str, str], list[int]] = {}
-    for q in questions:
-        for c in q.get("candidates") or []:
-            for lv in (ALL, q.get("level")):
-                if lv:
-                    n = counts.setdefault((c["model"], lv), [0, 0])
-                    n[0] += 1
-                    n[1] += bool(c.get("right"))
-    return {k: (v[0], v[1]) for k, v in counts.items()}
-
-
-def learn(questions: list[dict[str, Any]]) -> Reliability:
-    """Learn weights and voter sets from judged questions.
-
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting; Nitzan & Paroush (1982),
-    log-odds weights of a weighted majority.
-
-    Args:
-        questions: judged questions, each ``{"level": easy|medium|hard|extra|None,
-            "candidates": [{"model": str, "group": hashable result id, "right": bool}]}``;
-            only candidates that executed are listed.
-
-    Returns:
-        Reliability; empty (plain majority) for no judged candidate.
-    """
-    rel = Reliability(counts=_count(questions), questions=len(questions))
-    for (m, lv), (n, r) in rel.counts.items():
-        if lv == ALL:
-            rel.weights[(m, lv)] = _log_odds(r, n)
-    for (m, lv), (n, r) in rel.counts.items():
-        if lv != ALL:
-            an, ar = rel.counts[(m, ALL)]
-            p_all = (ar + 1.0) / (an + 2.0)
-            rel.weights[(m, lv)] = _log_odds(r + SHRINK * p_all, n + SHRINK)
-    for lv in LEVELS:
-        qs = [q for q in questions if q.get("level") == lv]
-        if len(qs) >= MIN_LEVEL_QUESTIONS:
-            rel.voters[lv] = _best_voters(qs, rel, lv)
-    return rel
-
-
-def _best_voters(qs: list[dict[str, Any]], rel: Reliability, lv: str) -> list[str]:
-    """The k most reliable models at ``lv``, k maximising the vote's accuracy on ``qs``."""
-    models = sorted(
-        {c["model"] for q in qs for c in q["candidates"]}, key=lambda m: (-rel.weight(m, lv), m)
-    )
-    best, best_ok = models, -1
-    for k in range(len(models), 0, -1):
-        chosen = set(models[:k])
-        ok = sum(weighted_choice(q, rel, chosen) for q in qs)
-        if ok > best_ok:
-            best, best_ok = models[:k], ok
-    return best
-
-
-def group_scores(
-    candidates: list[dict[str, Any]],
-    rel: Reliability,
-    level: str | None,
-    voters: set[str] | None = None,
-) -> dict[Any, float]:
-    """Score each result group: the sum of its members' weights.
-
-    Args:
-        candidates: ``{"model", "group"}`` dicts (executed candidates).
-        rel: the learned reliability (empty: every weight 1, a plain majority).
-        level: the PreSQL's hardness, or None.
-        voters: the models that vote (None: every model).
-
-    Returns:
-        group -> score, groups in first-seen order.
-    """
-    out: dict[Any, float] = {}
-    for c in candidates:
-        if voters is not None and c["model"] not in voters:
-            continue
-        out[c["group"]] = out.get(c["group"], 0.0) + rel.weight(c["model"], level)
-    return out
-
-
-def weighted_choice(q: dict[str, Any], rel: Reliability, voters: set[str] | None = None) -> bool:
-    """Whether the learned vote picks a right group for judged question ``q`` (offline check).
-
-    Voters are ``voters`` when given, else the learned set for ``q``'s level (every model
-    when none); when no voter executed, every candidate votes. Ties go to the group seen first
-    (the candidates' order: the PreSQL writer first).
-
-    Args:
-        q: a judged question (``learn``'s form).
-        rel: the learned reliability.
-        voters: models that vote, or None.
-
-    Returns:
-        True when the chosen group's candidates are right.
-    """
-    cands = q.get("candidates") or []
-    if not cands:
-        return False
-    lv = q.get("level")
-    vs = voters if voters is not None else (set(rel.voters[lv]) if lv in rel.voters else None)
-    scores = group_scores(cands, rel, lv, vs) or group_scores(cands, rel, lv)
-    win = max(scores, key=lambda g: scores[g])  # max keeps the first of equal scores
-    return any(c["right"] for c in cands if c["group"] == win)
-
-
-MODES = ("majority", "weights", "weights+voters")
-
-
-def _mode_choice(q: dict[str, Any], rel: Reliability, mode: str) -> bool:
-    if mode == "majority":
-        return weighted_choice(q, Reliability(), set())  # empty voters: everyone, weight 1
-    if mode == "weights":
-        return weighted_choice(q, rel, {c["model"] for c in q.get("candidates") or []})
-    return weighted_choice(q, rel)
-
-
-def cross_validate(questions: list[dict[str, Any]], folds: int = 5) -> dict[str, dict[str, int]]:
-    """Score each vote mode on held-out judged questions (k-fold, question i in fold i mod k).
-
-    Args:
-        questions: judged questions (``learn``'s form).
-        folds: int >= 2, the number of folds.
-
-    Returns:
-        mode (``MODES``) -> ``{"right": held-out questions whose vote picks a right group,
-        "won": right where the plain majority is wrong, "lost": wrong where it is right}``.
-    """
-    out = {m: {"right": 0, "won": 0, "lost": 0} for m in MODES}
-    for k in range(folds):
-        train = [q for i, q in enumerate(questions) if i % folds != k]
-        test = [q for i, q in enumerate(questions) if i % folds == k]
-        rel = learn(train)
-        for q in test:
-            base = _mode_choice(q, rel, "majority")
-            for m in MODES:
-                ok = _mode_choice(q, rel, m)
-                out[m]["right"] += ok
-                out[m]["won"] += ok and not base
-                out[m]["lost"] += base and not ok
-    return out
-
-
-def significant(won: int, lost: int, z: float = 2.0) -> bool:
-    """Whether a mode beats the majority by more than chance on the questions they disagree on.
-
-    Sign test (McNemar's test without continuity correction) on the discordant held-out
-    questions: ``won - lost >= z * sqrt(won + lost)``, about 95 % one-sided at z = 2.
-
-    Args:
-        won: held-out questions the mode gets right and the majority wrong.
-        lost: held-out questions the mode gets wrong and the majority right.
-        z: the normal quantile to clear.
-
-    Returns:
-        True when the difference is significant (and positive).
-    """
-    return won > lost and (won - lost) >= z * math.sqrt(won + lost)
-
-
-def calibrate_questions(
-    questions: list[dict[str, Any]], folds: int = 5
-) -> tuple[Reliability, str, dict[str, int]]:
-    """Learn from judged questions and choose the vote mode that held out best.
-
-    A learned vote is used only when it beats the plain majority on held-out questions
-    (``cross_validate``) by more than chance (``significant``): weights alone, or weights
-    with voter sets per hardness level, whichever is right more often.
-
-    Source: PET-SQL (Li et al. 2024) §3.4 (fine-grained voting); the held-out check guards
-    against weights fitted to too few judged answers.
-
-    Args:
-        questions: judged questions (``learn``'s form).
-        folds: the folds of the held-out check.
-
-    Returns:
-        (Reliability learned on every question — its voter sets cleared unless the mode uses
-        them; mode, one of ``MODES``; ``cross_validate``'s held-out figures per mode).
-    """
-    rel = learn(questions)
-    if len(questions) >= folds:
-        cv = cross_validate(questions, folds)
-    else:
-        cv = {m: {"right": 0, "won": 0, "lost": 0} for m in MODES}
-    mode = "majority"
-    for m in MODES[1:]:
-        if significant(cv[m]["won"], cv[m]["lost"]) and (
-            mode == "majority" or cv[m]["right"] > cv[mode]["right"]
-        ):
-            mode = m
-    if mode != "weights+voters":
-        rel.voters = {}
-    return rel, mode, cv
-
-
-# ------------------------------------------------------------------ in the database
 
 _JUDGED_SQL = """
 SELECT q.id, q.trace, e.sql AS verified
@@ -348,33 +50,26 @@ def run_verified(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: in
         max_bytes: bytes fetched (setting ``max_result_bytes``).
 
     Returns:
-        The executed ``types.Candidate`` (source ``verified``): its ``result_hash`` is the right
+        The executed ``types.Candidate`` (source ``verified``); its ``result_hash`` is the right
         answer when its status is ``ok``.
 
     Raises:
         plpy.SPIError: the user cancelled.
     """
-    from ..core.types import Candidate
-    from ..generation.execute import run_candidate
-
     c = Candidate(source="verified", model="", raw_text=sql)
     c.sql = sql
     return run_candidate(plpy, c, search_path, timeout_ms, max_rows, max_bytes=max_bytes)
 
 
 def judge_candidates(candidates: list[dict[str, Any]], right_hash: str) -> list[dict[str, Any]]:
-    """Judge a trace's FinSQL candidates against the right result.
-
-    A candidate is right when it executed and its result signature (``result_hash``: the
-    result as a multiset of rows) equals the right one's.
+    """Judge a trace's FinSQL candidates: right when executed with the right ``result_hash``.
 
     Args:
         candidates: the trace's ``candidates`` (``Candidate.to_json`` dicts).
         right_hash: the verified SQL's ``result_hash``.
 
     Returns:
-        ``[{"model", "group", "right"}]`` (``learn``'s form) for every executed FinSQL
-        candidate, in the trace's order.
+        ``[{"model", "group", "right"}]`` (``learn``'s form) per executed FinSQL candidate.
     """
     return [
         {"model": c["model"], "group": c["result_hash"], "right": c["result_hash"] == right_hash}
@@ -389,14 +84,8 @@ def judge_candidates(candidates: list[dict[str, Any]], right_hash: str) -> list[
 def judged_from_log(
     plpy, timeout_ms: int, max_rows: int, max_bytes: int
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Judged questions of this database: logged answers whose question has a verified example.
-
-    A verified example is one of this database added by ``nl2sql.feedback`` (the logged SQL
-    judged right, or the correction of a wrong one) or ``nl2sql.add_example``. Its SQL is
-    executed (read-only, time-limited, like a candidate: ``run_verified``) and every executed
-    candidate of the logged trace is right when its result signature equals the verified
-    SQL's (``judge_candidates``). Log rows written by ``nl2sql.evaluate`` are left out: the
-    last evaluation's judged candidates are read whole (``judged_from_evaluation``).
+    """Judged questions of this database: logged answers whose question has a verified example
+    (``nl2sql.feedback``, ``nl2sql.add_example``); ``nl2sql.evaluate``'s rows left out.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -405,8 +94,7 @@ def judged_from_log(
         max_bytes: bytes fetched per verified SQL (setting ``max_result_bytes``).
 
     Returns:
-        (judged questions in ``learn``'s form, oldest log row first; one line per logged
-        answer skipped and why: its verified SQL failed).
+        (judged questions in ``learn``'s form, oldest first; a line per answer skipped and why).
 
     Raises:
         plpy.SPIError: the user cancelled.
@@ -444,10 +132,6 @@ ORDER BY e.verified_query_id"""
 
 def judged_from_evaluation(plpy) -> tuple[list[dict[str, Any]], int | None]:
     """Judged questions of the last finished ``nl2sql.evaluate`` run.
-
-    Each evaluated verified question whose verified SQL executed is one judged question: its
-    FinSQL candidates, judged by ``judge_candidates`` when the run was made, and its PreSQL's
-    hardness.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -549,8 +233,7 @@ def load(plpy) -> Reliability | None:
         plpy: the PL/Python module of the calling backend (SPI access).
 
     Returns:
-        The Reliability, or None when nothing is calibrated or calibration chose the plain
-        majority (rows not ``in_use``).
+        The Reliability; None when nothing is calibrated or the plain majority was chosen.
     """
     rows = spi.query(
         plpy,
@@ -566,14 +249,9 @@ def calibrate(
 ) -> dict[str, Any]:
     """Recompute the per-model reliability: backs ``nl2sql.calibrate(judged) → jsonb``.
 
-    Learns from this database's judged answers (``judged_from_log``), the last finished
-    evaluation on the verified questions (``judged_from_evaluation``, ``nl2sql.evaluate``) and
-    the judged questions given (``parse_judged``: another database's or a benchmark's), chooses the vote mode by
-    the held-out check (``calibrate_questions``) and stores the result
-    (``nl2sql.model_reliability``).
+    Judged answers from the log, the last evaluation and ``judged``; the mode chosen held out.
 
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting; Nitzan & Paroush (1982),
-    weighted majority.
+    Source: PET-SQL (Li et al. 2024) §3.4; Nitzan & Paroush (1982).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -582,8 +260,8 @@ def calibrate(
 
     Returns:
         ``{"judged_questions", "from_log", "from_evaluation", "evaluation_run",
-        "from_argument", "skipped", "mode", "held_out":
-        {mode: {"right", "won", "lost"}}, "models": [rows of nl2sql.model_reliability]}``.
+        "from_argument", "skipped", "mode", "held_out": {mode: {"right", "won", "lost"}},
+        "models": [rows of nl2sql.model_reliability]}``.
 
     Raises:
         ConfigError: ``judged`` is malformed.

@@ -1,10 +1,7 @@
-"""Result signatures: what the vote groups candidates by (``selection.select`` votes).
+"""Result signatures: what the vote groups candidates by (equal results as multisets of rows,
+as sequences when ordered; numbers compared as numbers).
 
-Two candidates agree when their results are equal as multisets of rows (as sequences when the
-question's SQL orders them), cell values normalised (numbers compared as numbers).
-
-Source: PET-SQL (Li et al. 2024) §3.4 — cross-consistency: candidates from several models are
-grouped by execution result.
+Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency.
 """
 
 from __future__ import annotations
@@ -20,13 +17,11 @@ def normalize_value(v: Any) -> Any:
     """Make a cell value comparable across candidates.
 
     Args:
-        v: a cell value as decoded from JSON (str, int, float, Decimal, bool, None, list,
-            dict).
+        v: a cell value as decoded from JSON (str, int, float, Decimal, bool, None, list, dict).
 
     Returns:
-        Numbers as floats rounded to 6 significant digits (``1``, ``1.0`` and ``1.000000``
-        agree), NaN and infinities as their text; lists and dicts as JSON text with sorted
-        keys; booleans, None (SQL null) and strings as they are.
+        Numbers as floats rounded to 6 significant digits, NaN and infinities as text, lists and
+        dicts as JSON text with sorted keys; the rest as it is.
     """
     if isinstance(v, bool) or v is None:
         return v
@@ -41,15 +36,13 @@ def normalize_value(v: Any) -> Any:
 
 
 def row_from_json(text: str) -> tuple:
-    """Decode one row of ``row_to_json(...)::text``.
+    """Decode one row of ``row_to_json(...)::text`` (numbers read as Decimal, then normalised).
 
     Args:
         text: a JSON object text as PostgreSQL's ``row_to_json`` writes it.
 
     Returns:
-        The row's values in column order (columns with duplicate names kept), each passed
-        through ``normalize_value`` (numbers read as Decimal first, so no precision is lost
-        before rounding).
+        The row's values in column order (duplicate names kept), through ``normalize_value``.
     """
     pairs = json.loads(text, object_pairs_hook=lambda kv: kv, parse_float=Decimal)
     return tuple(normalize_value(v) for _, v in pairs)

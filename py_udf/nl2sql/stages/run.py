@@ -13,7 +13,7 @@ from ..core import spi
 from ..core.settings import Settings
 from ..core.timing import StageTimer
 from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Turn, Vote
-from ..curated.verified import FastPath
+from ..curated.fast_path import FastPath
 from ..generation import safety
 from ..generation.candidates import Evaluator, GenCall
 from ..model.gate import Gate

@@ -5,8 +5,9 @@ relative time rewritten (ReBoost §3.1), the role's schema and its gate.
 from __future__ import annotations
 
 from ..core import catalog
-from ..core.settings import get_models, get_settings
+from ..core.settings import get_settings
 from ..core.timing import StageTimer
+from ..model.config import get_models
 from ..model.gate import Gate
 from ..ops import value_policy
 from ..retrieval.conversation import earlier_turns, validate_key

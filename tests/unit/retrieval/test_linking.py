@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from nl2sql.core.settings import ConfigError, validate_setting
+from nl2sql.core.errors import ConfigError
+from nl2sql.core.settings import validate_setting
 from nl2sql.core.types import Column, Example, ForeignKey, Schema, Table
 from nl2sql.model.prompts import build_prompt, render_values
 from nl2sql.retrieval.example_pool import sql_skeleton

@@ -1,0 +1,235 @@
+"""One setting's declaration (``Setting``): its kind, default, bounds, and how its text parses
+and formats. The settings themselves are declared in ``settings.SETTINGS``.
+
+Standard library and ``errors`` only: the build script imports it through ``settings``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "HARDNESS_LEVELS",
+    "TYPES",
+    "Setting",
+    "parse_hardness_voters",
+]
+
+# The kinds a setting can have; the Python type of its value in ``Settings``.
+TYPES: dict[str, type] = {
+    "int": int,
+    "float": float,
+    "bool": bool,  # text 'on'/'off' ('true'/'false' accepted on input)
+    "str": str,
+    "enum": str,  # one of ``choices``
+    "json": dict,  # hardness_voters: {level: [model names]}
+    "list": tuple,  # comma-separated names, e.g. schemas
+}
+
+HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
+
+_TRUE = {"on", "true"}
+_FALSE = {"off", "false"}
+
+
+def parse_hardness_voters(value: str) -> dict[str, list[str]]:
+    """Parse the ``hardness_voters`` setting: which models vote at each hardness level.
+
+    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
+
+    Args:
+        value: JSON ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty or ``off``: no routing.
+
+    Returns:
+        ``{level: [model names]}`` (duplicates removed, order kept); ``{}`` for no routing.
+
+    Raises:
+        ConfigError: naming the bad key or value.
+    """
+    v = (value or "").strip()
+    if not v or v.lower() == "off":
+        return {}
+    try:
+        obj = json.loads(v)
+    except json.JSONDecodeError as e:
+        raise ConfigError(
+            f'not JSON ({e.msg}); expected e.g. {{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}}'
+        ) from None
+    if not isinstance(obj, dict):
+        raise ConfigError("expected a JSON object mapping easy/medium/hard/extra to model names")
+    out: dict[str, list[str]] = {}
+    for k, names in obj.items():
+        if k not in HARDNESS_LEVELS:
+            raise ConfigError(
+                f"unknown hardness level {k!r}; levels are {', '.join(HARDNESS_LEVELS)}"
+            )
+        if (
+            not isinstance(names, list)
+            or not names
+            or not all(isinstance(n, str) and n for n in names)
+        ):
+            raise ConfigError(f"hardness level {k!r} must map to a non-empty list of model names")
+        out[k] = list(dict.fromkeys(names))
+    return out
+
+
+def _num(x: float) -> str:
+    """A bound as text: 1 rather than 1.0."""
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting's declaration: its name, kind, typed default, meaning and bounds.
+
+    Raises:
+        ConfigError: (on construction) an unknown ``type``; ``choices`` without type enum or
+            type enum without ``choices``.
+    """
+
+    name: str  # the key in ``nl2sql.setting``
+    type: str  # a key of ``TYPES``
+    default: Any  # typed
+    meaning: str  # what it does, in words (the docs' table)
+    minimum_exclusive: bool = False  # ``minimum`` itself not allowed
+    minimum: float | None = None  # int/float lower bound, inclusive unless minimum_exclusive
+    maximum: float | None = None  # int/float upper bound, inclusive
+    choices: tuple[str, ...] | None = None  # an enum's values, lower case
+
+    def __post_init__(self) -> None:
+        if self.type not in TYPES:
+            raise ConfigError(f"setting {self.name!r}: unknown type {self.type!r}")
+        if (self.type == "enum") != bool(self.choices):
+            raise ConfigError(f"setting {self.name!r}: choices go with type enum only")
+
+    @property
+    def default_text(self) -> str:
+        """Return the default as the text ``nl2sql.setting`` stores (``'9'``, ``'off'``, ``''``)."""
+        return self.format(self.default)
+
+    @property
+    def python_type(self) -> type:
+        """Return the Python type of this setting's value in ``Settings`` (``TYPES[type]``)."""
+        return TYPES[self.type]
+
+    def allowed(self) -> str:
+        """Describe the values this setting accepts, in words (errors, the README table).
+
+        Returns:
+            e.g. ``'an integer from 0 to 3'``, ``'a number > 0'``, ``'on or off'``.
+        """
+        if self.type in ("int", "float"):
+            what = "an integer" if self.type == "int" else "a number"
+            lo, hi = self.minimum, self.maximum
+            if lo is not None and hi is not None:
+                return f"{what} from {_num(lo)} to {_num(hi)}"
+            if lo is not None:
+                return f"{what} {'>' if self.minimum_exclusive else '>='} {_num(lo)}"
+            if hi is not None:
+                return f"{what} <= {_num(hi)}"
+            return what
+        if self.type == "bool":
+            return "on or off"
+        if self.type == "enum":
+            return " or ".join(self.choices or ())
+        if self.type == "json":
+            return (
+                "a JSON object mapping "
+                + "/".join(HARDNESS_LEVELS)
+                + " to lists of model names, or empty"
+            )
+        if self.type == "list":
+            return "comma-separated names, at least one"
+        return "any text"
+
+    def _bad(self, value: object) -> ConfigError:
+        """A ConfigError naming this setting, the bad value and what is allowed."""
+        return ConfigError(f"setting {self.name!r} must be {self.allowed()}, got {value!r}")
+
+    def _check_bounds(self, n: float, given: str) -> None:
+        """Raise ConfigError when ``n`` is outside this setting's bounds."""
+        lo, hi = self.minimum, self.maximum
+        if (
+            n != n
+            or (lo is not None and (n <= lo if self.minimum_exclusive else n < lo))
+            or (hi is not None and n > hi)
+        ):
+            raise self._bad(given)
+
+    def parse(self, text: str | None) -> Any:
+        """Parse a setting's text into its typed value (surrounding whitespace ignored).
+
+        Args:
+            text: the setting's text, as ``nl2sql.set_setting`` receives it or the table stores it.
+
+        Returns:
+            int, float, bool, str (enums lower-cased), dict (hardness_voters) or tuple of str.
+
+        Raises:
+            ConfigError: naming the setting, the bad value and what is allowed.
+        """
+        v = (text or "").strip()
+        if self.type in ("int", "float"):
+            try:
+                number = (int if self.type == "int" else float)(v)
+            except ValueError:
+                raise self._bad(text) from None
+            self._check_bounds(number, v)
+            return number
+        if self.type == "bool":
+            if v.lower() in _TRUE:
+                return True
+            if v.lower() in _FALSE:
+                return False
+            raise self._bad(text)
+        if self.type == "enum":
+            if v.lower() not in (self.choices or ()):
+                raise self._bad(text)
+            return v.lower()
+        if self.type == "json":
+            try:
+                return parse_hardness_voters(v)
+            except ValueError as e:
+                raise ConfigError(f"setting {self.name!r}: {e} (got {text!r})") from None
+        if self.type == "list":
+            names = tuple(p.strip() for p in v.split(",") if p.strip())
+            if not names:
+                raise self._bad(text)
+            return names
+        return v
+
+    def format(self, value: Any) -> str:
+        """Format a typed value as the text ``nl2sql.setting`` stores (``parse``'s inverse).
+
+        Args:
+            value: a value of this setting's type.
+
+        Returns:
+            e.g. ``'9'``, ``'0.7'``, ``'on'``, ``'a,b'``, ``'{"easy": ["m"]}'`` (``''`` for no
+            hardness routing).
+        """
+        if self.type == "bool":
+            return "on" if value else "off"
+        if self.type == "json":
+            return json.dumps(value) if value else ""
+        if self.type == "list":
+            return ",".join(value)
+        return str(value)
+
+    def normalize(self, text: str | None) -> str:
+        """Check a text and return it in its stored form (``format(parse(text))``).
+
+        Args:
+            text: a value as a user gives it, e.g. ``' 2 '`` or ``'False'``.
+
+        Returns:
+            The normalized text, e.g. ``'2'`` or ``'off'``.
+
+        Raises:
+            ConfigError: as ``parse``.
+        """
+        return self.format(self.parse(text))

@@ -1,0 +1,257 @@
+"""One chat-completions call made in this process with the ``openai`` client, under a hard
+deadline; also what the shared embedding process runs for a backend (``relay_call``).
+
+Heavy (imports openai): ``llm.call_model`` imports it only when a backend makes its own call.
+How the deadline holds: docs/internals/model.md "Hard deadline".
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict
+
+import httpx2
+import openai
+
+from ..core.errors import ModelError
+from ..core.redaction import env_secrets, redact
+from ..core.types import LLMReply, ModelConfig
+
+__all__ = ["call_here", "relay_call"]
+
+_SSL_CONTEXT = None  # one TLS context for every per-call HTTP client (building one costs ms)
+
+
+class _Deadline:
+    """A call's wall-clock deadline: shuts the connections its attempts opened when it passes."""
+
+    def __init__(self, seconds: float):
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._streams: list = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self.expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def trace(self, event: str, info: dict) -> None:
+        if event.endswith(
+            (".connect_tcp.complete", ".start_tls.complete", ".connect_unix_socket.complete")
+        ):
+            stream = info.get("return_value")
+            if stream is None:
+                return
+            with self._lock:
+                self._streams.append(stream)
+                expired = self.expired
+            if expired:
+                self._shut(stream)
+
+    def hook(self, request) -> None:
+        left = self.left()
+        if left <= 0 or self.expired:
+            raise openai.APITimeoutError(request=request)
+        old = request.extensions.get("timeout") or {}
+        request.extensions["timeout"] = {
+            k: min(old[k], left) if old.get(k) is not None else left
+            for k in ("connect", "read", "write", "pool")
+        }
+        request.extensions["trace"] = self.trace
+
+    @staticmethod
+    def _shut(stream) -> None:
+        try:
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:  # noqa: BLE001 (already closed, or detached by TLS)
+            pass
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            streams = list(self._streams)
+        for stream in streams:
+            self._shut(stream)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class _DeadlineOpenAI(openai.OpenAI):
+    """openai.OpenAI whose retry back-off never sleeps past the call's deadline."""
+
+    nl2sql_deadline: _Deadline | None = None
+
+    def _sleep_for_retry(self, *, retries_taken, max_retries, options, response):
+        d = self.nl2sql_deadline
+        remaining = max_retries - retries_taken
+        wait_s = self._calculate_retry_timeout(
+            remaining, options, response.headers if response else None
+        )
+        if d is not None:
+            wait_s = min(wait_s, max(d.left(), 0.0))
+        time.sleep(wait_s)
+
+
+def _client(cfg: ModelConfig, deadline: _Deadline):
+    global _SSL_CONTEXT
+    key = None
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise ModelError(
+                f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
+                f"PostgreSQL server's environment; set it where the server starts (e.g. "
+                f"/etc/postgresql/15/main/environment) and restart, or change api_key_env"
+            )
+    if _SSL_CONTEXT is None:
+        _SSL_CONTEXT = httpx2.create_ssl_context()
+    http = openai.DefaultHttpxClient(verify=_SSL_CONTEXT, event_hooks={"request": [deadline.hook]})
+    client = _DeadlineOpenAI(
+        base_url=cfg.base_url,
+        api_key=key or "no-key",
+        timeout=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        http_client=http,
+    )
+    client.nl2sql_deadline = deadline
+    return client
+
+
+def call_here(
+    cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int, temperature: float | None
+) -> LLMReply:
+    """Make the model call with the openai client in this process.
+
+    Args:
+        cfg: the model's configuration.
+        messages: the chat messages (already sealed by the backend's gate).
+        timeout_s: the call's hard deadline in seconds, retries included.
+        n: samples asked for.
+        temperature: sampling temperature overriding ``cfg.temperature``; None keeps it.
+
+    Returns:
+        The ``LLMReply`` (``llm.call_model``'s contract: failures as ``error``, keys masked).
+    """
+    t0 = time.perf_counter()
+    secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
+    deadline = _Deadline(timeout_s)
+    client = None
+    try:
+        client = _client(cfg, deadline)
+        resp = client.chat.completions.create(
+            model=cfg.model,
+            messages=messages,
+            temperature=cfg.temperature if temperature is None else temperature,
+            max_tokens=cfg.max_tokens,
+            n=max(1, int(n)),
+            timeout=timeout_s,
+        )
+        return _reply_of(cfg, resp, t0)
+    except ModelError as e:
+        err = str(e)
+    except Exception as e:  # noqa: BLE001 - any client failure is reported, not raised
+        err = _client_error(cfg, e, timeout_s, secrets)
+    finally:
+        deadline.cancel()
+        _close(client)
+    if deadline.expired and not err.startswith(f"model {cfg.name!r} at"):
+        err = (
+            f"model {cfg.name!r} at {cfg.endpoint}: no complete answer "
+            f"within {timeout_s:g} s (hard deadline; connection closed); raise timeout_s "
+            f"with nl2sql.add_model or check the endpoint"
+        )
+    # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
+    # error goes to the trace, the log and raised messages: mask the key and key-like tokens
+    err = redact(err, secrets)
+    return LLMReply(
+        model=cfg.name, text=None, error=err, latency_ms=(time.perf_counter() - t0) * 1000
+    )
+
+
+def _reply_of(cfg: ModelConfig, resp, t0: float) -> LLMReply:
+    """The ``LLMReply`` of a chat-completions response (an error reply when every sample is
+    empty); ``t0`` is the call's ``perf_counter`` start."""
+    texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
+    text = texts[0] if texts else None
+    usage = resp.usage
+    return LLMReply(
+        model=cfg.name,
+        text=text,
+        error=None if text else "empty answer",
+        latency_ms=(time.perf_counter() - t0) * 1000,
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        choices=texts,
+    )
+
+
+def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> str:
+    """What went wrong in an openai client call, naming the model and endpoint and what to
+    do (timeout, unreachable endpoint, HTTP status, any other failure)."""
+    if isinstance(e, openai.APITimeoutError):
+        return (
+            f"model {cfg.name!r} at {cfg.endpoint}: no answer within "
+            f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint"
+        )
+    if isinstance(e, openai.APIConnectionError):
+        return (
+            f"model {cfg.name!r}: cannot reach {cfg.endpoint} "
+            f"({redact(str(e), secrets)}); "
+            f"check base_url and that the endpoint is up"
+        )
+    if isinstance(e, openai.APIStatusError):
+        retried = (
+            f" (after {cfg.max_retries} retries)"
+            if e.status_code in (408, 409, 429) or e.status_code >= 500
+            else ""
+        )
+        return (
+            f"model {cfg.name!r}: endpoint answered HTTP {e.status_code}{retried}: "
+            f"{redact(str(e), secrets)[:300]}"
+        )
+    return f"model {cfg.name!r}: {type(e).__name__}: {redact(str(e), secrets)[:300]}"
+
+
+def _close(client) -> None:
+    """Close a per-call openai client (None: none was made), ignoring failures."""
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def relay_call(
+    config: dict,
+    messages: list[dict],
+    timeout_s: float,
+    n: int = 1,
+    temperature: float | None = None,
+) -> dict:
+    """Make a model call for a backend, in the shared embedding process.
+
+    The backend's gate sealed ``messages`` before they crossed the process's socket; the API key
+    comes from this process's environment (the server's).
+
+    Args:
+        config: a ``ModelConfig`` as a dict (``dataclasses.asdict``).
+        messages: the chat messages, ``[{"role": ..., "content": ...}, ...]``.
+        timeout_s: the call's hard deadline in seconds, retries included.
+        n: samples asked for (at least 1).
+        temperature: sampling temperature overriding the configuration's; None keeps it.
+
+    Returns:
+        The ``LLMReply``'s fields as a dict (errors already redacted).
+
+    Raises:
+        TypeError: ``config`` is not a ``ModelConfig``'s fields.
+    """
+    return asdict(call_here(ModelConfig(**config), messages, timeout_s, n, temperature))
