@@ -34,7 +34,7 @@ import common as C
 from nl2sql.core.settings import SETTINGS
 from nl2sql.core.types import Column, Schema, Table
 from nl2sql.generation.cleaning import clean
-from nl2sql.retrieval.presql_reading import presql_links
+from nl2sql.linking.presql_reading import presql_links
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data"
 

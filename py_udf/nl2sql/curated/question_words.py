@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ..core.types import Schema
-from ..retrieval.linking import linking_values, schema_words
+from ..linking.schema_linking import linking_values, schema_words
 from ..retrieval.masking import STOP_WORDS, inflections, tokenize
 
 # Words that change what a question asks but weigh little in the embedding of its masked form;

@@ -1,7 +1,6 @@
 """Everything found before a model is asked: the question checked and rewritten, the masked
-question, cell values, the example pool and DAIL selection, schema pruning and linking (what
-PreSQL reads, the join graph), earlier turns of a conversation; what retrieval gathers for a
-question and what the prompts show of it.
+question, cell values, the example pool and DAIL selection, earlier turns of a conversation;
+what retrieval gathers for a question and what the prompts show of it.
 """
 
 __all__ = [
@@ -9,13 +8,9 @@ __all__ = [
     "example_pool",
     "example_selection",
     "gather",
-    "linking",
     "masking",
-    "presql_reading",
     "prompt_parts",
-    "pruning",
     "question",
     "rewriting",
-    "schema_graph",
     "values",
 ]

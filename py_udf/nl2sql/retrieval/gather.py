@@ -16,9 +16,9 @@ from ..core.types import Example, Schema
 from ..curated.business import BusinessContext, retrieve_business
 from ..curated.verified import VerifiedRow, as_examples, nearest
 from ..embedding.encode import embed, embed_async, to_pgvector
-from .linking import schema_words
+from ..linking.pruning import column_similarities, table_scores
+from ..linking.schema_linking import schema_words
 from .masking import masked_question
-from .pruning import column_similarities, table_scores
 from .values import (
     ValueMatch,
     candidate_phrases,

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from ..core.settings import Settings
 from ..core.types import Example, Schema
+from ..linking.pruning import estimate_tokens, prune_schema
+from ..linking.schema_linking import Linked, link_schema, linking_values
 from ..model import prompts
 from ..model.gate import Gate
 from .example_selection import Selection, dail_select, presql_skeleton
 from .gather import Context, add_columns
-from .linking import Linked, link_schema, linking_values
-from .pruning import estimate_tokens, prune_schema
 from .values import ValueMatch
 
 

@@ -16,10 +16,10 @@ from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Turn
 from ..curated.fast_path import FastPath
 from ..generation import safety
 from ..generation.candidates import Evaluator, GenCall
+from ..linking.schema_linking import Linked
 from ..model.gate import Gate
 from ..retrieval.example_selection import Selection
 from ..retrieval.gather import Context
-from ..retrieval.linking import Linked
 from ..retrieval.rewriting import Rewritten
 from ..selection.reliability import Reliability
 

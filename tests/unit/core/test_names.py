@@ -12,7 +12,7 @@ from nl2sql.core.names import resolve
 from nl2sql.core.sqlcheck import parse_one, referenced_tables
 from nl2sql.core.types import Column, Schema, Table
 from nl2sql.generation.alignment import literal_comparisons
-from nl2sql.retrieval.presql_reading import presql_links
+from nl2sql.linking.presql_reading import presql_links
 
 
 def _keys(sql: str) -> list[str]:

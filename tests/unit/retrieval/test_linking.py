@@ -9,18 +9,14 @@ import pytest
 from nl2sql.core.errors import ConfigError
 from nl2sql.core.settings import validate_setting
 from nl2sql.core.types import Column, Example, ForeignKey, Schema, Table
+from nl2sql.linking.presql_reading import presql_links, presql_token_tables, presql_written_joins
+from nl2sql.linking.pruning import estimate_tokens, prune_schema
+from nl2sql.linking.schema_graph import fk_bridges, inferred_joins
+from nl2sql.linking.schema_linking import link_schema, linking_values, named_key_targets
 from nl2sql.model.prompts import build_prompt, render_values
 from nl2sql.retrieval.example_pool import sql_skeleton
 from nl2sql.retrieval.example_selection import dail_select, skeleton_jaccard
-from nl2sql.retrieval.linking import link_schema, linking_values, named_key_targets
 from nl2sql.retrieval.masking import mask_question
-from nl2sql.retrieval.presql_reading import (
-    presql_links,
-    presql_token_tables,
-    presql_written_joins,
-)
-from nl2sql.retrieval.pruning import estimate_tokens, prune_schema
-from nl2sql.retrieval.schema_graph import fk_bridges, inferred_joins
 from nl2sql.retrieval.values import (
     ValueMatch,
     candidate_phrases,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..core.types import Schema, Table
-from .masking import inflections, name_words, tokenize
+from ..retrieval.masking import inflections, name_words, tokenize
 from .presql_reading import (
     presql_join_groups,
     presql_links,

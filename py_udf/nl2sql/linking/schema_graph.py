@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..core.types import Schema, Table
-from .masking import inflections, name_words
+from ..retrieval.masking import inflections, name_words
 
 
 def table_lookup(schema: Schema) -> dict[str, Table]:
