@@ -1027,31 +1027,23 @@ COMMENT ON FUNCTION nl2sql.reindex(text[], boolean) IS
 CREATE OR REPLACE FUNCTION nl2sql._reindex_plan(schemas text[] DEFAULT NULL)
 RETURNS TABLE (schema_name text, table_name text) LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.ops import indexer
-return indexer.plan(plpy, list(schemas) if schemas else None)
+from nl2sql import udf
+return udf.reindex_plan(plpy, schemas)
 $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql._reindex_table(schema_name text, table_name text, force boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-import json
-from nl2sql.ops import indexer
-return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
+from nl2sql import udf
+return udf.reindex_table(plpy, schema_name, table_name, force)
 $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[],
                                                    tables_changed boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-import json
-from nl2sql.ops import indexer
-keep = [tuple(k.split(".", 1)) for k in (kept or [])]
-out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
-out.update(indexer.index_examples(plpy))
-out["vector_index_built"] = indexer.ensure_vector_index(plpy)
-if tables_changed or indexer.changed(out):
-    out.update(indexer.tidy_indexes(plpy))
-return json.dumps(out)
+from nl2sql import udf
+return udf.reindex_finish(plpy, schemas, kept, tables_changed)
 $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
@@ -1454,21 +1446,20 @@ GRANT SELECT ON nl2sql.visible_table, nl2sql.visible_column, nl2sql.visible_fk,
 -- The one write a user call needs: its query_log row. The log holds only what the pipeline
 -- wrote: the writer is SECURITY DEFINER (ordinary roles cannot write the table) and accepts a
 -- row only with the one-time token the pipeline issued for it in this backend's Python
--- interpreter (nl2sql.safety.log_query): the token never leaves the server process, and only
--- code that runs inside PL/Python can read it, i.e. functions in plpython3u, an untrusted
--- language in which only superusers can create functions. A role calling the writer itself
--- has no token and is refused (SQLSTATE 42501). The row is attributed to the given role only
--- when the session may act as it (SET ROLE), else to session_user: never to a role the caller
--- is not (e.g. when called from inside some other SECURITY DEFINER function, current_user is
--- that function's owner).
+-- interpreter (nl2sql.core.query_log.log_query): the token never leaves the server process,
+-- and only code that runs inside PL/Python can read it, i.e. functions in plpython3u, an
+-- untrusted language in which only superusers can create functions. A role calling the writer
+-- itself has no token and is refused (SQLSTATE 42501). The row is attributed to the given role
+-- only when the session may act as it (SET ROLE), else to session_user: never to a role the
+-- caller is not (e.g. when called from inside some other SECURITY DEFINER function,
+-- current_user is that function's owner).
 CREATE OR REPLACE FUNCTION nl2sql._log_query(token text, role_name name, question text,
                                              sql text, confidence float8, error text,
                                              trace jsonb, conversation text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpython3u SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.generation import safety
-return safety.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace,
-                        conversation)
+from nl2sql import udf
+return udf.write_log(plpy, SD, token, role_name, question, sql, confidence, error, trace, conversation)
 $py$;
 
 -- Forgetting a conversation detaches the acting role's turns from the key (conversation set
@@ -1511,8 +1502,8 @@ CREATE OR REPLACE FUNCTION nl2sql.set_value_policy(tbl regclass, send_values boo
                                                    column_name name DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.generation import safety
-return safety.set_value_policy(plpy, tbl, send_values, column_name)
+from nl2sql import udf
+return udf.set_value_policy(plpy, tbl, send_values, column_name)
 $py$;
 COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
     'nl2sql: keep a table''s or column''s cell values out of the index and prompts (false), or opt a row-level-security table in (true)';
@@ -2119,19 +2110,19 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_changed(schemas text[] DEFAULT NULL, 
 RETURNS TABLE (schema_name text, table_name text, changed boolean)
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.ops import indexer
-return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
-        for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
+from nl2sql import udf
+return udf.reindex_changed(plpy, schemas, force)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
 
 -- The CLI's bulk start: drops the value index's HNSW index when the value index is (almost)
--- empty (indexer.begin_bulk); nl2sql._reindex_finish builds it again. Returns whether it dropped.
+-- empty (index_maintenance.begin_bulk); nl2sql._reindex_finish builds it again. Returns
+-- whether it dropped.
 CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.ops import indexer
-return indexer.begin_bulk(plpy)
+from nl2sql import udf
+return udf.reindex_begin(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
 

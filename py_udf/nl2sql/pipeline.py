@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .generation import safety
+from .core import query_log
 from .stages import before_models, choose, finsql, presql, start
 from .stages.run import LeaveOut, Run
 from .stages.trace import record_embedder, render, render_retrieval
@@ -163,4 +163,4 @@ def log_trace(plpy, trace: dict[str, Any]) -> int | None:
     Raises:
         plpy.SPIError: the insert failed.
     """
-    return safety.log_query(plpy, trace)
+    return query_log.log_query(plpy, trace)

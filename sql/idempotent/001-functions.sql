@@ -190,31 +190,23 @@ COMMENT ON FUNCTION nl2sql.reindex(text[], boolean) IS
 CREATE OR REPLACE FUNCTION nl2sql._reindex_plan(schemas text[] DEFAULT NULL)
 RETURNS TABLE (schema_name text, table_name text) LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.ops import indexer
-return indexer.plan(plpy, list(schemas) if schemas else None)
+from nl2sql import udf
+return udf.reindex_plan(plpy, schemas)
 $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql._reindex_table(schema_name text, table_name text, force boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-import json
-from nl2sql.ops import indexer
-return json.dumps(indexer.index_table(plpy, schema_name, table_name, force))
+from nl2sql import udf
+return udf.reindex_table(plpy, schema_name, table_name, force)
 $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql._reindex_finish(schemas text[], kept text[],
                                                    tables_changed boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-import json
-from nl2sql.ops import indexer
-keep = [tuple(k.split(".", 1)) for k in (kept or [])]
-out = {"tables_dropped": indexer.drop_missing(plpy, keep, list(schemas) if schemas else None)}
-out.update(indexer.index_examples(plpy))
-out["vector_index_built"] = indexer.ensure_vector_index(plpy)
-if tables_changed or indexer.changed(out):
-    out.update(indexer.tidy_indexes(plpy))
-return json.dumps(out)
+from nl2sql import udf
+return udf.reindex_finish(plpy, schemas, kept, tables_changed)
 $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql.add_model(

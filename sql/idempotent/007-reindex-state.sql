@@ -57,18 +57,18 @@ CREATE OR REPLACE FUNCTION nl2sql._reindex_changed(schemas text[] DEFAULT NULL, 
 RETURNS TABLE (schema_name text, table_name text, changed boolean)
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.ops import indexer
-return [(s["schema"], s["table"], indexer.needs_reindex(s, force))
-        for s in indexer.table_states(plpy, list(schemas) if schemas else None)]
+from nl2sql import udf
+return udf.reindex_changed(plpy, schemas, force)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_changed(text[], boolean) FROM PUBLIC;
 
 -- The CLI's bulk start: drops the value index's HNSW index when the value index is (almost)
--- empty (indexer.begin_bulk); nl2sql._reindex_finish builds it again. Returns whether it dropped.
+-- empty (index_maintenance.begin_bulk); nl2sql._reindex_finish builds it again. Returns
+-- whether it dropped.
 CREATE OR REPLACE FUNCTION nl2sql._reindex_begin() RETURNS boolean
 LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
 if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
-from nl2sql.ops import indexer
-return indexer.begin_bulk(plpy)
+from nl2sql import udf
+return udf.reindex_begin(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;

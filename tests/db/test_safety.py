@@ -20,7 +20,7 @@ import pytest
 from adversarial_corpus import CORPUS, FUNCTION_REFUSAL, ORDINARY, VALUE_LEAKS
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
 from nl2sql.core.sqlcheck import parse_one
-from nl2sql.generation.safety import (
+from nl2sql.generation.db_checks import (
     function_names,
 )
 from nl2sql_indexer.dev.demo_data import demo_sql
@@ -587,11 +587,11 @@ def test_statement_timeout_bounds_a_hanging_model(cluster, sdb, llm):
 )
 def test_statement_budget_reads_every_unit_of_statement_timeout(sdb, setting, seconds):
     """The model-call budget is the time left before statement_timeout, whatever unit the
-    setting is shown in (safety.statement_remaining_s); None when no timeout is set."""
+    setting is shown in (db_checks.statement_remaining_s); None when no timeout is set."""
     sdb.execute("SELECT nl2sql._boot()")
     sdb.execute(
         "CREATE OR REPLACE FUNCTION pg_temp.budget() RETURNS float8 LANGUAGE plpython3u "
-        "AS $$ from nl2sql.generation import safety; return safety.statement_remaining_s(plpy) $$"
+        "AS $$ from nl2sql.generation import db_checks; return db_checks.statement_remaining_s(plpy) $$"
     )
     sdb.execute(f"SET statement_timeout = '{setting}'")
     try:

@@ -1,12 +1,13 @@
 """The core every stage uses: errors, the dataclasses between stages, settings, SQL through SPI,
 stage timing, the schema catalog, name resolution, candidate parsing and
-checks, secret redaction.
+checks, secret redaction, the query log's writer.
 """
 
 __all__ = [
     "catalog",
     "errors",
     "names",
+    "query_log",
     "redaction",
     "setting_declaration",
     "settings",

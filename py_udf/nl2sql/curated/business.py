@@ -22,7 +22,7 @@ from ..core.errors import CandidateRefused, ConfigError
 from ..core.sqlcheck import parse_single, to_sql
 from ..core.types import Schema, Table
 from ..embedding.encode import embed, to_pgvector
-from ..generation.safety import check_candidate_in_db, relation_targets
+from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..model import prompts
 from ..retrieval.masking import inflections, tokenize
 

@@ -18,7 +18,7 @@ from ..core.errors import CandidateRefused
 from ..core.sqlcheck import referenced_tables
 from ..core.types import Candidate, Schema, Status
 from ..generation.execute import run_candidate
-from ..generation.safety import check_candidate_in_db
+from ..generation.db_checks import check_candidate_in_db
 from .business import named_terms
 from .parameters import MARKER, Slot, fill, typed_literal
 from .question_words import (

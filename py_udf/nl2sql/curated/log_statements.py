@@ -14,7 +14,7 @@ from sqlglot import exp
 from ..core.errors import CandidateRefused
 from ..core.sqlcheck import parse_single, referenced_tables, to_sql
 from ..core.types import Schema
-from ..generation.safety import function_names
+from ..generation.db_checks import function_names
 from .parameters import parameter_sites, template_slots
 
 HIDDEN_TEXT = "<insufficient privilege>"

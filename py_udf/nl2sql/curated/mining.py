@@ -19,7 +19,7 @@ from ..core.errors import CandidateRefused, ConfigError
 from ..core.settings import get_settings
 from ..core.sqlcheck import referenced_tables
 from ..core.types import Schema
-from ..generation.safety import check_candidate_in_db, statement_remaining_s
+from ..generation.db_checks import check_candidate_in_db, statement_remaining_s
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models

@@ -7,14 +7,18 @@ Source: Oracle Select AI's ``narrate`` action; answers generated from retrieved 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from ..core import catalog
+from ..core import catalog, spi
 from ..core.errors import ModelError, ValuesRefused
 from ..core.settings import Settings
 from ..core.types import LLMReply, ModelConfig, Schema
+from ..generation.db_checks import statement_remaining_s
+from ..generation.execute import fetch_rows
+from ..model.config import get_models
 from ..model.gate import Gate
-from ..model.llm import call_models
+from ..model.llm import call_models, pick_model
 
 SYSTEM_MESSAGE = (
     "You answer a question about a database in one to three plain sentences, using only the "
@@ -121,3 +125,39 @@ def write_answer(model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s)
             f"nl2sql.narrate: model {model.name} gave no answer: {reply.error or 'empty reply'}"
         )
     return text if len(text) <= ANSWER_MAX_CHARS else text[: ANSWER_MAX_CHARS - 1] + "…"
+
+
+def answer_from_sql(plpy, st: Settings, question: str, sql: str, search_path: str) -> str:
+    """Fetch the chosen SQL's first ``narrate_rows`` rows and have a model answer in words.
+
+    The rows are fetched read-only as the calling role, pass the gate (``gated_rows``) and go
+    with the question and the SQL to the model of ``narrate_model`` (else the first model).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        st: the settings.
+        question: the question as asked.
+        sql: the chosen SQL.
+        search_path: the caller's search_path text.
+
+    Returns:
+        The model's answer text (``write_answer``).
+
+    Raises:
+        ConfigError: ``narrate_model`` names no enabled model, or no model is configured.
+        ModelError: the model failed or answered nothing.
+        CandidateRefused: the SQL took a session-level advisory lock when fetched.
+        plpy.SPIError: the SQL failed when fetched.
+    """
+    rows = fetch_rows(
+        plpy, sql, search_path, st.candidate_timeout_ms, st.narrate_rows + 1, st.max_result_bytes
+    )
+    gated = gated_rows(plpy, search_path, sql, rows[: st.narrate_rows], st.send_values)
+    model = pick_model(get_models(plpy, st), "narrate_model", st.narrate_model)
+    return write_answer(
+        model,
+        gated.gate,
+        narrate_prompt(question, sql, gated, len(rows) > st.narrate_rows),
+        functools.partial(spi.cancel_point, plpy),
+        statement_remaining_s(plpy),
+    )

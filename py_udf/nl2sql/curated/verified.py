@@ -21,7 +21,7 @@ from ..core.settings import get_settings
 from ..core.sqlcheck import parse_one, to_sql, transpile
 from ..core.types import Example, Schema
 from ..embedding.encode import embed, to_pgvector
-from ..generation.safety import check_candidate_in_db, relation_targets
+from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..retrieval.masking import masked_question
 from ..retrieval.values import candidate_phrases, merge_matches, string_matches
 from .business import named_terms

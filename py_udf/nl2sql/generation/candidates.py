@@ -20,8 +20,8 @@ from ..model import prompts
 from ..model.gate import Gate
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
+from .db_checks import check_candidate_in_db
 from .execute import DEFAULT_MAX_BYTES, run_candidate
-from .safety import check_candidate_in_db
 
 
 @dataclass

@@ -1,10 +1,16 @@
-"""Operations: the reindex (schema, cell values, example pool), the DDL queue the event triggers
-fill, Citus shards, and the value policy that decides which cell values may reach a model.
+"""Operations: the reindex (``indexer`` drives ``table_state``, ``table_index``,
+``example_store`` and ``index_maintenance``; ``_table_reader`` and ``_cell_values`` are the
+table work inside ``table_index``), the DDL queue the event triggers fill, Citus shards, and the
+value policy that decides which cell values may reach a model.
 """
 
 __all__ = [
     "citus",
     "ddl_queue",
+    "example_store",
+    "index_maintenance",
     "indexer",
+    "table_index",
+    "table_state",
     "value_policy",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core import spi
 
-# The relations a reindex covers (indexer.plan): ordinary and partitioned tables (not
+# The relations a reindex covers (table_state.plan): ordinary and partitioned tables (not
 # partitions), views and materialized views of the schemas $1 the role may SELECT; not
 # nl2sql's own schema, not extension members.
 _PLAN_SQL = (

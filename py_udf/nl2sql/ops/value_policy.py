@@ -14,12 +14,13 @@ and every prompt read the same answer. This module is the Python side: which col
 may be value-indexed (the indexer asks), which columns of the prompt schema are withheld (the
 trace reports them), and storing a policy row (``nl2sql.set_value_policy``).
 
-It imports only ``spi`` and ``types`` from the package, so the indexer, safety and the pipeline may all
-import it.
+It imports only ``spi`` and ``types`` from the package, so the indexer and the pipeline may both
+import it (``set_value_policy`` gets the table's reindex as an argument for that reason).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..core import spi
@@ -167,4 +168,43 @@ def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> 
         "column": column_name,
         "send_values": send_values,
         "indexed": bool(indexed),
+    }
+
+
+def set_value_policy(
+    plpy,
+    tbl: str,
+    send_values: bool,
+    column_name: str | None,
+    reindex_table: Callable[[str, str], Any],
+) -> dict[str, Any]:
+    """Store a cell-value policy and re-index the table's values: ``nl2sql.set_value_policy``.
+
+    The policy is stored by ``store_policy``; a table in the schema index is re-indexed now
+    (``reindex_table``) so that its cell values follow the new policy.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        tbl: the table, as ``regclass`` text (e.g. ``public.heroes``).
+        send_values: true opts the table's (or column's) values in, false keeps them out.
+        column_name: one column of ``tbl``, or None for the whole table.
+        reindex_table: ``reindex_table(schema, table)`` rewrites the table's index rows
+            (``table_index.index_table`` with ``force=True``).
+
+    Returns:
+        ``{"table": "schema.table", "column", "send_values", "reindexed"}``.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) on a null ``send_values`` or a column the table
+            does not have.
+        plpy.SPIError: ``tbl`` names no relation.
+    """
+    p = store_policy(plpy, tbl, send_values, column_name)
+    if p["indexed"]:
+        reindex_table(p["schema"], p["table"])
+    return {
+        "table": f"{p['schema']}.{p['table']}",
+        "column": p["column"],
+        "send_values": p["send_values"],
+        "reindexed": p["indexed"],
     }

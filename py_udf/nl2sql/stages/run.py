@@ -14,7 +14,7 @@ from ..core.settings import Settings
 from ..core.timing import StageTimer
 from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Turn, Vote
 from ..curated.fast_path import FastPath
-from ..generation import safety
+from ..generation import db_checks
 from ..generation.candidates import Evaluator, GenCall
 from ..linking.schema_linking import Linked
 from ..model.gate import Gate
@@ -190,4 +190,4 @@ class Run:
         Returns:
             Seconds (negative when over), or None when no statement_timeout is set.
         """
-        return safety.statement_remaining_s(self.plpy)
+        return db_checks.statement_remaining_s(self.plpy)

@@ -9,7 +9,7 @@ import pytest
 
 from adversarial_corpus import CORPUS, FUNCTION_REFUSAL, ORDINARY
 from nl2sql.core.sqlcheck import CandidateRefused, check_candidate, parse_one
-from nl2sql.generation.safety import (
+from nl2sql.generation.db_checks import (
     VOLATILE_ALLOWLIST,
     check_functions,
     denied_by_name,
@@ -160,7 +160,7 @@ def test_denied_families_and_signatures():
 
 
 def test_operator_and_column_notation_calls_of_volatile_functions_are_seen():
-    from nl2sql.generation.safety import check_operators
+    from nl2sql.generation.db_checks import check_operators
 
     ops = {"###": "nl2sql_adv_volatile_op"}
     for sql, ok in [

@@ -52,7 +52,7 @@ class _FakePlpy:
 
 def test_unchanged_distributed_table_is_skipped_without_reading_its_data():
     from nl2sql.core import spi
-    from nl2sql.ops import indexer
+    from nl2sql.ops import table_index
 
     spi._PLANS.clear()
     signature = "citus:44:102044,102045:True"  # counters, shards, every shard answered
@@ -71,12 +71,13 @@ def test_unchanged_distributed_table_is_skipped_without_reading_its_data():
 
     plpy = _FakePlpy(signature)
     assert (
-        indexer.write_table(plpy, "public", "concert", False, state(signature))["skipped"] is True
+        table_index.write_table(plpy, "public", "concert", False, state(signature))["skipped"]
+        is True
     )
     assert not any("count(*)" in s or "GROUP BY" in s for s in plpy.seen)
     # counters moved: the table is read (the first read stops the fake), and forced too
     for stored, force in (("citus:43:102044,102045:True", False), (signature, True)):
         spi._PLANS.clear()
         with pytest.raises(_FakePlpy.Read):
-            indexer.write_table(_FakePlpy(stored), "public", "concert", force, state(stored))
+            table_index.write_table(_FakePlpy(stored), "public", "concert", force, state(stored))
     spi._PLANS.clear()

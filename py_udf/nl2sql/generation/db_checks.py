@@ -1,44 +1,31 @@
-"""Safety checks that need the database: function volatility (pg_proc), the calling role's
-privileges, the statement's remaining time, and the query-log write; the cell-value policy's
-rules are in ``value_policy`` (re-exported here: ``value_columns``, ``withheld_value_columns``;
-``set_value_policy`` is the SQL function's entry).
+"""The candidate's checks that need the database: function volatility and signatures
+(``pg_proc``, ``pg_operator``), the calling role's SELECT privileges, and the statement's time
+left.
 
-The model's text is untrusted input executed inside someone's database (README "Safety").
-``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds
-what only the catalog knows:
+``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds what
+only the catalog knows (README "Safety"; ``check_candidate_in_db`` runs them all):
 
-- no function a candidate calls may reach relations, queries or cursors by name or report on
-  other sessions or the server: name families (``pg_*``, ``*_to_xml*``, ``lo_*``, ``dblink*``)
-  and argument types read from ``pg_proc`` (``regclass``, ``regproc``, ``refcursor``, ...) are
-  refused (``check_functions``);
-- every function a candidate calls must be non-volatile in ``pg_proc`` (``provolatile`` 'i' or
-  's'), or be on ``VOLATILE_ALLOWLIST``; a volatile function can change state or reach outside
-  the query (``pg_sleep``, ``pg_read_file``, ``nextval``, ``set_config``, ``dblink``, a user's
-  function that writes) even when the statement is a plain SELECT; the same for a function an
-  operator calls (``pg_operator.oprcode``: ``a @@ b``, ``OPERATOR(s.###)``) and a function of a
-  row argument called in column notation (``t.fn``) (``check_operators``);
-- every relation must be one the calling role may SELECT (``has_table_privilege``);
-- cell values of a table with row-level security are not indexed unless opted in, and any
-  table or column can be opted out (``nl2sql.value_policy``; module ``value_policy``).
+- no function of a refused family (``pg_*``, ``*_to_xml*``, ``lo_*``, ``dblink*``) or taking a
+  relation, function or cursor by name (``regclass``, ``refcursor``, ...): ``check_functions``;
+- every function non-volatile in ``pg_proc`` or on ``VOLATILE_ALLOWLIST``, also when called
+  through an operator (``oprcode``) or in column notation (``t.fn``): ``check_operators``;
+- SELECT privilege on every relation for the calling role (``has_table_privilege``).
 
-The database remains the backstop: candidates run read-only and time-limited (``execute.py``),
-as the calling role (every user-facing function is SECURITY INVOKER).
+The database remains the backstop: candidates run read-only and time-limited (``execute``), as
+the calling role. Which cell values may reach a model is ``ops.value_policy``.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-import secrets
 from collections.abc import Callable, Iterable
 
 from sqlglot import exp
 
 from ..core import spi
+from ..core.catalog import known_relations
 from ..core.errors import CandidateRefused
 from ..core.sqlcheck import check_candidate, referenced_tables
 from ..core.types import Schema
-from ..ops import value_policy
 
 # Volatile functions a candidate may still call: they read no data and change nothing but the
 # values they return. Documented in README "Safety".
@@ -473,8 +460,6 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
     Raises:
         CandidateRefused: with the reason.
     """
-    from ..core.catalog import known_relations
-
     tree = check_candidate(sql, known_relations(schema))
     check_functions(
         tree,
@@ -513,177 +498,3 @@ def statement_remaining_s(plpy) -> float | None:
     if not r["s"]:
         return None
     return float(r["s"]) - float(r["el"])
-
-
-def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:
-    """Store a cell-value policy and re-index the table's values (``nl2sql.set_value_policy``).
-
-    The policy is stored by ``value_policy.store_policy``; when the table is in the schema index,
-    it is re-indexed now (``indexer.index_table`` with ``force=True``) so that its cell values
-    follow the new policy.
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        tbl: the table, as ``regclass`` text (e.g. ``public.heroes``).
-        send_values: true opts the table's (or column's) values in, false keeps them out.
-        column_name: one column of ``tbl``, or None for the whole table.
-
-    Returns:
-        JSON text of ``{"table": "schema.table", "column", "send_values", "reindexed"}``.
-
-    Raises:
-        plpy.Error: (through ``plpy.error``, the SQL error the caller sees) on a null
-            ``send_values`` or a column the table does not have.
-        plpy.SPIError: ``tbl`` names no relation.
-    """
-    from ..ops.indexer import index_table
-
-    p = value_policy.store_policy(plpy, tbl, send_values, column_name)
-    if p["indexed"]:
-        index_table(plpy, p["schema"], p["table"], force=True)
-    return json.dumps(
-        {
-            "table": f"{p['schema']}.{p['table']}",
-            "column": p["column"],
-            "send_values": p["send_values"],
-            "reindexed": p["indexed"],
-        }
-    )
-
-
-def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema: Schema) -> int:
-    """Store which relations an example of this database reads (``nl2sql.example_relation``),
-    so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        example_id: the example's id.
-        tree: the example's parsed SQL.
-        schema: the visible schema its relations are resolved against.
-
-    Returns:
-        How many relations were recorded.
-    """
-    targets = sorted(set(relation_targets(tree, schema)))
-    spi.query(
-        plpy, "DELETE FROM nl2sql.example_relation WHERE example_id = $1", [example_id], ["int8"]
-    )
-    ins = spi.plan(
-        plpy,
-        "INSERT INTO nl2sql.example_relation (example_id, schema_name, "
-        "table_name) VALUES ($1, $2, $3)",
-        ["int8", "name", "name"],
-    )
-    for s, t in targets:
-        spi.execute(plpy, ins, [example_id, s, t])
-    return len(targets)
-
-
-# The one-time token of the log row being written (``log_query`` → ``write_log``): it lives only
-# in this backend's Python interpreter, which only PL/Python code can reach (plpython3u is
-# untrusted: only superusers create functions in it), so no role can pass it by itself.
-_log_token: str | None = None
-
-
-def log_query(plpy, trace: dict) -> int | None:
-    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query``.
-
-    The writer is SECURITY DEFINER (ordinary roles cannot write the log table) and accepts the
-    row only with the one-time token issued here for it (``write_log``): a role that calls
-    ``nl2sql._log_query`` itself is refused, so the log holds only what the pipeline wrote.
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        trace: the call's trace (already redacted by the caller); its ``conversation`` key,
-            when set, is stored with the row (a turn of that conversation).
-
-    Returns:
-        The log row's id, or None on a server in recovery (read replica), where nothing is
-        written.
-
-    Raises:
-        plpy.SPIError: the insert failed.
-    """
-    global _log_token
-    if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
-        return None
-    _log_token = secrets.token_hex(32)
-    try:
-        res = spi.query(
-            plpy,
-            "SELECT nl2sql._log_query($1, current_user, $2, $3, $4, $5, $6::jsonb, $7) AS id",
-            [
-                _log_token,
-                trace.get("question") or "",
-                trace.get("sql"),
-                trace.get("confidence"),
-                trace.get("error"),
-                json.dumps(trace, default=str),
-                trace.get("conversation"),
-            ],
-            ["text", "text", "text", "float8", "text", "text", "text"],
-        )
-    finally:
-        _log_token = None
-    return res[0]["id"]
-
-
-def write_log(
-    plpy,
-    sd: dict,
-    token: str | None,
-    role_name: str | None,
-    question: str | None,
-    sql: str | None,
-    confidence: float | None,
-    error: str | None,
-    trace: str | None,
-    conversation: str | None = None,
-) -> int:
-    """Insert one ``nl2sql.query_log`` row: the body of ``nl2sql._log_query`` (SECURITY DEFINER).
-
-    The row is written only when ``token`` is the one-time token ``log_query`` issued for it
-    (compared in constant time, and used up either way). It is attributed to ``role_name``
-    only when the session may act as that role, else to ``session_user``
-    (``nl2sql._acting_role``).
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        sd: the function's static dictionary (``SD``): the prepared insert is kept there.
-        token: the token the caller passed.
-        role_name: the role the row is for.
-        question: the question.
-        sql: the chosen SQL, or None.
-        confidence: the vote's confidence, or None.
-        error: the call's error, or None.
-        trace: the trace as JSON text.
-        conversation: the call's conversation key (follow-up questions), or None.
-
-    Returns:
-        The new row's id.
-
-    Raises:
-        plpy.Error: (SQLSTATE 42501, through ``plpy.error``) without the pipeline's token:
-            the caller is not ``nl2sql()``, ``nl2sql.explain()`` or ``nl2sql.ask()``.
-    """
-    global _log_token
-    expected, _log_token = _log_token, None
-    if not (expected and token and hmac.compare_digest(expected.encode(), token.encode())):
-        plpy.error(
-            "nl2sql._log_query: only nl2sql(), nl2sql.explain() and nl2sql.ask() write "
-            "the query log",
-            hint="ask a question with nl2sql(); read your rows in nl2sql.my_query_log",
-            sqlstate="42501",
-        )
-    plan = sd.get("insert")
-    if plan is None:
-        plan = plpy.prepare(
-            "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace, "
-            "conversation) VALUES (nl2sql._acting_role($1), $2, $3, $4, $5, $6::jsonb, $7) "
-            "RETURNING id",
-            ["name", "text", "text", "float8", "text", "text", "text"],
-        )
-        sd["insert"] = plan
-    return plpy.execute(plan, [role_name, question, sql, confidence, error, trace, conversation])[
-        0
-    ]["id"]

@@ -1,0 +1,119 @@
+"""The query log's writer: the one write a user call makes (``nl2sql.query_log``).
+
+``log_query`` issues a one-time token and calls SQL function ``nl2sql._log_query`` (SECURITY
+DEFINER), whose body ``write_log`` inserts the row only with that token: a role that calls
+``nl2sql._log_query`` itself is refused, so the log holds only what the pipeline wrote.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+
+from . import spi
+
+# The one-time token of the log row being written (``log_query`` → ``write_log``): it lives only
+# in this backend's Python interpreter, which only PL/Python code can reach (plpython3u is
+# untrusted: only superusers create functions in it), so no role can pass it by itself.
+_log_token: str | None = None
+
+
+def log_query(plpy, trace: dict) -> int | None:
+    """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (with a token).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        trace: the call's trace (already redacted by the caller); its ``conversation`` key,
+            when set, is stored with the row (a turn of that conversation).
+
+    Returns:
+        The log row's id, or None on a server in recovery (read replica), where nothing is
+        written.
+
+    Raises:
+        plpy.SPIError: the insert failed.
+    """
+    global _log_token
+    if spi.query(plpy, "SELECT pg_catalog.pg_is_in_recovery() AS r")[0]["r"]:
+        return None
+    _log_token = secrets.token_hex(32)
+    try:
+        res = spi.query(
+            plpy,
+            "SELECT nl2sql._log_query($1, current_user, $2, $3, $4, $5, $6::jsonb, $7) AS id",
+            [
+                _log_token,
+                trace.get("question") or "",
+                trace.get("sql"),
+                trace.get("confidence"),
+                trace.get("error"),
+                json.dumps(trace, default=str),
+                trace.get("conversation"),
+            ],
+            ["text", "text", "text", "float8", "text", "text", "text"],
+        )
+    finally:
+        _log_token = None
+    return res[0]["id"]
+
+
+def write_log(
+    plpy,
+    sd: dict,
+    token: str | None,
+    role_name: str | None,
+    question: str | None,
+    sql: str | None,
+    confidence: float | None,
+    error: str | None,
+    trace: str | None,
+    conversation: str | None = None,
+) -> int:
+    """Insert one ``nl2sql.query_log`` row: the body of ``nl2sql._log_query`` (SECURITY DEFINER).
+
+    The row is written only when ``token`` is the one-time token ``log_query`` issued for it
+    (compared in constant time, and used up either way). It is attributed to ``role_name``
+    only when the session may act as that role, else to ``session_user``
+    (``nl2sql._acting_role``).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        sd: the function's static dictionary (``SD``): the prepared insert is kept there.
+        token: the token the caller passed.
+        role_name: the role the row is for.
+        question: the question.
+        sql: the chosen SQL, or None.
+        confidence: the vote's confidence, or None.
+        error: the call's error, or None.
+        trace: the trace as JSON text.
+        conversation: the call's conversation key (follow-up questions), or None.
+
+    Returns:
+        The new row's id.
+
+    Raises:
+        plpy.Error: (SQLSTATE 42501, through ``plpy.error``) without the pipeline's token:
+            the caller is not ``nl2sql()``, ``nl2sql.explain()`` or ``nl2sql.ask()``.
+    """
+    global _log_token
+    expected, _log_token = _log_token, None
+    if not (expected and token and hmac.compare_digest(expected.encode(), token.encode())):
+        plpy.error(
+            "nl2sql._log_query: only nl2sql(), nl2sql.explain() and nl2sql.ask() write "
+            "the query log",
+            hint="ask a question with nl2sql(); read your rows in nl2sql.my_query_log",
+            sqlstate="42501",
+        )
+    plan = sd.get("insert")
+    if plan is None:
+        plan = plpy.prepare(
+            "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace, "
+            "conversation) VALUES (nl2sql._acting_role($1), $2, $3, $4, $5, $6::jsonb, $7) "
+            "RETURNING id",
+            ["name", "text", "text", "float8", "text", "text", "text"],
+        )
+        sd["insert"] = plan
+    return plpy.execute(plan, [role_name, question, sql, confidence, error, trace, conversation])[
+        0
+    ]["id"]

@@ -1,0 +1,220 @@
+"""(Re)indexing one table: its rows of ``nl2sql.schema_table``, ``schema_column`` (with
+column embeddings), ``schema_fk`` and ``cell_value`` (``_cell_values``).
+
+Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
+2024) §3.4, value index over string cells.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ..core import spi
+from ..core.settings import get_settings
+from ..embedding.encode import embed, to_pgvector
+from . import citus, ddl_queue
+from ._cell_values import write_values
+from ._table_reader import read_table
+from .table_state import needs_reindex, state_of
+
+
+def index_table(
+    plpy, schema: str, table: str, force: bool = False, state: dict | None = None
+) -> dict:
+    """(Re)index one table, as ``write_table`` does, rewriting it when DDL queued it.
+
+    A table that DDL queued (``ddl_queue``: created, altered, renamed) is rewritten as with
+    ``force`` (its column embeddings name the table and a rename dropped its cell values); its
+    queue rows up to that point are removed afterwards.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: the table's schema name.
+        table: the table's name.
+        force: rewrite even when the state is unchanged.
+        state: the table's ``table_states`` row when the caller has it (else it is read).
+
+    Returns:
+        ``write_table``'s result with ``queued`` (DDL queued it).
+
+    Raises:
+        ConfigError: a stored setting is invalid.
+        EmbeddingError: the embedding model is missing.
+        plpy.SPIError: the table cannot be read (e.g. dropped meanwhile).
+    """
+    mark = ddl_queue.table_mark(plpy, schema, table)
+    out = write_table(plpy, schema, table, force or mark is not None, state)
+    out["queued"] = mark is not None
+    if mark is not None:
+        ddl_queue.mark_done(plpy, schema, table, mark)
+    return out
+
+
+def _with_shard_state(plpy, schema: str, table: str, state: dict) -> dict:
+    """For a Citus distributed or reference table, ``state`` with its data state and row
+    estimate taken from its shards' statistics (``citus.shard_stats``: the coordinator's own
+    counters stay zero for such a table); ``state`` unchanged without Citus or for any other
+    table."""
+    if not citus.distributed(plpy, schema, table, citus.present(plpy)):
+        return state
+    stats = citus.shard_stats(plpy, schema, table)
+    return dict(
+        state,
+        data_state=stats["signature"],
+        rows_est=float(stats["n_rows"]),
+        shard_signature=stats["signature"],
+    )
+
+
+def write_table(
+    plpy, schema: str, table: str, force: bool = False, state: dict | None = None
+) -> dict:
+    """(Re)index one table: catalog rows, sample values, string cell values, embeddings.
+
+    Writes ``nl2sql.schema_table``, ``schema_column`` (with column embeddings of
+    ``table column words: comment``, ``values_indexed`` and ``values_complete``),
+    ``cell_value`` (distinct string values with embeddings, ``write_values``; none for
+    columns the value policy withholds) and ``schema_fk``. Incremental: when the table's state
+    (``table_states``: catalog and statistics, no user data) is what it was when it was indexed
+    (and not ``force``) nothing is read or written.
+
+    Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
+    2024) §3.4, value index over string cells.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+        schema: the table's schema name.
+        table: the table's name.
+        force: rewrite even when the state is unchanged.
+        state: the table's ``table_states`` row when the caller has it (else it is read).
+
+    Returns:
+        ``{"table": "schema.table", "skipped": True}`` when unchanged; else ``table``,
+        ``skipped`` (False), ``columns``, ``values``, ``values_embedded``, ``values_reused``,
+        ``columns_partial``, ``fks``, ``rows`` (the statistics' row estimate, None for a view
+        or a table never analyzed), ``seconds`` and ``embed_seconds`` (of it, embedding).
+
+    Raises:
+        ConfigError: a stored setting is invalid.
+        EmbeddingError: the embedding model is missing.
+        plpy.SPIError: the table cannot be read (e.g. dropped meanwhile).
+    """
+    st = get_settings(plpy)
+    if state is None:
+        state = state_of(plpy, schema, table, st)
+    state = _with_shard_state(plpy, schema, table, state)
+    if not needs_reindex(state, force):
+        return {"table": f"{schema}.{table}", "skipped": True}
+    t0 = time.perf_counter()
+    cat = read_table(plpy, schema, table, st, state)
+    progress = (
+        spi.query(plpy, "SELECT current_setting('nl2sql.progress', true) AS p")[0]["p"] == "on"
+    )
+    rows_est = None if state["rows_est"] is None else int(state["rows_est"])
+    _write_table_row(plpy, schema, table, cat["comment"], rows_est, state)
+    spi.query(
+        plpy,
+        "DELETE FROM nl2sql.schema_column WHERE schema_name = $1 AND table_name = $2",
+        [schema, table],
+        ["name", "name"],
+    )
+    spi.query(
+        plpy,
+        "DELETE FROM nl2sql.schema_fk WHERE schema_name = $1 AND table_name = $2",
+        [schema, table],
+        ["name", "name"],
+    )
+    _write_columns(plpy, schema, table, cat["columns"])
+    pairs = [(c["name"], v) for c in cat["columns"] for v in c["values"]]
+    wrote = write_values(plpy, schema, table, pairs, progress)
+    _write_fks(plpy, schema, table, cat["fks"])
+    return {
+        "table": f"{schema}.{table}",
+        "skipped": False,
+        "columns": len(cat["columns"]),
+        "values": len(pairs),
+        "values_embedded": wrote["values_embedded"],
+        "values_reused": wrote["values_reused"],
+        "embed_seconds": wrote["embed_seconds"],
+        "columns_partial": sum(1 for c in cat["columns"] if c["complete"] is False),
+        "fks": len(cat["fks"]),
+        "rows": rows_est,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _write_table_row(
+    plpy, schema: str, table: str, comment: str | None, rows_est: int | None, state: dict
+) -> None:
+    """Insert or update the table's ``nl2sql.schema_table`` row (its states as indexed now)."""
+    spi.query(
+        plpy,
+        "INSERT INTO nl2sql.schema_table (schema_name, table_name, comment, n_rows, "
+        "fingerprint, data_state, indexed_at, relid, shard_signature) "
+        "VALUES ($1, $2, $3, $4, $5, $6, now(), pg_catalog.to_regclass("
+        "pg_catalog.quote_ident($1) || '.' || pg_catalog.quote_ident($2)), $7) "
+        "ON CONFLICT (schema_name, table_name) DO UPDATE SET comment = EXCLUDED.comment, "
+        "n_rows = EXCLUDED.n_rows, fingerprint = EXCLUDED.fingerprint, "
+        "data_state = EXCLUDED.data_state, indexed_at = EXCLUDED.indexed_at, "
+        "relid = EXCLUDED.relid, shard_signature = EXCLUDED.shard_signature",
+        [
+            schema,
+            table,
+            comment,
+            rows_est,
+            state["fingerprint"],
+            state["data_state"],
+            state.get("shard_signature"),
+        ],
+        ["name", "name", "text", "int8", "text", "text", "text"],
+    )
+
+
+def _column_text(table: str, c: dict) -> str:
+    """What a column's embedding is of: ``table column words: comment``."""
+    return f"{table} {c['name'].replace('_', ' ')}" + (f": {c['comment']}" if c["comment"] else "")
+
+
+def _write_columns(plpy, schema: str, table: str, columns: list[dict]) -> None:
+    """Insert the table's ``nl2sql.schema_column`` rows, each with its column embedding,
+    samples and value-index counts (``read_table``'s columns)."""
+    col_vecs = embed([_column_text(table, c) for c in columns], cache=False)
+    rows = [
+        {
+            "name": c["name"],
+            "ord": c["ord"],
+            "type": c["type"],
+            "pk": c["pk"],
+            "comment": c["comment"],
+            "samples": c["samples"],
+            "embedding": to_pgvector(v),
+            "n_values": len(c["values"]) if c["complete"] is not None else None,
+            "complete": c["complete"],
+        }
+        for c, v in zip(columns, col_vecs)
+    ]
+    spi.query(
+        plpy,
+        "INSERT INTO nl2sql.schema_column (schema_name, table_name, column_name, ordinal, "
+        "data_type, is_primary_key, comment, sample_values, embedding, values_indexed, "
+        "values_complete) SELECT $1, $2, x.name, x.ord, x.type, x.pk, x.comment, x.samples, "
+        "x.embedding::vector, x.n_values, x.complete "
+        "FROM json_to_recordset($3::json) AS x(name name, ord int, type text, pk bool, "
+        "comment text, samples text[], embedding text, n_values int, complete bool)",
+        [schema, table, json.dumps(rows)],
+        ["name", "name", "text"],
+    )
+
+
+def _write_fks(plpy, schema: str, table: str, fks: list[dict]) -> None:
+    """Insert the table's ``nl2sql.schema_fk`` rows (``read_table``'s foreign keys)."""
+    spi.query(
+        plpy,
+        "INSERT INTO nl2sql.schema_fk (schema_name, table_name, constraint_name, columns, "
+        "ref_schema, ref_table, ref_columns) SELECT $1, $2, x.name, x.cols, x.ref_schema, "
+        "x.ref_table, x.ref_cols FROM json_to_recordset($3::json) AS x(name name, cols name[], "
+        "ref_schema name, ref_table name, ref_cols name[])",
+        [schema, table, json.dumps(fks)],
+        ["name", "name", "text"],
+    )
