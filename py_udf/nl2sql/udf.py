@@ -60,7 +60,7 @@ def _names(schemas: list[str] | None) -> list[str] | None:
 
 def entry_point(fn):
     """Decorate an entry point: ``version.check`` (until it once succeeds in a backend), then
-    ``configure_embedder``.
+    the embedder of setting ``embedder`` (which also starts the call's record of it).
 
     Args:
         fn: the entry point; its first parameter is ``plpy``.
@@ -78,22 +78,15 @@ def entry_point(fn):
             version.check(plpy)
         except VersionMismatch as e:
             _fail(plpy, str(e), getattr(e, "hint", None))
-        configure_embedder(plpy)
+        _configure_embedder(plpy)
         return fn(plpy, *args, **kwargs)
 
     return wrapper
 
 
-def configure_embedder(plpy) -> str:
-    """Point this backend's embeddings at the shared process or in-process, per ``embedder``
-    (a stored value that does not parse counts as the default, so ``set_setting`` can repair it).
-
-    Args:
-        plpy: PL/Python's module.
-
-    Returns:
-        The mode in force: ``'shared'`` or ``'local'``.
-    """
+def _configure_embedder(plpy) -> str:
+    """Point this backend's embeddings at the shared process or in-process per ``embedder`` (a
+    stored value that does not parse counts as the default, so ``set_setting`` can repair it)."""
     decl = lookup("embedder")
     rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = 'embedder'")
     try:
@@ -382,7 +375,7 @@ def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None)
 
 def write_log(plpy, sd: dict, token: str | None, *row: Any) -> int:
     """Back ``nl2sql._log_query`` (SECURITY DEFINER): ``query_log.write_log``. Not an
-    ``entry_point``: it runs inside a question's call, whose embedder record it would reset.
+    ``entry_point``: it runs inside a question's call, whose embedder record that would reset.
 
     Args:
         sd: the SQL function's static dictionary (``SD``).

@@ -35,10 +35,9 @@ VOLATILE_ALLOWLIST = frozenset({"random", "clock_timestamp", "timeofday"})
 def function_names(tree: exp.Expression) -> set[str]:
     """List the lower-cased names under which PostgreSQL may resolve each function call in ``tree``.
 
-    An unknown function (``exp.Anonymous``) contributes its own name (schema qualification
-    dropped: ``pg_catalog.pg_sleep`` -> ``pg_sleep``). A function sqlglot knows contributes every
-    name sqlglot maps to that node (e.g. ``exp.Rand`` -> ``rand``, ``random``), so that a
-    volatile PostgreSQL function hidden behind a portable node is still looked up.
+    An unknown function gives its name without schema (``pg_catalog.pg_sleep`` -> ``pg_sleep``);
+    one sqlglot knows gives every name sqlglot maps to its node (``exp.Rand`` -> ``rand``,
+    ``random``), so a volatile function behind a portable node is still looked up.
 
     Args:
         tree: the parsed candidate.
@@ -219,9 +218,6 @@ def check_operators(
         volatile_row_fns: ``volatile_row_fns(names)`` → the volatile functions of a row
             argument among ``names`` (``volatile_row_functions`` bound to ``plpy``).
 
-    Returns:
-        None.
-
     Raises:
         CandidateRefused: naming the operators and functions.
     """
@@ -355,11 +351,9 @@ def check_functions(
 ) -> None:
     """Refuse a candidate that calls a function of a refused family or a volatile function.
 
-    Deny by default for functions that reach relations, queries or cursors by name or report
-    on other sessions or the server (README "Safety"): refused are the name families of
-    ``denied_by_name`` (checked here, with no lookup) and what ``denied`` finds in ``pg_proc``
-    (``denied_functions``: argument types); then every function must be non-volatile or on
-    ``VOLATILE_ALLOWLIST``.
+    Deny by default (README "Safety"): the name families of ``denied_by_name`` (no lookup),
+    then what ``denied`` finds in ``pg_proc`` (argument types), then every function must be
+    non-volatile or on ``VOLATILE_ALLOWLIST``.
 
     Args:
         tree: the parsed candidate.
@@ -367,9 +361,6 @@ def check_functions(
             (``volatile_functions`` bound to ``plpy`` inside the server).
         denied: ``denied(names)`` returns ``{name: reason}`` for the refused ones
             (``denied_functions`` bound to ``plpy``); None applies the name families only.
-
-    Returns:
-        None.
 
     Raises:
         CandidateRefused: naming the functions and why.
@@ -443,11 +434,9 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
-    """The full candidate check (README "Safety"): ``sqlcheck.check_candidate`` (one
-    SELECT/WITH/set operation, no data-modifying node, no SELECT INTO, no locking clause, known
-    relations only — ``schema`` is what the calling role may see), then the function check
-    (no function of a refused family or signature, every function non-volatile in pg_proc or
-    allowlisted), then SELECT privilege on every relation for the current role.
+    """The full candidate check (README "Safety"): ``sqlcheck.check_candidate`` (the statement's
+    shape, relations of ``schema`` only), ``check_functions``, ``check_operators``, then SELECT
+    privilege on every relation for the current role.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

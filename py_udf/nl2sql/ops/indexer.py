@@ -20,12 +20,9 @@ from .table_state import needs_reindex, table_states
 
 
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
-    """Index the catalog of ``schemas``, their cell values and the example pool.
-
-    What ``nl2sql.reindex()`` runs: ``table_states`` (one catalog query), ``begin_bulk`` when a
-    table changed, ``index_table`` for each table whose state changed (``needs_reindex``), then
-    ``drop_missing``, ``index_examples``, ``ensure_vector_index`` and, when anything changed,
-    ``tidy_indexes``. Incremental unless ``force``: with nothing changed no user data is read.
+    """Index the catalog of ``schemas``, their cell values and the example pool: the tables
+    whose state changed (``needs_reindex``), then what ``finish`` does. Incremental unless
+    ``force``: with nothing changed no user data is read.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -53,7 +50,7 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
     out["tables_dropped"] = drop_missing(plpy, [(x["schema"], x["table"]) for x in states], schemas)
     out.update(index_examples(plpy))
     out["vector_index_built"] = ensure_vector_index(plpy) if bulk else False
-    if changed(out):
+    if _changed(out):
         out.update(tidy_indexes(plpy))
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
@@ -81,10 +78,8 @@ def changed_tables(
 def finish(
     plpy, schemas: list[str] | None, kept: list[tuple[str, str]], tables_changed: bool = True
 ) -> dict:
-    """End a reindex done in units: what ``reindex`` does after its tables.
-
-    ``drop_missing``, ``index_examples``, ``ensure_vector_index`` and, when tables changed or
-    the counts show a change, ``tidy_indexes``.
+    """End a reindex: ``drop_missing``, ``index_examples``, ``ensure_vector_index`` and, when
+    tables changed or the counts show a change, ``tidy_indexes``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -103,7 +98,7 @@ def finish(
     out = {"tables_dropped": drop_missing(plpy, kept, schemas)}
     out.update(index_examples(plpy))
     out["vector_index_built"] = ensure_vector_index(plpy)
-    if tables_changed or changed(out):
+    if tables_changed or _changed(out):
         out.update(tidy_indexes(plpy))
     return out
 
@@ -165,15 +160,8 @@ def sum_table_counts(results) -> dict:
     return out
 
 
-def changed(counts: dict) -> bool:
-    """Say whether a reindex's counts show a change of the index.
-
-    Args:
-        counts: the reindex's counts (``reindex``'s dict, before tidying).
-
-    Returns:
-        True when tables were indexed or dropped, or examples added or embedded.
-    """
+def _changed(counts: dict) -> bool:
+    """Whether a reindex's counts show tables indexed or dropped, or examples added or embedded."""
     return any(
         counts.get(k)
         for k in ("tables_indexed", "tables_dropped", "examples_added", "examples_embedded")

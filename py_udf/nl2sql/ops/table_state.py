@@ -31,11 +31,8 @@ def _covered(plpy) -> str:
 
 
 def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
-    """List the tables a reindex covers.
-
-    Ordinary and partitioned tables (not partitions), views and materialized views of
-    ``schemas`` that the current role may SELECT; nl2sql's own schema, extension members and,
-    with Citus, shard tables are left out (``_covered``).
+    """List the tables a reindex covers: tables (not partitions), views and materialized views
+    of ``schemas`` the current role may SELECT; not nl2sql's, extension members, Citus shards.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -79,13 +76,8 @@ def table_states(
     only: tuple[str, str] | None = None,
     st: Settings | None = None,
 ) -> list[dict]:
-    """Read the change-detection state of the covered tables, from the catalog only.
-
-    One query over the tables ``plan`` covers: each table's catalog state
-    (``nl2sql._catalog_state`` with ``settings_state``), data state (``nl2sql._data_state``:
-    oid, relfilenode, the statistics' tuple counters), its row estimate (``reltuples``, for a
-    partitioned table summed over its partitions; None when never analyzed or for a view), and
-    the fingerprint and data state stored when it was last indexed. No user data is read.
+    """Read the change-detection state of the covered tables in one catalog query (no user
+    data): catalog state with ``settings_state``, data state, row estimate, and both as stored.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -95,9 +87,9 @@ def table_states(
 
     Returns:
         Dicts with ``schema``, ``table``, ``kind`` (relkind), ``fingerprint``, ``data_state``
-        (None when ``track_counts`` is off), ``rows_est`` (float or None),
-        ``old_fingerprint``, ``old_data_state`` (None when not indexed), sorted by schema and
-        table.
+        (None when ``track_counts`` is off), ``rows_est`` (``reltuples``, summed over a
+        partitioned table's partitions; None for a view or never analyzed),
+        ``old_fingerprint``, ``old_data_state`` (None when not indexed), sorted.
 
     Raises:
         ConfigError: a stored setting is invalid.

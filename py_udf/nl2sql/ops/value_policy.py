@@ -8,14 +8,10 @@ The rules, in the order they apply:
 - without a policy row, a table with row-level security is not value-indexed (its rows would be
   read with the indexer's rights, not the asking role's): RLS tables are opt-in.
 
-The rule itself is SQL function ``nl2sql._value_rule`` (reached here through
-``nl2sql._values_allowed``), which view ``nl2sql.visible_column`` also applies, so the indexer
-and every prompt read the same answer. This module is the Python side: which columns of a table
-may be value-indexed (the indexer asks), which columns of the prompt schema are withheld (the
-trace reports them), and storing a policy row (``nl2sql.set_value_policy``).
-
-It imports only ``spi`` and ``types`` from the package, so the indexer and the pipeline may both
-import it (``set_value_policy`` gets the table's reindex as an argument for that reason).
+The rule is SQL function ``nl2sql._value_rule``, which view ``nl2sql.visible_column`` also
+applies, so the indexer and every prompt read the same answer. This module imports only ``spi``
+and ``types`` (the indexer and the pipeline both import it): ``set_value_policy`` gets the
+table's reindex as an argument.
 """
 
 from __future__ import annotations
@@ -28,13 +24,8 @@ from ..core.types import Schema
 
 
 def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
-    """Say for each column of a table whether its cell values may be indexed and sent.
-
-    Allowed when the setting ``send_values`` is on and the column's policy, else its table's,
-    allows it; without a policy a table with row-level security is not value-indexed (its rows
-    would be read with the indexer's rights, not the asking role's). The rule is SQL function
-    ``nl2sql._value_rule`` (here through ``nl2sql._values_allowed``), which view
-    ``nl2sql.visible_column`` also applies.
+    """Say for each column of a table whether its cell values may be indexed and sent (the
+    rules above, through SQL function ``nl2sql._values_allowed``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -57,35 +48,15 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     return {r["col"]: bool(r["ok"]) for r in rows}
 
 
-def withheld_value_columns(schema: Schema) -> list[str]:
-    """List the columns whose cell values are kept from the model: what the trace reports.
-
-    Withheld by the value policy, row-level security or the setting ``send_values``.
-
-    Args:
-        schema: ``catalog.load_schema``'s result (what the calling role may read).
-
-    Returns:
-        ``schema.table.column`` names, sorted.
-    """
-    return sorted(
-        f"{t.schema}.{t.table}.{c.name}"
-        for t in schema.tables
-        for c in t.columns
-        if not c.values_allowed
-    )
-
-
 def partial_columns(schema: Schema) -> set[tuple[str, str, str]]:
-    """Find the columns whose value index is partial (``Column.values_complete`` False).
+    """Find the columns whose value index is partial (``Column.values_complete`` False): a
+    literal missing from their index may still be a cell value.
 
     Args:
         schema: ``catalog.load_schema``'s result (what the calling role may read).
 
     Returns:
-        ``(schema, table, column)`` names of the columns with more distinct values than
-        ``values_per_column`` or sampled values: a literal missing from their index may still be
-        a cell value.
+        ``(schema, table, column)`` names.
     """
     return {
         (t.schema, t.table, c.name)
@@ -109,27 +80,9 @@ def partial_value_columns(schema: Schema, limit: int = 50) -> dict[str, Any]:
     return {"count": len(names), "columns": names[:limit]}
 
 
-def store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> dict[str, Any]:
-    """Store one value-policy row for a table or one of its columns: backs ``set_value_policy``.
-
-    Inserts or updates the row of ``nl2sql.value_policy``.
-
-    Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
-        tbl: the table, as ``regclass`` text (resolved on the caller's search_path).
-        send_values: true opts the values in, false keeps them out of the index and prompts.
-        column_name: one column of ``tbl``, or None/empty for the whole table.
-
-    Returns:
-        ``{"schema", "table", "column", "send_values", "indexed"}``: the resolved names, the
-        column as passed, the flag, and whether the table is in the schema index now (so its
-        values need re-indexing).
-
-    Raises:
-        plpy.Error: (through ``plpy.error``, the SQL error the caller sees) on a null
-            ``send_values`` or a column the table does not have.
-        plpy.SPIError: ``tbl`` names no relation.
-    """
+def _store_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> dict[str, Any]:
+    """Insert or update the ``nl2sql.value_policy`` row; returns the resolved ``schema`` and
+    ``table``, ``column`` as passed, ``send_values`` and ``indexed`` (in the schema index)."""
     if send_values is None:
         plpy.error(
             "nl2sql.set_value_policy: send_values must be true or false",
@@ -178,28 +131,23 @@ def set_value_policy(
     column_name: str | None,
     reindex_table: Callable[[str, str], Any],
 ) -> dict[str, Any]:
-    """Store a cell-value policy and re-index the table's values: ``nl2sql.set_value_policy``.
-
-    The policy is stored by ``store_policy``; a table in the schema index is re-indexed now
-    (``reindex_table``) so that its cell values follow the new policy.
+    """Store a cell-value policy; re-index the table (when indexed) so its values follow it.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
-        tbl: the table, as ``regclass`` text (e.g. ``public.heroes``).
+        tbl: the table, as ``regclass`` text (resolved on the caller's search_path).
         send_values: true opts the table's (or column's) values in, false keeps them out.
         column_name: one column of ``tbl``, or None for the whole table.
-        reindex_table: ``reindex_table(schema, table)`` rewrites the table's index rows
-            (``table_index.index_table`` with ``force=True``).
+        reindex_table: ``reindex_table(schema, table)`` rewrites the table's index rows.
 
     Returns:
         ``{"table": "schema.table", "column", "send_values", "reindexed"}``.
 
     Raises:
-        plpy.Error: (through ``plpy.error``) on a null ``send_values`` or a column the table
-            does not have.
+        plpy.Error: (through ``plpy.error``) a null ``send_values`` or an unknown column.
         plpy.SPIError: ``tbl`` names no relation.
     """
-    p = store_policy(plpy, tbl, send_values, column_name)
+    p = _store_policy(plpy, tbl, send_values, column_name)
     if p["indexed"]:
         reindex_table(p["schema"], p["table"])
     return {
