@@ -6,7 +6,7 @@ Each entry: (id, SQL, how it must end)
 - ``"shape"``: refused by ``sqlcheck.check_candidate`` alone (no database needed);
 - ``"refused"``: refused before execution, by the shape check or the catalog checks
   (pg_proc volatility, relation privileges);
-- ``"denied"``: refused by the function check (``safety.check_functions``: a function that
+- ``"denied"``: refused by the function check (``db_checks.check_functions``: a function that
   reaches relations, queries or cursors by name or reports on sessions or the server), the
   reason naming the function;
 - ``"contained"``: passes the checks, and the database stops it (timeout or read-only error).

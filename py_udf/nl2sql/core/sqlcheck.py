@@ -40,7 +40,7 @@ _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
     if t is not None
 )
 
-# Functions refused by name even though a SELECT may call them (``safety`` adds the check of
+# Functions refused by name even though a SELECT may call them (``db_checks`` adds the check of
 # pg_proc volatility; the database's read-only mode is the backstop).
 _FORBIDDEN_FUNCTIONS = {
     "pg_sleep",
@@ -148,7 +148,7 @@ def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
 
     Refused: not a query; a data-modifying, DDL or other refused node anywhere (CTEs too);
     SELECT INTO; FOR UPDATE/SHARE; a function refused by name (``pg_sleep``, ``set_config``,
-    ``dblink``, …); an unknown relation. Volatility and privileges: ``safety.check_candidate_in_db``.
+    ``dblink``, …); an unknown relation. Volatility and privileges: ``db_checks.check_candidate_in_db``.
 
     Args:
         sql: the candidate's SQL text (PostgreSQL).

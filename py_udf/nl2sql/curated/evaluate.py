@@ -18,8 +18,8 @@ from ..core.errors import ConfigError, EmbeddingError, EvaluationError, Nl2sqlEr
 from ..core.redaction import configured_secrets, redact, redact_obj
 from ..core.settings import get_settings
 from ..core.types import Status
-from ..generation.execute import fetch_rows, is_cancel
 from ..generation.db_checks import statement_remaining_s
+from ..generation.execute import fetch_rows, is_cancel
 from ..model.config import get_models
 from ..pipeline import LeaveOut, explain, log_trace
 from ..selection.reliability import judge_candidates, run_verified

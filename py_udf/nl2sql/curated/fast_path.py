@@ -17,8 +17,8 @@ from sqlglot import exp
 from ..core.errors import CandidateRefused
 from ..core.sqlcheck import referenced_tables
 from ..core.types import Candidate, Schema, Status
-from ..generation.execute import run_candidate
 from ..generation.db_checks import check_candidate_in_db
+from ..generation.execute import run_candidate
 from .business import named_terms
 from .parameters import MARKER, Slot, fill, typed_literal
 from .question_words import (

@@ -187,7 +187,7 @@ class Evaluator:
         return self.ms
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
-        """Clean, check (``safety.check_candidate_in_db``) and value-align one answer into ``c.sql``.
+        """Clean, check (``db_checks.check_candidate_in_db``) and value-align one answer into ``c.sql``.
 
         Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
