@@ -1,5 +1,5 @@
 """The door from SQL into Python: every PL/Python body of ``sql/idempotent`` calls one function
-here (``nl2sql._boot`` aside; ``tests/test_one_door.py`` checks it).
+here (``nl2sql._boot`` aside; ``tests/unit/test_one_door.py`` checks it).
 
 Each entry point backs one SQL function (docs/sql-reference.md: arguments, errors, privileges).
 Its first argument is ``plpy``, PL/Python's module (SPI access), the others are the SQL
