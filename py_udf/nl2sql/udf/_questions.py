@@ -1,0 +1,162 @@
+"""The entry points of a question: ``nl2sql()``, ``nl2sql.explain``, ``nl2sql.ask``,
+``nl2sql.narrate`` and ``nl2sql.retrieve`` (the pipeline, ``pipeline.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import pipeline
+from ..core.errors import CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError
+from ..core.redaction import configured_secrets, redact, redact_obj
+from ..core.settings import get_settings
+from ..curated import narrate as nr
+from ..generation.execute import fetch_rows
+from ..pipeline import log_trace
+from ._door import MODELS_HINT, entry_point, fail
+
+
+def _run(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None = None
+) -> dict[str, Any]:
+    # every error message raised here and the whole trace (logged, returned by explain, its
+    # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
+    secrets = configured_secrets(plpy)
+    try:
+        trace = pipeline.explain(plpy, question, search_path, evidence, conversation)
+    except QuestionError as e:
+        fail(plpy, redact(str(e), secrets))
+    except ConfigError as e:
+        fail(plpy, redact(str(e), secrets), "see README.md, section 'Models'")
+    except EmbeddingError as e:
+        fail(plpy, redact(f"nl2sql: {e}", secrets))
+    except (RuntimeError, Nl2sqlError) as e:
+        fail(plpy, redact(str(e), secrets))
+    trace = redact_obj(trace, secrets)
+    trace["log_id"] = log_trace(plpy, trace)
+    return trace
+
+
+@entry_point
+def nl2sql(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> str:
+    """Back ``nl2sql(question, ...) → text``: answer with one SQL query (the trace is logged).
+
+    Args:
+        question: the natural-language question.
+        search_path: the caller's search_path text.
+        evidence: the caller's hint text, or None.
+        conversation: the conversation key (its earlier turns go into the prompts), or None.
+
+    Returns:
+        The chosen SQL text.
+
+    Raises:
+        plpy.Error: an invalid question, key, setting or model configuration, a missing index
+            or embedding model, no candidate executed (naming why), or the vote abstained; the
+            hint names ``nl2sql.explain`` and the log id.
+    """
+    trace = _run(plpy, question, search_path, evidence, conversation)
+    if trace.get("sql") is None:
+        hint = f"SELECT nl2sql.explain(...) shows the whole trace (log id {trace.get('log_id')})"
+        fail(plpy, trace.get("error") or "nl2sql: no SQL chosen", hint)
+    return trace["sql"]
+
+
+@entry_point
+def explain(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> str:
+    """Back ``nl2sql.explain(...) → jsonb``: the whole trace (logged, its id ``log_id``).
+
+    Args:
+        question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        The trace as JSON text, also when no SQL was chosen (``sql`` null, ``error`` why).
+    """
+    return json.dumps(_run(plpy, question, search_path, evidence, conversation), default=str)
+
+
+@entry_point
+def ask(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> list[str]:
+    """Back ``nl2sql.ask(...) → setof jsonb``: the chosen SQL's rows, fetched read-only.
+
+    Args:
+        question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        At most ``max_rows`` rows, each a ``row_to_json`` text.
+
+    Raises:
+        plpy.SPIError: the chosen SQL failed or timed out when fetched.
+    """
+    sql = nl2sql(plpy, question, search_path, evidence, conversation)
+    st = get_settings(plpy)
+    try:
+        return fetch_rows(
+            plpy, sql, search_path, st.candidate_timeout_ms, st.max_rows, st.max_result_bytes
+        )
+    except CandidateRefused as e:  # it took a session-level advisory lock (released)
+        fail(plpy, f"nl2sql: the chosen query {e}")
+
+
+@entry_point
+def narrate(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> str:
+    """Back ``nl2sql.narrate(...) → text``: answer as ``nl2sql`` does, then in words.
+
+    Args:
+        question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        The model's short answer (``narrate.answer_from_sql``).
+
+    Raises:
+        plpy.Error: ``send_values`` is off, or what ``nl2sql`` and the narrating model raise.
+    """
+    st = get_settings(plpy)
+    secrets = configured_secrets(plpy)
+    try:
+        nr.check_allowed(st)
+        sql = nl2sql(plpy, question, search_path, evidence, conversation)
+        return nr.answer_from_sql(plpy, st, question, sql, search_path)
+    except ConfigError as e:
+        fail(plpy, redact(str(e), secrets), MODELS_HINT)
+    except (Nl2sqlError, RuntimeError) as e:
+        fail(plpy, redact(str(e), secrets))
+
+
+@entry_point
+def retrieve(
+    plpy, question: str, search_path: str, evidence: str | None, presql: str | None
+) -> str:
+    """Run the retrieval stages without a model call: backs ``nl2sql.retrieve(...) → jsonb``.
+
+    Args:
+        plpy, question, search_path, evidence: as for ``nl2sql``.
+        presql: a PreSQL from elsewhere, or None (see ``pipeline.retrieve``).
+
+    Returns:
+        ``pipeline.retrieve``'s dict as JSON text.
+
+    Raises:
+        plpy.Error: (through ``plpy.error``) for an invalid question, a missing index or
+            embedding model.
+        ConfigError: a stored setting is invalid (not converted).
+    """
+    try:
+        return json.dumps(
+            pipeline.retrieve(plpy, question, search_path, evidence, presql), default=str
+        )
+    except QuestionError as e:
+        fail(plpy, str(e))
+    except EmbeddingError as e:
+        fail(plpy, f"nl2sql: {e}")
+    except RuntimeError as e:
+        fail(plpy, str(e))

@@ -1,0 +1,131 @@
+"""The entry points of indexing: ``nl2sql.reindex``, the ``nl2sql-index`` CLI's units
+(``nl2sql._reindex_*``) and ``nl2sql.set_value_policy``. The ``ops`` modules are imported inside
+each entry point: a backend that only asks questions does not load them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from ..ops import value_policy
+from ._door import as_sql_errors, entry_point, schema_names
+
+
+@entry_point
+def reindex(plpy, schemas: list[str] | None, force: bool) -> str:
+    """Back ``nl2sql.reindex(schemas, force) → jsonb``: ``indexer.reindex``.
+
+    Args:
+        schemas: schema names, or None for setting ``schemas``.
+        force: rewrite every table even when unchanged.
+
+    Returns:
+        The counts as JSON text.
+    """
+    from ..ops import indexer  # not loaded by a backend that only asks questions
+
+    return json.dumps(as_sql_errors(plpy, "reindex", indexer.reindex, schema_names(schemas), force))
+
+
+@entry_point
+def reindex_plan(plpy, schemas: list[str] | None) -> list[tuple[str, str]]:
+    """Back ``nl2sql._reindex_plan(schemas)``: ``table_state.plan``.
+
+    Args:
+        schemas: schema names, or None for setting ``schemas``.
+
+    Returns:
+        The covered tables as ``(schema, table)`` pairs.
+    """
+    from ..ops import table_state  # not loaded by a backend that only asks questions
+
+    return table_state.plan(plpy, schema_names(schemas))
+
+
+@entry_point
+def reindex_changed(plpy, schemas: list[str] | None, force: bool) -> list[tuple[str, str, bool]]:
+    """Back ``nl2sql._reindex_changed(schemas, force)``: ``indexer.changed_tables``.
+
+    Args:
+        schemas: schema names, or None for setting ``schemas``.
+        force: count every table as changed.
+
+    Returns:
+        ``(schema, table, changed)`` triples.
+    """
+    from ..ops import indexer  # not loaded by a backend that only asks questions
+
+    return indexer.changed_tables(plpy, schema_names(schemas), force)
+
+
+@entry_point
+def reindex_begin(plpy) -> bool:
+    """Back ``nl2sql._reindex_begin() → boolean``: ``index_maintenance.begin_bulk``.
+
+    Args:
+        plpy: PL/Python's module.
+
+    Returns:
+        Whether the value index's HNSW index was dropped (``reindex_finish`` builds it).
+    """
+    from ..ops import index_maintenance  # not loaded by a backend that only asks questions
+
+    return index_maintenance.begin_bulk(plpy)
+
+
+@entry_point
+def reindex_table(plpy, schema_name: str, table_name: str, force: bool) -> str:
+    """Back ``nl2sql._reindex_table(schema_name, table_name, force) → jsonb``.
+
+    Args:
+        schema_name, table_name: the table.
+        force: rewrite it even when unchanged.
+
+    Returns:
+        ``table_index.index_table``'s counts as JSON text.
+    """
+    from ..ops import table_index  # not loaded by a backend that only asks questions
+
+    index_table = table_index.index_table
+    return json.dumps(
+        as_sql_errors(plpy, "_reindex_table", index_table, schema_name, table_name, force)
+    )
+
+
+@entry_point
+def reindex_finish(plpy, schemas: list[str] | None, kept: list[str] | None, changed: bool) -> str:
+    """Back ``nl2sql._reindex_finish(schemas, kept, tables_changed) → jsonb``.
+
+    Args:
+        schemas: the covered schema names, or None for setting ``schemas``.
+        kept: the covered tables as ``schema.table`` texts, or None.
+        changed: whether any table was re-indexed.
+
+    Returns:
+        ``indexer.finish``'s counts as JSON text.
+    """
+    from ..ops import indexer  # not loaded by a backend that only asks questions
+
+    keep = [tuple(k.split(".", 1)) for k in (kept or [])]
+    return json.dumps(
+        as_sql_errors(plpy, "_reindex_finish", indexer.finish, schema_names(schemas), keep, changed)
+    )
+
+
+@entry_point
+def set_value_policy(plpy, tbl: str, send_values: bool, column_name: str | None) -> str:
+    """Back ``nl2sql.set_value_policy(tbl, send_values, column_name) → jsonb``.
+
+    Args:
+        tbl: the table, as ``regclass`` text.
+        send_values: true opts the values in, false keeps them out.
+        column_name: one column of ``tbl``, or None for the whole table.
+
+    Returns:
+        ``value_policy.set_value_policy``'s dict as JSON text (the table re-indexed).
+    """
+    from ..ops import table_index  # not loaded by a backend that only asks questions
+
+    one = functools.partial(table_index.index_table, plpy, force=True)
+    return json.dumps(value_policy.set_value_policy(plpy, tbl, send_values, column_name, one))
