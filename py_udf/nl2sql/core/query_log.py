@@ -1,8 +1,6 @@
-"""The query log's writer: the one write a user call makes (``nl2sql.query_log``).
-
-``log_query`` issues a one-time token and calls SQL function ``nl2sql._log_query`` (SECURITY
-DEFINER), whose body ``write_log`` inserts the row only with that token: a role that calls
-``nl2sql._log_query`` itself is refused, so the log holds only what the pipeline wrote.
+"""The query log's writer: ``log_query`` issues a one-time token and calls SECURITY DEFINER
+``nl2sql._log_query``, whose body ``write_log`` inserts the row only with that token (a role
+calling it itself is refused: the log holds only what the pipeline wrote).
 """
 
 from __future__ import annotations
@@ -70,12 +68,9 @@ def write_log(
     trace: str | None,
     conversation: str | None = None,
 ) -> int:
-    """Insert one ``nl2sql.query_log`` row: the body of ``nl2sql._log_query`` (SECURITY DEFINER).
-
-    The row is written only when ``token`` is the one-time token ``log_query`` issued for it
-    (compared in constant time, and used up either way). It is attributed to ``role_name``
-    only when the session may act as that role, else to ``session_user``
-    (``nl2sql._acting_role``).
+    """Insert one ``nl2sql.query_log`` row (the body of ``nl2sql._log_query``) when ``token``
+    is the one-time token of ``log_query`` (constant-time compare, used up either way); the
+    row is ``role_name``'s when the session may act as it, else ``session_user``'s.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

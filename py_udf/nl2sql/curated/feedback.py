@@ -1,9 +1,5 @@
-"""Judged answers and approved mined pairs become examples and verified queries.
-
-``from_feedback`` backs ``nl2sql.feedback``: a query-log answer judged right (or its
-correction) joins the example pool and, by default, the verified queries, so a question matching
-it is answered without a model call. ``approve_mined`` backs ``nl2sql.approve_mined``: a mined
-pair (``mining``) joins them the same way, checked again as the approving role.
+"""Judged answers (``nl2sql.feedback``) and approved mined pairs (``nl2sql.approve_mined``)
+become examples and verified queries, checked as the calling role (docs/curated.md).
 """
 
 from __future__ import annotations
@@ -52,7 +48,7 @@ def from_feedback(plpy, log_id: int, correct: bool, sql: str | None, verify: boo
 
 def approve_mined(plpy, mined_id: int, question: str | None) -> int:
     """Approve a mined pair: a query joins the pool and the verified queries, a template the
-    verified queries (source ``mined``); the pair is marked approved.
+    verified queries (source ``mined``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

@@ -128,10 +128,8 @@ def write_answer(model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s)
 
 
 def answer_from_sql(plpy, st: Settings, question: str, sql: str, search_path: str) -> str:
-    """Fetch the chosen SQL's first ``narrate_rows`` rows and have a model answer in words.
-
-    The rows are fetched read-only as the calling role, pass the gate (``gated_rows``) and go
-    with the question and the SQL to the model of ``narrate_model`` (else the first model).
+    """Fetch the chosen SQL's first ``narrate_rows`` rows (read-only, as the calling role) and
+    have the model of ``narrate_model`` answer in words from what passes the gate.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

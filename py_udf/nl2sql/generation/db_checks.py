@@ -1,18 +1,8 @@
-"""The candidate's checks that need the database: function volatility and signatures
-(``pg_proc``, ``pg_operator``), the calling role's SELECT privileges, and the statement's time
-left.
-
-``sqlcheck.check_candidate`` checks the statement's shape with sqlglot; this module adds what
-only the catalog knows (README "Safety"; ``check_candidate_in_db`` runs them all):
-
-- no function of a refused family (``pg_*``, ``*_to_xml*``, ``lo_*``, ``dblink*``) or taking a
-  relation, function or cursor by name (``regclass``, ``refcursor``, ...): ``check_functions``;
-- every function non-volatile in ``pg_proc`` or on ``VOLATILE_ALLOWLIST``, also when called
-  through an operator (``oprcode``) or in column notation (``t.fn``): ``check_operators``;
-- SELECT privilege on every relation for the calling role (``has_table_privilege``).
-
-The database remains the backstop: candidates run read-only and time-limited (``execute``), as
-the calling role. Which cell values may reach a model is ``ops.value_policy``.
+"""The candidate's checks that need the database (docs/safety.md; ``check_candidate_in_db``
+runs them all after ``sqlcheck.check_candidate``): no function of a refused family or taking a
+relation by name (``check_functions``), only non-volatile functions, also through an operator or
+in column notation (``check_operators``), SELECT privilege on every relation; and the
+statement's time left.
 """
 
 from __future__ import annotations

@@ -136,13 +136,9 @@ def _embed_and_insert(
 def write_values(
     plpy, schema: str, table: str, pairs: list[tuple[str, str]], progress: bool
 ) -> dict:
-    """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs`` (column, value).
-
-    Rows no longer among the pairs are deleted (``_delete_gone``); rows already there keep
-    their embedding; a new row whose string is in the value index already (any column, any
-    table) copies that embedding (``_insert_reused``); the remaining new strings are embedded
-    once each (``embed``, bulk) and inserted ``EMBED_CHUNK`` strings at a time with one
-    ``INSERT ... SELECT FROM unnest`` (``_embed_and_insert``).
+    """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs``: gone rows deleted, kept
+    rows keep their embedding, a string already indexed reuses its embedding, the rest are
+    embedded (``_delete_gone``, ``_insert_reused``, ``_embed_and_insert``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

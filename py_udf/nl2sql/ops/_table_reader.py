@@ -103,19 +103,9 @@ def _column_values(
     rows_est: float | None,
     st: Settings,
 ) -> tuple[list[str], bool]:
-    """Distinct string values of one column, most frequent first, and whether that is all.
-
-    Every distinct value (1 to ``value_max_chars`` characters) when there are at most
-    ``values_per_column``. Beyond that, partial: the most frequent ``values_per_column``,
-    counted over the whole column; or, for a table whose row estimate exceeds
-    ``value_sample_rows`` and whose column has (by pg_stats) more distinct values than the budget
-    or no statistics, the column's pg_stats most common values followed by the most frequent
-    values of a block sample of about ``value_sample_rows`` rows (``TABLESAMPLE SYSTEM``,
-    ``REPEATABLE (0)``).
-
-    Returns:
-        ``(values, complete)``.
-    """
+    """``(values, complete)``: one column's distinct string values, most frequent first, all
+    of them or a partial set (counted over the column, or over a block sample of a big table
+    after its pg_stats most common values: docs/internals/ops.md, "Cell values")."""
     per_col, max_chars, budget = st.values_per_column, st.value_max_chars, st.value_sample_rows
     col = plpy.quote_ident(c["name"])
     where = f"WHERE {col} IS NOT NULL AND length({col}::text) BETWEEN 1 AND {max_chars}"

@@ -35,12 +35,9 @@ _INSERT_TYPES = ["text", "text", "text", "text", "text", "text", "text", "text"]
 def add_example(
     plpy, question: str, sql: str, db_id: str | None, dialect: str, source: str = "user"
 ) -> int:
-    """Add one question/SQL pair to the pool, transpiled to PostgreSQL, masked and embedded.
-
-    A pair for this database (``db_id`` None) is checked as a candidate is
-    (``check_candidate_in_db``), masked with its tables' names and recorded with the relations
-    it reads (``record_example_relations``). An existing pair (same db_id, question, SQL) gets
-    the new ``source``.
+    """Add one question/SQL pair to the pool, transpiled to PostgreSQL, masked and embedded;
+    a pair of this database is checked as a candidate is and its relations recorded. An
+    existing pair (same db_id, question, SQL) gets the new ``source``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -185,12 +182,8 @@ def load_builtin_examples(plpy) -> int:
 
 
 def index_examples(plpy) -> dict:
-    """Load the built-in pool if needed and embed every example without an embedding.
-
-    The embedding is of the masked question (all-MiniLM-L6-v2, 384 floats).
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, examples
-    retrieved by masked-question embedding.
+    """Load the built-in pool if needed and embed every example without an embedding (of the
+    masked question: all-MiniLM-L6-v2, 384 floats).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

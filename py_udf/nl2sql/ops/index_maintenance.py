@@ -21,12 +21,8 @@ BULK_BELOW_ROWS = 1000
 
 
 def begin_bulk(plpy) -> bool:
-    """Drop the value index's HNSW index when the value index is (almost) empty.
-
-    With fewer than ``BULK_BELOW_ROWS`` values indexed, a reindex that writes values is a first
-    (or full) index: building the HNSW graph once at the end (``ensure_vector_index``) is 10x
-    faster than inserting into it row by row. Vector lookups still work meanwhile (exact
-    scans). Skipped (False) for a role that may not drop it.
+    """Drop the value index's HNSW index when fewer than ``BULK_BELOW_ROWS`` values are
+    indexed (building it at the end is 10x faster; lookups scan meanwhile), if the role may.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -51,10 +47,8 @@ def begin_bulk(plpy) -> bool:
 
 
 def ensure_vector_index(plpy) -> bool:
-    """Build the value index's HNSW index when it is missing (after ``begin_bulk``).
-
-    The build uses the server's ``maintenance_work_mem`` (pgvector builds in memory while the
-    graph fits, far faster than on disk) and its parallel maintenance workers.
+    """Build the value index's HNSW index when it is missing (after ``begin_bulk``), with the
+    server's ``maintenance_work_mem`` and parallel maintenance workers.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -85,15 +79,9 @@ INDEX_TABLES = (
 
 
 def tidy_indexes(plpy) -> dict:
-    """Tidy the index after a reindex that changed it: GIN pending list and statistics.
-
-    Folds the trigram index's pending list into the index (``gin_clean_pending_list``) and
-    ANALYZEs the index tables (``INDEX_TABLES``). GIN's fast update leaves newly inserted
-    values in a pending list that every trigram lookup reads in full until autovacuum cleans
-    it: on the superhero database right after a reindex, 15 phrases took 25 ms instead of
-    1.6 ms. Fresh statistics let the lookups' kept plans use the indexes. Both need ownership
-    of the tables; for a role without it they are skipped (with PostgreSQL's warning for
-    ANALYZE), not an error.
+    """Fold the trigram index's pending list in (``gin_clean_pending_list``) and ANALYZE
+    ``INDEX_TABLES`` after a reindex that changed them (docs/internals/ops.md); skipped for a
+    role that does not own them.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

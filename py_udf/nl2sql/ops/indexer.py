@@ -135,9 +135,8 @@ def sum_table_counts(results) -> dict:
         results: an iterable of ``index_table`` result dicts.
 
     Returns:
-        ``{"tables_indexed", "tables_skipped", "tables_queued", "columns", "columns_partial", "values",
-        "values_embedded", "values_reused", "fks"}`` (counts; skipped tables count only in
-        ``tables_skipped``) and ``embed_seconds`` (summed time spent embedding).
+        Counts (``tables_indexed``, ``tables_skipped``, ``tables_queued``, and the indexed
+        tables' ``columns`` … ``fks``) and their summed ``embed_seconds``.
     """
     keys = (
         "columns",

@@ -22,11 +22,8 @@ from .table_state import needs_reindex, state_of
 def index_table(
     plpy, schema: str, table: str, force: bool = False, state: dict | None = None
 ) -> dict:
-    """(Re)index one table, as ``write_table`` does, rewriting it when DDL queued it.
-
-    A table that DDL queued (``ddl_queue``: created, altered, renamed) is rewritten as with
-    ``force`` (its column embeddings name the table and a rename dropped its cell values); its
-    queue rows up to that point are removed afterwards.
+    """(Re)index one table, as ``write_table`` does, rewriting it (as with ``force``) when DDL
+    queued it (``ddl_queue``: created, altered, renamed); its queue rows are removed after.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -70,17 +67,9 @@ def _with_shard_state(plpy, schema: str, table: str, state: dict) -> dict:
 def write_table(
     plpy, schema: str, table: str, force: bool = False, state: dict | None = None
 ) -> dict:
-    """(Re)index one table: catalog rows, sample values, string cell values, embeddings.
-
-    Writes ``nl2sql.schema_table``, ``schema_column`` (with column embeddings of
-    ``table column words: comment``, ``values_indexed`` and ``values_complete``),
-    ``cell_value`` (distinct string values with embeddings, ``write_values``; none for
-    columns the value policy withholds) and ``schema_fk``. Incremental: when the table's state
-    (``table_states``: catalog and statistics, no user data) is what it was when it was indexed
-    (and not ``force``) nothing is read or written.
-
-    Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
-    2024) §3.4, value index over string cells.
+    """(Re)index one table: ``nl2sql.schema_table``, ``schema_column`` (column embeddings of
+    ``table column words: comment``), ``cell_value`` (``write_values``) and ``schema_fk``;
+    nothing is read when its state is unchanged (``needs_reindex``) and not ``force``.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
