@@ -20,8 +20,6 @@ import io
 import tokenize
 from pathlib import Path
 
-import pytest
-
 from conftest import ROOT
 
 PKG_DIR = ROOT / "py_udf" / "nl2sql"
@@ -391,12 +389,6 @@ def _unexplained_function_imports(text: str, tree: ast.Module) -> list[int]:
     return bad
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="other helpers' files until merged: curated/{business,evaluate,mining,verified}.py "
-    "and retrieval/linking.py (curated and retrieval), udf.py and generation/safety.py (the door "
-    "and safety)",
-)
 def test_function_imports_say_why():
     bad = [
         _where(path, line)
@@ -514,12 +506,6 @@ def _private_reaches(name: str, tree: ast.Module) -> list[tuple[int, str]]:
     return sorted(out)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="other helpers' files until merged: curated/mining.py and curated/verified.py "
-    "(verified's _MARKER, _dummy; masking's _STOP), retrieval/example_pool.py and "
-    "retrieval/values.py (masking's _STOP)",
-)
 def test_no_module_reaches_for_another_modules_private_names():
     bad = [
         f"{_where(path, line)}: {what}"
@@ -553,12 +539,6 @@ def test_private_reach_check_sees_every_form(monkeypatch):
     assert _private_reaches("core", ok) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="other helpers' files until merged: pipeline.py (the stage table), udf.py, "
-    "generation/safety.py, ops/indexer.py (the door and safety), curated/{evaluate,mining,"
-    "verified}.py, retrieval/{context,linking,values}.py (curated and retrieval)",
-)
 def test_no_module_is_too_long():
     bad = [
         f"{_where(path, 1)}: {len(text.splitlines())} lines"
@@ -600,12 +580,6 @@ def _docstring_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="other helpers' files until merged: core, embedding, model, generation, selection "
-    "and ops' own modules are at 28 %; pipeline.py, udf.py, generation/safety.py, "
-    "ops/indexer.py, ops/value_policy.py, retrieval/ and curated/ (about 38 %) are being cut",
-)
 def test_docstrings_are_at_most_their_share_of_the_package():
     per = [
         (len(_docstring_lines(tree)), len(text.splitlines()), path)
