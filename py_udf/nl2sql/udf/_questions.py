@@ -28,7 +28,7 @@ def _run(
     except QuestionError as e:
         fail(plpy, redact(str(e), secrets))
     except ConfigError as e:
-        fail(plpy, redact(str(e), secrets), "see README.md, section 'Models'")
+        fail(plpy, redact(str(e), secrets), MODELS_HINT)
     except EmbeddingError as e:
         fail(plpy, redact(f"nl2sql: {e}", secrets))
     except (RuntimeError, Nl2sqlError) as e:
