@@ -17,7 +17,7 @@ import psycopg
 import psycopg.sql
 import pytest
 
-from nl2sql.ops import citus
+from nl2sql.ops import _citus as citus
 
 DB = "nl2sql_citus_standins"
 STANDINS = """

@@ -1,4 +1,4 @@
-"""The shared embedder (nl2sql.embedding.server, nl2sql.embedding.client) inside PostgreSQL: the
+"""The shared embedder (nl2sql.embedding._server, nl2sql.embedding.client) inside PostgreSQL: the
 process is started by the first backend that needs it, its vectors equal the in-process engine's,
 it is restarted when killed, a backend relays its model calls through it and stays small, and
 when it cannot run the backend embeds in-process and the trace says so. The process on its own

@@ -32,8 +32,8 @@ RAISES_OUTSIDE_ERRORS = {
         "embedding.encode",
         "SystemExit",
     ): "the command line's exit status (python -m nl2sql.embedding.encode)",
-    ("embedding.server", "SystemExit"): "the command line's exit status "
-    "(python -m nl2sql.embedding.server)",
+    ("embedding._server", "SystemExit"): "the command line's exit status "
+    "(python -m nl2sql.embedding._server)",
     (
         "retrieval.prompt_parts",
         "ValueError",

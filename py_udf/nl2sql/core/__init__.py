@@ -9,7 +9,6 @@ __all__ = [
     "names",
     "query_log",
     "redaction",
-    "setting_declaration",
     "settings",
     "settings_export",
     "spi",

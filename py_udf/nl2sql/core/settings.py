@@ -14,8 +14,8 @@ import difflib
 from collections.abc import Iterable, Mapping
 
 from . import spi
+from ._setting_declaration import Setting
 from .errors import ConfigError
-from .setting_declaration import Setting
 
 __all__ = [
     "BY_NAME",

@@ -8,12 +8,7 @@ __all__ = [
     "evaluate",
     "fast_path",
     "feedback",
-    "log_statements",
-    "mined_questions",
     "mining",
     "narrate",
-    "parameters",
-    "question_words",
-    "scoring",
     "verified",
 ]

@@ -24,7 +24,7 @@ from ..model.config import get_models
 from ..pipeline import LeaveOut, explain, log_trace
 from ..selection.reliability import judge_candidates, run_verified
 from ..selection.vote import row_from_json
-from .scoring import (
+from ._scoring import (
     Judged,
     chosen_hash,
     classify_outcome,

@@ -19,15 +19,15 @@ from ..core.sqlcheck import referenced_tables
 from ..core.types import Candidate, Schema, Status
 from ..generation.db_checks import check_candidate_in_db
 from ..generation.execute import run_candidate
-from .business import named_terms
-from .parameters import MARKER, Slot, fill, typed_literal
-from .question_words import (
+from ._parameters import MARKER, Slot, fill, typed_literal
+from ._question_words import (
     meaning_words,
     name_words,
     phrase_position,
     question_numbers,
     strong_values,
 )
+from .business import named_terms
 from .verified import VerifiedRow
 
 

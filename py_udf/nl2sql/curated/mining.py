@@ -23,15 +23,9 @@ from ..generation.db_checks import check_candidate_in_db, statement_remaining_s
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models
-from .log_statements import (
-    HIDDEN_TEXT,
-    LoggedStatement,
-    MinedCandidate,
-    as_template,
-    classify,
-)
-from .mined_questions import SYSTEM_MESSAGE, check_question, clean_question, question_prompt
-from .parameters import dummy_literal, fill
+from ._log_statements import HIDDEN_TEXT, LoggedStatement, MinedCandidate, as_template, classify
+from ._mined_questions import SYSTEM_MESSAGE, check_question, clean_question, question_prompt
+from ._parameters import dummy_literal, fill
 
 PARALLEL_CALLS = 8
 """Questions asked of the model at once."""

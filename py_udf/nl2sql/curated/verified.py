@@ -24,8 +24,7 @@ from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..retrieval.masking import masked_question
 from ..retrieval.values import candidate_phrases, merge_matches, string_matches
-from .business import named_terms
-from .parameters import (
+from ._parameters import (
     MARKER,
     Slot,
     dummy_literal,
@@ -35,7 +34,8 @@ from .parameters import (
     template_numbers,
     template_slots,
 )
-from .question_words import question_numbers, strong_values
+from ._question_words import question_numbers, strong_values
+from .business import named_terms
 
 
 @dataclass

@@ -5,5 +5,4 @@ embedding process (``client``) and that process (``server``: embeddings and rela
 __all__ = [
     "client",
     "encode",
-    "server",
 ]

@@ -21,7 +21,7 @@ from typing import NoReturn
 from ..core.errors import EmbedderUnavailable
 
 DIR_NAME = "nl2sql_embedder"
-SOCKET_NAME = "embed.sock"  # as nl2sql.embedding.server names them
+SOCKET_NAME = "embed.sock"  # as nl2sql.embedding._server names them
 PID_NAME = "embedder.pid"
 LOG_NAME = "embedder.log"
 LOCK_NAME = "start.lock"
@@ -367,7 +367,7 @@ def _spawn(d: Path) -> None:
             [
                 interpreter(),
                 "-m",
-                "nl2sql.embedding.server",
+                "nl2sql.embedding._server",
                 "--dir",
                 os.fspath(d),
                 "--postmaster-pid",

@@ -10,8 +10,4 @@ __all__ = [
     "db_checks",
     "execute",
     "repair",
-    "session_state",
-    "sqlite_aggregates",
-    "sqlite_rules",
-    "sqlite_scope",
 ]

@@ -21,7 +21,7 @@ from ..core.errors import CandidateRefused, ConfigError
 from ..core.sqlcheck import DIALECT as _PG
 from ..core.sqlcheck import parse_shared, parse_single, transpile
 from ..core.types import Schema
-from .sqlite_rules import apply_sqlite_rules
+from ._sqlite_rules import apply_sqlite_rules
 
 TARGET = "postgres"
 DIALECTS = ("postgres", "sqlite", "mysql")

@@ -15,7 +15,7 @@ from ..core.errors import CandidateRefused, ResultTooLarge
 from ..core.sqlcheck import has_top_level_order
 from ..core.types import Candidate, Status
 from ..selection.vote import result_signature, row_from_json
-from . import session_state
+from . import _session_state as session_state
 
 
 class _Rollback(Exception):

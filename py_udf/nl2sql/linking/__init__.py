@@ -6,6 +6,5 @@ pruning the schema to the prompt's token budget before PreSQL.
 __all__ = [
     "presql_reading",
     "pruning",
-    "schema_graph",
     "schema_linking",
 ]

@@ -16,7 +16,7 @@ from ..core.errors import CandidateRefused
 from ..core.names import resolve
 from ..core.sqlcheck import parse_shared
 from ..core.types import Schema, Table
-from .schema_graph import single_column_keys, table_lookup
+from ._schema_graph import single_column_keys, table_lookup
 
 _NOT_NAMES = {TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING, TokenType.DOT}
 

@@ -15,7 +15,7 @@ from ..core import spi
 from ..core.types import Schema
 from ..embedding.encode import to_pgvector
 from ..model.prompts import render_table
-from .schema_graph import fk_graph, table_lookup
+from ._schema_graph import fk_graph, table_lookup
 
 CHARS_PER_TOKEN = 3.5
 

@@ -15,18 +15,18 @@ from functools import lru_cache
 
 from ..core.types import Schema, Table
 from ..retrieval.masking import inflections, name_words, tokenize
-from .presql_reading import (
-    presql_join_groups,
-    presql_links,
-    presql_token_tables,
-    presql_written_joins,
-)
-from .schema_graph import (
+from ._schema_graph import (
     entity_forms,
     fk_bridges,
     named_references,
     single_column_keys,
     table_lookup,
+)
+from .presql_reading import (
+    presql_join_groups,
+    presql_links,
+    presql_token_tables,
+    presql_written_joins,
 )
 
 

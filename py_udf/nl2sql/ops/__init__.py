@@ -5,8 +5,6 @@ value policy that decides which cell values may reach a model.
 """
 
 __all__ = [
-    "citus",
-    "ddl_queue",
     "example_store",
     "index_maintenance",
     "indexer",

@@ -12,7 +12,7 @@ import time
 
 from ..core import spi
 from ..core.settings import get_settings
-from . import ddl_queue
+from . import _ddl_queue as ddl_queue
 from .example_store import index_examples
 from .index_maintenance import begin_bulk, ensure_vector_index, tidy_indexes
 from .table_index import index_table

@@ -13,7 +13,8 @@ import time
 from ..core import spi
 from ..core.settings import get_settings
 from ..embedding.encode import embed, to_pgvector
-from . import citus, ddl_queue
+from . import _citus as citus
+from . import _ddl_queue as ddl_queue
 from ._cell_values import write_values
 from ._table_reader import read_table
 from .table_state import needs_reindex, state_of

@@ -12,7 +12,7 @@ import json
 
 from ..core import spi
 from ..core.settings import Settings, get_settings
-from . import citus
+from . import _citus as citus
 
 _COVERED = (
     "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "

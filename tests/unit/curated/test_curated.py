@@ -5,14 +5,14 @@ tests/db/test_curated.py runs the SQL functions and the fast path inside Postgre
 from __future__ import annotations
 
 from nl2sql.core.types import Column, Schema, Table
-from nl2sql.curated.fast_path import bind, same_meaning
-from nl2sql.curated.parameters import Slot
-from nl2sql.curated.question_words import (
+from nl2sql.curated._parameters import Slot
+from nl2sql.curated._question_words import (
     meaning_words,
     name_words,
     question_numbers,
     strong_values,
 )
+from nl2sql.curated.fast_path import bind, same_meaning
 from nl2sql.curated.verified import VerifiedRow
 from nl2sql.retrieval.values import ValueMatch
 
@@ -142,7 +142,7 @@ def test_a_verified_querys_constant_numbers_and_values_must_be_named_again():
 
 def test_a_verified_querys_named_literals_become_typed_parameters():
     from nl2sql.core.sqlcheck import parse_one, to_sql
-    from nl2sql.curated.parameters import query_slots, template_numbers
+    from nl2sql.curated._parameters import query_slots, template_numbers
 
     q = "Top 5 singers from France older than 40"
     tree = parse_one(

@@ -11,8 +11,8 @@ import pytest
 from nl2sql.core.errors import CandidateRefused
 from nl2sql.core.sqlcheck import parse_single
 from nl2sql.core.types import Column, Schema, Table
-from nl2sql.curated.log_statements import LoggedStatement, MinedCandidate, as_template, classify
-from nl2sql.curated.mined_questions import check_question, clean_question, question_prompt
+from nl2sql.curated._log_statements import LoggedStatement, MinedCandidate, as_template, classify
+from nl2sql.curated._mined_questions import check_question, clean_question, question_prompt
 from nl2sql.model.gate import Gate
 
 OWN = frozenset({"nl2sql", "explain", "ask", "reindex"})

@@ -1,4 +1,4 @@
-"""The shared embedding process on its own (nl2sql.embedding.server, started by hand for a
+"""The shared embedding process on its own (nl2sql.embedding._server, started by hand for a
 stand-in postmaster): it answers the OpenAI embeddings API with the in-process engine's vectors,
 refuses bad requests, exits with its postmaster and relays model calls (keys redacted); the
 backend's relay client keeps the gate and falls back only when nothing was sent.
@@ -41,7 +41,7 @@ def service(tmp_path):
         [
             sys.executable,
             "-m",
-            "nl2sql.embedding.server",
+            "nl2sql.embedding._server",
             "--dir",
             str(d),
             "--postmaster-pid",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from nl2sql.ops import citus
+from nl2sql.ops import _citus as citus
 
 
 def test_without_citus_the_plan_names_no_citus_object():

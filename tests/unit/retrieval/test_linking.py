@@ -9,9 +9,9 @@ import pytest
 from nl2sql.core.errors import ConfigError
 from nl2sql.core.settings import validate_setting
 from nl2sql.core.types import Column, Example, ForeignKey, Schema, Table
+from nl2sql.linking._schema_graph import fk_bridges, inferred_joins
 from nl2sql.linking.presql_reading import presql_links, presql_token_tables, presql_written_joins
 from nl2sql.linking.pruning import estimate_tokens, prune_schema
-from nl2sql.linking.schema_graph import fk_bridges, inferred_joins
 from nl2sql.linking.schema_linking import link_schema, linking_values, named_key_targets
 from nl2sql.model.prompts import build_prompt, render_values
 from nl2sql.retrieval.example_pool import sql_skeleton

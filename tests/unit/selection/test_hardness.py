@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from nl2sql.core._setting_declaration import parse_hardness_voters as parse_voters
 from nl2sql.core.errors import ConfigError
-from nl2sql.core.setting_declaration import parse_hardness_voters as parse_voters
 from nl2sql.core.settings import validate_setting
 from nl2sql.selection.hardness import hardness, route
 

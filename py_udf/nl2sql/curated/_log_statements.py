@@ -15,7 +15,7 @@ from ..core.errors import CandidateRefused
 from ..core.sqlcheck import parse_single, referenced_tables, to_sql
 from ..core.types import Schema
 from ..generation.db_checks import function_names
-from .parameters import parameter_sites, template_slots
+from ._parameters import parameter_sites, template_slots
 
 HIDDEN_TEXT = "<insufficient privilege>"
 """What pg_stat_statements shows instead of another role's statement text to a role that is

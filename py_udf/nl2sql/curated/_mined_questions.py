@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..core.sqlcheck import parse_single
 from ..core.types import Schema
 from ..model.prompts import render_schema
-from .log_statements import MinedCandidate, template_text
-from .parameters import MARKER
+from ._log_statements import MinedCandidate, template_text
+from ._parameters import MARKER
 
 MAX_QUESTION_CHARS = 500
 """Longest question kept from a model's reply."""

@@ -2,7 +2,7 @@
 backend, speaking the OpenAI embeddings API over a Unix socket (uvicorn, starlette, pydantic);
 it also makes the model calls backends relay to it.
 
-``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID [--detach]``; ``client``
+``python -m nl2sql.embedding._server --dir DIR --postmaster-pid PID [--detach]``; ``client``
 starts it. Routes, files and lifetime: docs/internals/embedding.md "Server".
 """
 
@@ -349,7 +349,7 @@ def serve(directory: Path, postmaster_pid: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line ``python -m nl2sql.embedding.server --dir DIR --postmaster-pid PID [--detach]``.
+    """Command line ``python -m nl2sql.embedding._server --dir DIR --postmaster-pid PID [--detach]``.
 
     Args:
         argv: command-line arguments without the program name; None reads ``sys.argv``.
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     Raises:
         SystemExit: bad arguments (argparse).
     """
-    ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding.server", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding._server", description=__doc__)
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--postmaster-pid", type=int, required=True)
     ap.add_argument("--detach", action="store_true")

@@ -17,7 +17,7 @@ from ..core.names import resolve
 from ..core.sqlcheck import parse_one, to_sql
 from ..core.types import Schema
 from ..generation.alignment import resolve_column
-from .question_words import NUMBER, phrase_position
+from ._question_words import NUMBER, phrase_position
 
 INTEGER_TYPES = frozenset({"smallint", "integer", "bigint", "int", "int2", "int4", "int8"})
 NUMERIC_TYPES = INTEGER_TYPES | frozenset(

@@ -16,8 +16,8 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import traverse_scope
 
 from ..core.types import Schema, Table
-from .sqlite_aggregates import group_by_dependent, minmax_rows
-from .sqlite_scope import column_type, schema_table, source_table, tables_by_name, type_kind
+from ._sqlite_aggregates import group_by_dependent, minmax_rows
+from ._sqlite_scope import column_type, schema_table, source_table, tables_by_name, type_kind
 
 __all__ = [
     "SqliteRewrite",
