@@ -1,4 +1,4 @@
-"""What the DDL event triggers cost a DDL command (README "Keeping the index true").
+"""What the DDL event triggers cost a DDL command (docs/indexing.md, "DDL").
 
 Builds a database of ``--tables`` tables (5 columns each, a foreign key to the previous table,
 a few rows), indexes it, then times DDL commands one by one, each in its own transaction, with

@@ -1605,7 +1605,7 @@ COMMENT ON FUNCTION nl2sql.reset_setting(text) IS
 REVOKE EXECUTE ON FUNCTION nl2sql.reset_setting(text) FROM PUBLIC;
 
 -- ==== idempotent 004-curated.sql ====
--- Curated knowledge (README "Verified queries, templates and business context"): the
+-- Curated knowledge (docs/curated.md): the
 -- administrative functions (not executable by PUBLIC: the extension owner grants them, as for
 -- add_example and reindex), the per-role views the pipeline reads, and the listing views.
 
@@ -1731,7 +1731,7 @@ REVOKE EXECUTE ON FUNCTION
     FROM PUBLIC;
 
 -- ==== idempotent 004-ddl-tracking.sql ====
--- The index follows DDL (README "Keeping the index true"). Two event triggers watch every DDL
+-- The index follows DDL (docs/indexing.md, "DDL"). Two event triggers watch every DDL
 -- command of the database: on ddl_command_end (tables, views, materialized views, foreign tables
 -- created or altered, renamed, moved, commented) and on sql_drop (those relations and their
 -- columns dropped). For each they correct the schema index at once, with a few keyed statements
@@ -1935,7 +1935,7 @@ BEGIN
     END IF;
 EXCEPTION WHEN insufficient_privilege THEN
     RAISE WARNING 'nl2sql: DDL tracking is off: creating event triggers needs a superuser (%)', SQLERRM
-        USING HINT = 'a superuser can create them (README "Keeping the index true"); until then run SELECT nl2sql.reindex() after DDL';
+        USING HINT = 'a superuser can create them (docs/indexing.md, "DDL"); until then run SELECT nl2sql.reindex() after DDL';
 END
 $nl2sql_ddl$;
 
@@ -1946,7 +1946,7 @@ REVOKE EXECUTE ON FUNCTION nl2sql._ddl_forget_column(name, name, name),
 REVOKE ALL ON nl2sql.ddl_queue FROM PUBLIC;
 
 -- ==== idempotent 005-schedule.sql ====
--- Scheduling reindex() with pg_cron (README "Keeping the index true"). pg_cron keeps its jobs in
+-- Scheduling reindex() with pg_cron (docs/operations.md, "Scheduling"). pg_cron keeps its jobs in
 -- one database of the server (setting cron.database_name) and runs each job in the database the
 -- job names (cron.schedule_in_database). These functions schedule nl2sql.reindex() in the
 -- caller's database: directly when this is pg_cron's database, else through dblink, connecting
@@ -2127,7 +2127,7 @@ $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
 
 -- ==== idempotent 008-evaluate.sql ====
--- Evaluation on the user's own questions (README "Evaluation on your own questions"):
+-- Evaluation on the user's own questions (docs/curated.md, "Evaluation on your own questions"):
 -- nl2sql.evaluate() asks every verified question the caller may use through the models and
 -- keeps the outcome; nl2sql.evaluation_trend shows the runs one after another. Administrative,
 -- like calibrate(): not executable by PUBLIC, and the result tables (verified questions, SQL,
@@ -2177,7 +2177,7 @@ REVOKE ALL ON nl2sql.evaluation_run, nl2sql.evaluation_result, nl2sql.evaluation
     FROM PUBLIC;
 
 -- ==== idempotent 009-mining.sql ====
--- Query-log mining (README "Mining the query log"): questions written by a model for the most
+-- Query-log mining (docs/curated.md, "Mining the query log"): questions written by a model for the most
 -- frequent read-only statements of pg_stat_statements, pending until a DBA approves them into
 -- the example pool and the verified queries. Administrative: pg_stat_statements shows other
 -- roles' statements, so neither the functions nor the table and its listing are for PUBLIC.

@@ -1,4 +1,4 @@
--- Curated knowledge (README "Verified queries, templates and business context"): the
+-- Curated knowledge (docs/curated.md): the
 -- administrative functions (not executable by PUBLIC: the extension owner grants them, as for
 -- add_example and reindex), the per-role views the pipeline reads, and the listing views.
 

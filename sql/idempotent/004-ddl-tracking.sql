@@ -1,4 +1,4 @@
--- The index follows DDL (README "Keeping the index true"). Two event triggers watch every DDL
+-- The index follows DDL (docs/indexing.md, "DDL"). Two event triggers watch every DDL
 -- command of the database: on ddl_command_end (tables, views, materialized views, foreign tables
 -- created or altered, renamed, moved, commented) and on sql_drop (those relations and their
 -- columns dropped). For each they correct the schema index at once, with a few keyed statements
@@ -202,7 +202,7 @@ BEGIN
     END IF;
 EXCEPTION WHEN insufficient_privilege THEN
     RAISE WARNING 'nl2sql: DDL tracking is off: creating event triggers needs a superuser (%)', SQLERRM
-        USING HINT = 'a superuser can create them (README "Keeping the index true"); until then run SELECT nl2sql.reindex() after DDL';
+        USING HINT = 'a superuser can create them (docs/indexing.md, "DDL"); until then run SELECT nl2sql.reindex() after DDL';
 END
 $nl2sql_ddl$;
 

@@ -1,4 +1,4 @@
--- Scheduling reindex() with pg_cron (README "Keeping the index true"). pg_cron keeps its jobs in
+-- Scheduling reindex() with pg_cron (docs/operations.md, "Scheduling"). pg_cron keeps its jobs in
 -- one database of the server (setting cron.database_name) and runs each job in the database the
 -- job names (cron.schedule_in_database). These functions schedule nl2sql.reindex() in the
 -- caller's database: directly when this is pg_cron's database, else through dblink, connecting

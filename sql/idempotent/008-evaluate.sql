@@ -1,4 +1,4 @@
--- Evaluation on the user's own questions (README "Evaluation on your own questions"):
+-- Evaluation on the user's own questions (docs/curated.md, "Evaluation on your own questions"):
 -- nl2sql.evaluate() asks every verified question the caller may use through the models and
 -- keeps the outcome; nl2sql.evaluation_trend shows the runs one after another. Administrative,
 -- like calibrate(): not executable by PUBLIC, and the result tables (verified questions, SQL,

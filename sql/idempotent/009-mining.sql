@@ -1,4 +1,4 @@
--- Query-log mining (README "Mining the query log"): questions written by a model for the most
+-- Query-log mining (docs/curated.md, "Mining the query log"): questions written by a model for the most
 -- frequent read-only statements of pg_stat_statements, pending until a DBA approves them into
 -- the example pool and the verified queries. Administrative: pg_stat_statements shows other
 -- roles' statements, so neither the functions nor the table and its listing are for PUBLIC.

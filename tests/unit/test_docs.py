@@ -72,3 +72,21 @@ def test_every_relative_link_resolves():
             elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, "broken links:\n  " + "\n  ".join(broken)
+
+
+# --- layout.md: every module of the server package has its line ---------------------------------
+
+
+def test_layout_lists_every_module_of_the_server_package():
+    layout = (DOCS / "layout.md").read_text()
+    pkg = ROOT / "py_udf" / "nl2sql"
+    missing = []
+    for sub in sorted(p for p in pkg.iterdir() if (p / "__init__.py").exists()):
+        if f"`{sub.name}/`" not in layout:
+            missing.append(f"{sub.name}/")
+        missing += [
+            f"{sub.name}/{m.name}"
+            for m in sorted(sub.glob("*.py"))
+            if m.name != "__init__.py" and f"| `{m.name}` |" not in layout
+        ]
+    assert not missing, f"docs/layout.md has no line for {missing}"

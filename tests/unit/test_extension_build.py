@@ -88,3 +88,19 @@ def test_every_migration_runs_once_and_upgrade_scripts_record_untracked_releases
             assert head_end < backfill < first_migration
             for name in info["incremental"]:
                 assert f"$nl2sql_name${name}$nl2sql_name$, '{prior}'" in up
+
+
+def test_pyproject_lists_every_package_of_the_tree():
+    """setuptools installs only the packages pyproject.toml lists: a new subpackage missing
+    there would be absent from the server's venv."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(project["tool"]["setuptools"]["packages"])
+    dirs = project["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for top, src in dirs.items():
+        for init in (ROOT / src).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / src).parts
+            found.add(".".join((top, *rel)))
+    assert found == listed, (
+        f"not in pyproject: {sorted(found - listed)}; gone: {sorted(listed - found)}"
+    )

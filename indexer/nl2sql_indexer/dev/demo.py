@@ -125,7 +125,7 @@ def _print_summary(cluster: LocalCluster, n_ok: int, scripted: bool) -> None:
     if scripted:
         print(
             "The scripted loopback server stops with this demo: to ask your own "
-            "questions, add a real endpoint with SELECT nl2sql.add_model(...) (README)."
+            "questions, add a real endpoint with SELECT nl2sql.add_model(...) (README.md, 'Models')."
         )
 
 

@@ -117,7 +117,7 @@ class Setting:
         return TYPES[self.type]
 
     def allowed(self) -> str:
-        """Describe the values this setting accepts, in words (errors, the README table).
+        """Describe the values this setting accepts, in words (errors, docs/settings.md).
 
         Returns:
             e.g. ``'an integer from 0 to 3'``, ``'a number > 0'``, ``'on or off'``.

@@ -112,7 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
         True,
         "`off`: no cell value (sample values, indexed values) reaches any prompt",
     ),
-    # embeddings (README "Shared embedder")
+    # embeddings (docs/operations.md "The shared embedder")
     Setting(
         "embedder",
         "enum",
@@ -122,7 +122,7 @@ SETTINGS: tuple[Setting, ...] = (
         "each backend loads the model itself",
         choices=("shared", "local"),
     ),
-    # generation and selection (README "Generation and selection")
+    # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(
         "prompt_variants",
         "int",
@@ -255,7 +255,7 @@ SETTINGS: tuple[Setting, ...] = (
         'relative time in the question ("this month", "today", "currently") made '
         "explicit from the database's `now()`",
     ),
-    # retrieval and schema linking (README "Retrieval and schema linking")
+    # retrieval and schema linking (docs/pipeline.md "Retrieval and schema linking")
     Setting(
         "value_top_k",
         "int",
@@ -314,7 +314,7 @@ SETTINGS: tuple[Setting, ...] = (
         "tokens, it gets a pruned schema",
         minimum=500,
     ),
-    # curated knowledge (README "Verified queries, templates and business context")
+    # curated knowledge (docs/curated.md)
     _unit(
         "verified_min_similarity",
         0.93,

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m nl2sql.core.settings_export", description="print the settings declaration"
     )
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--markdown", action="store_true", help="README's settings table")
+    g.add_argument("--markdown", action="store_true", help="docs/settings.md's table")
     g.add_argument("--sql", action="store_true", help="SQL VALUES list of the settings")
     args = ap.parse_args(argv)
     print(markdown_table() if args.markdown else sql_values(), end="" if args.markdown else "\n")

@@ -95,5 +95,5 @@ def refusal(taken: list[str]) -> str:
     """
     return (
         "took a session-level advisory lock that outlives the rolled-back candidate "
-        f'(released: {", ".join(taken)}); see README "Safety"'
+        f'(released: {", ".join(taken)}); see docs/safety.md'
     )

@@ -18,7 +18,7 @@ from ..core.sqlcheck import check_candidate, referenced_tables
 from ..core.types import Schema
 
 # Volatile functions a candidate may still call: they read no data and change nothing but the
-# values they return. Documented in README "Safety".
+# values they return. Documented in docs/safety.md.
 VOLATILE_ALLOWLIST = frozenset({"random", "clock_timestamp", "timeofday"})
 
 
@@ -236,7 +236,7 @@ RELATION_ARG_TYPES = frozenset(
 OBJECT_ID_TYPES = RELATION_ARG_TYPES | frozenset(
     {"oid", "regnamespace", "regrole", "regtype", "regcollation", "regconfig", "regdictionary"}
 )
-# Name families refused in every schema (README "Safety"), as (prefix, why).
+# Name families refused in every schema (docs/safety.md), as (prefix, why).
 DENIED_PREFIXES = (
     (
         "pg_",
@@ -341,7 +341,7 @@ def check_functions(
 ) -> None:
     """Refuse a candidate that calls a function of a refused family or a volatile function.
 
-    Deny by default (README "Safety"): the name families of ``denied_by_name`` (no lookup),
+    Deny by default (docs/safety.md): the name families of ``denied_by_name`` (no lookup),
     then what ``denied`` finds in ``pg_proc`` (argument types), then every function must be
     non-volatile or on ``VOLATILE_ALLOWLIST``.
 
@@ -424,7 +424,7 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
-    """The full candidate check (README "Safety"): ``sqlcheck.check_candidate`` (the statement's
+    """The full candidate check (docs/safety.md): ``sqlcheck.check_candidate`` (the statement's
     shape, relations of ``schema`` only), ``check_functions``, ``check_operators``, then SELECT
     privilege on every relation for the current role.
 

@@ -11,7 +11,7 @@ from ..core.types import Example, Schema, Table, Turn
 
 QUESTION_MARKER = "/* Answer the following: "
 """The marker before the asked question in every prompt: prompts end with it, the question and
-`` */``. The scripted loopback server (``nl2sql_indexer.loopback``) reads the question after it."""
+`` */``. The scripted loopback server (``nl2sql_indexer.dev.loopback``) reads the question after it."""
 
 SYSTEM_MESSAGE = (
     "You are a PostgreSQL expert. You answer with one PostgreSQL SELECT query and nothing else."

@@ -2,7 +2,7 @@
 distributed table's row count and change counters come from its shards' statistics
 (``run_command_on_shards``), never a distributed ``count(*)``. Nothing runs without Citus.
 
-README "Citus" describes the behaviour; tests/test_citus.py checks the builders without Citus.
+docs/operations.md "Citus" describes the behaviour; tests/unit/ops/test_citus.py checks the builders without Citus.
 """
 
 from __future__ import annotations

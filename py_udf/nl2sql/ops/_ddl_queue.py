@@ -1,6 +1,6 @@
 """The DDL queue the event triggers fill (``nl2sql.ddl_queue``), as ``reindex`` reads it: which
 tables to re-index, which rows are done. A row's ``id`` is its watermark: a reindex removes only
-rows it has seen, so DDL committed meanwhile stays queued (README "Keeping the index true").
+rows it has seen, so DDL committed meanwhile stays queued (docs/indexing.md, "DDL").
 """
 
 from __future__ import annotations

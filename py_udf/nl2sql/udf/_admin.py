@@ -219,7 +219,7 @@ def mine_queries(plpy, limit: int) -> str:
     try:
         return json.dumps(redact_obj(mining.mine(plpy, limit), secrets))
     except ConfigError as e:
-        hint = "see README.md, sections 'Mining the query log' and 'Models'"
+        hint = "see docs/curated.md, 'Mining the query log', and README.md, 'Models'"
         fail(plpy, redact(str(e), secrets), hint)
     except NotIndexedError as e:
         fail(plpy, str(e))

@@ -19,10 +19,10 @@ from ..core.errors import (
 from ..core.settings import lookup
 from ..embedding import client as embed_client
 
-MODELS_HINT = "see README.md, section 'Models'"
+MODELS_HINT = "see README.md, section 'Models', and docs/sql-reference.md"
 CURATED_HINT = (
     "pass one read-only SELECT (or, for a term, an SQL expression) over indexed tables the "
-    "caller may read; see README, 'Verified queries, templates and business context'"
+    "caller may read; see docs/curated.md, 'Verified queries, templates and business context'"
 )
 
 
