@@ -909,7 +909,7 @@ BEGIN
 END
 $$;
 
--- Releases a session-level advisory lock a candidate left behind (session_state.py): the key as
+-- Releases a session-level advisory lock a candidate left behind (generation/_session_state.py): the key as
 -- pg_locks lists it (classid, objid, objsubid 1: one bigint key split in two halves; 2: two int
 -- keys), unlocked as often as it is held, at most max_n times. The last unlock, which finds the
 -- lock no longer held, warns; client_min_messages keeps that warning from the caller.
