@@ -1,9 +1,5 @@
-"""One call of ``nl2sql(question)`` (PET-SQL's two stages with cross-consistency voting),
-declared once, in order, as the stage table ``STAGES``; each stage is a function of the run
-object (``stages.run.Run``). ``answer`` walks the table, ``explain`` renders the trace from the
-run at the end, ``retrieve`` stops before the first model call. Stage by stage, with papers,
-timing and trace keys: docs/internals/pipeline.md.
-"""
+"""One call of ``nl2sql(question)`` as the stage table ``STAGES`` (PET-SQL's two stages with
+cross-consistency voting); ``answer``, ``explain``, ``retrieve`` (docs/internals/pipeline.md)."""
 
 from __future__ import annotations
 
@@ -74,7 +70,6 @@ def answer(
     Model failures are not raised: they end in the outcome's ``error``.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question, search_path: the question as asked; the caller's search_path.
         evidence: BIRD-style external knowledge, or None.
         conversation: the conversation key (its earlier turns go into the prompts), or None.
@@ -128,7 +123,6 @@ def retrieve(
     (backs ``nl2sql.retrieve``). The question is not rewritten; the fast path is not tried.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question, search_path, evidence: as for ``answer``.
         presql: a PreSQL from elsewhere (adds linking, DAIL selection, FinSQL prompt), or None.
 
@@ -154,7 +148,6 @@ def log_trace(plpy, trace: dict[str, Any]) -> int | None:
     """Log the whole trace to ``nl2sql.query_log`` (the call's last step).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         trace: ``explain``'s trace.
 
     Returns:

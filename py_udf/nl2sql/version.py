@@ -1,14 +1,5 @@
-"""The installed extension's version against the importable package's (``nl2sql.__version__``).
-
-The SQL functions of one release call the Python entry points of the same release; after a
-package upgrade without ``ALTER EXTENSION nl2sql UPDATE`` (or the other way round) they would
-call functions whose signatures or tables differ. Every entry point therefore checks, once per
-backend, that the two agree, and says what to run when they do not.
-
-This module stays at ``nl2sql.version`` with ``mismatch(installed)``: the ``_boot()`` of every
-released install script imports it from there, so that a database not yet updated gets the
-message naming both versions from any later package.
-"""
+"""The installed extension's version against the package's (docs/internals/ops.md "Version
+check"); stays at ``nl2sql.version``: every released ``_boot()`` imports it."""
 
 from __future__ import annotations
 
@@ -57,10 +48,6 @@ def mismatch(installed: str | None, package: str = __version__) -> tuple[str, st
 
 def check(plpy) -> None:
     """Check that this database's nl2sql extension is the package's version.
-
-    Checked until it once succeeds in a backend, then not again (the answer cannot change
-    without a new package, i.e. a new backend); after a failure each call checks again, so an
-    ``ALTER EXTENSION`` is seen at once.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

@@ -1,7 +1,5 @@
-"""The core every stage uses: errors, the dataclasses between stages, settings, SQL through SPI,
-stage timing, the schema catalog, name resolution, candidate parsing and
-checks, secret redaction, the query log's writer.
-"""
+"""The core every stage uses: errors, stage dataclasses, settings, SPI, timing, the schema
+catalog, name resolution, candidate checks, redaction, the query log's writer."""
 
 __all__ = [
     "catalog",

@@ -1,8 +1,5 @@
-"""One setting's declaration (``Setting``): its kind, default, bounds, and how its text parses
-and formats. The settings themselves are declared in ``settings.SETTINGS``.
-
-Standard library and ``errors`` only: the build script imports it through ``settings``.
-"""
+"""One setting's declaration (``Setting``): kind, default, bounds, parsing and formatting.
+Standard library and ``errors`` only: the build script imports it through ``settings``."""
 
 from __future__ import annotations
 
@@ -37,9 +34,8 @@ _FALSE = {"off", "false"}
 
 
 def parse_hardness_voters(value: str) -> dict[str, list[str]]:
-    """Parse the ``hardness_voters`` setting: which models vote at each hardness level.
-
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
+    """Parse the ``hardness_voters`` setting: which models vote at each hardness level. Source:
+    PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
 
     Args:
         value: JSON ``{"easy": ["a"], "extra": ["a", "b", "c"]}``; empty or ``off``: no routing.

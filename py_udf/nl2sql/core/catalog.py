@@ -12,7 +12,6 @@ def parse_search_path(plpy, search_path: str) -> list[str]:
     """Split a search_path setting into schema names.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         search_path: the setting's text, e.g. ``"$user", public``.
 
     Returns:
@@ -41,7 +40,6 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
     ``nl2sql.visible_table``/``_column``/``_fk``; sample values where the policy allows).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         search_path: schema names in order (``parse_search_path``).
         n_values: most sample values kept per column.
 
@@ -165,7 +163,6 @@ def caller_schema(plpy, n_values: int = 3) -> Schema:
     """Load the schema the current role may read, named as its search_path names it.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         n_values: most sample values kept per column.
 
     Returns:

@@ -1,8 +1,5 @@
-"""Every public exception of nl2sql, under one base class (``Nl2sqlError``). A message says
-what went wrong and what to do, and carries no secret; ``udf`` turns one into ``plpy.error``.
-
-Imports nothing from the package, so every module may import it.
-"""
+"""Every public exception of nl2sql, under ``Nl2sqlError``: a message says what went wrong and
+what to do, with no secret. Imports nothing from the package (docs/internals/core.md "Errors")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Names of a parsed query resolved once, with sqlglot's optimizer scopes: the real relations
-it reads and which relations a column reference may belong to (CTEs, derived tables, LATERAL
-and correlated subqueries told apart). Names lower-cased, as the schema index is matched.
-"""
+"""Names of a parsed query resolved once with sqlglot scopes (docs/internals/core.md "Names")."""
 
 from __future__ import annotations
 
@@ -154,9 +151,8 @@ def _walked(tree: exp.Expression) -> Names:
 
 
 def resolve(tree: exp.Expression) -> Names:
-    """Resolve the names of a parsed statement once (cached per tree object).
-
-    Source: sqlglot's optimizer scope analysis (``traverse_scope``).
+    """Resolve the names of a parsed statement once (cached per tree object). Source: sqlglot's
+    optimizer scope analysis (``traverse_scope``).
 
     Args:
         tree: a sqlglot tree (as ``sqlcheck.parse_shared`` returns it); not changed.

@@ -1,7 +1,5 @@
-"""The query log's writer: ``log_query`` issues a one-time token and calls SECURITY DEFINER
-``nl2sql._log_query``, whose body ``write_log`` inserts the row only with that token (a role
-calling it itself is refused: the log holds only what the pipeline wrote).
-"""
+"""The query log's writer: ``log_query`` issues a one-time token that ``write_log``, the body
+of SECURITY DEFINER ``nl2sql._log_query``, requires."""
 
 from __future__ import annotations
 
@@ -21,7 +19,6 @@ def log_query(plpy, trace: dict) -> int | None:
     """Write the call's ``nl2sql.query_log`` row through ``nl2sql._log_query`` (with a token).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         trace: the call's trace (already redacted by the caller); its ``conversation`` key,
             when set, is stored with the row (a turn of that conversation).
 
@@ -68,12 +65,10 @@ def write_log(
     trace: str | None,
     conversation: str | None = None,
 ) -> int:
-    """Insert one ``nl2sql.query_log`` row (the body of ``nl2sql._log_query``) when ``token``
-    is the one-time token of ``log_query`` (constant-time compare, used up either way); the
-    row is ``role_name``'s when the session may act as it, else ``session_user``'s.
+    """Insert one ``nl2sql.query_log`` row (body of ``nl2sql._log_query``) when ``token`` is
+    ``log_query``'s one-time token; the row is ``role_name``'s if the session may act as it.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         sd: the function's static dictionary (``SD``): the prepared insert is kept there.
         token: the token the caller passed.
         role_name: the role the row is for.

@@ -1,8 +1,5 @@
-"""Redaction of secrets from every error text nl2sql stores, raises or returns: the configured
-API keys and key-like tokens (``sk-…``, ``Bearer …``, ``api_key=…``), by plain string scanning.
-
-What is masked and where: docs/internals/core.md "Redaction". Imports only ``spi``.
-"""
+"""Redaction of secrets (configured API keys, ``sk-…``, ``Bearer …``, ``api_key=…``) from
+every error text stored, raised or returned (docs/internals/core.md "Redaction")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Settings (table ``nl2sql.setting``): declared once, read typed.
-
-Every setting is declared once, in ``SETTINGS``; from it come the typed ``Settings`` the
-pipeline reads, ``nl2sql.set_setting``'s validation, and (``settings_export``) the docs' table
-and the ``nl2sql.settings`` view. A setting without a row in ``nl2sql.setting`` has its default.
-
-Standard library and the light modules (errors, spi, types) only: the build script imports it.
-"""
+"""Settings (table ``nl2sql.setting``): declared once in ``SETTINGS``, read typed
+(docs/internals/core.md "Settings"). Light imports only: the build script imports it."""
 
 from __future__ import annotations
 

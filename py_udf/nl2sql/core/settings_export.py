@@ -1,8 +1,5 @@
-"""The settings declaration rendered for others: the docs' settings table (markdown) and the
-``VALUES`` list the build script puts into the view ``nl2sql.settings``.
-
-``python -m nl2sql.core.settings_export --markdown`` (or ``--sql``) prints them.
-"""
+"""The settings declaration rendered as the docs' markdown table and the view's ``VALUES``
+list: ``python -m nl2sql.core.settings_export --markdown`` (or ``--sql``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Every SQL statement of the package, through SPI: ``query`` (a plan kept per backend),
-``run`` (statements built per relation: not kept), ``cancel_point`` (lets a pending cancel
-land), and ``quote_literal``, the package's one string-literal quoting. Main thread only.
-
-Why plans are kept, and how privileges still hold: docs/internals/core.md "SPI".
-"""
+"""Every SQL statement of the package, through SPI, on the main thread only: kept plans
+(``query``), one-off statements (``run``), ``cancel_point``, ``quote_literal``
+(docs/internals/core.md "SPI")."""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ def plan(plpy, sql: str, types: Sequence[str] = ()) -> Any:
     """Get the kept plan of a statement, prepared on first use in this backend.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         sql: the statement's text, with parameters ``$1``, ``$2``, ….
         types: PostgreSQL type names of the parameters, one per ``$n``, in order.
 
@@ -38,7 +34,6 @@ def query(plpy, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -
     """Run a statement through its kept plan (``plan``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         sql: the statement's text, with parameters ``$1``, ``$2``, ….
         args: the parameter values, one per entry of ``types``.
         types: PostgreSQL type names of the parameters, in order.

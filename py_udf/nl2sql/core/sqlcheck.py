@@ -1,8 +1,5 @@
-"""Candidate SQL: parsing (sqlglot), the read-only shape check, table extraction, transpiling.
-
-The shape check is the first line of defence only: execution runs each candidate read-only,
-rolled back, time-limited (``generation.execute``).
-"""
+"""Candidate SQL: parsing (sqlglot), the read-only shape check (the first line of defence only;
+``generation.execute`` runs candidates read-only), table extraction, transpiling."""
 
 from __future__ import annotations
 
@@ -146,9 +143,7 @@ def referenced_tables(tree: exp.Expression) -> list[str]:
 def check_candidate(sql: str, known_tables: set[str]) -> exp.Expression:
     """Check that a candidate is one read-only query over known relations only.
 
-    Refused: not a query; a data-modifying, DDL or other refused node anywhere (CTEs too);
-    SELECT INTO; FOR UPDATE/SHARE; a function refused by name (``pg_sleep``, ``set_config``,
-    ``dblink``, …); an unknown relation. Volatility and privileges: ``db_checks.check_candidate_in_db``.
+    Volatility and privileges: ``db_checks.check_candidate_in_db`` (docs/safety.md).
 
     Args:
         sql: the candidate's SQL text (PostgreSQL).

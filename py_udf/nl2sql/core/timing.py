@@ -1,6 +1,4 @@
-"""The one timing mechanism of a pipeline call: named stages, model waits and overlapped work,
-all in milliseconds (3 decimals). How the figures relate: docs/internals/core.md "Timing".
-"""
+"""Timing of a pipeline call in milliseconds (docs/internals/core.md "Timing")."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from typing import Any
 
 class Status(StrEnum):
     """What happened to a candidate (``Candidate.status``): string-valued, as the trace writes it.
-
     Source: MCS-SQL (Lee et al. 2024) §3.3, OpenSearch-SQL (Xie et al. 2024) §3.6.
     """
 
@@ -179,9 +178,8 @@ class Candidate:
 
 @dataclass
 class Vote:
-    """The vote's outcome: the winning group and every group's size and confidence.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3; PET-SQL (Li et al. 2024) §3.4.
+    """The vote's outcome: the winning group and every group's size and confidence. Source: MCS-SQL
+    (Lee et al. 2024) §3.3; PET-SQL (Li et al. 2024) §3.4.
     """
 
     sql: str | None  # the winning SQL; None when nothing executed

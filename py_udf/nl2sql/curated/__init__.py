@@ -1,7 +1,5 @@
-"""What users curate and what is built on it: verified queries and templates (their parameters,
-the fast path), business terms and instructions, feedback and approved mined pairs, query-log
-mining, evaluation and its scoring, and answers in words (narrate).
-"""
+"""What users curate and what is built on it: verified queries and templates, the fast path,
+business context, feedback and mining, evaluation, narrate."""
 
 __all__ = [
     "business",

@@ -1,7 +1,5 @@
-"""Statements of ``pg_stat_statements`` as mining candidates: which are one read-only query
-over indexed relations (``classify``), and how a normalised one (``$1``…) becomes a template
-with named, typed parameters (``as_template``; docs/internals/curated.md, "Mining").
-"""
+"""Statements of ``pg_stat_statements`` as mining candidates (docs/internals/curated.md
+"Mining")."""
 
 from __future__ import annotations
 
@@ -53,11 +51,8 @@ class LoggedStatement:
 
 @dataclass
 class MinedCandidate:
-    """A statement kept for mining: the logged ``statement``, its ``kind`` (``query``, or
-    ``template`` when ``$n`` became ``:name``), the ``sql`` to store (PostgreSQL), a template's
-    ``parameters`` (``parameters.Slot`` as dicts, SQL order) and the ``tables`` it reads
-    (``schema.table``, lower-cased).
-    """
+    """A statement kept for mining: ``kind`` ``query`` or ``template`` (``$n`` → ``:name``),
+    ``parameters`` (``Slot`` dicts, SQL order), ``tables`` (``schema.table``, lower-cased)."""
 
     statement: LoggedStatement
     kind: str

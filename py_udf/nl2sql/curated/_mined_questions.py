@@ -1,9 +1,5 @@
-"""The question a mined query answers, written by a model: the gated prompt, the reply cleaned,
-the question checked (a template's shows each ``:name``).
-
-Source: SQL-to-question generation for text-to-SQL data (e.g. Guo et al. 2018, "Question
-generation from SQL queries improves neural semantic parsing"), on the database's query log.
-"""
+"""The question a mined query answers, written by a model. Source: SQL-to-question generation
+(Guo et al. 2018)."""
 
 from __future__ import annotations
 
@@ -84,9 +80,7 @@ def _relevant_schema(schema: Schema, tables: list[str]) -> Schema:
 
 
 def question_prompt(gate, cand: MinedCandidate, schema: Schema) -> str:
-    """The user message asking for the question a mined query answers, every part gated: the
-    tables as the role sees them and the SQL (``Gate.sql``: literals replaced when it reads a
-    withheld column).
+    """The user message asking for the question a mined query answers, every part gated.
 
     Args:
         gate: the call's ``gate.Gate``.

@@ -1,7 +1,5 @@
-"""Parameters of verified queries and templates: where a literal or ``:name`` placeholder can
-be one (compared with a column, or a LIMIT/OFFSET count), its type, and typed literals put in
-its place — never text spliced into SQL (docs/internals/curated.md, "Parameters").
-"""
+"""Parameters of verified queries and templates: typed literals, never text spliced into SQL
+(docs/internals/curated.md "Parameters")."""
 
 from __future__ import annotations
 
@@ -32,12 +30,8 @@ _CMP = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike)
 
 @dataclass
 class Slot:
-    """One parameter of a verified query or template: its placeholder ``name`` (``v1``… for a
-    query's, the template's own), its ``kind`` (``value``: a cell value of a text column, or
-    ``number``), the ``[schema, table, column]`` it is compared with (None for a LIMIT/OFFSET), that
-    column's ``data_type`` (``integer`` for a LIMIT/OFFSET) and the query's literal as ``default``
-    (None for a template's).
-    """
+    """One parameter: ``name`` (``v1``… or the template's), ``kind`` (``value`` or ``number``),
+    ``column`` (None for LIMIT/OFFSET), ``data_type``, ``default`` (None for a template's)."""
 
     name: str
     kind: str
@@ -75,9 +69,6 @@ def parameter_sites(
     tree: exp.Expression, schema: Schema
 ) -> list[tuple[exp.Expression, tuple | None, str]]:
     """The literals and placeholders of a query that can be parameters, with their column.
-
-    A site is compared with a column (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``LIKE``,
-    ``ILIKE``, an ``IN`` list element, a ``BETWEEN`` bound) or is a LIMIT/OFFSET count.
 
     Args:
         tree: the parsed query; not changed.
@@ -126,10 +117,6 @@ def query_slots(
     tree: exp.Expression, schema: Schema, question: str, strong: dict[str, list], numbers: list[str]
 ) -> tuple[list[Slot], list[list[str]], list[str]]:
     """Turn a verified query's literals that its question names into parameters, in place.
-
-    A string literal of a text column whose cell value the question names, or a number literal
-    of a numeric column (or LIMIT/OFFSET) the question writes, becomes ``:v<i>`` (one per
-    column and literal, or per number).
 
     Args:
         tree: the parsed verified SQL, changed in place.

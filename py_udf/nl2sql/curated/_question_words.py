@@ -1,7 +1,5 @@
-"""What a question names that its masked embedding weighs little, as the fast path compares it
-with a verified question: its cell values that bind, its numbers, its schema words and its
-meaning words (docs/internals/curated.md, "When a verified query answers").
-"""
+"""What a question names that its masked embedding weighs little (docs/internals/curated.md,
+"When a verified query answers")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Scoring an evaluation: a chosen SQL's rows against the verified SQL's, the miss categories,
-each model's first candidate, and a run's totals (execution accuracy, EX). Pure functions.
-
-Source: execution accuracy (EX) of Spider (Yu et al. 2018) and BIRD (Li et al. 2023); miss
-categories after Databricks Genie's benchmark assessment reasons.
-"""
+"""Scoring an evaluation: rows against the verified SQL's, miss categories, per-model first
+candidates, totals. Source: execution accuracy (EX) of Spider (Yu et al. 2018), BIRD (Li et al.
+2023); miss categories after Databricks Genie's benchmark assessment."""
 
 from __future__ import annotations
 
@@ -31,13 +28,8 @@ CATEGORIES = {
 
 @dataclass
 class Judged:
-    """One evaluated verified question: its ``verified_query_id``, ``question`` and
-    ``expected_sql``; the ``chosen_sql`` (or None); ``right`` (None when the verified SQL itself
-    failed: not judged); the miss's ``category`` (``CATEGORIES``) and ``detail`` in words;
-    ``per_model``: model -> whether its first FinSQL candidate was right; the judged FinSQL
-    ``candidates`` (``reliability.judge_candidates``); the PreSQL's hardness ``level``; the call's
-    ``log_id``; ``ms``, the question's wall time in milliseconds.
-    """
+    """One evaluated verified question: ``right`` None when the verified SQL failed;
+    ``category`` of ``CATEGORIES``; ``per_model``: model -> first candidate right; ``ms``."""
 
     verified_query_id: int
     question: str

@@ -1,12 +1,5 @@
-"""Business context: glossary terms (synonyms, metrics, definitions, each with an optional SQL
-expression) and database-wide instructions, written by a DBA and retrieved into the prompts:
-terms the question names, else by embedding similarity; instructions by similarity. A role sees
-a term only when it may read every relation of its expression (view ``nl2sql.visible_term``).
-
-Source: semantic layers of in-database text-to-SQL products; ReBoost (Sui et al. 2023) §3.2
-(what columns mean, in the prompt); retrieval by embedding similarity (PET-SQL, Li et al. 2024,
-§3.2).
-"""
+"""Business context: glossary terms and instructions (docs/internals/curated.md "Business
+context"). Source: ReBoost (Sui et al. 2023) §3.2; PET-SQL (Li et al. 2024) §3.2."""
 
 from __future__ import annotations
 
@@ -29,11 +22,8 @@ from ..retrieval.masking import inflections, tokenize
 
 @dataclass
 class TermUse:
-    """A business term used for one question: its ``id``, ``term``, ``definition`` and
-    ``sql_expression`` (or None); ``score``: cosine similarity of ``term: definition`` with the
-    question (4 places), 1.0 when ``how`` is ``named`` (the question names it, by ``phrase``)
-    rather than ``similar``.
-    """
+    """A business term used for one question; ``score``: cosine similarity with the question,
+    1.0 when ``how`` is ``named`` (by ``phrase``) rather than ``similar``."""
 
     id: int
     term: str
@@ -57,10 +47,8 @@ class InstructionUse:
 
 @dataclass
 class BusinessContext:
-    """The business context of one question: the ``terms`` used (named first, then by
-    similarity), the ``instructions`` used (most similar first) and ``known_terms``: ``(id, term)``
-    of every term the role may see (to find those another question names).
-    """
+    """The business context of one question: ``terms`` (named first), ``instructions`` (most
+    similar first), ``known_terms``: ``(id, term)`` of every term the role may see."""
 
     terms: list[TermUse] = field(default_factory=list)
     instructions: list[InstructionUse] = field(default_factory=list)
@@ -124,11 +112,7 @@ def named_terms(question: str, terms: list[tuple[int, str]]) -> list[tuple[int, 
 def retrieve_business(plpy, question: str, st) -> BusinessContext:
     """Retrieve the terms and instructions for a question, as the calling role may see them.
 
-    Named terms always; others by similarity ≥ ``term_min_similarity``, ``term_top_k`` in all; the
-    ``instruction_top_k`` most similar instructions. Nothing is embedded when there is nothing.
-
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question: the question (as the prompts show it).
         st: the settings (``term_top_k``, ``term_min_similarity``, ``instruction_top_k``).
 
@@ -230,12 +214,8 @@ def _expression_tables(tree: exp.Expression, schema: Schema) -> list[Table]:
 
 
 def _check_expression(plpy, expression: str, schema: Schema) -> list[tuple[str, str]]:
-    """``(schema, table)`` of every relation a term's SQL expression reads, each once.
-
-    It must be one PostgreSQL expression, and ``SELECT <expression> FROM <its tables>`` must pass the
-    full candidate check as the adding role (it is never executed); CandidateRefused says what is
-    wrong.
-    """
+    """``(schema, table)`` of every relation a term's SQL expression reads, each once; ``SELECT
+    <expression> FROM <its tables>`` must pass the candidate check (never executed)."""
     tree = parse_single(expression)
     statement = isinstance(tree, (exp.Query, exp.DDL, exp.DML, exp.Command)) and not isinstance(
         tree, exp.Subquery
@@ -260,7 +240,6 @@ def add_term(plpy, term: str, definition: str, sql_expression: str | None) -> in
     """Add or update a business term (``nl2sql.add_term``): upsert on the lower-cased term.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         term: the term, e.g. ``active customer``.
         definition: what it means, in words.
         sql_expression: what it means in SQL (an expression over indexed tables), or None.
@@ -313,7 +292,6 @@ def add_instruction(plpy, text: str) -> int:
     """Add a database-wide instruction (``nl2sql.add_instruction``); the same text is kept once.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         text: the instruction, e.g. ``Amounts are in euros; round them to 2 decimals.``
 
     Returns:

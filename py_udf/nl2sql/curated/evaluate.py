@@ -1,10 +1,5 @@
-"""Evaluation on the user's own questions: ``nl2sql.evaluate()`` asks every verified query's
-question the calling role may use through the pipeline (fast path bypassed, the query left out of
-its own examples), judges the chosen SQL against the verified SQL's rows and keeps every run
-(docs/internals/curated.md, "Evaluation").
-
-Source: execution accuracy (EX) of Spider (Yu et al. 2018) and BIRD (Li et al. 2023).
-"""
+"""Evaluation on the user's own questions: ``nl2sql.evaluate()`` (docs/internals/curated.md
+"Evaluation"). Source: execution accuracy (EX) of Spider (Yu et al. 2018) and BIRD (2023)."""
 
 from __future__ import annotations
 
@@ -256,11 +251,7 @@ def _time_left(plpy, slowest_s: float) -> str | None:
 def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str) -> dict[str, Any]:
     """Run an evaluation: backs ``nl2sql.evaluate(max_questions, note) → jsonb``.
 
-    Each question the role may use is judged and kept; the run stops early, keeping what it has,
-    when the next question may not fit in ``statement_timeout``.
-
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         max_questions: at most this many verified queries (oldest first), or None for all.
         note: a note kept with the run (e.g. what changed), or None.
         search_path: the caller's search_path.

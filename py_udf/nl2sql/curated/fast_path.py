@@ -1,10 +1,6 @@
-"""The fast path: a question answered from a verified query or template without a model call,
-when it means the same (``same_meaning``), its values and numbers bind (``bind``) and the bound
-SQL passes the candidate check and executes (docs/internals/curated.md).
-
-Source: verified queries and query templates of in-database text-to-SQL products; ReBoost (Sui
-et al. 2023) Text-to-Function; DAIL-SQL (Gao et al. 2023) §3.3 (masked-question similarity).
-"""
+"""The fast path: a question answered from a verified query or template without a model call
+(docs/internals/curated.md). Source: ReBoost (Sui et al. 2023) Text-to-Function; DAIL-SQL (Gao
+et al. 2023) §3.3 (masked-question similarity)."""
 
 from __future__ import annotations
 
@@ -33,10 +29,8 @@ from .verified import VerifiedRow
 
 @dataclass
 class Bound:
-    """The outcome of binding a question to a verified query: the ``sql`` with every parameter
-    bound (or None), the ``bindings`` (``{parameter, kind, column, value, phrase}`` each) and the
-    ``reason`` it did not bind (or None).
-    """
+    """Binding a question to a verified query: the bound ``sql`` and ``bindings``, or the
+    ``reason`` it did not bind."""
 
     sql: str | None
     bindings: list[dict[str, Any]] = field(default_factory=list)
@@ -46,9 +40,7 @@ class Bound:
 def bind(row: VerifiedRow, question: str, strong: dict[str, list], numbers: list[str]) -> Bound:
     """Bind a new question's cell values and numbers to a verified query's parameters.
 
-    The verified question's other named values must be named again; each value parameter takes,
-    per column in question order, a value the question names there, none left over; the numbers
-    match position by position (docs/internals/curated.md, "When a verified query answers").
+    The rules: docs/internals/curated.md, "When a verified query answers".
 
     Args:
         row: the verified query or template.
@@ -230,10 +222,8 @@ def same_meaning(
 
 @dataclass
 class FastPath:
-    """The fast path's outcome for one question: the executed ``candidate`` (status ``ok``), the
-    ``row`` that answered and its ``bound`` binding — all None when none answered — and
-    ``considered``: ``{id, kind, similarity, reason}`` per row that did not answer.
-    """
+    """The fast path's outcome: ``candidate``, ``row``, ``bound`` (None when none answered) and
+    ``considered``: ``{id, kind, similarity, reason}`` per row that did not answer."""
 
     candidate: Any = None
     row: VerifiedRow | None = None
@@ -272,11 +262,7 @@ def fast_path(
 ) -> FastPath:
     """Answer a question from a verified query or template without a model call, if one fits.
 
-    Rows at least ``verified_min_similarity`` similar are tried, most similar first: same meaning,
-    binding, the full candidate check, read-only time-limited execution as the calling role.
-
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question: the question as asked.
         rows: from ``verified.nearest``, most similar first.
         values: the question's matched cell values (exact and trigram).

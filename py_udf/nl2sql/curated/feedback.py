@@ -1,6 +1,4 @@
-"""Judged answers (``nl2sql.feedback``) and approved mined pairs (``nl2sql.approve_mined``)
-become examples and verified queries, checked as the calling role (docs/curated.md).
-"""
+"""Judged answers and approved mined pairs become examples and verified queries."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ def from_feedback(plpy, log_id: int, correct: bool, sql: str | None, verify: boo
     """Add a judged answer to the pool (source ``feedback``) and, with ``verify``, as verified.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         log_id: the ``nl2sql.query_log`` id (the trace's ``log_id``).
         correct: whether the logged SQL was right (it is used when so).
         sql: the corrected SQL, used when not ``correct``; or None.
@@ -51,7 +48,6 @@ def approve_mined(plpy, mined_id: int, question: str | None) -> int:
     verified queries (source ``mined``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         mined_id: the ``nl2sql.mined_query`` id.
         question: the question to keep instead of the model's, or None.
 

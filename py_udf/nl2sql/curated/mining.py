@@ -1,10 +1,5 @@
-"""Query-log mining: ``nl2sql.mine_queries(limit)`` turns the most frequent read-only queries of
-``pg_stat_statements`` into question/SQL pairs that wait, *pending*, for a DBA's approval
-(``nl2sql.approve_mined``, ``nl2sql.reject_mined``); docs/internals/curated.md, "Mining".
-
-Source: SQL-to-question generation for text-to-SQL data (e.g. Guo et al. 2018), applied to the
-database's own query log.
-"""
+"""Query-log mining: ``nl2sql.mine_queries(limit)`` turns frequent read-only queries into
+pending question/SQL pairs (docs/internals/curated.md "Mining"). Source: Guo et al. 2018."""
 
 from __future__ import annotations
 
@@ -83,10 +78,8 @@ def _own_functions(plpy) -> frozenset[str]:
 
 
 def _logged_statements(plpy, rel: str) -> list[LoggedStatement]:
-    """This database's statements of ``rel``, one per queryid (calls summed over roles) and
-    one per statement hidden from the calling role (queryid None, ``HIDDEN_TEXT``), most calls
-    first.
-    """
+    """This database's statements of ``rel``, one per queryid (hidden ones as ``HIDDEN_TEXT``),
+    most calls first."""
     db = (
         "dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = "
         "pg_catalog.current_database())"
@@ -206,7 +199,6 @@ def mine(plpy, limit: int) -> dict[str, Any]:
     """Mine the query log: backs ``nl2sql.mine_queries(limit)``.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         limit: most statements to write a question for (1..1000).
 
     Returns:
@@ -262,7 +254,6 @@ def pending_row(plpy, mined_id: int) -> dict[str, Any]:
     """A mined pair by id, for approval.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         mined_id: its id.
 
     Returns:
@@ -294,7 +285,6 @@ def mark_approved(
     """Record a pair's approval: the question as approved, what it became.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         mined_id: its id.
         question: the approved question.
         example_id: the example pool row it became (queries), or None.

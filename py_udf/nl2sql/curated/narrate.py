@@ -1,9 +1,5 @@
-"""Answers in words: ``nl2sql.narrate(question)`` — one model writes a short answer from the
-chosen SQL's first ``narrate_rows`` rows, which pass the gate (``Gate.rows``) first; refused
-outright when ``send_values`` is off (docs/internals/curated.md, "Narrate").
-
-Source: Oracle Select AI's ``narrate`` action; answers generated from retrieved table rows.
-"""
+"""Answers in words: ``nl2sql.narrate(question)`` (docs/internals/curated.md "Narrate").
+Source: Oracle Select AI's ``narrate`` action."""
 
 from __future__ import annotations
 
@@ -49,10 +45,7 @@ def check_allowed(st: Settings) -> None:
 
 @dataclass(frozen=True)
 class NarrateRows:
-    """The rows narrate may send: the call's ``gate`` (it seals the request), the kept
-    ``rows`` (``row_to_json`` texts, withheld columns dropped) and the gate's ``note`` of what was
-    withheld (or None).
-    """
+    """The rows narrate may send (withheld columns dropped), the ``gate`` and its ``note``."""
 
     gate: Gate
     rows: list[str]
@@ -63,7 +56,6 @@ def gated_rows(plpy, search_path: str, sql: str, rows: list[str], send_values: b
     """The rows narrate may send: the asking role's value rules applied by the gate.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         search_path: the caller's search_path text.
         sql: the chosen SQL.
         rows: its first rows, ``row_to_json`` texts.
@@ -132,7 +124,6 @@ def answer_from_sql(plpy, st: Settings, question: str, sql: str, search_path: st
     have the model of ``narrate_model`` answer in words from what passes the gate.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         st: the settings.
         question: the question as asked.
         sql: the chosen SQL.

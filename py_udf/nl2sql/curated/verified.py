@@ -1,10 +1,5 @@
-"""Verified queries and templates (docs/internals/curated.md): adding one (its parameters,
-its masked and embedded question, the relations it reads), reading the nearest as the calling
-role may use them, and masking them again when a business term changes.
-
-Source: verified queries and query templates of in-database text-to-SQL products; DAIL-SQL (Gao
-et al. 2023) §3.3 (masked-question similarity).
-"""
+"""Verified queries and templates: adding, reading the nearest, re-masking on a term change
+(docs/internals/curated.md). Source: DAIL-SQL (Gao et al. 2023) §3.3."""
 
 from __future__ import annotations
 
@@ -72,7 +67,6 @@ def nearest(plpy, masked_vec: str, n: int) -> list[VerifiedRow]:
     (view ``nl2sql.visible_verified_query``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         masked_vec: the asked question's masked-question embedding (pgvector text).
         n: how many at most.
 
@@ -151,7 +145,6 @@ def add_verified(
     ``nl2sql.add_template`` (steps: docs/internals/curated.md, "Adding").
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question: the verified question (a template's showing each parameter as ``:name``).
         sql: the SQL (a template's with ``:name`` parameters).
         kind: ``query`` or ``template``.
@@ -308,7 +301,6 @@ def refresh_for_term(plpy, term: str) -> int:
     """Mask and embed again the verified questions that name a term (added or removed).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         term: the term.
 
     Returns:

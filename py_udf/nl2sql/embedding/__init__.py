@@ -1,6 +1,4 @@
-"""Embeddings: all-MiniLM-L6-v2 on ONNX Runtime (``encode``), the backend's client of the shared
-embedding process (``client``) and that process (``server``: embeddings and relayed model calls).
-"""
+"""Embeddings: ``encode`` (the model), ``client`` and ``_server`` (the shared process)."""
 
 __all__ = [
     "client",

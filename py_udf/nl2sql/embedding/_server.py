@@ -1,10 +1,6 @@
-"""The shared embedding process: one all-MiniLM-L6-v2 per PostgreSQL server, not one per
-backend, speaking the OpenAI embeddings API over a Unix socket (uvicorn, starlette, pydantic);
-it also makes the model calls backends relay to it.
-
-``python -m nl2sql.embedding._server --dir DIR --postmaster-pid PID [--detach]``; ``client``
-starts it. Routes, files and lifetime: docs/internals/embedding.md "Server".
-"""
+"""The shared embedding process (one per server; OpenAI embeddings API on a Unix socket; relays
+model calls): ``python -m nl2sql.embedding._server --dir DIR --postmaster-pid PID [--detach]``
+(docs/internals/embedding.md "Server")."""
 
 from __future__ import annotations
 

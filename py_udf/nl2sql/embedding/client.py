@@ -1,9 +1,5 @@
-"""Backend side of the shared embedder: ask the server's embedding process over its Unix socket
-(OpenAI embeddings API, base64 vectors), start it when none answers, relay model calls to it.
-
-A backend using it imports neither ONNX Runtime, numpy nor openai. Where its files are, how it
-starts, when a backend falls back: docs/internals/embedding.md "Client".
-"""
+"""Backend side of the shared embedder: ask the server over its Unix socket, start it, relay
+model calls; imports no ONNX Runtime, numpy, openai (docs/internals/embedding.md "Client")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Sentence embeddings: all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit length), on ONNX
-Runtime when the exported file exists, else sentence-transformers on torch (same vectors).
-
-Inside PostgreSQL with ``embedder = 'shared'``, ``embed`` asks the shared embedding process
-first (``client``). The two engines and the model files: docs/internals/embedding.md.
-"""
+Runtime or sentence-transformers; ``embedder = 'shared'`` asks ``client`` first
+(docs/internals/embedding.md)."""
 
 from __future__ import annotations
 

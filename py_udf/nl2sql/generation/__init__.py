@@ -1,7 +1,5 @@
-"""From model text to executed candidates: cleaning, SQLite semantics, the read-only and privilege
-checks, value alignment, time-limited execution, repair rounds, and the session state a candidate
-could leave behind.
-"""
+"""From model text to executed candidates: cleaning, SQLite semantics, checks, value alignment,
+execution, repair, session state."""
 
 __all__ = [
     "alignment",

@@ -1,8 +1,5 @@
-"""Session state a candidate could leave behind its rolled-back subtransaction: session-level
-advisory locks, snapshotted before a candidate and released after it (the caller's own kept).
-
-Why this is the backstop, and its limit: docs/internals/generation.md "Session state".
-"""
+"""Session-level advisory locks a candidate could leave behind its rolled-back subtransaction:
+snapshotted and released (docs/internals/generation.md "Session state")."""
 
 from __future__ import annotations
 
@@ -64,7 +61,6 @@ def release_new(plpy, before: frozenset[Lock]) -> list[str]:
     (at most ``MAX_RELEASES`` times).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         before: ``advisory_locks`` taken before the candidate ran.
 
     Returns:
@@ -95,5 +91,5 @@ def refusal(taken: list[str]) -> str:
     """
     return (
         "took a session-level advisory lock that outlives the rolled-back candidate "
-        f'(released: {", ".join(taken)}); see docs/safety.md'
+        f"(released: {', '.join(taken)}); see docs/safety.md"
     )

@@ -1,9 +1,5 @@
-"""The SQLite rules of aggregate queries: bare columns of a grouped SELECT
-(``sqlite:group_by_dependent``) and beside a lone ``max``/``min`` (``sqlite:minmax_row``).
-
-Sources: the SQLite documentation, "Bare columns in an aggregate query"; functional dependency
-on a primary key (SQL:1999 T301, as PostgreSQL's GROUP BY accepts it).
-"""
+"""SQLite's bare columns of aggregate queries (``sqlite:group_by_dependent``,
+``sqlite:minmax_row``). Sources: SQLite "Bare columns in an aggregate query"; SQL:1999 T301."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""SQLite's semantics carried over to PostgreSQL: what a model writing SQLite means, resolved
-against the schema. ``sqlglot.transpile`` changes the syntax; each rule here rewrites one
-SQLite behaviour on the parsed tree and is named in the candidate's ``cleaning`` list.
-
-Sources: the SQLite documentation ("Datatypes In SQLite" §4.2, "SQLite Keywords" §3, "The LIKE
-operator", "Bare columns in an aggregate query"). Every rule with an example:
-docs/internals/generation.md "SQLite rules".
-"""
+"""SQLite's semantics carried over to PostgreSQL, one rule per behaviour, on the parsed tree
+(docs/internals/generation.md "SQLite rules"). Sources: the SQLite documentation."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Where a column of a statement comes from, for the SQLite rules: the schema's tables by name,
-a column's source in its scope (sqlglot's optimizer scopes), the kind of its type.
-"""
+"""Where a column of a statement comes from, for the SQLite rules."""
 
 from __future__ import annotations
 

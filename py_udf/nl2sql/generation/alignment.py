@@ -1,9 +1,5 @@
-"""Value alignment: a string literal compared with a column but not a cell value of it is
-replaced by the closest indexed value (exact, case-insensitive, trigram, embedding).
-
-Source: OpenSearch-SQL (Xie et al. 2024) §3.5. Which comparisons, which columns, why only
-complete indexes: docs/internals/generation.md "Value alignment".
-"""
+"""Value alignment: a literal that is no cell value of its column becomes the closest indexed
+value (docs/internals/generation.md "Value alignment"). Source: OpenSearch-SQL (Xie et al. 2024) §3.5."""
 
 from __future__ import annotations
 
@@ -153,7 +149,6 @@ class ValueIndex:
 
     def closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
         """Find the best indexed value of ``col`` for ``literal`` (cached per column and literal).
-
         Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
         Args:

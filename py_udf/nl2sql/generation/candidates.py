@@ -1,10 +1,6 @@
-"""FinSQL generation: which calls are made (models × prompt variants × samples), and how a
-model's text becomes an executed candidate (clean → check → align values → execute).
-
-Sources: PET-SQL (Li et al. 2024) §3.4 (cross-consistency); MCS-SQL (Lee et al. 2024) §3.2
-(multiple prompts, sampling). Names (``source``): ``finsql:<model>``, then
-``finsql:<model>#p<variant>s<sample>``.
-"""
+"""FinSQL generation (models × prompt variants × samples) and a candidate's way from text to
+execution (docs/internals/generation.md "FinSQL calls"). Sources: PET-SQL (Li et al. 2024) §3.4;
+MCS-SQL (Lee et al. 2024) §3.2."""
 
 from __future__ import annotations
 
@@ -187,9 +183,8 @@ class Evaluator:
         return self.ms
 
     def prepare(self, c: Candidate, text: str | None) -> bool:
-        """Clean, check (``db_checks.check_candidate_in_db``) and value-align one answer into ``c.sql``.
-
-        Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
+        """Clean, check (``db_checks.check_candidate_in_db``) and value-align one answer into
+        ``c.sql``. Source: OpenSearch-SQL (Xie et al. 2024) §3.5.
 
         Args:
             c: the candidate, changed in place (``sql``, ``cleaning``, ``alignments``, ``tables``).

@@ -1,11 +1,6 @@
-"""Model output cleaning: a chat model's answer text → one SQL statement, every step named.
-
-Every judgement about SQL structure is sqlglot's (tokenizer, parser); only the markdown/prose
-layer around the SQL is handled as text. The answer is untrusted: fixed caps are checked first.
-
-Sources: DAIL-SQL (Gao et al. 2023) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.5. The steps and
-caps: docs/internals/generation.md "Cleaning".
-"""
+"""Model output cleaning: an answer text → one SQL statement, every step named
+(docs/internals/generation.md "Cleaning"). Sources: DAIL-SQL (Gao et al. 2023) §3.1;
+OpenSearch-SQL (Xie et al. 2024) §3.5."""
 
 from __future__ import annotations
 
@@ -355,9 +350,8 @@ def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str,
 
 
 def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None) -> Cleaned:
-    """Clean one model answer into one SQL statement, recording every step.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.5.
+    """Clean one model answer into one SQL statement, recording every step. Source: DAIL-SQL (Gao et
+    al. 2023) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
         text: the model's answer text; ``None`` or blank gives an empty ``sql``.

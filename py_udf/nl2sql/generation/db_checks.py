@@ -1,9 +1,5 @@
-"""The candidate's checks that need the database (docs/safety.md; ``check_candidate_in_db``
-runs them all after ``sqlcheck.check_candidate``): no function of a refused family or taking a
-relation by name (``check_functions``), only non-volatile functions, also through an operator or
-in column notation (``check_operators``), SELECT privilege on every relation; and the
-statement's time left.
-"""
+"""The candidate's checks that need the database (docs/safety.md): refused and volatile
+functions, SELECT privilege, the statement's time left."""
 
 from __future__ import annotations
 
@@ -24,10 +20,6 @@ VOLATILE_ALLOWLIST = frozenset({"random", "clock_timestamp", "timeofday"})
 
 def function_names(tree: exp.Expression) -> set[str]:
     """List the lower-cased names under which PostgreSQL may resolve each function call in ``tree``.
-
-    An unknown function gives its name without schema (``pg_catalog.pg_sleep`` -> ``pg_sleep``);
-    one sqlglot knows gives every name sqlglot maps to its node (``exp.Rand`` -> ``rand``,
-    ``random``), so a volatile function behind a portable node is still looked up.
 
     Args:
         tree: the parsed candidate.
@@ -52,7 +44,6 @@ def volatile_functions(plpy, names: Iterable[str]) -> set[str]:
     name (in any schema: conservative, overloads and schemas are not told apart).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         names: lower-case function names.
 
     Returns:
@@ -145,7 +136,6 @@ def volatile_operators(plpy, names: Iterable[str]) -> dict[str, str]:
     any argument types: conservative) whose function (``oprcode``) is volatile.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         names: operator names.
 
     Returns:
@@ -171,7 +161,6 @@ def volatile_row_functions(plpy, names: Iterable[str]) -> set[str]:
     composite (row) type: what ``t.name`` calls in column notation.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         names: lower-case column names (``column_notation_names``).
 
     Returns:
@@ -304,7 +293,6 @@ def denied_functions(plpy, names: Iterable[str]) -> dict[str, str]:
     """The refused ones among ``names``, read from ``pg_proc``, with why.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         names: lower-case function names (``function_names``).
 
     Returns:
@@ -340,10 +328,6 @@ def check_functions(
     denied: Callable[[set[str]], dict[str, str]] | None = None,
 ) -> None:
     """Refuse a candidate that calls a function of a refused family or a volatile function.
-
-    Deny by default (docs/safety.md): the name families of ``denied_by_name`` (no lookup),
-    then what ``denied`` finds in ``pg_proc`` (argument types), then every function must be
-    non-volatile or on ``VOLATILE_ALLOWLIST``.
 
     Args:
         tree: the parsed candidate.
@@ -398,11 +382,9 @@ def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, st
 
 def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
     """``schema.table`` names among ``targets`` on which the current role may SELECT no column
-    (or that no longer exist). Column-level privileges are the database's to enforce when the
-    candidate runs.
+    (or that no longer exist).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         targets: (schema, table) pairs.
 
     Returns:
@@ -424,12 +406,10 @@ def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
-    """The full candidate check (docs/safety.md): ``sqlcheck.check_candidate`` (the statement's
-    shape, relations of ``schema`` only), ``check_functions``, ``check_operators``, then SELECT
-    privilege on every relation for the current role.
+    """The full candidate check: ``sqlcheck.check_candidate``, ``check_functions``,
+    ``check_operators``, then SELECT privilege on every relation.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         sql: the candidate's text.
         schema: the calling role's visible schema.
 

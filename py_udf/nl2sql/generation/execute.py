@@ -1,8 +1,5 @@
-"""Executing candidates inside the database: read-only, always rolled back, time-limited, with
-at most ``max_rows`` rows and ``max_bytes`` of row text fetched.
-
-How each limit holds (PG 15): docs/internals/generation.md "Execution".
-"""
+"""Executing candidates: read-only, rolled back, time-limited, rows and bytes capped
+(docs/internals/generation.md "Execution")."""
 
 from __future__ import annotations
 
@@ -70,8 +67,6 @@ def _helper(pid: int) -> subprocess.Popen:
 
 class Watchdog:
     """Send SIGINT to ``pid`` after ``timeout_ms`` unless stopped first (constructing arms it).
-
-    A helper process, started once per backend, keeps the clock (it fires even inside SPI).
 
     Args:
         pid: the process id of the backend to signal (``os.getpid()``).
@@ -182,12 +177,9 @@ def run_candidate(
 ) -> Candidate:
     """Execute ``cand.sql`` (already checked) read-only and time-limited; fill its outcome.
 
-    A session-level advisory lock the candidate took is released and the candidate refused.
-
     Source: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         cand: the candidate; ``cand.sql`` must have passed the check.
         search_path: the caller's search_path text, so names resolve as the user's would.
         timeout_ms: wall-clock limit in milliseconds; on expiry status is ``timeout``.
@@ -277,7 +269,6 @@ def fetch_rows(
     """Fetch the rows of a checked query, read-only and time-limited (``nl2sql.ask``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         sql: the query; it must have passed the check.
         search_path: the caller's search_path text.
         timeout_ms: wall-clock limit in milliseconds.

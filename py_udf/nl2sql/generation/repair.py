@@ -1,9 +1,5 @@
-"""Repair: a candidate that fails or returns no rows gets further model rounds with its error and
-the relevant cell values; it keeps its best attempt.
-
-Sources: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5. The rounds:
-docs/internals/generation.md "Repair".
-"""
+"""Repair rounds for a candidate that fails or returns no rows (docs/internals/generation.md
+"Repair"). Sources: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ class RepairOutcome(StrEnum):
 
 
 def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
-    """Say what went wrong with a candidate, for the repair prompt.
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3.
+    """Say what went wrong with a candidate, for the repair prompt. Source: OpenSearch-SQL (Xie et
+    al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3.
 
     Args:
         c: a checked and executed (or refused) candidate.
@@ -157,9 +152,8 @@ def repair_loop(
     *,
     gate: Gate,
 ) -> dict[str, Any]:
-    """Run the repair rounds over the candidates, in place.
-
-    Source: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
+    """Run the repair rounds over the candidates, in place. Source: ReBoost (Sui et al. 2023) §3.3;
+    OpenSearch-SQL (Xie et al. 2024) §3.5.
 
     Args:
         cands: the question's candidates, executed; modified in place.

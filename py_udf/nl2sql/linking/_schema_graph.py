@@ -1,9 +1,5 @@
-"""The schema as a graph of joins: foreign keys, inferred joins, and the bridge tables on the
-shortest paths between linked tables (docs/internals/retrieval.md, "Join graph").
-
-Source: PET-SQL (Li et al. 2024) §3.3 (linked tables joined); foreign-key discovery by column
-names (Rostin et al. 2009, WebDB).
-"""
+"""The schema as a graph of joins (docs/internals/retrieval.md "Join graph"). Source: PET-SQL
+(Li et al. 2024) §3.3; foreign-key discovery by column names (Rostin et al. 2009)."""
 
 from __future__ import annotations
 
@@ -195,9 +191,6 @@ def fk_bridges(
     tables: list[str], schema: Schema, joined: list[str] = (), edges: list[tuple[str, str]] = ()
 ) -> list[tuple[str, str, str]]:
     """Find the tables needed to join ``tables`` over the foreign keys and inferred joins.
-
-    Greedy Steiner-tree approximation from the first table, or from all of ``joined`` together
-    (docs/internals/retrieval.md, "Join graph").
 
     Args:
         tables: table prompt names, in link order (names not in ``schema`` are ignored).

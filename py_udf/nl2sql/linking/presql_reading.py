@@ -1,9 +1,5 @@
-"""What a PreSQL reads: its tables and columns, the tables its tokens name when it does not
-parse, the joins it wrote, and its tables grouped by SELECT.
-
-Source: PET-SQL (Li et al. 2024) §3.3 (PreSQL-based schema linking); MCS-SQL (Lee et al. 2024)
-§3.1 (linking favours recall).
-"""
+"""What a PreSQL reads: tables, columns, joins. Source: PET-SQL (Li et al. 2024) §3.3;
+MCS-SQL (Lee et al. 2024) §3.1."""
 
 from __future__ import annotations
 
@@ -71,9 +67,6 @@ def presql_token_tables(
 ) -> list[str]:
     """Read the tables a PreSQL names from its tokens, for a PreSQL that does not parse.
 
-    A token outside literals equal to a table's name (bare or ``schema.table``) links it; the first
-    dialect that yields a table wins.
-
     Args:
         presql: the PreSQL's text as the model wrote it, or None.
         schema: the schema the calling role may see.
@@ -114,9 +107,6 @@ def presql_token_tables(
 
 def presql_written_joins(presql: str | None, schema: Schema) -> list[tuple[str, str]]:
     """Find the pairs of tables PreSQL joins by an equality it wrote between their columns.
-
-    Such a pair needs no bridge table, unless the equality equates the whole primary keys of
-    both (``id = id``: not trusted; docs/internals/retrieval.md, "PreSQL's joins").
 
     Args:
         presql: the PreSQL's text (PostgreSQL), or None.
@@ -159,9 +149,6 @@ def presql_written_joins(presql: str | None, schema: Schema) -> list[tuple[str, 
 
 def presql_join_groups(presql: str | None, schema: Schema) -> list[list[str]]:
     """Group the tables PreSQL reads by the SELECT whose FROM/JOIN reads them.
-
-    A semi-join subquery (``col [NOT] IN (SELECT …)``, ``col = (SELECT …)``) belongs to its
-    outer SELECT's group; branches of a set operation are separate groups.
 
     Args:
         presql: the PreSQL's text (PostgreSQL), or None.

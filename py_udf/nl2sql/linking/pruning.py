@@ -1,10 +1,5 @@
-"""Schema pruning for the PreSQL prompt: the estimated token count, the tables' similarity to
-the question, and the tables kept within ``prompt_token_budget`` (docs/internals/retrieval.md,
-"Pruning").
-
-Source: PET-SQL (Li et al. 2024) §3.3 (the PreSQL prompt shows the schema); MCS-SQL (Lee et al.
-2024) §3.1 (recall first: tables of matched values are kept first).
-"""
+"""Schema pruning for the PreSQL prompt to ``prompt_token_budget`` (docs/internals/retrieval.md
+"Pruning"). Source: PET-SQL (Li et al. 2024) §3.3; MCS-SQL (Lee et al. 2024) §3.1."""
 
 from __future__ import annotations
 
@@ -52,9 +47,6 @@ def prune_schema(
     neighbour_step: float = 0.05,
 ) -> tuple[Schema, dict]:
     """Prune the schema so that the prompt stays within ``budget`` estimated tokens.
-
-    Unchanged when it fits; otherwise the best tables that fit (``keep`` first, FK neighbours right
-    after their table; docs/internals/retrieval.md, "Pruning").
 
     Args:
         schema: the schema the calling role may see (``catalog.load_schema``).
@@ -145,7 +137,6 @@ def column_similarities(
     """Compute the cosine similarity of the question with every readable column's embedding.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question_vec: the question's embedding, 384 floats.
         relation: the relation read, a trusted name (default view ``nl2sql.visible_column``).
 

@@ -1,12 +1,5 @@
-"""Schema linking: the tables and columns the FinSQL prompt shows, each with the reasons it was
-linked — PreSQL's tables and columns ∪ the columns of matched cell values ∪ columns similar to
-the question ∪ the foreign-key bridge tables that join them (docs/internals/retrieval.md).
-
-Source: PET-SQL (Li et al. 2024) §3.3 (PreSQL-based schema linking; R_s 0.98 with 1.60 tables
-linked for 1.57 in gold, Tables 5/6); OpenSearch-SQL (Xie et al. 2024) §3.4 (columns of
-retrieved values and of columns close to the question); MCS-SQL (Lee et al. 2024) §3.1
-(linking favours recall: a missed table cannot be recovered later).
-"""
+"""Schema linking (docs/internals/retrieval.md). Source: PET-SQL (Li et al. 2024) §3.3 (R_s
+0.98, Tables 5/6); OpenSearch-SQL (Xie et al. 2024) §3.4; MCS-SQL (Lee et al. 2024) §3.1."""
 
 from __future__ import annotations
 
@@ -32,10 +25,8 @@ from .presql_reading import (
 
 @dataclass
 class Linked:
-    """The linked schema: ``tables`` and ``columns`` (``table.column``) by prompt name in link
-    order, and ``why``: table -> its reasons (``presql``, ``value t.c = 'v' (exact 1.00)``,
-    ``column similarity t.c 0.63``, ``fk bridge a - b``).
-    """
+    """The linked schema: ``tables``, ``columns`` (``table.column``) in link order, and ``why``:
+    table -> reasons (``presql``, ``value t.c = 'v' (exact 1.00)``, ``fk bridge a - b``)."""
 
     tables: list[str] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
@@ -80,8 +71,6 @@ class Linked:
 def schema_words(schema: Schema) -> frozenset[str]:
     """Collect the words of every table and column name with their singular/plural forms.
 
-    Cached per set of names (16 schemas): value retrieval and linking both ask.
-
     Args:
         schema: the schema (``catalog.load_schema``).
 
@@ -114,9 +103,6 @@ def linking_values(
     presql_columns: set[tuple[str, str]] = frozenset(),
 ) -> list:
     """Select the matched values that link their column (OpenSearch-SQL §3.4).
-
-    Exact or ≥ ``value_min``, not from an evidence n-gram, and none of the exceptions of
-    docs/internals/retrieval.md, "Values that link".
 
     Args:
         schema: the schema the values were retrieved from (``catalog.load_schema``).
@@ -179,9 +165,6 @@ def link_schema(
     question: str | None = None,
 ) -> Linked:
     """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
-
-    An unparsable PreSQL links the tables its tokens name (``presql tokens``); one naming no table
-    links the whole schema its prompt showed (``presql schema``): linking never loses a table.
 
     Args:
         schema: the schema the calling role may see (``catalog.load_schema``).

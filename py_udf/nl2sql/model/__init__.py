@@ -1,6 +1,4 @@
-"""The model boundary: the configured models, prompts, the gate every text bound for a model
-passes, and the OpenAI-compatible calls.
-"""
+"""The model boundary: configured models, prompts, the gate, the OpenAI-compatible calls."""
 
 __all__ = [
     "config",

@@ -14,7 +14,6 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
     """Read the enabled models of ``nl2sql.model``, in position order (then name).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         st: the settings (read when not given): ``llm_timeout_s`` is the timeout of a model
             without its own ``timeout_s``, ``llm_max_retries`` every model's retries.
 

@@ -1,12 +1,5 @@
-"""The one gate every text bound for a model passes: the asking role's value rules, applied.
-
-What may reach a model is decided per call from the schema the role may read
-(``catalog.load_schema``) and the value rules (setting ``send_values``, ``nl2sql.value_policy``).
-A prompt becomes chat messages only through ``Gate.seal`` (``Gated``), and ``llm`` sends nothing
-else. The rule for each part of a prompt: docs/internals/model.md "The gate".
-
-It imports only ``errors``, ``names``, ``prompts``, ``sqlcheck`` and ``types`` from the package.
-"""
+"""The one gate every text bound for a model passes: the asking role's value rules, applied;
+only ``Gate.seal`` makes chat messages (docs/internals/model.md "The gate")."""
 
 from __future__ import annotations
 
@@ -168,9 +161,6 @@ class Gate:
 
     def examples(self, stage: str, examples: list[Example]) -> list[Example]:
         """Mask this database's examples that would show withheld values.
-
-        An example of this database (``db_id`` 'local') that reads a withheld column (any, with
-        ``send_values = off``) is shown with its masked question and its SQL's literals replaced.
 
         Args:
             stage: the asking stage.

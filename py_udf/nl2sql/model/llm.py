@@ -1,9 +1,5 @@
-"""Model calls to OpenAI-compatible endpoints: one call (``call_model``), or several at once
-while the calling thread waits in slices (``call_models``, ``call_models_during``).
-
-A backend's call is relayed to the shared embedding process when it is in use, else made here
-(``openai_call``). Waiting, retries and deadlines: docs/internals/model.md "Model calls".
-"""
+"""Model calls to OpenAI-compatible endpoints: ``call_model``, ``call_models``,
+``call_models_during``; relayed or made here (docs/internals/model.md "Model calls")."""
 
 from __future__ import annotations
 
@@ -74,9 +70,7 @@ def call_model(
 ) -> LLMReply:
     """Make one chat-completions call to a model's OpenAI-compatible endpoint.
 
-    Relayed to the shared embedding process when this backend uses it (``embedder = 'shared'``),
-    else made here with the openai client (``openai_call.call_here``). Never raises for a model
-    failure: it comes back in ``LLMReply.error``, keys masked.
+    Relayed or made here; a model failure comes back in ``LLMReply.error``, keys masked.
 
     Args:
         cfg: the model's configuration.
@@ -159,9 +153,6 @@ def call_models(
     calls: list[tuple], on_wait: Callable[[], None] | None = None, budget_s: float | None = None
 ) -> list[LLMReply]:
     """Run several model calls concurrently, each in its own thread.
-
-    Each call gets ``min(cfg.timeout_s, budget_s)`` seconds (at least 0.05 s); a call still
-    running then is abandoned and reported as an error reply.
 
     Args:
         calls: each ``(cfg, messages)`` or ``(cfg, messages, n, temperature)``, as the

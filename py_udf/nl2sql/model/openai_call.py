@@ -1,9 +1,5 @@
-"""One chat-completions call made in this process with the ``openai`` client, under a hard
-deadline; also what the shared embedding process runs for a backend (``relay_call``).
-
-Heavy (imports openai): ``llm.call_model`` imports it only when a backend makes its own call.
-How the deadline holds: docs/internals/model.md "Hard deadline".
-"""
+"""One chat-completions call with the ``openai`` client under a hard deadline (heavy: imported
+only when needed; docs/internals/model.md "Hard deadline")."""
 
 from __future__ import annotations
 
@@ -237,9 +233,6 @@ def relay_call(
     temperature: float | None = None,
 ) -> dict:
     """Make a model call for a backend, in the shared embedding process.
-
-    The backend's gate sealed ``messages`` before they crossed the process's socket; the API key
-    comes from this process's environment (the server's).
 
     Args:
         config: a ``ModelConfig`` as a dict (``dataclasses.asdict``).

@@ -1,8 +1,5 @@
-"""Prompt assembly: PET-SQL's reference-enhanced prompt (PreSQL) and the linked-schema prompt
-(FinSQL), in DAIL-SQL's code representation with DAIL organization of examples.
-
-Sources: PET-SQL (Li et al. 2024) §3.1, Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4.
-"""
+"""Prompt assembly in DAIL-SQL's code representation. Sources: PET-SQL (Li et al. 2024) §3.1,
+Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4."""
 
 from __future__ import annotations
 
@@ -39,7 +36,6 @@ def _quote_value(v: str, data_type: str) -> str:
 
 def render_table(table: Table, n_values: int = 3) -> str:
     """Render one table as a commented CREATE TABLE (types, primary key, comments, cell values).
-
     Source: PET-SQL (Li et al. 2024) §3.1; DAIL-SQL (Gao et al. 2023) §3.1.
 
     Args:
@@ -74,9 +70,8 @@ def render_table(table: Table, n_values: int = 3) -> str:
 
 
 def render_schema(schema: Schema, n_values: int = 3) -> str:
-    """Render the schema in code representation followed by foreign-key lines.
-
-    Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2.
+    """Render the schema in code representation followed by foreign-key lines. Source: PET-SQL (Li
+    et al. 2024) §3.1 and Listing 2.
 
     Args:
         schema: the tables and foreign keys to show.
@@ -98,9 +93,8 @@ def render_schema(schema: Schema, n_values: int = 3) -> str:
 
 
 def render_examples(examples: list[Example]) -> str:
-    """Render the examples in DAIL organization: question/SQL pairs, no example schemas.
-
-    Source: DAIL-SQL (Gao et al. 2023) §3.4.
+    """Render the examples in DAIL organization: question/SQL pairs, no example schemas. Source:
+    DAIL-SQL (Gao et al. 2023) §3.4.
 
     Args:
         examples: the chosen examples, in the order to show.
@@ -129,9 +123,8 @@ def _pairs(header: str, marker: str, pairs: list[tuple[str, str]]) -> str:
 
 
 def render_values(values: list[tuple[str, str, str]]) -> str:
-    """Render the cell values retrieved for the question, one line per column.
-
-    Source: OpenSearch-SQL (Xie et al. 2024) §3.4.
+    """Render the cell values retrieved for the question, one line per column. Source:
+    OpenSearch-SQL (Xie et al. 2024) §3.4.
 
     Args:
         values: ``(table prompt name, column, value)`` triples.
@@ -155,10 +148,8 @@ def _one_line(text: str) -> str:
 
 
 def render_business(terms: list[tuple[str, str, str | None]], instructions: list[str]) -> str:
-    """Render the business context: terms with their definitions, and instructions.
-
-    Source: semantic layers (glossary, metrics, instructions in the prompt); ReBoost (Sui et al.
-    2023) §3.2.
+    """Render the business context: terms with their definitions, and instructions. Source: semantic
+    layers (glossary, metrics, instructions in the prompt); ReBoost (Sui et al. 2023) §3.2.
 
     Args:
         terms: ``(term, definition, sql_expression or None)`` triples, in order.
@@ -193,9 +184,8 @@ so the asked question stays the one after the last ``QUESTION_MARKER``."""
 
 
 def render_turns(turns: list[Turn] | tuple[Turn, ...]) -> str:
-    """Render a conversation's earlier turns: each question and the SQL chosen for it.
-
-    Source: CoE-SQL (Zhang et al. 2024), multi-turn text-to-SQL.
+    """Render a conversation's earlier turns: each question and the SQL chosen for it. Source:
+    CoE-SQL (Zhang et al. 2024), multi-turn text-to-SQL.
 
     Args:
         turns: the earlier turns, oldest first.
@@ -224,9 +214,6 @@ def build_prompt(
     turns: list[Turn] | tuple[Turn, ...] = (),
 ) -> str:
     """Build the reference-enhanced prompt (the user message) for PreSQL or FinSQL.
-
-    Parts, blank-line separated: schema (cell values, foreign keys), retrieved values, business
-    context, examples, earlier turns, hint, instruction, and the question last.
 
     Source: PET-SQL (Li et al. 2024) §3.1, Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4.
 

@@ -1,9 +1,5 @@
-"""Writing one table's cell values to the value index (``nl2sql.cell_value``), with embeddings.
-
-Strings already in the value index reuse their embedding; new ones are embedded once each in
-bulk (``embed(..., bulk=True)``) and written ``EMBED_CHUNK`` at a time with one
-``INSERT ... SELECT FROM unnest``.
-"""
+"""Writing one table's cell values to the value index, with embeddings (docs/internals/ops.md
+"Cell values")."""
 
 from __future__ import annotations
 
@@ -136,12 +132,9 @@ def _embed_and_insert(
 def write_values(
     plpy, schema: str, table: str, pairs: list[tuple[str, str]], progress: bool
 ) -> dict:
-    """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs``: gone rows deleted, kept
-    rows keep their embedding, a string already indexed reuses its embedding, the rest are
-    embedded (``_delete_gone``, ``_insert_reused``, ``_embed_and_insert``).
+    """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs``, reusing embeddings.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
         pairs: ``(column, value)`` pairs, the table's value index as it should be.

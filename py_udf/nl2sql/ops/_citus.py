@@ -1,9 +1,5 @@
-"""Citus: shards stay out of the index (Citus's own ``relation_is_a_known_shard``), and a
-distributed table's row count and change counters come from its shards' statistics
-(``run_command_on_shards``), never a distributed ``count(*)``. Nothing runs without Citus.
-
-docs/operations.md "Citus" describes the behaviour; tests/unit/ops/test_citus.py checks the builders without Citus.
-"""
+"""Citus: shards stay out of the index; distributed tables' counts come from shard statistics.
+Nothing runs without Citus (docs/operations.md, "Citus")."""
 
 from __future__ import annotations
 
@@ -79,7 +75,6 @@ def distributed(plpy, schema: str, table: str, citus: bool) -> bool:
     """Say whether a table is a Citus distributed or reference table (in ``pg_dist_partition``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
         citus: the citus extension is installed (``present``); without it: False, no query.
@@ -105,7 +100,6 @@ def shard_stats(plpy, schema: str, table: str) -> dict:
     user data read; a statistics reset reads as a change).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
 

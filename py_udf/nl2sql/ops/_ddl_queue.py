@@ -1,7 +1,5 @@
-"""The DDL queue the event triggers fill (``nl2sql.ddl_queue``), as ``reindex`` reads it: which
-tables to re-index, which rows are done. A row's ``id`` is its watermark: a reindex removes only
-rows it has seen, so DDL committed meanwhile stays queued (docs/indexing.md, "DDL").
-"""
+"""The DDL queue (``nl2sql.ddl_queue``) as ``reindex`` reads it; a row's ``id`` is its watermark
+(docs/indexing.md, "DDL")."""
 
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ def table_mark(plpy, schema: str, table: str) -> int | None:
     """The highest queue id of one relation (the watermark for ``mark_done``), or None.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the relation's schema name.
         table: the relation's name.
 
@@ -52,7 +49,6 @@ def mark_done(plpy, schema: str, table: str, mark: int) -> int:
     """Remove one relation's queue rows up to ``mark`` (it was just re-indexed).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the relation's schema name.
         table: the relation's name.
         mark: the watermark ``table_mark`` returned before indexing.
@@ -77,7 +73,6 @@ def clear_uncovered(plpy, schemas: list[str], covered: list[tuple[str, str]]) ->
     outside ``schemas``, those not ``covered`` (partitions, extension members, shards).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schemas: the schema names the reindex covered.
         covered: the ``(schema, table)`` pairs the reindex covered.
 

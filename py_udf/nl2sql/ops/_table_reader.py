@@ -1,9 +1,5 @@
-"""Reading one table for the index: its catalog entry, sample values per column and the
-distinct string cell values of each string column (``column_values``).
-
-Source: PET-SQL (Li et al. 2024) §3.1 (3 cell values per column in the prompt); OpenSearch-SQL
-(Xie et al. 2024) §3.4 (value index over string cells).
-"""
+"""Reading one table for the index: catalog entry, sample values, distinct string values.
+Source: PET-SQL (Li et al. 2024) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.4."""
 
 from __future__ import annotations
 
@@ -139,10 +135,7 @@ def _column_values(
 def read_table(plpy, schema: str, table: str, st: Settings, state: dict) -> dict:
     """Read one table's catalog entry, sample values and string cell values.
 
-    Columns the value policy withholds get no values and no samples (``value_columns``).
-
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
         st: the settings (``sample_values``, ``values_per_column``, ...).

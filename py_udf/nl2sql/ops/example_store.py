@@ -1,11 +1,5 @@
-"""The example pool's rows (``nl2sql.example``): the built-in pool, pairs added one at a time
-or bulk-loaded, their masked-question embeddings, and which relations an example of this
-database reads (``nl2sql.example_relation``, so ``visible_example`` shows it only to roles that
-may read them all).
-
-Source: DAIL-SQL (Gao et al. 2023) §3.3 and PET-SQL (Li et al. 2024) §3.2, examples retrieved by
-masked-question embedding.
-"""
+"""The example pool's rows (``nl2sql.example``) and the relations each reads.
+Source: DAIL-SQL (Gao et al. 2023) §3.3; PET-SQL (Li et al. 2024) §3.2."""
 
 from __future__ import annotations
 
@@ -35,12 +29,10 @@ _INSERT_TYPES = ["text", "text", "text", "text", "text", "text", "text", "text"]
 def add_example(
     plpy, question: str, sql: str, db_id: str | None, dialect: str, source: str = "user"
 ) -> int:
-    """Add one question/SQL pair to the pool, transpiled to PostgreSQL, masked and embedded;
-    a pair of this database is checked as a candidate is and its relations recorded. An
-    existing pair (same db_id, question, SQL) gets the new ``source``.
+    """Add one question/SQL pair to the pool, transpiled, masked and embedded; a pair of this
+    database is checked as a candidate is.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question: the pair's question.
         sql: the pair's SQL, in ``dialect``.
         db_id: the database it was written for; None for this database.
@@ -92,7 +84,6 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> dict:
     """Bulk-load Spider/BIRD-format pairs into the pool (source ``load``), embedded.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         data: a JSON array (or JSON lines) of ``{question, query|SQL, db_id}`` objects.
         dialect: the sqlglot dialect of the SQL (transpiled to PostgreSQL).
         tables: Spider ``tables.json`` text giving each db_id's schema for masking, or None.
@@ -123,7 +114,6 @@ def record_example_relations(plpy, example_id: int, tree: exp.Expression, schema
     so that view ``nl2sql.visible_example`` shows it only to roles that may read them all.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         example_id: the example's id.
         tree: the example's parsed SQL.
         schema: the visible schema its relations are resolved against.

@@ -1,6 +1,4 @@
-"""Upkeep of the index's own indexes around a reindex: the value index's HNSW index dropped
-before a bulk write and built after it, the trigram index's pending list and statistics.
-"""
+"""Upkeep of the HNSW and trigram indexes around a reindex (docs/internals/ops.md)."""
 
 from __future__ import annotations
 
@@ -79,9 +77,8 @@ INDEX_TABLES = (
 
 
 def tidy_indexes(plpy) -> dict:
-    """Fold the trigram index's pending list in (``gin_clean_pending_list``) and ANALYZE
-    ``INDEX_TABLES`` after a reindex that changed them (docs/internals/ops.md); skipped for a
-    role that does not own them.
+    """Fold the trigram index's pending list in and ANALYZE ``INDEX_TABLES`` (skipped for a role
+    that does not own them).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).

@@ -1,10 +1,5 @@
-"""The reindex: what ``nl2sql.reindex()`` runs, and the same work in units for the
-``nl2sql-index`` CLI (``nl2sql._reindex_changed``, ``_reindex_table``, ``_reindex_finish``).
-
-The parts: ``table_state`` (which tables, which changed: catalog only), ``table_index`` (one
-table's rows and cell values), ``example_store`` (the example pool), ``index_maintenance``
-(HNSW and trigram upkeep). See docs/internals/ops.md.
-"""
+"""The reindex (``nl2sql.reindex()``) and its units for the ``nl2sql-index`` CLI
+(docs/internals/ops.md "The reindex")."""
 
 from __future__ import annotations
 
@@ -20,12 +15,10 @@ from .table_state import needs_reindex, table_states
 
 
 def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict:
-    """Index the catalog of ``schemas``, their cell values and the example pool: the tables
-    whose state changed (``needs_reindex``), then what ``finish`` does. Incremental unless
-    ``force``: with nothing changed no user data is read.
+    """Index the catalog of ``schemas``, their cell values and the example pool (incremental
+    unless ``force``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schemas: schema names; None or empty uses setting ``schemas``.
         force: rewrite every table even when its fingerprint is unchanged.
 
@@ -62,7 +55,6 @@ def changed_tables(
     """List the covered tables with whether each must be re-read (the CLI's first step).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schemas: schema names; None or empty uses setting ``schemas``.
         force: count every table as changed.
 
@@ -82,7 +74,6 @@ def finish(
     tables changed or the counts show a change, ``tidy_indexes``.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schemas: the covered schema names; None or empty uses setting ``schemas``.
         kept: the ``(schema, table)`` pairs covered now.
         tables_changed: whether any table was re-indexed.
@@ -107,7 +98,6 @@ def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -
     """Remove index rows of tables in the covered schemas that are no longer covered.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         keep: the ``(schema, table)`` pairs covered now (``table_state.plan``).
         schemas: the covered schema names; None or empty uses setting ``schemas``.
 

@@ -1,9 +1,5 @@
-"""(Re)indexing one table: its rows of ``nl2sql.schema_table``, ``schema_column`` (with
-column embeddings), ``schema_fk`` and ``cell_value`` (``_cell_values``).
-
-Source: PET-SQL (Li et al. 2024) §3.1, cell values per column; OpenSearch-SQL (Xie et al.
-2024) §3.4, value index over string cells.
-"""
+"""(Re)indexing one table's rows of the schema and value index. Source: PET-SQL (Li et al.
+2024) §3.1; OpenSearch-SQL (Xie et al. 2024) §3.4."""
 
 from __future__ import annotations
 
@@ -27,7 +23,6 @@ def index_table(
     queued it (``ddl_queue``: created, altered, renamed); its queue rows are removed after.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
         force: rewrite even when the state is unchanged.
@@ -50,10 +45,8 @@ def index_table(
 
 
 def _with_shard_state(plpy, schema: str, table: str, state: dict) -> dict:
-    """For a Citus distributed or reference table, ``state`` with its data state and row
-    estimate taken from its shards' statistics (``citus.shard_stats``: the coordinator's own
-    counters stay zero for such a table); ``state`` unchanged without Citus or for any other
-    table."""
+    """``state``, for a Citus distributed or reference table with data state and row estimate
+    from its shards' statistics (the coordinator's counters stay zero)."""
     if not citus.distributed(plpy, schema, table, citus.present(plpy)):
         return state
     stats = citus.shard_stats(plpy, schema, table)
@@ -68,12 +61,10 @@ def _with_shard_state(plpy, schema: str, table: str, state: dict) -> dict:
 def write_table(
     plpy, schema: str, table: str, force: bool = False, state: dict | None = None
 ) -> dict:
-    """(Re)index one table: ``nl2sql.schema_table``, ``schema_column`` (column embeddings of
-    ``table column words: comment``), ``cell_value`` (``write_values``) and ``schema_fk``;
-    nothing is read when its state is unchanged (``needs_reindex``) and not ``force``.
+    """(Re)index one table's rows of the schema and value index, unless unchanged and not
+    ``force``.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
         force: rewrite even when the state is unchanged.

@@ -1,10 +1,5 @@
-"""Which tables a reindex covers and which of them changed, read from the catalog only.
-
-A table is re-read only when its catalog state (columns, types, keys, comments, value policy,
-the indexing settings: SQL function ``nl2sql._catalog_state``) or its data state (oid,
-relfilenode, the statistics' tuple counters: ``nl2sql._data_state``) differs from what was
-stored when it was indexed (``needs_reindex``). No user data is read.
-"""
+"""Which tables a reindex covers and which changed, from the catalog only
+(docs/internals/ops.md "Change detection reads no user data")."""
 
 from __future__ import annotations
 
@@ -35,7 +30,6 @@ def plan(plpy, schemas: list[str] | None = None) -> list[tuple[str, str]]:
     of ``schemas`` the current role may SELECT; not nl2sql's, extension members, Citus shards.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schemas: schema names; None or empty uses setting ``schemas``.
 
     Returns:
@@ -80,7 +74,6 @@ def table_states(
     data): catalog state with ``settings_state``, data state, row estimate, and both as stored.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schemas: schema names; None or empty uses setting ``schemas``.
         only: ``(schema, table)`` to read the state of that one table (when covered).
         st: the settings; None reads them.
@@ -158,7 +151,6 @@ def state_of(plpy, schema: str, table: str, st: Settings) -> dict:
     """Read one table's ``table_states`` row (covered schemas first, then its own schema).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
         st: the settings.

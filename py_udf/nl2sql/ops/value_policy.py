@@ -1,18 +1,5 @@
-"""The cell-value policy: which cell values may be indexed and sent to a model.
-
-The rules, in the order they apply:
-
-- setting ``send_values``: ``off`` keeps every cell value out of the index and the prompts;
-- a column's row in ``nl2sql.value_policy`` (``send_values`` true/false), else its table's row
-  (column name ``''``), decides for that column;
-- without a policy row, a table with row-level security is not value-indexed (its rows would be
-  read with the indexer's rights, not the asking role's): RLS tables are opt-in.
-
-The rule is SQL function ``nl2sql._value_rule``, which view ``nl2sql.visible_column`` also
-applies, so the indexer and every prompt read the same answer. This module imports only ``spi``
-and ``types`` (the indexer and the pipeline both import it): ``set_value_policy`` gets the
-table's reindex as an argument.
-"""
+"""The cell-value policy: which cell values may be indexed and sent to a model
+(docs/internals/ops.md "The value policy"; SQL function ``nl2sql._value_rule``)."""
 
 from __future__ import annotations
 
@@ -28,7 +15,6 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
     rules above, through SQL function ``nl2sql._values_allowed``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         schema: the table's schema name.
         table: the table's name.
 
@@ -134,7 +120,6 @@ def set_value_policy(
     """Store a cell-value policy; re-index the table (when indexed) so its values follow it.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         tbl: the table, as ``regclass`` text (resolved on the caller's search_path).
         send_values: true opts the table's (or column's) values in, false keeps them out.
         column_name: one column of ``tbl``, or None for the whole table.

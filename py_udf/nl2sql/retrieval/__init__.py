@@ -1,7 +1,5 @@
-"""Everything found before a model is asked: the question checked and rewritten, the masked
-question, cell values, the example pool and DAIL selection, earlier turns of a conversation;
-what retrieval gathers for a question and what the prompts show of it.
-"""
+"""Everything found before a model is asked: question, masking, cell values, examples,
+conversation turns, and what the prompts show of it."""
 
 __all__ = [
     "conversation",

@@ -1,10 +1,5 @@
-"""Follow-up questions: the earlier turns of a conversation, read from the caller's own log
-(view ``nl2sql.my_query_log``: a role never sees another role's turns) and shown in the
-prompts with their SQL.
-
-Source: SParC and CoSQL (Yu et al. 2019), earlier questions of the interaction; CoE-SQL (Zhang
-et al. 2024), with their SQL.
-"""
+"""Follow-up questions: earlier turns from the caller's own log (``nl2sql.my_query_log``).
+Source: SParC, CoSQL (Yu et al. 2019); CoE-SQL (Zhang et al. 2024)."""
 
 from __future__ import annotations
 
@@ -47,7 +42,6 @@ def earlier_turns(plpy, key: str | None, limit: int) -> list[Turn]:
     """Read the last turns of the caller's conversation ``key`` that chose an SQL.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         key: the conversation key, or None.
         limit: most turns returned (setting ``conversation_turns``).
 

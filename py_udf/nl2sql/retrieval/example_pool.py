@@ -1,9 +1,5 @@
-"""The example pool: question/SQL pairs from other databases with their masked questions and
-SQL skeletons; Spider/BIRD-format JSON loaded (SQLite SQL transpiled to PostgreSQL).
-
-Source: DAIL-SQL (Gao et al. 2023) §3.3 (masked questions, SQL skeleton); PET-SQL (Li et al.
-2024) §3.2 (examples masked with their own schema's names and values).
-"""
+"""The example pool: question/SQL pairs with masked questions and SQL skeletons.
+Source: DAIL-SQL (Gao et al. 2023) §3.3; PET-SQL (Li et al. 2024) §3.2."""
 
 from __future__ import annotations
 
@@ -22,10 +18,7 @@ BUILTIN_SOURCE = "builtin"
 
 @dataclass
 class PoolEntry:
-    """One pair ready for the pool (before embedding): ``db_id``, the stripped ``question``,
-    the ``sql`` as PostgreSQL, its database's ``schema`` (table -> column names, for masking; may be
-    empty), the ``masked_question`` and the ``sql_skeleton``.
-    """
+    """One pair ready for the pool (before embedding); ``schema``: table -> column names."""
 
     db_id: str
     question: str
@@ -90,9 +83,7 @@ def sql_skeleton(sql: str) -> str:
 def literal_phrases(values) -> list[str]:
     """List the phrases a question may use for SQL literals, to mask a pool question.
 
-    Each literal, its runs of two or more (not all) words and its words of 4+ characters that are
-    not stop words ('Band-Omega-9' → 'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'):
-    the asked question is masked with whatever matched, partial phrases included.
+    'Band-Omega-9' → 'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'.
 
     Args:
         values: the literal values (any objects; taken as ``str``).

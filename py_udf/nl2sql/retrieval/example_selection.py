@@ -1,9 +1,5 @@
-"""DAIL selection of few-shot examples: after PreSQL, the examples retrieved by masked-question
-similarity whose SQL skeleton is similar to PreSQL's (Jaccard ≥ τ) are kept; the most
-question-similar others fill up to k.
-
-Source: DAIL-SQL (Gao et al. 2023) §3.3.
-"""
+"""DAIL selection of few-shot examples (skeleton Jaccard ≥ τ with PreSQL's, then question
+similarity). Source: DAIL-SQL (Gao et al. 2023) §3.3."""
 
 from __future__ import annotations
 
@@ -63,10 +59,8 @@ def presql_skeleton(presql: str | None) -> str | None:
 
 @dataclass
 class Selection:
-    """What DAIL selection chose: ``examples`` (at most k, best first), ``how`` (``dail``: k
-    passed τ; ``dail + fallback``: fewer did; ``question similarity``: no PreSQL skeleton),
-    ``passed`` (how many had skeleton Jaccard ≥ τ) and ``tau`` in [0, 1].
-    """
+    """What DAIL selection chose: ``examples``, ``how`` (``dail``, ``dail + fallback``,
+    ``question similarity``), ``passed`` (skeleton Jaccard ≥ ``tau``)."""
 
     examples: list[Example]
     how: str
@@ -82,9 +76,6 @@ def dail_select(
     tau: float,
 ) -> Selection:
     """Select up to ``k`` few-shot examples by DAIL selection (DAIL-SQL §3.3).
-
-    Skeleton Jaccard ≥ ``tau`` first, then the best below; every candidate's ``skeleton_jaccard``
-    is set in place. Without a PreSQL skeleton: the first ``k``, unchanged.
 
     Args:
         candidates: Example list ordered by masked-question similarity, best first.

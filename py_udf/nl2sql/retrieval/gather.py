@@ -1,7 +1,5 @@
-"""What retrieval finds for one question before any model call (``Context``): ``gather`` runs
-the first lookups; ``add_vector_values`` and ``add_columns`` run while PreSQL is out.
-Sources: OpenSearch-SQL (Xie et al. 2024) §3.4; PET-SQL (Li et al. 2024) §3.2–3.3.
-"""
+"""What retrieval finds for one question before any model call (``Context``). Sources:
+OpenSearch-SQL (Xie et al. 2024) §3.4; PET-SQL (Li et al. 2024) §3.2–3.3."""
 
 from __future__ import annotations
 
@@ -59,12 +57,10 @@ class Context:
 
 
 def nearest_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Example], dict[int, str]]:
-    """Fetch the pool examples nearest to the masked question (cosine), best first.
-
-    Source: PET-SQL (Li et al. 2024) §3.2; DAIL-SQL (Gao et al. 2023) §3.3.
+    """Fetch the pool examples nearest to the masked question (cosine), best first. Source: PET-SQL
+    (Li et al. 2024) §3.2; DAIL-SQL (Gao et al. 2023) §3.3.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         masked_vec: the masked question's embedding: 384 floats (all-MiniLM-L6-v2, L2-normed).
         n: how many examples to fetch.
 
@@ -106,7 +102,6 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
     Source: OpenSearch-SQL (Xie et al. 2024) §3.4; PET-SQL (Li et al. 2024) §3.2.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question, evidence: the question as the prompts show it; the caller's hint or None.
         schema: the schema the role may read (``catalog.load_schema``).
         st: the settings (``value_*``, ``term_*``, ``k_examples``, ``dail_candidates``, ...).
@@ -158,12 +153,10 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
 
 
 def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float:
-    """Add embedding (vector) value matches for the phrases ``gather`` chose ("USA" for
-    'United States'); one strong enough to mask re-masks the question and fetches its
-    examples again (``ctx.remasked``). Source: OpenSearch-SQL (Xie et al. 2024) §3.4.
+    """Add vector value matches for ``gather``'s phrases, re-masking when one is strong enough.
+    Source: OpenSearch-SQL (Xie et al. 2024) §3.4.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         ctx, schema, st: the question's context (changed in place), the role's schema, the
             settings.
 
@@ -202,12 +195,10 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float
 
 
 def add_columns(plpy, ctx: Context, schema: Schema) -> float:
-    """Set ``ctx.column_sims`` (question/column similarity) and ``ctx.scores`` (per table).
-
-    Source: PET-SQL (Li et al. 2024) §3.3, similar columns.
+    """Set ``ctx.column_sims`` (question/column similarity) and ``ctx.scores`` (per table). Source:
+    PET-SQL (Li et al. 2024) §3.3, similar columns.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         ctx, schema: the question's context (changed in place); the role's schema.
 
     Returns:

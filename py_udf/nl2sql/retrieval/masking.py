@@ -1,8 +1,5 @@
-"""Masked question (question skeleton): schema names and cell values replaced by ``<mask>``,
-so that examples are retrieved by what a question asks, not by its domain words.
-
-Source: PET-SQL (Li et al. 2024) §3.2; DAIL-SQL (Gao et al. 2023) §3.3.
-"""
+"""Masked question: schema names and cell values replaced by ``<mask>``. Source: PET-SQL (Li
+et al. 2024) §3.2; DAIL-SQL (Gao et al. 2023) §3.3."""
 
 from __future__ import annotations
 
@@ -101,9 +98,6 @@ def tokenize(text: str) -> list[str]:
 
 def mask_question(question: str, names: Iterable[str] = (), values: Iterable[str] = ()) -> str:
     """Mask a question: schema names and cell values replaced by ``<mask>`` (DAIL-SQL §3.3).
-
-    Values before names, longest phrase first (up to 8 tokens), case-insensitively on token
-    boundaries; quoted spans and all-digit tokens are masked too; adjacent masks collapse.
 
     Args:
         question: the question (natural language).

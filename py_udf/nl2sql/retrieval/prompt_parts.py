@@ -1,7 +1,5 @@
-"""What the prompts show from retrieval: the PreSQL prompt (schema pruned to the token budget),
-schema linking and DAIL selection after PreSQL, the FinSQL prompt over the linked tables.
-Sources: PET-SQL (Li et al. 2024) §3.1, §3.3; DAIL-SQL (Gao et al. 2023) §3.3.
-"""
+"""What the prompts show from retrieval. Sources: PET-SQL (Li et al. 2024) §3.1, §3.3; DAIL-SQL
+(Gao et al. 2023) §3.3."""
 
 from __future__ import annotations
 
@@ -58,12 +56,10 @@ def first_examples(
 def presql_prompt(
     plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
 ) -> tuple[str, Schema, dict]:
-    """Build the PreSQL prompt; over ``prompt_token_budget`` the schema is pruned to the tables
-    most similar to the question and their FK neighbours (``pruning.prune_schema``, which
-    needs ``add_columns``). Sets ``ctx.presql_schema``. Source: PET-SQL (Li et al. 2024) §3.1.
+    """Build the PreSQL prompt, pruned to ``prompt_token_budget``; sets ``ctx.presql_schema``.
+    Source: PET-SQL (Li et al. 2024) §3.1.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         ctx, schema, st: the question's context, the role's schema, the settings.
         gate: the call's gate: the values and examples shown pass it.
 
@@ -114,9 +110,8 @@ def presql_prompt(
 def link_and_select(
     ctx: Context, schema: Schema, presql: str | None, st: Settings, presql_text: str | None = None
 ) -> tuple[Linked, Selection]:
-    """Link the schema from the PreSQL and select the FinSQL examples (DAIL).
-
-    Source: PET-SQL (Li et al. 2024) §3.3; DAIL-SQL (Gao et al. 2023) §3.3.
+    """Link the schema from the PreSQL and select the FinSQL examples (DAIL). Source: PET-SQL (Li et
+    al. 2024) §3.3; DAIL-SQL (Gao et al. 2023) §3.3.
 
     Args:
         ctx, schema, st: the question's context (after ``add_columns``), the role's schema,

@@ -1,9 +1,4 @@
-"""The question as asked and as the prompts show it: validation and ReBoost's query rewriting.
-
-Used by the pipeline's first stages (``stages.start``).
-
-Source: ReBoost (Sui et al. 2023) §3.1 (query rewriting: vague time made explicit).
-"""
+"""The question: validation and query rewriting. Source: ReBoost (Sui et al. 2023) §3.1."""
 
 from __future__ import annotations
 
@@ -50,9 +45,6 @@ def validate_question(question: str | None, max_chars: int) -> str:
 
 def rewrite_question(plpy, q: str, st: Settings) -> tuple[str, Rewritten | None]:
     """Rewrite the question as the prompts show it: relative time made explicit.
-
-    When setting ``rewrite_time`` is on and the question has a vague time ("last year"), it is
-    made explicit from the database's ``now()::date`` (see rewriting.py).
 
     Source: ReBoost (Sui et al. 2023) §3.1, query rewriting.
 

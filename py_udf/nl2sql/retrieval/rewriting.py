@@ -1,9 +1,5 @@
-"""Query rewriting: relative time in the question made explicit from the database's date,
-the phrase kept: "How many orders this month?" on 2024-05-17 becomes "How many orders this month
-(from 2024-05-01 to 2024-05-31)?" (docs/internals/retrieval.md, "Relative time").
-
-Source: ReBoost (Sui et al. 2023) §3.1, query rewriting of vague time expressions.
-"""
+"""Relative time made explicit from the database's date (docs/internals/retrieval.md
+"Relative time"). Source: ReBoost (Sui et al. 2023) §3.1."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Cell values the question and its evidence name, found in the value index as the calling
-role may see them: exact, by pg_trgm similarity, by embedding similarity
-(docs/internals/retrieval.md, "Value lookup").
-
-Source: OpenSearch-SQL (Xie et al. 2024) §3.4, value retrieval by string and vector similarity.
-"""
+"""Cell values the question names, from the value index as the calling role sees them
+(docs/internals/retrieval.md "Value lookup"). Source: OpenSearch-SQL (Xie et al. 2024) §3.4."""
 
 from __future__ import annotations
 
@@ -37,10 +33,8 @@ _SPAN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 
 @dataclass
 class Phrase:
-    """A candidate value phrase: ``text`` as written (≤ 200 characters) and its ``source``:
-    ``quoted`` or ``question`` (a quoted span or n-gram of the question), ``evidence`` or
-    ``evidence_ngram`` (of the evidence).
-    """
+    """A candidate value phrase (≤ 200 characters) and its ``source``: ``quoted``,
+    ``question``, ``evidence`` or ``evidence_ngram``."""
 
     text: str
     source: str
@@ -48,10 +42,8 @@ class Phrase:
 
 @dataclass
 class ValueMatch:
-    """One retrieved cell value: where it is, the value as text, ``score`` in 0..1 (1 for exact,
-    else pg_trgm or cosine similarity, 4 places), ``how`` (``exact``, ``trigram``, ``vector``) and
-    the ``phrase`` of the question or evidence that matched, with its ``source``.
-    """
+    """One retrieved cell value: ``score`` in 0..1 (1 exact, else trigram or cosine), ``how``
+    and the matching ``phrase`` with its ``source``."""
 
     schema: str
     table: str
@@ -73,9 +65,6 @@ class ValueMatch:
 
 def quoted_spans(text: str) -> list[str]:
     """Find the spans of a text between matching quotes (", ', “…”, ‘…’).
-
-    A quote opens only at the start or after a non-alphanumeric character and closes only before
-    one, so apostrophes inside words do not count.
 
     Args:
         text: a question or its evidence.
@@ -106,9 +95,6 @@ def quoted_spans(text: str) -> list[str]:
 
 def ngram_phrases(text: str, max_n: int = MAX_NGRAM) -> list[str]:
     """List the word n-grams of a text that might name a cell value, as written.
-
-    Skipped: n-grams only of stop words or single characters, of 2+ words starting or ending with
-    a stop word, or whose words are joined by anything but whitespace and ``- . & / '``.
 
     Args:
         text: a question or its evidence.
@@ -180,9 +166,6 @@ _HOW_RANK = {"exact": 0, "trigram": 1, "vector": 2}
 def merge_matches(matches: list[ValueMatch], top_k: int) -> list[ValueMatch]:
     """Merge and rank value matches, one per cell value.
 
-    Exact first (quoted spans, then question n-grams, then evidence n-grams), then by score, longer
-    phrase, exact / trigram / vector, value.
-
     Args:
         matches: matches from ``match_values``, possibly several per value.
         top_k: most entries to return.
@@ -240,7 +223,6 @@ def match_values(
     One statement of ``nl2sql._match_values`` (SECURITY DEFINER, filtered for ``current_user``).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         phrases: the candidate phrases (``candidate_phrases``).
         fuzzy: 0-based positions in ``phrases`` to look up by pg_trgm similarity.
         exact: when True, every phrase is looked up by case-insensitive equality (score 1).
@@ -279,10 +261,6 @@ def match_values(
 
 def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[int]:
     """Choose the phrases worth a trigram lookup (10-45 ms each at 1,000,000 strings).
-
-    Left out: question n-grams over ``MAX_FUZZY_WORDS`` words; phrases already resolved by an exact
-    or strong (≥ ``STRONG_TRIGRAM``) match in ``found``, or inside one; question n-grams straddling
-    the border of a resolved multi-word phrase (docs/internals/retrieval.md, "Value lookup").
 
     Args:
         phrases: the candidate phrases.
@@ -330,12 +308,7 @@ def _inside(words: tuple, outer: tuple) -> bool:
 def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
     """Exact and trigram matches of the phrases, as the calling role may see them.
 
-    Every phrase exactly; then by trigram similarity (none when ``trgm_min`` > 1) in three rounds
-    of ``fuzzy_phrases``: longest without a stop word, other longest, the rest
-    (docs/internals/retrieval.md, "Value lookup").
-
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         phrases: the candidate phrases (``candidate_phrases``).
         trgm_min: minimum pg_trgm similarity, 0..1 (setting ``value_trgm_min``).
 
@@ -381,10 +354,6 @@ def vector_phrases(
     phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str], limit: int
 ) -> list[int]:
     """Choose the phrases that get an embedding lookup (paraphrases: "USA" → 'United States').
-
-    Phrases of up to 3 words that ``fuzzy_phrases`` keeps, that matched nothing and lie in no phrase
-    that did, and are not only schema words, stop words and numbers; spans first. Each embedding
-    costs the backend about 2-5 ms of CPU, hence ``limit``.
 
     Args:
         phrases: the candidate phrases.

@@ -1,6 +1,4 @@
-"""Choosing among candidates: result signatures and the vote, MCS-SQL multiple choice, Spider
-hardness, learned per-model reliability, clarify-or-abstain.
-"""
+"""Choosing among candidates: vote, multiple choice, hardness, reliability, abstention."""
 
 __all__ = [
     "abstain",

@@ -1,8 +1,5 @@
-"""Clarify or abstain: when the winner's confidence is below ``abstain_below``, ``nl2sql()``
-raises a message listing the competing readings instead of answering.
-
-Sources: MCS-SQL (Lee et al. 2024) §3.3; "Know what I don't know" (Chen et al. 2023).
-"""
+"""Clarify or abstain below ``abstain_below`` confidence. Sources: MCS-SQL (Lee et al. 2024)
+§3.3; "Know what I don't know" (Chen et al. 2023)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""SQL hardness by Spider's rules (easy / medium / hard / extra), computed with sqlglot, and
-PET-SQL's fine-grained voting: the PreSQL's hardness selects which models write and vote.
-
-Sources: Spider (Yu et al. 2018) ``evaluation.py``; PET-SQL (Li et al. 2024) §3.4. The counts
-and the rule: docs/internals/selection.md "Hardness".
-"""
+"""Spider hardness with sqlglot, and PET-SQL's fine-grained voting (docs/internals/selection.md
+"Hardness"). Sources: Spider (Yu et al. 2018); PET-SQL (Li et al. 2024) §3.4."""
 
 from __future__ import annotations
 
@@ -70,7 +66,6 @@ def _outer_select(tree: exp.Expression) -> tuple[exp.Select | None, int]:
 
 def counts(tree: exp.Expression) -> HardnessCounts:
     """Count Spider's component1 / component2 / others on the outermost query level and classify.
-
     Source: Spider (Yu et al. 2018) ``evaluation.py``.
 
     Args:
@@ -179,9 +174,8 @@ def hardness(sql: str, dialect: str = "postgres") -> str | None:
 def route(
     level: str | None, voters: dict[str, list[str]], models: list[str]
 ) -> tuple[list[str], str]:
-    """Choose the models that write FinSQL and vote for a PreSQL of hardness ``level``.
-
-    Source: PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
+    """Choose the models that write FinSQL and vote for a PreSQL of hardness ``level``. Source:
+    PET-SQL (Li et al. 2024) §3.4, fine-grained voting.
 
     Args:
         level: the PreSQL's Spider hardness, or None when unknown.

@@ -1,9 +1,5 @@
-"""The vote weighted by per-model reliability learned from judged answers: log-odds weights per
-model and PreSQL hardness level, voter sets per level, the held-out choice of vote mode.
-
-Sources: PET-SQL (Li et al. 2024) §3.4; Nitzan & Paroush (1982). Design:
-docs/internals/selection.md "Learned reliability".
-"""
+"""The vote weighted by learned per-model reliability (docs/internals/selection.md "Learned
+reliability"). Sources: PET-SQL (Li et al. 2024) §3.4; Nitzan & Paroush (1982)."""
 
 from __future__ import annotations
 
@@ -130,9 +126,8 @@ def _count(questions: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, 
 
 
 def learn(questions: list[dict[str, Any]]) -> Reliability:
-    """Learn weights and voter sets from judged questions.
-
-    Source: PET-SQL (Li et al. 2024) §3.4; Nitzan & Paroush (1982), log-odds weights.
+    """Learn weights and voter sets from judged questions. Source: PET-SQL (Li et al. 2024) §3.4;
+    Nitzan & Paroush (1982), log-odds weights.
 
     Args:
         questions: judged questions, each ``{"level": easy|medium|hard|extra|None,
@@ -199,9 +194,6 @@ def group_scores(
 
 def weighted_choice(q: dict[str, Any], rel: Reliability, voters: set[str] | None = None) -> bool:
     """Whether the learned vote picks a right group for judged question ``q`` (offline check).
-
-    Voters: ``voters``, else the learned set for ``q``'s level, else everyone; ties go to the group
-    seen first (the PreSQL writer's).
 
     Args:
         q: a judged question (``learn``'s form).

@@ -1,9 +1,5 @@
-"""Selection among executed candidates: MCS-SQL's filtering and confidence, majority with ties
-to the fastest, and the optional multiple-choice selection by a model.
-
-Sources: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li et
-al. 2024) §3.4. The steps and why empty results do not vote: docs/internals/selection.md.
-"""
+"""Selection among executed candidates (docs/internals/selection.md). Sources: MCS-SQL (Lee et
+al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li et al. 2024) §3.4."""
 
 from __future__ import annotations
 
@@ -67,10 +63,9 @@ def select(
     weights: dict[str, float] | None = None,
     empty_results_vote: bool = False,
 ) -> Vote:
-    """Select among executed candidates: filter, group by result, drop weak groups, vote.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li
-    et al. 2024) §3.4.
+    """Select among executed candidates: filter, group by result, drop weak groups, vote. Source:
+    MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li et al. 2024)
+    §3.4.
 
     Args:
         candidates: the candidates of one question, executed or not.
@@ -219,9 +214,8 @@ def multiple_choice_prompt(
     evidence: str | None = None,
     notes: dict[str, str] | None = None,
 ) -> str:
-    """Build the user message of the multiple-choice selection (options A, B, … best first).
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3.
+    """Build the user message of the multiple-choice selection (options A, B, … best first). Source:
+    MCS-SQL (Lee et al. 2024) §3.3.
 
     Args:
         question: the question (natural language).
@@ -282,9 +276,7 @@ def parse_choice(text: str | None, n_options: int) -> int | None:
 
 
 def apply_choice(v: Vote, choice: int | None, model: str, answer: str | None) -> Vote:
-    """Apply the multiple-choice answer to a vote, in place.
-
-    Source: MCS-SQL (Lee et al. 2024) §3.3.
+    """Apply the multiple-choice answer to a vote, in place. Source: MCS-SQL (Lee et al. 2024) §3.3.
 
     Args:
         v: the majority ``Vote`` of ``select``.

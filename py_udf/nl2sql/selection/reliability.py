@@ -1,7 +1,5 @@
-"""Per-model reliability in the database: ``nl2sql.calibrate`` gathers judged answers, learns
-the weighted vote from them (``learned_vote``) and stores it in ``nl2sql.model_reliability``;
-``load`` reads what the vote uses. Where judged answers come from: docs/internals/selection.md.
-"""
+"""Per-model reliability: ``nl2sql.calibrate`` learns and stores the weighted vote; ``load``
+reads it (docs/internals/selection.md "Learned reliability")."""
 
 from __future__ import annotations
 
@@ -42,7 +40,6 @@ def run_verified(plpy, sql: str, search_path: str, timeout_ms: int, max_rows: in
     """Execute a verified SQL as a candidate is executed: read-only, time-limited, as the caller.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         sql: the verified SQL.
         search_path: the search_path its names resolve in.
         timeout_ms: the time limit (setting ``candidate_timeout_ms``).
@@ -88,7 +85,6 @@ def judged_from_log(
     (``nl2sql.feedback``, ``nl2sql.add_example``); ``nl2sql.evaluate``'s rows left out.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         timeout_ms: the time limit per verified SQL (setting ``candidate_timeout_ms``).
         max_rows: rows fetched per verified SQL (setting ``max_rows``).
         max_bytes: bytes fetched per verified SQL (setting ``max_result_bytes``).
@@ -200,7 +196,6 @@ def store(plpy, rel: Reliability, mode: str) -> None:
     """Replace the rows of ``nl2sql.model_reliability`` with what ``rel`` holds.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         rel: the learned reliability.
         mode: the chosen vote mode (``MODES``); the rows are ``in_use`` unless ``majority``.
 
@@ -254,7 +249,6 @@ def calibrate(
     Source: PET-SQL (Li et al. 2024) §3.4; Nitzan & Paroush (1982).
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         judged: JSON text of judged questions, or None.
         timeout_ms, max_rows, max_bytes: limits for executing verified SQL.
 

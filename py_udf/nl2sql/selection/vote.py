@@ -1,8 +1,4 @@
-"""Result signatures: what the vote groups candidates by (equal results as multisets of rows,
-as sequences when ordered; numbers compared as numbers).
-
-Source: PET-SQL (Li et al. 2024) §3.4, cross-consistency.
-"""
+"""Result signatures the vote groups candidates by. Source: PET-SQL (Li et al. 2024) §3.4."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The stages of one question, as ``pipeline.STAGES`` lists them: the run object every stage
-reads and writes (``run``), the stages by phase (``start``, ``before_models``, ``presql``,
-``finsql``, ``choose``) and the trace rendered from the run at the end (``trace``).
-"""
+"""The stages of one question, as ``pipeline.STAGES`` lists them, and the run object."""
 
 __all__ = [
     "before_models",

@@ -1,7 +1,5 @@
-"""The stages before the first model call: retrieval, the verified fast path, the PreSQL
-prompt; the late lookups (run while PreSQL is out) and ``retrieve()``'s stand-in for PreSQL.
-Sources: PET-SQL (Li et al. 2024) §3.1–3.3; OpenSearch-SQL (Xie et al. 2024) §3.4.
-"""
+"""The stages before the first model call. Sources: PET-SQL (Li et al. 2024) §3.1–3.3;
+OpenSearch-SQL (Xie et al. 2024) §3.4."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Choosing the answer: the vote (weighted by calibrated reliability, optionally a model's
-multiple choice), the outcome with its tokens and error, and abstention on low confidence.
-
-Sources: MCS-SQL (Lee et al. 2024) §3.3 (filtering, confidence, multiple-choice selection);
-PET-SQL (Li et al. 2024) §3.4 and OpenSearch-SQL (Xie et al. 2024) §3.6 (vote by result).
-"""
+"""Choosing the answer: the vote, the outcome, abstention. Sources: MCS-SQL (Lee et al. 2024)
+§3.3; PET-SQL (Li et al. 2024) §3.4; OpenSearch-SQL (Xie et al. 2024) §3.6."""
 
 from __future__ import annotations
 
@@ -18,10 +14,6 @@ from .trace import gated_candidate
 
 def vote(run: Run) -> None:
     """Select the answer: filter, confidence threshold, majority, optional multiple choice.
-
-    Each vote weighs what ``nl2sql.calibrate()`` learned for its model at the PreSQL's
-    hardness (1 when nothing is calibrated); ties go as ``tie_break`` says. With ``selection``
-    = multiple_choice and several groups, a model picks (wait: ``llm_waits_ms.multiple_choice``).
 
     Args:
         run: sets ``selected``.
@@ -96,10 +88,6 @@ def outcome(run: Run) -> None:
 
 def abstain(run: Run) -> None:
     """Abstain when the chosen group's confidence is below setting ``abstain_below``.
-
-    The outcome then has no ``sql``; ``abstained`` holds the threshold, the confidence and
-    the readings (``abstain.readings``), ``error`` the message ``nl2sql()`` raises. The
-    vote's choice stays in the vote.
 
     Args:
         run: its ``outcome`` changes when abstaining.

@@ -1,7 +1,5 @@
-"""The FinSQL round: its plan, the round (early answers evaluated while others are out), the
-execution of the rest, and the repair rounds. Sources: PET-SQL (Li et al. 2024) §3.4; MCS-SQL
-(Lee et al. 2024) §3.2–3.3; OpenSearch-SQL (Xie et al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3.
-"""
+"""The FinSQL round, execution and repair. Sources: PET-SQL (Li et al. 2024) §3.4; MCS-SQL
+(Lee et al. 2024) §3.2–3.3; OpenSearch-SQL (Xie et al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3."""
 
 from __future__ import annotations
 

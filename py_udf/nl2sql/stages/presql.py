@@ -1,10 +1,5 @@
-"""The PreSQL round and the linking after it: the first model writes the PreSQL while the late
-lookups run; the PreSQL is cleaned, links the schema, re-selects the examples (DAIL) and, by
-its hardness, routes the FinSQL voters.
-
-Sources: PET-SQL (Li et al. 2024) §3.1 (PreSQL), §3.3 (PreSQL-based schema linking), §3.4
-(fine-grained voting); DAIL-SQL (Gao et al. 2023) §3.3 (DAIL selection).
-"""
+"""The PreSQL round and the linking, DAIL re-selection and voter routing after it.
+Sources: PET-SQL (Li et al. 2024) §3.1, §3.3, §3.4; DAIL-SQL (Gao et al. 2023) §3.3."""
 
 from __future__ import annotations
 
@@ -56,10 +51,6 @@ def write_presql(run: Run) -> None:
 
 def link(run: Run) -> None:
     """Clean the PreSQL, link the schema from it, re-select examples, route the voters.
-
-    Voters by the PreSQL's hardness (setting ``hardness_voters``, else the sets learned by
-    ``nl2sql.calibrate``). A linking failure other than an nl2sql or SPI error sets the
-    PreSQL aside (``refused``) and links as without one.
 
     Args:
         run: sets ``presql.sql`` (as cleaned), ``cleaning``, ``refused`` and ``linking``.

@@ -1,8 +1,4 @@
-"""The run object: one call's inputs and every stage's output, as typed fields.
-
-Each stage of ``pipeline.STAGES`` reads the fields earlier stages wrote and writes its own;
-``stages.trace`` renders the trace from them once, at the end.
-"""
+"""The run object: one call's inputs and every stage's output, as typed fields."""
 
 from __future__ import annotations
 

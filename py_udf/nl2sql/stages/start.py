@@ -1,6 +1,4 @@
-"""The run's start (settings, question, models, earlier turns) and the question stages:
-relative time rewritten (ReBoost §3.1), the role's schema and its gate.
-"""
+"""The run's start and the question stages (ReBoost §3.1 relative time), the schema, the gate."""
 
 from __future__ import annotations
 
@@ -27,7 +25,6 @@ def open_run(
     """Read the settings, validate the question, read the models and the earlier turns.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
         question, search_path, evidence: as asked; the caller's search_path; hint or None.
         conversation, leave_out: the conversation key; evaluation only; or None.
         with_models: read the enabled models (``retrieve()`` needs none).

@@ -1,8 +1,5 @@
-"""The trace, rendered once from the run object at the end: ``render`` for ``answer`` and
-``explain`` (logged to ``nl2sql.query_log``), ``render_retrieval`` for ``retrieve``. What the
-trace shows of candidates passes the gate (``gated_candidate``); ``record_embedder`` is the
-last stage, noting what served the call's embeddings.
-"""
+"""The trace, rendered once from the run object: ``render``, ``render_retrieval``, the gated
+candidates, ``record_embedder``."""
 
 from __future__ import annotations
 
@@ -27,9 +24,6 @@ def record_embedder(run: Run) -> None:
 def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:
     """A candidate as the trace keeps it: errors and rows through the gate's rules.
 
-    While values are withheld the trace holds no more of them than a model was sent: error
-    messages lose quoted values (``Gate.error``), sample rows withheld columns (``Gate.rows``).
-
     Args:
         gate: the call's gate.
         c: the candidate.
@@ -51,9 +45,6 @@ def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:
 
 def without_nul(value: Any) -> Any:
     """``value`` with every NUL (U+0000) in its strings replaced by U+FFFD.
-
-    PostgreSQL text and jsonb cannot hold U+0000, and a model's answer may: the trace keeps
-    it (``raw_text``, the replies). Nothing is copied where no string holds a NUL.
 
     Args:
         value: a JSON-able value (dicts, lists, tuples, strings, scalars).

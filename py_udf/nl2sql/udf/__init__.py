@@ -1,13 +1,5 @@
-"""The door from SQL into Python: every PL/Python body of ``sql/idempotent`` calls one entry
-point of this package (``nl2sql._boot`` aside; ``tests/unit/test_one_door.py`` checks it).
-
-Each entry point backs one SQL function of the same name (docs/sql-reference.md: arguments,
-errors, privileges; ``_reindex_*`` as ``reindex_*``, ``_log_query`` as ``write_log``). Its first
-argument is ``plpy``, PL/Python's module (SPI access), the others are the SQL function's. It
-calls one function of a subpackage and turns that function's errors into ``plpy.error`` with a
-message saying what went wrong and a hint saying what to do (``_door``). By what they serve:
-``_questions`` (asking), ``_reindex`` (indexing), ``_admin`` (everything else).
-"""
+"""The door from SQL into Python: one entry point per SQL function (docs/internals/ops.md "One
+door from SQL"): ``_questions``, ``_reindex``, ``_admin``; errors become ``plpy.error``."""
 
 from ._admin import (
     add_example,

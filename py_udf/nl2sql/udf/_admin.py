@@ -1,6 +1,4 @@
-"""The entry points of administration: settings, the example pool, verified queries and
-business context, feedback, mining, calibration and evaluation, and the query-log writer.
-"""
+"""The entry points of administration."""
 
 from __future__ import annotations
 

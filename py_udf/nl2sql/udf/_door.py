@@ -1,6 +1,4 @@
-"""What every entry point shares: ``entry_point`` (version check, embedder choice) and the
-translation of a subpackage's errors into one SQL error (``fail``, ``as_sql_errors``).
-"""
+"""What every entry point shares: ``entry_point``, ``fail``, ``as_sql_errors``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The entry points of a question: ``nl2sql()``, ``nl2sql.explain``, ``nl2sql.ask``,
-``nl2sql.narrate`` and ``nl2sql.retrieve`` (the pipeline, ``pipeline.py``).
-"""
+"""The entry points of a question: ``nl2sql()``, ``explain``, ``ask``, ``narrate``, ``retrieve``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The entry points of indexing: ``nl2sql.reindex``, the ``nl2sql-index`` CLI's units
-(``nl2sql._reindex_*``) and ``nl2sql.set_value_policy``. The ``ops`` modules are imported inside
-each entry point: a backend that only asks questions does not load them.
-"""
+"""The entry points of indexing; ``ops`` is imported inside each, not on the question path."""
 
 from __future__ import annotations
 
