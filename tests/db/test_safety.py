@@ -1153,3 +1153,106 @@ def test_oversized_answers_end_as_refused_candidates_within_the_time_limit(clust
     assert "count" in trace["sql"].lower()
     print(f"{len(OVERSIZED)} oversized answers refused in {took:.2f} s as {user}")
     assert took < 20
+
+
+# --------------------------------------------------------------------------------------------
+# curated SQL through the gate: verified queries, templates and narrate's SQL (issue 24)
+# --------------------------------------------------------------------------------------------
+
+# a verified query and a template holding a literal of the opted-out column; a verified query
+# holding a literal of an ordinary column (kept from models only by send_values = off)
+CURATED_QUERIES = [
+    (
+        "query",
+        "Which venue holds the reserved entry code?",
+        f"SELECT venue_name FROM venue WHERE secret_code = '{OPTOUT_VALUE}'",
+    ),
+    (
+        "template",
+        "Which venue with number :vid holds the reserved entry code?",
+        f"SELECT venue_name FROM venue WHERE venue_id = :vid AND secret_code = '{OPTOUT_VALUE}'",
+    ),
+    (
+        "query",
+        "Which memo carries the farewell note?",
+        f"SELECT memo_id FROM memo WHERE memo_text = '{SENDOFF_VALUE}'",
+    ),
+]
+NARRATE_ASK = "Answer the question in words"
+
+
+def _add_curated(sdb) -> list[int]:
+    fn = {"query": "add_verified_query", "template": "add_template"}
+    return [
+        sdb.execute(f"SELECT nl2sql.{fn[kind]}(%s, %s)", (q, sql)).fetchone()[0]
+        for kind, q, sql in CURATED_QUERIES
+    ]
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_verified_queries_and_templates_shown_to_models_hold_no_withheld_literal(
+    sdb, analyst_conn, llm, as_role, send_values
+):
+    """Issue 24 finding 1: verified queries are the first few-shot examples of PreSQL and
+    FinSQL; one holding a literal of an opted-out column is shown with its literals replaced,
+    and with send_values = off every one is; a template is never shown as an example."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    ids = _add_curated(sdb)
+    try:
+        add_models(sdb, llm, ["m1", "m2"])
+        llm.set_default("SELECT count(*) FROM venue")
+        trace = conn.execute("SELECT nl2sql.explain(%s)", ("How many venues are there?",))
+        trace = trace.fetchone()[0]
+        assert trace["vote"]["method"] != "verified_query"
+        shown = [e for e in trace["examples"] if e["db_id"] == "verified"]
+        assert {e["id"] for e in shown} == {ids[0], ids[2]}, trace["examples"]
+        asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+        assert len(asked) >= 3  # PreSQL and the FinSQL prompts
+        sent = json.dumps(llm.requests)
+        held = trace["values_withheld"]["held"]
+        assert held["presql"]["examples masked"] >= 1 and held["finsql"]["examples masked"] >= 1
+        marks = [OPTOUT_VALUE] + ([SENDOFF_VALUE] if send_values == "off" else [])
+        for m in marks:
+            assert m not in sent, f"a request body holds {m!r}"
+            assert m not in _leak_text(conn, trace), f"explain or the log holds {m!r}"
+        assert "secret_code = 'value'" in sent
+        if send_values == "on":  # the positive control: a verified query reading no withheld
+            assert f"memo_text = '{SENDOFF_VALUE}'" in sent  # column is shown as written
+        else:
+            assert "memo_text = 'value'" in sent
+    finally:
+        sdb.execute("DELETE FROM nl2sql.verified_query WHERE id = ANY(%s)", (ids,))
+
+
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_narrate_after_a_fast_path_answer_shows_no_withheld_literal(
+    sdb, analyst_conn, llm, as_role
+):
+    """Issue 24 finding 2: a verified query or template answered (no model saw its SQL); the
+    SQL narrate shows beside the rows passes the gate: the opted-out column's literal is
+    replaced, the rows of allowed columns are sent."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    ids = _add_curated(sdb)
+    try:
+        add_models(sdb, llm, ["m1"])
+        for q, answered in [
+            (CURATED_QUERIES[0][1], ids[0]),
+            ("Which venue with number 1 holds the reserved entry code?", ids[1]),
+        ]:
+            llm.clear()  # the requests and the rules
+            llm.add_rule(Rule(model="m1", contains=NARRATE_ASK, response="Main Hall."))
+            llm.set_default("SELECT 1")
+            trace = conn.execute("SELECT nl2sql.explain(%s)", (q,)).fetchone()[0]
+            assert trace["verified_query"].get("id") == answered, trace["verified_query"]
+            assert OPTOUT_VALUE in trace["sql"]  # the role's own answer keeps its literal
+            assert llm.requests == []
+            assert conn.execute("SELECT nl2sql.narrate(%s)", (q,)).fetchone()[0] == "Main Hall."
+            assert len(llm.requests) == 1, [r["messages"][-1]["content"] for r in llm.requests]
+            body = llm.requests[0]["messages"][-1]["content"]
+            assert NARRATE_ASK in body and '"venue_name": "Main Hall"' in body
+            assert "secret_code = 'value'" in body, body
+            assert OPTOUT_VALUE not in json.dumps(llm.requests), body
+    finally:
+        sdb.execute("DELETE FROM nl2sql.verified_query WHERE id = ANY(%s)", (ids,))

@@ -71,18 +71,19 @@ def gated_rows(plpy, search_path: str, sql: str, rows: list[str], send_values: b
 
 
 def narrate_prompt(question: str, sql: str, gated: NarrateRows, more: bool) -> str:
-    """Build the narrate request's user message: question, SQL, the gated rows.
+    """Build the narrate request's user message: question, the gated SQL, the gated rows.
 
     Args:
         question: the question as asked.
-        sql: the chosen SQL.
+        sql: the chosen SQL (shown as the gate's SQL path lets it: ``Gate.sql``).
         gated: the rows after the gate.
         more: whether the result has more rows than shown.
 
     Returns:
         The message text.
     """
-    parts = [f"Question: {question.strip()}", f"SQL that answered it:\n{sql.strip()}"]
+    shown = gated.gate.sql("narrate", sql.strip())
+    parts = [f"Question: {question.strip()}", f"SQL that answered it:\n{shown}"]
     if gated.note:
         parts.append(f"Left out of the result (their values may not be shown): {gated.note}")
     n = f"first {len(gated.rows)} rows" if more else f"{len(gated.rows)} row(s)"

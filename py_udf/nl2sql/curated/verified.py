@@ -17,6 +17,7 @@ from ..core.sqlcheck import parse_one, to_sql, transpile
 from ..core.types import Example, Schema
 from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
+from ..model.gate import VERIFIED_DB
 from ..retrieval.masking import masked_question
 from ..retrieval.values import candidate_phrases, merge_matches, string_matches
 from ._parameters import (
@@ -109,12 +110,13 @@ def as_examples(rows: list[VerifiedRow], k: int) -> list[Example]:
         k: how many at most.
 
     Returns:
-        ``Example`` list (``db_id`` ``verified``), most similar first.
+        ``Example`` list (``db_id`` ``gate.VERIFIED_DB``, so the gate masks them as this
+        database's examples), most similar first.
     """
     return [
         Example(
             id=r.id,
-            db_id="verified",
+            db_id=VERIFIED_DB,
             question=r.question,
             sql=r.sql,
             masked_question=r.masked_question,

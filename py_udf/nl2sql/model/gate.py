@@ -20,6 +20,9 @@ from . import prompts
 
 LOCAL_DB = "local"
 """``db_id`` of the examples written for this database (``nl2sql.add_example``'s default)."""
+VERIFIED_DB = "verified"
+"""``db_id`` of verified queries shown as examples (``verified.as_examples``): this database's."""
+_THIS_DATABASE = frozenset({LOCAL_DB, VERIFIED_DB})  # examples whose literals are this data's
 WITHHELD = "[value withheld]"
 _SEAL = object()
 # a double- or single-quoted span of an error message: PostgreSQL does not escape a quote inside
@@ -160,7 +163,8 @@ class Gate:
         return [f"{t}.{c}: {v}" for t, c, v in kept]
 
     def examples(self, stage: str, examples: list[Example]) -> list[Example]:
-        """Mask this database's examples that would show withheld values.
+        """Mask this database's examples (``add_example``'s and verified queries) that would show
+        withheld values: the masked question, and the SQL without literals.
 
         Args:
             stage: the asking stage.
@@ -173,7 +177,7 @@ class Gate:
             return examples
         out = []
         for e in examples:
-            if e.db_id != LOCAL_DB or not self._reads_withheld_sql(e.sql):
+            if e.db_id not in _THIS_DATABASE or not self._reads_withheld_sql(e.sql):
                 out.append(e)
                 continue
             out.append(
@@ -207,7 +211,8 @@ class Gate:
         return tuple(out)
 
     def sql(self, stage: str, sql: str) -> str:
-        """Show an SQL text that may hold literals of withheld columns (a mined query).
+        """Show an SQL text that may hold literals of withheld columns (a mined query, the SQL
+        narrate shows beside its rows).
 
         Args:
             stage: the asking stage.

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 from nl2sql.core.types import Column, Example, Schema, Table
-from nl2sql.model.gate import WITHHELD, Gate
+from nl2sql.curated.narrate import NarrateRows, narrate_prompt
+from nl2sql.curated.verified import VerifiedRow, as_examples
+from nl2sql.model.gate import VERIFIED_DB, WITHHELD, Gate
 
 MARK = "MARKER-5f3a"
 
@@ -145,3 +147,64 @@ def test_withheld_sample_values_are_cleared_even_if_a_view_returned_them():
     g = Gate(s, True)
     assert s.tables[0].columns[2].sample_values == []
     assert g.report()["held"]["samples"]["sample values"] == 1
+
+
+def test_verified_queries_shown_as_examples_are_masked_like_this_databases_examples():
+    """Issue 24 finding 1: a verified query's literal of a withheld column never reaches a
+    prompt as an example; with ``send_values = off`` no verified query keeps a literal."""
+    row = VerifiedRow(
+        id=7,
+        kind="query",
+        question=f"Which venue has code {MARK}?",
+        sql=f"SELECT venue_name FROM venue WHERE secret_code = '{MARK}'",
+        template_sql="",
+        slots=[],
+        info={},
+        masked_question="Which venue has code [V]?",
+        similarity=0.9,
+    )
+    plain = VerifiedRow(
+        id=8,
+        kind="query",
+        question="Venue 42?",
+        sql="SELECT venue_name FROM venue WHERE venue_name = 'Hall 42'",
+        template_sql="",
+        slots=[],
+        info={},
+        masked_question="Venue [V]?",
+        similarity=0.8,
+    )
+    examples = as_examples([row, plain], 5)
+    assert {e.db_id for e in examples} == {VERIFIED_DB}
+    on = Gate(_schema(), True).examples("presql", examples)
+    assert MARK not in on[0].question + on[0].sql and "'value'" in on[0].sql
+    assert on[1] is examples[1]  # reads no withheld column: shown as written
+    off = Gate(_schema(opt_out=False), False)
+    shown = off.examples("finsql", examples)
+    assert all(MARK not in e.question + e.sql and "42" not in e.sql for e in shown)
+    assert off.report()["held"]["finsql"]["examples masked"] == 2
+
+
+def test_the_sql_path_replaces_literals_only_when_a_withheld_column_is_read():
+    """``Gate.sql``, the path narrate's and mining's SQL take (issue 24 finding 2)."""
+    g = Gate(_schema(), True)
+    secret = f"SELECT count(*) FROM venue WHERE secret_code = '{MARK}' AND venue_id > 3"
+    out = g.sql("narrate", secret)
+    assert MARK not in out and "'value'" in out and "> 0" in out
+    plain = "SELECT venue_name FROM venue WHERE venue_name = 'Main Hall'"
+    assert g.sql("narrate", plain) == plain
+    assert "Main Hall" not in Gate(_schema(opt_out=False), False).sql("narrate", plain)
+    assert g.sql("narrate", "not sql at all ((") == "SELECT ..."
+    assert g.report()["held"]["narrate"]["literals of SQL"] == 2
+
+
+def test_narrates_prompt_shows_the_chosen_sql_through_the_gate():
+    """Issue 24 finding 2: the SQL beside narrate's rows passes ``Gate.sql``."""
+    g = Gate(_schema(), True)
+    sql = f"SELECT venue_name FROM venue WHERE secret_code = '{MARK}'"
+    rows, note = g.rows("narrate", sql, [json.dumps({"venue_name": "Main Hall"})])
+    prompt = narrate_prompt("Which venue?", sql, NarrateRows(g, rows, note), False)
+    assert MARK not in prompt and "secret_code = 'value'" in prompt and "Main Hall" in prompt
+    open_sql = "SELECT venue_name FROM venue WHERE venue_name = 'Main Hall'"
+    plain = narrate_prompt("Which venue?", open_sql, NarrateRows(g, [], None), False)
+    assert open_sql in plain
