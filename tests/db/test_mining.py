@@ -208,6 +208,25 @@ def test_values_of_an_opted_out_column_do_not_reach_the_model(mdb, llm):
     assert not [c for c in countries if c in sent]
 
 
+def test_a_logged_statements_comments_reach_neither_the_model_nor_the_pending_pair(mdb, llm):
+    add_models(mdb, llm, ["m1"])
+    script(llm)
+    for _ in range(3):
+        mdb.execute(
+            "/* secret 'Alice' */ SELECT count(*) FROM singer -- for 'Bob'\n"
+            "WHERE age > 30 /* Carol */"
+        )
+    out = mdb.execute("SELECT nl2sql.mine_queries(10)").fetchone()[0]
+    rows = mdb.execute("SELECT query, sql FROM nl2sql.mined_query").fetchall()
+    assert rows, out
+    sent = "\n".join(m["content"] for r in llm.requests for m in r["messages"])
+    stored = "\n".join(f"{q}\n{s}" for q, s in rows)
+    for word in ("secret", "Alice", "Bob", "Carol"):
+        assert word not in sent and word not in stored, word
+    assert "/*" not in stored and "--" not in stored
+    assert "WHERE age > :age" in stored or "WHERE age > 30" in stored
+
+
 def test_mining_refuses_ordinary_roles_and_says_what_is_missing(mdb, llm, cluster):
     # no model configured
     with pytest.raises(psycopg.Error, match="no model is configured"):

@@ -452,6 +452,36 @@ def test_candidate_over_an_unreadable_table_is_refused_for_that_role(sdb, analys
     )
 
 
+WRITING_REPLIES = [
+    "COMMIT; DELETE FROM singer; SELECT 1",
+    "END; DROP TABLE singer; SELECT 1",
+    "ROLLBACK; UPDATE singer SET age = 0; SELECT 1",
+]
+
+
+@pytest.mark.parametrize("reply", WRITING_REPLIES)
+def test_a_reply_that_writes_is_refused_in_explain_and_the_log_never_cut_to_its_select(
+    sdb, llm, reply
+):
+    before = checksums(sdb)
+    add_models(sdb, llm, ["writer", "ok"])
+    llm.add_rule(Rule(model="writer", response=reply))
+    llm.add_rule(Rule(model="ok", response="SELECT count(*) FROM singer"))
+    kinds = ", ".join(s.split()[0] for s in reply.split("; ")[:2])
+    why = f"the reply writes or controls the transaction: {kinds}"
+    trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+    st = {c["source"]: c for c in trace["candidates"]}
+    assert st["finsql:writer"]["status"] == "refused" and st["finsql:writer"]["reason"] == why
+    assert st["finsql:writer"]["sql"] is None and "count" in trace["sql"].lower()
+    sdb.execute("SELECT nl2sql(%s)", (Q,))
+    logged = sdb.execute(
+        "SELECT c FROM nl2sql.query_log, jsonb_array_elements(trace->'candidates') c "
+        "WHERE id = (SELECT max(id) FROM nl2sql.query_log) AND c->>'source' = 'finsql:writer'"
+    ).fetchone()[0]
+    assert logged["status"] == "refused" and logged["reason"] == why
+    assert checksums(sdb) == before
+
+
 def test_send_values_off_keeps_every_value_out_of_prompts(sdb, llm):
     sdb.execute("SELECT nl2sql.set_setting('send_values', 'off')")
     add_models(sdb, llm, ["m1"])

@@ -69,8 +69,8 @@ def classify(query: str, own_functions: frozenset[str]) -> tuple[exp.Expression 
         own_functions: lower-cased names of the nl2sql extension's functions.
 
     Returns:
-        ``(tree, None)`` for one query over relations that are not nl2sql's or the catalogs';
-        ``(tree or None, reason)`` otherwise: ``hidden``, ``too_long``, ``unparsable``, ``dml``,
+        ``(tree, None)`` for one query over relations that are not nl2sql's or the catalogs',
+        its comments removed (``without_comments``); ``(tree or None, reason)`` otherwise: ``hidden``, ``too_long``, ``unparsable``, ``dml``,
         ``ddl``, ``utility``, ``nl2sql``, ``catalog`` or ``no_table``.
     """
     if query.strip() == HIDDEN_TEXT:
@@ -78,7 +78,7 @@ def classify(query: str, own_functions: frozenset[str]) -> tuple[exp.Expression 
     if len(query) > MAX_QUERY_CHARS:
         return None, "too_long"
     try:
-        tree = parse_single(query)
+        tree = without_comments(parse_single(query))
     except (CandidateRefused, RecursionError):
         return None, "unparsable"
     if isinstance(tree, _DML) or tree.find(*_DML) is not None:
@@ -98,6 +98,22 @@ def classify(query: str, own_functions: frozenset[str]) -> tuple[exp.Expression 
     if not referenced_tables(tree):
         return tree, "no_table"
     return tree, None
+
+
+def without_comments(tree: exp.Expression) -> exp.Expression:
+    """Remove every comment from a parsed statement: pg_stat_statements replaces constants but
+    keeps comments, which may quote a value another role wrote, so none may reach a model's
+    prompt or the mined pair.
+
+    Args:
+        tree: a sqlglot tree; changed in place.
+
+    Returns:
+        ``tree``, no node of it holding a comment (``to_sql`` then writes none).
+    """
+    for node in tree.walk():
+        node.comments = None
+    return tree
 
 
 def _parameter_name(column: list[str] | tuple | None, node: exp.Expression, taken: set[str]) -> str:

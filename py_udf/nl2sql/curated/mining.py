@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from ..core import spi
 from ..core.catalog import caller_schema, known_relations
 from ..core.errors import CandidateRefused, ConfigError
 from ..core.settings import get_settings
-from ..core.sqlcheck import referenced_tables
+from ..core.sqlcheck import referenced_tables, to_sql
 from ..core.types import Schema
 from ..generation.db_checks import check_candidate_in_db, statement_remaining_s
 from ..model.config import get_models
@@ -98,8 +98,9 @@ def _logged_statements(plpy, rel: str) -> list[LoggedStatement]:
 def _prepare(
     plpy, st: LoggedStatement, schema: Schema, own: frozenset[str]
 ) -> tuple[MinedCandidate | None, str | None, str | None]:
-    """``(candidate, None, None)`` for a statement worth mining, else ``(None, reason,
-    detail)``: the skip reason and, for ``refused``/``parameters``, the check's message.
+    """``(candidate, None, None)`` for a statement worth mining (its text and SQL without the
+    logged statement's comments), else ``(None, reason, detail)``: the skip reason and, for
+    ``refused``/``parameters``, the check's message.
     """
     tree, reason = classify(st.query, own)
     if reason:
@@ -116,8 +117,9 @@ def _prepare(
         check_candidate_in_db(plpy, checked, schema)
     except CandidateRefused as e:
         return None, "refused", str(e)
+    shown = replace(st, query=to_sql(tree))  # the statement as stored: its comments removed
     return (
-        MinedCandidate(st, kind, sql, [asdict(s) for s in slots], referenced_tables(tree)),
+        MinedCandidate(shown, kind, sql, [asdict(s) for s in slots], referenced_tables(tree)),
         None,
         None,
     )

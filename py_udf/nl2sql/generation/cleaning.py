@@ -17,6 +17,7 @@ from ..core.sqlcheck import DIALECT as _PG
 from ..core.sqlcheck import parse_shared, parse_single, transpile
 from ..core.types import Schema
 from ._sqlite_rules import apply_sqlite_rules
+from ._statement_kinds import TOO_MANY, is_one_statement, write_kinds
 
 TARGET = "postgres"
 DIALECTS = ("postgres", "sqlite", "mysql")
@@ -361,7 +362,9 @@ def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None)
 
     Returns:
         ``Cleaned(sql, steps, dialect, reason)``; ``reason`` set (and ``sql`` empty) when the
-        answer was refused. Text that cannot be cleaned comes back as it is.
+        answer was refused: past a cap, only a comment, or holding, beside other text, a
+        statement that writes or controls the transaction (``_statement_kinds.write_kinds``),
+        wherever it stands (a reply that is one such statement alone is left to the check). Text that cannot be cleaned comes back as it is.
 
     Raises:
         ConfigError: ``dialect`` is unknown (a text that cannot be cleaned never raises).
@@ -373,6 +376,12 @@ def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None)
         return Cleaned("", steps, dialect)
     why = bound_answer(text)
     if why is not None:
+        return Cleaned("", ["refused"], dialect, why)
+    writes = write_kinds(text)
+    if writes and not is_one_statement(text):  # never cut to the query it also holds
+        why = f"the reply writes or controls the transaction: {', '.join(writes)}"
+        if writes == [TOO_MANY]:
+            why = f"answer has {TOO_MANY} for a write or transaction control"
         return Cleaned("", ["refused"], dialect, why)
     t = _unfence(text.strip(), steps)
     if t.strip() and _tokens(t) == []:  # tokenizes to nothing: only comments

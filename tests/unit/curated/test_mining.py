@@ -9,9 +9,15 @@ from __future__ import annotations
 import pytest
 
 from nl2sql.core.errors import CandidateRefused
-from nl2sql.core.sqlcheck import parse_single
+from nl2sql.core.sqlcheck import parse_single, to_sql
 from nl2sql.core.types import Column, Schema, Table
-from nl2sql.curated._log_statements import LoggedStatement, MinedCandidate, as_template, classify
+from nl2sql.curated._log_statements import (
+    LoggedStatement,
+    MinedCandidate,
+    as_template,
+    classify,
+    without_comments,
+)
 from nl2sql.curated._mined_questions import check_question, clean_question, question_prompt
 from nl2sql.model.gate import Gate
 
@@ -147,3 +153,37 @@ def test_a_gated_template_keeps_its_named_parameters():
     schema = _schema(country_allowed=False)
     p = question_prompt(Gate(schema, True), cand, schema)
     assert "country = :country AND name <> 'value'" in p
+
+
+COMMENTED = (
+    "/* secret 'Alice' */ SELECT name -- the name of 'Bob'\n"
+    "FROM singer /* owner: Carol */ WHERE country = $1 -- trailing 'Dave'\n"
+    "AND age > $2 /* last: Erin */"
+)
+COMMENT_TEXT = ("secret", "Alice", "Bob", "Carol", "Dave", "Erin")  # the prompt has /* */
+
+
+@pytest.mark.parametrize("statement", [COMMENTED, "SELECT count(*) FROM singer -- 'Alice'"])
+def test_a_mined_statements_comments_reach_neither_the_prompt_nor_the_stored_pair(statement):
+    """pg_stat_statements keeps comments, which may quote another role's values: the parsed
+    statement loses them, so the stored text and SQL and the model's prompt carry none."""
+    tree, reason = classify(statement, OWN)
+    assert reason is None
+    stored_query = to_sql(tree)  # what mining stores as the statement's text
+    kind, sql, slots = as_template(tree, _schema())
+    cand = MinedCandidate(
+        LoggedStatement(1, stored_query, 3), kind, sql, [{"name": s.name} for s in slots]
+    )
+    schema = _schema()
+    prompt = question_prompt(Gate(schema, True), cand, schema)
+    for text in (stored_query, sql, prompt):
+        assert not [w for w in COMMENT_TEXT if w in text], text
+    assert not [m for m in ("/*", "--") for t in (stored_query, sql) if m in t]
+    if statement == COMMENTED:
+        assert sql == "SELECT name FROM singer WHERE country = :country AND age > :age"
+        assert stored_query == "SELECT name FROM singer WHERE country = $1 AND age > $2"
+
+
+def test_without_comments_removes_every_nodes_comments():
+    tree = without_comments(parse_single("SELECT /* a */ x -- b\nFROM t /* c */"))
+    assert all(not n.comments for n in tree.walk()) and to_sql(tree) == "SELECT x FROM t"

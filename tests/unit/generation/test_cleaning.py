@@ -59,14 +59,14 @@ def test_semicolon_inside_a_string_is_not_the_statement_end():
 
 
 def test_a_second_statement_is_kept_for_the_check_to_refuse():
-    for text in (
-        "SELECT count(*) FROM singer; SELECT 1",
-        "SELECT count(*) FROM singer;\n-- and now\nDROP TABLE singer;",
-    ):
-        out = clean(text)
-        assert ";" in out.sql and "trailing_prose" not in out.steps
-        with pytest.raises(CandidateRefused, match="exactly one statement"):
-            check_candidate(out.sql, {"singer"})
+    out = clean("SELECT count(*) FROM singer; SELECT 1")
+    assert ";" in out.sql and "trailing_prose" not in out.steps
+    with pytest.raises(CandidateRefused, match="exactly one statement"):
+        check_candidate(out.sql, {"singer"})
+    # a further statement that writes is refused by cleaning itself, naming it
+    out = clean("SELECT count(*) FROM singer;\n-- and now\nDROP TABLE singer;")
+    assert out.sql == "" and out.steps == ["refused"]
+    assert out.reason == "the reply writes or controls the transaction: DROP"
 
 
 def test_hash_is_kept_when_postgres_reads_it_as_xor():
