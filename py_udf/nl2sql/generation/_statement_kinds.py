@@ -83,6 +83,29 @@ def _starts_and_stops(toks) -> tuple[list[int], set[int]]:
     return sorted(set(starts) - {len(toks)}), stops
 
 
+def _inside_expression(toks) -> set[int]:
+    """Indexes of the tokens inside parentheses or an open CASE of their statement: the END that
+    closes a CASE, or a word inside parentheses, starts no statement even at a line start."""
+    inside: set[int] = set()
+    parens = cases = 0
+    for i, tok in enumerate(toks):
+        kind = tok.token_type
+        if kind == TokenType.SEMICOLON:
+            parens = cases = 0
+            continue
+        if parens or cases:
+            inside.add(i)
+        if kind == TokenType.L_PAREN:
+            parens += 1
+        elif kind == TokenType.R_PAREN:
+            parens = max(parens - 1, 0)
+        elif kind == TokenType.CASE:
+            cases += 1
+        elif kind == TokenType.END and cases:
+            cases -= 1
+    return inside
+
+
 def _kind_at(piece: str, toks, i: int, ends: list[int], stops: set[int], budget: list[int]):
     """The word naming the write or control statement that starts at token ``i``, or None."""
     word = toks[i].text.upper()
@@ -112,6 +135,7 @@ def _kinds_in(piece: str, budget: list[int]) -> list[str]:
     if toks is None:  # an apostrophe in prose: read each line that tokenizes on its own
         return [k for line in piece.splitlines() if _tokens(line) for k in _kinds_in(line, budget)]
     starts, stops = _starts_and_stops(toks)
+    inside = _inside_expression(toks)
     kinds, covered = [], 0
     for i, tok in enumerate(toks):
         if budget[0] < 0:
@@ -122,6 +146,8 @@ def _kinds_in(piece: str, budget: list[int]) -> list[str]:
         if i and toks[i - 1].token_type == TokenType.SEMICOLON:
             kinds.append(tok.text.upper())  # a further statement: cleaning keeps it as one
             covered = stop
+            continue
+        if i in inside:  # CASE ... END, or a word inside parentheses, of an open statement
             continue
         if i in starts:  # first of the reply or of a line: tried up to each later line start
             ends = sorted({s for s in starts if i < s <= stop} | {stop})

@@ -93,6 +93,15 @@ def test_the_attacks_of_issue_24_name_every_kind_in_order(text, kinds):
         ),
         ("SELECT a FROM t FOR UPDATE;", "SELECT a FROM t FOR UPDATE"),
         ("SELECT a FROM t WHERE b = 1; -- set to 1 above", "SELECT a FROM t WHERE b = 1"),
+        # a CASE's END, and a word inside parentheses, at a line start (a recorded BIRD reply)
+        (
+            "SELECT CASE\n    WHEN SUM(b) > 1 THEN 'x'\n    ELSE 'y'\nEND AS c\nFROM t",
+            "SELECT CASE\n    WHEN SUM(b) > 1 THEN 'x'\n    ELSE 'y'\nEND AS c\nFROM t",
+        ),
+        (
+            "SELECT a FROM t WHERE b IN (\nSELECT b FROM u)",
+            "SELECT a FROM t WHERE b IN (\nSELECT b FROM u)",
+        ),
     ],
 )
 def test_prose_and_one_query_still_clean_to_the_query(text, sql):
