@@ -1,4 +1,5 @@
-"""A project-local PostgreSQL 15 cluster for the demo, tests and benchmarks.
+"""A project-local PostgreSQL cluster (the server scripts/install.sh installed into) for the demo,
+tests and benchmarks.
 
 initdb into a folder, a free loopback port, trust authentication on loopback only, the setting
 ``nl2sql.venv`` pointing at the venv PL/Python imports from. Run as root, the server runs as the
@@ -14,8 +15,31 @@ import socket
 import subprocess
 from pathlib import Path
 
-PG_BIN = Path(os.environ.get("NL2SQL_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DEFAULT_VENV = os.environ.get("NL2SQL_VENV", "/opt/nl2sql/venv")
+
+
+def server_bindir() -> Path:
+    """The binaries of the server nl2sql is installed into.
+
+    Returns:
+        ``NL2SQL_PG_BIN`` when set; else the bindir scripts/install.sh recorded in
+        ``<venv>/share/nl2sql/pg_bindir``; else the newest ``/usr/lib/postgresql/<major>/bin``
+        holding ``initdb`` (Debian's layout); else ``/usr/lib/postgresql/bin`` (absent).
+    """
+    env = os.environ.get("NL2SQL_PG_BIN")
+    if env:
+        return Path(env)
+    recorded = Path(DEFAULT_VENV) / "share" / "nl2sql" / "pg_bindir"
+    if recorded.is_file() and (Path(recorded.read_text().strip()) / "initdb").exists():
+        return Path(recorded.read_text().strip())
+    found = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb")]
+    found = [p for p in found if p.parent.name.isdigit()]
+    if found:
+        return max(found, key=lambda p: int(p.parent.name))
+    return Path("/usr/lib/postgresql/bin")
+
+
+PG_BIN = server_bindir()
 PRELOAD = ("pg_cron", "pg_stat_statements")
 """Libraries every local cluster preloads: pg_cron (``schedule_reindex``) and
 pg_stat_statements (``mine_queries``)."""
