@@ -8,6 +8,8 @@
 # with scripts/install.sh as a user would (the release's own PostgreSQL, 17 on trixie, with its
 # Python, 3.13), runs the demo, then the suite inside it (chroot in new mount and PID namespaces
 # with /proc, /sys and /dev; the suite also in a network namespace that has only loopback).
+# Beside trixie's PostgreSQL 17, bookworm's postgresql-15 with nl2sql installed for it (as on a
+# machine upgraded from Debian 12) for the pg_upgrade test.
 # The ONNX model is a build artifact: this machine's exported file is copied into the root's
 # cache, so the root needs no torch. Prints the server's version, pytest's summary and the time
 # of each step.
@@ -96,14 +98,28 @@ say "scripts/demo.sh"
 in_root "cd /src/nl2sql && bash scripts/demo.sh && bash scripts/stop.sh --delete"
 t3=$(now)
 
-# 4. The suite, loopback only --------------------------------------------------------------------
+# 4. The older server beside it, for the pg_upgrade test (tests/upgrade/test_pg_upgrade.py):
+# bookworm's postgresql-15 as a machine upgraded from Debian 12 keeps it, with nl2sql installed
+# for it by install.sh --pg-config and a venv of its Python (3.11)
+say "PostgreSQL 15 beside it (bookworm's packages; install.sh --pg-config)"
+in_root "set -e
+  if [ ! -f /etc/apt/sources.list.d/bookworm.list ]; then
+    mirror=\$(awk '\$1 == \"deb\" && \$3 == \"$DISTRO\" {print \$2; exit}' /etc/apt/sources.list)
+    echo \"deb \$mirror bookworm main\" > /etc/apt/sources.list.d/bookworm.list
+    apt-get update -qq
+  fi
+  cd /src/nl2sql && NL2SQL_VENV=/opt/nl2sql/venv-15 bash scripts/install.sh --pg-config /usr/lib/postgresql/15/bin/pg_config"
+t35=$(now)
+
+# 5. The suite, loopback only --------------------------------------------------------------------
 say "server: $(in_root 'pg=$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir); $pg/postgres --version; /opt/nl2sql/venv/bin/python --version')"
 say "the suite (network namespace: loopback only)"
 args=(-q -p no:cacheprovider "$@")
 set +e
-in_root --no-net "cd /src/nl2sql && bash scripts/test.sh $(printf '%q ' "${args[@]}")"
+in_root --no-net "export NL2SQL_PG_UPGRADE_FROM=/usr/lib/postgresql/15/bin NL2SQL_PG_UPGRADE_VENV=/opt/nl2sql/venv-15
+  cd /src/nl2sql && bash scripts/test.sh $(printf '%q ' "${args[@]}")"
 rc=$?
 set -e
 t4=$(now)
-say "times: root $((t1 - t0)) s, install $((t2 - t1)) s, demo $((t3 - t2)) s, suite $((t4 - t3)) s; pytest exit $rc"
+say "times: root $((t1 - t0)) s, install $((t2 - t1)) s, demo $((t3 - t2)) s, PostgreSQL 15 beside $((t35 - t3)) s, suite $((t4 - t35)) s; pytest exit $rc"
 exit "$rc"

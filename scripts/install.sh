@@ -69,9 +69,14 @@ fi
 
 # 1. The server ---------------------------------------------------------------------------------
 if [ -n "$PG_CONFIG_ARG" ]; then
-  [ -x "$PG_CONFIG_ARG" ] || die "--pg-config $PG_CONFIG_ARG is not an executable pg_config"
   PG_CONFIG="$PG_CONFIG_ARG"
-  MAJOR="$("$PG_CONFIG" --version | awk '{print $2}' | sed 's/[^0-9].*$//')"
+  if [ -x "$PG_CONFIG" ]; then
+    MAJOR="$("$PG_CONFIG" --version | awk '{print $2}' | sed 's/[^0-9].*$//')"
+  elif [[ "$PG_CONFIG" =~ ^/usr/lib/postgresql/([0-9]+)/bin/pg_config$ ]] && have_apt; then
+    MAJOR="${BASH_REMATCH[1]}"  # Debian's layout, not installed yet: apt installs it below
+  else
+    die "--pg-config $PG_CONFIG is not an executable pg_config"
+  fi
 else
   have_apt || die "no --pg-config given and no apt to install the distribution's PostgreSQL; pass --pg-config /path/to/pg_config"
   if [ "$CHECK_ONLY" = 0 ] && [ -z "$(apt_candidate postgresql)" ]; then apt-get update -qq; fi

@@ -90,6 +90,8 @@ class LocalCluster:
 
     ``port`` is chosen once (free port) and remembered in ``datadir/nl2sql.port`` so a restart
     reuses it. ``server_env`` is passed to the server process (e.g. API key variables).
+    ``bindir`` names the server's binaries (default ``PG_BIN``: another major, e.g. the old
+    server of a pg_upgrade).
     """
 
     def __init__(
@@ -97,9 +99,11 @@ class LocalCluster:
         datadir: str | Path,
         venv: str = DEFAULT_VENV,
         server_env: dict[str, str] | None = None,
+        bindir: str | Path | None = None,
     ):
         self.datadir = Path(datadir).resolve()
         self.venv = venv
+        self.bindir = Path(bindir) if bindir else PG_BIN
         self.server_env = {
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
@@ -136,7 +140,7 @@ class LocalCluster:
             )
         r = _as_server_user(
             [
-                str(PG_BIN / "initdb"),
+                str(self.bindir / "initdb"),
                 "-D",
                 str(self.datadir),
                 "-A",
@@ -170,7 +174,13 @@ class LocalCluster:
             The library names, in order.
         """
         r = _as_server_user(
-            [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C", "shared_preload_libraries"]
+            [
+                str(self.bindir / "postgres"),
+                "-D",
+                str(self.datadir),
+                "-C",
+                "shared_preload_libraries",
+            ]
         )
         if r.returncode != 0:
             raise ClusterError(f"postgres -C shared_preload_libraries failed: {r.stderr.strip()}")
@@ -206,7 +216,7 @@ class LocalCluster:
             no backend or embedding process keeps the other venv's code).
         """
         r = _as_server_user(
-            [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C", "nl2sql.venv"]
+            [str(self.bindir / "postgres"), "-D", str(self.datadir), "-C", "nl2sql.venv"]
         )
         if r.returncode != 0:
             raise ClusterError(f"postgres -C nl2sql.venv failed: {r.stderr.strip()}")
@@ -228,7 +238,7 @@ class LocalCluster:
         """True when the server of this cluster answers pg_ctl status."""
         if not self.initialized:
             return False
-        r = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "status"])
+        r = _as_server_user([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "status"])
         return r.returncode == 0
 
     def start(self) -> LocalCluster:
@@ -253,7 +263,7 @@ class LocalCluster:
             )
         r = _as_server_user(
             [
-                str(PG_BIN / "pg_ctl"),
+                str(self.bindir / "pg_ctl"),
                 "-D",
                 str(self.datadir),
                 "-w",
@@ -275,7 +285,7 @@ class LocalCluster:
         """Stop the server (fast mode) if it runs."""
         if self.running:
             _as_server_user(
-                [str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"]
+                [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"]
             )
 
     def destroy(self) -> None:
@@ -309,7 +319,7 @@ class LocalCluster:
         """Run an SQL file with psql (ON_ERROR_STOP). Raises ClusterError with psql's stderr."""
         r = subprocess.run(
             [
-                str(PG_BIN / "psql"),
+                str(self.bindir / "psql"),
                 "-X",
                 "-q",
                 "-v",
