@@ -108,6 +108,13 @@ in_root "set -e
     echo \"deb \$mirror bookworm main\" > /etc/apt/sources.list.d/bookworm.list
     apt-get update -qq
   fi
+  # bookworm's python3.11-venv needs a python3 older than 3.12: a venv without pip, and pip
+  # put into it by the 3.13 venv's pip (pip --python)
+  if [ ! -x /opt/nl2sql/venv-15/bin/pip ]; then
+    apt-get install -y -qq python3.11 >/dev/null
+    python3.11 -m venv --without-pip /opt/nl2sql/venv-15
+    /opt/nl2sql/venv/bin/pip --python /opt/nl2sql/venv-15/bin/python install -q pip
+  fi
   cd /src/nl2sql && NL2SQL_VENV=/opt/nl2sql/venv-15 bash scripts/install.sh --pg-config /usr/lib/postgresql/15/bin/pg_config"
 t35=$(now)
 

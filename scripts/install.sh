@@ -226,10 +226,11 @@ if [ "$CHECK_ONLY" = 1 ]; then
 fi
 
 # 4. The venv PL/Python imports from -------------------------------------------------------------
-if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null && [ "$DEBIAN_LAYOUT" = 1 ]; then
-  apt-get install -y -qq "python$PYVER-venv" >/dev/null
-fi
 if [ ! -x "$NL2SQL_VENV/bin/python" ]; then
+  if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null && [ "$DEBIAN_LAYOUT" = 1 ]; then
+    apt-get install -y -qq "python$PYVER-venv" >/dev/null \
+      || die "Python $PYVER has no venv module with pip (ensurepip) and python$PYVER-venv does not install; make the venv yourself ($PY -m venv $NL2SQL_VENV, with pip in it) and run install.sh again"
+  fi
   log "creating venv $NL2SQL_VENV with $PY"
   mkdir -p "$(dirname "$NL2SQL_VENV")"
   "$PY" -m venv "$NL2SQL_VENV"
