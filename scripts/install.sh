@@ -86,7 +86,7 @@ else
 fi
 [ -n "$MAJOR" ] || die "cannot read the major from $PG_CONFIG --version"
 if [ "$MAJOR" -lt 15 ]; then
-  die "PostgreSQL $MAJOR found ($PG_CONFIG); nl2sql needs PostgreSQL 15 or later (15 to 18 tested); install a newer server (Debian 12: postgresql-15, Debian 13: postgresql-17, or PGDG's packages) and pass its --pg-config"
+  die "PostgreSQL $MAJOR found ($PG_CONFIG); nl2sql needs PostgreSQL 15 or later (15 to 18 supported); install a newer server (Debian 12: postgresql-15, Debian 13: postgresql-17, or PGDG's packages) and pass its --pg-config"
 fi
 [ "$MAJOR" -le 18 ] || echo "install.sh: PostgreSQL $MAJOR is newer than the majors nl2sql was tested on (15 to 18); going on" >&2
 # Debian's layout (distribution or PGDG packages): the companion packages come from apt
