@@ -17,19 +17,20 @@
 PG_CONFIG ?= pg_config
 PYTHON ?= python3
 
-VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' py_udf/nl2sql/__init__.py)
+NL2SQL_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' py_udf/nl2sql/__init__.py)
 RELEASED := $(shell $(PYTHON) -c "import json; print(' '.join(json.load(open('extension/releases.json'))))")
 MODULEDIR = extension
-DATA = extension/nl2sql.control extension/nl2sql--$(VERSION).sql \
-       $(foreach v,$(RELEASED),extension/nl2sql--$(v).sql extension/nl2sql--$(v)--$(VERSION).sql)
+DATA = extension/nl2sql.control extension/nl2sql--$(NL2SQL_VERSION).sql \
+       $(foreach v,$(RELEASED),extension/nl2sql--$(v).sql extension/nl2sql--$(v)--$(NL2SQL_VERSION).sql)
 
 REGRESS = setup settings models retrieve refusals doctor
 REGRESS_OUTDIR ?= test/out
 REGRESS_OPTS = --inputdir=test --outputdir=$(REGRESS_OUTDIR) --dbname=nl2sql_regression
+EXTRA_CLEAN = $(REGRESS_OUTDIR)
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
-ifeq ($(PGXS),)
-$(error $(PG_CONFIG) --pgxs names no PGXS: install the server development files (Debian: postgresql-server-dev-<major>) or pass PG_CONFIG=/path/to/pg_config)
+ifeq ($(wildcard $(PGXS)),)
+$(error $(PG_CONFIG) --pgxs names no PGXS file ($(PGXS)): install the server development files (Debian: postgresql-server-dev-<major>) or pass PG_CONFIG=/path/to/pg_config)
 endif
 include $(PGXS)
 

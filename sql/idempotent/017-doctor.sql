@@ -1,5 +1,5 @@
 -- nl2sql.doctor(): one row per check of the installation, the models and the index
--- (py_udf/nl2sql/ops/doctor.py; docs/operations.md, "doctor()"). Administrative: not executable
+-- (py_udf/nl2sql/ops/doctor.py; docs/install.md, "doctor()"). Administrative: not executable
 -- by PUBLIC; GRANT EXECUTE ON FUNCTION nl2sql.doctor() TO a role lets it run the checks.
 --
 -- nl2sql._doctor() runs the checks in Python; it is executable by every role but refuses a role

@@ -1,6 +1,6 @@
 """Whether each configured model's endpoint answers: one ``GET /models`` per model (no text is
 sent, so nothing passes the gate), all in parallel threads under one overall time limit; for
-``nl2sql.doctor()`` (docs/operations.md "doctor()")."""
+``nl2sql.doctor()`` (docs/install.md "doctor()")."""
 
 from __future__ import annotations
 

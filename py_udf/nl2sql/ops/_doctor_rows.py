@@ -1,6 +1,6 @@
 """The rows of ``nl2sql.doctor()`` from what was read: pure functions, one per check, each
 returning ``(check, status, detail, fix)`` with status ``ok``, ``warn`` or ``fail``
-(docs/operations.md "doctor()")."""
+(docs/install.md "doctor()")."""
 
 from __future__ import annotations
 

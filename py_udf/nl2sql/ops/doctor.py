@@ -1,6 +1,6 @@
 """``nl2sql.doctor()``: what a DBA checks first, read from this backend, its server and the
 configured models; one row per check (the rows themselves: ``_doctor_rows``;
-docs/operations.md "doctor()")."""
+docs/install.md "doctor()")."""
 
 from __future__ import annotations
 
