@@ -6,10 +6,12 @@ tests/unit/ops/test_doctor_rows.py."""
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 import pytest
 
-from conftest import TEST_API_KEY, TEST_KEY_ENV
+from conftest import ROOT, TEST_API_KEY, TEST_KEY_ENV
 
 DB = "nl2sql_doctor"
 
@@ -190,20 +192,48 @@ def test_not_for_public_but_grantable(cluster, doc):
         doc.execute("REVOKE EXECUTE ON FUNCTION nl2sql.doctor() FROM doc_dba")
 
 
-def test_roles_when_public_may_not_call(doc):
-    sig = "public.nl2sql(text, text, text, text)"
+def _install_md_block(first_words: str) -> str:
+    """The ```sql block of docs/install.md that starts with ``first_words``."""
+    blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "docs" / "install.md").read_text(), re.S)
+    found = [b for b in blocks if b.startswith(first_words)]
+    assert len(found) == 1, first_words
+    return found[0]
+
+
+def test_roles_with_the_grants_install_md_gives(cluster, doc):
+    """The REVOKE/GRANT block of docs/install.md ("Grants a DBA gives analysts") runs as written:
+    afterwards a role outside the group may not ask, a member may, and doctor() lists who."""
     doc.execute(
-        "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'doc_analyst') "
-        "THEN CREATE ROLE doc_analyst LOGIN; END IF; END$$"
+        "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'analysts') "
+        "THEN CREATE ROLE analysts NOLOGIN; END IF; "
+        "IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'doc_alice') "
+        "THEN CREATE ROLE doc_alice LOGIN; END IF; "
+        "IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'doc_bob') "
+        "THEN CREATE ROLE doc_bob LOGIN; END IF; END$$"
     )
-    doc.execute(f"REVOKE EXECUTE ON FUNCTION {sig} FROM PUBLIC")
+    doc.execute("GRANT analysts TO doc_alice")
+    doc.execute("GRANT SELECT ON harbour TO analysts, doc_bob")
+    revoke = _install_md_block("REVOKE EXECUTE ON FUNCTION public.nl2sql")
+    doc.execute(revoke)
     try:
         r = _rows(doc)
-        assert r["roles"][0] in ("ok", "warn")
         assert "every role" not in r["roles"][1]
-        doc.execute(f"GRANT EXECUTE ON FUNCTION {sig} TO doc_analyst")
-        r = _rows(doc)
-        assert "doc_analyst" in r["roles"][1]
+        assert "doc_alice" in r["roles"][1] and "doc_bob" not in r["roles"][1]
+        with cluster.connect(DB, user="doc_bob") as c:
+            for call in (
+                "SELECT nl2sql('How many harbours?')",
+                "SELECT nl2sql._nl2sql('x', '', '', '')",
+            ):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    c.execute(call)
+        with cluster.connect(DB, user="doc_alice") as c:
+            got = c.execute("SELECT nl2sql.retrieve('How many harbours?')").fetchone()[0]
+            assert "presql_tables" in got
     finally:
-        doc.execute(f"GRANT EXECUTE ON FUNCTION {sig} TO PUBLIC")
-        doc.execute(f"REVOKE EXECUTE ON FUNCTION {sig} FROM doc_analyst")
+        doc.execute(
+            revoke.split(";")[0].replace("REVOKE", "GRANT").replace("FROM PUBLIC", "TO PUBLIC")
+        )
+        doc.execute(
+            revoke.split(";")[1].replace("GRANT", "REVOKE").replace("TO analysts", "FROM analysts")
+        )
+    assert "every role" in _rows(doc)["roles"][1]
