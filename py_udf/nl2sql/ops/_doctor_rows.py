@@ -5,6 +5,7 @@ returning ``(check, status, detail, fix)`` with status ``ok``, ``warn`` or ``fai
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
 
 from ..core.errors import ConfigError
 from ..core.settings import BY_NAME
@@ -12,7 +13,7 @@ from ..model.probe import Reach
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 Row = tuple[str, str, str, str]
-TESTED_MAJORS = (15, 16, 17, 18)  # majors install.sh supports (15 and 17 tested, docs/install.md)
+TESTED_MAJORS = (15, 16, 17, 18)  # the supported majors (docs/install.md: what ran where)
 # (extension, the least version, the least version on PostgreSQL 18)
 MINIMUM = {"vector": ("0.8.0", "0.8.1"), "pg_cron": ("1.0", "1.6.6")}
 NL2SQL_FUNCTIONS = "nl2sql(), nl2sql.ask(), nl2sql.explain()"
@@ -111,8 +112,8 @@ def venv_row(
         unreadable: paths of the venv that user cannot read (empty when all are readable).
 
     Returns:
-        ``fail`` when something is unreadable, ``warn`` when the package comes from elsewhere or
-        the setting is unset, else ``ok``.
+        ``fail`` when something is unreadable, ``warn`` when the package comes from elsewhere,
+        else ``ok`` (an unset setting means the default venv, which is the one found).
     """
     shown = setting or "unset (default /opt/nl2sql/venv)"
     detail = f"nl2sql.venv = {shown}; site-packages {site_packages}; OS user {user}"
@@ -123,16 +124,13 @@ def venv_row(
             f"{detail}; not readable by {user}: {', '.join(unreadable[:5])}",
             f"make the venv readable by {user} (chmod -R o+rX, or chgrp to its group)",
         )
-    if not package_dir.startswith(site_packages):
+    if not PurePath(package_dir).is_relative_to(site_packages):
         return (
             "venv",
             WARN,
             f"{detail}; but nl2sql is imported from {package_dir}",
             "remove the other copy of nl2sql from the server's Python path",
         )
-    if not setting:
-        fix = "ALTER SYSTEM SET nl2sql.venv = '/path/to/venv'; SELECT pg_reload_conf();"
-        return "venv", WARN, detail, fix
     return "venv", OK, detail, ""
 
 

@@ -24,6 +24,7 @@ from . import _doctor_rows as rows
 
 __all__ = ["ALLOWED", "doctor", "may_run", "unreadable"]
 
+DEFAULT_VENV = "/opt/nl2sql/venv"  # as nl2sql._boot() reads an unset nl2sql.venv
 ALLOWED = "nl2sql.doctor()"  # whoever may EXECUTE it may run the checks
 EXTENSIONS = (
     "SELECT a.name, a.default_version AS available, e.extversion AS installed "
@@ -123,20 +124,16 @@ def _server(plpy) -> rows.Row:
 
 def _venv(plpy) -> rows.Row:
     setting = _settings(plpy, "nl2sql.venv") or None
+    venv = Path(setting or DEFAULT_VENV)
+    # the folder nl2sql._boot() puts on sys.path for this venv
+    sp = (venv / "lib" / "python{}.{}".format(*sys.version_info[:2]) / "site-packages").resolve()
     package = Path(__file__).resolve().parents[1]  # <site-packages>/nl2sql
-    sp = next(
-        (
-            p
-            for p in sys.path
-            if p.endswith("site-packages") and (Path(p) / "nl2sql").resolve() == package
-        ),
-        os.fspath(package.parent),
-    )
-    venv = Path(setting) if setting else Path(sp).parents[2]
     python = venv / "bin" / "python3"
-    paths = [venv, Path(sp)] + ([python] if python.exists() else [])
+    paths = [venv, sp] + ([python] if python.exists() else [])
     user = pwd.getpwuid(os.geteuid()).pw_name
-    return rows.venv_row(setting, sp, os.fspath(package), user, unreadable(paths, package))
+    return rows.venv_row(
+        setting, os.fspath(sp), os.fspath(package), user, unreadable(paths, package)
+    )
 
 
 def _onnx(plpy) -> rows.Row:

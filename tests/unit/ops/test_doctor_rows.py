@@ -49,7 +49,7 @@ def test_venv_row():
     other = rows.venv_row("/v", sp, "/usr/lib/python3/dist-packages/nl2sql", "postgres", [])
     assert other[1] == "warn" and "imported from /usr/lib" in other[2]
     unset = rows.venv_row(None, sp, sp + "/nl2sql", "postgres", [])
-    assert unset[1] == "warn" and "ALTER SYSTEM SET nl2sql.venv" in unset[3]
+    assert unset[1] == "ok" and "unset (default /opt/nl2sql/venv)" in unset[2]
 
 
 def test_unreadable_names_what_this_process_may_not_read(tmp_path, monkeypatch):
