@@ -17,7 +17,7 @@ from ._admin import (
     set_setting,
     write_log,
 )
-from ._questions import ask, explain, narrate, nl2sql, retrieve
+from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -39,6 +39,7 @@ __all__ = [
     "calibrate",
     "evaluate",
     "explain",
+    "explain_sql",
     "feedback",
     "load_examples",
     "mine_queries",
