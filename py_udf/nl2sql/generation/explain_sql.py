@@ -157,11 +157,11 @@ def explain_prompt(checked: Checked) -> str:
         The message text: the relations' ``CREATE TABLE`` (no cell values), the SQL as the
         gate's SQL path shows it (``Gate.sql``), and ``ASK``.
     """
-    shown = checked.gate.sql(STAGE, checked.sql)
+    shown = prompts.shown_sql(checked.gate.sql(STAGE, checked.sql))
     return "\n\n".join(
         [
             "/* The relations the query reads: */\n" + prompts.render_schema(checked.schema, 0),
-            f"/* The query: */\n{shown}",
+            "/* The query: */\n" + shown,
             ASK,
         ]
     )
