@@ -1562,6 +1562,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('conversation_turns', 'int', '5', 'earlier turns of a conversation (their questions and chosen SQL) shown in the prompts of a follow-up question'),
     ('narrate_model', 'str', '', 'model that writes `nl2sql.narrate` answers; empty = the first configured model (the PreSQL writer)'),
     ('narrate_rows', 'int', '20', 'first rows of the chosen SQL that `nl2sql.narrate` shows the model'),
+    ('explain_sql_in_trace', 'bool', 'off', '`nl2sql.explain` adds `sql_explanation`: the chosen SQL explained in words by the model of `narrate_model`, as `nl2sql.explain_sql` does (one more model call)'),
     ('hardness_voters', 'json', '', 'PET-SQL fine-grained voting: JSON `{"easy": [models], "medium": …, "hard": …, "extra": …}`; empty = every model votes'),
     ('reliability_vote', 'bool', 'on', 'the vote weights each model by the reliability `nl2sql.calibrate()` learned from judged answers (and, when `hardness_voters` is empty, lets the learned voter sets vote); nothing calibrated, or `off`: plain majority'),
     ('rewrite_time', 'bool', 'on', 'relative time in the question ("this month", "today", "currently") made explicit from the database''s `now()`'),
@@ -2270,6 +2271,26 @@ CREATE OR REPLACE TRIGGER cell_value_text_truncate AFTER TRUNCATE ON nl2sql.cell
 
 REVOKE ALL ON nl2sql.cell_value_text FROM PUBLIC;
 REVOKE ALL ON FUNCTION nl2sql._cell_value_text_sync() FROM PUBLIC;
+
+-- ==== idempotent 016-explain-sql.sql ====
+-- nl2sql.explain_sql(sql): a read-only query explained in words by a model, for the caller
+-- (SECURITY INVOKER: the relations it reads must be ones the caller may SELECT). The model gets
+-- the query and the schema of the relations it reads through the gate (generation/explain_sql.py). search_path FROM CURRENT: as 001-functions.sql sets it.
+
+CREATE OR REPLACE FUNCTION nl2sql._explain_sql(sql text, caller_search_path text)
+RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT
+SET plan_cache_mode = force_custom_plan AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.explain_sql(plpy, sql, caller_search_path)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.explain_sql(sql text,
+                                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._explain_sql(sql, search_path) $$;
+COMMENT ON FUNCTION nl2sql.explain_sql(text, text) IS
+    'nl2sql: what a read-only query does, in words, written by a model for the caller';
 
 -- ==== idempotent 017-doctor.sql ====
 -- nl2sql.doctor(): one row per check of the installation, the models and the index

@@ -18,7 +18,7 @@ from ._admin import (
     set_setting,
     write_log,
 )
-from ._questions import ask, explain, narrate, nl2sql, retrieve
+from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -41,6 +41,7 @@ __all__ = [
     "doctor",
     "evaluate",
     "explain",
+    "explain_sql",
     "feedback",
     "load_examples",
     "mine_queries",
