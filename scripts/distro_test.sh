@@ -115,7 +115,10 @@ in_root "set -e
     python3.11 -m venv --without-pip /opt/nl2sql/venv-15
     /opt/nl2sql/venv/bin/pip --python /opt/nl2sql/venv-15/bin/python install -q pip
   fi
-  cd /src/nl2sql && NL2SQL_VENV=/opt/nl2sql/venv-15 bash scripts/install.sh --pg-config /usr/lib/postgresql/15/bin/pg_config"
+  cd /src/nl2sql && NL2SQL_VENV=/opt/nl2sql/venv-15 bash scripts/install.sh --pg-config /usr/lib/postgresql/15/bin/pg_config
+  # PGXS and make for tests/db/test_installcheck.py (make installcheck) on the release's server
+  major=\$(\$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir)/pg_config --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')
+  dpkg-query -W postgresql-server-dev-\$major >/dev/null 2>&1 || apt-get install -y -qq postgresql-server-dev-\$major make >/dev/null"
 t35=$(now)
 
 # 5. The suite, loopback only --------------------------------------------------------------------
