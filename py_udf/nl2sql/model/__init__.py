@@ -6,4 +6,5 @@ __all__ = [
     "llm",
     "openai_call",
     "prompts",
+    "tokens",
 ]

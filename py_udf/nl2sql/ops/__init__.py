@@ -5,6 +5,7 @@ __all__ = [
     "example_store",
     "index_maintenance",
     "indexer",
+    "quota",
     "table_index",
     "table_state",
     "value_policy",

@@ -54,7 +54,7 @@ def first_examples(
 
 
 def presql_prompt(
-    plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
+    plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate, model: str = ""
 ) -> tuple[str, Schema, dict]:
     """Build the PreSQL prompt, pruned to ``prompt_token_budget``; sets ``ctx.presql_schema``.
     Source: PET-SQL (Li et al. 2024) §3.1.
@@ -62,6 +62,8 @@ def presql_prompt(
     Args:
         ctx, schema, st: the question's context, the role's schema, the settings.
         gate: the call's gate: the values and examples shown pass it.
+        model: the PreSQL model's id: the budget counts tokens as its calls are counted
+            (``linking.pruning.estimate_tokens``); '' for the estimate.
 
     Returns:
         ``(prompt, schema used, info)``; info: ``pruned``, ``tokens_full``, ``tokens``
@@ -100,10 +102,10 @@ def presql_prompt(
         )
         return ctx.scores or {}
 
-    used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep)
+    used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep, model=model)
     ctx.presql_schema = used
     prompt = render(used)
-    info["tokens"] = estimate_tokens(prompt)
+    info["tokens"] = estimate_tokens(prompt, model)
     return prompt, used, info
 
 
@@ -154,6 +156,8 @@ def finsql_prompt(
         ctx, schema, st: the question's context, the role's schema, the settings.
         linked, sel: from ``link_and_select``.
         gate: the call's gate: the values and examples shown pass it.
+        model: the PreSQL model's id: the budget counts tokens as its calls are counted
+            (``linking.pruning.estimate_tokens``); '' for the estimate.
 
     Returns:
         ``(prompt, schema used)``: the linked tables only (the whole schema when nothing
