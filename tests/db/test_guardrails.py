@@ -88,7 +88,7 @@ def test_a_plan_over_max_plan_cost_is_refused_before_it_runs_and_does_not_vote(g
     assert ok["status"] == "ok" and ok["plan_cost"] == pytest.approx(small, rel=0.01)
     assert ok["plan_rows"] == 1
     # two refused candidates do not outvote the one that ran
-    assert trace["sql"] == SMALL and trace["confidence"] == 1.0
+    assert trace["sql"].lower() == SMALL.lower() and trace["confidence"] == 1.0
 
 
 def test_a_plan_over_max_plan_rows_is_refused(gdb, llm):
@@ -106,13 +106,13 @@ def test_a_plan_over_max_plan_rows_is_refused(gdb, llm):
 
 
 def test_every_candidate_over_the_limit_names_the_setting_to_raise(gdb, llm):
-    gdb.execute("SELECT nl2sql.set_setting('max_plan_cost', '1')")
+    gdb.execute("SELECT nl2sql.set_setting('max_plan_cost', '0.5')")
     add_models(gdb, llm, ["m1", "m2"])
     script(llm, m1=CROSS, m2=SMALL)
     trace = explain(gdb)
     assert trace["sql"] is None
     assert "every candidate (2) was refused before running" in trace["error"]
-    assert "max_plan_cost (now 1" in trace["error"]
+    assert "max_plan_cost (now 0.5" in trace["error"]
     assert "nl2sql.set_setting('max_plan_cost'" in trace["error"]
     with pytest.raises(psycopg.Error, match="max_plan_cost"):
         gdb.execute("SELECT nl2sql(%s)", (Q,))
@@ -135,7 +135,7 @@ def test_cost_per_call_per_model_and_in_usage(gdb, llm):
     for i, (name, pin, pout) in enumerate((("m1", 2.5, 10), ("m2", 0.15, 0.6))):
         gdb.execute(
             "SELECT nl2sql.add_model(%s, %s, base_url => %s, priority => %s, "
-            "price_in_per_mtok => %s, price_out_per_mtok => %s)",
+            "price_in_per_mtok => %s::numeric, price_out_per_mtok => %s::numeric)",
             (name, name, llm.base_url, i, pin, pout),
         )
     llm.set_default(SMALL)
@@ -266,7 +266,8 @@ def test_tokens_per_day_and_the_fast_path_costs_no_tokens(gdb, llm, cluster):
         trace = explain(conn, Q)
         assert trace["vote"]["method"] == "verified_query" and llm.requests == []
         assert trace["tokens"]["total"] == 0 and trace["tokens"]["cost_usd"] is None
-        assert conn.execute("SELECT questions, tokens FROM nl2sql.usage").fetchone() == (3, used)
+        # the refused question is not counted (its statement failed)
+        assert conn.execute("SELECT questions, tokens FROM nl2sql.usage").fetchone() == (2, used)
     # a role's own quota overrides the default; removing it falls back to the default
     gdb.execute("SELECT nl2sql.set_quota(%s)", (ASKER,))
     with as_role(cluster, ASKER) as conn:
