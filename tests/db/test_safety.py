@@ -232,6 +232,9 @@ DEFINERS = (
     "nl2sql._ddl_command_end(",
     "nl2sql._ddl_sql_drop(",
     "nl2sql._forget_conversation(",
+    # quotas (docs/guardrails.md): the acting role's own usage row only; _usage_add only adds
+    "nl2sql._quota_take(",
+    "nl2sql._usage_add(",
 )
 
 
@@ -267,6 +270,8 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
         "example_relation",
         "query_log",
         "value_policy",
+        "quota",
+        "usage_day",
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(f"SELECT count(*) FROM nl2sql.{t}")
@@ -276,6 +281,8 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
         "SELECT nl2sql.add_model('x', 'y')",
         "SELECT nl2sql.set_value_policy('payroll', true)",
         "SELECT nl2sql.add_example('q', 'SELECT 1')",
+        "SELECT nl2sql.set_quota('public', 1)",
+        "SELECT nl2sql.remove_quota('public')",
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(call)

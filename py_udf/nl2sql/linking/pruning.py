@@ -13,6 +13,7 @@ from ..model.prompts import render_table
 from ._schema_graph import fk_graph, table_lookup
 
 CHARS_PER_TOKEN = model_tokens.CHARS_PER_TOKEN
+FITS_IN_BYTES = "estimate (the prompt has no more bytes than the budget: it fits)"
 
 
 def estimate_tokens(text: str, model: str = "") -> int:
@@ -66,9 +67,15 @@ def prune_schema(
         (schema, info): the pruned Schema, or ``schema`` itself when it fits; info ``{"pruned",
         "tokens_full", "tokens", "tables_kept", "tables_total", "budget"}`` (estimated tokens).
     """
-    full_tokens = estimate_tokens(render(schema), model)
+    full_text = render(schema)
+    if len(full_text.encode()) <= budget:
+        # a token is at least one byte: it fits without a tokenizer (which costs a backend
+        # ~170 ms and ~50 MB the first time); the figure shown is then the estimate
+        full_tokens, counted_by = model_tokens.count(full_text, "")[0], FITS_IN_BYTES
+    else:
+        full_tokens, counted_by = model_tokens.count(full_text, model)
     info = {
-        "counted_by": model_tokens.count("", model)[1],
+        "counted_by": counted_by,
         "pruned": False,
         "tokens_full": full_tokens,
         "tokens": full_tokens,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.settings import Settings
 from ..core.types import Example, Schema
-from ..linking.pruning import estimate_tokens, prune_schema
+from ..linking.pruning import prune_schema
 from ..linking.schema_linking import Linked, link_schema, linking_values
 from ..model import prompts
 from ..model.gate import Gate
@@ -104,9 +104,7 @@ def presql_prompt(
 
     used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep, model=model)
     ctx.presql_schema = used
-    prompt = render(used)
-    info["tokens"] = estimate_tokens(prompt, model)
-    return prompt, used, info
+    return render(used), used, info
 
 
 def link_and_select(
@@ -156,8 +154,6 @@ def finsql_prompt(
         ctx, schema, st: the question's context, the role's schema, the settings.
         linked, sel: from ``link_and_select``.
         gate: the call's gate: the values and examples shown pass it.
-        model: the PreSQL model's id: the budget counts tokens as its calls are counted
-            (``linking.pruning.estimate_tokens``); '' for the estimate.
 
     Returns:
         ``(prompt, schema used)``: the linked tables only (the whole schema when nothing
