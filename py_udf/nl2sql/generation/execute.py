@@ -186,7 +186,7 @@ def plan_refusal(cost: float, rows: float, limits: PlanLimits) -> str | None:
         over.append(f"estimated rows {rows:.0f} > max_plan_rows {limits.max_rows:g}")
     if not over:
         return None
-    return "refused before running: " + "; ".join(over) + " (planner's EXPLAIN estimate)"
+    return "refused before running: " + "; ".join(over) + " (EXPLAIN estimate)"
 
 
 _RUN_TYPES = ("text", "text", "int4", "int8")
