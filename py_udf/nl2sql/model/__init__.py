@@ -5,6 +5,8 @@ __all__ = [
     "gate",
     "llm",
     "openai_call",
+    "probe",
     "prompts",
+    "quota",
     "tokens",
 ]

@@ -3,8 +3,40 @@ Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4."""
 
 from __future__ import annotations
 
+from ..core.errors import GateError
 from ..core.spi import quote_literal
 from ..core.types import Example, Schema, Table, Turn
+
+
+class ShownSQL(str):
+    """An SQL text as the gate lets a model see it; made only in ``gate.py`` (``Gate.sql``,
+    ``Gate.examples``, ``Gate.turns``, ``Gate.expression``)."""
+
+    __slots__ = ()
+
+
+def shown_sql(text: str | None) -> str:
+    """Check that an SQL text about to go into a prompt came through the gate: every prompt part
+    that holds SQL (examples, turns, terms, candidates, narrate's and mining's queries) passes here.
+
+    Args:
+        text: the SQL text, or None (shown as nothing).
+
+    Returns:
+        The text as a plain ``str`` (``""`` for None).
+
+    Raises:
+        GateError: ``text`` did not come through the gate's SQL path.
+    """
+    if text is None:
+        return ""
+    if not isinstance(text, ShownSQL):
+        raise GateError(
+            "nl2sql: an SQL text reached a prompt without passing the gate's SQL path "
+            "(model.gate.Gate.sql); this is a bug in nl2sql: report it"
+        )
+    return str(text)
+
 
 QUESTION_MARKER = "/* Answer the following: "
 """The marker before the asked question in every prompt: prompts end with it, the question and
@@ -118,7 +150,7 @@ def _pairs(header: str, marker: str, pairs: list[tuple[str, str]]) -> str:
     out = [header]
     for question, sql in pairs:
         out.append(f"{marker}{question} */")
-        out.append(sql.strip().rstrip(";") + ";")
+        out.append(shown_sql(sql).strip().rstrip(";") + ";")
     return "\n".join(out)
 
 
@@ -165,7 +197,7 @@ def render_business(terms: list[tuple[str, str, str | None]], instructions: list
         for term, definition, sql in terms:
             line = f"-- {_one_line(term)}: {_one_line(definition)}"
             if sql:
-                line += f" (SQL: {_one_line(sql)})"
+                line += f" (SQL: {_one_line(shown_sql(sql))})"
             lines.append(line)
         parts.append("\n".join(lines))
     if instructions:

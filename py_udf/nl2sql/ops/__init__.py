@@ -2,10 +2,10 @@
 (docs/internals/ops.md)."""
 
 __all__ = [
+    "doctor",
     "example_store",
     "index_maintenance",
     "indexer",
-    "quota",
     "table_index",
     "table_state",
     "value_policy",

@@ -74,7 +74,7 @@ def presql_prompt(
     """
     examples = gate.examples("presql", first_examples(ctx.verified, ctx.candidates, st.k_examples))
     shown = gate.values("presql", value_triples(schema, ctx.values))
-    business = ctx.business.prompt_text()
+    business = ctx.business.prompt_text(gate, "presql")
 
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
@@ -168,7 +168,7 @@ def finsql_prompt(
         st.sample_values,
         ctx.evidence,
         gate.values("finsql", value_triples(schema, ctx.values, tables)),
-        ctx.business.prompt_text(),
+        ctx.business.prompt_text(gate, "finsql"),
         gate.turns("finsql", ctx.turns),
     )
     return prompt, fin_schema

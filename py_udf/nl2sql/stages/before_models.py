@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core.types import Vote
 from ..curated.fast_path import FastPath
 from ..curated.fast_path import fast_path as fast_path_of
-from ..ops.quota import usage_of
+from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
 from ..retrieval.gather import add_columns, add_vector_values, gather
 from ..retrieval.prompt_parts import finsql_prompt, first_examples, link_and_select

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core.types import Status
 from ..model import prompts
 from ..model.llm import call_models, pick_model
-from ..ops.quota import usage_of
+from ..model.quota import usage_of
 from ..selection import abstain as abstention
 from ..selection.multiple_choice import apply_choice, multiple_choice_prompt, parse_choice, select
 from .run import MultipleChoice, Outcome, Run, Selected
@@ -41,9 +41,10 @@ def vote(run: Run) -> None:
             rows[c.result_hash], note = run.gate.rows("multiple_choice", c.sql, c.sample_rows)
             if note:
                 notes[c.result_hash] = note
+    shown = [{**g, "sql": run.gate.sql("multiple_choice", g["sql"])} for g in v.groups]
     mc_prompt = multiple_choice_prompt(
         run.prompt_question,
-        v.groups,
+        shown,
         prompts.render_schema(link.schema, st.sample_values),
         rows,
         run.evidence,

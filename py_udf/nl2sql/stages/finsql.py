@@ -43,7 +43,7 @@ def plan(run: Run) -> None:
         samples=st.samples_per_model,
         sample_temperature=st.sample_temperature,
         values=value_triples(run.schema, ctx.values, {tb.name for tb in link.schema.tables}),
-        business=ctx.business.prompt_text() or None,
+        business=ctx.business.prompt_text(run.gate, "finsql") or None,
         turns=ctx.turns,
         gate=run.gate,
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from ..core import catalog
 from ..core.settings import get_settings
 from ..core.timing import StageTimer
+from ..model import quota as quotas
 from ..model.config import get_models
 from ..model.gate import Gate
-from ..ops import quota as quotas
 from ..ops import value_policy
 from ..retrieval.conversation import earlier_turns, validate_key
 from ..retrieval.question import rewrite_question, validate_question
@@ -60,7 +60,7 @@ def open_run(
 
 def quota(run: Run) -> None:
     """Check the calling role's questions_per_minute quota and count the question
-    (``ops.quota.take``), before anything else of the question runs.
+    (``model.quota.take``), before anything else of the question runs.
 
     Args:
         run: sets ``quota``.
@@ -87,7 +87,7 @@ def quota_tokens(run: Run) -> None:
 
 def record_usage(run: Run) -> None:
     """Add the call's question (unless ``quota`` counted it), tokens and cost to the role's
-    day (``ops.quota.record``; nothing on a read replica).
+    day (``model.quota.record``; nothing on a read replica).
 
     Args:
         run: after its stages (``outcome.tokens``).

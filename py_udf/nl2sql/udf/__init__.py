@@ -9,6 +9,7 @@ from ._admin import (
     add_verified_query,
     approve_mined,
     calibrate,
+    doctor,
     evaluate,
     feedback,
     load_examples,
@@ -17,7 +18,7 @@ from ._admin import (
     set_setting,
     write_log,
 )
-from ._questions import ask, explain, narrate, nl2sql, retrieve
+from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -37,8 +38,10 @@ __all__ = [
     "approve_mined",
     "ask",
     "calibrate",
+    "doctor",
     "evaluate",
     "explain",
+    "explain_sql",
     "feedback",
     "load_examples",
     "mine_queries",
