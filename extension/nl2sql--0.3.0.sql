@@ -2407,8 +2407,9 @@ REVOKE EXECUTE ON FUNCTION nl2sql.set_quota(name, int, bigint), nl2sql.remove_qu
 -- and the question is counted; kind 'tokens': before the first model request, tokens_per_day.
 -- A role with a quota locks its row of nl2sql.usage_day (FOR UPDATE) until its transaction
 -- ends: a second session of the same role waits there and then sees the first's count, so two
--- sessions cannot both take the last slot; other roles lock other rows. On a read replica
--- nothing is written or locked: the limits are checked against the usage the primary recorded.
+-- sessions cannot both take the last slot; other roles lock other rows. On a read replica (and
+-- in a read-only transaction) nothing is written or locked: the limits are checked against the
+-- usage recorded.
 -- Returns {role, limited, counted, replica} or, over a limit, {refused, limit, used, resets_at}.
 CREATE OR REPLACE FUNCTION nl2sql._quota_take(who name, kind text)
 RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -2421,7 +2422,9 @@ DECLARE
     m timestamptz := pg_catalog.date_trunc('minute', t);
     minute_q int := 0;
     used bigint := 0;
-    replica boolean := pg_catalog.pg_is_in_recovery();
+    -- a replica, or a read-only transaction (an MCP client's): check, but write nothing
+    replica boolean := pg_catalog.pg_is_in_recovery()
+                       OR pg_catalog.current_setting('transaction_read_only') = 'on';
 BEGIN
     SELECT * INTO q FROM nl2sql.quota x WHERE x.role_name IN (r, 'public')
      ORDER BY x.role_name = 'public' LIMIT 1;
@@ -2461,7 +2464,8 @@ $$;
 
 -- Adds one call's use to the acting role's row of the day (UTC): questions not yet counted by
 -- nl2sql._quota_take, tokens, estimated tokens and cost. Only ever adds (a negative amount is
--- refused), so a role calling it by itself can only raise its own usage. Nothing on a replica.
+-- refused), so a role calling it by itself can only raise its own usage. Nothing on a replica
+-- or in a read-only transaction.
 CREATE OR REPLACE FUNCTION nl2sql._usage_add(who name, add_questions int, add_prompt bigint,
                                              add_completion bigint, add_estimated bigint,
                                              add_cost numeric)
@@ -2470,7 +2474,8 @@ BEGIN
     IF LEAST(add_questions, add_prompt, add_completion, add_estimated, add_cost) < 0 THEN
         RAISE EXCEPTION 'nl2sql._usage_add: amounts must be >= 0';
     END IF;
-    IF pg_catalog.pg_is_in_recovery() THEN
+    IF pg_catalog.pg_is_in_recovery()
+       OR pg_catalog.current_setting('transaction_read_only') = 'on' THEN
         RETURN false;
     END IF;
     INSERT INTO nl2sql.usage_day AS x (role_name, day, questions, prompt_tokens,
