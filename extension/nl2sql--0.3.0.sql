@@ -834,6 +834,65 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 016-guardrails.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$016-guardrails.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Guardrails a DBA sets (docs/guardrails.md): prices per model, per-role quotas and the usage
+-- they are checked against.
+
+-- Prices in US dollars per million tokens (null: unknown, no cost is computed for the model).
+ALTER TABLE nl2sql.model
+    ADD COLUMN price_in_per_mtok numeric CHECK (price_in_per_mtok IS NULL OR price_in_per_mtok >= 0),
+    ADD COLUMN price_out_per_mtok numeric CHECK (price_out_per_mtok IS NULL OR price_out_per_mtok >= 0);
+
+-- add_model gained price_in_per_mtok and price_out_per_mtok (defaults null): the old signature
+-- goes, the new one (sql/idempotent/001-functions.sql) takes every call the old one took.
+DROP FUNCTION IF EXISTS nl2sql.add_model(text, text, text, text, float8, float8, int, int, text);
+
+-- One row per role with its own quota; the row of role 'public' (no role can be named so) is the
+-- default of every role without its own. Null: no limit.
+CREATE TABLE nl2sql.quota (
+    role_name            name PRIMARY KEY,
+    questions_per_minute int CHECK (questions_per_minute IS NULL OR questions_per_minute >= 0),
+    tokens_per_day       bigint CHECK (tokens_per_day IS NULL OR tokens_per_day >= 0),
+    updated_at           timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.quota', '');
+
+-- What each role used per day (UTC): questions, tokens (those neither reported by the endpoint
+-- nor counted by a tokenizer, but estimated from the text's length, also in estimated_tokens),
+-- cost; and the current minute's questions (the questions_per_minute window).
+CREATE TABLE nl2sql.usage_day (
+    role_name         name NOT NULL,
+    day               date NOT NULL,
+    questions         bigint NOT NULL DEFAULT 0 CHECK (questions >= 0),
+    prompt_tokens     bigint NOT NULL DEFAULT 0 CHECK (prompt_tokens >= 0),
+    completion_tokens bigint NOT NULL DEFAULT 0 CHECK (completion_tokens >= 0),
+    estimated_tokens  bigint NOT NULL DEFAULT 0 CHECK (estimated_tokens >= 0),
+    cost_usd          numeric NOT NULL DEFAULT 0 CHECK (cost_usd >= 0),
+    minute_start      timestamptz,
+    minute_questions  int NOT NULL DEFAULT 0,
+    PRIMARY KEY (role_name, day)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.usage_day', '');
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1049,7 +1108,8 @@ $py$;
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
     temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
-    priority int DEFAULT NULL, dialect text DEFAULT 'postgres')
+    priority int DEFAULT NULL, dialect text DEFAULT 'postgres',
+    price_in_per_mtok numeric DEFAULT NULL, price_out_per_mtok numeric DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
@@ -1064,19 +1124,25 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: dialect must be postgres, sqlite or mysql, got %', add_model.dialect
             USING HINT = 'the SQL dialect the model writes; its answers are transpiled to PostgreSQL';
     END IF;
-    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect)
+    IF add_model.price_in_per_mtok < 0 OR add_model.price_out_per_mtok < 0 THEN
+        RAISE EXCEPTION 'nl2sql.add_model: prices must be >= 0 (US dollars per million tokens) or null'
+            USING HINT = 'e.g. price_in_per_mtok => 2.50, price_out_per_mtok => 10';
+    END IF;
+    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect,
+                                   price_in_per_mtok, price_out_per_mtok)
     VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
             add_model.temperature, add_model.timeout_s, add_model.max_tokens,
             COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)),
-            add_model.dialect)
+            add_model.dialect, add_model.price_in_per_mtok, add_model.price_out_per_mtok)
     ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
         model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
         temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
         max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model.priority, m.position),
-        enabled = true, dialect = EXCLUDED.dialect;
+        enabled = true, dialect = EXCLUDED.dialect,
+        price_in_per_mtok = EXCLUDED.price_in_per_mtok, price_out_per_mtok = EXCLUDED.price_out_per_mtok;
 END
 $$;
-COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text) IS
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric) IS
     'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL';
 
 CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean
@@ -1512,7 +1578,7 @@ COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
 REVOKE EXECUTE ON FUNCTION
     nl2sql.reindex(text[], boolean), nl2sql._reindex_plan(text[]),
     nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
-    nl2sql.add_model(text, text, text, text, float8, float8, int, int, text),
+    nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
     nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),
@@ -1535,6 +1601,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('candidate_timeout_ms', 'int', '5000', 'wall-clock limit per candidate execution (ms)'),
     ('max_rows', 'int', '10000', 'rows fetched per candidate for voting'),
     ('max_result_bytes', 'int', '50000000', 'bytes of row_to_json text fetched per candidate (and by `nl2sql.ask`); a larger result is abandoned in the database and the candidate refused ("Safety")'),
+    ('max_plan_cost', 'float', '100000000.0', 'a candidate whose planner estimate (EXPLAIN total cost) is higher is refused before it runs; 0: no limit (docs/guardrails.md)'),
+    ('max_plan_rows', 'float', '1000000000.0', 'a candidate whose planner estimate of its rows is higher is refused before it runs; 0: no limit (docs/guardrails.md)'),
     ('schemas', 'list', 'public', 'comma-separated schemas `reindex()` covers by default'),
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
@@ -2273,6 +2341,169 @@ CREATE OR REPLACE TRIGGER cell_value_text_truncate AFTER TRUNCATE ON nl2sql.cell
 
 REVOKE ALL ON nl2sql.cell_value_text FROM PUBLIC;
 REVOKE ALL ON FUNCTION nl2sql._cell_value_text_sync() FROM PUBLIC;
+
+-- ==== idempotent 014-guardrails.sql ====
+-- Guardrails a DBA sets (docs/guardrails.md): the plan-cost limit's EXPLAIN, per-role quotas
+-- and the usage view.
+
+-- The planner's estimate of a candidate, before it runs (generation/execute.py plan_estimate):
+-- EXPLAIN (FORMAT JSON) as the caller, read-only, over the caller's search_path, in the
+-- subtransaction the caller rolls back (as nl2sql._run_candidate). Nothing is executed.
+CREATE OR REPLACE FUNCTION nl2sql._explain_candidate(candidate text, caller_search_path text)
+RETURNS text LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    plan text;
+BEGIN
+    SET LOCAL transaction_read_only = on;
+    PERFORM pg_catalog.set_config('search_path', caller_search_path, true);
+    EXECUTE 'EXPLAIN (FORMAT JSON) ' || candidate INTO plan;
+    RETURN plan;
+END
+$$;
+
+-- A DBA's quota for a role ('public': the default of every role without its own); null = no
+-- limit. Administrative (not for PUBLIC).
+CREATE OR REPLACE FUNCTION nl2sql.set_quota(role name, questions_per_minute int DEFAULT NULL,
+                                            tokens_per_day bigint DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF set_quota.role IS NULL THEN
+        RAISE EXCEPTION 'nl2sql.set_quota: role is required'
+            USING HINT = 'name a role, or ''public'' for the default of every role without its own';
+    END IF;
+    IF set_quota.role <> 'public' AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = set_quota.role) THEN
+        RAISE EXCEPTION 'nl2sql.set_quota: there is no role named %', set_quota.role
+            USING HINT = 'name an existing role, or ''public'' for the default of every role without its own';
+    END IF;
+    IF set_quota.questions_per_minute < 0 OR set_quota.tokens_per_day < 0 THEN
+        RAISE EXCEPTION 'nl2sql.set_quota: limits must be >= 0 or null (no limit)'
+            USING HINT = 'e.g. SELECT nl2sql.set_quota(''analyst'', questions_per_minute => 10, tokens_per_day => 2000000)';
+    END IF;
+    INSERT INTO nl2sql.quota AS q (role_name, questions_per_minute, tokens_per_day)
+    VALUES (set_quota.role, set_quota.questions_per_minute, set_quota.tokens_per_day)
+    ON CONFLICT (role_name) DO UPDATE SET
+        questions_per_minute = EXCLUDED.questions_per_minute,
+        tokens_per_day = EXCLUDED.tokens_per_day, updated_at = pg_catalog.now();
+    RETURN pg_catalog.jsonb_build_object('role', set_quota.role,
+        'questions_per_minute', set_quota.questions_per_minute,
+        'tokens_per_day', set_quota.tokens_per_day);
+END
+$$;
+COMMENT ON FUNCTION nl2sql.set_quota(name, int, bigint) IS
+    'nl2sql: a role''s questions per minute and tokens per day (null: no limit; role ''public'': the default)';
+
+CREATE OR REPLACE FUNCTION nl2sql.remove_quota(role name) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH d AS (DELETE FROM nl2sql.quota q WHERE q.role_name = remove_quota.role RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION nl2sql.remove_quota(name) IS
+    'nl2sql: remove a role''s own quota (it falls back to the default, role ''public'')';
+
+REVOKE EXECUTE ON FUNCTION nl2sql.set_quota(name, int, bigint), nl2sql.remove_quota(name)
+    FROM PUBLIC;
+
+-- The quota check of one question (ops/quota.py), for the role the session acts as
+-- (nl2sql._acting_role). kind 'question': before anything else, the questions_per_minute limit,
+-- and the question is counted; kind 'tokens': before the first model request, tokens_per_day.
+-- A role with a quota locks its row of nl2sql.usage_day (FOR UPDATE) until its transaction
+-- ends: a second session of the same role waits there and then sees the first's count, so two
+-- sessions cannot both take the last slot; other roles lock other rows. On a read replica (and
+-- in a read-only transaction) nothing is written or locked: the limits are checked against the
+-- usage recorded.
+-- Returns {role, limited, counted, replica} or, over a limit, {refused, limit, used, resets_at}.
+CREATE OR REPLACE FUNCTION nl2sql._quota_take(who name, kind text)
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r name := nl2sql._acting_role(who);
+    q nl2sql.quota%ROWTYPE;
+    u nl2sql.usage_day%ROWTYPE;
+    t timestamptz := pg_catalog.clock_timestamp();
+    d date := (t AT TIME ZONE 'UTC')::date;
+    m timestamptz := pg_catalog.date_trunc('minute', t);
+    minute_q int := 0;
+    used bigint := 0;
+    -- a replica, or a read-only transaction (an MCP client's): check, but write nothing
+    replica boolean := pg_catalog.pg_is_in_recovery()
+                       OR pg_catalog.current_setting('transaction_read_only') = 'on';
+BEGIN
+    SELECT * INTO q FROM nl2sql.quota x WHERE x.role_name IN (r, 'public')
+     ORDER BY x.role_name = 'public' LIMIT 1;
+    IF NOT FOUND OR (q.questions_per_minute IS NULL AND q.tokens_per_day IS NULL) THEN
+        RETURN jsonb_build_object('role', r, 'limited', false, 'counted', false,
+                                  'replica', replica);
+    END IF;
+    IF NOT replica THEN
+        INSERT INTO nl2sql.usage_day (role_name, day) VALUES (r, d) ON CONFLICT DO NOTHING;
+        SELECT * INTO u FROM nl2sql.usage_day x WHERE x.role_name = r AND x.day = d FOR UPDATE;
+    ELSE
+        SELECT * INTO u FROM nl2sql.usage_day x WHERE x.role_name = r AND x.day = d;
+    END IF;
+    IF u.minute_start = m THEN
+        minute_q := u.minute_questions;
+    END IF;
+    used := COALESCE(u.prompt_tokens + u.completion_tokens, 0);
+    IF kind = 'question' AND minute_q >= q.questions_per_minute THEN
+        RETURN jsonb_build_object('role', r, 'limited', true, 'refused', 'questions_per_minute',
+            'limit', q.questions_per_minute, 'used', minute_q, 'quota_of', q.role_name,
+            'resets_at', m + interval '1 minute');
+    END IF;
+    IF kind = 'tokens' AND used >= q.tokens_per_day THEN
+        RETURN jsonb_build_object('role', r, 'limited', true, 'refused', 'tokens_per_day',
+            'limit', q.tokens_per_day, 'used', used, 'quota_of', q.role_name,
+            'resets_at', (d + 1)::timestamp AT TIME ZONE 'UTC');
+    END IF;
+    IF kind = 'question' AND NOT replica THEN
+        UPDATE nl2sql.usage_day x SET questions = x.questions + 1, minute_start = m,
+               minute_questions = minute_q + 1
+         WHERE x.role_name = r AND x.day = d;
+    END IF;
+    RETURN jsonb_build_object('role', r, 'limited', true,
+                              'counted', kind = 'question' AND NOT replica, 'replica', replica);
+END
+$$;
+
+-- Adds one call's use to the acting role's row of the day (UTC): questions not yet counted by
+-- nl2sql._quota_take, tokens, estimated tokens and cost. Only ever adds (a negative amount is
+-- refused), so a role calling it by itself can only raise its own usage. Nothing on a replica
+-- or in a read-only transaction.
+CREATE OR REPLACE FUNCTION nl2sql._usage_add(who name, add_questions int, add_prompt bigint,
+                                             add_completion bigint, add_estimated bigint,
+                                             add_cost numeric)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF LEAST(add_questions, add_prompt, add_completion, add_estimated, add_cost) < 0 THEN
+        RAISE EXCEPTION 'nl2sql._usage_add: amounts must be >= 0';
+    END IF;
+    IF pg_catalog.pg_is_in_recovery()
+       OR pg_catalog.current_setting('transaction_read_only') = 'on' THEN
+        RETURN false;
+    END IF;
+    INSERT INTO nl2sql.usage_day AS x (role_name, day, questions, prompt_tokens,
+                                       completion_tokens, estimated_tokens, cost_usd)
+    VALUES (nl2sql._acting_role(who), (pg_catalog.clock_timestamp() AT TIME ZONE 'UTC')::date,
+            COALESCE(add_questions, 0), COALESCE(add_prompt, 0), COALESCE(add_completion, 0),
+            COALESCE(add_estimated, 0), COALESCE(add_cost, 0))
+    ON CONFLICT (role_name, day) DO UPDATE SET
+        questions = x.questions + EXCLUDED.questions,
+        prompt_tokens = x.prompt_tokens + EXCLUDED.prompt_tokens,
+        completion_tokens = x.completion_tokens + EXCLUDED.completion_tokens,
+        estimated_tokens = x.estimated_tokens + EXCLUDED.estimated_tokens,
+        cost_usd = x.cost_usd + EXCLUDED.cost_usd;
+    RETURN true;
+END
+$$;
+
+-- Questions, tokens and cost per role per day (UTC): each role sees its own rows, a superuser
+-- every role's.
+CREATE OR REPLACE VIEW nl2sql.usage WITH (security_barrier) AS
+    SELECT u.role_name, u.day, u.questions, u.prompt_tokens, u.completion_tokens,
+           u.prompt_tokens + u.completion_tokens AS tokens, u.estimated_tokens, u.cost_usd
+      FROM nl2sql.usage_day u
+     WHERE u.role_name = current_user
+        OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user);
+GRANT SELECT ON nl2sql.usage TO PUBLIC;
 
 -- ==== idempotent 016-explain-sql.sql ====
 -- nl2sql.explain_sql(sql): a read-only query explained in words by a model, for the caller

@@ -145,6 +145,7 @@ def db(demo_conn, llm):
     demo_conn.execute("DELETE FROM nl2sql.model")
     demo_conn.execute("SELECT nl2sql.set_setting('presql_votes', 'on')")
     demo_conn.execute("SELECT nl2sql.reset_setting('candidate_timeout_ms')")
+    demo_conn.execute("SELECT nl2sql.reset_setting('max_plan_cost')")
     yield demo_conn
 
 

@@ -29,11 +29,13 @@ class Stage:
 # fmt: off
 STAGES: tuple[Stage, ...] = (
     #     name             timing key           step
+    Stage("quota",         "schema_ms",         start.quota, in_retrieve=False),
     Stage("rewrite",       "schema_ms",         start.rewrite, in_retrieve=False),
     Stage("schema",        "schema_ms",         start.load_schema),
     Stage("retrieval",     "retrieval_ms",      before_models.gather_context),
     Stage("verified",      "verified_ms",       before_models.fast_path, in_retrieve=False),
     Stage("presql_prompt", "prompt_ms",         before_models.presql_prompt),
+    Stage("quota_tokens",  "prompt_ms",         start.quota_tokens, in_retrieve=False),
     Stage("presql",        "presql_round_ms",   presql.write_presql, calls_model=True,
           without_model=before_models.instead_of_presql),
     Stage("linking",       "finsql_prompt_ms",  presql.link),
@@ -90,6 +92,7 @@ def answer(
         _run_stage(run, stage)
         if run.finished:
             break
+    start.record_usage(run)
     return run
 
 

@@ -212,7 +212,8 @@ $py$;
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
     temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
-    priority int DEFAULT NULL, dialect text DEFAULT 'postgres')
+    priority int DEFAULT NULL, dialect text DEFAULT 'postgres',
+    price_in_per_mtok numeric DEFAULT NULL, price_out_per_mtok numeric DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
@@ -227,19 +228,25 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: dialect must be postgres, sqlite or mysql, got %', add_model.dialect
             USING HINT = 'the SQL dialect the model writes; its answers are transpiled to PostgreSQL';
     END IF;
-    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect)
+    IF add_model.price_in_per_mtok < 0 OR add_model.price_out_per_mtok < 0 THEN
+        RAISE EXCEPTION 'nl2sql.add_model: prices must be >= 0 (US dollars per million tokens) or null'
+            USING HINT = 'e.g. price_in_per_mtok => 2.50, price_out_per_mtok => 10';
+    END IF;
+    INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect,
+                                   price_in_per_mtok, price_out_per_mtok)
     VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
             add_model.temperature, add_model.timeout_s, add_model.max_tokens,
             COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)),
-            add_model.dialect)
+            add_model.dialect, add_model.price_in_per_mtok, add_model.price_out_per_mtok)
     ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
         model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
         temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
         max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model.priority, m.position),
-        enabled = true, dialect = EXCLUDED.dialect;
+        enabled = true, dialect = EXCLUDED.dialect,
+        price_in_per_mtok = EXCLUDED.price_in_per_mtok, price_out_per_mtok = EXCLUDED.price_out_per_mtok;
 END
 $$;
-COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text) IS
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric) IS
     'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL';
 
 CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean

@@ -199,6 +199,9 @@ def test_adversarial_candidate_is_refused_or_contained(sdb, llm, corpus_baseline
                 assert re.search(FUNCTION_REFUSAL, c["reason"]), c["reason"]
             if kind == "denied":  # by the function check (or sqlcheck's name list)
                 assert any(f"{n}()" in c["reason"] for n in function_names(parse_one(sql)))
+        elif c["status"] == "refused":  # by the plan-cost limit, before it ran
+            assert c["reason"].startswith("refused before running: estimated cost"), c["reason"]
+            assert c["plan_cost"] > 1e8
         else:
             assert c["status"] in ("timeout", "error"), (c["status"], c["reason"])
             if c["status"] == "timeout":
@@ -233,6 +236,9 @@ DEFINERS = (
     "nl2sql._ddl_command_end(",
     "nl2sql._ddl_sql_drop(",
     "nl2sql._forget_conversation(",
+    # quotas (docs/guardrails.md): the acting role's own usage row only; _usage_add only adds
+    "nl2sql._quota_take(",
+    "nl2sql._usage_add(",
 )
 
 
@@ -268,6 +274,8 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
         "example_relation",
         "query_log",
         "value_policy",
+        "quota",
+        "usage_day",
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(f"SELECT count(*) FROM nl2sql.{t}")
@@ -277,6 +285,8 @@ def test_ordinary_role_cannot_read_index_tables_or_administer(analyst_conn):
         "SELECT nl2sql.add_model('x', 'y')",
         "SELECT nl2sql.set_value_policy('payroll', true)",
         "SELECT nl2sql.add_example('q', 'SELECT 1')",
+        "SELECT nl2sql.set_quota('public', 1)",
+        "SELECT nl2sql.remove_quota('public')",
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             analyst_conn.execute(call)
@@ -1055,6 +1065,7 @@ def test_cancel_stops_a_call_within_a_second_while_a_candidate_runs(cluster, sdb
     import threading
 
     sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '60000')")
+    sdb.execute("SELECT nl2sql.set_setting('max_plan_cost', '0')")  # it must run, not be refused
     add_models(sdb, llm, ["long_cand"])
     llm.set_default(LONG_CANDIDATE)
     try:
@@ -1086,6 +1097,7 @@ def test_cancel_stops_a_call_within_a_second_while_a_candidate_runs(cluster, sdb
             assert other.execute("SELECT 1").fetchone()[0] == 1
     finally:
         sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '5000')")
+        sdb.execute("SELECT nl2sql.reset_setting('max_plan_cost')")
 
 
 def test_after_twenty_trickling_calls_the_next_question_is_answered_normally(

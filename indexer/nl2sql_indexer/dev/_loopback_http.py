@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from nl2sql_indexer.dev._loopback_script import (
     Reply,
-    content_text,
-    count_words,
+    count_usage,
     replay_from_dict,
     rule_from_dict,
 )
@@ -349,10 +348,9 @@ def _chat_refusal(body: Any) -> tuple[str, str | None] | None:
 
 
 def _completion(model: str, messages: list[dict], reply: Reply, n: int) -> dict:
-    """The chat-completions answer: ``n`` choices of the scripted content, usage in words."""
-    prompt_tokens = sum(count_words(content_text(m.get("content"))) for m in messages)
-    completion_tokens = count_words(reply.content) * n
-    return {
+    """The chat-completions answer: ``n`` choices of the scripted content, and the ``usage`` a
+    real endpoint reports (``count_usage``) unless the rule said ``usage: false``."""
+    out = {
         "id": "chatcmpl-loopback-" + uuid.uuid4().hex,
         "object": "chat.completion",
         "created": int(time.time()),
@@ -367,9 +365,12 @@ def _completion(model: str, messages: list[dict], reply: Reply, n: int) -> dict:
             }
             for i in range(n)
         ],
-        "usage": {
+    }
+    if reply.usage:
+        prompt_tokens, completion_tokens = count_usage(messages, reply.content, n)
+        out["usage"] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+        }
+    return out

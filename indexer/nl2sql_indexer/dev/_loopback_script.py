@@ -13,12 +13,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from nl2sql.model.prompts import QUESTION_MARKER  # a prompt ends with it, the question and */
+from nl2sql.model.tokens import count
 
 __all__ = [
     "QUESTION_MARKER",
     "Reply",
     "Rule",
     "content_text",
+    "count_usage",
     "count_words",
     "extract_question",
     "is_loopback_host",
@@ -55,8 +57,26 @@ def normalize(text: str) -> str:
 
 
 def count_words(text: str) -> int:
-    """Token count approximation used in ``usage``: whitespace-separated words."""
+    """Whitespace-separated words of ``text``."""
     return len(text.split())
+
+
+def count_usage(messages: list[dict], content: str, n: int) -> tuple[int, int]:
+    """The ``usage`` a real OpenAI endpoint would report: prompt tokens (each message's content
+    in cl100k_base plus OpenAI's 3 tokens per message and 3 priming the reply) and completion
+    tokens (``n`` copies of ``content``), with nl2sql's tokenizer (``model.tokens.count``;
+    characters / 3.5 where tiktoken is not installed).
+
+    Args:
+        messages: the request's chat messages.
+        content: the scripted answer.
+        n: choices returned.
+
+    Returns:
+        ``(prompt_tokens, completion_tokens)``.
+    """
+    prompt = 3 + sum(3 + count(content_text(m.get("content")), "gpt-4")[0] for m in messages)
+    return prompt, count(content, "gpt-4")[0] * n
 
 
 def content_text(content: Any) -> str:
@@ -123,6 +143,7 @@ class Rule:
     hang: bool = False
     times: int | None = None
     trickle_s: float = 0.0
+    usage: bool = True  # False: the answer carries no ``usage`` (as some endpoints send)
 
 
 _RULE_FIELDS = {f.name for f in fields(Rule)}
@@ -162,6 +183,8 @@ def rule_from_dict(d: Any) -> Rule:
         raise ValueError("rule.trickle_s must be a non-negative number")
     if not isinstance(rule.hang, bool):
         raise ValueError("rule.hang must be a boolean")
+    if not isinstance(rule.usage, bool):
+        raise ValueError("rule.usage must be a boolean")
     if rule.times is not None and (
         isinstance(rule.times, bool) or not isinstance(rule.times, int) or rule.times < 0
     ):
@@ -172,11 +195,20 @@ def rule_from_dict(d: Any) -> Rule:
 class Reply:
     """What the handler should do for one chat request."""
 
-    __slots__ = ("status", "content", "message", "code", "delay_s", "hang", "trickle_s")
+    __slots__ = ("status", "content", "message", "code", "delay_s", "hang", "trickle_s", "usage")
 
     def __init__(
-        self, status=200, content="", message="", code=None, delay_s=0.0, hang=False, trickle_s=0.0
+        self,
+        status=200,
+        content="",
+        message="",
+        code=None,
+        delay_s=0.0,
+        hang=False,
+        trickle_s=0.0,
+        usage=True,
     ):
+        self.usage = usage
         self.trickle_s = trickle_s
         self.status = status
         self.content = content
@@ -231,4 +263,9 @@ def rule_reply(rule: Rule) -> Reply:
     if rule.status != 200:
         msg = rule.response or f"scripted error (HTTP {rule.status}) from the loopback server"
         return Reply(status=rule.status, message=msg, delay_s=rule.delay_s)
-    return Reply(content=rule.response, delay_s=rule.delay_s, trickle_s=float(rule.trickle_s))
+    return Reply(
+        content=rule.response,
+        delay_s=rule.delay_s,
+        trickle_s=float(rule.trickle_s),
+        usage=rule.usage,
+    )

@@ -13,8 +13,8 @@ the client-side code path -- the ``openai`` client, retries, timeouts, error han
 exactly the one used against a real endpoint:
 
 * ``POST /v1/chat/completions`` -- returns a ``chat.completion`` object with ``n`` identical
-  choices. ``usage`` counts tokens as whitespace-separated words (an approximation; there
-  is no tokenizer here).
+  choices. ``usage`` counts tokens as a real endpoint does (cl100k_base through nl2sql's
+  tokenizer, with OpenAI's per-message overhead); a rule with ``"usage": false`` leaves it out.
 * ``GET /v1/models`` -- the models named in rules and replays.
 * Admin endpoints, so another process can script it: ``POST /_rules`` (JSON list of rule
   objects, appended), ``POST /_replay`` (``{"model", "answers", "delay_s"}``),

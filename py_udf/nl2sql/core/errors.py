@@ -64,5 +64,9 @@ class ValuesRefused(Nl2sqlError, RuntimeError):
     """A request would send cell values to a model while the value policy forbids it."""
 
 
+class QuotaExceeded(Nl2sqlError, RuntimeError):
+    """The calling role is over its quota (``nl2sql.set_quota``); nothing was sent to a model."""
+
+
 class EvaluationError(Nl2sqlError, ValueError):
     """``nl2sql.evaluate`` has nothing to evaluate or got a bad argument; the message says what."""

@@ -53,6 +53,22 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
     ),
     Setting(
+        "max_plan_cost",
+        "float",
+        100_000_000.0,
+        "a candidate whose planner estimate (EXPLAIN total cost) is higher is refused before "
+        "it runs; 0: no limit (docs/guardrails.md)",
+        minimum=0,
+    ),
+    Setting(
+        "max_plan_rows",
+        "float",
+        1_000_000_000.0,
+        "a candidate whose planner estimate of its rows is higher is refused before it runs; "
+        "0: no limit (docs/guardrails.md)",
+        minimum=0,
+    ),
+    Setting(
         "schemas", "list", ("public",), "comma-separated schemas `reindex()` covers by default"
     ),
     Setting("sample_values", "int", 3, "cell values per column shown in the prompt", minimum=0),

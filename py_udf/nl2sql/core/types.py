@@ -119,6 +119,8 @@ class ModelConfig:
     max_tokens: int = 512  # most tokens of one answer
     max_retries: int = 2  # retries with backoff on 408/409/429/5xx/connection errors
     dialect: str = "postgres"  # SQL dialect the model writes (cleaning transpiles to postgres)
+    price_in_per_mtok: float | None = None  # US dollars per million prompt tokens (None: unknown)
+    price_out_per_mtok: float | None = None  # US dollars per million completion tokens
 
     @property
     def endpoint(self) -> str:
@@ -134,9 +136,13 @@ class LLMReply:
     text: str | None  # the first sample; None on failure
     error: str | None  # why the call failed
     latency_ms: float  # wall time, retries included
-    prompt_tokens: int = 0  # as the endpoint reported (0: unknown)
+    prompt_tokens: int = 0  # as the endpoint reported, else counted (``tokens_source``)
     completion_tokens: int = 0  # all samples
     choices: list[str] = field(default_factory=list)  # all n samples (self-consistency)
+    # where the token counts come from: "endpoint" (its ``usage``), "tokenizer:<encoding>",
+    # "estimate" (characters / 3.5); "" before ``model.tokens.account``
+    tokens_source: str = ""
+    cost_usd: float | None = None  # at the model's prices (None: a price is not set)
 
 
 @dataclass
@@ -164,6 +170,8 @@ class Candidate:
     sample_rows: list[str] = field(default_factory=list)
     sqlstate: str | None = None  # the execution error's SQLSTATE
     order_hash: str | None = None  # result signature in row order, for an ORDER BY query
+    plan_cost: float | None = None  # the planner's total cost estimate (EXPLAIN), before running
+    plan_rows: float | None = None  # the planner's estimate of the rows it returns
     prompt: str | None = None  # the FinSQL prompt variant it answered (not in the trace)
 
     def to_json(self) -> dict[str, Any]:

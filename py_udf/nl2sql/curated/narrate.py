@@ -12,6 +12,7 @@ from ..core.settings import Settings
 from ..core.types import LLMReply, ModelConfig, Schema
 from ..generation.db_checks import statement_remaining_s
 from ..generation.execute import fetch_rows
+from ..model import quota
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models, pick_model
@@ -95,7 +96,9 @@ def narrate_prompt(question: str, sql: str, gated: NarrateRows, more: bool) -> s
     return "\n\n".join(parts)
 
 
-def write_answer(model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s) -> str:
+def write_answer(
+    model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s, replies: list | None = None
+) -> str:
     """Ask the model for the answer in words.
 
     Args:
@@ -104,6 +107,7 @@ def write_answer(model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s)
         prompt: ``narrate_prompt``'s text.
         on_wait: the cancel point between wait slices.
         budget_s: seconds left before the caller's statement_timeout, or None.
+        replies: the model's reply is appended to it (for the usage), or None.
 
     Returns:
         The answer, stripped, at most ``ANSWER_MAX_CHARS`` characters.
@@ -113,6 +117,8 @@ def write_answer(model: ModelConfig, gate: Gate, prompt: str, on_wait, budget_s)
     """
     msgs = gate.seal("narrate", prompt, SYSTEM_MESSAGE)
     reply: LLMReply = call_models([(model, msgs)], on_wait, budget_s)[0]
+    if replies is not None:
+        replies.append(reply)
     text = (reply.text or "").replace("\x00", "").strip()
     if reply.error or not text:
         raise ModelError(
@@ -145,10 +151,14 @@ def answer_from_sql(plpy, st: Settings, question: str, sql: str, search_path: st
     )
     gated = gated_rows(plpy, search_path, sql, rows[: st.narrate_rows], st.send_values)
     model = pick_model(get_models(plpy, st), "narrate_model", st.narrate_model)
-    return write_answer(
+    replies: list[LLMReply] = []
+    answer = write_answer(
         model,
         gated.gate,
         narrate_prompt(question, sql, gated, len(rows) > st.narrate_rows),
         functools.partial(spi.cancel_point, plpy),
         statement_remaining_s(plpy),
+        replies,
     )
+    quota.record(plpy, 0, quota.usage_of(replies))  # its tokens, on the question's role
+    return answer

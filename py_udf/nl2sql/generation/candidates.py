@@ -17,7 +17,7 @@ from ..model.gate import Gate
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
 from .db_checks import check_candidate_in_db
-from .execute import DEFAULT_MAX_BYTES, run_candidate
+from .execute import DEFAULT_MAX_BYTES, PlanLimits, run_candidate
 
 
 @dataclass
@@ -171,6 +171,7 @@ class Evaluator:
     dialects: dict[str, str]  # model name -> the SQL dialect it writes (postgres when absent)
     max_bytes: int = DEFAULT_MAX_BYTES  # most bytes of row text fetched per candidate
     values: ValueIndex | None = None  # None: value alignment off
+    limits: PlanLimits | None = None  # the plan-cost limit (None: no EXPLAIN before running)
     ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
@@ -299,6 +300,7 @@ class Evaluator:
                     self.timeout_ms,
                     self.max_rows,
                     max_bytes=self.max_bytes,
+                    limits=self.limits,
                 )
                 self._runs[c.sql] = {f: getattr(c, f) for f in _RUN_FIELDS}
             self.ms["run_ms"] += (time.perf_counter() - t0) * 1000
@@ -319,4 +321,6 @@ _RUN_FIELDS = (
     "exec_ms",
     "sample_rows",
     "sqlstate",
+    "plan_cost",
+    "plan_rows",
 )

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 
 from ..core import spi
 from ..core.errors import CandidateRefused, ResultTooLarge
@@ -114,6 +116,79 @@ def is_cancel(e: Exception) -> bool:
 
 
 _RUN_SQL = "SELECT r FROM nl2sql._run_candidate($1, $2, $3, $4) AS r"
+_EXPLAIN_SQL = "SELECT nl2sql._explain_candidate($1, $2) AS plan"
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    """The plan-cost limit (settings ``max_plan_cost``, ``max_plan_rows``; 0: no limit)."""
+
+    max_cost: float = 0.0  # the planner's total cost units
+    max_rows: float = 0.0  # the planner's estimate of the rows returned
+
+    @property
+    def on(self) -> bool:
+        """Whether either limit is set."""
+        return self.max_cost > 0 or self.max_rows > 0
+
+
+def plan_estimate(plpy, sql: str, search_path: str, timeout_ms: int) -> tuple[float, float]:
+    """The planner's estimate of a checked query, before it runs: ``EXPLAIN (FORMAT JSON)`` as
+    the caller, read-only, in a subtransaction rolled back (``nl2sql._explain_candidate``),
+    under the watchdog. Source: pgai's text-to-SQL (cost check with EXPLAIN before running).
+
+    Args:
+        sql: the query; it must have passed the check.
+        search_path: the caller's search_path text.
+        timeout_ms: wall-clock limit for the planning, in milliseconds.
+
+    Returns:
+        ``(total cost, rows)``: the plan root's ``Total Cost`` (planner units) and ``Plan Rows``.
+
+    Raises:
+        plpy.SPIError: the query does not plan (its error, as execution would raise it), or a
+            cancel (the time limit or the user's).
+    """
+    dog = Watchdog(os.getpid(), timeout_ms)
+    plan = None
+    try:
+        with plpy.subtransaction():
+            plan = spi.query(plpy, _EXPLAIN_SQL, [sql, search_path], ("text", "text"))[0]["plan"]
+            raise _Rollback()
+    except _Rollback:
+        pass
+    finally:
+        if dog.stop():
+            try:
+                with plpy.subtransaction():
+                    spi.cancel_point(plpy)
+            except plpy.SPIError:
+                pass
+    root = json.loads(plan)[0]["Plan"]
+    return float(root["Total Cost"]), float(root["Plan Rows"])
+
+
+def plan_refusal(cost: float, rows: float, limits: PlanLimits) -> str | None:
+    """Why a plan is over the limits, naming the estimate and the setting; None within them.
+
+    Args:
+        cost: the planner's total cost.
+        rows: the planner's row estimate.
+        limits: the limits.
+
+    Returns:
+        The reason (``"refused before running: ..."``), or None.
+    """
+    over = []
+    if limits.max_cost > 0 and cost > limits.max_cost:
+        over.append(f"estimated cost {cost:.0f} > max_plan_cost {limits.max_cost:g}")
+    if limits.max_rows > 0 and rows > limits.max_rows:
+        over.append(f"estimated rows {rows:.0f} > max_plan_rows {limits.max_rows:g}")
+    if not over:
+        return None
+    return "refused before running: " + "; ".join(over) + " (EXPLAIN estimate)"
+
+
 _RUN_TYPES = ("text", "text", "int4", "int8")
 DEFAULT_MAX_BYTES = 50_000_000  # the default of the setting max_result_bytes
 
@@ -174,8 +249,10 @@ def run_candidate(
     max_rows: int,
     ordered: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    limits: PlanLimits | None = None,
 ) -> Candidate:
     """Execute ``cand.sql`` (already checked) read-only and time-limited; fill its outcome.
+    With ``limits``, the planner's estimate comes first and a plan over them is not run.
 
     Source: MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6.
 
@@ -186,15 +263,23 @@ def run_candidate(
         max_rows: most rows fetched for the result hash; more set ``truncated``.
         ordered: when True the row order counts in the result hash (else a multiset).
         max_bytes: most bytes of row_to_json text fetched; a larger result is refused.
+        limits: the plan-cost limit; None (or neither set): no EXPLAIN.
 
     Returns:
         ``cand``: ``status`` ``ok`` (``result_hash``, ``row_count``, ``truncated``,
         ``sample_rows``), ``error`` (the server's first line, ≤ 500 characters), ``timeout`` or
-        ``refused`` (``result too large: ...``); ``exec_ms`` (ms) always.
+        ``refused`` (``result too large: ...``, or ``refused before running: ...`` over the
+        plan limits); ``exec_ms`` (ms) always; ``plan_cost``, ``plan_rows`` with ``limits``.
 
     Raises:
         plpy.SPIError: the user's own cancel before the time limit (re-raised, never swallowed).
     """
+    if (
+        limits is not None
+        and limits.on
+        and _over_plan_limits(plpy, cand, search_path, timeout_ms, limits)
+    ):
+        return cand
     before = session_state.advisory_locks(plpy)
     try:
         _run_and_record(plpy, cand, search_path, timeout_ms, max_rows, ordered, max_bytes)
@@ -204,6 +289,28 @@ def run_candidate(
         cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
         cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
     return cand
+
+
+def _over_plan_limits(
+    plpy, cand: Candidate, search_path: str, timeout_ms: int, limits: PlanLimits
+) -> bool:
+    """Estimate ``cand``'s plan into ``plan_cost``/``plan_rows``; True (``cand`` refused, not
+    run) when over ``limits``. A query that does not plan is left to execution (the same error
+    there); the user's cancel is re-raised."""
+    t0 = time.perf_counter()
+    try:
+        cand.plan_cost, cand.plan_rows = plan_estimate(plpy, cand.sql, search_path, timeout_ms)
+    except plpy.SPIError as err:
+        if is_cancel(err) and (time.perf_counter() - t0) * 1000 < timeout_ms * 0.9:
+            raise
+        return False
+    why = plan_refusal(cand.plan_cost, cand.plan_rows, limits)
+    if why is None:
+        return False
+    cand.status, cand.reason = Status.REFUSED, why
+    cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
+    cand.exec_ms = round((time.perf_counter() - t0) * 1000, 3)
+    return True
 
 
 def _run_and_record(

@@ -13,7 +13,7 @@ from ..core.errors import CandidateRefused, ModelError
 from ..core.settings import Settings
 from ..core.sqlcheck import to_sql
 from ..core.types import LLMReply, Schema
-from ..model import prompts
+from ..model import prompts, quota
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models, pick_model
@@ -183,12 +183,17 @@ def explain(plpy, st: Settings, sql: str | None, search_path: str) -> str:
         NotIndexedError: nothing the role may read is indexed.
         ConfigError: no model is configured, or ``narrate_model`` names no enabled model.
         ModelError: the model failed or answered nothing.
+        QuotaExceeded: the role is over its quota (nothing sent).
     """
     checked = check_query(plpy, sql, search_path, st.send_values)
     model = pick_model(get_models(plpy, st), "narrate_model", st.narrate_model)
     msgs = checked.gate.seal(STAGE, explain_prompt(checked), SYSTEM_MESSAGE)
+    taken = quota.take(plpy, quota.QUESTION)  # a question of the role's quota, with its tokens
+    if taken.get("limited"):
+        quota.take(plpy, quota.TOKENS)
     on_wait = functools.partial(spi.cancel_point, plpy)
     reply: LLMReply = call_models([(model, msgs)], on_wait, statement_remaining_s(plpy))[0]
+    quota.record(plpy, 0 if taken.get("counted") else 1, quota.usage_of([reply]))
     text = (reply.text or "").replace("\x00", "").strip()
     if reply.error or not text:
         raise ModelError(

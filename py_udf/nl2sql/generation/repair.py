@@ -169,7 +169,8 @@ def repair_loop(
 
     Returns:
         ``{"rounds": [{"round", "candidates", "repaired"}, ...], "llm_wait_ms": float (ms),
-        "prompt_tokens": int, "completion_tokens": int}``.
+        "prompt_tokens": int, "completion_tokens": int, "calls": [{"model", "prompt_tokens",
+        "completion_tokens", "tokens_source", "cost_usd"}]}``.
     """
     max_rounds = max(0, min(MAX_ROUNDS, int(max_rounds)))
     summary: dict[str, Any] = {
@@ -177,6 +178,7 @@ def repair_loop(
         "llm_wait_ms": 0.0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "calls": [],
     }
     active = [
         _Repairing(
@@ -213,6 +215,15 @@ def repair_loop(
         for a, rep in zip(active, replies):
             summary["prompt_tokens"] += rep.prompt_tokens
             summary["completion_tokens"] += rep.completion_tokens
+            summary["calls"].append(
+                {
+                    "model": rep.model,
+                    "prompt_tokens": rep.prompt_tokens,
+                    "completion_tokens": rep.completion_tokens,
+                    "tokens_source": rep.tokens_source,
+                    "cost_usd": rep.cost_usd,
+                }
+            )
             outcomes.append(_take_reply(a, rep, r, ev, gate))
         summary["rounds"].append(
             {

@@ -3,28 +3,31 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from ..core import spi
 from ..core.types import Schema
 from ..embedding.encode import to_pgvector
+from ..model import tokens as model_tokens
 from ..model.prompts import render_table
 from ._schema_graph import fk_graph, table_lookup
 
-CHARS_PER_TOKEN = 3.5
+CHARS_PER_TOKEN = model_tokens.CHARS_PER_TOKEN
+FITS_IN_BYTES = "estimate (the prompt has no more bytes than the budget: it fits)"
 
 
-def estimate_tokens(text: str) -> int:
-    """Estimate the LLM tokens of ``text`` as ``ceil(len(text) / 3.5)`` (no tokenizer ships).
+def estimate_tokens(text: str, model: str = "") -> int:
+    """The tokens of ``text`` as the model's calls are counted (``model.tokens.count``): a real
+    tokenizer for OpenAI-style models, else ``ceil(len(text) / 3.5)``.
 
     Args:
         text: the prompt text (may be empty).
+        model: the model id the prompt is for ('' for the estimate).
 
     Returns:
-        int: the estimated token count; 0 for empty text.
+        int: the token count; 0 for empty text.
     """
-    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+    return model_tokens.count(text, model)[0]
 
 
 def _neighbour_scores(schema: Schema, scores: dict[str, float], step: float) -> dict[str, float]:
@@ -45,6 +48,7 @@ def prune_schema(
     render,
     keep: list[str] = (),
     neighbour_step: float = 0.05,
+    model: str = "",
 ) -> tuple[Schema, dict]:
     """Prune the schema so that the prompt stays within ``budget`` estimated tokens.
 
@@ -56,13 +60,22 @@ def prune_schema(
         render: callable taking a Schema and returning the whole prompt text for it.
         keep: table prompt names that go first (tables of matched values).
         neighbour_step: float, how far below its neighbour an FK neighbour ranks.
+        model: the model id the prompt is for: tokens are counted as its calls are
+            (``estimate_tokens``); '' for the estimate.
 
     Returns:
         (schema, info): the pruned Schema, or ``schema`` itself when it fits; info ``{"pruned",
         "tokens_full", "tokens", "tables_kept", "tables_total", "budget"}`` (estimated tokens).
     """
-    full_tokens = estimate_tokens(render(schema))
+    full_text = render(schema)
+    if len(full_text.encode()) <= budget:
+        # a token is at least one byte: it fits without a tokenizer (which costs a backend
+        # ~170 ms and ~50 MB the first time); the figure shown is then the estimate
+        full_tokens, counted_by = model_tokens.count(full_text, "")[0], FITS_IN_BYTES
+    else:
+        full_tokens, counted_by = model_tokens.count(full_text, model)
     info = {
+        "counted_by": counted_by,
         "pruned": False,
         "tokens_full": full_tokens,
         "tokens": full_tokens,
@@ -75,9 +88,9 @@ def prune_schema(
     if callable(scores):
         scores = scores()
     order = _pruning_order(schema, scores, keep, neighbour_step)
-    base = estimate_tokens(render(Schema(tables=[], foreign_keys=[])))
-    chosen = _choose_within_budget(schema, order, budget, base)
-    sub, tokens = _drop_worst_until_fits(schema, chosen, budget, render)
+    base = estimate_tokens(render(Schema(tables=[], foreign_keys=[])), model)
+    chosen = _choose_within_budget(schema, order, budget, base, model)
+    sub, tokens = _drop_worst_until_fits(schema, chosen, budget, render, model)
     info.update({"pruned": True, "tokens": tokens, "tables_kept": len(sub.tables)})
     return sub, info
 
@@ -92,7 +105,9 @@ def _pruning_order(
     return keep_set + sorted((t for t in rank if t not in keep_set), key=lambda t: (-rank[t], t))
 
 
-def _choose_within_budget(schema: Schema, order: list[str], budget: int, base: int) -> list[str]:
+def _choose_within_budget(
+    schema: Schema, order: list[str], budget: int, base: int, model: str = ""
+) -> list[str]:
     """Add tables in ``order`` while their estimated cost keeps ``base`` plus the chosen within
     ``budget``; a table that does not fit is skipped, and the loop ends once fewer than 25
     tokens are left."""
@@ -103,7 +118,7 @@ def _choose_within_budget(schema: Schema, order: list[str], budget: int, base: i
         if used + 25 > budget:
             break  # no table fits in what is left
         # a table's cost: its CREATE TABLE plus FK lines to tables already chosen
-        cost = estimate_tokens(render_table(by_name[name])) + 1
+        cost = estimate_tokens(render_table(by_name[name]), model) + 1
         cost += sum(
             12
             for fk in schema.foreign_keys
@@ -118,16 +133,16 @@ def _choose_within_budget(schema: Schema, order: list[str], budget: int, base: i
 
 
 def _drop_worst_until_fits(
-    schema: Schema, chosen: list[str], budget: int, render
+    schema: Schema, chosen: list[str], budget: int, render, model: str = ""
 ) -> tuple[Schema, int]:
     """The subset of the ``chosen`` tables, dropping the last chosen while the rendered prompt
     exceeds ``budget``; returns it with its estimated tokens. Pops from ``chosen``."""
     sub = schema.subset(set(chosen))
-    tokens = estimate_tokens(render(sub))
+    tokens = estimate_tokens(render(sub), model)
     while tokens > budget and chosen:  # the per-table estimate was short: drop the worst
         chosen.pop()
         sub = schema.subset(set(chosen))
-        tokens = estimate_tokens(render(sub))
+        tokens = estimate_tokens(render(sub), model)
     return sub, tokens
 
 

@@ -7,4 +7,6 @@ __all__ = [
     "openai_call",
     "probe",
     "prompts",
+    "quota",
+    "tokens",
 ]

@@ -27,7 +27,8 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
     st = st or get_settings(plpy)
     rows = spi.query(
         plpy,
-        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect "
+        "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect, "
+        "price_in_per_mtok::float8 AS price_in, price_out_per_mtok::float8 AS price_out "
         "FROM nl2sql.model WHERE enabled ORDER BY position, name",
     )
     if not rows:
@@ -48,6 +49,8 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
             max_tokens=int(r["max_tokens"]),
             max_retries=st.llm_max_retries,
             dialect=r["dialect"] or "postgres",
+            price_in_per_mtok=r["price_in"],
+            price_out_per_mtok=r["price_out"],
         )
         for r in rows
     ]

@@ -14,6 +14,7 @@ from ..core.errors import ConfigError, EmbedderUnavailable, GateError
 from ..core.redaction import env_secrets, redact
 from ..core.types import LLMReply, ModelConfig
 from ..embedding import client as embed_client
+from . import tokens
 from .gate import Gated
 
 WAIT_SLICE_S = 0.2
@@ -83,7 +84,8 @@ def call_model(
     Returns:
         ``LLMReply``: ``text`` (the first sample; None on failure), ``choices`` (every
         non-empty sample), ``error``, ``latency_ms`` (ms), ``prompt_tokens``,
-        ``completion_tokens`` (0 when not reported).
+        ``completion_tokens`` (the endpoint's ``usage``, else counted: ``tokens_source``),
+        ``cost_usd`` (None without prices; ``tokens.account``).
 
     Raises:
         GateError: ``messages`` did not come from the gate (a bug, not a model failure).
@@ -94,12 +96,13 @@ def call_model(
             f"the gate ({type(messages).__name__}); build them with gate.Gate.seal"
         )
     timeout_s = timeout_s or cfg.timeout_s
-    relayed = _relayed(cfg, messages.as_list(), timeout_s, n, temperature)
-    if relayed is not None:
-        return relayed
-    from . import openai_call  # heavy (openai): only a backend that makes its own call loads it
+    sent = messages.as_list()
+    reply = _relayed(cfg, sent, timeout_s, n, temperature)
+    if reply is None:
+        from . import openai_call  # heavy (openai): only a backend that makes its own call loads it
 
-    return openai_call.call_here(cfg, messages.as_list(), timeout_s, n, temperature)
+        reply = openai_call.call_here(cfg, sent, timeout_s, n, temperature)
+    return tokens.account(cfg, sent, reply)
 
 
 def _relayed(

@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 import httpx2
 import openai
@@ -266,6 +266,9 @@ def relay_call(
         The ``LLMReply``'s fields as a dict (errors already redacted).
 
     Raises:
-        TypeError: ``config`` is not a ``ModelConfig``'s fields.
+        TypeError: ``config`` lacks a ``ModelConfig``'s required fields (unknown ones are
+            ignored: a newer backend's).
     """
-    return asdict(call_here(ModelConfig(**config), messages, timeout_s, n, temperature))
+    known = {f.name for f in fields(ModelConfig)}  # a newer backend's extra fields: not needed
+    cfg = ModelConfig(**{k: v for k, v in config.items() if k in known})
+    return asdict(call_here(cfg, messages, timeout_s, n, temperature))

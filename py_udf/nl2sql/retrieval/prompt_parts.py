@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.settings import Settings
 from ..core.types import Example, Schema
-from ..linking.pruning import estimate_tokens, prune_schema
+from ..linking.pruning import prune_schema
 from ..linking.schema_linking import Linked, link_schema, linking_values
 from ..model import prompts
 from ..model.gate import Gate
@@ -54,7 +54,7 @@ def first_examples(
 
 
 def presql_prompt(
-    plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate
+    plpy, ctx: Context, schema: Schema, st: Settings, gate: Gate, model: str = ""
 ) -> tuple[str, Schema, dict]:
     """Build the PreSQL prompt, pruned to ``prompt_token_budget``; sets ``ctx.presql_schema``.
     Source: PET-SQL (Li et al. 2024) §3.1.
@@ -62,6 +62,8 @@ def presql_prompt(
     Args:
         ctx, schema, st: the question's context, the role's schema, the settings.
         gate: the call's gate: the values and examples shown pass it.
+        model: the PreSQL model's id: the budget counts tokens as its calls are counted
+            (``linking.pruning.estimate_tokens``); '' for the estimate.
 
     Returns:
         ``(prompt, schema used, info)``; info: ``pruned``, ``tokens_full``, ``tokens``
@@ -100,11 +102,9 @@ def presql_prompt(
         )
         return ctx.scores or {}
 
-    used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep)
+    used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep, model=model)
     ctx.presql_schema = used
-    prompt = render(used)
-    info["tokens"] = estimate_tokens(prompt)
-    return prompt, used, info
+    return render(used), used, info
 
 
 def link_and_select(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..core.types import Vote
 from ..curated.fast_path import FastPath
 from ..curated.fast_path import fast_path as fast_path_of
+from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
 from ..retrieval.gather import add_columns, add_vector_values, gather
 from ..retrieval.prompt_parts import finsql_prompt, first_examples, link_and_select
@@ -103,7 +104,7 @@ def _verified_outcome(fp: FastPath) -> Outcome:
         f"(similarity {row.similarity}) without a model call"
     )
     vote = Vote(c.sql, c.result_hash, 1.0, [group], reason, [], "verified_query")
-    return Outcome(vote, [c.to_json()], c.sql, 1.0, {"prompt": 0, "completion": 0})
+    return Outcome(vote, [c.to_json()], c.sql, 1.0, usage_of([]))
 
 
 def presql_prompt(run: Run) -> None:
@@ -117,7 +118,10 @@ def presql_prompt(run: Run) -> None:
         EmbeddingError: pruning needed an embedding and the model is missing.
     """
     ctx = run.context
-    prompt, _schema, pruning = build_presql_prompt(run.plpy, ctx, run.schema, run.st, run.gate)
+    model = run.models[0].model if run.models else ""
+    prompt, _schema, pruning = build_presql_prompt(
+        run.plpy, ctx, run.schema, run.st, run.gate, model
+    )
     run.presql = PreSQL(prompt, pruning)
     run.timer.add_all(ctx.timings)
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..core.types import Status
 from ..model import prompts
 from ..model.llm import call_models, pick_model
+from ..model.quota import usage_of
 from ..selection import abstain as abstention
 from ..selection.multiple_choice import apply_choice, multiple_choice_prompt, parse_choice, select
 from .run import MultipleChoice, Outcome, Run, Selected
@@ -70,21 +71,44 @@ def outcome(run: Run) -> None:
     shown = [gated_candidate(run.gate, c) for c in run.candidates]
     first = [run.presql.reply, *run.finsql_replies]
     replies = first + ([sel.choice.reply] if sel.choice else [])
-    tokens = {
-        "prompt": sum(r.prompt_tokens for r in replies) + run.repair["prompt_tokens"],
-        "completion": sum(r.completion_tokens for r in replies) + run.repair["completion_tokens"],
-    }
+    tokens = usage_of(replies, run.repair["calls"])
     error = None
     if v.sql is None:
         if all(r.error for r in first):
             error = "nl2sql: every model failed: " + "; ".join(
                 sorted({r.error for r in replies if r.error})
             )
+        elif (plan_error := _over_plan_limits(run)) is not None:
+            error = plan_error
         else:
             reasons = "; ".join(f"{c['source']}: {c['reason']}" for c in shown)
             error = f"nl2sql: no candidate executed successfully ({reasons})"
     run.outcome = Outcome(v, shown, v.sql, v.confidence, tokens, error)
     run.values_withheld = run.gate.report()
+
+
+def _over_plan_limits(run: Run) -> str | None:
+    """The error when every candidate that got as far as its plan was refused by the
+    plan-cost limit: the estimates and the setting to raise; None otherwise."""
+    planned = [c for c in run.candidates if c.plan_cost is not None]
+    refused = [c for c in planned if (c.reason or "").startswith("refused before running")]
+    if not refused or len(refused) < len(planned):
+        return None
+    st = run.st
+    settings = []
+    if st.max_plan_cost > 0 and any(c.plan_cost > st.max_plan_cost for c in refused):
+        low = min(c.plan_cost for c in refused)
+        settings.append(f"max_plan_cost (now {st.max_plan_cost:g}; the cheapest plan: {low:.0f})")
+    if st.max_plan_rows > 0 and any(c.plan_rows > st.max_plan_rows for c in refused):
+        low = min(c.plan_rows for c in refused)
+        settings.append(f"max_plan_rows (now {st.max_plan_rows:g}; the fewest rows: {low:.0f})")
+    name = "max_plan_cost" if "max_plan_cost" in settings[0] else "max_plan_rows"
+    return (
+        f"nl2sql: every candidate ({len(refused)}) was refused before running: the planner "
+        f"estimates more than the plan-cost limit allows ({'; '.join(settings)}). If such a "
+        f"query is expected, raise it: SELECT nl2sql.set_setting('{name}', '...'), or ask a "
+        f"narrower question"
+    )
 
 
 def abstain(run: Run) -> None:

@@ -9,6 +9,7 @@ from ..core.timing import StageTimer
 from ..core.types import Candidate, LLMReply, Status
 from ..generation.alignment import ValueIndex
 from ..generation.candidates import Evaluator, candidates_from, finsql_calls
+from ..generation.execute import PlanLimits
 from ..generation.repair import repair_loop
 from ..model.llm import call_models_during
 from ..ops import value_policy
@@ -71,6 +72,7 @@ def plan(run: Run) -> None:
         max_bytes=st.max_result_bytes,
         dialects={m.name: m.dialect for m in run.models},
         values=index,
+        limits=PlanLimits(st.max_plan_cost, st.max_plan_rows),
     )
     run.plan = FinsqlPlan(calls, pc, ev)
 

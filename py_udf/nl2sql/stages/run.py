@@ -126,7 +126,7 @@ class Outcome:
     candidates_shown: list[dict[str, Any]]  # every candidate as the trace shows it (gated)
     sql: str | None  # None when nothing was chosen or the vote abstained
     confidence: float
-    tokens: dict[str, int]  # {"prompt": n, "completion": n} of every model call
+    tokens: dict[str, Any]  # tokens and cost of every model call (``model.quota.usage_of``)
     error: str | None = None  # why no SQL was chosen
     abstained: dict[str, Any] | None = None  # threshold, confidence and readings
 
@@ -145,6 +145,7 @@ class Run:
     conversation: str | None = None  # the conversation key
     turns: list[Turn] = field(default_factory=list)  # its earlier turns, oldest first
     leave_out: LeaveOut | None = None  # evaluation only
+    quota: dict[str, Any] | None = None  # the role's quota check (``model.quota.take``)
     given_presql: str | None = None  # ``retrieve()`` only: the caller's PreSQL
     # start.rewrite, start.load_schema
     prompt_question: str = ""  # the question as the prompts show it

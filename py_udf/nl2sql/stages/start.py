@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..core import catalog
 from ..core.settings import get_settings
 from ..core.timing import StageTimer
+from ..model import quota as quotas
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..ops import value_policy
@@ -55,6 +56,46 @@ def open_run(
         leave_out=leave_out,
         prompt_question=q,
     )
+
+
+def quota(run: Run) -> None:
+    """Check the calling role's questions_per_minute quota and count the question
+    (``model.quota.take``), before anything else of the question runs.
+
+    Args:
+        run: sets ``quota``.
+
+    Raises:
+        QuotaExceeded: the role is over the limit.
+    """
+    run.quota = quotas.take(run.plpy, quotas.QUESTION)
+
+
+def quota_tokens(run: Run) -> None:
+    """Check the calling role's tokens_per_day quota before the first model request (a
+    question the fast path answered never gets here: it costs no tokens).
+
+    Args:
+        run: its ``quota`` was taken (no check for a role without a quota).
+
+    Raises:
+        QuotaExceeded: the role is over the limit.
+    """
+    if run.quota is not None and run.quota.get("limited"):
+        quotas.take(run.plpy, quotas.TOKENS)
+
+
+def record_usage(run: Run) -> None:
+    """Add the call's question (unless ``quota`` counted it), tokens and cost to the role's
+    day (``model.quota.record``; nothing on a read replica).
+
+    Args:
+        run: after its stages (``outcome.tokens``).
+    """
+    if run.quota is None:
+        return
+    usage = run.outcome.tokens if run.outcome is not None else quotas.usage_of([])
+    quotas.record(run.plpy, 0 if run.quota.get("counted") else 1, usage)
 
 
 def rewrite(run: Run) -> None:

@@ -72,6 +72,8 @@ def _reply(r: LLMReply) -> dict[str, Any]:
         "latency_ms": round(r.latency_ms, 1),
         "prompt_tokens": r.prompt_tokens,
         "completion_tokens": r.completion_tokens,
+        "tokens_source": r.tokens_source,
+        "cost_usd": r.cost_usd,
         "text": r.text,
     }
 

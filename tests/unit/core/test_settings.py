@@ -59,6 +59,8 @@ PREVIOUS_DEFAULTS = {
     "dail_candidates": "50",
     "prompt_token_budget": "3000",
     "max_result_bytes": "50000000",
+    "max_plan_cost": "100000000.0",
+    "max_plan_rows": "1000000000.0",
     "value_sample_rows": "1000000",
     "reliability_vote": "on",
     "verified_min_similarity": "0.93",

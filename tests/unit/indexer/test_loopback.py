@@ -192,10 +192,18 @@ def test_n_choices_and_usage(llm, client):
         and c.finish_reason == "stop"
         for c in r.choices
     )
-    # usage counts whitespace-separated words
-    assert r.usage.prompt_tokens == 3 + 3
+    # usage as a real endpoint reports it: cl100k_base tokens ("you| write| SQL", "list| the|
+    # singers", "SELECT| name| FROM| singer") plus 3 per message and 3 priming the reply
+    assert r.usage.prompt_tokens == 3 + (3 + 3) + (3 + 3)
     assert r.usage.completion_tokens == 4 * 3
-    assert r.usage.total_tokens == 6 + 12
+    assert r.usage.total_tokens == 15 + 12
+
+
+def test_a_rule_can_leave_usage_out(llm, client):
+    llm.add_rule(Rule(response="SELECT 1", usage=False))
+    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "q"}])
+    assert r.choices[0].message.content == "SELECT 1"
+    assert r.usage is None
 
 
 def test_models_lists_scripted_models(llm, client):
