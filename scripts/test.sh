@@ -4,6 +4,7 @@
 #   bash scripts/test.sh          every test: tests/db, tests/unit and tests/upgrade (db and upgrade
 #                                 start and remove their own PostgreSQL cluster)
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
+#   bash scripts/test.sh tests/db/test_x.py   only the tests named (a path under tests/)
 #   bash scripts/test.sh --distro trixie [--fresh]   the demo and every test on Debian 13 with its
 #                                 PostgreSQL 17 and Python 3.13, in a cached debootstrap root
 #                                 (scripts/distro_test.sh; root, about 15 minutes)
@@ -21,9 +22,10 @@ where=tests
 args=()
 for a in "$@"; do
   if [ "$a" = "--unit" ]; then where=tests/unit; else args+=("$a"); fi
+  case "$a" in tests/*) where= ;; esac  # tests named: only those
 done
 cd "$ROOT"
-"$NL2SQL_VENV/bin/python" -m pytest "$where" ${args[@]+"${args[@]}"}
+"$NL2SQL_VENV/bin/python" -m pytest ${where:+"$where"} ${args[@]+"${args[@]}"}
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "test.sh: pytest collected no tests (exit 5)" >&2
