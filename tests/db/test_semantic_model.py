@@ -280,7 +280,7 @@ BAD_MODELS = [
     ("name: m\ntables: []", "not a semantic model"),
     ("tables:\n  - name: t\n    base_table: {table: sm_orders}", "has no name"),
     ("name: m\ntables:\n  - name: t\n    metrics: oops", r"metrics of tables\[0\] must be a list"),
-    ("semantic_models:\n  - name: orders\n    model: ref('orders')", "dbt MetricFlow"),
+    ("metrics:\n  - name: revenue", "dbt MetricFlow metrics without their semantic_models"),
 ]
 
 
@@ -368,3 +368,47 @@ def test_import_and_export_are_not_for_public(sdb, cluster):
         ).fetchone()[0]
         assert granted is False, fn
     assert json.loads(json.dumps(import_model(sdb, MODEL)))["model"] == "shop"
+
+
+METRICFLOW = """
+semantic_models:
+  - name: orders
+    model: ref('sm_orders')
+    entities:
+      - {name: order, type: primary, expr: order_id}
+      - {name: customer, type: foreign, expr: cust_code}
+    dimensions:
+      - {name: status, type: categorical}
+    measures:
+      - {name: revenue, agg: sum, expr: amount}
+  - name: customers
+    model: ref('sm_customers')
+    entities:
+      - {name: customer, type: primary, expr: code}
+metrics:
+  - {name: turnover, type: simple, type_params: {measure: revenue}}
+  - {name: share, type: ratio, type_params: {numerator: turnover, denominator: turnover}}
+"""
+
+
+def test_dbt_metricflow_yaml_imports_as_the_same_objects(sdb):
+    rep = import_model(sdb, METRICFLOW)
+    assert names(rep["added"]) == {
+        ("table", "orders"),
+        ("table", "customers"),
+        ("dimension", "orders.status"),
+        ("metric", "orders.revenue"),
+        ("metric", "orders.turnover"),
+        ("relationship", "orders_to_customers"),
+    }
+    assert [(s["name"], s["reason"]) for s in rep["skipped"]] == [
+        ("share", "a ratio metric has no counterpart")
+    ]
+    assert sdb.execute(
+        "SELECT sql FROM nl2sql.semantic_objects o JOIN nl2sql.semantic_object s USING (id) "
+        "WHERE o.name = 'turnover'"
+    ).fetchone() == ("SUM(public.sm_orders.amount)",)
+    doc = yaml.safe_load(sdb.execute("SELECT nl2sql.export_semantic_model()").fetchone()[0])
+    assert doc["relationships"][0]["relationship_columns"] == [
+        {"left_column": "cust_code", "right_column": "code"}
+    ]

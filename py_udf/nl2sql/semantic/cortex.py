@@ -19,7 +19,7 @@ from ..core.errors import CandidateRefused, ConfigError, ItemSkipped
 from ..core.settings import get_settings
 from ..core.types import Table
 from ..curated.verified import add_verified
-from . import _store
+from . import _metricflow, _store
 
 KINDS = {
     "dimensions": "dimension",
@@ -83,15 +83,17 @@ class Report:
         }
 
 
-def parse(text: str | None, max_bytes: int) -> dict:
-    """Read a semantic model's YAML (``yaml.safe_load``) after the size check, and check its shape.
+def parse(text: str | None, max_bytes: int) -> tuple[dict, list[dict]]:
+    """Read a semantic model's YAML (``yaml.safe_load``) after the size check, and check its
+    shape; dbt MetricFlow YAML is rewritten as a Cortex Analyst model first (``_metricflow``).
 
     Args:
         text: the YAML text.
         max_bytes: setting ``semantic_model_max_bytes``.
 
     Returns:
-        The model as a mapping (``name``, ``tables``; the rest as the YAML has them).
+        ``(model, skipped)``: the model as a mapping (``name``, ``tables``; the rest as the YAML
+        has them), and what a dbt model's rewriting left out (``{kind, name, reason}``).
 
     Raises:
         ConfigError: empty, larger than ``max_bytes``, not YAML, or not a semantic model (the
@@ -115,14 +117,13 @@ def parse(text: str | None, max_bytes: int) -> dict:
         raise ConfigError(
             f"the semantic model is not valid YAML: {' '.join(str(e).split())}"
         ) from e
-    if (
-        isinstance(doc, dict)
-        and ("semantic_models" in doc or "metrics" in doc)
-        and "tables" not in doc
-    ):
+    skipped: list[dict] = []
+    if _metricflow.is_metricflow(doc):
+        doc, skipped = _metricflow.to_cortex(doc)
+    elif isinstance(doc, dict) and "metrics" in doc and "tables" not in doc:
         raise ConfigError(
-            "this looks like dbt MetricFlow YAML (semantic_models:/metrics:); nl2sql reads "
-            f"Cortex Analyst semantic models (name:, tables: with base_table); {SPEC_HINT}"
+            "this looks like dbt MetricFlow metrics without their semantic_models: pass both in "
+            f"one text, or a Cortex Analyst model (name:, tables: with base_table); {SPEC_HINT}"
         )
     if not isinstance(doc, dict) or not isinstance(doc.get("tables"), list) or not doc["tables"]:
         raise ConfigError(
@@ -139,11 +140,12 @@ def parse(text: str | None, max_bytes: int) -> dict:
             n += len(_items(t, key, f"tables[{i}]"))
     if n > MAX_ITEMS:
         raise ConfigError(f"the semantic model has {n} items, more than {MAX_ITEMS}: split it")
-    return doc
+    return doc, skipped
 
 
 def import_model(plpy, text: str | None) -> dict[str, Any]:
-    """Import a Cortex Analyst semantic model (``nl2sql.import_semantic_model``): logical tables
+    """Import a Cortex Analyst (or dbt MetricFlow) semantic model
+    (``nl2sql.import_semantic_model``): logical tables
     over indexed tables, their objects (expressions checked, ``_store.check_expression``),
     relationships, and verified queries (``verified.add_verified``). Items are matched by
     name: a new one is added, one of the same name replaced. Nothing is written unless the
@@ -162,9 +164,9 @@ def import_model(plpy, text: str | None) -> dict[str, Any]:
         NotIndexedError: nothing is indexed.
         EmbeddingError: a verified query needs the embedding model and it is missing.
     """
-    doc = parse(text, get_settings(plpy).semantic_model_max_bytes)
+    doc, skipped = parse(text, get_settings(plpy).semantic_model_max_bytes)
     schema = caller_schema(plpy)
-    rep = Report(_text(doc["name"]))
+    rep = Report(_text(doc["name"]), skipped=list(skipped))
     _store.save_model(
         plpy,
         rep.model,

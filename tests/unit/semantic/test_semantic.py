@@ -34,7 +34,9 @@ MODEL = "name: m\ntables:\n  - name: orders\n    base_table: {table: sm_orders}\
         ("name: m\ntables: [x]", "tables of the model must be a list of mappings"),
         ("name: m\ntables:\n  - name: t\n    facts: 3", "facts of tables.0. must be a list"),
         ("name: m\ntables: [{}]\nrelationships: x", "relationships of the model must be"),
-        ("semantic_models: []\nmetrics: []", "dbt MetricFlow"),
+        ("metrics: []", "dbt MetricFlow metrics without their semantic_models"),
+        ("semantic_models: [{}]", "every semantic model needs a name"),
+        ("semantic_models: []", "not a semantic model"),
         ("name: m\ntables: [{}]\n# " + "x" * 5000, "5023 bytes, more than setting"),
     ],
 )
@@ -47,7 +49,7 @@ def test_a_model_of_too_many_items_is_refused():
     dims = "\n".join(f"      - {{name: d{i}, expr: amount}}" for i in range(MAX_ITEMS + 1))
     with pytest.raises(ConfigError, match="items, more than"):
         parse(MODEL + "    dimensions:\n" + dims, 10**8)
-    assert parse(MODEL, 4096)["tables"][0]["name"] == "orders"
+    assert parse(MODEL, 4096)[0]["tables"][0]["name"] == "orders"
 
 
 def test_logical_table_names_in_verified_sql_become_base_tables():
@@ -118,3 +120,58 @@ def test_expressions_pass_the_gate_before_a_prompt_shows_them(send_values):
     assert "(also: turnover)" in text and "sm_areas" not in text
     assert sm.shown == ["metric sm_orders.total_revenue"]
     assert "S-1" not in sm.prompt_text({"sm_orders", "sm_areas"}, shown)
+
+
+METRICFLOW = """
+semantic_models:
+  - name: orders
+    description: one row per order
+    model: ref('sm_orders')
+    entities:
+      - {name: order, type: primary, expr: order_id}
+      - {name: customer, type: foreign, expr: cust_code}
+    dimensions:
+      - {name: status, type: categorical}
+      - {name: ordered_at, type: time, type_params: {time_granularity: day}}
+    measures:
+      - {name: revenue, agg: sum, expr: amount, description: order amounts}
+      - {name: order_count, agg: count}
+      - {name: p90_amount, agg: percentile, expr: amount}
+  - name: customers
+    model: ref('shop', 'sm_customers')
+    entities:
+      - {name: customer, type: primary, expr: code}
+metrics:
+  - {name: turnover, label: Sales, type: simple, type_params: {measure: revenue}}
+  - {name: revenue, description: all order amounts, type: simple, type_params: {measure: revenue}}
+  - {name: revenue_ratio, type: ratio, type_params: {numerator: revenue, denominator: revenue}}
+"""
+
+
+def test_dbt_metricflow_yaml_is_read_as_the_same_objects():
+    doc, skipped = parse(METRICFLOW, 65536)
+    orders, customers = doc["tables"]
+    assert orders["base_table"] == {"table": "sm_orders"}
+    assert customers["base_table"] == {"table": "sm_customers"}
+    assert orders["primary_key"] == {"columns": ["order_id"]}
+    assert orders["dimensions"] == [{"name": "status", "expr": "status"}]
+    assert orders["time_dimensions"] == [{"name": "ordered_at", "expr": "ordered_at"}]
+    assert orders["metrics"] == [
+        {"name": "revenue", "expr": "SUM(amount)", "description": "all order amounts"},
+        {"name": "order_count", "expr": "COUNT(*)"},
+        {"name": "turnover", "expr": "SUM(amount)", "synonyms": ["Sales"]},
+    ]
+    assert doc["relationships"] == [
+        {
+            "name": "orders_to_customers",
+            "left_table": "orders",
+            "right_table": "customers",
+            "relationship_columns": [{"left_column": "cust_code", "right_column": "code"}],
+            "join_type": "left_outer",
+            "relationship_type": "many_to_one",
+        }
+    ]
+    assert [(s["name"], s["reason"]) for s in skipped] == [
+        ("orders.p90_amount", "agg percentile"),
+        ("revenue_ratio", "a ratio metric has no counterpart"),
+    ]
