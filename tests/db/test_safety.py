@@ -1251,7 +1251,7 @@ def test_verified_queries_and_templates_shown_to_models_hold_no_withheld_literal
         if send_values == "on":  # the positive control: a verified query reading no withheld
             assert f"memo_text = '{SENDOFF_VALUE}'" in sent  # column is shown as written
         else:
-            assert "memo.memo_text = 'value'" in sent
+            assert "memo_text = 'value'" in sent
     finally:
         sdb.execute("DELETE FROM nl2sql.verified_query WHERE id = ANY(%s)", (ids,))
 
