@@ -23,6 +23,7 @@ from nl2sql.core.sqlcheck import parse_one
 from nl2sql.generation.db_checks import (
     function_names,
 )
+from nl2sql.model.prompts import QUESTION_MARKER
 from nl2sql_indexer.dev.demo_data import demo_sql
 from nl2sql_indexer.dev.loopback import Rule
 
@@ -1289,6 +1290,140 @@ def test_narrate_after_a_fast_path_answer_shows_no_withheld_literal(
 
 
 # --------------------------------------------------------------------------------------------
+# issue 24: terms, conversation turns and an opted-in row-security table, both roles, both
+# send_values settings
+# --------------------------------------------------------------------------------------------
+
+TERM_QUESTION = "Which venue has the reserved entry code and which memo the farewell note?"
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_terms_and_conversation_turns_shown_to_models_hold_no_withheld_literal(
+    sdb, analyst_conn, llm, as_role, send_values
+):
+    """A business term whose SQL expression quotes the opted-out column, one quoting an
+    ordinary column; an earlier turn whose SQL quotes both: their literals reach no prompt when
+    withheld (the gate's SQL path), and are shown as written when allowed."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    key = f"gate-turns-{as_role}-{send_values}"
+    terms = [
+        sdb.execute(
+            "SELECT nl2sql.add_term(%s, %s, %s)",
+            (
+                "reserved entry code",
+                "the code reserved for entry",
+                f"venue.secret_code = '{OPTOUT_VALUE}'",
+            ),
+        ).fetchone()[0],
+        sdb.execute(
+            "SELECT nl2sql.add_term(%s, %s, %s)",
+            ("farewell note", "the memo saying goodbye", f"memo.memo_text = '{SENDOFF_VALUE}'"),
+        ).fetchone()[0],
+    ]
+    first = (
+        f"SELECT venue_name FROM venue, memo WHERE secret_code = '{OPTOUT_VALUE}' "
+        f"AND memo_text = '{SENDOFF_VALUE}'"
+    )
+    try:
+        add_models(sdb, llm, ["m1"])
+        llm.set_default(first)
+        conn.execute("SELECT nl2sql.forget_conversation(%s)", (key,))
+        assert conn.execute(
+            "SELECT nl2sql(%s, conversation => %s)", (TERM_QUESTION, key)
+        ).fetchone()[0]
+        llm.clear()
+        llm.set_default("SELECT count(*) FROM venue")
+        trace = conn.execute(
+            "SELECT nl2sql.explain(%s, conversation => %s)", ("And how many venues?", key)
+        ).fetchone()[0]
+        asked = "\n".join(
+            m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"
+        )
+        assert "Earlier question" in asked and "venue_name FROM venue" in asked
+        llm.clear()
+        conn.execute("SELECT nl2sql.explain(%s)", (TERM_QUESTION,))
+        asked += "\n".join(
+            m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"
+        )
+        assert "reserved entry code" in asked and "farewell note" in asked  # the terms were used
+        assert OPTOUT_VALUE not in asked and "secret_code = 'value'" in asked
+        assert trace["values_withheld"]["held"]["presql"].get("turns masked", 0) >= 1
+        if send_values == "on":  # the positive control: an allowed literal is shown as written
+            assert f"memo.memo_text = '{SENDOFF_VALUE}'" in asked
+        else:
+            assert SENDOFF_VALUE not in asked and "memo_text = 'value'" in asked
+    finally:
+        conn.execute("SELECT nl2sql.forget_conversation(%s)", (key,))
+        sdb.execute("DELETE FROM nl2sql.term WHERE id = ANY(%s)", (terms,))
+
+
+LEDGER_SEEN = "LEDGER-SEEN-1"
+LEDGER_HIDDEN = "LEDGER-HIDDEN-9"
+LEDGER_SECRET = "LEDGER-SECRET-5"  # in no question: only the schema's sample values could show it
+LEDGER_SQL = f"""
+CREATE TABLE IF NOT EXISTS ledger (ledger_id int PRIMARY KEY, owner text, note text);
+TRUNCATE ledger;
+INSERT INTO ledger VALUES (1, '{ROLE}', '{LEDGER_SEEN}'), (2, 'someone_else', '{LEDGER_HIDDEN}'),
+                          (3, 'someone_else', '{LEDGER_SECRET}');
+ALTER TABLE ledger ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS own_rows ON ledger;
+CREATE POLICY own_rows ON ledger USING (owner = current_user);
+GRANT SELECT ON ledger TO {ROLE};
+"""
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_an_opted_in_row_security_table_shows_a_role_only_values_of_rows_it_may_read(
+    sdb, analyst_conn, llm, as_role, send_values
+):
+    """Issue 24 finding 5: the DBA opts a row-security table's values in; a role whose policy
+    hides rows gets none of their values in the schema's sample values, the matched cell values,
+    explain or retrieve; the superuser (who bypasses row security) and the role's own rows show."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute(LEDGER_SQL)
+    sdb.execute("SELECT nl2sql.reindex()")
+    sdb.execute("SELECT nl2sql.set_value_policy('ledger', true)")
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    question = "Which ledger notes read ledger seen 1 or ledger hidden 9?"
+    try:
+        indexed = {
+            r[0]
+            for r in sdb.execute("SELECT value FROM nl2sql.cell_value WHERE table_name = 'ledger'")
+        }
+        assert {LEDGER_SEEN, LEDGER_HIDDEN, LEDGER_SECRET} <= indexed  # the index holds every row
+        add_models(sdb, llm, ["m1"])
+        llm.set_default("SELECT note FROM ledger")
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (question,)).fetchone()[0]
+        found = conn.execute("SELECT nl2sql.retrieve(%s)", (question,)).fetchone()[0]
+        sent = "\n".join(
+            m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"
+        )
+        # what the prompts show of the data: every line but the question's
+        shown = "\n".join(
+            line for line in sent.splitlines() if not line.startswith(QUESTION_MARKER)
+        )
+        matched = {v["value"] for v in trace["values"]}
+        retrieved = json.dumps(found)
+        if as_role == ROLE:
+            for m in (LEDGER_HIDDEN, LEDGER_SECRET, "someone_else"):
+                assert m not in shown, f"a prompt shows {m!r}"
+                assert m not in matched and m not in retrieved
+            assert LEDGER_SECRET not in json.dumps(trace)
+        if send_values == "off":
+            assert not {LEDGER_SEEN, LEDGER_HIDDEN, LEDGER_SECRET} & matched
+            assert LEDGER_SECRET not in sent and LEDGER_SEEN not in shown
+        elif as_role == ROLE:  # the role's own row shows
+            assert LEDGER_SEEN in shown and LEDGER_SEEN in matched
+        else:  # the superuser bypasses row security: every row's values may show
+            assert LEDGER_SECRET in shown and LEDGER_HIDDEN in matched
+    finally:
+        sdb.execute("SELECT nl2sql.set_value_policy('ledger', false)")
+
+
+# --------------------------------------------------------------------------------------------
 # the semantic model's expressions through the gate (issue 25)
 # --------------------------------------------------------------------------------------------
 
@@ -1351,7 +1486,8 @@ def test_semantic_model_expressions_reach_models_only_through_the_gate(
             "-- metric venue.reserved_count: COUNT(CASE WHEN venue.secret_code = 'value' " in sent
         )
         held = trace["values_withheld"]["held"]
-        assert held["presql"]["literals of SQL"] >= 2 and held["finsql"]["literals of SQL"] >= 2
+        assert held["presql"]["literals of expressions"] >= 2
+        assert held["finsql"]["literals of expressions"] >= 2
         marks = [OPTOUT_VALUE] + ([SENDOFF_VALUE] if send_values == "off" else [])
         for m in marks:
             assert m not in sent, f"a request body holds {m!r}"

@@ -1,5 +1,6 @@
 """Reading the schema index (``nl2sql.schema_*``, through the per-role views) back into a
-``Schema`` for prompting. Main thread only."""
+``Schema`` for prompting, and the row check that keeps an opted-in row-security table's values
+to the rows the role's policy shows. Main thread only."""
 
 from __future__ import annotations
 
@@ -86,7 +87,11 @@ def load_schema(plpy, search_path: list[str], n_values: int = 3) -> Schema:
         )
         for r in frows
     ]
-    return Schema(tables=tables, foreign_keys=fks)
+    schema = Schema(tables=tables, foreign_keys=fks)
+    schema.row_check = RowCheck.for_schema(plpy, schema)
+    if schema.row_check is not None:
+        schema.row_check.filter_samples(schema)
+    return schema
 
 
 def _visible_tables(plpy) -> list:
@@ -175,3 +180,122 @@ def caller_schema(plpy, n_values: int = 3) -> Schema:
         plpy, spi.query(plpy, "SELECT current_setting('search_path') AS p")[0]["p"]
     )
     return load_schema(plpy, path, n_values)
+
+
+class RowCheck:
+    """Keep the indexed values of tables whose row-level security applies to the caller to those
+    its policy shows: a value is shown only when the role itself can read a row holding it.
+
+    The index is built by the indexer, which reads every row; a table's values reach models only
+    when the DBA opted them in (``set_value_policy``). For such a table this check runs, as the
+    calling role (so the table's policies apply), ``EXISTS`` per value at question time, cached
+    for the statement: one query per (table, column) asked about, each using the column's index
+    where one exists (docs/safety.md "Row-level security").
+    """
+
+    def __init__(self, plpy, tables: dict[tuple[str, str], dict[str, str]]):
+        """
+        Args:
+            plpy: the PL/Python module of the calling backend.
+            tables: (schema, table) of the tables checked → their columns' ``data_type`` by name.
+        """
+        self.plpy = plpy
+        self.tables = tables
+        self._seen: dict[tuple[str, str, str, str], bool] = {}
+        self.checked = 0  # values looked up (cache misses)
+        self.hidden = 0  # values the role's policy hid
+
+    @classmethod
+    def for_schema(cls, plpy, schema: Schema) -> RowCheck | None:
+        """Build the check for the tables of ``schema`` whose row security is active for the
+        caller (``row_security_active``: not a superuser, a BYPASSRLS role or the owner of a
+        table without FORCE) and some of whose columns' values may be sent.
+
+        Args:
+            plpy: the PL/Python module of the calling backend.
+            schema: ``load_schema``'s tables (what the role may read).
+
+        Returns:
+            The check, or None when no such table exists (nothing to do).
+        """
+        rows = spi.query(
+            plpy,
+            "SELECT n.nspname::text AS s, c.relname::text AS t FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relrowsecurity AND pg_catalog.row_security_active(c.oid)",
+        )
+        active = {(r["s"], r["t"]) for r in rows}
+        tables = {
+            (t.schema, t.table): {c.name: c.data_type for c in t.columns}
+            for t in schema.tables
+            if (t.schema, t.table) in active and any(c.values_allowed for c in t.columns)
+        }
+        return cls(plpy, tables) if tables else None
+
+    def applies(self, schema_name: str, table: str) -> bool:
+        """Say whether the table's values are checked row by row for this role.
+
+        Args:
+            schema_name, table: the table's names.
+
+        Returns:
+            True when its row security applies to the role and some values may be sent.
+        """
+        return (schema_name, table) in self.tables
+
+    def visible(self, schema_name: str, table: str, column: str, values: list[str]) -> list[str]:
+        """Keep the values some row the role may read holds.
+
+        Args:
+            schema_name, table, column: the column's names.
+            values: candidate values, as text.
+
+        Returns:
+            The values the role can see, in order (all of them when the table is not checked;
+            none when the table cannot be read now).
+        """
+        if not self.applies(schema_name, table) or not values:
+            return list(values)
+        key = (schema_name, table, column)
+        ask = sorted({v for v in values if (*key, v) not in self._seen})
+        if ask:
+            found = self._lookup(schema_name, table, column, ask)
+            for v in ask:
+                self._seen[(*key, v)] = v in found
+            self.checked += len(ask)
+        keep = [v for v in values if self._seen[(*key, v)]]
+        self.hidden += len(values) - len(keep)
+        return keep
+
+    def _lookup(self, schema_name: str, table: str, column: str, values: list[str]) -> set[str]:
+        """The values of ``values`` some row visible to the caller holds in the column."""
+        q = self.plpy.quote_ident
+        data_type = self.tables[(schema_name, table)].get(column, "text")
+        rel, col = f"{q(schema_name)}.{q(table)}", q(column)
+        textual = data_type == "text" or data_type.startswith("character varying")
+        sql = (
+            "SELECT u.v FROM pg_catalog.unnest($1::text[]) AS u(v) WHERE EXISTS "
+            f"(SELECT 1 FROM {rel} WHERE {{}})"
+        )
+        typed = f"{col} = u.v" if textual else f"{col} = u.v::{data_type}"
+        for cond in (typed, f"{col}::text = u.v"):  # as text when a value does not cast
+            try:
+                with self.plpy.subtransaction():
+                    rows = spi.run(self.plpy, sql.format(cond), [values], ["text[]"])
+                return {r["v"] for r in rows}
+            except self.plpy.SPIError:
+                continue
+        return set()  # the role cannot read the table now: show none of its values
+
+    def filter_samples(self, schema: Schema) -> None:
+        """Drop the sample values of checked tables that the role's rows do not hold.
+
+        Args:
+            schema: ``load_schema``'s result, changed in place.
+        """
+        for t in schema.tables:
+            if not self.applies(t.schema, t.table):
+                continue
+            for c in t.columns:
+                if c.sample_values:
+                    c.sample_values = self.visible(t.schema, t.table, c.name, c.sample_values)

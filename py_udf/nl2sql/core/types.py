@@ -68,6 +68,8 @@ class Schema:
 
     tables: list[Table]
     foreign_keys: list[ForeignKey] = field(default_factory=list)
+    # ``catalog.RowCheck`` when some opted-in table's row security applies to the caller, else None
+    row_check: Any = field(default=None, repr=False, compare=False)
 
     def table_names(self) -> list[str]:
         """List the tables' names, as the prompt shows them.
@@ -90,7 +92,7 @@ class Schema:
         tables = [t for t in self.tables if t.name.lower() in keep]
         kept = {t.name for t in tables}
         fks = [fk for fk in self.foreign_keys if fk.table in kept and fk.ref_table in kept]
-        return Schema(tables=tables, foreign_keys=fks)
+        return Schema(tables=tables, foreign_keys=fks, row_check=self.row_check)
 
 
 @dataclass

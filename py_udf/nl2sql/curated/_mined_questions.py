@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.sqlcheck import parse_single
 from ..core.types import Schema
-from ..model.prompts import render_schema
+from ..model.prompts import render_schema, shown_sql
 from ._log_statements import MinedCandidate, template_text
 from ._parameters import MARKER
 
@@ -90,14 +90,15 @@ def question_prompt(gate, cand: MinedCandidate, schema: Schema) -> str:
     Returns:
         The prompt text.
     """
-    shown = gate.sql("mining", cand.sql)
-    if shown != cand.sql and cand.kind == "template":
-        shown = template_text(parse_single(shown))  # parameters as :name again
+    as_template = cand.kind == "template"  # masked: parameters as :name again
+    shown = gate.sql(
+        "mining", cand.sql, (lambda t: template_text(parse_single(t))) if as_template else None
+    )
     parts = [
         "/* Tables the query reads: */",
         render_schema(_relevant_schema(schema, cand.tables)),
         "/* SQL query from this database's query log: */",
-        shown,
+        shown_sql(shown),
     ]
     if cand.kind == "template":
         names = ", ".join(f":{p['name']}" for p in cand.parameters)

@@ -59,14 +59,19 @@ class BusinessContext:
         """The question's phrases that name a term (masked like schema names)."""
         return [t.phrase for t in self.terms if t.phrase]
 
-    def prompt_text(self) -> str:
-        """Render the terms and instructions for the prompts (``prompts.render_business``).
+    def prompt_text(self, gate, stage: str) -> str:
+        """Render the terms and instructions for the prompts (``prompts.render_business``), each
+        term's SQL expression through the gate (``Gate.expression``).
+
+        Args:
+            gate: the call's ``model.gate.Gate``.
+            stage: the asking stage (``presql``, ``finsql``).
 
         Returns:
             The text block; ``""`` when nothing is used.
         """
         return prompts.render_business(
-            [(t.term, t.definition, t.sql_expression) for t in self.terms],
+            [(t.term, t.definition, gate.expression(stage, t.sql_expression)) for t in self.terms],
             [i.instruction for i in self.instructions],
         )
 

@@ -15,6 +15,7 @@ from ..generation.execute import fetch_rows
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models, pick_model
+from ..model.prompts import shown_sql
 
 SYSTEM_MESSAGE = (
     "You answer a question about a database in one to three plain sentences, using only the "
@@ -83,7 +84,7 @@ def narrate_prompt(question: str, sql: str, gated: NarrateRows, more: bool) -> s
         The message text.
     """
     shown = gated.gate.sql("narrate", sql.strip())
-    parts = [f"Question: {question.strip()}", f"SQL that answered it:\n{shown}"]
+    parts = [f"Question: {question.strip()}", f"SQL that answered it:\n{shown_sql(shown)}"]
     if gated.note:
         parts.append(f"Left out of the result (their values may not be shown): {gated.note}")
     n = f"first {len(gated.rows)} rows" if more else f"{len(gated.rows)} row(s)"

@@ -19,7 +19,12 @@ from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..model.gate import VERIFIED_DB
 from ..retrieval.masking import masked_question
-from ..retrieval.values import candidate_phrases, merge_matches, string_matches
+from ..retrieval.values import (
+    candidate_phrases,
+    merge_matches,
+    string_matches,
+    visible_matches,
+)
 from ._parameters import (
     MARKER,
     Slot,
@@ -127,12 +132,12 @@ def as_examples(rows: list[VerifiedRow], k: int) -> list[Example]:
     ][:k]
 
 
-def _question_values(plpy, question: str, st) -> list:
+def _question_values(plpy, question: str, schema: Schema, st) -> list:
     """The cell values a question names as ``nl2sql()`` finds them before PreSQL: exact and
     trigram matches, merged, at most ``st.value_top_k``, as the calling role may see them.
     """
-    phrases = candidate_phrases(question)
-    return merge_matches(string_matches(plpy, phrases, st.value_trgm_min), st.value_top_k)
+    found = string_matches(plpy, candidate_phrases(question), st.value_trgm_min)
+    return merge_matches(visible_matches(schema, found), st.value_top_k)
 
 
 def add_verified(
@@ -213,7 +218,7 @@ class _ToStore:
 
 def _named_in(plpy, question: str, schema: Schema, st) -> _Named:
     """The cell values and terms a verified question names (template markers left out)."""
-    values = _question_values(plpy, MARKER.sub(" ", question), st)
+    values = _question_values(plpy, MARKER.sub(" ", question), schema, st)
     strong = strong_values(values, schema, st.link_value_min)
     terms = named_terms(
         MARKER.sub(" ", question),

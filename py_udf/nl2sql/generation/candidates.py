@@ -66,7 +66,9 @@ def variant_inputs(
     chosen = rnd.sample(examples, min(k, len(examples)))
     tables = list(schema.tables)
     rnd.shuffle(tables)
-    return Schema(tables=tables, foreign_keys=list(schema.foreign_keys)), chosen
+    return Schema(
+        tables=tables, foreign_keys=list(schema.foreign_keys), row_check=schema.row_check
+    ), chosen
 
 
 def finsql_calls(

@@ -92,7 +92,7 @@ def repair_prompt(
     parts = [
         head.rstrip(),
         f"/* Repair round {round_no} of {max_rounds}: your previous query for this "
-        f"question was: */\n{(sql or '').strip()};",
+        f"question was: */\n{prompts.shown_sql(sql).strip()};",
         f"/* Problem: {problem} */",
     ]
     if values:
@@ -121,23 +121,23 @@ def relevant_values(
     Returns:
         Distinct ``table.column: 'v1', 'v2'`` strings (single quotes in values doubled).
     """
-    found: list[tuple[str, str, str]] = []
+    found: list[tuple[str, str, str]] = []  # (table, column, value), one value each
     if c.sql and ev.values is not None:
         try:
             tree = parse_one(c.sql)
             for lit, col in literal_comparisons(tree, ev.schema)[:5]:
-                near = ev.values.nearest_values(col, lit.this, 3)
-                if near:
-                    found.append((col[1], col[2], ", ".join(quote_literal(v) for v in near)))
+                found += [(col[1], col[2], v) for v in ev.values.nearest_values(col, lit.this, 3)]
         except CandidateRefused:
             pass
-    for v in question_values[:5]:
-        t = (v["table"], v["column"], quote_literal(v["value"]))
-        if t not in found:
-            found.append(t)
+    found += [(v["table"], v["column"], v["value"]) for v in question_values[:5]]
     if gate is not None:
-        return gate.value_lines("repair", found)
-    return [f"{t}.{col}: {vals}" for t, col, vals in found]
+        found = gate.values("repair", found)
+    lines: dict[tuple[str, str], list[str]] = {}
+    for t, col, v in found:
+        shown = lines.setdefault((t, col), [])
+        if quote_literal(v) not in shown:
+            shown.append(quote_literal(v))
+    return [f"{t}.{col}: {', '.join(vals)}" for (t, col), vals in lines.items()]
 
 
 def repair_loop(
@@ -194,7 +194,7 @@ def repair_loop(
         prompts = [
             repair_prompt(
                 prompt_of(a.cand),
-                a.shown_sql,
+                gate.sql("repair", a.shown_sql),
                 a.problem,
                 relevant_values(a.cand, ev, question_values, gate),
                 r,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..core.names import resolve
 from ..core.sqlcheck import parse_shared
 from ..core.types import Example, Schema
 from . import prompts
+from .prompts import ShownSQL
 
 LOCAL_DB = "local"
 """``db_id`` of the examples written for this database (``nl2sql.add_example``'s default)."""
@@ -147,85 +149,129 @@ class Gate:
             return []
         keep = [v for v in triples if v[1].lower() not in self._withheld_in(v[0])]
         self.note(stage, "values", len(triples) - len(keep))
-        return keep
+        shown = self._rows_hold(keep)
+        self.note(stage, "values of rows the role's policy hides", len(keep) - len(shown))
+        return shown
 
-    def value_lines(self, stage: str, lines: list[tuple[str, str, str]]) -> list[str]:
-        """Render ``table.column: 'v', …`` lines of the values that may be sent (repair).
-
-        Args:
-            stage: the asking stage.
-            lines: ``(table, column, rendered values)`` per column.
-
-        Returns:
-            ``table.column: values`` strings of the columns whose values may be sent.
-        """
-        kept = self.values(stage, lines)
-        return [f"{t}.{c}: {v}" for t, c, v in kept]
+    def _rows_hold(self, triples: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Keep the triples of row-security tables whose value a row the role reads holds."""
+        check = self._schema.row_check
+        if check is None:
+            return triples
+        tables: dict[str, list] = {}  # prompt, bare and qualified name -> checked tables
+        for t in self._schema.tables:
+            if check.applies(t.schema, t.table):
+                for key in {t.name.lower(), t.table.lower(), f"{t.schema}.{t.table}".lower()}:
+                    tables.setdefault(key, []).append(t)
+        return [
+            (name, col, value)
+            for name, col, value in triples
+            if all(
+                check.visible(t.schema, t.table, col, [value]) for t in tables.get(name.lower(), [])
+            )
+        ]
 
     def examples(self, stage: str, examples: list[Example]) -> list[Example]:
-        """Mask this database's examples (``add_example``'s and verified queries) that would show
-        withheld values: the masked question, and the SQL without literals.
+        """Show examples through the SQL path: this database's (``add_example``'s and verified
+        queries) that would show withheld values lose their question (the masked one is shown)
+        and their literals; other databases' are shown as written.
 
         Args:
             stage: the asking stage.
             examples: the examples to show, in order.
 
         Returns:
-            The examples as they may be shown (new objects where masked), in order.
+            New examples whose ``sql`` is ``ShownSQL``, in order.
         """
-        if not self.withholding:
-            return examples
         out = []
         for e in examples:
-            if e.db_id not in _THIS_DATABASE or not self._reads_withheld_sql(e.sql):
-                out.append(e)
-                continue
-            out.append(
-                replace(
-                    e,
-                    question=e.masked_question or "(question withheld)",
-                    sql=_without_literals(e.sql),
+            if e.db_id in _THIS_DATABASE and self._must_mask(e.sql):
+                self.note(stage, "examples masked")
+                out.append(
+                    replace(
+                        e,
+                        question=e.masked_question or "(question withheld)",
+                        sql=ShownSQL(_without_literals(e.sql)),
+                    )
                 )
-            )
-            self.note(stage, "examples masked")
+            else:
+                out.append(replace(e, sql=ShownSQL(e.sql)))
         return out
 
     def turns(self, stage: str, turns: tuple) -> tuple:
-        """Mask the SQL of earlier turns that would show withheld values (as ``examples`` does).
+        """Show earlier turns' SQL through the SQL path (literals replaced when they would show
+        withheld values, as ``examples`` does).
 
         Args:
             stage: the asking stage.
             turns: the earlier turns (``types.Turn``), oldest first.
 
         Returns:
-            The turns as they may be shown (new objects where masked), in order.
+            New turns whose ``sql`` is ``ShownSQL``, in order.
         """
-        if not self.withholding:
-            return tuple(turns)
         out = []
         for t in turns:
-            if self._reads_withheld_sql(t.sql):
-                t = replace(t, sql=_without_literals(t.sql))
+            if self._must_mask(t.sql):
                 self.note(stage, "turns masked")
-            out.append(t)
+                out.append(replace(t, sql=ShownSQL(_without_literals(t.sql))))
+            else:
+                out.append(replace(t, sql=ShownSQL(t.sql)))
         return tuple(out)
 
-    def sql(self, stage: str, sql: str) -> str:
-        """Show an SQL text that may hold literals of withheld columns (a mined query, the SQL
-        narrate shows beside its rows).
+    def sql(
+        self, stage: str, sql: str | None, render: Callable[[str], str] | None = None
+    ) -> ShownSQL | None:
+        """The gate's SQL path: how any SQL text (a candidate, a mined query, the SQL narrate
+        shows beside its rows) is shown to a model.
 
         Args:
             stage: the asking stage.
-            sql: the query.
+            sql: the query, or None.
+            render: rewrites the masked text for its prompt (mining's ``:name`` parameters);
+                None shows it as masked.
 
         Returns:
             ``sql`` unchanged when it reads no withheld column, else with string literals as
-            ``'value'`` and numbers as 0 (``SELECT ...`` when it does not parse).
+            ``'value'`` and numbers as 0 (``SELECT ...`` when it does not parse); None for None.
         """
-        if not self.withholding or not self._reads_withheld_sql(sql):
-            return sql
+        if sql is None:
+            return None
+        if not self._must_mask(sql):
+            return ShownSQL(sql)
         self.note(stage, "literals of SQL")
-        return _without_literals(sql)
+        masked = _without_literals(sql)
+        return ShownSQL(render(masked) if render is not None else masked)
+
+    def expression(self, stage: str, text: str | None) -> ShownSQL | None:
+        """Show an SQL expression (a business term's) through the SQL path: its literals replaced
+        when it names a withheld column (an unqualified name counts for every table), every
+        literal with ``send_values`` off.
+
+        Args:
+            stage: the asking stage.
+            text: the expression, or None.
+
+        Returns:
+            The expression as it may be shown; ``(expression withheld)`` when it does not parse
+            and values are withheld; None for None.
+        """
+        if text is None or not self.withholding:
+            return None if text is None else ShownSQL(text)
+        try:
+            tree = parse_shared(f"SELECT {text}")
+        except (CandidateRefused, SqlglotError, RecursionError):
+            self.note(stage, "expressions withheld")
+            return ShownSQL("(expression withheld)")
+        names = set().union(*self._by_table.values()) if self._by_table else set()
+        reads = any(c.name.lower() in names for c in tree.find_all(exp.Column))
+        if self.send_values and not reads:
+            return ShownSQL(text)
+        self.note(stage, "literals of expressions")
+        blanked = tree.transform(_blank)
+        return ShownSQL(", ".join(e.sql(dialect="postgres") for e in blanked.expressions))
+
+    def _must_mask(self, sql: str) -> bool:
+        return self.withholding and self._reads_withheld_sql(sql)
 
     def _reads_withheld_sql(self, sql: str) -> bool:
         if not self.send_values:
@@ -420,12 +466,14 @@ def _without_literals(sql: str) -> str:
     except (CandidateRefused, SqlglotError, RecursionError):
         return "SELECT ..."
 
-    def blank(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Literal):
-            return exp.Literal.string("value") if node.is_string else exp.Literal.number(0)
-        return node
+    return tree.transform(_blank).sql(dialect="postgres")
 
-    return tree.transform(blank).sql(dialect="postgres")
+
+def _blank(node: exp.Expression) -> exp.Expression:
+    """A literal as ``'value'`` or 0; any other node as is."""
+    if isinstance(node, exp.Literal):
+        return exp.Literal.string("value") if node.is_string else exp.Literal.number(0)
+    return node
 
 
 def open_gate() -> Gate:

@@ -3,8 +3,40 @@ Listing 2; DAIL-SQL (Gao et al. 2023) §3.1–3.4."""
 
 from __future__ import annotations
 
+from ..core.errors import GateError
 from ..core.spi import quote_literal
 from ..core.types import Example, Schema, Table, Turn
+
+
+class ShownSQL(str):
+    """An SQL text as the gate lets a model see it; made only in ``gate.py`` (``Gate.sql``,
+    ``Gate.examples``, ``Gate.turns``, ``Gate.expression``)."""
+
+    __slots__ = ()
+
+
+def shown_sql(text: str | None) -> str:
+    """Check that an SQL text about to go into a prompt came through the gate: every prompt part
+    that holds SQL (examples, turns, terms, candidates, narrate's and mining's queries) passes here.
+
+    Args:
+        text: the SQL text, or None (shown as nothing).
+
+    Returns:
+        The text as a plain ``str`` (``""`` for None).
+
+    Raises:
+        GateError: ``text`` did not come through the gate's SQL path.
+    """
+    if text is None:
+        return ""
+    if not isinstance(text, ShownSQL):
+        raise GateError(
+            "nl2sql: an SQL text reached a prompt without passing the gate's SQL path "
+            "(model.gate.Gate.sql); this is a bug in nl2sql: report it"
+        )
+    return str(text)
+
 
 QUESTION_MARKER = "/* Answer the following: "
 """The marker before the asked question in every prompt: prompts end with it, the question and
@@ -120,7 +152,7 @@ def _pairs(header: str, marker: str, pairs: list[tuple[str, str]]) -> str:
     out = [header]
     for question, sql in pairs:
         out.append(f"{marker}{question} */")
-        out.append(sql.strip().rstrip(";") + ";")
+        out.append(shown_sql(sql).strip().rstrip(";") + ";")
     return "\n".join(out)
 
 
@@ -167,7 +199,7 @@ def render_business(terms: list[tuple[str, str, str | None]], instructions: list
         for term, definition, sql in terms:
             line = f"-- {_one_line(term)}: {_one_line(definition)}"
             if sql:
-                line += f" (SQL: {_one_line(sql)})"
+                line += f" (SQL: {_one_line(shown_sql(sql))})"
             lines.append(line)
         parts.append("\n".join(lines))
     if instructions:
@@ -186,11 +218,14 @@ def render_semantic(objects: list[tuple[str, str, str, str, str | None, list[str
 
     Args:
         objects: ``(kind, table prompt name, name, SQL expression, description or None,
-            synonyms)`` per object, in order; the expressions passed the gate.
+            synonyms)`` per object, in order; each expression ``ShownSQL`` (``Gate.expression``).
 
     Returns:
         A ``/* Semantic model ... */`` header and one ``-- kind table.name: SQL`` line per
         object (its description and synonyms after it), newlines folded; ``""`` for none.
+
+    Raises:
+        GateError: an expression did not come through the gate's SQL path.
     """
     if not objects:
         return ""
@@ -199,7 +234,7 @@ def render_semantic(objects: list[tuple[str, str, str, str, str | None, list[str
         "expressions): */"
     ]
     for kind, table, name, sql, description, synonyms in objects:
-        line = f"-- {kind} {table}.{_one_line(name)}: {_one_line(sql)}"
+        line = f"-- {kind} {table}.{_one_line(name)}: {_one_line(shown_sql(sql))}"
         if description:
             line += f" -- {_one_line(description)}"
         if synonyms:

@@ -35,8 +35,10 @@ def value_columns(plpy, schema: str, table: str) -> dict[str, bool]:
 
 
 def partial_columns(schema: Schema) -> set[tuple[str, str, str]]:
-    """Find the columns whose value index is partial (``Column.values_complete`` False): a
-    literal missing from their index may still be a cell value.
+    """Find the columns whose value index is partial for the role (``Column.values_complete``
+    False, or a table whose row security applies to the role: the index holds rows it cannot
+    read): a literal missing from their index may still be a cell value, and a literal is not
+    aligned to their indexed values.
 
     Args:
         schema: ``catalog.load_schema``'s result (what the calling role may read).
@@ -44,11 +46,12 @@ def partial_columns(schema: Schema) -> set[tuple[str, str, str]]:
     Returns:
         ``(schema, table, column)`` names.
     """
+    check = schema.row_check
     return {
         (t.schema, t.table, c.name)
         for t in schema.tables
         for c in t.columns
-        if c.values_complete is False
+        if c.values_complete is False or (check is not None and check.applies(t.schema, t.table))
     }
 
 

@@ -26,6 +26,7 @@ from .values import (
     merge_matches,
     string_matches,
     vector_phrases,
+    visible_matches,
 )
 
 
@@ -125,7 +126,7 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
         semantic.name_in(question)
     with timer.stage("values_ms"):
         phrases = candidate_phrases(question, evidence)
-        found = string_matches(plpy, phrases, st.value_trgm_min)
+        found = visible_matches(schema, string_matches(plpy, phrases, st.value_trgm_min))
         vec_idx = (
             vector_phrases(phrases, found, schema_words(schema), st.value_vector_phrases)
             if st.value_vector_min <= 1
@@ -183,12 +184,15 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float
         if ctx.pending_vectors is not None
         else embed([ctx.phrases[i].text for i in ctx.vector_phrases])
     )
-    found = ctx.found + match_values(
-        plpy,
-        ctx.phrases,
-        exact=False,
-        vector_min=st.value_vector_min,
-        vectors={i: to_pgvector(v) for i, v in zip(ctx.vector_phrases, p_vecs)},
+    found = ctx.found + visible_matches(
+        schema,
+        match_values(
+            plpy,
+            ctx.phrases,
+            exact=False,
+            vector_min=st.value_vector_min,
+            vectors={i: to_pgvector(v) for i, v in zip(ctx.vector_phrases, p_vecs)},
+        ),
     )
     ctx.values = merge_matches(found, st.value_top_k)
     masked = masked_question(

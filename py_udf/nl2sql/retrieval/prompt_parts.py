@@ -72,7 +72,7 @@ def presql_prompt(
     """
     examples = gate.examples("presql", first_examples(ctx.verified, ctx.candidates, st.k_examples))
     shown = gate.values("presql", value_triples(schema, ctx.values))
-    business = ctx.business.prompt_text()
+    business = ctx.business.prompt_text(gate, "presql")
     semantic = ctx.semantic.gated(gate, "presql")
 
     def render(s: Schema) -> str:
@@ -189,7 +189,7 @@ def context_text(ctx: Context, tables: set[str], gate: Gate, stage: str) -> str:
         The text; ``""`` when there is neither.
     """
     semantic = ctx.semantic.prompt_text(tables, ctx.semantic.gated(gate, stage))
-    return _context_text(ctx.business.prompt_text(), semantic)
+    return _context_text(ctx.business.prompt_text(gate, stage), semantic)
 
 
 def _context_text(business: str, semantic: str) -> str:

@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from ..core import spi
+from ..core.types import Schema
 from .masking import STOP_WORDS, inflections
 
 MAX_NGRAM = 4
@@ -161,6 +162,23 @@ def candidate_phrases(
 
 _SOURCE_RANK = {"evidence": 0, "quoted": 0, "question": 1, "evidence_ngram": 2}
 _HOW_RANK = {"exact": 0, "trigram": 1, "vector": 2}
+
+
+def visible_matches(schema: Schema, matches: list[ValueMatch]) -> list[ValueMatch]:
+    """Drop the matches of row-security tables that no row the role may read holds
+    (``catalog.RowCheck``; a no-op when no such table is opted in).
+
+    Args:
+        schema: the role's schema (``catalog.load_schema``; its ``row_check``).
+        matches: the index's matches.
+
+    Returns:
+        The matches the role's own rows hold, in order.
+    """
+    check = schema.row_check
+    if check is None:
+        return matches
+    return [m for m in matches if check.visible(m.schema, m.table, m.column, [m.value])]
 
 
 def merge_matches(matches: list[ValueMatch], top_k: int) -> list[ValueMatch]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.types import Candidate, Status, Vote
-from ..model.prompts import QUESTION_MARKER
+from ..model.prompts import QUESTION_MARKER, shown_sql
 
 TIE_BREAKS = ("fastest", "priority")
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -219,7 +219,8 @@ def multiple_choice_prompt(
 
     Args:
         question: the question (natural language).
-        groups: ``Vote.groups`` of ``select``, best first (at most 26 shown).
+        groups: ``Vote.groups`` of ``select``, best first (at most 26 shown); each ``sql`` as
+            the gate's SQL path shows it (``Gate.sql``).
         schema_text: the schema as the prompts show it.
         rows: result hash → the group's row texts as the gate let them through; None for none.
         evidence: BIRD-style external knowledge for the question, or None.
@@ -238,7 +239,7 @@ def multiple_choice_prompt(
     for i, g in enumerate(groups[: len(_LETTERS)]):
         lines = [
             f"-- Option {_LETTERS[i]} (confidence {g['confidence']:.2f}, {g['row_count']} rows)",
-            g["sql"] + ";",
+            shown_sql(g["sql"]) + ";",
         ]
         for r in (rows or {}).get(g["result_hash"], [])[:3]:
             lines.append(f"--   row: {r[:200]}")

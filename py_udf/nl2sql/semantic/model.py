@@ -16,6 +16,7 @@ from ..core.types import ForeignKey, Schema
 from ..curated.business import named_terms
 from ..model import prompts
 from ..model.gate import Gate
+from ..model.prompts import ShownSQL
 
 OBJECTS = (
     "SELECT o.id, o.kind, o.name, o.sql, o.description, o.synonyms, t.name AS logical_table, "
@@ -31,7 +32,6 @@ RELATIONSHIPS = (
     "relationship_type FROM nl2sql.visible_semantic_relationship ORDER BY name"
 )
 KIND_ORDER = {"metric": 0, "fact": 1, "dimension": 2, "time_dimension": 3, "filter": 4}
-WITHHELD_EXPRESSION = "(expression withheld)"
 
 
 @dataclass
@@ -107,9 +107,10 @@ class SemanticModel:
         """
         return [(n.table, f"semantic {n.kind} {n.name} named ({n.phrase!r})") for n in self.named]
 
-    def gated(self, gate: Gate, stage: str) -> dict[int, str]:
-        """Pass every object's expression through the gate's SQL path (``Gate.sql``): literals
-        compared with a withheld column, and every literal with ``send_values`` off, replaced.
+    def gated(self, gate: Gate, stage: str) -> dict[int, ShownSQL]:
+        """Pass every object's expression through the gate's SQL path (``Gate.expression``):
+        its literals replaced when it names a withheld column, every literal with
+        ``send_values`` off.
 
         Args:
             gate: the call's gate.
@@ -118,14 +119,9 @@ class SemanticModel:
         Returns:
             Object id -> the expression as it may be shown.
         """
-        out = {}
-        for o in self.objects:
-            query = f"SELECT {o.sql} FROM {', '.join(o.tables)}"
-            shown = gate.sql(stage, query)
-            out[o.id] = o.sql if shown == query else _projection(shown)
-        return out
+        return {o.id: gate.expression(stage, o.sql) for o in self.objects}
 
-    def prompt_text(self, tables: set[str], shown_sql: dict[int, str]) -> str:
+    def prompt_text(self, tables: set[str], shown_sql: dict[int, ShownSQL]) -> str:
         """Render the objects of ``tables`` for a prompt (``prompts.render_semantic``); record
         what was shown and which relationships join two of ``tables``.
 
@@ -242,14 +238,6 @@ def _requalified(sql: str, prompt: dict[tuple[str, str], str]) -> tuple[str, lis
         col.set("table", ref.args.get("this"))
         _add(tables, name)
     return tree.sql(dialect="postgres"), tables
-
-
-def _projection(query: str) -> str:
-    """The one expression of ``SELECT <expression> FROM ...`` (the gate's output)."""
-    try:
-        return parse_shared(query).expressions[0].sql(dialect="postgres")
-    except (CandidateRefused, SqlglotError, RecursionError, IndexError, AttributeError):
-        return WITHHELD_EXPRESSION
 
 
 def _words(name: str) -> str:

@@ -40,9 +40,10 @@ def vote(run: Run) -> None:
             rows[c.result_hash], note = run.gate.rows("multiple_choice", c.sql, c.sample_rows)
             if note:
                 notes[c.result_hash] = note
+    shown = [{**g, "sql": run.gate.sql("multiple_choice", g["sql"])} for g in v.groups]
     mc_prompt = multiple_choice_prompt(
         run.prompt_question,
-        v.groups,
+        shown,
         prompts.render_schema(link.schema, st.sample_values),
         rows,
         run.evidence,

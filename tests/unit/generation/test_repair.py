@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import candidate as _c
 from nl2sql.generation.repair import feedback, repair_prompt
+from nl2sql.model.gate import open_gate
 
 
 def test_repair_feedback_and_prompt_keep_the_question_last():
@@ -17,7 +18,7 @@ def test_repair_feedback_and_prompt_keep_the_question_last():
     assert feedback(noans) is None
     p = repair_prompt(
         "schema...\n\n/* Answer the following: How many? */",
-        "SELECT nme FROM t",
+        open_gate().sql("repair", "SELECT nme FROM t"),
         feedback(err),
         ["singer.country: 'France'"],
         2,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nl2sql.core.types import Column, Example, ForeignKey, Schema, Table
+from nl2sql.model.gate import open_gate
 from nl2sql.model.prompts import build_prompt, render_schema
 
 
@@ -26,7 +27,7 @@ def _schema():
 
 def test_prompt_has_schema_values_fks_examples_instruction_and_question_last():
     ex = [Example(1, "lib", "How many books are there?", "SELECT count(*) FROM book")]
-    p = build_prompt("How many singers?", _schema(), ex, n_values=3)
+    p = build_prompt("How many singers?", _schema(), open_gate().examples("finsql", ex), n_values=3)
     assert (
         "CREATE TABLE singer" in p and "values: 'Ann', 'Bo', 'Cy'" in p and "values: 1, 2, 3" in p
     )

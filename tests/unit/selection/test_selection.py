@@ -6,6 +6,7 @@ import pytest
 
 from conftest import candidate as _c
 from nl2sql.core.types import Candidate
+from nl2sql.model.gate import open_gate
 from nl2sql.selection.multiple_choice import (
     apply_choice,
     multiple_choice_prompt,
@@ -129,7 +130,8 @@ def test_multiple_choice_prompt_lists_groups_in_confidence_order_and_choice_appl
     ]
     v = select(cands, threshold=0.1)
     assert [g["size"] for g in v.groups] == [3, 2, 1]
-    p = multiple_choice_prompt("Which?", v.groups, "CREATE TABLE t (a int);", {"h2": ['{"a": 42}']})
+    shown = [{**g, "sql": open_gate().sql("multiple_choice", g["sql"])} for g in v.groups]
+    p = multiple_choice_prompt("Which?", shown, "CREATE TABLE t (a int);", {"h2": ['{"a": 42}']})
     assert (
         p.index("Option A (confidence 0.50")
         < p.index("Option B (confidence 0.33")

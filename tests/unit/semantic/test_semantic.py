@@ -114,7 +114,7 @@ def test_expressions_pass_the_gate_before_a_prompt_shows_them(send_values):
     shown = sm.gated(gate, "presql")
     assert shown[1] == "SUM(sm_orders.amount)"
     assert shown[2] == "sm_areas.secret = 'value'"
-    assert gate.held["presql"]["literals of SQL"] == (1 if send_values else 3)
+    assert gate.held["presql"]["literals of expressions"] == (1 if send_values else 3)
     text = sm.prompt_text({"sm_orders"}, shown)
     assert "-- metric sm_orders.total_revenue: SUM(sm_orders.amount) -- sum of amounts" in text
     assert "(also: turnover)" in text and "sm_areas" not in text
