@@ -1658,6 +1658,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('conversation_turns', 'int', '5', 'earlier turns of a conversation (their questions and chosen SQL) shown in the prompts of a follow-up question'),
     ('narrate_model', 'str', '', 'model that writes `nl2sql.narrate` answers; empty = the first configured model (the PreSQL writer)'),
     ('narrate_rows', 'int', '20', 'first rows of the chosen SQL that `nl2sql.narrate` shows the model'),
+    ('explain_sql_in_trace', 'bool', 'off', '`nl2sql.explain` adds `sql_explanation`: the chosen SQL explained in words by the model of `narrate_model`, as `nl2sql.explain_sql` does (one more model call)'),
     ('hardness_voters', 'json', '', 'PET-SQL fine-grained voting: JSON `{"easy": [models], "medium": …, "hard": …, "extra": …}`; empty = every model votes'),
     ('reliability_vote', 'bool', 'on', 'the vote weights each model by the reliability `nl2sql.calibrate()` learned from judged answers (and, when `hardness_voters` is empty, lets the learned voter sets vote); nothing calibrated, or `off`: plain majority'),
     ('rewrite_time', 'bool', 'on', 'relative time in the question ("this month", "today", "currently") made explicit from the database''s `now()`'),
@@ -2445,3 +2446,65 @@ GRANT SELECT ON nl2sql.visible_semantic_table, nl2sql.visible_semantic_object,
 -- Administration is for the extension owner (and roles it grants): not for PUBLIC.
 REVOKE EXECUTE ON FUNCTION nl2sql.import_semantic_model(text), nl2sql.export_semantic_model()
     FROM PUBLIC;
+
+-- ==== idempotent 016-explain-sql.sql ====
+-- nl2sql.explain_sql(sql): a read-only query explained in words by a model, for the caller
+-- (SECURITY INVOKER: the relations it reads must be ones the caller may SELECT). The model gets
+-- the query and the schema of the relations it reads through the gate (generation/explain_sql.py). search_path FROM CURRENT: as 001-functions.sql sets it.
+
+CREATE OR REPLACE FUNCTION nl2sql._explain_sql(sql text, caller_search_path text)
+RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT
+SET plan_cache_mode = force_custom_plan AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.explain_sql(plpy, sql, caller_search_path)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.explain_sql(sql text,
+                                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS text LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._explain_sql(sql, search_path) $$;
+COMMENT ON FUNCTION nl2sql.explain_sql(text, text) IS
+    'nl2sql: what a read-only query does, in words, written by a model for the caller';
+
+-- ==== idempotent 017-doctor.sql ====
+-- nl2sql.doctor(): one row per check of the installation, the models and the index
+-- (py_udf/nl2sql/ops/doctor.py; docs/install.md, "doctor()"). Administrative: not executable
+-- by PUBLIC; GRANT EXECUTE ON FUNCTION nl2sql.doctor() TO a role lets it run the checks.
+--
+-- nl2sql._doctor() runs the checks in Python; it is executable by every role but refuses a role
+-- that may not execute nl2sql.doctor() (so one GRANT decides). nl2sql.doctor() catches what stops
+-- the Python side from starting at all (the venv missing, a package of another version: both
+-- raised by nl2sql._boot()) and returns it as a row.
+CREATE OR REPLACE FUNCTION nl2sql._doctor()
+RETURNS TABLE ("check" text, status text, detail text, fix text)
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.doctor(plpy)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.doctor()
+RETURNS TABLE ("check" text, status text, detail text, fix text)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    msg text;
+    hint text;
+    state text;
+BEGIN
+    RETURN QUERY SELECT d."check", d.status, d.detail, d.fix FROM nl2sql._doctor() d;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT, state = RETURNED_SQLSTATE;
+    IF state OPERATOR(pg_catalog.=) '42501' OR msg LIKE 'nl2sql.doctor: permission denied%' THEN
+        RAISE;
+    END IF;
+    RETURN QUERY SELECT CASE WHEN msg LIKE '%extension nl2sql%' OR msg LIKE '%older than%'
+                             THEN 'extension version' ELSE 'venv' END,
+                        'fail'::text,
+                        msg || ' (the other checks need the Python package: fix this first)',
+                        COALESCE(NULLIF(hint, ''), 'see docs/install.md');
+END
+$$;
+COMMENT ON FUNCTION nl2sql.doctor() IS
+    'nl2sql: check the installation, the models and the index; one row per check (ok, warn, fail)';
+REVOKE EXECUTE ON FUNCTION nl2sql.doctor() FROM PUBLIC;

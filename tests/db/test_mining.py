@@ -208,9 +208,20 @@ def test_values_of_an_opted_out_column_do_not_reach_the_model(mdb, llm):
     assert not [c for c in countries if c in sent]
 
 
-def test_a_logged_statements_comments_reach_neither_the_model_nor_the_pending_pair(mdb, llm):
+@pytest.mark.parametrize("send_values", ["on", "off"])
+def test_a_logged_statements_comments_reach_neither_the_model_nor_the_pending_pair(
+    mdb, llm, send_values
+):
     add_models(mdb, llm, ["m1"])
     script(llm)
+    mdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    try:
+        _mine_commented(mdb, llm)
+    finally:
+        mdb.execute("SELECT nl2sql.reset_setting('send_values')")
+
+
+def _mine_commented(mdb, llm) -> None:
     for _ in range(3):
         mdb.execute(
             "/* secret 'Alice' */ SELECT count(*) FROM singer -- for 'Bob'\n"

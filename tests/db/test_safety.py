@@ -1423,6 +1423,77 @@ def test_an_opted_in_row_security_table_shows_a_role_only_values_of_rows_it_may_
         sdb.execute("SELECT nl2sql.set_value_policy('ledger', false)")
 
 
+# --- nl2sql.explain_sql: the SQL and the schema it reads pass the gate (issue 25) ------------
+
+EXPLAIN_SQL_ASK = "Explain in words what this query does."
+EXPLAIN_SQL_CASES = [
+    # (sql, the marker it holds, withheld with send_values on?)
+    (f"SELECT venue_name FROM venue WHERE secret_code = '{OPTOUT_VALUE}'", OPTOUT_VALUE, True),
+    (
+        f"SELECT v.venue_name FROM venue v WHERE v.venue_id IN "
+        f"(SELECT venue_id FROM venue WHERE secret_code LIKE '{OPTOUT_VALUE[:-3]}%')",
+        OPTOUT_VALUE[:-3],
+        True,
+    ),
+    (f"SELECT memo_id FROM memo WHERE memo_text = '{SENDOFF_VALUE}'", SENDOFF_VALUE, False),
+]
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_explain_sql_sends_no_withheld_literal(sdb, analyst_conn, llm, as_role, send_values):
+    """explain_sql's prompt: the literals of a query reading an opted-out column are replaced,
+    and with send_values = off every literal is; the positive control shows an allowed literal
+    as written. Also through explain()'s trace (setting explain_sql_in_trace)."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    add_models(sdb, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains=EXPLAIN_SQL_ASK, response="It lists venues."))
+    for sql, mark, withheld_on in EXPLAIN_SQL_CASES:
+        n0 = len(llm.requests)
+        assert conn.execute("SELECT nl2sql.explain_sql(%s)", (sql,)).fetchone()[0] == (
+            "It lists venues."
+        )
+        new = llm.requests[n0:]
+        assert len(new) == 1
+        sent = json.dumps(new)
+        if send_values == "off" or withheld_on:
+            assert mark not in sent, f"the request holds {mark!r}"
+            assert "'value'" in new[0]["messages"][-1]["content"]
+        else:  # the positive control: an allowed literal is shown as written
+            assert mark in sent
+    # the chosen SQL's explanation in explain()'s trace passes the same gate
+    sdb.execute("SELECT nl2sql.set_setting('explain_sql_in_trace', 'on')")
+    try:
+        n0 = len(llm.requests)
+        llm.set_default(EXPLAIN_SQL_CASES[0][0])
+        trace = conn.execute("SELECT nl2sql.explain(%s)", ("Which venue has the code?",))
+        trace = trace.fetchone()[0]
+        assert trace["sql_explanation"] == {"text": "It lists venues."}, trace.get("error")
+        new = llm.requests[n0:]
+        asked = [r for r in new if EXPLAIN_SQL_ASK in r["messages"][-1]["content"]]
+        assert len(asked) == 1
+        assert OPTOUT_VALUE not in json.dumps(new)
+    finally:
+        sdb.execute("SELECT nl2sql.reset_setting('explain_sql_in_trace')")
+
+
+def test_explain_sql_refuses_a_relation_the_role_may_not_read(sdb, analyst_conn, llm):
+    add_models(sdb, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains=EXPLAIN_SQL_ASK, response="It lists people."))
+    for sql in [
+        "SELECT employee_label FROM payroll WHERE wage_band = 'Band-Omega-9'",
+        "SELECT private_phone FROM contact",
+    ]:
+        with pytest.raises(psycopg.Error, match="explain_sql: refused") as err:
+            analyst_conn.execute("SELECT nl2sql.explain_sql(%s)", (sql,))
+        assert "Band-Omega-9" not in str(err.value)
+    assert llm.requests == []
+    # the superuser may read them: explained
+    assert sdb.execute("SELECT nl2sql.explain_sql(%s)", ("SELECT private_phone FROM contact",))
+    assert "CREATE TABLE contact" in llm.requests[0]["messages"][-1]["content"]
+
+
 # --------------------------------------------------------------------------------------------
 # the semantic model's expressions through the gate (issue 25)
 # --------------------------------------------------------------------------------------------

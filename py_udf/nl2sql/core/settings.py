@@ -228,6 +228,13 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=1000,
     ),
     Setting(
+        "explain_sql_in_trace",
+        "bool",
+        False,
+        "`nl2sql.explain` adds `sql_explanation`: the chosen SQL explained in words by the model "
+        "of `narrate_model`, as `nl2sql.explain_sql` does (one more model call)",
+    ),
+    Setting(
         "hardness_voters",
         "json",
         {},

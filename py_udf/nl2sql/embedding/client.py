@@ -450,3 +450,31 @@ def ensure_running() -> None:
             _wait_started(d, deadline)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def probe(start: bool = True) -> dict:
+    """The shared embedder as this backend sees it (for ``nl2sql.doctor()``).
+
+    Args:
+        start: start the process when none answers (``ensure_running``).
+
+    Returns:
+        ``{"folder", "pid", "answers", "started", "error", "fallback"}``: the embedder folder
+        (None when unusable), the recorded process id, whether a process answers now, whether
+        this call started it, why it is unavailable (None when it answers), and the reason this
+        backend embeds in-process for now (None when it does not).
+    """
+    fallback = _STATE["last_error"] if time.monotonic() < _STATE["retry_at"] else None
+    info = {"folder": None, "pid": None, "answers": False, "started": False, "error": None}
+    info["fallback"] = fallback
+    try:
+        d = private_directory()
+        info["folder"] = os.fspath(d)
+        info["answers"] = _answers()
+        if not info["answers"] and start:
+            ensure_running()
+            info["answers"] = info["started"] = _answers()
+        info["pid"] = _pid(d)
+    except EmbedderUnavailable as e:
+        info["error"] = str(e)
+    return info

@@ -7,5 +7,6 @@ __all__ = [
     "cleaning",
     "db_checks",
     "execute",
+    "explain_sql",
     "repair",
 ]

@@ -5,5 +5,6 @@ __all__ = [
     "gate",
     "llm",
     "openai_call",
+    "probe",
     "prompts",
 ]

@@ -163,12 +163,15 @@ class Gate:
             if check.applies(t.schema, t.table):
                 for key in {t.name.lower(), t.table.lower(), f"{t.schema}.{t.table}".lower()}:
                     tables.setdefault(key, []).append(t)
+        asked: dict[tuple[str, str, str], list[str]] = {}  # one lookup per column
+        for name, col, value in triples:
+            for t in tables.get(name.lower(), []):
+                asked.setdefault((t.schema, t.table, col), []).append(value)
+        shown = {(*k, v) for k, vals in asked.items() for v in check.visible(*k, vals)}
         return [
             (name, col, value)
             for name, col, value in triples
-            if all(
-                check.visible(t.schema, t.table, col, [value]) for t in tables.get(name.lower(), [])
-            )
+            if all((t.schema, t.table, col, value) in shown for t in tables.get(name.lower(), []))
         ]
 
     def examples(self, stage: str, examples: list[Example]) -> list[Example]:

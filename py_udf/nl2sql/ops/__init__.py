@@ -2,6 +2,7 @@
 (docs/internals/ops.md)."""
 
 __all__ = [
+    "doctor",
     "example_store",
     "index_maintenance",
     "indexer",

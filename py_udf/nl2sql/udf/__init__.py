@@ -9,6 +9,7 @@ from ._admin import (
     add_verified_query,
     approve_mined,
     calibrate,
+    doctor,
     evaluate,
     export_semantic_model,
     feedback,
@@ -19,7 +20,7 @@ from ._admin import (
     set_setting,
     write_log,
 )
-from ._questions import ask, explain, narrate, nl2sql, retrieve
+from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -39,9 +40,11 @@ __all__ = [
     "approve_mined",
     "ask",
     "calibrate",
+    "doctor",
     "evaluate",
     "explain",
     "export_semantic_model",
+    "explain_sql",
     "feedback",
     "import_semantic_model",
     "load_examples",

@@ -270,6 +270,31 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
         fail(plpy, redact(f"nl2sql: {e}", secrets))
 
 
+def doctor(plpy) -> list[tuple[str, str, str, str]]:
+    """Back ``nl2sql._doctor()`` (called by ``nl2sql.doctor()``): ``ops.doctor.doctor``. Not an
+    ``entry_point``: a version mismatch is one of its rows, not an error.
+
+    Args:
+        plpy: PL/Python's module.
+
+    Returns:
+        ``(check, status, detail, fix)`` rows.
+
+    Raises:
+        plpy.Error: the current role may not EXECUTE ``nl2sql.doctor()``.
+    """
+    from ..ops import doctor as checks  # not loaded by a backend that only asks questions
+
+    if not checks.may_run(plpy):
+        fail(
+            plpy,
+            "nl2sql.doctor: permission denied: this role may not execute nl2sql.doctor()",
+            "a superuser or the extension's owner runs it, or grants it: "
+            "GRANT EXECUTE ON FUNCTION nl2sql.doctor() TO dba_role",
+        )
+    return checks.doctor(plpy)
+
+
 SEMANTIC_HINT = "see docs/semantic-model.md"
 
 

@@ -1,4 +1,5 @@
-"""The entry points of a question: ``nl2sql()``, ``explain``, ``ask``, ``narrate``, ``retrieve``."""
+"""The entry points of a question: ``nl2sql()``, ``explain``, ``ask``, ``narrate``, ``retrieve``,
+and ``explain_sql``."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ from ..core.errors import CandidateRefused, ConfigError, EmbeddingError, Nl2sqlE
 from ..core.redaction import configured_secrets, redact, redact_obj
 from ..core.settings import get_settings
 from ..curated import narrate as nr
+from ..generation import explain_sql as xs
 from ..generation.execute import fetch_rows
 from ..pipeline import log_trace
 from ._door import MODELS_HINT, entry_point, fail
 
 
 def _run(
-    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None = None
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None,
+    conversation: str | None = None,
+    explained: bool = False,
 ) -> dict[str, Any]:
     # every error message raised here and the whole trace (logged, returned by explain, its
     # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
@@ -31,9 +38,20 @@ def _run(
         fail(plpy, redact(f"nl2sql: {e}", secrets))
     except (RuntimeError, Nl2sqlError) as e:
         fail(plpy, redact(str(e), secrets))
+    if explained and trace.get("sql") and get_settings(plpy).explain_sql_in_trace:
+        trace["sql_explanation"] = _explanation(plpy, trace["sql"], search_path)
     trace = redact_obj(trace, secrets)
     trace["log_id"] = log_trace(plpy, trace)
     return trace
+
+
+def _explanation(plpy, sql: str, search_path: str) -> dict[str, Any]:
+    """The trace's ``sql_explanation`` (setting ``explain_sql_in_trace``): ``{"text"}``, or
+    ``{"error"}`` when the explanation failed (the trace is returned all the same)."""
+    try:
+        return {"text": xs.explain(plpy, get_settings(plpy), sql, search_path)}
+    except (RuntimeError, Nl2sqlError) as e:
+        return {"error": str(e)}
 
 
 @entry_point
@@ -75,7 +93,8 @@ def explain(
     Returns:
         The trace as JSON text, also when no SQL was chosen (``sql`` null, ``error`` why).
     """
-    return json.dumps(_run(plpy, question, search_path, evidence, conversation), default=str)
+    trace = _run(plpy, question, search_path, evidence, conversation, explained=True)
+    return json.dumps(trace, default=str)
 
 
 @entry_point
@@ -158,3 +177,27 @@ def retrieve(
         fail(plpy, f"nl2sql: {e}")
     except RuntimeError as e:
         fail(plpy, str(e))
+
+
+@entry_point
+def explain_sql(plpy, sql: str | None, search_path: str) -> str:
+    """Back ``nl2sql.explain_sql(sql, search_path) → text``: a query explained in words.
+
+    Args:
+        sql: the query text.
+        search_path: the caller's search_path text.
+
+    Returns:
+        The model's explanation (``generation.explain_sql.explain``).
+
+    Raises:
+        plpy.Error: not one read-only query over indexed relations the role may SELECT; no
+            model; the model failed.
+    """
+    secrets = configured_secrets(plpy)
+    try:
+        return xs.explain(plpy, get_settings(plpy), sql, search_path)
+    except ConfigError as e:
+        fail(plpy, redact(str(e), secrets), MODELS_HINT)
+    except (Nl2sqlError, RuntimeError) as e:
+        fail(plpy, redact(str(e), secrets))

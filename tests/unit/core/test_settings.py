@@ -72,6 +72,7 @@ PREVIOUS_DEFAULTS = {
     "conversation_turns": "5",
     "narrate_model": "",
     "narrate_rows": "20",
+    "explain_sql_in_trace": "off",
 }
 
 

@@ -17,6 +17,7 @@ from nl2sql.curated._mined_questions import question_prompt
 from nl2sql.curated.business import BusinessContext, TermUse
 from nl2sql.curated.narrate import NarrateRows, narrate_prompt
 from nl2sql.generation.candidates import finsql_calls
+from nl2sql.generation.explain_sql import Checked, explain_prompt
 from nl2sql.generation.repair import repair_prompt
 from nl2sql.model import prompts
 from nl2sql.model.gate import Gate
@@ -36,6 +37,7 @@ SEAL_SITES = {
     "stages/presql.py": {"write_presql"},
     "curated/mining.py": {"mine"},
     "curated/narrate.py": {"write_answer"},
+    "generation/explain_sql.py": {"explain"},
 }
 # the builders that put SQL into prompt text: each calls ``shown_sql`` on it
 SQL_BUILDERS = {
@@ -44,6 +46,7 @@ SQL_BUILDERS = {
     "selection/multiple_choice.py": {"multiple_choice_prompt"},
     "curated/narrate.py": {"narrate_prompt"},
     "curated/_mined_questions.py": {"question_prompt"},
+    "generation/explain_sql.py": {"explain_prompt"},
 }
 
 
@@ -145,7 +148,16 @@ def test_every_sql_builder_refuses_raw_sql():
         prompts.render_examples([Example(1, "local", "Q?", RAW)])
     with pytest.raises(GateError):
         prompts.render_semantic([("filter", "venue", "coded", "secret_code = 'x'", None, [])])
+    with pytest.raises(GateError):
+        explain_prompt(Checked(RAW, _schema(), _RawGate(_schema(), True)))
     assert gate.held == {}
+
+
+class _RawGate(Gate):
+    """A gate whose SQL path hands back the raw text (a bypass the prompt builder must refuse)."""
+
+    def sql(self, stage, sql, render=None):
+        return sql
 
 
 def _walk_prompts(gate: Gate) -> dict[str, str]:
@@ -185,6 +197,7 @@ def _walk_prompts(gate: Gate) -> dict[str, str]:
     out["narrate"] = narrate_prompt("Q?", RAW, NarrateRows(gate, [], None), False)
     mined = MinedCandidate(LoggedStatement(1, RAW, 3), "query", RAW, [], ["public.venue"])
     out["mining"] = question_prompt(gate, mined, schema)
+    out["explain_sql"] = explain_prompt(Checked(RAW, schema, gate))
     return out
 
 

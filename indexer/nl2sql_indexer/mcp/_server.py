@@ -1,0 +1,239 @@
+"""``nl2sql-mcp``: the MCP server (the official ``mcp`` SDK's ``MCPServer``) over stdio or the
+streamable HTTP transport; its tools call the extension's SQL functions as the DSN's role."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import ipaddress
+import sys
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from nl2sql import __version__
+
+from ._database import Database, ToolFailure
+from ._tools import MAX_ROWS, Tools
+
+INSTRUCTIONS = (
+    "nl2sql answers questions about one PostgreSQL database with SQL, inside the database, as "
+    "the role this server connects as: it sees only what that role may SELECT. Start with "
+    "list_tables; ask returns the chosen SQL and its rows, sql only the SQL, explain how it was "
+    "chosen, narrate an answer in words; explain_sql says what a query does; feedback judges "
+    "an answer by its log_id (administrative)."
+)
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+# the question tools write one row of the extension's query log (nothing of the user's data)
+_LOGGED = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+Question = Annotated[str, Field(description="the question in natural language")]
+Evidence = Annotated[
+    str | None, Field(description="optional hint (external knowledge) added to the prompts")
+]
+Conversation = Annotated[
+    str | None,
+    Field(
+        description="optional key of your choice: the question is a follow-up of the earlier "
+        "questions asked with the same key"
+    ),
+]
+
+
+class Nl2sqlServer(MCPServer):
+    """``MCPServer`` that refuses a call naming an argument its tool does not take."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult:
+        """Refuse unknown arguments by name, then call the tool as ``MCPServer`` does.
+
+        Args:
+            name: the tool.
+            arguments: the call's arguments.
+            context: the request's context.
+
+        Returns:
+            The tool's result.
+
+        Raises:
+            ToolError: an argument the tool does not take (or what ``MCPServer`` raises).
+        """
+        known = {t.name: t for t in await self.list_tools()}
+        tool = known.get(name)
+        if tool is not None:
+            takes = set((tool.input_schema or {}).get("properties", {}))
+            unknown = sorted(set(arguments or {}) - takes)
+            if unknown:
+                raise ToolError(
+                    f"nl2sql-mcp: tool {name} takes no argument {', '.join(unknown)}; "
+                    f"it takes: {', '.join(sorted(takes))}"
+                )
+        return await super().call_tool(name, arguments, context)
+
+    async def list_tools(self):
+        """The tools, each input schema closed (``additionalProperties: false``).
+
+        Returns:
+            ``MCPServer.list_tools``'s list.
+        """
+        tools = await super().list_tools()
+        for t in tools:
+            t.input_schema = {**(t.input_schema or {}), "additionalProperties": False}
+        return tools
+
+
+def _failing_as_tool_errors(fn):
+    """``fn`` with ``ToolFailure`` raised as the SDK's ``ToolError`` (an MCP tool error)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ToolFailure as e:
+            raise ToolError(str(e)) from None
+
+    return call
+
+
+def build_server(dsn: str) -> MCPServer:
+    """The MCP server with its tools over one database.
+
+    Args:
+        dsn: libpq connection string (the role the tools act as).
+
+    Returns:
+        The ``MCPServer`` (not started).
+    """
+    tools = Tools(Database(dsn))
+    server = Nl2sqlServer(
+        "nl2sql", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+
+    def ask(
+        question: Question,
+        evidence: Evidence = None,
+        conversation: Conversation = None,
+        max_rows: Annotated[int, Field(description=f"most rows returned, 1..{MAX_ROWS}")] = 50,
+    ) -> dict[str, Any]:
+        """Answer a question about the database: the chosen SQL and its rows (read-only, at
+        most max_rows), its confidence and log_id."""
+        return tools.ask(question, evidence, conversation, max_rows)
+
+    def sql(
+        question: Question, evidence: Evidence = None, conversation: Conversation = None
+    ) -> dict[str, Any]:
+        """Write the SQL that answers a question (not run for you): sql, confidence, log_id."""
+        return tools.sql(question, evidence, conversation)
+
+    def explain(
+        question: Question, evidence: Evidence = None, conversation: Conversation = None
+    ) -> dict[str, Any]:
+        """How a question is answered: linked tables and why, the candidates each model wrote,
+        the vote and its confidence, the chosen SQL."""
+        return tools.explain(question, evidence, conversation)
+
+    def narrate(
+        question: Question, evidence: Evidence = None, conversation: Conversation = None
+    ) -> dict[str, Any]:
+        """Answer a question in words (one to three sentences), with the SQL behind it."""
+        return tools.narrate(question, evidence, conversation)
+
+    def retrieve(
+        question: Question,
+        evidence: Evidence = None,
+        presql: Annotated[str | None, Field(description="optional SQL to link tables by")] = None,
+    ) -> dict[str, Any]:
+        """What retrieval finds for a question, without a model call: matched cell values,
+        examples, the tables it would show."""
+        return tools.retrieve(question, evidence, presql)
+
+    def explain_sql(
+        sql: Annotated[str, Field(description="one read-only SQL query")],
+    ) -> dict[str, Any]:
+        """What a read-only query does, in words (the query is not run)."""
+        return tools.explain_sql(sql)
+
+    def list_tables(
+        schema: Annotated[str | None, Field(description="only this schema's tables")] = None,
+    ) -> dict[str, Any]:
+        """The tables this connection's role may read, with their comments and columns."""
+        return tools.list_tables(schema)
+
+    def feedback(
+        log_id: Annotated[int, Field(description="the answer's log_id")],
+        correct: Annotated[bool, Field(description="was the answer right?")],
+        sql: Annotated[str | None, Field(description="the right SQL, when it was not")] = None,
+        verify: Annotated[bool, Field(description="also keep it as a verified query")] = True,
+    ) -> dict[str, Any]:
+        """Judge an answer by its log_id: it becomes an example (and a verified query) that
+        later questions use. Administrative: needs EXECUTE on nl2sql.feedback."""
+        return tools.feedback(log_id, correct, sql, verify)
+
+    for fn, notes in [
+        (ask, _LOGGED),
+        (sql, _LOGGED),
+        (explain, _LOGGED),
+        (narrate, _LOGGED),
+        (retrieve, _READ_ONLY),
+        (explain_sql, _READ_ONLY),
+        (list_tables, _READ_ONLY),
+        (feedback, ToolAnnotations(read_only_hint=False, destructive_hint=False)),
+    ]:
+        server.add_tool(_failing_as_tool_errors(fn), annotations=notes)
+    return server
+
+
+def _http_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--http``, refused unless HOST is a loopback address (no auth)."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        number = int(port)
+    except ValueError:
+        loopback, number = False, -1
+    if not loopback or not 0 < number < 65536:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a loopback address and port, e.g. 127.0.0.1:8765 (the server has "
+            "no authentication: every client acts as the DSN's role)"
+        )
+    return host, number
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``nl2sql-mcp --dsn DSN [--http HOST:PORT]``: serve over stdio, or streamable HTTP.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status.
+    """
+    parser = argparse.ArgumentParser(
+        prog="nl2sql-mcp",
+        description="An MCP server whose tools answer questions with the nl2sql extension, as "
+        "the DSN's role (docs/mcp.md).",
+    )
+    parser.add_argument(
+        "--dsn", required=True, help='libpq connection string, e.g. "dbname=shop user=analyst"'
+    )
+    parser.add_argument(
+        "--http",
+        type=_http_address,
+        metavar="HOST:PORT",
+        help="serve the streamable HTTP transport at http://HOST:PORT/mcp (loopback only) "
+        "instead of stdio",
+    )
+    args = parser.parse_args(argv)
+    server = build_server(args.dsn)
+    if args.http is None:
+        server.run("stdio")
+    else:
+        host, port = args.http
+        print(f"nl2sql-mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+        server.run("streamable-http", host=host, port=port)
+    return 0

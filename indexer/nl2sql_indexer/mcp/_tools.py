@@ -1,0 +1,339 @@
+"""The tools: each one statement (or two) calling the extension's SQL functions and views
+(docs/sql-reference.md) on the server's connection, as the DSN's role."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+
+from ._database import Database, ToolFailure, one
+
+MAX_QUESTION_CHARS = 20_000
+"""Longest question (or evidence, or SQL text) sent to the database; the extension's own limit
+is its setting ``question_max_chars`` (4,000 by default)."""
+MAX_ROWS = 1000
+"""Most rows ``ask`` may return in one call (its ``max_rows`` argument, 50 by default)."""
+_ONE_OFF = "nl2sql-mcp "  # the conversation key prefix of a call that is no follow-up
+
+
+def text_arg(name: str, value: str | None, required: bool = True) -> str | None:
+    """Check one text argument: not empty when required, at most ``MAX_QUESTION_CHARS``.
+
+    Args:
+        name: the argument's name, for the message.
+        value: its value.
+        required: whether it may be missing.
+
+    Returns:
+        The value (None when missing and not required).
+
+    Raises:
+        ToolFailure: empty or too long.
+    """
+    if value is None or not value.strip():
+        if required:
+            raise ToolFailure(f"nl2sql-mcp: the {name} is empty: give a {name}")
+        return None
+    if len(value) > MAX_QUESTION_CHARS:
+        raise ToolFailure(
+            f"nl2sql-mcp: the {name} has {len(value):,} characters; nl2sql-mcp sends at most "
+            f"{MAX_QUESTION_CHARS:,} to the database (whose own limit is the setting "
+            "question_max_chars)"
+        )
+    return value
+
+
+class Tools:
+    """The tool functions over one ``Database``."""
+
+    def __init__(self, db: Database):
+        """Args:
+        db: the database the tools call.
+        """
+        self.db = db
+
+    # ---- questions: the pipeline writes its query log, so these transactions may write ----
+
+    def _asked(
+        self, sql: str, question: str, evidence: str | None, conversation: str | None, fetch
+    ) -> tuple[Any, dict[str, Any]]:
+        """Run one question function with a conversation key, then read this call's turn
+        (``nl2sql.conversation``: its log id, SQL, confidence); a one-off key is forgotten."""
+        question = text_arg("question", question)
+        evidence = text_arg("evidence", evidence, required=False)
+        key = conversation or f"{_ONE_OFF}{uuid.uuid4()}"
+        if conversation is not None:
+            text_arg("conversation", conversation)
+
+        def work(conn: psycopg.Connection):
+            out = fetch(conn.execute(sql, {"q": question, "e": evidence, "c": key}))
+            row = conn.execute(
+                "SELECT log_id, sql, confidence FROM nl2sql.conversation(%s) "
+                "ORDER BY turn DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+            if conversation is None:
+                conn.execute("SELECT nl2sql.forget_conversation(%s)", (key,))
+            turn = {"log_id": None, "sql": None, "confidence": None}
+            if row is not None:
+                turn = {"log_id": row[0], "sql": row[1], "confidence": row[2]}
+            return out, turn
+
+        return self.db.run(work, writes=True)
+
+    def ask(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        max_rows: int = 50,
+    ) -> dict[str, Any]:
+        """Answer a question with the rows of the chosen SQL (``nl2sql.ask``).
+
+        Args:
+            question: the question in natural language.
+            evidence: an optional hint (external knowledge) added to the prompts.
+            conversation: a key of your choice: the question is a follow-up of the earlier
+                questions asked with it.
+            max_rows: most rows returned (1..1000).
+
+        Returns:
+            ``{"sql", "rows", "row_count", "truncated", "confidence", "log_id"}``.
+        """
+        if not 1 <= max_rows <= MAX_ROWS:
+            raise ToolFailure(f"nl2sql-mcp: max_rows must be between 1 and {MAX_ROWS}")
+        rows, turn = self._asked(
+            "SELECT a FROM nl2sql.ask(%(q)s, %(e)s, conversation => %(c)s) AS a",
+            question,
+            evidence,
+            conversation,
+            lambda cur: cur.fetchmany(max_rows + 1),
+        )
+        shown = [r[0] for r in rows[:max_rows]]
+        return {
+            "sql": turn["sql"],
+            "rows": shown,
+            "row_count": len(shown),
+            "truncated": len(rows) > max_rows,
+            "confidence": turn["confidence"],
+            "log_id": turn["log_id"],
+        }
+
+    def sql(
+        self, question: str, evidence: str | None = None, conversation: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a question with SQL only (``nl2sql()``); nothing of its result is returned.
+
+        Args:
+            question, evidence, conversation: as for ``ask``.
+
+        Returns:
+            ``{"sql", "confidence", "log_id"}``.
+        """
+        sql, turn = self._asked(
+            "SELECT nl2sql(%(q)s, %(e)s, conversation => %(c)s)",
+            question,
+            evidence,
+            conversation,
+            lambda cur: cur.fetchone()[0],
+        )
+        return {"sql": sql, "confidence": turn["confidence"], "log_id": turn["log_id"]}
+
+    def narrate(
+        self, question: str, evidence: str | None = None, conversation: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a question in words (``nl2sql.narrate``).
+
+        Args:
+            question, evidence, conversation: as for ``ask``.
+
+        Returns:
+            ``{"answer", "sql", "log_id"}``.
+        """
+        answer, turn = self._asked(
+            "SELECT nl2sql.narrate(%(q)s, %(e)s, conversation => %(c)s)",
+            question,
+            evidence,
+            conversation,
+            lambda cur: cur.fetchone()[0],
+        )
+        return {"answer": answer, "sql": turn["sql"], "log_id": turn["log_id"]}
+
+    def explain(
+        self, question: str, evidence: str | None = None, conversation: str | None = None
+    ) -> dict[str, Any]:
+        """The compact trace of answering a question (``nl2sql.explain``).
+
+        Args:
+            question, evidence, conversation: as for ``ask``.
+
+        Returns:
+            ``compact_trace`` of the trace.
+        """
+        question = text_arg("question", question)
+        evidence = text_arg("evidence", evidence, required=False)
+        if conversation is not None:
+            text_arg("conversation", conversation)
+        trace = self.db.run(
+            lambda conn: one(
+                conn,
+                "SELECT nl2sql.explain(%s, %s, conversation => %s)",
+                (question, evidence, conversation),
+            ),
+            writes=True,
+        )
+        return compact_trace(trace)
+
+    # ---- read-only ------------------------------------------------------------------------
+
+    def retrieve(
+        self, question: str, evidence: str | None = None, presql: str | None = None
+    ) -> dict[str, Any]:
+        """What retrieval finds and would send for a question, without a model call
+        (``nl2sql.retrieve``).
+
+        Args:
+            question, evidence: as for ``ask``.
+            presql: a PreSQL to link the schema with (optional).
+
+        Returns:
+            ``nl2sql.retrieve``'s JSON.
+        """
+        question = text_arg("question", question)
+        evidence = text_arg("evidence", evidence, required=False)
+        presql = text_arg("presql", presql, required=False)
+        return self.db.run(
+            lambda conn: one(
+                conn, "SELECT nl2sql.retrieve(%s, %s, %s)", (question, evidence, presql)
+            )
+        )
+
+    def explain_sql(self, sql: str) -> dict[str, Any]:
+        """What a read-only query does, in words (``nl2sql.explain_sql``); never run.
+
+        Args:
+            sql: one read-only query.
+
+        Returns:
+            ``{"explanation"}``.
+        """
+        sql = text_arg("sql", sql)
+        text = self.db.run(lambda conn: one(conn, "SELECT nl2sql.explain_sql(%s)", (sql,)))
+        return {"explanation": text}
+
+    def list_tables(self, schema: str | None = None) -> dict[str, Any]:
+        """The indexed tables the connected role may read, with their comments and columns
+        (``nl2sql.visible_table``, ``nl2sql.visible_column``).
+
+        Args:
+            schema: only this schema's tables (optional).
+
+        Returns:
+            ``{"tables": [{"schema", "table", "comment", "rows", "columns": [{"name", "type",
+            "comment", "primary_key"}]}]}``.
+        """
+        schema = text_arg("schema", schema, required=False)
+
+        def work(conn: psycopg.Connection):
+            tables = conn.execute(
+                "SELECT schema_name, table_name, comment, n_rows FROM nl2sql.visible_table "
+                "WHERE %(s)s::text IS NULL OR schema_name = %(s)s "
+                "ORDER BY schema_name, table_name",
+                {"s": schema},
+            ).fetchall()
+            cols = conn.execute(
+                "SELECT schema_name, table_name, column_name, data_type, comment, is_primary_key "
+                "FROM nl2sql.visible_column WHERE %(s)s::text IS NULL OR schema_name = %(s)s "
+                "ORDER BY schema_name, table_name, ordinal",
+                {"s": schema},
+            ).fetchall()
+            by_table: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for s, t, c, typ, comment, pk in cols:
+                by_table.setdefault((s, t), []).append(
+                    {"name": c, "type": typ, "comment": comment, "primary_key": pk}
+                )
+            return [
+                {
+                    "schema": s,
+                    "table": t,
+                    "comment": comment,
+                    "rows": n,
+                    "columns": by_table.get((s, t), []),
+                }
+                for s, t, comment, n in tables
+            ]
+
+        return {"tables": self.db.run(work)}
+
+    # ---- feedback: administrative, writes ---------------------------------------------------
+
+    def feedback(
+        self, log_id: int, correct: bool, sql: str | None = None, verify: bool = True
+    ) -> dict[str, Any]:
+        """Judge an answer (``nl2sql.feedback``): it becomes an example, and with ``verify`` a
+        verified query. Administrative: the role needs EXECUTE on the function.
+
+        Args:
+            log_id: the answer's ``log_id`` (as ``ask``, ``sql`` or ``explain`` returned it).
+            correct: whether the answer was right.
+            sql: the right SQL, when it was not.
+            verify: also add it as a verified query.
+
+        Returns:
+            ``{"example_id"}``.
+        """
+        sql = text_arg("sql", sql, required=False)
+        example = self.db.run(
+            lambda conn: one(
+                conn, "SELECT nl2sql.feedback(%s, %s, %s, %s)", (log_id, correct, sql, verify)
+            ),
+            writes=True,
+        )
+        return {"example_id": example}
+
+
+def _candidate(c: dict[str, Any]) -> dict[str, Any]:
+    out = {k: c.get(k) for k in ("source", "status", "sql", "reason", "row_count", "exec_ms")}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def compact_trace(trace: dict[str, Any] | None) -> dict[str, Any]:
+    """The parts of ``nl2sql.explain``'s trace an agent reads: the answer, what was linked, the
+    candidates and the vote.
+
+    Args:
+        trace: the whole trace.
+
+    Returns:
+        ``question``, ``sql``, ``confidence``, ``error``, ``log_id``, ``linked_tables``,
+        ``linked_why``, ``candidates`` (source, status, sql, reason, row_count, exec_ms),
+        ``vote`` (method, reason, groups: size, confidence, sources, sql), ``verified_query``,
+        ``values_withheld``, ``sql_explanation`` and ``total_ms``, where the trace has them.
+    """
+    trace = trace or {}
+    vote = trace.get("vote") or {}
+    out = {
+        "question": trace.get("question"),
+        "sql": trace.get("sql"),
+        "confidence": trace.get("confidence"),
+        "error": trace.get("error"),
+        "log_id": trace.get("log_id"),
+        "linked_tables": trace.get("linked_tables"),
+        "linked_why": (trace.get("linking") or {}).get("why"),
+        "candidates": [_candidate(c) for c in trace.get("candidates") or []],
+        "vote": {
+            "method": vote.get("method"),
+            "reason": vote.get("reason"),
+            "groups": [
+                {k: g.get(k) for k in ("size", "confidence", "sources", "sql")}
+                for g in vote.get("groups") or []
+            ],
+        },
+        "verified_query": trace.get("verified_query"),
+        "values_withheld": trace.get("values_withheld"),
+        "sql_explanation": trace.get("sql_explanation"),
+        "total_ms": (trace.get("timings") or {}).get("total_ms"),
+    }
+    return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,200 @@
+"""SQL explained in words: ``nl2sql.explain_sql(sql)`` (docs/internals/generation.md "SQL
+explained in words"). Sources: AlloyDB AI's ``explain_sql``, Oracle Select AI's ``explainsql``."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from ..core import catalog, spi
+from ..core.errors import CandidateRefused, ModelError
+from ..core.settings import Settings
+from ..core.sqlcheck import to_sql
+from ..core.types import LLMReply, Schema
+from ..model import prompts
+from ..model.config import get_models
+from ..model.gate import Gate
+from ..model.llm import call_models, pick_model
+from ._statement_kinds import TOO_MANY, write_kinds
+from .db_checks import check_candidate_in_db, relation_targets, statement_remaining_s
+
+SYSTEM_MESSAGE = (
+    "You explain a PostgreSQL query to a person who does not read SQL: in two to five plain "
+    "sentences say which data it reads, how it filters, joins, groups and orders it, and what "
+    "each row of its result means. Use the schema given; do not invent tables or columns."
+)
+STAGE = "explain_sql"
+ASK = "Explain in words what this query does."
+"""The last line of every explain_sql request (the loopback tests match it)."""
+
+SQL_MAX_CHARS = 100_000
+"""Longest SQL text explained; a longer one is refused before it is parsed."""
+EXPLANATION_MAX_CHARS = 4000
+"""Longest explanation returned; a longer reply is cut (with an ellipsis)."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A query that may be explained: its text, the caller's schema of what it reads, the gate."""
+
+    sql: str  # the query re-written from its parse, without comments
+    schema: Schema  # the relations it reads, as the calling role may see them
+    gate: Gate
+
+
+def check_query(plpy, sql: str | None, search_path: str, send_values: bool) -> Checked:
+    """Check that ``sql`` is one read-only query over relations the calling role may read.
+
+    The checks of a candidate (``db_checks.check_candidate_in_db``: one statement, a query,
+    no write or locking clause, no volatile or refused function, only indexed relations the
+    role may SELECT), after the statement-kind scan of model replies (``write_kinds``), so that
+    ``DELETE ...; SELECT 1`` is refused naming DELETE.
+
+    Args:
+        sql: the query text.
+        search_path: the caller's search_path text (names resolve as the caller's).
+        send_values: setting ``send_values`` (the gate's rule).
+
+    Returns:
+        ``Checked``.
+
+    Raises:
+        CandidateRefused: empty, too long, not one read-only query, or reading a relation that
+            is not indexed or that the role may not SELECT (the message names why).
+        NotIndexedError: no table the role may SELECT is indexed.
+    """
+    text = (sql or "").strip()
+    if not text:
+        raise CandidateRefused("nl2sql.explain_sql: refused: the SQL text is empty")
+    if len(text) > SQL_MAX_CHARS:
+        raise CandidateRefused(
+            f"nl2sql.explain_sql: refused: the SQL text has {len(text):,} characters, more than "
+            f"{SQL_MAX_CHARS:,}"
+        )
+    kinds = write_kinds(text)
+    if kinds:
+        what = "too many statements to check" if kinds == [TOO_MANY] else ", ".join(kinds)
+        raise CandidateRefused(
+            f"nl2sql.explain_sql: refused: only a single read-only query is explained; the text "
+            f"holds a statement that writes or controls the transaction or session ({what})"
+        )
+    schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path), 0)
+    try:
+        tree = check_candidate_in_db(plpy, text.rstrip().rstrip(";"), schema)
+    except CandidateRefused as e:
+        raise CandidateRefused(
+            f"nl2sql.explain_sql: refused: only a single read-only query over indexed relations "
+            f"the calling role may SELECT is explained; this one: {e}"
+        ) from None
+    planned(plpy, to_sql(tree), search_path)
+    read = {f"{s}.{t}".lower() for s, t in relation_targets(tree, schema)}
+    names = {t.name for t in schema.tables if f"{t.schema}.{t.table}".lower() in read}
+    shown = schema.subset(names)
+    return Checked(to_sql(without_comments(tree)), shown, Gate(shown, send_values))
+
+
+class _Rollback(Exception):
+    """Raised inside the subtransaction of ``planned`` to roll it back."""
+
+
+def planned(plpy, sql: str, search_path: str) -> None:
+    """Have PostgreSQL plan the query as the caller (``EXPLAIN``, never run): every privilege
+    it needs, column privileges included, and every name resolve as they would if the caller
+    ran it; a subtransaction rolled back keeps nothing (the search_path set for it included).
+
+    Args:
+        sql: the checked query (``check_candidate_in_db`` passed).
+        search_path: the caller's search_path text.
+
+    Raises:
+        CandidateRefused: PostgreSQL refused to plan it (its message: permission denied for
+            table t, column c does not exist, ...).
+    """
+    try:
+        with plpy.subtransaction():
+            spi.query(
+                plpy,
+                "SELECT pg_catalog.set_config('search_path', $1, true)",
+                [search_path],
+                ["text"],
+            )
+            spi.run(plpy, "EXPLAIN (COSTS OFF) " + sql)
+            raise _Rollback()
+    except _Rollback:
+        return
+    except plpy.SPIError as e:
+        raise CandidateRefused(
+            f"nl2sql.explain_sql: refused: PostgreSQL does not plan it as the calling role: "
+            f"{str(e).splitlines()[0][:300]}"
+        ) from None
+
+
+def without_comments(tree: exp.Expression) -> exp.Expression:
+    """A copy of a parsed query with no comment: a comment may quote any value, and the gate's
+    SQL path replaces literals, not comments.
+
+    Args:
+        tree: the parsed query (not changed: it may be ``parse_shared``'s shared tree).
+
+    Returns:
+        A new tree, no node of it holding a comment (``to_sql`` then writes none).
+    """
+    out = tree.copy()
+    for node in out.walk():
+        node.comments = None
+    return out
+
+
+def explain_prompt(checked: Checked) -> str:
+    """Build the request's user message: the schema of the relations read, the gated SQL.
+
+    Args:
+        checked: ``check_query``'s result.
+
+    Returns:
+        The message text: the relations' ``CREATE TABLE`` (no cell values), the SQL as the
+        gate's SQL path shows it (``Gate.sql``), and ``ASK``.
+    """
+    shown = prompts.shown_sql(checked.gate.sql(STAGE, checked.sql))
+    return "\n\n".join(
+        [
+            "/* The relations the query reads: */\n" + prompts.render_schema(checked.schema, 0),
+            "/* The query: */\n" + shown,
+            ASK,
+        ]
+    )
+
+
+def explain(plpy, st: Settings, sql: str | None, search_path: str) -> str:
+    """Explain one read-only query in words, as the calling role (``nl2sql.explain_sql``).
+
+    Args:
+        st: the settings (``narrate_model`` picks the model, ``send_values`` the gate's rule).
+        sql: the query text.
+        search_path: the caller's search_path text.
+
+    Returns:
+        The model's explanation, stripped, at most ``EXPLANATION_MAX_CHARS`` characters.
+
+    Raises:
+        CandidateRefused: as ``check_query``.
+        NotIndexedError: nothing the role may read is indexed.
+        ConfigError: no model is configured, or ``narrate_model`` names no enabled model.
+        ModelError: the model failed or answered nothing.
+    """
+    checked = check_query(plpy, sql, search_path, st.send_values)
+    model = pick_model(get_models(plpy, st), "narrate_model", st.narrate_model)
+    msgs = checked.gate.seal(STAGE, explain_prompt(checked), SYSTEM_MESSAGE)
+    on_wait = functools.partial(spi.cancel_point, plpy)
+    reply: LLMReply = call_models([(model, msgs)], on_wait, statement_remaining_s(plpy))[0]
+    text = (reply.text or "").replace("\x00", "").strip()
+    if reply.error or not text:
+        raise ModelError(
+            f"nl2sql.explain_sql: model {model.name} gave no explanation: "
+            f"{reply.error or 'empty reply'}"
+        )
+    if len(text) > EXPLANATION_MAX_CHARS:
+        text = text[: EXPLANATION_MAX_CHARS - 1] + "…"
+    return text
