@@ -188,7 +188,7 @@ def context_text(ctx: Context, tables: set[str], gate: Gate, stage: str) -> str:
     Returns:
         The text; ``""`` when there is neither.
     """
-    semantic = ctx.semantic.prompt_text(tables, ctx.semantic.gated(gate, stage))
+    semantic = ctx.semantic.prompt_text(tables, ctx.semantic.gated(gate, stage, tables))
     return _context_text(ctx.business.prompt_text(gate, stage), semantic)
 
 

@@ -4,6 +4,7 @@ see, the ones the question names, and what the prompts show of them (docs/semant
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sqlglot import exp
@@ -107,7 +108,7 @@ class SemanticModel:
         """
         return [(n.table, f"semantic {n.kind} {n.name} named ({n.phrase!r})") for n in self.named]
 
-    def gated(self, gate: Gate, stage: str) -> dict[int, ShownSQL]:
+    def gated(self, gate: Gate, stage: str, tables: set[str] | None = None) -> dict[int, ShownSQL]:
         """Pass every object's expression through the gate's SQL path (``Gate.expression``):
         its literals replaced when it names a withheld column, every literal with
         ``send_values`` off.
@@ -115,11 +116,16 @@ class SemanticModel:
         Args:
             gate: the call's gate.
             stage: the asking stage (``presql``, ``finsql``).
+            tables: prompt names of the tables the prompt shows; None for every object.
 
         Returns:
-            Object id -> the expression as it may be shown.
+            Object id -> the expression as it may be shown, for the objects of ``tables``.
         """
-        return {o.id: gate.expression(stage, o.sql) for o in self.objects}
+        return {
+            o.id: gate.expression(stage, o.sql)
+            for o in self.objects
+            if tables is None or all(t in tables for t in o.tables)
+        }
 
     def prompt_text(self, tables: set[str], shown_sql: dict[int, ShownSQL]) -> str:
         """Render the objects of ``tables`` for a prompt (``prompts.render_semantic``); record
@@ -221,23 +227,45 @@ def load(plpy, schema: Schema) -> SemanticModel:
 
 def _requalified(sql: str, prompt: dict[tuple[str, str], str]) -> tuple[str, list[str]] | None:
     """``sql`` (columns qualified by ``schema.table``) with each qualifier replaced by the table's
-    prompt name, and those names in order; None when a table is not in the role's schema."""
+    prompt name, and those names in order; None when a table is not in the role's schema. Both
+    steps are cached per backend: a question reads every object of the model."""
+    quals = _qualifiers(sql)
+    if quals is None:
+        return None
+    names = tuple(prompt.get(q) for q in quals)
+    if None in names:
+        return None
+    return _rendered(sql, quals, names), list(dict.fromkeys(names))
+
+
+@lru_cache(maxsize=8192)
+def _qualifiers(sql: str) -> tuple[tuple[str, str], ...] | None:
+    """The ``(schema, table)`` qualifiers of ``sql``'s columns, each once in order; None when
+    it does not parse."""
+    tree = _expression(sql)
+    if tree is None:
+        return None
+    return tuple(dict.fromkeys((c.db, c.table) for c in tree.find_all(exp.Column) if c.table))
+
+
+@lru_cache(maxsize=8192)
+def _rendered(sql: str, quals: tuple[tuple[str, str], ...], names: tuple[str, ...]) -> str:
+    """``sql`` with the qualifiers ``quals`` replaced by the prompt names ``names``."""
+    tree = _expression(sql).copy()  # the parse is shared
+    by = dict(zip(quals, names))
+    for col in list(tree.find_all(exp.Column)):
+        if col.table:
+            ref = exp.to_table(by[(col.db, col.table)])
+            col.set("db", ref.args.get("db"))
+            col.set("table", ref.args.get("this"))
+    return tree.sql(dialect="postgres")
+
+
+def _expression(sql: str) -> exp.Expression | None:
     try:
-        tree = parse_shared(f"SELECT {sql}").expressions[0].copy()  # the parse is shared
+        return parse_shared(f"SELECT {sql}").expressions[0]
     except (CandidateRefused, SqlglotError, RecursionError, IndexError):
         return None
-    tables: list[str] = []
-    for col in list(tree.find_all(exp.Column)):
-        if not col.table:
-            continue
-        name = prompt.get((col.db, col.table))
-        if name is None:
-            return None
-        ref = exp.to_table(name)
-        col.set("db", ref.args.get("db"))
-        col.set("table", ref.args.get("this"))
-        _add(tables, name)
-    return tree.sql(dialect="postgres"), tables
 
 
 def _words(name: str) -> str:
