@@ -2063,9 +2063,11 @@ DECLARE
 BEGIN
     IF cron_db IS NULL THEN
         RAISE EXCEPTION 'nl2sql: pg_cron is not loaded in this server'
-            USING HINT = 'install pg_cron (Debian: apt-get install postgresql-15-cron), add pg_cron to '
-                         'shared_preload_libraries and set cron.database_name in postgresql.conf, '
-                         'restart PostgreSQL, then CREATE EXTENSION pg_cron in that database';
+            USING HINT = pg_catalog.format(
+                'install pg_cron (Debian: apt-get install postgresql-%s-cron), add pg_cron to '
+                'shared_preload_libraries and set cron.database_name in postgresql.conf, '
+                'restart PostgreSQL, then CREATE EXTENSION pg_cron in that database',
+                pg_catalog.current_setting('server_version_num')::int OPERATOR(pg_catalog./) 10000);
     END IF;
     IF cron_db OPERATOR(pg_catalog.=) pg_catalog.current_database() THEN
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN

@@ -12,5 +12,6 @@ exec 9>>/tmp/nl2sql-install.lock
 flock 9
 "$NL2SQL_VENV/bin/pip" install -q --no-deps --no-build-isolation "$ROOT" >/dev/null
 "$NL2SQL_VENV/bin/python" "$ROOT/scripts/build_extension.py" --install \
-  "$(/usr/lib/postgresql/15/bin/pg_config --sharedir)/extension" >/dev/null
+  "$("$("$NL2SQL_VENV/bin/python" -c 'from nl2sql_indexer.cluster import PG_BIN; print(PG_BIN)')/pg_config" --sharedir)/extension" \
+  >/dev/null
 "$@"

@@ -4,8 +4,14 @@
 #   bash scripts/test.sh          every test: tests/db, tests/unit and tests/upgrade (db and upgrade
 #                                 start and remove their own PostgreSQL cluster)
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
+#   bash scripts/test.sh --distro trixie [--fresh]   the demo and every test on Debian 13 with its
+#                                 PostgreSQL 17 and Python 3.13, in a cached debootstrap root
+#                                 (scripts/distro_test.sh; root, about 15 minutes)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ "${1:-}" = --distro ]; then
+  exec bash "$ROOT/scripts/distro_test.sh" "${2:?--distro needs a release: trixie}" "${@:3}"
+fi
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 if [ ! -x "$NL2SQL_VENV/bin/python" ]; then
   echo "test.sh: no venv at $NL2SQL_VENV; run: bash scripts/install.sh" >&2

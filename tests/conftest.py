@@ -4,7 +4,7 @@
   generation, selection, curated, ops, embedding) plus the indexer package and project-wide
   checks. ``bash scripts/test.sh --unit`` runs them without PostgreSQL; a unit test that asks
   for a cluster fixture is refused at collection (``pytest_collection_modifyitems`` below).
-- ``db/`` — inside a real PostgreSQL 15 cluster the tests start and stop (no Docker engine
+- ``db/`` — inside a real PostgreSQL cluster the tests start and stop (no Docker engine
   here, so no testcontainers): the demo database with the extension.
 - ``upgrade/`` — released versions upgraded in place, and pg_dump / pg_restore.
 - ``fixtures/`` — table-driven cases (input → expected), read by the unit tests.
@@ -15,7 +15,7 @@ the scripted loopback server (any test: it is not a model). Helpers any test imp
 ``from conftest import ...``: ``ROOT``, ``FIXTURES``, ``add_models``, ``login_role``,
 ``cancel_while_model_hangs``, ``candidate``, ``judged`` and the embedding-socket helpers.
 
-Database tests need what scripts/install.sh installs (PostgreSQL 15 + plpython3u + pgvector,
+Database tests need what scripts/install.sh installs (PostgreSQL 15-18 + plpython3u + pgvector,
 the venv named by NL2SQL_VENV, default /opt/nl2sql/venv). When run as root, the ``cluster``
 fixture first re-installs the current checkout into that venv and the extension files into
 PostgreSQL, so the server runs exactly the code under test.
@@ -94,7 +94,7 @@ def _sync_installation() -> None:
 def cluster():
     """A fresh cluster in /tmp for the whole session; destroyed afterwards."""
     if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL 15 is not installed ({PG_BIN}); run scripts/install.sh")
+        pytest.skip(f"PostgreSQL is not installed ({PG_BIN}/initdb); run scripts/install.sh")
     # One test session at a time installs into the shared extension directory: hold a lock
     # for the whole session (scripts/dev_locked.sh sets NL2SQL_LOCK_HELD when it holds it).
     lock = None

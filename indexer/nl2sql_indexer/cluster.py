@@ -1,4 +1,5 @@
-"""A project-local PostgreSQL 15 cluster for the demo, tests and benchmarks.
+"""A project-local PostgreSQL cluster (the server scripts/install.sh installed into) for the demo,
+tests and benchmarks.
 
 initdb into a folder, a free loopback port, trust authentication on loopback only, the setting
 ``nl2sql.venv`` pointing at the venv PL/Python imports from. Run as root, the server runs as the
@@ -14,8 +15,31 @@ import socket
 import subprocess
 from pathlib import Path
 
-PG_BIN = Path(os.environ.get("NL2SQL_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DEFAULT_VENV = os.environ.get("NL2SQL_VENV", "/opt/nl2sql/venv")
+
+
+def server_bindir() -> Path:
+    """The binaries of the server nl2sql is installed into.
+
+    Returns:
+        ``NL2SQL_PG_BIN`` when set; else the bindir scripts/install.sh recorded in
+        ``<venv>/share/nl2sql/pg_bindir``; else the newest ``/usr/lib/postgresql/<major>/bin``
+        holding ``initdb`` (Debian's layout); else ``/usr/lib/postgresql/bin`` (absent).
+    """
+    env = os.environ.get("NL2SQL_PG_BIN")
+    if env:
+        return Path(env)
+    recorded = Path(DEFAULT_VENV) / "share" / "nl2sql" / "pg_bindir"
+    if recorded.is_file() and (Path(recorded.read_text().strip()) / "initdb").exists():
+        return Path(recorded.read_text().strip())
+    found = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb")]
+    found = [p for p in found if p.parent.name.isdigit()]
+    if found:
+        return max(found, key=lambda p: int(p.parent.name))
+    return Path("/usr/lib/postgresql/bin")
+
+
+PG_BIN = server_bindir()
 PRELOAD = ("pg_cron", "pg_stat_statements")
 """Libraries every local cluster preloads: pg_cron (``schedule_reindex``) and
 pg_stat_statements (``mine_queries``)."""
@@ -66,6 +90,8 @@ class LocalCluster:
 
     ``port`` is chosen once (free port) and remembered in ``datadir/nl2sql.port`` so a restart
     reuses it. ``server_env`` is passed to the server process (e.g. API key variables).
+    ``bindir`` names the server's binaries (default ``PG_BIN``: another major, e.g. the old
+    server of a pg_upgrade).
     """
 
     def __init__(
@@ -73,9 +99,11 @@ class LocalCluster:
         datadir: str | Path,
         venv: str = DEFAULT_VENV,
         server_env: dict[str, str] | None = None,
+        bindir: str | Path | None = None,
     ):
         self.datadir = Path(datadir).resolve()
         self.venv = venv
+        self.bindir = Path(bindir) if bindir else PG_BIN
         self.server_env = {
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
@@ -112,7 +140,7 @@ class LocalCluster:
             )
         r = _as_server_user(
             [
-                str(PG_BIN / "initdb"),
+                str(self.bindir / "initdb"),
                 "-D",
                 str(self.datadir),
                 "-A",
@@ -146,7 +174,13 @@ class LocalCluster:
             The library names, in order.
         """
         r = _as_server_user(
-            [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C", "shared_preload_libraries"]
+            [
+                str(self.bindir / "postgres"),
+                "-D",
+                str(self.datadir),
+                "-C",
+                "shared_preload_libraries",
+            ]
         )
         if r.returncode != 0:
             raise ClusterError(f"postgres -C shared_preload_libraries failed: {r.stderr.strip()}")
@@ -182,7 +216,7 @@ class LocalCluster:
             no backend or embedding process keeps the other venv's code).
         """
         r = _as_server_user(
-            [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-C", "nl2sql.venv"]
+            [str(self.bindir / "postgres"), "-D", str(self.datadir), "-C", "nl2sql.venv"]
         )
         if r.returncode != 0:
             raise ClusterError(f"postgres -C nl2sql.venv failed: {r.stderr.strip()}")
@@ -204,7 +238,7 @@ class LocalCluster:
         """True when the server of this cluster answers pg_ctl status."""
         if not self.initialized:
             return False
-        r = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "status"])
+        r = _as_server_user([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "status"])
         return r.returncode == 0
 
     def start(self) -> LocalCluster:
@@ -229,7 +263,7 @@ class LocalCluster:
             )
         r = _as_server_user(
             [
-                str(PG_BIN / "pg_ctl"),
+                str(self.bindir / "pg_ctl"),
                 "-D",
                 str(self.datadir),
                 "-w",
@@ -251,7 +285,7 @@ class LocalCluster:
         """Stop the server (fast mode) if it runs."""
         if self.running:
             _as_server_user(
-                [str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"]
+                [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"]
             )
 
     def destroy(self) -> None:
@@ -285,7 +319,7 @@ class LocalCluster:
         """Run an SQL file with psql (ON_ERROR_STOP). Raises ClusterError with psql's stderr."""
         r = subprocess.run(
             [
-                str(PG_BIN / "psql"),
+                str(self.bindir / "psql"),
                 "-X",
                 "-q",
                 "-v",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from nl2sql_indexer.dev.demo_data import demo_sql
 
 from .usage import Q1, SQL1, configure_and_use, user_rows
 
+# the Python the server embeds (the venv is made with it: scripts/install.sh)
+PYLIB = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 RELEASES = json.loads((ROOT / "extension/releases.json").read_text())
 CURRENT = (
     (ROOT / "extension/nl2sql.control").read_text().split("default_version = '")[1].split("'")[0]
@@ -97,12 +100,12 @@ def old_release_venv(version: str, base: Path) -> Path:
         f"upgrade test needs the history of release {version}; clone "
         "without --depth"
     )
-    site = base / "lib" / "python3.11" / "site-packages"
+    site = base / "lib" / PYLIB / "site-packages"
     site.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
         tar.extractall(base / "src")
     (base / "src/py_udf/nl2sql").rename(site / "nl2sql")
-    (site / "server-venv.pth").write_text(f"{DEFAULT_VENV}/lib/python3.11/site-packages\n")
+    (site / "server-venv.pth").write_text(f"{DEFAULT_VENV}/lib/{PYLIB}/site-packages\n")
     subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
     return base
 
@@ -126,7 +129,7 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         )
         # the server really runs the released package
         assert old.execute("SELECT nl2sql._boot()").fetchone()[0] == str(
-            venv / "lib/python3.11/site-packages"
+            venv / "lib" / PYLIB / "site-packages"
         )
         configure_and_use(old, llm, "up")
         before = user_rows(old)

@@ -64,16 +64,24 @@ def get_model():
         The cached ``sentence_transformers.SentenceTransformer``.
 
     Raises:
-        EmbeddingError: the model package is not installed.
+        EmbeddingError: the model package is not installed, or neither the ONNX model file nor
+            torch (the optional ``torch`` extra) is there.
     """
     global _MODEL
     if _MODEL is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        # heavy (torch): only the torch engine, never a backend on the shared embedder
-        import torch
-        from sentence_transformers import SentenceTransformer
+        try:
+            # heavy (torch): only the torch engine, never a backend on the shared embedder
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise EmbeddingError(
+                f"no ONNX model file ({onnx_path()}) and no torch in the venv to embed with: "
+                "copy the file exported where torch runs (scripts/install.sh --onnx-model FILE), "
+                "or install the torch extra (scripts/install.sh --with-torch)"
+            ) from e
 
         # one thread per backend: a server runs many backends, and intra-op threads fight over
         # the cores (measured on a shared 2-core machine: 20 ms per question with 1 thread,

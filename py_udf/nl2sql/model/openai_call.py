@@ -96,6 +96,27 @@ class _DeadlineOpenAI(openai.OpenAI):
         time.sleep(wait_s)
 
 
+def _server_environment_file() -> str:
+    """Name where this server reads its environment: a backend's working directory is the data
+    directory, whose ``PG_VERSION`` holds the major; Debian's clusters
+    (``/var/lib/postgresql/<major>/<cluster>``) read ``/etc/postgresql/<major>/<cluster>/environment``.
+
+    Returns:
+        e.g. ``"e.g. /etc/postgresql/17/main/environment"``, or a description when the working
+        directory is no data directory.
+    """
+    try:
+        with open("PG_VERSION") as f:
+            major = f.read().strip()
+        here = os.getcwd()
+    except OSError:
+        return "e.g. /etc/postgresql/<major>/<cluster>/environment on Debian"
+    parent, cluster = os.path.split(here)
+    if os.path.basename(parent) != major:
+        cluster = "main"
+    return f"e.g. /etc/postgresql/{major}/{cluster}/environment on Debian"
+
+
 def _client(cfg: ModelConfig, deadline: _Deadline):
     global _SSL_CONTEXT
     key = None
@@ -104,8 +125,8 @@ def _client(cfg: ModelConfig, deadline: _Deadline):
         if not key:
             raise ModelError(
                 f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
-                f"PostgreSQL server's environment; set it where the server starts (e.g. "
-                f"/etc/postgresql/15/main/environment) and restart, or change api_key_env"
+                f"PostgreSQL server's environment; set it where the server starts "
+                f"({_server_environment_file()}) and restart, or change api_key_env"
             )
     if _SSL_CONTEXT is None:
         _SSL_CONTEXT = httpx2.create_ssl_context()

