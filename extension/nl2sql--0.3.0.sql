@@ -893,6 +893,102 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 017-semantic-model.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$017-semantic-model.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The semantic model (docs/semantic-model.md): logical tables over indexed tables, their
+-- dimensions, time dimensions, facts, metrics and filters (SQL expressions checked against the
+-- catalog), and relationships between logical tables, declared as foreign keys or not. Written by
+-- nl2sql.import_semantic_model (administrative), so pg_dump keeps the rows and sequences.
+
+-- The model's own name, description and the keys nl2sql keeps only for export (one row).
+CREATE TABLE nl2sql.semantic_model (
+    id           int PRIMARY KEY DEFAULT 1 CHECK (id = 1),
+    name         text NOT NULL,
+    description  text,
+    extra        jsonb NOT NULL DEFAULT '{}',
+    imported_at  timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_model', '');
+
+-- A logical table: its name in the model and the table of this database it stands for.
+CREATE TABLE nl2sql.semantic_table (
+    id           bigserial PRIMARY KEY,
+    name         text NOT NULL,
+    schema_name  name NOT NULL,
+    table_name   name NOT NULL,
+    description  text,
+    synonyms     text[] NOT NULL DEFAULT '{}',
+    primary_key  text[] NOT NULL DEFAULT '{}',
+    extra        jsonb NOT NULL DEFAULT '{}'
+);
+CREATE UNIQUE INDEX semantic_table_lower_name ON nl2sql.semantic_table (lower(name));
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_table', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_table_id_seq', '');
+
+-- A dimension, time dimension, fact, metric or filter of a logical table: expr is the SQL
+-- expression as the model wrote it, sql the same checked and resolved (columns qualified by
+-- schema.table, PostgreSQL dialect); extra keeps the keys nl2sql does not use (export only).
+CREATE TABLE nl2sql.semantic_object (
+    id           bigserial PRIMARY KEY,
+    table_id     bigint NOT NULL REFERENCES nl2sql.semantic_table (id) ON DELETE CASCADE,
+    kind         text NOT NULL
+                 CHECK (kind IN ('dimension', 'time_dimension', 'fact', 'metric', 'filter')),
+    name         text NOT NULL,
+    expr         text NOT NULL,
+    sql          text NOT NULL,
+    description  text,
+    synonyms     text[] NOT NULL DEFAULT '{}',
+    data_type    text,
+    extra        jsonb NOT NULL DEFAULT '{}'
+);
+CREATE UNIQUE INDEX semantic_object_lower_name ON nl2sql.semantic_object (table_id, lower(name));
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_object', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_object_id_seq', '');
+
+-- Relations an object's expression reads: the object is shown only to roles that may SELECT all.
+CREATE TABLE nl2sql.semantic_object_relation (
+    object_id    bigint NOT NULL REFERENCES nl2sql.semantic_object (id) ON DELETE CASCADE,
+    schema_name  name NOT NULL,
+    table_name   name NOT NULL,
+    PRIMARY KEY (object_id, schema_name, table_name)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_object_relation', '');
+
+-- A relationship: left_table(left_columns) joins right_table(right_columns).
+CREATE TABLE nl2sql.semantic_relationship (
+    id                 bigserial PRIMARY KEY,
+    name               text NOT NULL,
+    left_table_id      bigint NOT NULL REFERENCES nl2sql.semantic_table (id) ON DELETE CASCADE,
+    right_table_id     bigint NOT NULL REFERENCES nl2sql.semantic_table (id) ON DELETE CASCADE,
+    left_columns       text[] NOT NULL,
+    right_columns      text[] NOT NULL,
+    join_type          text NOT NULL DEFAULT 'left_outer' CHECK (join_type IN ('left_outer', 'inner')),
+    relationship_type  text NOT NULL DEFAULT 'many_to_one'
+                       CHECK (relationship_type IN ('many_to_one', 'one_to_one')),
+    CHECK (cardinality(left_columns) > 0 AND cardinality(left_columns) = cardinality(right_columns))
+);
+CREATE UNIQUE INDEX semantic_relationship_lower_name ON nl2sql.semantic_relationship (lower(name));
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_relationship', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.semantic_relationship_id_seq', '');
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1647,7 +1743,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('verified_examples', 'int', '3', 'verified queries nearest to the question shown first among the few-shot examples'),
     ('term_top_k', 'int', '5', 'business terms per question: those it names, then the most similar ones'),
     ('term_min_similarity', 'float', '0.55', 'question/term embedding similarity a term the question does not name needs'),
-    ('instruction_top_k', 'int', '5', 'database-wide instructions per question, the most similar first')
+    ('instruction_top_k', 'int', '5', 'database-wide instructions per question, the most similar first'),
+    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed')
     ) AS d(name, type, default_value, meaning)
     LEFT JOIN nl2sql.setting s ON s.key = d.name;
 COMMENT ON VIEW nl2sql.settings IS
@@ -2504,6 +2601,84 @@ CREATE OR REPLACE VIEW nl2sql.usage WITH (security_barrier) AS
      WHERE u.role_name = current_user
         OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user);
 GRANT SELECT ON nl2sql.usage TO PUBLIC;
+
+-- ==== idempotent 015-semantic-model.sql ====
+-- The semantic model (docs/semantic-model.md): import and export (administrative, not for
+-- PUBLIC), the per-role views the pipeline reads and the listing views.
+
+CREATE OR REPLACE FUNCTION nl2sql.import_semantic_model(model text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.import_semantic_model(plpy, model)
+$py$;
+COMMENT ON FUNCTION nl2sql.import_semantic_model(text) IS
+    'nl2sql: import a semantic model (Cortex Analyst YAML): logical tables, dimensions, metrics, relationships, verified queries';
+
+CREATE OR REPLACE FUNCTION nl2sql.export_semantic_model()
+RETURNS text LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.export_semantic_model(plpy)
+$py$;
+COMMENT ON FUNCTION nl2sql.export_semantic_model() IS
+    'nl2sql: the semantic model as Cortex Analyst YAML (what the calling role may see)';
+
+-- What the calling role may use: a logical table it may SELECT, an object whose every relation
+-- it may SELECT (a relation that no longer exists hides it), a relationship between two such
+-- tables.
+CREATE OR REPLACE VIEW nl2sql.visible_semantic_table WITH (security_barrier) AS
+    SELECT t.id, t.name, t.schema_name, t.table_name, t.description, t.synonyms, t.primary_key,
+           t.extra
+    FROM nl2sql.semantic_table t
+    WHERE COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
+              pg_catalog.quote_ident(t.schema_name) || '.' || pg_catalog.quote_ident(t.table_name)),
+              'SELECT'), false);
+
+CREATE OR REPLACE VIEW nl2sql.visible_semantic_object WITH (security_barrier) AS
+    SELECT o.id, o.table_id, o.kind, o.name, o.expr, o.sql, o.description, o.synonyms,
+           o.data_type, o.extra
+    FROM nl2sql.semantic_object o
+    WHERE o.table_id IN (SELECT id FROM nl2sql.visible_semantic_table)
+      AND NOT EXISTS (
+        SELECT 1 FROM nl2sql.semantic_object_relation r
+        WHERE r.object_id = o.id
+          AND NOT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
+                  pg_catalog.quote_ident(r.schema_name) || '.' || pg_catalog.quote_ident(r.table_name)),
+                  'SELECT'), false));
+
+CREATE OR REPLACE VIEW nl2sql.visible_semantic_relationship WITH (security_barrier) AS
+    SELECT r.id, r.name, r.left_table_id, r.right_table_id, r.left_columns, r.right_columns,
+           r.join_type, r.relationship_type
+    FROM nl2sql.semantic_relationship r
+    WHERE r.left_table_id IN (SELECT id FROM nl2sql.visible_semantic_table)
+      AND r.right_table_id IN (SELECT id FROM nl2sql.visible_semantic_table);
+
+-- Listing, for people: what the calling role may see.
+CREATE OR REPLACE VIEW nl2sql.semantic_objects AS
+    SELECT o.id, t.name AS logical_table, t.schema_name, t.table_name, o.kind, o.name, o.expr,
+           o.description, o.synonyms
+    FROM nl2sql.visible_semantic_object o JOIN nl2sql.visible_semantic_table t ON t.id = o.table_id
+    ORDER BY t.name, o.kind, o.name;
+COMMENT ON VIEW nl2sql.semantic_objects IS
+    'nl2sql: the semantic model''s dimensions, time dimensions, facts, metrics and filters the calling role may see';
+CREATE OR REPLACE VIEW nl2sql.semantic_relationships AS
+    SELECT r.id, r.name, l.name AS left_table, r.left_columns, rt.name AS right_table,
+           r.right_columns, r.join_type, r.relationship_type
+    FROM nl2sql.visible_semantic_relationship r
+    JOIN nl2sql.visible_semantic_table l ON l.id = r.left_table_id
+    JOIN nl2sql.visible_semantic_table rt ON rt.id = r.right_table_id
+    ORDER BY r.name;
+COMMENT ON VIEW nl2sql.semantic_relationships IS
+    'nl2sql: the semantic model''s relationships between tables the calling role may see';
+
+GRANT SELECT ON nl2sql.visible_semantic_table, nl2sql.visible_semantic_object,
+                nl2sql.visible_semantic_relationship, nl2sql.semantic_objects,
+                nl2sql.semantic_relationships TO PUBLIC;
+
+-- Administration is for the extension owner (and roles it grants): not for PUBLIC.
+REVOKE EXECUTE ON FUNCTION nl2sql.import_semantic_model(text), nl2sql.export_semantic_model()
+    FROM PUBLIC;
 
 -- ==== idempotent 016-explain-sql.sql ====
 -- nl2sql.explain_sql(sql): a read-only query explained in words by a model, for the caller

@@ -1504,3 +1504,86 @@ def test_explain_sql_refuses_a_relation_the_role_may_not_read(sdb, analyst_conn,
     # the superuser may read them: explained
     assert sdb.execute("SELECT nl2sql.explain_sql(%s)", ("SELECT private_phone FROM contact",))
     assert "CREATE TABLE contact" in llm.requests[0]["messages"][-1]["content"]
+
+
+# --------------------------------------------------------------------------------------------
+# the semantic model's expressions through the gate (issue 25)
+# --------------------------------------------------------------------------------------------
+
+# a filter and a metric holding a literal of the opted-out column, a metric holding a literal of
+# an ordinary column (kept from models only by send_values = off), a dimension over payroll
+# (which the ordinary role may not read)
+SEMANTIC_LEAK_MODEL = f"""
+name: leak
+tables:
+  - name: venues
+    base_table: {{table: venue}}
+    filters:
+      - name: reserved_venues
+        synonyms: [reserved venue]
+        expr: "secret_code = '{OPTOUT_VALUE}'"
+    metrics:
+      - name: reserved_count
+        expr: "COUNT(CASE WHEN secret_code = '{OPTOUT_VALUE}' THEN 1 END)"
+  - name: memos
+    base_table: {{table: memo}}
+    metrics:
+      - name: farewell_memos
+        synonyms: [farewell memo]
+        expr: "COUNT(CASE WHEN memo_text = '{SENDOFF_VALUE}' THEN 1 END)"
+  - name: wages
+    base_table: {{table: payroll}}
+    dimensions:
+      - name: wage_grade
+        synonyms: [wage grade]
+        expr: wage_band
+"""
+
+
+@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize("as_role", [ROLE, "postgres"])
+def test_semantic_model_expressions_reach_models_only_through_the_gate(
+    sdb, analyst_conn, llm, as_role, send_values
+):
+    """A semantic model's filter and metric comparing the opted-out column with its value are
+    shown with the literal replaced (every literal with send_values = off); an object over a
+    table the role may not read is neither named nor shown to that role."""
+    conn = analyst_conn if as_role == ROLE else sdb
+    sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    rep = sdb.execute("SELECT nl2sql.import_semantic_model(%s)", (SEMANTIC_LEAK_MODEL,))
+    assert rep.fetchone()[0]["counts"] == {"added": 7, "updated": 0, "skipped": 0}
+    try:
+        add_models(sdb, llm, ["m1", "m2"])
+        llm.set_default("SELECT count(*) FROM venue")
+        q = "How many reserved venues and farewell memos are there, per wage grade?"
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (q,)).fetchone()[0]
+        named = {n["name"] for n in trace["semantic_model"]["named"]}
+        assert {"reserved_venues", "farewell_memos"} <= named
+        assert ("wage_grade" in named) == (as_role == "postgres")
+        asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+        assert len(asked) >= 3  # PreSQL and the FinSQL prompts
+        sent = json.dumps(llm.requests)
+        assert "-- filter venue.reserved_venues: venue.secret_code = 'value'" in sent
+        # the metric is shown, its literal replaced (and with send_values = off its number too)
+        assert (
+            "-- metric venue.reserved_count: COUNT(CASE WHEN venue.secret_code = 'value' " in sent
+        )
+        held = trace["values_withheld"]["held"]
+        assert held["presql"]["literals of expressions"] >= 2
+        assert held["finsql"]["literals of expressions"] >= 2
+        marks = [OPTOUT_VALUE] + ([SENDOFF_VALUE] if send_values == "off" else [])
+        for m in marks:
+            assert m not in sent, f"a request body holds {m!r}"
+            assert m not in _leak_text(conn, trace), f"explain or the log holds {m!r}"
+        if send_values == "on":  # the positive control: an allowed literal is shown as written
+            assert f"memo.memo_text = '{SENDOFF_VALUE}'" in sent
+        else:
+            assert "memo.memo_text = 'value'" in sent
+        if as_role == ROLE:
+            for s in ("payroll", "wage_band", "wage_grade"):
+                assert s not in sent and s not in _leak_text(conn, trace), s
+        else:
+            assert "-- dimension payroll.wage_grade: payroll.wage_band" in sent
+    finally:
+        sdb.execute("DELETE FROM nl2sql.semantic_table")
+        sdb.execute("DELETE FROM nl2sql.semantic_model")

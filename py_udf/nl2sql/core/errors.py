@@ -70,3 +70,8 @@ class QuotaExceeded(Nl2sqlError, RuntimeError):
 
 class EvaluationError(Nl2sqlError, ValueError):
     """``nl2sql.evaluate`` has nothing to evaluate or got a bad argument; the message says what."""
+
+
+class ItemSkipped(Nl2sqlError):
+    """One item of a semantic model is left out of its import (reported, not raised to the
+    caller); the message says why: no such table or column, an expression that does not parse."""

@@ -365,6 +365,15 @@ SETTINGS: tuple[Setting, ...] = (
         "database-wide instructions per question, the most similar first",
         minimum=0,
     ),
+    # the semantic model (docs/semantic-model.md)
+    Setting(
+        "semantic_model_max_bytes",
+        "int",
+        1_048_576,
+        "largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a "
+        "larger one is refused before it is parsed",
+        minimum=1024,
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

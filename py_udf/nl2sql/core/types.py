@@ -44,6 +44,9 @@ class ForeignKey:
     columns: list[str]  # in key order
     ref_table: str
     ref_columns: list[str]  # in the order of ``columns``
+    # None: declared in the catalog; else what the semantic model says of this relationship
+    # (shown after the line in the prompts, e.g. ``relationship orders_customers, many_to_one``)
+    note: str | None = None
 
 
 @dataclass

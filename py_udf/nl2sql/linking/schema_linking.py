@@ -163,8 +163,10 @@ def link_schema(
     presql_schema: Schema | None = None,
     presql_text: str | None = None,
     question: str | None = None,
+    semantic: list[tuple[str, str]] = (),
 ) -> Linked:
-    """Link the schema: PreSQL's tables and columns, matched values, similar columns, FK bridges.
+    """Link the schema: PreSQL's tables and columns, matched values, the semantic model's objects
+    the question names, similar columns, FK bridges (over the model's relationships too).
 
     Args:
         schema: the schema the calling role may see (``catalog.load_schema``).
@@ -175,6 +177,8 @@ def link_schema(
         presql_schema: the schema the PreSQL prompt showed; None for ``schema``.
         presql_text: the PreSQL as the model wrote it (read for table names); None for ``presql``.
         question: the question, for ``named_key_targets``; None skips them.
+        semantic: ``(table prompt name, reason)`` of the semantic objects the question names
+            (``semantic.model.SemanticModel.links``).
 
     Returns:
         Linked with the reasons per table.
@@ -190,6 +194,9 @@ def link_schema(
     for t, why in named_key_targets(schema, pre_cols, question):
         if t not in linked.tables:
             linked.add_table(t, why)
+    for t, why in semantic:
+        if t.lower() in lookup:
+            linked.add_table(lookup[t.lower()].name, why)
     _link_similar_columns(linked, schema, lookup, similar_columns, tabs)
     _link_fk_bridges(linked, schema, presql, tabs)
     return linked

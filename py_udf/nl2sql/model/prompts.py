@@ -111,15 +111,17 @@ def render_schema(schema: Schema, n_values: int = 3) -> str:
 
     Returns:
         The tables' ``CREATE TABLE`` texts, then (when there are any) a ``/* Foreign keys: */``
-        line and one ``-- t(c) REFERENCES r(rc)`` line per foreign key.
+        line and one ``-- t(c) REFERENCES r(rc)`` line per foreign key; a semantic model's
+        relationship (``ForeignKey.note``) is such a line with its note after it.
     """
     parts = [render_table(t, n_values) for t in schema.tables]
     if schema.foreign_keys:
         parts.append("/* Foreign keys: */")
         for fk in schema.foreign_keys:
+            note = f" -- {_one_line(fk.note)}" if fk.note else ""
             parts.append(
                 f"-- {fk.table}({', '.join(fk.columns)}) REFERENCES "
-                f"{fk.ref_table}({', '.join(fk.ref_columns)})"
+                f"{fk.ref_table}({', '.join(fk.ref_columns)}){note}"
             )
     return "\n".join(parts)
 
@@ -208,6 +210,37 @@ def render_business(terms: list[tuple[str, str, str | None]], instructions: list
             )
         )
     return "\n\n".join(parts)
+
+
+def render_semantic(objects: list[tuple[str, str, str, str, str | None, list[str]]]) -> str:
+    """Render a semantic model's objects of the shown tables. Source: semantic layers (Cortex
+    Analyst's semantic models: dimensions, facts, metrics, filters as named SQL expressions).
+
+    Args:
+        objects: ``(kind, table prompt name, name, SQL expression, description or None,
+            synonyms)`` per object, in order; each expression ``ShownSQL`` (``Gate.expression``).
+
+    Returns:
+        A ``/* Semantic model ... */`` header and one ``-- kind table.name: SQL`` line per
+        object (its description and synonyms after it), newlines folded; ``""`` for none.
+
+    Raises:
+        GateError: an expression did not come through the gate's SQL path.
+    """
+    if not objects:
+        return ""
+    lines = [
+        "/* Semantic model of these tables (metrics, dimensions, filters; use these SQL "
+        "expressions): */"
+    ]
+    for kind, table, name, sql, description, synonyms in objects:
+        line = f"-- {kind} {table}.{_one_line(name)}: {_one_line(shown_sql(sql))}"
+        if description:
+            line += f" -- {_one_line(description)}"
+        if synonyms:
+            line += f" (also: {', '.join(_one_line(s) for s in synonyms)})"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 TURN_MARKER = "/* Earlier question: "

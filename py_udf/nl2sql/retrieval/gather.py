@@ -16,6 +16,8 @@ from ..curated.verified import VerifiedRow, as_examples, nearest
 from ..embedding.encode import embed, embed_async, to_pgvector
 from ..linking.pruning import column_similarities, table_scores
 from ..linking.schema_linking import schema_words
+from ..semantic.model import SemanticModel
+from ..semantic.model import load as load_semantic
 from .masking import masked_question
 from .values import (
     ValueMatch,
@@ -55,6 +57,8 @@ class Context:
     verified_rows: list[VerifiedRow] = field(default_factory=list)  # nearest verified queries
     verified: list[Example] = field(default_factory=list)  # those as examples, shown first
     turns: tuple = ()  # the conversation's turns the role may still read, oldest first
+    # the semantic model the role may see, and what the question names of it
+    semantic: SemanticModel = field(default_factory=SemanticModel)
 
 
 def nearest_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Example], dict[int, str]]:
@@ -97,8 +101,10 @@ def _n_candidates(st: Settings) -> int:
 
 
 def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settings) -> Context:
-    """Business terms, exact and trigram values, the masked question, its examples and the
-    nearest verified queries; the phrases for vector lookups start embedding in the background.
+    """Business terms and the semantic model (its relationships join ``schema``'s foreign keys,
+    the objects the question names), exact and trigram values, the masked question, its examples
+    and the nearest verified queries; the phrases for vector lookups start embedding in the
+    background.
 
     Source: OpenSearch-SQL (Xie et al. 2024) §3.4; PET-SQL (Li et al. 2024) §3.2.
 
@@ -116,6 +122,8 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
     timer = StageTimer()
     with timer.stage("business_ms"):
         business = retrieve_business(plpy, question, st)
+        semantic = load_semantic(plpy, schema)
+        semantic.name_in(question)
     with timer.stage("values_ms"):
         phrases = candidate_phrases(question, evidence)
         found = visible_matches(schema, string_matches(plpy, phrases, st.value_trgm_min))
@@ -147,6 +155,7 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
         pending_vectors=pending,
         vectors_done=not vec_idx,
         business=business,
+        semantic=semantic,
         masked_vec=to_pgvector(m_vec),
         verified_rows=near,
         verified=as_examples(near, st.verified_examples),

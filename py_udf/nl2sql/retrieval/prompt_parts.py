@@ -75,6 +75,7 @@ def presql_prompt(
     examples = gate.examples("presql", first_examples(ctx.verified, ctx.candidates, st.k_examples))
     shown = gate.values("presql", value_triples(schema, ctx.values))
     business = ctx.business.prompt_text(gate, "presql")
+    semantic = ctx.semantic.gated(gate, "presql")
 
     def render(s: Schema) -> str:
         tables = {t.name for t in s.tables}
@@ -85,11 +86,11 @@ def presql_prompt(
             st.sample_values,
             ctx.evidence,
             [v for v in shown if v[0] in tables],
-            business,
+            _context_text(business, ctx.semantic.prompt_text(tables, semantic)),
             gate.turns("presql", ctx.turns),
         )
 
-    keep = []
+    keep = [t for t, _why in ctx.semantic.links()]
     for name, _c, _v in value_triples(
         schema, linking_values(schema, ctx.values, st.link_value_min)
     ):
@@ -138,6 +139,7 @@ def link_and_select(
         ctx.presql_schema,
         presql_text,
         ctx.question,
+        ctx.semantic.links(),
     )
     sel = dail_select(
         ctx.candidates, ctx.skeletons, presql_skeleton(presql), st.k_examples, st.dail_tau
@@ -168,7 +170,28 @@ def finsql_prompt(
         st.sample_values,
         ctx.evidence,
         gate.values("finsql", value_triples(schema, ctx.values, tables)),
-        ctx.business.prompt_text(gate, "finsql"),
+        context_text(ctx, tables, gate, "finsql"),
         gate.turns("finsql", ctx.turns),
     )
     return prompt, fin_schema
+
+
+def context_text(ctx: Context, tables: set[str], gate: Gate, stage: str) -> str:
+    """The business context and the semantic model's objects of ``tables`` (their expressions
+    through the gate's SQL path), as one prompt part.
+
+    Args:
+        ctx: the question's context.
+        tables: prompt names of the tables the prompt shows.
+        gate, stage: the call's gate and the asking stage.
+
+    Returns:
+        The text; ``""`` when there is neither.
+    """
+    semantic = ctx.semantic.prompt_text(tables, ctx.semantic.gated(gate, stage, tables))
+    return _context_text(ctx.business.prompt_text(gate, stage), semantic)
+
+
+def _context_text(business: str, semantic: str) -> str:
+    """The business context and the semantic model's block, as one prompt part."""
+    return "\n\n".join(p for p in (business, semantic) if p)

@@ -13,7 +13,7 @@ from ..generation.execute import PlanLimits
 from ..generation.repair import repair_loop
 from ..model.llm import call_models_during
 from ..ops import value_policy
-from ..retrieval.prompt_parts import first_examples, value_triples
+from ..retrieval.prompt_parts import context_text, first_examples, value_triples
 from .run import FinsqlPlan, Run
 
 
@@ -43,7 +43,8 @@ def plan(run: Run) -> None:
         samples=st.samples_per_model,
         sample_temperature=st.sample_temperature,
         values=value_triples(run.schema, ctx.values, {tb.name for tb in link.schema.tables}),
-        business=ctx.business.prompt_text(run.gate, "finsql") or None,
+        business=context_text(ctx, {tb.name for tb in link.schema.tables}, run.gate, "finsql")
+        or None,
         turns=ctx.turns,
         gate=run.gate,
     )

@@ -227,6 +227,7 @@ def render(run: Run) -> dict[str, Any]:
     trace["values_partial"] = run.values_partial
     trace["examples"] = [e.__dict__ for e in run.examples_shown]
     trace["business_context"] = ctx.business.to_json()
+    trace["semantic_model"] = ctx.semantic.to_json()
     if run.fast_path_skipped is not None:
         trace["verified_query"] = {"considered": [], "skipped": run.fast_path_skipped}
     elif run.fast_path is not None:
@@ -253,7 +254,7 @@ def render_retrieval(run: Run) -> dict[str, Any]:
     Returns:
         ``question``, ``evidence``, ``masked_question``, ``values``, ``columns_similar``,
         ``examples``, ``presql_prompt``, ``presql_tables``, ``pruning``,
-        ``business_context``, ``verified``; with a given PreSQL also ``linked_tables``,
+        ``business_context``, ``semantic_model``, ``verified``; with a given PreSQL also ``linked_tables``,
         ``linked_columns``, ``linking``, ``selection``, ``finsql_prompt``; then
         ``values_withheld`` and ``timings`` (milliseconds).
     """
@@ -267,6 +268,7 @@ def render_retrieval(run: Run) -> dict[str, Any]:
         "presql_tables": ctx.presql_schema.table_names(),
         "pruning": pre.pruning,
         "business_context": ctx.business.to_json(),
+        "semantic_model": ctx.semantic.to_json(),
         "verified": [
             {"id": r.id, "kind": r.kind, "question": r.question, "similarity": r.similarity}
             for r in ctx.verified_rows

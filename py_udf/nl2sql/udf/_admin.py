@@ -293,3 +293,41 @@ def doctor(plpy) -> list[tuple[str, str, str, str]]:
             "GRANT EXECUTE ON FUNCTION nl2sql.doctor() TO dba_role",
         )
     return checks.doctor(plpy)
+
+
+SEMANTIC_HINT = "see docs/semantic-model.md"
+
+
+@entry_point
+def import_semantic_model(plpy, model: str | None) -> str:
+    """Back ``nl2sql.import_semantic_model(model) → jsonb``: ``cortex.import_model``.
+
+    Args:
+        model: the semantic model's YAML text.
+
+    Returns:
+        JSON text ``{model, added, updated, skipped, counts}``.
+    """
+    from ..semantic import cortex  # yaml is not loaded by a backend that only asks questions
+
+    try:
+        return json.dumps(cortex.import_model(plpy, model))
+    except CandidateRefused as e:
+        fail(plpy, f"nl2sql.import_semantic_model: {e}", SEMANTIC_HINT)
+    except (ValueError, NotIndexedError, EmbeddingError) as e:
+        fail(plpy, f"nl2sql.import_semantic_model: {e}", getattr(e, "hint", None) or SEMANTIC_HINT)
+
+
+@entry_point
+def export_semantic_model(plpy) -> str:
+    """Back ``nl2sql.export_semantic_model() → text``: ``cortex.export_model``.
+
+    Args:
+        plpy: PL/Python's module.
+
+    Returns:
+        The semantic model as Cortex Analyst YAML.
+    """
+    from ..semantic import cortex  # yaml is not loaded by a backend that only asks questions
+
+    return cortex.export_model(plpy)

@@ -41,7 +41,7 @@ SEAL_SITES = {
 }
 # the builders that put SQL into prompt text: each calls ``shown_sql`` on it
 SQL_BUILDERS = {
-    "model/prompts.py": {"_pairs", "render_business"},
+    "model/prompts.py": {"_pairs", "render_business", "render_semantic"},
     "generation/repair.py": {"repair_prompt"},
     "selection/multiple_choice.py": {"multiple_choice_prompt"},
     "curated/narrate.py": {"narrate_prompt"},
@@ -146,6 +146,8 @@ def test_every_sql_builder_refuses_raw_sql():
         multiple_choice_prompt("Q?", [group], "schema")
     with pytest.raises(GateError):
         prompts.render_examples([Example(1, "local", "Q?", RAW)])
+    with pytest.raises(GateError):
+        prompts.render_semantic([("filter", "venue", "coded", "secret_code = 'x'", None, [])])
     with pytest.raises(GateError):
         explain_prompt(Checked(RAW, _schema(), _RawGate(_schema(), True)))
     assert gate.held == {}
