@@ -13,18 +13,30 @@
 # The ONNX model is a build artifact: this machine's exported file is copied into the root's
 # cache, so the root needs no torch. Prints the server's version, pytest's summary and the time
 # of each step.
+#   bash scripts/test.sh --distro bookworm --fresh --no-onnx [pytest args]
+# The fresh-machine check of README's first command: --no-onnx copies no ONNX file (install.sh
+# installs the torch extra and exports it) into a root of its own ($NL2SQL_DISTRO_CACHE/<release>-fresh)
+# and runs bash scripts/demo.sh alone, as README says, then the suite. On bookworm (Debian 12:
+# PostgreSQL 15, Python 3.11) there is no older server beside it: the pg_upgrade test skips.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DISTRO="${1:?usage: distro_test.sh RELEASE [--fresh] [pytest args]}"
+DISTRO="${1:?usage: distro_test.sh RELEASE [--fresh] [--no-onnx] [pytest args]}"
 shift
 FRESH=0
-if [ "${1:-}" = --fresh ]; then FRESH=1; shift; fi
+NO_ONNX=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --fresh) FRESH=1; shift ;;
+    --no-onnx) NO_ONNX=1; shift ;;
+    *) break ;;
+  esac
+done
 case "$DISTRO" in
-  trixie) ;;
-  *) echo "distro_test.sh: only trixie (Debian 13) is set up, not $DISTRO" >&2; exit 2 ;;
+  trixie|bookworm) ;;
+  *) echo "distro_test.sh: only trixie (Debian 13) and bookworm (Debian 12) are set up, not $DISTRO" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "distro_test.sh: run as root (debootstrap, chroot)" >&2; exit 1; }
-CACHE="${NL2SQL_DISTRO_CACHE:-/var/cache/nl2sql}/$DISTRO"
+CACHE="${NL2SQL_DISTRO_CACHE:-/var/cache/nl2sql}/$DISTRO$([ "$NO_ONNX" = 0 ] || echo -fresh)"
 R="$CACHE/root"
 HOST_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 ONNX_FILE=all-MiniLM-L6-v2.onnx
@@ -58,13 +70,15 @@ git -C "$R/src/nl2sql" checkout -q "$(git -C "$ROOT" rev-parse HEAD)" 2>/dev/nul
 # the working tree as it is (uncommitted changes too), as a clone would hold it
 git -C "$ROOT" ls-files -co --exclude-standard -z \
   | (cd "$ROOT" && tar --null -T - -cf - 2>/dev/null) | tar -C "$R/src/nl2sql" -xf -
-mkdir -p "$R/var/cache/nl2sql"
-if [ ! -f "$R/var/cache/nl2sql/$ONNX_FILE" ]; then
-  for f in "$HOST_VENV/share/nl2sql/$ONNX_FILE" "/var/cache/nl2sql/$ONNX_FILE"; do
-    [ -f "$f" ] && { cp "$f" "$R/var/cache/nl2sql/$ONNX_FILE"; break; }
-  done
+if [ "$NO_ONNX" = 0 ]; then
+  mkdir -p "$R/var/cache/nl2sql"
+  if [ ! -f "$R/var/cache/nl2sql/$ONNX_FILE" ]; then
+    for f in "$HOST_VENV/share/nl2sql/$ONNX_FILE" "/var/cache/nl2sql/$ONNX_FILE"; do
+      [ -f "$f" ] && { cp "$f" "$R/var/cache/nl2sql/$ONNX_FILE"; break; }
+    done
+  fi
+  [ -f "$R/var/cache/nl2sql/$ONNX_FILE" ] || { echo "distro_test.sh: no exported $ONNX_FILE on this machine: run bash scripts/install.sh here first" >&2; exit 1; }
 fi
-[ -f "$R/var/cache/nl2sql/$ONNX_FILE" ] || { echo "distro_test.sh: no exported $ONNX_FILE on this machine: run bash scripts/install.sh here first" >&2; exit 1; }
 cp /etc/resolv.conf "$R/etc/resolv.conf"
 # this machine's own certificate authorities (a network that inspects TLS needs them for pip)
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
@@ -91,16 +105,30 @@ in_root() {
 }
 
 # 3. Install as a user would, then the demo ------------------------------------------------------
-say "scripts/install.sh (the release's PostgreSQL and Python)"
-in_root "apt-get update -qq && cd /src/nl2sql && bash scripts/install.sh"
-t2=$(now)
-say "scripts/demo.sh"
-in_root "cd /src/nl2sql && bash scripts/demo.sh && bash scripts/stop.sh --delete"
+if [ "$NO_ONNX" = 1 ]; then
+  # README's first command alone, on the fresh root (install.sh inside it exports the ONNX model)
+  say "bash scripts/demo.sh (README's set-up command: install, ONNX export, demo)"
+  in_root "cd /src/nl2sql && bash scripts/demo.sh"
+  t2=$(now)
+  in_root "cd /src/nl2sql && bash scripts/stop.sh --delete"
+else
+  say "scripts/install.sh (the release's PostgreSQL and Python)"
+  in_root "apt-get update -qq && cd /src/nl2sql && bash scripts/install.sh"
+  t2=$(now)
+  say "scripts/demo.sh"
+  in_root "cd /src/nl2sql && bash scripts/demo.sh && bash scripts/stop.sh --delete"
+fi
 t3=$(now)
 
 # 4. The older server beside it, for the pg_upgrade test (tests/upgrade/test_pg_upgrade.py):
 # bookworm's postgresql-15 as a machine upgraded from Debian 12 keeps it, with nl2sql installed
 # for it by install.sh --pg-config and a venv of its Python (3.11)
+UPGRADE_ENV=""
+if [ "$DISTRO" = bookworm ]; then
+  say "PGXS and make for make installcheck (no older server beside PostgreSQL 15)"
+  in_root "dpkg-query -W postgresql-server-dev-15 make >/dev/null 2>&1 || apt-get install -y -qq postgresql-server-dev-15 make >/dev/null"
+else
+UPGRADE_ENV="export NL2SQL_PG_UPGRADE_FROM=/usr/lib/postgresql/15/bin NL2SQL_PG_UPGRADE_VENV=/opt/nl2sql/venv-15;"
 say "PostgreSQL 15 beside it (bookworm's packages; install.sh --pg-config)"
 in_root "set -e
   if [ ! -f /etc/apt/sources.list.d/bookworm.list ]; then
@@ -119,6 +147,7 @@ in_root "set -e
   # PGXS and make for tests/db/test_installcheck.py (make installcheck) on the release's server
   major=\$(\$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir)/pg_config --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')
   dpkg-query -W postgresql-server-dev-\$major >/dev/null 2>&1 || apt-get install -y -qq postgresql-server-dev-\$major make >/dev/null"
+fi
 t35=$(now)
 
 # 5. The suite, loopback only --------------------------------------------------------------------
@@ -126,10 +155,11 @@ say "server: $(in_root 'pg=$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir); $pg/p
 say "the suite (network namespace: loopback only)"
 args=(-q -p no:cacheprovider "$@")
 set +e
-in_root --no-net "export NL2SQL_PG_UPGRADE_FROM=/usr/lib/postgresql/15/bin NL2SQL_PG_UPGRADE_VENV=/opt/nl2sql/venv-15
+in_root --no-net "$UPGRADE_ENV
   cd /src/nl2sql && bash scripts/test.sh $(printf '%q ' "${args[@]}")"
 rc=$?
 set -e
 t4=$(now)
-say "times: root $((t1 - t0)) s, install $((t2 - t1)) s, demo $((t3 - t2)) s, PostgreSQL 15 beside $((t35 - t3)) s, suite $((t4 - t35)) s; pytest exit $rc"
+if [ "$NO_ONNX" = 1 ]; then steps="demo.sh (install + export + demo) $((t2 - t1)) s"; else steps="install $((t2 - t1)) s, demo $((t3 - t2)) s"; fi
+say "times: root $((t1 - t0)) s, $steps, PostgreSQL 15 beside / PGXS $((t35 - t3)) s, suite $((t4 - t35)) s; pytest exit $rc"
 exit "$rc"

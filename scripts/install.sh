@@ -16,12 +16,16 @@
 # links against, the project's packages without torch (ONNX Runtime + tokenizers compute the
 # embeddings), the ONNX model (--onnx-model FILE, else the cache NL2SQL_CACHE/all-MiniLM-L6-v2.onnx,
 # else exported here with the torch extra, which is then installed; --without-torch refuses
-# instead; --with-torch installs the extra anyway), and the extension's files.
+# instead; --with-torch installs the extra anyway; torch's CPU build from NL2SQL_TORCH_INDEX,
+# default PyTorch's CPU index, empty for PyPI's torch, a CUDA build of several GB), and the
+# extension's files.
 # Safe to run twice: each step is skipped when already done.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 NL2SQL_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}"
+# torch's CPU build comes from PyTorch's own index (PyPI's Linux torch pulls CUDA, several GB)
+NL2SQL_TORCH_INDEX="${NL2SQL_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
 ONNX_FILE=all-MiniLM-L6-v2.onnx
 export DEBIAN_FRONTEND=noninteractive
 
@@ -38,7 +42,7 @@ while [ $# -gt 0 ]; do
     --with-torch) WITH_TORCH=1; shift ;;
     --without-torch) WITH_TORCH=no; shift ;;
     --check) CHECK_ONLY=1; shift ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +63,16 @@ apt_candidate() {
   command -v apt-cache >/dev/null || return 0
   apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}' | grep -v '(none)' \
     | sed -e 's/^[0-9]*://' -e 's/-[^-]*$//' -e 's/[+~].*$//' || true
+}
+# the torch extra (the ONNX export), torch first as the CPU build when its index answers
+install_torch_extra() {
+  local spec
+  spec="$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' "$ROOT/pyproject.toml" | head -n1)"
+  if [ -n "$NL2SQL_TORCH_INDEX" ] && [ -n "$spec" ] && ! "$NL2SQL_VENV/bin/python" -c 'import torch' 2>/dev/null; then
+    { "$NL2SQL_VENV/bin/pip" install -q --retries 1 --timeout 30 --index-url "$NL2SQL_TORCH_INDEX" "$spec" 2>&1 | quiet_pip; } \
+      || echo "install.sh: no $spec CPU build from $NL2SQL_TORCH_INDEX (NL2SQL_TORCH_INDEX); PyPI's torch instead, a CUDA build of several GB" >&2
+  fi
+  "$NL2SQL_VENV/bin/pip" install -q "$ROOT[torch]" 2>&1 | quiet_pip
 }
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 have_apt() { command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; }
@@ -237,7 +251,7 @@ if [ ! -x "$NL2SQL_VENV/bin/python" ]; then
 fi
 if [ "$WITH_TORCH" = 1 ]; then
   log "pip install the torch extra (torch==2.13.0, sentence-transformers: the ONNX export and fallback)"
-  "$NL2SQL_VENV/bin/pip" install -q "$ROOT[torch]" 2>&1 | quiet_pip
+  install_torch_extra
 fi
 log "pip install the project (py_udf + indexer) and its dependencies (no torch)"
 "$NL2SQL_VENV/bin/pip" install -q "$ROOT[test]" 2>&1 | quiet_pip
@@ -260,7 +274,7 @@ else
   elif [ "$WITH_TORCH" != no ]; then
     if ! "$NL2SQL_VENV/bin/python" -c "import torch, sentence_transformers, onnx" 2>/dev/null; then
       log "no ONNX model at hand: pip install the torch extra to export it (once a machine)"
-      "$NL2SQL_VENV/bin/pip" install -q "$ROOT[torch]" 2>&1 | quiet_pip
+      install_torch_extra
     fi
     log "exporting the embedding model for ONNX Runtime (once; checked against torch)"
     HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.encode --export-onnx 2>&1 \

@@ -8,10 +8,12 @@
 #   bash scripts/test.sh --distro trixie [--fresh]   the demo and every test on Debian 13 with its
 #                                 PostgreSQL 17 and Python 3.13, in a cached debootstrap root
 #                                 (scripts/distro_test.sh; root, about 15 minutes)
+#   bash scripts/test.sh --distro bookworm --fresh --no-onnx [--unit]   README's bash scripts/demo.sh
+#                                 on a fresh Debian 12 root (no ONNX file: install.sh exports it)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ "${1:-}" = --distro ]; then
-  exec bash "$ROOT/scripts/distro_test.sh" "${2:?--distro needs a release: trixie}" "${@:3}"
+  exec bash "$ROOT/scripts/distro_test.sh" "${2:?--distro needs a release: trixie or bookworm}" "${@:3}"
 fi
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 if [ ! -x "$NL2SQL_VENV/bin/python" ]; then
