@@ -16,16 +16,17 @@
 # links against, the project's packages without torch (ONNX Runtime + tokenizers compute the
 # embeddings), the ONNX model (--onnx-model FILE, else the cache NL2SQL_CACHE/all-MiniLM-L6-v2.onnx,
 # else exported here with the torch extra, which is then installed; --without-torch refuses
-# instead; --with-torch installs the extra anyway; torch's CPU build from NL2SQL_TORCH_INDEX,
-# default PyTorch's CPU index, empty for PyPI's torch, a CUDA build of several GB), and the
-# extension's files.
+# instead; --with-torch installs the extra anyway; torch from NL2SQL_TORCH_INDEX first when set,
+# an index of CPU builds, else from pip's sources: PyPI's Linux torch is a CUDA build of several
+# GB unless pip finds the CPU wheel locally), and the extension's files.
 # Safe to run twice: each step is skipped when already done.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 NL2SQL_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}"
-# torch's CPU build comes from PyTorch's own index (PyPI's Linux torch pulls CUDA, several GB)
-NL2SQL_TORCH_INDEX="${NL2SQL_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
+# an index of torch's CPU builds, tried first when set (pip's own sources otherwise: where no CPU
+# wheel lies in pip's find-links, PyPI's Linux torch is a CUDA build of several GB)
+NL2SQL_TORCH_INDEX="${NL2SQL_TORCH_INDEX:-}"
 ONNX_FILE=all-MiniLM-L6-v2.onnx
 export DEBIAN_FRONTEND=noninteractive
 
