@@ -29,9 +29,10 @@ WITHHELD = "[value withheld]"
 _SEAL = object()
 # a double- or single-quoted span of an error message: PostgreSQL does not escape a quote inside
 # a quoted value (`"a"b"`), so a span closes only at a quote followed by the end of the line,
-# white space or punctuation; a quote left open withholds the rest of the line
-_QUOTED = re.compile(r'"(.*?)"(?=$|[\s,.;:)\]])|\'(.*?)\'(?=$|[\s,.;:)\]])')
-_OPEN_QUOTE = re.compile(r'["\']')
+# white space or punctuation; a quote left open withholds the rest of the line. An apostrophe
+# between two letters ("doesn't", O'Brien unquoted) opens no span
+_QUOTED = re.compile(r'"(.*?)"(?=$|[\s,.;:)\]])|(?<![A-Za-z])\'(.*?)\'(?=$|[\s,.;:)\]])')
+_OPEN_QUOTE = re.compile(r'"|(?<![A-Za-z])\'|\'(?![A-Za-z])')
 _MAX_ERROR_CHARS = 2000
 
 

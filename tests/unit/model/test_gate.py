@@ -66,6 +66,8 @@ def test_error_details_lose_quoted_data_but_keep_names_and_the_models_own_words(
         (f'invalid input syntax for type integer: "{MARK}\nsecond line"', True),  # a newline
         (f"invalid input syntax for type integer: 'it''s {MARK}'", True),
         (f'invalid value "{MARK[:4]}" for "YYYY"', True),  # part of the value
+        ("the plan doesn't fit: estimated cost 9e9 (max_plan_cost)", False),  # an apostrophe
+        (f"it can't read '{MARK}' here", True),  # an apostrophe, then a quoted value
     ]
     for text, withheld in cases:
         out = g.error("repair", text, sql + " nmae")
@@ -73,7 +75,7 @@ def test_error_details_lose_quoted_data_but_keep_names_and_the_models_own_words(
         assert (WITHHELD in out) == withheld, out
     assert g.error("repair", f"boom {MARK}", sql, "P0001").count(MARK) == 0
     held = g.report()["held"]["repair"]
-    assert held["quoted values in errors"] == 9 and held["error detail lines"] == 2
+    assert held["quoted values in errors"] == 10 and held["error detail lines"] == 2
 
 
 def test_send_values_off_sends_no_rows_only_the_shape():
