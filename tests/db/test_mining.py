@@ -216,19 +216,15 @@ def test_a_logged_statements_comments_reach_neither_the_model_nor_the_pending_pa
     script(llm)
     mdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
     try:
-        _mine_commented(mdb, llm)
+        for _ in range(3):
+            mdb.execute(
+                "/* secret 'Alice' */ SELECT count(*) FROM singer -- for 'Bob'\n"
+                "WHERE age > 30 /* Carol */"
+            )
+        out = mdb.execute("SELECT nl2sql.mine_queries(10)").fetchone()[0]
+        rows = mdb.execute("SELECT query, sql FROM nl2sql.mined_query").fetchall()
     finally:
         mdb.execute("SELECT nl2sql.reset_setting('send_values')")
-
-
-def _mine_commented(mdb, llm) -> None:
-    for _ in range(3):
-        mdb.execute(
-            "/* secret 'Alice' */ SELECT count(*) FROM singer -- for 'Bob'\n"
-            "WHERE age > 30 /* Carol */"
-        )
-    out = mdb.execute("SELECT nl2sql.mine_queries(10)").fetchone()[0]
-    rows = mdb.execute("SELECT query, sql FROM nl2sql.mined_query").fetchall()
     assert rows, out
     sent = "\n".join(m["content"] for r in llm.requests for m in r["messages"])
     stored = "\n".join(f"{q}\n{s}" for q, s in rows)
