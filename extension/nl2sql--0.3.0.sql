@@ -989,6 +989,45 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 018-model-capabilities.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$018-model-capabilities.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- What each model's endpoint takes, in the providers' own words (docs/models.md); NULL means
+-- "decide" (known from the model name, else learned from the endpoint's refusals).
+ALTER TABLE nl2sql.model
+    ADD COLUMN cap_parameter text CHECK (cap_parameter IN ('max_tokens', 'max_completion_tokens')),
+    ADD COLUMN send_temperature boolean,
+    ADD COLUMN send_n boolean,
+    ADD COLUMN reasoning_effort text,
+    ADD COLUMN context_window int CHECK (context_window > 0);
+-- The output cap becomes "decide" when unset: 512 for a model that answers at once, the
+-- setting llm_reasoning_max_tokens for one that thinks. 512 was the old default, set on every
+-- row that did not name a cap; those rows now decide (a cap a user set to 512 on purpose is
+-- indistinguishable from the default: set it again with add_model).
+ALTER TABLE nl2sql.model ALTER COLUMN max_tokens DROP NOT NULL, ALTER COLUMN max_tokens DROP DEFAULT;
+UPDATE nl2sql.model SET max_tokens = NULL WHERE max_tokens = 512;
+ALTER TABLE nl2sql.model ADD CHECK (max_tokens IS NULL OR max_tokens > 0);
+-- add_model gained max_completion_tokens, reasoning_effort, send_temperature, send_n and
+-- context_window (defaults null): the old signature goes, the new one is in idempotent/.
+DROP FUNCTION IF EXISTS nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1203,9 +1242,12 @@ $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
-    temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
+    temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT NULL,
     priority int DEFAULT NULL, dialect text DEFAULT 'postgres',
-    price_in_per_mtok numeric DEFAULT NULL, price_out_per_mtok numeric DEFAULT NULL)
+    price_in_per_mtok numeric DEFAULT NULL, price_out_per_mtok numeric DEFAULT NULL,
+    max_completion_tokens int DEFAULT NULL, reasoning_effort text DEFAULT NULL,
+    send_temperature boolean DEFAULT NULL, send_n boolean DEFAULT NULL,
+    context_window int DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
@@ -1224,22 +1266,42 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: prices must be >= 0 (US dollars per million tokens) or null'
             USING HINT = 'e.g. price_in_per_mtok => 2.50, price_out_per_mtok => 10';
     END IF;
+    IF add_model.max_tokens IS NOT NULL AND add_model.max_completion_tokens IS NOT NULL THEN
+        RAISE EXCEPTION 'nl2sql.add_model: give max_tokens or max_completion_tokens, not both'
+            USING HINT = 'max_tokens: the output cap, sent under the parameter name the endpoint takes; max_completion_tokens: the cap, always sent under that name';
+    END IF;
+    IF add_model.max_tokens <= 0 OR add_model.max_completion_tokens <= 0 OR add_model.context_window <= 0 THEN
+        RAISE EXCEPTION 'nl2sql.add_model: max_tokens, max_completion_tokens and context_window are token counts > 0, or null to decide'
+            USING HINT = 'e.g. max_completion_tokens => 8192 for a reasoning model';
+    END IF;
+    IF add_model.reasoning_effort IS NOT NULL AND add_model.reasoning_effort !~ '^[a-z]{0,16}$' THEN
+        RAISE EXCEPTION 'nl2sql.add_model: reasoning_effort must be a level the endpoint takes (none, minimal, low, medium, high), an empty string to never send it, or null to decide; got %', add_model.reasoning_effort
+            USING HINT = 'e.g. reasoning_effort => ''low''';
+    END IF;
     INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect,
-                                   price_in_per_mtok, price_out_per_mtok)
+                                   price_in_per_mtok, price_out_per_mtok, cap_parameter, reasoning_effort,
+                                   send_temperature, send_n, context_window)
     VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
-            add_model.temperature, add_model.timeout_s, add_model.max_tokens,
+            add_model.temperature, add_model.timeout_s,
+            COALESCE(add_model.max_tokens, add_model.max_completion_tokens),
             COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)),
-            add_model.dialect, add_model.price_in_per_mtok, add_model.price_out_per_mtok)
+            add_model.dialect, add_model.price_in_per_mtok, add_model.price_out_per_mtok,
+            CASE WHEN add_model.max_completion_tokens IS NOT NULL THEN 'max_completion_tokens' END,
+            add_model.reasoning_effort, add_model.send_temperature, add_model.send_n,
+            add_model.context_window)
     ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
         model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
         temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
         max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model.priority, m.position),
         enabled = true, dialect = EXCLUDED.dialect,
-        price_in_per_mtok = EXCLUDED.price_in_per_mtok, price_out_per_mtok = EXCLUDED.price_out_per_mtok;
+        price_in_per_mtok = EXCLUDED.price_in_per_mtok, price_out_per_mtok = EXCLUDED.price_out_per_mtok,
+        cap_parameter = EXCLUDED.cap_parameter, reasoning_effort = EXCLUDED.reasoning_effort,
+        send_temperature = EXCLUDED.send_temperature, send_n = EXCLUDED.send_n,
+        context_window = EXCLUDED.context_window;
 END
 $$;
-COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric) IS
-    'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL';
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric, int, text, boolean, boolean, int) IS
+    'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL; null request arguments are decided per model (docs/models.md)';
 
 CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean
 LANGUAGE sql SET search_path FROM CURRENT AS $$
@@ -1674,7 +1736,7 @@ COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
 REVOKE EXECUTE ON FUNCTION
     nl2sql.reindex(text[], boolean), nl2sql._reindex_plan(text[]),
     nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
-    nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric),
+    nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric, int, text, boolean, boolean, int),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
     nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),
@@ -1708,6 +1770,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('value_max_chars', 'int', '200', 'longer strings are not indexed'),
     ('llm_timeout_s', 'float', '60', 'model call timeout (seconds) when the model has no `timeout_s`'),
     ('llm_max_retries', 'int', '2', 'retries (exponential backoff, Retry-After honoured) on HTTP 408/409/429/5xx and connection errors, by the openai client'),
+    ('llm_reasoning_max_tokens', 'int', '8192', 'output cap of a model that thinks before answering (known from its name, given a `reasoning_effort`, or learned from a reply cut while thinking) when `add_model` sets none; the thinking and the SQL share it (docs/models.md)'),
+    ('llm_max_output_tokens', 'int', '32768', 'the most the output cap is raised to when a reply is cut by it (`finish_reason` length) before any answer: one retry per call, remembered for the model'),
     ('send_values', 'bool', 'on', '`off`: no cell value (sample values, indexed values) reaches any prompt'),
     ('embedder', 'enum', 'shared', '`shared`: backends ask the server''s one embedding process (started by the first backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: each backend loads the model itself'),
     ('prompt_variants', 'int', '1', 'FinSQL prompts per model (MCS-SQL multiple prompts); see "Generation and selection"'),

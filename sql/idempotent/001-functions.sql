@@ -211,9 +211,12 @@ $py$;
 
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
-    temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT 512,
+    temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT NULL,
     priority int DEFAULT NULL, dialect text DEFAULT 'postgres',
-    price_in_per_mtok numeric DEFAULT NULL, price_out_per_mtok numeric DEFAULT NULL)
+    price_in_per_mtok numeric DEFAULT NULL, price_out_per_mtok numeric DEFAULT NULL,
+    max_completion_tokens int DEFAULT NULL, reasoning_effort text DEFAULT NULL,
+    send_temperature boolean DEFAULT NULL, send_n boolean DEFAULT NULL,
+    context_window int DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF name IS NULL OR btrim(name) = '' OR model IS NULL OR btrim(model) = '' THEN
@@ -232,22 +235,42 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: prices must be >= 0 (US dollars per million tokens) or null'
             USING HINT = 'e.g. price_in_per_mtok => 2.50, price_out_per_mtok => 10';
     END IF;
+    IF add_model.max_tokens IS NOT NULL AND add_model.max_completion_tokens IS NOT NULL THEN
+        RAISE EXCEPTION 'nl2sql.add_model: give max_tokens or max_completion_tokens, not both'
+            USING HINT = 'max_tokens: the output cap, sent under the parameter name the endpoint takes; max_completion_tokens: the cap, always sent under that name';
+    END IF;
+    IF add_model.max_tokens <= 0 OR add_model.max_completion_tokens <= 0 OR add_model.context_window <= 0 THEN
+        RAISE EXCEPTION 'nl2sql.add_model: max_tokens, max_completion_tokens and context_window are token counts > 0, or null to decide'
+            USING HINT = 'e.g. max_completion_tokens => 8192 for a reasoning model';
+    END IF;
+    IF add_model.reasoning_effort IS NOT NULL AND add_model.reasoning_effort !~ '^[a-z]{0,16}$' THEN
+        RAISE EXCEPTION 'nl2sql.add_model: reasoning_effort must be a level the endpoint takes (none, minimal, low, medium, high), an empty string to never send it, or null to decide; got %', add_model.reasoning_effort
+            USING HINT = 'e.g. reasoning_effort => ''low''';
+    END IF;
     INSERT INTO nl2sql.model AS m (name, model, base_url, api_key_env, temperature, timeout_s, max_tokens, position, dialect,
-                                   price_in_per_mtok, price_out_per_mtok)
+                                   price_in_per_mtok, price_out_per_mtok, cap_parameter, reasoning_effort,
+                                   send_temperature, send_n, context_window)
     VALUES (add_model.name, add_model.model, add_model.base_url, add_model.api_key_env,
-            add_model.temperature, add_model.timeout_s, add_model.max_tokens,
+            add_model.temperature, add_model.timeout_s,
+            COALESCE(add_model.max_tokens, add_model.max_completion_tokens),
             COALESCE(add_model.priority, (SELECT COALESCE(max(x.position) + 1, 0) FROM nl2sql.model x)),
-            add_model.dialect, add_model.price_in_per_mtok, add_model.price_out_per_mtok)
+            add_model.dialect, add_model.price_in_per_mtok, add_model.price_out_per_mtok,
+            CASE WHEN add_model.max_completion_tokens IS NOT NULL THEN 'max_completion_tokens' END,
+            add_model.reasoning_effort, add_model.send_temperature, add_model.send_n,
+            add_model.context_window)
     ON CONFLICT ON CONSTRAINT model_pkey DO UPDATE SET
         model = EXCLUDED.model, base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,
         temperature = EXCLUDED.temperature, timeout_s = EXCLUDED.timeout_s,
         max_tokens = EXCLUDED.max_tokens, position = COALESCE(add_model.priority, m.position),
         enabled = true, dialect = EXCLUDED.dialect,
-        price_in_per_mtok = EXCLUDED.price_in_per_mtok, price_out_per_mtok = EXCLUDED.price_out_per_mtok;
+        price_in_per_mtok = EXCLUDED.price_in_per_mtok, price_out_per_mtok = EXCLUDED.price_out_per_mtok,
+        cap_parameter = EXCLUDED.cap_parameter, reasoning_effort = EXCLUDED.reasoning_effort,
+        send_temperature = EXCLUDED.send_temperature, send_n = EXCLUDED.send_n,
+        context_window = EXCLUDED.context_window;
 END
 $$;
-COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric) IS
-    'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL';
+COMMENT ON FUNCTION nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric, int, text, boolean, boolean, int) IS
+    'nl2sql: add or update an OpenAI-compatible model; the lowest priority (position) writes the PreSQL; null request arguments are decided per model (docs/models.md)';
 
 CREATE OR REPLACE FUNCTION nl2sql.remove_model(name text) RETURNS boolean
 LANGUAGE sql SET search_path FROM CURRENT AS $$

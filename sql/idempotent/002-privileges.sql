@@ -357,7 +357,7 @@ COMMENT ON FUNCTION nl2sql.set_value_policy(regclass, boolean, name) IS
 REVOKE EXECUTE ON FUNCTION
     nl2sql.reindex(text[], boolean), nl2sql._reindex_plan(text[]),
     nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
-    nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric),
+    nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric, int, text, boolean, boolean, int),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
     nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),

@@ -117,6 +117,23 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10,
     ),
     Setting(
+        "llm_reasoning_max_tokens",
+        "int",
+        8192,
+        "output cap of a model that thinks before answering (known from its name, given a "
+        "`reasoning_effort`, or learned from a reply cut while thinking) when `add_model` sets "
+        "none; the thinking and the SQL share it (docs/models.md)",
+        minimum=256,
+    ),
+    Setting(
+        "llm_max_output_tokens",
+        "int",
+        32768,
+        "the most the output cap is raised to when a reply is cut by it (`finish_reason` "
+        "length) before any answer: one retry per call, remembered for the model",
+        minimum=256,
+    ),
+    Setting(
         "send_values",
         "bool",
         True,

@@ -119,11 +119,19 @@ class ModelConfig:
     api_key_env: str | None = None  # the server environment variable holding the key
     temperature: float = 0.0
     timeout_s: float = 60.0  # seconds that bound each call
-    max_tokens: int = 512  # most tokens of one answer
+    max_tokens: int | None = None  # the output cap (None: decide, ``model.capability``)
     max_retries: int = 2  # retries with backoff on 408/409/429/5xx/connection errors
     dialect: str = "postgres"  # SQL dialect the model writes (cleaning transpiles to postgres)
     price_in_per_mtok: float | None = None  # US dollars per million prompt tokens (None: unknown)
     price_out_per_mtok: float | None = None  # US dollars per million completion tokens
+    # the request's shape, in the providers' words; None: decide (``model.capability``)
+    cap_parameter: str | None = None  # 'max_tokens' or 'max_completion_tokens'
+    send_temperature: bool | None = None
+    send_n: bool | None = None  # False: samples as separate requests
+    reasoning_effort: str | None = None  # '' : never sent
+    context_window: int | None = None  # tokens, prompt and answer together
+    reasoning_max_tokens: int = 8192  # the output cap of a model that thinks (setting)
+    max_output_tokens: int = 32768  # the most a cut reply's retry may raise the cap to (setting)
 
     @property
     def endpoint(self) -> str:
@@ -146,6 +154,10 @@ class LLMReply:
     # "estimate" (characters / 3.5); "" before ``model.tokens.account``
     tokens_source: str = ""
     cost_usd: float | None = None  # at the model's prices (None: a price is not set)
+    reasoning_tokens: int = 0  # of ``completion_tokens``, spent thinking (the endpoint's usage)
+    request: dict = field(default_factory=dict)  # what was sent (``capability.request_args``)
+    learned: list[str] = field(default_factory=list)  # what this call taught (``capability``)
+    context_window: int | None = None  # the endpoint's window, when known (tokens)
 
 
 @dataclass

@@ -113,6 +113,7 @@ def create_app():
             Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", _models, methods=["GET"]),
             Route("/nl2sql/v1/chat", chat, methods=["POST"]),
+            Route("/nl2sql/v1/capabilities", _capabilities, methods=["GET"]),
         ]
     )
 
@@ -207,6 +208,18 @@ def _chat_endpoint():
         return JSONResponse(reply)
 
     return chat
+
+
+async def _capabilities(request):
+    """The ``GET /nl2sql/v1/capabilities`` handler: what this process learned of the models it
+    called for backends (``model.capability.learned``), for ``nl2sql.doctor()``."""
+    from starlette.responses import (
+        JSONResponse,  # web stack: imported after main's fork and pid file
+    )
+
+    from ..model import capability  # light: no openai
+
+    return JSONResponse({"learned": capability.learned()})
 
 
 async def _models(request):

@@ -334,6 +334,22 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     return resp.json()
 
 
+def relayed_capabilities() -> list[dict]:
+    """What the shared process learned of the models it called.
+
+    Returns:
+        ``capability.learned``'s list; empty when the process is not running or too old to say.
+    """
+    try:
+        resp = _client().get("/nl2sql/v1/capabilities", timeout=5.0)
+    except Exception:  # noqa: BLE001 - no process: nothing learned there
+        return []
+    if resp.status_code != 200:
+        return []
+    got = resp.json().get("learned")
+    return got if isinstance(got, list) else []
+
+
 def _answers() -> bool:
     """Whether a process answers on the socket right now."""
     try:

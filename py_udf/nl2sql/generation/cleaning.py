@@ -135,6 +135,21 @@ def bound_answer(text: str) -> str | None:
     return None
 
 
+# reasoning a model writes inline before its answer (DeepSeek-R1, Qwen3 and others served
+# without a reasoning parser): never read as the answer; an unclosed block was cut mid-thought
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def _drop_reasoning(t: str, steps: list[str]) -> str:
+    """``t`` without its ``<think>``/``<thinking>``/``<reasoning>`` blocks (step ``reasoning``)."""
+    if "<" not in t:
+        return t
+    out = _REASONING.sub("", t)
+    if out != t:
+        steps.append("reasoning")
+    return out
+
+
 def _unfence(t: str, steps: list[str]) -> str:
     if "```" not in t:
         return t
@@ -377,6 +392,9 @@ def clean(text: str | None, dialect: str = TARGET, schema: Schema | None = None)
     why = bound_answer(text)
     if why is not None:
         return Cleaned("", ["refused"], dialect, why)
+    text = _drop_reasoning(text, steps)
+    if not text.strip():
+        return Cleaned("", [*steps, "refused"], dialect, "answer is only reasoning: no SQL")
     writes = write_kinds(text)
     if writes and not is_one_statement(text):  # never cut to the query it also holds
         why = f"the reply writes or controls the transaction: {', '.join(writes)}"

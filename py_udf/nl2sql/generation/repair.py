@@ -222,6 +222,9 @@ def repair_loop(
                     "completion_tokens": rep.completion_tokens,
                     "tokens_source": rep.tokens_source,
                     "cost_usd": rep.cost_usd,
+                    "reasoning_tokens": rep.reasoning_tokens,
+                    "request": rep.request,
+                    "learned": rep.learned,
                 }
             )
             outcomes.append(_take_reply(a, rep, r, ev, gate))

@@ -15,7 +15,9 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
 
     Args:
         st: the settings (read when not given): ``llm_timeout_s`` is the timeout of a model
-            without its own ``timeout_s``, ``llm_max_retries`` every model's retries.
+            without its own ``timeout_s``, ``llm_max_retries`` every model's retries,
+            ``llm_reasoning_max_tokens`` and ``llm_max_output_tokens`` the output caps of
+            models that think.
 
     Returns:
         One ``ModelConfig`` per enabled model (dialect ``postgres`` when unset).
@@ -28,7 +30,8 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
     rows = spi.query(
         plpy,
         "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect, "
-        "price_in_per_mtok::float8 AS price_in, price_out_per_mtok::float8 AS price_out "
+        "price_in_per_mtok::float8 AS price_in, price_out_per_mtok::float8 AS price_out, "
+        "cap_parameter, send_temperature, send_n, reasoning_effort, context_window "
         "FROM nl2sql.model WHERE enabled ORDER BY position, name",
     )
     if not rows:
@@ -46,11 +49,18 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
             api_key_env=r["api_key_env"],
             temperature=float(r["temperature"]),
             timeout_s=float(r["timeout_s"] or st.llm_timeout_s),
-            max_tokens=int(r["max_tokens"]),
+            max_tokens=r["max_tokens"],
             max_retries=st.llm_max_retries,
             dialect=r["dialect"] or "postgres",
             price_in_per_mtok=r["price_in"],
             price_out_per_mtok=r["price_out"],
+            cap_parameter=r["cap_parameter"],
+            send_temperature=r["send_temperature"],
+            send_n=r["send_n"],
+            reasoning_effort=r["reasoning_effort"],
+            context_window=r["context_window"],
+            reasoning_max_tokens=st.llm_reasoning_max_tokens,
+            max_output_tokens=st.llm_max_output_tokens,
         )
         for r in rows
     ]

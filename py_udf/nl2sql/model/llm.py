@@ -14,10 +14,11 @@ from ..core.errors import ConfigError, EmbedderUnavailable, GateError
 from ..core.redaction import env_secrets, redact
 from ..core.types import LLMReply, ModelConfig
 from ..embedding import client as embed_client
-from . import tokens
+from . import capability, tokens
 from .gate import Gated
 
 WAIT_SLICE_S = 0.2
+MIN_PROMPT_BUDGET = 500  # tokens: the setting prompt_token_budget's own minimum
 
 
 def pick_model(models: list[ModelConfig], setting: str, name: str) -> ModelConfig:
@@ -45,6 +46,27 @@ def pick_model(models: list[ModelConfig], setting: str, name: str) -> ModelConfi
         f"SELECT nl2sql.set_setting('{setting}', '<name>') or '' for the "
         f"first model (the PreSQL writer)"
     )
+
+
+def fitted_budget(cfg: ModelConfig, budget: int) -> tuple[int, str | None]:
+    """The prompt's token budget for a model whose server states a context window: the window
+    less the model's output cap and a sixth for another tokenizer's counts, at most ``budget``.
+
+    Args:
+        cfg: the model the prompt is for.
+        budget: the setting ``prompt_token_budget`` (tokens).
+
+    Returns:
+        ``(tokens, why)``: ``why`` names the window when it lowered the budget, else None.
+    """
+    window, how = capability.window_of(cfg)
+    if not window:
+        return budget, None
+    room = int((window - capability.decide(cfg).max_output) * 5 / 6)
+    if room >= budget:
+        return budget, None
+    fitted = max(room, MIN_PROMPT_BUDGET)
+    return fitted, f"context window {window} tokens ({how}) less the output cap"
 
 
 def _spawn(fn: Callable, *args) -> Future:
@@ -140,6 +162,10 @@ def _relayed(
         prompt_tokens=int(got.get("prompt_tokens") or 0),
         completion_tokens=int(got.get("completion_tokens") or 0),
         choices=list(got.get("choices") or []),
+        reasoning_tokens=int(got.get("reasoning_tokens") or 0),
+        request=dict(got.get("request") or {}),
+        learned=[redact(str(x), secrets) for x in got.get("learned") or []],
+        context_window=got.get("context_window"),
     )
 
 

@@ -15,6 +15,7 @@ import openai
 from ..core.errors import ModelError
 from ..core.redaction import env_secrets, redact
 from ..core.types import LLMReply, ModelConfig
+from . import _exchange
 
 __all__ = ["call_here", "relay_call"]
 
@@ -85,6 +86,18 @@ class _DeadlineOpenAI(openai.OpenAI):
 
     nl2sql_deadline: _Deadline | None = None
 
+    def _should_retry(self, response) -> bool:
+        # a server that answers 5xx for a request it refuses (llama.cpp: 500 "Context size
+        # has been exceeded", 500 "Only one completion choice is allowed") refuses it again
+        if response.status_code >= 500:
+            try:
+                text = response.read()[:2000].decode("utf-8", "replace")
+            except Exception:  # noqa: BLE001 (a body that cannot be read: retried as before)
+                text = ""
+            if _exchange.is_final_server_error(text):
+                return False
+        return super()._should_retry(response)
+
     def _sleep_for_retry(self, *, retries_taken, max_retries, options, response):
         d = self.nl2sql_deadline
         remaining = max_retries - retries_taken
@@ -145,37 +158,34 @@ def _client(cfg: ModelConfig, deadline: _Deadline):
 def call_here(
     cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int, temperature: float | None
 ) -> LLMReply:
-    """Make the model call with the openai client in this process.
+    """Make the model call with the openai client in this process, in the shape its endpoint
+    takes (``capability``): a refused parameter is changed once and remembered, a reply cut
+    by its output budget before any answer is retried once with a larger one, and samples the
+    endpoint does not return for ``n`` are asked as separate requests.
 
     Args:
         cfg: the model's configuration.
         messages: the chat messages (already sealed by the backend's gate).
-        timeout_s: the call's hard deadline in seconds, retries included.
+        timeout_s: the call's hard deadline in seconds, every request and retry included.
         n: samples asked for.
         temperature: sampling temperature overriding ``cfg.temperature``; None keeps it.
 
     Returns:
-        The ``LLMReply`` (``llm.call_model``'s contract: failures as ``error``, keys masked).
+        The ``LLMReply`` (``llm.call_model``'s contract: failures as ``error``, keys masked),
+        with ``request`` (what was sent), ``learned`` and ``reasoning_tokens``.
     """
     t0 = time.perf_counter()
     secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
     deadline = _Deadline(timeout_s)
     client = None
+    ex = _exchange.Exchange(cfg, messages, max(1, int(n)), temperature)
     try:
         client = _client(cfg, deadline)
-        resp = client.chat.completions.create(
-            model=cfg.model,
-            messages=messages,
-            temperature=cfg.temperature if temperature is None else temperature,
-            max_tokens=cfg.max_tokens,
-            n=max(1, int(n)),
-            timeout=timeout_s,
-        )
-        return _reply_of(cfg, resp, t0)
+        return ex.run(client, timeout_s, t0)
     except ModelError as e:
         err = str(e)
     except Exception as e:  # noqa: BLE001 - any client failure is reported, not raised
-        err = _client_error(cfg, e, timeout_s, secrets)
+        err = _exchange.refusal(cfg, e, ex) or _client_error(cfg, e, timeout_s, secrets)
     finally:
         deadline.cancel()
         _close(client)
@@ -187,27 +197,7 @@ def call_here(
         )
     # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
     # error goes to the trace, the log and raised messages: mask the key and key-like tokens
-    err = redact(err, secrets)
-    return LLMReply(
-        model=cfg.name, text=None, error=err, latency_ms=(time.perf_counter() - t0) * 1000
-    )
-
-
-def _reply_of(cfg: ModelConfig, resp, t0: float) -> LLMReply:
-    """The ``LLMReply`` of a chat-completions response (an error reply when every sample is
-    empty); ``t0`` is the call's ``perf_counter`` start."""
-    texts = [ch.message.content for ch in resp.choices or [] if ch.message.content]
-    text = texts[0] if texts else None
-    usage = resp.usage
-    return LLMReply(
-        model=cfg.name,
-        text=text,
-        error=None if text else "empty answer",
-        latency_ms=(time.perf_counter() - t0) * 1000,
-        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        choices=texts,
-    )
+    return ex.failed(redact(err, secrets), (time.perf_counter() - t0) * 1000)
 
 
 def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> str:

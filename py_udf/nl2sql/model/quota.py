@@ -75,7 +75,8 @@ def usage_of(replies: list[LLMReply], extra: list[dict] = ()) -> dict[str, Any]:
             ``tokens_source``, ``cost_usd``): the repair rounds'.
 
     Returns:
-        ``{"prompt", "completion", "total", "estimated" (tokens only estimated),
+        ``{"prompt", "completion" (reasoning included, as the providers count it), "reasoning",
+        "total", "estimated" (tokens only estimated),
         "cost_usd" (None when no model has a price), "sources", "by_model": {name: {"calls",
         "prompt", "completion", "cost_usd"}}}``.
     """
@@ -86,10 +87,17 @@ def usage_of(replies: list[LLMReply], extra: list[dict] = ()) -> dict[str, Any]:
             "completion_tokens": r.completion_tokens,
             "tokens_source": r.tokens_source,
             "cost_usd": r.cost_usd,
+            "reasoning_tokens": r.reasoning_tokens,
         }
         for r in replies
     ] + list(extra)
-    out: dict[str, Any] = {"prompt": 0, "completion": 0, "estimated": 0, "cost_usd": None}
+    out: dict[str, Any] = {
+        "prompt": 0,
+        "completion": 0,
+        "reasoning": 0,
+        "estimated": 0,
+        "cost_usd": None,
+    }
     by_model: dict[str, dict[str, Any]] = {}
     sources = set()
     for c in calls:
@@ -102,6 +110,7 @@ def usage_of(replies: list[LLMReply], extra: list[dict] = ()) -> dict[str, Any]:
         m["completion"] += o
         out["prompt"] += p
         out["completion"] += o
+        out["reasoning"] += int(c.get("reasoning_tokens") or 0)
         if c.get("tokens_source") == "estimate":
             out["estimated"] += p + o
         if c.get("tokens_source"):

@@ -9,6 +9,7 @@ from pathlib import PurePath
 
 from ..core.errors import ConfigError
 from ..core.settings import BY_NAME
+from ..model.capability import Capability
 from ..model.probe import Reach
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -293,6 +294,39 @@ def model_rows(env: str | None, reach: Reach, place: str) -> list[Row]:
     if reach.outcome == "http":
         return [key, (check, WARN, f"{reach.detail} (reachable; no model list)", "")]
     return [key, (check, FAIL, reach.detail, fixes.get(reach.outcome, ""))]
+
+
+def request_row(name: str, cap: Capability, window: tuple[int | None, str]) -> Row:
+    """What nl2sql sends a model and why (``capability.decide``), as one row.
+
+    Args:
+        name: the model's name; cap: its capability; window: ``(tokens or None, how known)``.
+
+    Returns:
+        ``ok`` with the request's shape and each part's source (configured, model name,
+        learned, default), ``warn`` when a learned output cap was raised after a cut reply.
+    """
+    parts = [f"{cap.cap_parameter}={cap.max_output}"]
+    parts.append("temperature sent" if cap.send_temperature else "no temperature")
+    parts.append("n in one request" if cap.send_n else "samples as separate requests")
+    if cap.reasoning_effort:
+        parts.append(f"reasoning_effort={cap.reasoning_effort}")
+    if window[0]:
+        parts.append(f"context window {window[0]} ({window[1]})")
+    learned = sorted({f"{f}: {w}" for f, w in cap.source.items() if w.startswith("learned")})
+    named = sorted({w for w in cap.source.values() if w.startswith("model name")})
+    detail = "; ".join(parts) + (f" — from {named[0]}" if named else "")
+    if learned:
+        detail += " — " + "; ".join(learned)
+    if any(f == "max_output" for f, w in cap.source.items() if w.startswith("learned")):
+        return (
+            f"model {name} requests",
+            WARN,
+            detail[:600],
+            "a reply was cut by its output cap while thinking: set max_tokens with "
+            "nl2sql.add_model to keep the larger cap after a restart",
+        )
+    return f"model {name} requests", OK, detail[:600], ""
 
 
 def index_row(covered: int, never: int, changed: int, queued: int, last: str | None) -> Row:

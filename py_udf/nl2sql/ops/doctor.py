@@ -17,7 +17,7 @@ from ..core.redaction import configured_secrets, redact
 from ..core.settings import get_settings
 from ..embedding import client as embed_client
 from ..embedding import encode
-from ..model import probe
+from ..model import capability, probe
 from ..model.config import get_models
 from . import _ddl_queue, table_state
 from . import _doctor_rows as rows
@@ -186,9 +186,13 @@ def _models(plpy) -> list[rows.Row]:
     major = int(_settings(plpy, "server_version_num")) // 10000
     place = rows.key_place(_settings(plpy, "cluster_name"), major)
     reaches = probe.probe_all(models, tick=lambda: spi.cancel_point(plpy))
-    return [
-        r for m, reach in zip(models, reaches) for r in rows.model_rows(m.api_key_env, reach, place)
-    ]
+    capability.adopt(embed_client.relayed_capabilities())
+    out = []
+    for m, reach in zip(models, reaches):
+        out += rows.model_rows(m.api_key_env, reach, place)
+        window = capability.window_of(m) if reach.outcome == "ok" else (None, "not asked")
+        out.append(rows.request_row(m.name, capability.decide(m), window))
+    return out
 
 
 def _index(plpy) -> rows.Row:

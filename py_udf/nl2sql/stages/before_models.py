@@ -3,9 +3,12 @@ OpenSearch-SQL (Xie et al. 2024) §3.4."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..core.types import Vote
 from ..curated.fast_path import FastPath
 from ..curated.fast_path import fast_path as fast_path_of
+from ..model.llm import fitted_budget
 from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
 from ..retrieval.gather import add_columns, add_vector_values, gather
@@ -119,9 +122,13 @@ def presql_prompt(run: Run) -> None:
     """
     ctx = run.context
     model = run.models[0].model if run.models else ""
-    prompt, _schema, pruning = build_presql_prompt(
-        run.plpy, ctx, run.schema, run.st, run.gate, model
-    )
+    st, window = run.st, None
+    if run.models:  # a server that states its context window bounds the prompt too
+        budget, window = fitted_budget(run.models[0], st.prompt_token_budget)
+        st = dataclasses.replace(st, prompt_token_budget=budget)
+    prompt, _schema, pruning = build_presql_prompt(run.plpy, ctx, run.schema, st, run.gate, model)
+    if window:
+        pruning["budget_from"] = window
     run.presql = PreSQL(prompt, pruning)
     run.timer.add_all(ctx.timings)
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))

@@ -74,6 +74,9 @@ def _reply(r: LLMReply) -> dict[str, Any]:
         "completion_tokens": r.completion_tokens,
         "tokens_source": r.tokens_source,
         "cost_usd": r.cost_usd,
+        "reasoning_tokens": r.reasoning_tokens,
+        "request": r.request,
+        "learned": r.learned,
         "text": r.text,
     }
 

@@ -34,6 +34,8 @@ PREVIOUS_DEFAULTS = {
     "value_max_chars": "200",
     "llm_timeout_s": "60",
     "llm_max_retries": "2",
+    "llm_reasoning_max_tokens": "8192",
+    "llm_max_output_tokens": "32768",
     "send_values": "on",
     "embedder": "shared",
     "prompt_variants": "1",
