@@ -14,6 +14,15 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from nl2sql_indexer.dev._loopback_profiles import (
+    Profile,
+    context_refusal,
+    llamacpp_props,
+    ollama_show,
+    output_cap,
+    request_refusal,
+    shaped_answer,
+)
 from nl2sql_indexer.dev._loopback_script import (
     Reply,
     count_usage,
@@ -28,6 +37,7 @@ __all__ = ["ChatHandler", "LoopbackHTTPServer", "LoopbackHTTPServer6"]
 
 _HANG_MAX_S = 3600.0
 _MAX_BODY = 64 * 1024 * 1024
+_ADMIN = ("/_rules", "/_replay", "/_clear", "/_default", "/_profile")
 
 
 def _error_type(status: int) -> tuple[str, str]:
@@ -165,7 +175,7 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     # -- verbs --------------------------------------------------------------------------------
     def do_GET(self):
-        """GET /v1/models, GET /_requests."""
+        """GET /v1/models, GET /_requests, GET /props (a llama.cpp-profiled model)."""
         path = self._path()
         owner = self.server.owner
         if path == "/v1/models":
@@ -195,20 +205,29 @@ class ChatHandler(BaseHTTPRequestHandler):
                 )
         elif path == "/_requests":
             self._send_json(200, owner.requests)
-        elif path in ("/v1/chat/completions", "/_rules", "/_replay", "/_clear", "/_default"):
+        elif path == "/props":
+            served = owner.profiled("llamacpp")
+            if served is None:
+                self._send_error(404, "no model has the llamacpp profile on this loopback server")
+            else:
+                self._send_json(200, llamacpp_props(served[1], served[0]))
+        elif path in ("/v1/chat/completions", "/api/show", *_ADMIN):
             self._send_error(405, f"method GET not allowed on {path}")
         else:
             self._send_error(404, f"unknown path {path!r}")
 
     def do_POST(self):
-        """POST /v1/chat/completions and the admin endpoints."""
+        """POST /v1/chat/completions, /api/show (an Ollama-profiled model) and the admin
+        endpoints."""
         path = self._path()
-        if path == "/v1/chat/completions":
+        if path in ("/v1/chat/completions", "/api/show"):
             ok, body = self._read_json()
-            if ok:
+            if ok and path == "/api/show":
+                self._show(body)
+            elif ok:
                 self._chat(body)
             return
-        if path in ("/_rules", "/_replay", "/_clear", "/_default"):
+        if path in _ADMIN:
             if path == "/_clear":
                 self._discard_body()  # the body, if any, is ignored
                 self.server.owner.clear()
@@ -219,7 +238,7 @@ class ChatHandler(BaseHTTPRequestHandler):
                 return
             self._admin(path, body)
             return
-        if path == "/v1/models" or path == "/_requests":
+        if path in ("/v1/models", "/_requests", "/props"):
             self._discard_body()
             self._send_error(405, f"method POST not allowed on {path}")
             return
@@ -277,8 +296,25 @@ class ChatHandler(BaseHTTPRequestHandler):
                     raise ValueError("response must be a string or null")
                 owner.set_default(resp)
                 self._send_json(200, {"ok": True})
+            elif path == "/_profile":
+                if not isinstance(body, dict) or "model" not in body or "profile" not in body:
+                    raise ValueError('expected {"model": str, "profile": name or null, ...options}')
+                options = {k: v for k, v in body.items() if k not in ("model", "profile")}
+                owner.set_profile(body["model"], body["profile"], **options)
+                self._send_json(200, {"ok": True, "model": body["model"]})
         except (ValueError, TypeError) as e:
             self._send_error(400, str(e))
+
+    def _show(self, body: Any) -> None:
+        """Ollama's ``POST /api/show`` for a model with the ollama profile; Ollama's 404 body
+        (``{"error": "model 'x' not found"}``) for any other."""
+        owner = self.server.owner
+        model = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
+        named = owner.profile_of(model) if isinstance(model, str) else None
+        if named is None or named[1].context != "ollama":
+            self._send_json(404, {"error": f"model '{model}' not found"})
+            return
+        self._send_json(200, ollama_show(named[1], model))
 
     # -- chat ---------------------------------------------------------------------------------
     def _chat(self, body: Any) -> None:
@@ -288,18 +324,28 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._send_error(400, *refusal)
             return
         model, messages, n = body["model"], body["messages"], _n_of(body)
-        owner.record_request(model, messages, body.get("temperature"), n)
+        name, profile = owner.profile_of(model) or (None, None)
+        refused = _profile_refusal(profile, body) if profile is not None else None
+        owner.record_request(body, n, name, refused[0] if refused else None)
+        if refused is not None:
+            self._send_json(*refused)
+            return
         reply = owner.reply_to(model, messages)
-        if self._held(reply):
+        if self._held(reply, profile.delay_s if profile is not None else 0.0):
             return
         if reply.status != 200:
             self._send_error(reply.status, reply.message, reply.code)
             return
-        self._send_json(200, _completion(model, messages, reply, n), reply.trickle_s)
+        overflow = _generation_overflow(profile, body, reply) if profile is not None else None
+        if overflow is not None:
+            self._send_json(*overflow)
+            return
+        self._send_json(200, _completion(body, reply, n, profile), reply.trickle_s)
 
-    def _held(self, reply: Reply) -> bool:
-        """Hang or wait as ``reply`` says; True when the request ended meanwhile (the server
-        stopped: connection closed; or a hang released by clear(): a 400 sent)."""
+    def _held(self, reply: Reply, extra_delay_s: float = 0.0) -> bool:
+        """Hang or wait as ``reply`` says (plus the profile's ``extra_delay_s``); True when the
+        request ended meanwhile (the server stopped: connection closed; or a hang released by
+        clear(): a 400 sent)."""
         owner = self.server.owner
         stop = owner.stop_event
         if reply.hang:
@@ -312,10 +358,29 @@ class ChatHandler(BaseHTTPRequestHandler):
             # not come back as a stray request in a later script
             self._send_error(400, "hanging request released by clear()", "released")
             return True
-        if reply.delay_s > 0 and stop.wait(reply.delay_s):
+        delay_s = reply.delay_s + extra_delay_s
+        if delay_s > 0 and stop.wait(delay_s):
             self.close_connection = True
             return True
         return False
+
+
+def _profile_refusal(profile: Profile, body: dict) -> tuple[int, Any] | None:
+    """The profile's refusal of the request: its parameters, else a prompt over the context
+    window (llama.cpp); None when the provider takes it."""
+    refused = request_refusal(profile, body)
+    if refused is not None:
+        return refused
+    prompt_tokens = count_usage(body["messages"], "", 1)[0]
+    return context_refusal(profile, prompt_tokens, None)
+
+
+def _generation_overflow(profile: Profile, body: dict, reply: Reply) -> tuple[int, Any] | None:
+    """llama.cpp's 500 when prompt and answer together outgrow the slot's context, else None."""
+    prompt_tokens, answer_tokens = count_usage(body["messages"], reply.content, 1)
+    cap = output_cap(profile, body)
+    generated = answer_tokens if cap is None else min(cap, answer_tokens)
+    return context_refusal(profile, prompt_tokens, generated)
 
 
 def _n_of(body: dict) -> Any:
@@ -347,9 +412,11 @@ def _chat_refusal(body: Any) -> tuple[str, str | None] | None:
     return None
 
 
-def _completion(model: str, messages: list[dict], reply: Reply, n: int) -> dict:
+def _completion(body: dict, reply: Reply, n: int, profile: Profile | None = None) -> dict:
     """The chat-completions answer: ``n`` choices of the scripted content, and the ``usage`` a
-    real endpoint reports (``count_usage``) unless the rule said ``usage: false``."""
+    real endpoint reports (``count_usage``) unless the rule said ``usage: false``; shaped as the
+    model's provider does (``shaped_answer``) when it has a profile."""
+    model, messages = body["model"], body["messages"]
     out = {
         "id": "chatcmpl-loopback-" + uuid.uuid4().hex,
         "object": "chat.completion",
@@ -366,6 +433,11 @@ def _completion(model: str, messages: list[dict], reply: Reply, n: int) -> dict:
             for i in range(n)
         ],
     }
+    if profile is not None:
+        out["choices"], usage = shaped_answer(profile, messages, body, reply.content, n)
+        if reply.usage:
+            out["usage"] = usage
+        return out
     if reply.usage:
         prompt_tokens, completion_tokens = count_usage(messages, reply.content, n)
         out["usage"] = {

@@ -15,17 +15,27 @@ exactly the one used against a real endpoint:
 * ``POST /v1/chat/completions`` -- returns a ``chat.completion`` object with ``n`` identical
   choices. ``usage`` counts tokens as a real endpoint does (cl100k_base through nl2sql's
   tokenizer, with OpenAI's per-message overhead); a rule with ``"usage": false`` leaves it out.
-* ``GET /v1/models`` -- the models named in rules and replays.
+* ``GET /v1/models`` -- the models named in rules, replays and profiles.
 * Admin endpoints, so another process can script it: ``POST /_rules`` (JSON list of rule
   objects, appended), ``POST /_replay`` (``{"model", "answers", "delay_s"}``),
-  ``POST /_default`` (``{"response": str | null}``), ``POST /_clear``, ``GET /_requests``.
+  ``POST /_default`` (``{"response": str | null}``), ``POST /_profile``
+  (``{"model", "profile", ...options}``), ``POST /_clear``, ``GET /_requests``.
+
+Provider profiles (``set_profile``; the table is ``_loopback_profiles.PROFILES``) make the
+requests for one model refused and answered as a provider does: OpenAI's reasoning models,
+Azure, Anthropic's and Gemini's OpenAI compatibility, llama.cpp, Groq, Ollama, OpenRouter,
+Mistral, DeepSeek, vLLM, LM Studio -- their error bodies, how many choices ``n`` gets, where the
+reasoning goes, a thinking budget that a small output cap cuts, a context window. A
+llama.cpp-profiled model is also described at ``GET /props``, an Ollama one at ``POST /api/show``
+(both at the server root, as those servers serve them).
 
 Errors are OpenAI-style JSON bodies ``{"error": {"message", "type", "code"}}``: 400 for a
 malformed request, 404 for an unknown path or when nothing scripted matches, and whatever
 status a rule asks for. Streaming (``stream: true``) is not supported and is refused with 400.
 
 Command line (``nl2sql-loopback``): ``--host`` (loopback only), ``--port``, ``--script FILE``
-with ``{"rules": [...], "replays": [{"model", "answers", "delay_s"}], "default": str|null}``.
+with ``{"rules": [...], "replays": [{"model", "answers", "delay_s"}], "default": str|null,
+"profiles": {model: name | {"profile": name, ...options}}}``.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from typing import Any
 from nl2sql.model.prompts import QUESTION_MARKER
 from nl2sql.retrieval.rewriting import original_question
 from nl2sql_indexer.dev._loopback_http import ChatHandler, LoopbackHTTPServer, LoopbackHTTPServer6
+from nl2sql_indexer.dev._loopback_profiles import Profile, profile_named
 from nl2sql_indexer.dev._loopback_script import (
     Reply,
     Rule,
@@ -94,6 +105,7 @@ class LoopbackLLM:
         self._rules: list[list] = []  # [rule, remaining times or None]
         self._replays: dict[str, tuple[dict[str, str], dict[str, str], float]] = {}
         self._default: str | None = None
+        self._profiles: dict[str, tuple[str, Profile]] = {}  # model -> (name, profile)
         self._log_entries: list[dict] = []
         self.stop_event = threading.Event()  # set by stop(): waiting and trickling handlers end
         self.release_event = threading.Event()  # set by clear() and stop(): hanging handlers end
@@ -168,11 +180,13 @@ class LoopbackLLM:
             self._rules.append([rule, rule.times])
 
     def clear(self) -> None:
-        """Drop all rules, replays and the request log (the default answer is kept). Requests
-        hanging under a ``hang`` rule are released with HTTP 400 (not retried by clients)."""
+        """Drop all rules, replays, profiles and the request log (the default answer is kept).
+        Requests hanging under a ``hang`` rule are released with HTTP 400 (not retried by
+        clients)."""
         with self._lock:
             self._rules.clear()
             self._replays.clear()
+            self._profiles.clear()
             self._log_entries.clear()
             released, self.release_event = self.release_event, threading.Event()
         released.set()
@@ -198,19 +212,60 @@ class LoopbackLLM:
         with self._lock:
             self._default = response
 
-    def load_script(self, script: dict) -> None:
-        """Load ``{"rules": [...], "replays": [{"model", "answers", "delay_s"}], "default": ...}``.
+    def set_profile(self, model: str, profile: str | None, **options: float) -> None:
+        """Refuse and answer ``model``'s requests as the provider ``profile`` does (a key of
+        ``_loopback_profiles.PROFILES``); None removes the model's profile.
 
-        Rules are appended, replays set; ``default`` is applied only if the key is present.
-        Raises ValueError on a malformed script.
+        Args:
+            model: the model name requests carry (any name: an Azure deployment's, say).
+            profile: the profile's name, or None.
+            **options: overrides of the profile: ``delay_s`` (seconds before each answer, as a
+                reasoning model takes), ``thinking_tokens``, ``context_window``, ``total_slots``.
+
+        Raises:
+            ValueError: an unknown profile or option, or an empty model name.
+        """
+        if not isinstance(model, str) or not model:
+            raise ValueError("a profile's model must be a non-empty string")
+        if profile is None:
+            if options:
+                raise ValueError("options need a profile")
+            with self._lock:
+                self._profiles.pop(model, None)
+            return
+        built = profile_named(profile, options)
+        with self._lock:
+            self._profiles[model] = (profile, built)
+
+    def profile_of(self, model: str) -> tuple[str, Profile] | None:
+        """``(name, profile)`` set for ``model``, or None."""
+        with self._lock:
+            return self._profiles.get(model)
+
+    def profiled(self, context: str) -> tuple[str, Profile] | None:
+        """The first model whose profile has ``context`` (``"llamacpp"``, ``"ollama"``) and that
+        profile, or None: the model a llama-server's ``/props`` describes."""
+        with self._lock:
+            for model, (_, profile) in self._profiles.items():
+                if profile.context == context:
+                    return model, profile
+        return None
+
+    def load_script(self, script: dict) -> None:
+        """Load ``{"rules": [...], "replays": [{"model", "answers", "delay_s"}], "default": ...,
+        "profiles": {model: name | {"profile": name, ...options}}}``.
+
+        Rules are appended, replays and profiles set; ``default`` is applied only if the key is
+        present. Raises ValueError on a malformed script.
         """
         if not isinstance(script, dict):
             raise ValueError("a script must be a JSON object")
-        unknown = set(script) - {"rules", "replays", "default"}
+        unknown = set(script) - {"rules", "replays", "default", "profiles"}
         if unknown:
             raise ValueError(f"unknown script field(s): {sorted(unknown)}")
         rules = [rule_from_dict(d) for d in (script.get("rules") or [])]
         replays = [replay_from_dict(d) for d in (script.get("replays") or [])]
+        profiles = _script_profiles(script.get("profiles") or {})
         if (
             "default" in script
             and script["default"] is not None
@@ -221,31 +276,52 @@ class LoopbackLLM:
             self.add_rule(r)
         for model, answers, delay_s in replays:
             self.set_replay(model, answers, delay_s)
+        for model, name, options in profiles:
+            self.set_profile(model, name, **options)
         if "default" in script:
             self.set_default(script["default"])
 
     def models(self) -> list[str]:
-        """Models named in rules and replays, in order of first appearance."""
+        """Models named in rules, replays and profiles, in order of first appearance."""
         with self._lock:
-            names = [r.model for r, _ in self._rules if r.model is not None] + list(self._replays)
+            names = [r.model for r, _ in self._rules if r.model is not None]
+            names += list(self._replays) + list(self._profiles)
         return list(dict.fromkeys(names))
 
     @property
     def requests(self) -> list[dict]:
-        """Received chat requests, in arrival order: {"model", "messages", "temperature", "n", "time"}."""
+        """Received chat requests, in arrival order: ``{"model", "messages", "temperature",
+        "n", "params", "profile", "refused", "time"}``. ``params`` is every other key of the
+        body as sent (``max_tokens``, ``max_completion_tokens``, ``reasoning_effort``, ... only
+        where the client sent them; ``temperature`` and ``n`` there too when sent);
+        ``profile`` the model's profile name or None; ``refused`` the HTTP status of the
+        profile's refusal (parameters or context window) or None."""
         with self._lock:
             return copy.deepcopy(self._log_entries)
 
     # -- what the HTTP handler (_loopback_http.ChatHandler) calls --------------------------
-    def record_request(self, model: str, messages: list, temperature: Any, n: int) -> None:
-        """Append one chat request to the log :attr:`requests` returns."""
+    def record_request(
+        self, body: dict, n: int, profile: str | None = None, refused: int | None = None
+    ) -> None:
+        """Append one chat request to the log :attr:`requests` returns.
+
+        Args:
+            body: the request body (``model`` and ``messages`` valid).
+            n: the choices asked for (1 when absent).
+            profile: the model's profile name, if any.
+            refused: the status of the profile's refusal, if it refused the request.
+        """
+        params = {k: v for k, v in body.items() if k not in ("model", "messages")}
         with self._lock:
             self._log_entries.append(
                 {
-                    "model": model,
-                    "messages": messages,
-                    "temperature": temperature,
+                    "model": body["model"],
+                    "messages": body["messages"],
+                    "temperature": body.get("temperature"),
                     "n": n,
+                    "params": params,
+                    "profile": profile,
+                    "refused": refused,
                     "time": time.time(),
                 }
             )
@@ -301,6 +377,22 @@ class LoopbackLLM:
         return None
 
 
+def _script_profiles(profiles: Any) -> list[tuple[str, str, dict]]:
+    """The ``profiles`` of a script as ``(model, name, options)``; ValueError if malformed."""
+    if not isinstance(profiles, dict):
+        raise ValueError('script "profiles" must be an object {model: profile name or object}')
+    out = []
+    for model, spec in profiles.items():
+        if isinstance(spec, str):
+            spec = {"profile": spec}
+        if not isinstance(spec, dict) or not isinstance(spec.get("profile"), str):
+            raise ValueError(f"profile of {model!r} must be a name or {{'profile': name, ...}}")
+        options = {k: v for k, v in spec.items() if k != "profile"}
+        profile_named(spec["profile"], options)  # validated before anything is set
+        out.append((model, spec["profile"], options))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry (``nl2sql-loopback``): serve scripted answers until SIGINT/SIGTERM."""
     parser = _arg_parser()
@@ -336,7 +428,8 @@ def _arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--script",
         metavar="FILE",
-        help='JSON: {"rules": [...], "replays": [{"model","answers"}], "default": str|null}',
+        help='JSON: {"rules": [...], "replays": [{"model","answers"}], "default": str|null, '
+        '"profiles": {model: profile}}',
     )
     parser.add_argument("--verbose", action="store_true", help="log each HTTP request to stderr")
     return parser
