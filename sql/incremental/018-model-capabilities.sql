@@ -7,11 +7,9 @@ ALTER TABLE nl2sql.model
     ADD COLUMN reasoning_effort text,
     ADD COLUMN context_window int CHECK (context_window > 0);
 -- The output cap becomes "decide" when unset: 512 for a model that answers at once, the
--- setting llm_reasoning_max_tokens for one that thinks. 512 was the old default, set on every
--- row that did not name a cap; those rows now decide (a cap a user set to 512 on purpose is
--- indistinguishable from the default: set it again with add_model).
+-- setting llm_reasoning_max_tokens for one that thinks. Rows that hold the old default (512)
+-- keep it: a reply cut by it while thinking raises it once (docs/models.md).
 ALTER TABLE nl2sql.model ALTER COLUMN max_tokens DROP NOT NULL, ALTER COLUMN max_tokens DROP DEFAULT;
-UPDATE nl2sql.model SET max_tokens = NULL WHERE max_tokens = 512;
 ALTER TABLE nl2sql.model ADD CHECK (max_tokens IS NULL OR max_tokens > 0);
 -- add_model gained max_completion_tokens, reasoning_effort, send_temperature, send_n and
 -- context_window (defaults null): the old signature goes, the new one is in idempotent/.

@@ -132,6 +132,7 @@ class ModelConfig:
     context_window: int | None = None  # tokens, prompt and answer together
     reasoning_max_tokens: int = 8192  # the output cap of a model that thinks (setting)
     max_output_tokens: int = 32768  # the most a cut reply's retry may raise the cap to (setting)
+    revision: str = ""  # the model row's version (xmin): add_model again forgets what was learned
 
     @property
     def endpoint(self) -> str:

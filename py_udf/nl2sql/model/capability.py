@@ -102,11 +102,12 @@ class Fix:
 
 
 _LOCK = threading.Lock()
-_LEARNED: dict[tuple[str, str], dict[str, tuple[object, str]]] = {}  # (endpoint, model) → field
+# (endpoint, model, revision of its row) → field → (value, why): add_model again starts afresh
+_LEARNED: dict[tuple[str, str, str], dict[str, tuple[object, str]]] = {}
 
 
-def _key(cfg: ModelConfig) -> tuple[str, str]:
-    return (cfg.endpoint, cfg.model)
+def _key(cfg: ModelConfig) -> tuple[str, str, str]:
+    return (cfg.endpoint, cfg.model, cfg.revision)
 
 
 def known_for(model: str) -> Known | None:
@@ -270,16 +271,17 @@ def learned() -> list[dict]:
     """What this process learned, per model.
 
     Returns:
-        ``[{"endpoint", "model", "learned": {field: {"value", "why"}}}]``.
+        ``[{"endpoint", "model", "revision", "learned": {field: {"value", "why"}}}]``.
     """
     with _LOCK:
         return [
             {
                 "endpoint": endpoint,
                 "model": model,
+                "revision": revision,
                 "learned": {f: {"value": v, "why": w} for f, (v, w) in fields.items()},
             }
-            for (endpoint, model), fields in _LEARNED.items()
+            for (endpoint, model, revision), fields in _LEARNED.items()
         ]
 
 
@@ -291,7 +293,8 @@ def adopt(entries: list[dict]) -> None:
     """
     with _LOCK:
         for e in entries:
-            mine = _LEARNED.setdefault((str(e.get("endpoint")), str(e.get("model"))), {})
+            key = (str(e.get("endpoint")), str(e.get("model")), str(e.get("revision") or ""))
+            mine = _LEARNED.setdefault(key, {})
             for f, got in (e.get("learned") or {}).items():
                 if f in Capability.__dataclass_fields__ and isinstance(got, dict):
                     mine.setdefault(f, (got.get("value"), str(got.get("why"))))
@@ -319,7 +322,7 @@ PROBE_TIMEOUT_S = 2.0
 OLLAMA_DEFAULT_CTX = 4096  # Ollama's documented default context (OLLAMA_CONTEXT_LENGTH)
 
 _WIN_LOCK = threading.Lock()
-_WINDOWS: dict[tuple[str, str], tuple[int | None, str]] = {}  # (endpoint, model) → (tokens, how)
+_WINDOWS: dict[tuple[str, str, str], tuple[int | None, str]] = {}  # _key → (tokens, how)
 
 
 def _root(base_url: str) -> str:
@@ -390,7 +393,7 @@ def window_of(cfg: ModelConfig) -> tuple[int | None, str]:
         return cfg.context_window, "configured"
     if not cfg.base_url or known_for(cfg.model) is not None:
         return None, "hosted model: not asked"
-    key = (cfg.endpoint, cfg.model)
+    key = _key(cfg)
     with _WIN_LOCK:
         if key in _WINDOWS:
             return _WINDOWS[key]
@@ -408,14 +411,14 @@ def remember_window(cfg: ModelConfig, tokens: int, how: str) -> None:
             states its ``n_ctx``).
     """
     with _WIN_LOCK:
-        _WINDOWS[(cfg.endpoint, cfg.model)] = (tokens, how)
+        _WINDOWS[_key(cfg)] = (tokens, how)
 
 
-def known_windows() -> dict[tuple[str, str], tuple[int | None, str]]:
+def known_windows() -> dict[tuple[str, str, str], tuple[int | None, str]]:
     """What this process knows of context windows.
 
     Returns:
-        ``{(endpoint, model): (tokens or None, how)}``.
+        ``{(endpoint, model, revision): (tokens or None, how)}``.
     """
     with _WIN_LOCK:
         return dict(_WINDOWS)

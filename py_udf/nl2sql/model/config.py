@@ -31,7 +31,8 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
         plpy,
         "SELECT name, base_url, model, api_key_env, temperature, timeout_s, max_tokens, dialect, "
         "price_in_per_mtok::float8 AS price_in, price_out_per_mtok::float8 AS price_out, "
-        "cap_parameter, send_temperature, send_n, reasoning_effort, context_window "
+        "cap_parameter, send_temperature, send_n, reasoning_effort, context_window, "
+        "xmin::text AS revision "
         "FROM nl2sql.model WHERE enabled ORDER BY position, name",
     )
     if not rows:
@@ -61,6 +62,7 @@ def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:
             context_window=r["context_window"],
             reasoning_max_tokens=st.llm_reasoning_max_tokens,
             max_output_tokens=st.llm_max_output_tokens,
+            revision=r["revision"],
         )
         for r in rows
     ]
