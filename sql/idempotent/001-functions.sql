@@ -235,6 +235,10 @@ BEGIN
         RAISE EXCEPTION 'nl2sql.add_model: prices must be >= 0 (US dollars per million tokens) or null'
             USING HINT = 'e.g. price_in_per_mtok => 2.50, price_out_per_mtok => 10';
     END IF;
+    IF add_model.base_url ~ '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@' THEN
+        RAISE EXCEPTION 'nl2sql.add_model: base_url must not carry credentials (user:password@host): every role can read nl2sql.model'
+            USING HINT = 'put the key in the PostgreSQL server''s environment and pass its name with api_key_env; the URL without user:password@';
+    END IF;
     IF add_model.max_tokens IS NOT NULL AND add_model.max_completion_tokens IS NOT NULL THEN
         RAISE EXCEPTION 'nl2sql.add_model: give max_tokens or max_completion_tokens, not both'
             USING HINT = 'max_tokens: the output cap, sent under the parameter name the endpoint takes; max_completion_tokens: the cap, always sent under that name';

@@ -3,8 +3,10 @@ every error text stored, raised or returned (docs/internals/core.md "Redaction")
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+from urllib.parse import urlsplit
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,6 +31,8 @@ _PATTERNS = (
         r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|(?:client[_-])?secret)(\s*[=:]\s*)"
         r"[\"']?[A-Za-z0-9._~+/=\-*]{8,}[\"']?"
     ),
+    # credentials in a URL: scheme://user:password@host
+    re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]*@"),
 )
 
 
@@ -38,6 +42,8 @@ def _sub(m: re.Match) -> str:
         return MASK
     if m.re is _PATTERNS[1]:
         return f"{m.group(1)} {MASK}"
+    if m.re is _PATTERNS[3]:
+        return f"{m.group(1)}{MASK}@"
     return f"{m.group(1)}{m.group(2)}{MASK}"
 
 
@@ -105,19 +111,42 @@ def env_secrets(names: Iterable[str | None]) -> list[str]:
     return out
 
 
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials a URL carries, in the forms an endpoint may echo them.
+
+    Args:
+        url: a ``base_url`` (None: none).
+
+    Returns:
+        ``[password, "user:password", its base64 (HTTP Basic)]`` when the URL has a password,
+        else ``[]``.
+    """
+    try:
+        parts = urlsplit(url or "")
+        user, password = parts.username or "", parts.password
+    except ValueError:
+        return []
+    if not password:
+        return []
+    pair = f"{user}:{password}"
+    return [password, pair, base64.b64encode(pair.encode()).decode("ascii")]
+
+
 def configured_secrets(plpy) -> list[str]:
-    """The API keys of every model of ``nl2sql.model``, read from the server's environment.
+    """The API keys of every model of ``nl2sql.model``, read from the server's environment, and
+    the credentials a ``base_url`` of an earlier release may carry (``url_secrets``).
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
 
     Returns:
-        The keys' values; empty when none is set or the model table cannot be read.
+        The secrets' values; empty when none is set or the model table cannot be read.
     """
     try:
-        rows = spi.query(
-            plpy, "SELECT DISTINCT api_key_env FROM nl2sql.model WHERE api_key_env IS NOT NULL"
-        )
+        rows = spi.query(plpy, "SELECT DISTINCT api_key_env, base_url FROM nl2sql.model")
     except Exception:  # noqa: BLE001 - redaction must never be why a call fails
         return []
-    return env_secrets(r["api_key_env"] for r in rows)
+    out = env_secrets(r["api_key_env"] for r in rows)
+    for r in rows:
+        out += [s for s in url_secrets(r["base_url"]) if s not in out]
+    return out

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 from ..core.errors import ConfigError, EmbedderUnavailable, GateError
-from ..core.redaction import env_secrets, redact
+from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
 from ..embedding import client as embed_client
 from . import capability, tokens
@@ -143,7 +143,7 @@ def _relayed(
     try:
         got = embed_client.relay_chat(payload, timeout_s)
     except EmbedderUnavailable as e:
-        secrets = env_secrets([cfg.api_key_env])
+        secrets = env_secrets([cfg.api_key_env]) + url_secrets(cfg.base_url)
         return LLMReply(
             model=cfg.name,
             text=None,
@@ -152,7 +152,7 @@ def _relayed(
         )
     if got is None:
         return None
-    secrets = env_secrets([cfg.api_key_env])  # the process redacted too; so does the backend
+    secrets = env_secrets([cfg.api_key_env]) + url_secrets(cfg.base_url)  # the process redacted too; so does the backend
     err = got.get("error")
     return LLMReply(
         model=cfg.name,

@@ -13,7 +13,7 @@ import httpx2
 import openai
 
 from ..core.errors import ModelError
-from ..core.redaction import env_secrets, redact
+from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
 from . import _exchange
 
@@ -175,7 +175,8 @@ def call_here(
         with ``request`` (what was sent), ``learned`` and ``reasoning_tokens``.
     """
     t0 = time.perf_counter()
-    secrets = env_secrets([cfg.api_key_env])  # masked before truncation, so never cut in half
+    # masked before truncation, so never cut in half
+    secrets = env_secrets([cfg.api_key_env]) + url_secrets(cfg.base_url)
     deadline = _Deadline(timeout_s)
     client = None
     ex = _exchange.Exchange(cfg, messages, max(1, int(n)), temperature)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from ..core.redaction import redact
+from ..core.redaction import redact, url_secrets
 from ..core.types import ModelConfig
 
 __all__ = ["Reach", "list_models", "probe_all"]
@@ -54,7 +54,7 @@ def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
 
     def done(outcome: str, detail: str, code: int | None = None) -> Reach:
         ms = (time.perf_counter() - t0) * 1000
-        return Reach(cfg.name, None, outcome, redact(detail, [key])[:300], code, ms)
+        return Reach(cfg.name, None, outcome, redact(detail, [key, *url_secrets(cfg.base_url)])[:300], code, ms)
 
     try:
         listed = client.models.list()

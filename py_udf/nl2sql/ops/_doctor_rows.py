@@ -296,6 +296,25 @@ def model_rows(env: str | None, reach: Reach, place: str) -> list[Row]:
     return [key, (check, FAIL, reach.detail, fixes.get(reach.outcome, ""))]
 
 
+def url_credentials_row(name: str) -> Row:
+    """A model whose ``base_url`` carries a password (added before ``add_model`` refused it).
+
+    Args:
+        name: the model's name.
+
+    Returns:
+        A ``fail`` row: every role can read ``nl2sql.model``.
+    """
+    return (
+        f"model {name} base_url",
+        FAIL,
+        "base_url carries credentials (user:password@host), readable by every role in "
+        "nl2sql.model (masked in every message nl2sql shows)",
+        f"SELECT nl2sql.add_model('{name}', …, base_url => the URL without user:password@, "
+        "api_key_env => 'A_VARIABLE_OF_THE_SERVER')",
+    )
+
+
 def request_row(name: str, cap: Capability, window: tuple[int | None, str]) -> Row:
     """What nl2sql sends a model and why (``capability.decide``), as one row.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import __version__
 from ..core import spi
 from ..core.errors import ConfigError, EmbeddingError
-from ..core.redaction import configured_secrets, redact
+from ..core.redaction import configured_secrets, redact, url_secrets
 from ..core.settings import get_settings
 from ..embedding import client as embed_client
 from ..embedding import encode
@@ -190,6 +190,8 @@ def _models(plpy) -> list[rows.Row]:
     out = []
     for m, reach in zip(models, reaches):
         out += rows.model_rows(m.api_key_env, reach, place)
+        if url_secrets(m.base_url):  # added before add_model refused them
+            out.append(rows.url_credentials_row(m.name))
         window = capability.window_of(m) if reach.outcome == "ok" else (None, "not asked")
         out.append(rows.request_row(m.name, capability.decide(m), window))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nl2sql.core.redaction import MASK, env_secrets, redact, redact_obj
+from nl2sql.core.redaction import MASK, env_secrets, redact, redact_obj, url_secrets
 from nl2sql.core.types import ModelConfig
 from nl2sql.model import llm as llm_mod
 from nl2sql.model.gate import open_gate
@@ -96,3 +96,19 @@ def test_a_401_echoing_the_key_gives_a_redacted_model_error(monkeypatch):
         server.stop()
     assert reply.text is None and "HTTP 401" in reply.error
     assert KEY not in reply.error and MASK in reply.error
+
+
+URL_CREDENTIALS = [
+    ("cannot reach http://alice:s3cr3tpass@10.0.0.5/v1 (refused)", "s3cr3tpass"),
+    ("GET https://bob:hunter2@api.example/v1/models: 404", "hunter2"),
+    ("HTTP 401: bad credentials Basic YWxpY2U6czNjcjN0cGFzcw== for alice", "YWxpY2U6czNjcjN0cGFzcw=="),
+]
+
+
+@pytest.mark.parametrize("text,secret", URL_CREDENTIALS)
+def test_credentials_in_a_url_and_their_echoes_are_masked(text, secret):
+    secrets = url_secrets("http://alice:s3cr3tpass@10.0.0.5/v1")
+    assert secrets[2] == "YWxpY2U6czNjcjN0cGFzcw=="  # HTTP Basic's form of alice:s3cr3tpass
+    out = redact(text, secrets)
+    assert secret not in out and "[REDACTED]" in out
+    assert url_secrets("http://10.0.0.5/v1") == [] and url_secrets(None) == []
