@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 import os
 import re
-from urllib.parse import urlsplit
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import spi
 

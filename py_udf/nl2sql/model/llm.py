@@ -152,7 +152,9 @@ def _relayed(
         )
     if got is None:
         return None
-    secrets = env_secrets([cfg.api_key_env]) + url_secrets(cfg.base_url)  # the process redacted too; so does the backend
+    secrets = env_secrets([cfg.api_key_env]) + url_secrets(
+        cfg.base_url
+    )  # the process redacted too; so does the backend
     err = got.get("error")
     return LLMReply(
         model=cfg.name,

@@ -54,7 +54,14 @@ def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
 
     def done(outcome: str, detail: str, code: int | None = None) -> Reach:
         ms = (time.perf_counter() - t0) * 1000
-        return Reach(cfg.name, None, outcome, redact(detail, [key, *url_secrets(cfg.base_url)])[:300], code, ms)
+        return Reach(
+            cfg.name,
+            None,
+            outcome,
+            redact(detail, [key, *url_secrets(cfg.base_url)])[:300],
+            code,
+            ms,
+        )
 
     try:
         listed = client.models.list()

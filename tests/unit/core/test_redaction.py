@@ -101,7 +101,10 @@ def test_a_401_echoing_the_key_gives_a_redacted_model_error(monkeypatch):
 URL_CREDENTIALS = [
     ("cannot reach http://alice:s3cr3tpass@10.0.0.5/v1 (refused)", "s3cr3tpass"),
     ("GET https://bob:hunter2@api.example/v1/models: 404", "hunter2"),
-    ("HTTP 401: bad credentials Basic YWxpY2U6czNjcjN0cGFzcw== for alice", "YWxpY2U6czNjcjN0cGFzcw=="),
+    (
+        "HTTP 401: bad credentials Basic YWxpY2U6czNjcjN0cGFzcw== for alice",
+        "YWxpY2U6czNjcjN0cGFzcw==",
+    ),
 ]
 
 
