@@ -122,3 +122,23 @@ def test_add_model_keeps_the_providers_words(db):
         "context_window FROM nl2sql.model WHERE name = 'x'"
     ).fetchone()
     assert row == (9000, "max_completion_tokens", "low", False, False, 128000)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": -5, "completion_tokens": -1, "total_tokens": -6},
+        {"prompt_tokens": 10**20, "completion_tokens": 10**20, "total_tokens": 2 * 10**20},
+        {"prompt_tokens": "many", "completion_tokens": None},
+    ],
+)
+def test_an_endpoints_broken_usage_never_fails_a_question(db, llm, usage):
+    db.execute(
+        "SELECT nl2sql.add_model('m1', 'm1', base_url => %s, timeout_s => 10)", (llm.base_url,)
+    )
+    llm.add_rule(Rule(model="m1", response=SQL, usage=usage))
+    assert db.execute("SELECT nl2sql(%s)", (Q,)).fetchone()[0]
+    t = db.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+    reply = t["presql"]["reply"]
+    assert reply["tokens_source"] != "endpoint" and 0 < reply["prompt_tokens"] < 10**6
+    assert any("not sane" in x for x in reply["learned"])  # flagged in the trace

@@ -438,7 +438,9 @@ def _completion(body: dict, reply: Reply, n: int, profile: Profile | None = None
         if reply.usage:
             out["usage"] = usage
         return out
-    if reply.usage:
+    if isinstance(reply.usage, dict):
+        out["usage"] = reply.usage
+    elif reply.usage:
         prompt_tokens, completion_tokens = count_usage(messages, reply.content, n)
         out["usage"] = {
             "prompt_tokens": prompt_tokens,

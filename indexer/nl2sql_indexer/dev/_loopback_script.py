@@ -143,7 +143,9 @@ class Rule:
     hang: bool = False
     times: int | None = None
     trickle_s: float = 0.0
-    usage: bool = True  # False: the answer carries no ``usage`` (as some endpoints send)
+    # False: the answer carries no ``usage`` (as some endpoints send); a dict: that ``usage``,
+    # as sent whatever it holds (an endpoint's broken bookkeeping: negative, huge, text counts)
+    usage: bool | dict = True
 
 
 _RULE_FIELDS = {f.name for f in fields(Rule)}
@@ -183,8 +185,8 @@ def rule_from_dict(d: Any) -> Rule:
         raise ValueError("rule.trickle_s must be a non-negative number")
     if not isinstance(rule.hang, bool):
         raise ValueError("rule.hang must be a boolean")
-    if not isinstance(rule.usage, bool):
-        raise ValueError("rule.usage must be a boolean")
+    if not isinstance(rule.usage, (bool, dict)):
+        raise ValueError("rule.usage must be a boolean or a usage object")
     if rule.times is not None and (
         isinstance(rule.times, bool) or not isinstance(rule.times, int) or rule.times < 0
     ):
