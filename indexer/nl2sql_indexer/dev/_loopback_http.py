@@ -13,6 +13,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from nl2sql_indexer.dev._loopback_profiles import (
     Profile,
@@ -206,7 +207,12 @@ class ChatHandler(BaseHTTPRequestHandler):
         elif path == "/_requests":
             self._send_json(200, owner.requests)
         elif path == "/props":
+            # ?model=NAME as llama-server's router mode takes it: that model's props only
+            asked = parse_qs(urlsplit(self.path).query).get("model", [None])[0]
             served = owner.profiled("llamacpp")
+            if asked is not None:
+                mine = owner.profile_of(asked)
+                served = (asked, mine[1]) if mine and mine[1].context == "llamacpp" else None
             if served is None:
                 self._send_error(404, "no model has the llamacpp profile on this loopback server")
             else:

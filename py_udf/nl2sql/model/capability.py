@@ -361,7 +361,8 @@ def _ask(cfg: ModelConfig) -> tuple[int | None, str]:
     root = _root(cfg.base_url or "")
     try:
         with httpx2.Client(timeout=PROBE_TIMEOUT_S) as http:
-            r = http.get(f"{root}/props")
+            # ?model=: llama-server's router mode answers for that model (one model: ignored)
+            r = http.get(f"{root}/props", params={"model": cfg.model})
             if r.status_code == 200 and isinstance(r.json(), dict):
                 n = _from_props(r.json())
                 if n:
