@@ -94,6 +94,18 @@ def asked(gemma_db, llama_server):
     return [_ask(gemma_db, llama_server, q) for q, _gold in DEMO_QUESTIONS]
 
 
+def _refusals(found) -> list[str]:
+    """Every text of a trace (or error message) that shows a refusal by the server or a call
+    cut off, each cut at 300 characters."""
+    if isinstance(found, str):
+        return [found[:300]] if any(r in found for r in REFUSED) else []
+    if isinstance(found, dict):
+        found = list(found.values())
+    if isinstance(found, list):
+        return [t for v in found for t in _refusals(v)]
+    return []
+
+
 def _model_replies(trace: dict) -> list[dict]:
     """Every model call a trace records: PreSQL and FinSQL replies, repair calls (these have
     tokens only: a failed repair call is in its candidate's ``repairs``)."""
@@ -131,9 +143,7 @@ def test_every_question_ends_in_an_answer_a_clear_error_or_an_abstention(asked):
 
 def test_no_model_call_is_refused_by_the_server_or_cut_off(asked):
     for a in asked:
-        text = a["raised"] or json.dumps(a["trace"])
-        found = [r for r in REFUSED if r in text]
-        assert not found, (a["question"], found)
+        assert _refusals(a["raised"] or a["trace"]) == [], a["question"]
         if a["trace"] is not None:
             replies = _model_replies(a["trace"])
             assert replies, a["question"]
@@ -177,8 +187,7 @@ def test_samples_beyond_what_the_server_allows_in_one_request_are_all_made_and_c
         gemma_db.execute("SELECT nl2sql.set_setting('repair_rounds', '1')")
     trace = a["trace"]
     assert trace is not None, a["raised"]
-    text = json.dumps(trace)
-    assert not [r for r in REFUSED if r in text]
+    assert _refusals(trace) == []
     finsql = [c for c in trace["candidates"] if c["source"].startswith("finsql:")]
     for name, _t in MODELS:
         mine = [c for c in finsql if c["model"] == name]
@@ -243,8 +252,7 @@ def test_a_schema_wider_than_the_window_is_fitted_to_it_not_refused(wide_db, lla
     a = _ask(wide_db, llama_server, DEMO_QUESTIONS[0][0])
     trace = a["trace"]
     assert trace is not None, a["raised"]
-    found = [r for r in REFUSED if r in json.dumps(trace)]
-    assert not found, found
+    assert _refusals(trace) == []
     pre = trace["presql"]["reply"]
     assert pre["error"] is None
     # the prompt left room in the slot for the reply
