@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the test suite with the venv the server's PL/Python imports from. Needs scripts/install.sh
 # to have run once. Other arguments go to pytest.
-#   bash scripts/test.sh          every test: tests/db, tests/unit and tests/upgrade (db and upgrade
-#                                 start and remove their own PostgreSQL cluster)
+#   bash scripts/test.sh          every test: tests/db, tests/llamacpp, tests/unit and tests/upgrade
+#                                 (db, llamacpp and upgrade start and remove their own PostgreSQL
+#                                 cluster; llamacpp its llama-server: scripts/llama_server.sh first)
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
 #   bash scripts/test.sh tests/db/test_x.py   only the tests named (a path under tests/)
 #   bash scripts/test.sh --distro trixie [--fresh]   the demo and every test on Debian 13 with its
@@ -27,6 +28,18 @@ for a in "$@"; do
   case "$a" in tests/*) where= ;; esac  # tests named: only those
 done
 cd "$ROOT"
+# the llama.cpp suite (tests/llamacpp) needs llama-server and its model: built and fetched once
+# (scripts/llama_server.sh; cached), when run as root and the suite is among the tests run;
+# NL2SQL_LLAMACPP=off leaves it out (its tests then skip)
+llamacpp=0
+[ "$where" = tests ] && llamacpp=1
+for a in ${args[@]+"${args[@]}"}; do
+  case "$a" in tests | tests/ | tests/llamacpp*) llamacpp=1 ;; esac
+done
+if [ "$llamacpp" = 1 ] && [ "$(id -u)" = 0 ] && [ "${NL2SQL_LLAMACPP:-}" != off ]; then
+  bash "$ROOT/scripts/llama_server.sh" \
+    || echo "test.sh: scripts/llama_server.sh failed: the llama.cpp suite fails under CI=true, skips otherwise" >&2
+fi
 "$NL2SQL_VENV/bin/python" -m pytest ${where:+"$where"} ${args[@]+"${args[@]}"}
 rc=$?
 if [ "$rc" -eq 5 ]; then
