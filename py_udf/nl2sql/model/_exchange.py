@@ -79,9 +79,7 @@ class Exchange:
         choice: samples go as separate requests unless ``add_model`` says otherwise."""
         if self.n > 1 and self.cap.source.get("send_n") != "configured":
             self.window = capability.window_of(self.cfg)
-            if self.window[1].startswith("llama.cpp") and self.cap.send_n:
-                self.cap.send_n = False
-                self.cap.source["send_n"] = "server: llama.cpp counts one choice of n in usage"
+            capability.server_facts(self.cap, self.window[1])
 
     # -- the call -----------------------------------------------------------------------
     def run(self, client, timeout_s: float, t0: float) -> LLMReply:

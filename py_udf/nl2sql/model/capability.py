@@ -25,6 +25,7 @@ __all__ = [
     "known_windows",
     "remember_window",
     "request_args",
+    "server_facts",
     "window_of",
 ]
 
@@ -176,6 +177,19 @@ def _configured(cfg: ModelConfig, cap: Capability) -> None:
         cap.source["reasoning_effort"] = "configured"
     for f in ("cap_parameter", "max_output", "send_temperature", "send_n", "reasoning_effort"):
         cap.source.setdefault(f, "default")
+
+
+def server_facts(cap: Capability, how: str) -> None:
+    """Apply what the kind of server (``window_of``'s ``how``) says: a llama.cpp server takes
+    ``n`` only up to its slots and its ``usage`` then counts one choice, so its samples go as
+    separate requests unless ``add_model`` says otherwise.
+
+    Args:
+        cap: the capability, changed in place; how: where the window came from.
+    """
+    if how.startswith("llama.cpp") and cap.send_n and cap.source.get("send_n") != "configured":
+        cap.send_n = False
+        cap.source["send_n"] = "server: llama.cpp counts one choice of n in usage"
 
 
 def request_args(cap: Capability, n: int, temperature: float | None) -> dict:

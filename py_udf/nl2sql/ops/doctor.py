@@ -193,7 +193,9 @@ def _models(plpy) -> list[rows.Row]:
         if url_secrets(m.base_url):  # added before add_model refused them
             out.append(rows.url_credentials_row(m.name))
         window = capability.window_of(m) if reach.outcome == "ok" else (None, "not asked")
-        out.append(rows.request_row(m.name, capability.decide(m), window))
+        cap = capability.decide(m)
+        capability.server_facts(cap, window[1])
+        out.append(rows.request_row(m.name, cap, window))
     return out
 
 
