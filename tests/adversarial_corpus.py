@@ -318,3 +318,39 @@ LITERAL_FORMS: list[tuple[str, str, str, str | None]] = [
     ("json_key", "secret_code::jsonb ->> 'LITMARK-JKEY' IS NULL", "LITMARK-JKEY", "JSONPathKey"),
     ("like_escape", "secret_code LIKE E'LITMARK-LK%' ESCAPE '!'", "LITMARK-LK", "ByteString"),
 ]
+
+# Queries whose planning runs a user function (issue 31 §1): EXPLAIN folds IMMUTABLE functions of
+# constants and evaluates STABLE ones compared with a column for its selectivity estimate, so
+# explain_sql and the plan-cost check run them while "only planning". Each: (id, SQL, what the
+# function does: "sleep" for 10 s, "lock" a session-level advisory lock, "write" a row or a
+# sequence). Planning is guarded as execution: the time limit, read-only, rolled back, locks
+# released. Objects: tests/db/test_safety.py EXTRA_SQL.
+PLANNER_RUNS: list[tuple[str, str, str]] = [
+    (
+        "sleep_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_sleep(10)",
+        "sleep",
+    ),
+    ("sleep_immutable_select", "SELECT nl2sql_plan_sleep_imm(10) AS x FROM singer", "sleep"),
+    (
+        "sleep_immutable_where",
+        "SELECT name FROM singer WHERE age > nl2sql_plan_sleep_imm(10)",
+        "sleep",
+    ),
+    (
+        "lock_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_adv_stable(9201)",
+        "lock",
+    ),
+    ("lock_immutable_select", "SELECT nl2sql_plan_lock_imm(9202) AS k FROM singer", "lock"),
+    (
+        "write_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_write(1)",
+        "write",
+    ),
+    (
+        "sequence_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_seq(1)",
+        "write",
+    ),
+]
