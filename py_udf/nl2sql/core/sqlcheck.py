@@ -1,5 +1,6 @@
 """Candidate SQL: parsing (sqlglot), the read-only shape check (the first line of defence only;
-``generation.execute`` runs candidates read-only), table extraction, transpiling."""
+``generation.execute`` runs candidates read-only), table extraction, transpiling, constants of
+every form (docs/internals/core.md "Candidate SQL")."""
 
 from __future__ import annotations
 
