@@ -270,3 +270,87 @@ VALUE_LEAKS: list[tuple[str, str, str]] = [
     ("rows_json", "SELECT json_agg(secret_code) FROM venue", "rows"),
     ("rows_memo", "SELECT memo_id, memo_text FROM memo", "rows"),
 ]
+
+# Every way PostgreSQL spells a constant, compared with the opted-out column ``venue.secret_code``
+# (issue 31 §4): whatever the form, a model is shown ``'value'``/0 or nothing of the query, never
+# the marker. Each entry: (id, a WHERE condition of ``SELECT venue_name FROM venue``, the marker
+# that must not be shown (compared case-insensitively), the sqlglot node the postgres dialect
+# makes of the constant, or None where sqlglot does not parse it (the text is withheld whole)).
+LITERAL_FORMS: list[tuple[str, str, str, str | None]] = [
+    ("plain", "secret_code = 'LITMARK-PLAIN'", "LITMARK-PLAIN", "Literal"),
+    ("plain_quote", "secret_code = 'LITMARK-''PQ'", "LITMARK-", "Literal"),
+    ("escape", "secret_code = E'LITMARK-ESC'", "LITMARK-ESC", "ByteString"),
+    ("escape_lower", "secret_code = e'LITMARK-ESCL'", "LITMARK-ESCL", "ByteString"),
+    ("escape_quote", "secret_code = E'LITMARK-\\'EQ'", "LITMARK-", "ByteString"),
+    ("escape_hex", "secret_code = E'\\x4cITMARK-EHEX'", "ITMARK-EHEX", "ByteString"),
+    ("escape_octal", "secret_code = E'\\114ITMARK-EOCT'", "ITMARK-EOCT", "ByteString"),
+    ("unicode", "secret_code = U&'LITMARK-UNI'", "LITMARK-UNI", "UnicodeString"),
+    ("unicode_escape", "secret_code = U&'\\004cITMARK-UESC'", "ITMARK-UESC", "UnicodeString"),
+    (
+        "unicode_uescape",
+        "secret_code = U&'!004cITMARK-UBANG' UESCAPE '!'",
+        "ITMARK-UBANG",
+        "UnicodeString",
+    ),
+    ("dollar", "secret_code = $$LITMARK-DOLLAR$$", "LITMARK-DOLLAR", "RawString"),
+    ("dollar_tag", "secret_code = $q$LITMARK-TAG$q$", "LITMARK-TAG", "RawString"),
+    ("dollar_tag_quote", "secret_code = $q$it's LITMARK-DQ$q$", "LITMARK-DQ", "RawString"),
+    ("dollar_nested", "secret_code = $a$LITMARK-$$N$$-DN$a$", "LITMARK-", "RawString"),
+    ("national", "secret_code = N'LITMARK-NAT'", "LITMARK-NAT", "National"),
+    ("bit", "secret_code::varbit = B'1011100111000111'", "1011100111000111", "BitString"),
+    ("hex", "secret_code::varbit = X'C0FFEE31'", "C0FFEE31", "HexString"),
+    ("continued", "secret_code = 'LITMARK-C1'\n'LITMARK-C2'", "LITMARK-C", "Literal"),
+    ("escape_continued", "secret_code = E'LITMARK-EC1'\n'LITMARK-EC2'", "LITMARK-EC", None),
+    ("typed", "secret_code = text 'LITMARK-TYPED'", "LITMARK-TYPED", "Literal"),
+    (
+        "in_list",
+        "secret_code IN (E'LITMARK-IN1', $$LITMARK-IN2$$, U&'LITMARK-IN3')",
+        "LITMARK-IN",
+        "ByteString",
+    ),
+    # sqlglot moves the words after the number into the interval's unit, outside the literal
+    (
+        "interval_unit",
+        "secret_code::interval > INTERVAL '5 LITMARKWORD'",
+        "LITMARKWORD",
+        "Interval",
+    ),
+    ("json_key", "secret_code::jsonb ->> 'LITMARK-JKEY' IS NULL", "LITMARK-JKEY", "JSONPathKey"),
+    ("like_escape", "secret_code LIKE E'LITMARK-LK%' ESCAPE '!'", "LITMARK-LK", "ByteString"),
+]
+
+# Queries whose planning runs a user function (issue 31 §1): EXPLAIN folds IMMUTABLE functions of
+# constants and evaluates STABLE ones compared with a column for its selectivity estimate, so
+# explain_sql and the plan-cost check run them while "only planning". Each: (id, SQL, what the
+# function does: "sleep" for 10 s, "lock" a session-level advisory lock, "write" a row or a
+# sequence). Planning is guarded as execution: the time limit, read-only, rolled back, locks
+# released. Objects: tests/db/test_safety.py EXTRA_SQL.
+PLANNER_RUNS: list[tuple[str, str, str]] = [
+    (
+        "sleep_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_sleep(10)",
+        "sleep",
+    ),
+    ("sleep_immutable_select", "SELECT nl2sql_plan_sleep_imm(10) AS x FROM singer", "sleep"),
+    (
+        "sleep_immutable_where",
+        "SELECT name FROM singer WHERE age > nl2sql_plan_sleep_imm(10)",
+        "sleep",
+    ),
+    (
+        "lock_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_adv_stable(9201)",
+        "lock",
+    ),
+    ("lock_immutable_select", "SELECT nl2sql_plan_lock_imm(9202) AS k FROM singer", "lock"),
+    (
+        "write_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_write(1)",
+        "write",
+    ),
+    (
+        "sequence_stable_where",
+        "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_seq(1)",
+        "write",
+    ),
+]

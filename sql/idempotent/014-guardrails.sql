@@ -1,9 +1,11 @@
 -- Guardrails a DBA sets (docs/guardrails.md): the plan-cost limit's EXPLAIN, per-role quotas
 -- and the usage view.
 
--- The planner's estimate of a candidate, before it runs (generation/execute.py plan_estimate):
+-- The planner's estimate of a candidate, before it runs (generation/execute.py plan_checked;
+-- explain_sql plans through it too; the planner runs stable and immutable functions, so the
+-- caller guards it as a run: watchdog, advisory locks released):
 -- EXPLAIN (FORMAT JSON) as the caller, read-only, over the caller's search_path, in the
--- subtransaction the caller rolls back (as nl2sql._run_candidate). Nothing is executed.
+-- subtransaction the caller rolls back (as nl2sql._run_candidate). The query is not executed.
 CREATE OR REPLACE FUNCTION nl2sql._explain_candidate(candidate text, caller_search_path text)
 RETURNS text LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE

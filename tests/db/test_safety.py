@@ -17,9 +17,16 @@ import time
 import psycopg
 import pytest
 
-from adversarial_corpus import CORPUS, FUNCTION_REFUSAL, ORDINARY, VALUE_LEAKS
+from adversarial_corpus import (
+    CORPUS,
+    FUNCTION_REFUSAL,
+    LITERAL_FORMS,
+    ORDINARY,
+    PLANNER_RUNS,
+    VALUE_LEAKS,
+)
 from conftest import TEST_API_KEY, TEST_KEY_ENV, add_models, cancel_while_model_hangs
-from nl2sql.core.sqlcheck import parse_one
+from nl2sql.core.sqlcheck import constant_values, parse_one
 from nl2sql.generation.db_checks import (
     function_names,
 )
@@ -79,6 +86,18 @@ CREATE FUNCTION nl2sql_adv_volatile_op(a int, b int) RETURNS boolean LANGUAGE pl
 CREATE OPERATOR ### (LEFTARG = int, RIGHTARG = int, FUNCTION = nl2sql_adv_volatile_op);
 CREATE FUNCTION nl2sql_adv_row_volatile(s singer) RETURNS int LANGUAGE plpgsql AS
     'BEGIN PERFORM pg_advisory_lock(9105); RETURN 1; END';
+-- functions the planner runs while it estimates (issue 31 §1): IMMUTABLE ones of constants are
+-- folded, STABLE ones compared with a column are evaluated for the selectivity estimate
+CREATE FUNCTION nl2sql_plan_sleep(s float8) RETURNS int LANGUAGE plpgsql STABLE AS
+    'BEGIN PERFORM pg_sleep(s); RETURN 1; END';
+CREATE FUNCTION nl2sql_plan_sleep_imm(s float8) RETURNS int LANGUAGE plpgsql IMMUTABLE AS
+    'BEGIN PERFORM pg_sleep(s); RETURN 1; END';
+CREATE FUNCTION nl2sql_plan_lock_imm(k int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS
+    'BEGIN PERFORM pg_advisory_lock(k); RETURN k; END';
+CREATE FUNCTION nl2sql_plan_seq(k int) RETURNS int LANGUAGE plpgsql STABLE AS
+    'BEGIN RETURN k + nextval(''adv_seq'')::int * 0; END';
+CREATE FUNCTION nl2sql_plan_write(k int) RETURNS int LANGUAGE plpgsql STABLE AS
+    'BEGIN RETURN k + adv_writer() * 0; END';
 DO $$BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ROLE}') THEN
         CREATE ROLE {ROLE} LOGIN;
@@ -883,6 +902,136 @@ def test_the_lock_backstop_reason_names_each_key(sdb, llm):
 
 
 # --------------------------------------------------------------------------------------------
+# functions the planner runs (issue 31 §1): planning is bounded and checked as execution is
+# --------------------------------------------------------------------------------------------
+
+PLAN_LIMIT_MS = 1000
+PLANNER_WHY = {
+    "sleep": "took longer than candidate_timeout_ms (1000 ms)",
+    "lock": "took a session-level advisory lock",
+    "write": "read-only transaction",
+}
+
+
+@pytest.mark.parametrize("user", ["postgres", ROLE])
+@pytest.mark.parametrize("cid,sql,kind", PLANNER_RUNS, ids=[c[0] for c in PLANNER_RUNS])
+def test_explain_sql_plans_under_the_time_limit_read_only_and_leaves_no_lock(
+    cluster, sdb, llm, cid, sql, kind, user
+):
+    """``nl2sql.explain_sql`` never runs the query, but PostgreSQL's planner runs the functions
+    it estimates with: a sleeping one is cancelled at candidate_timeout_ms, one that takes an
+    advisory lock is refused with the lock released (the caller's own stays), one that writes a
+    row or a sequence is refused by the read-only subtransaction; no model is asked."""
+    sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', %s)", (str(PLAN_LIMIT_MS),))
+    add_models(sdb, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains=EXPLAIN_SQL_ASK, response="It counts."))
+    before = checksums(sdb)
+    with cluster.connect(SAFE_DB, user=user) as conn:
+        conn.execute("SET statement_timeout = '20s'")
+        conn.execute("SELECT pg_advisory_lock(4243)")
+        mine = conn.execute(ADV_LOCKS_SQL).fetchall()
+        t0 = time.monotonic()
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("SELECT nl2sql.explain_sql(%s)", (sql,))
+        took = time.monotonic() - t0
+        assert conn.execute(ADV_LOCKS_SQL).fetchall() == mine
+    msg = str(err.value)
+    assert "nl2sql.explain_sql: refused" in msg, msg
+    # the ordinary role may not write venue nor use adv_seq: refused either way
+    assert PLANNER_WHY[kind] in msg or (user == ROLE and "permission denied" in msg), msg
+    assert took < PLAN_LIMIT_MS / 1000 + 2.0, took
+    assert llm.requests == []
+    assert checksums(sdb) == before
+
+
+@pytest.mark.parametrize("cid,sql,kind", PLANNER_RUNS, ids=[c[0] for c in PLANNER_RUNS])
+def test_the_plan_cost_check_plans_under_the_time_limit_read_only_and_leaves_no_lock(
+    sdb, llm, cid, sql, kind
+):
+    """The plan-cost check (max_plan_cost on) plans each candidate before it runs: under the
+    candidate's time limit (planning and running share it), read-only and rolled back, inside
+    the lock safeguard: the candidate times out or is refused naming the planning, the others
+    still answer, no lock or write is left."""
+    sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', %s)", (str(PLAN_LIMIT_MS),))
+    sdb.execute("SELECT nl2sql.set_setting('max_plan_cost', '1e12')")
+    add_models(sdb, llm, ["adv", "good"])
+    llm.add_rule(Rule(model="adv", response=sql))
+    llm.add_rule(Rule(model="good", response=GOOD))
+    sdb.execute("SELECT pg_advisory_unlock_all()")
+    sdb.execute("SELECT pg_advisory_lock(4243)")
+    mine = sdb.execute(ADV_LOCKS_SQL).fetchall()
+    before = checksums(sdb)
+    try:
+        t0 = time.monotonic()
+        trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        took = time.monotonic() - t0
+        assert sdb.execute(ADV_LOCKS_SQL).fetchall() == mine
+        assert checksums(sdb) == before
+        adv = [c for c in trace["candidates"] if c["sql"].strip().lower() != GOOD.lower()]
+        assert adv, trace["candidates"]
+        for c in adv:
+            if kind == "sleep":
+                assert c["status"] == "timeout" and "while planning" in c["reason"], c
+                assert c["exec_ms"] < PLAN_LIMIT_MS + 500, c
+            elif kind == "lock":
+                assert c["status"] == "refused", c
+                assert "lock while PostgreSQL planned it" in c["reason"], c["reason"]
+            else:
+                assert c["status"] == "error" and "read-only transaction" in c["reason"], c
+        assert trace["sql"].strip().lower() == GOOD.lower(), trace.get("error")
+        assert took < 2 * PLAN_LIMIT_MS / 1000 + 4.0, took
+    finally:
+        sdb.execute("SELECT nl2sql.reset_setting('max_plan_cost')")
+        sdb.execute("SELECT pg_advisory_unlock_all()")
+
+
+@pytest.mark.parametrize("call", ["explain_sql", "nl2sql"])
+def test_cancel_stops_planning_within_a_second(cluster, sdb, llm, call):
+    """pg_cancel_backend while the planner runs a sleeping function (the time limit is 60 s):
+    the call ends with QueryCanceled within a second, never as a refusal or a timed-out
+    candidate, and the backend answers the next query."""
+    import threading
+
+    sdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '60000')")
+    sleeper = "SELECT count(*) FROM singer WHERE singer_id = nl2sql_plan_sleep(60)"
+    add_models(sdb, llm, ["plan_sleeper"])
+    llm.add_rule(Rule(model="plan_sleeper", contains=EXPLAIN_SQL_ASK, response="It counts."))
+    llm.set_default(sleeper)
+    with cluster.connect(SAFE_DB, user=ROLE) as other:
+        pid = other.info.backend_pid
+        out: dict = {}
+
+        def ask():
+            try:
+                if call == "explain_sql":
+                    other.execute("SELECT nl2sql.explain_sql(%s)", (sleeper,))
+                else:
+                    other.execute("SELECT nl2sql(%s)", (Q,))
+            except psycopg.Error as e:
+                out["error"] = e
+            out["done"] = time.monotonic()
+
+        th = threading.Thread(target=ask)
+        th.start()
+        deadline = time.monotonic() + 30
+        while (
+            time.monotonic() < deadline
+            and not sdb.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'", (pid,)
+            ).fetchone()
+        ):
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        sdb.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        th.join(10)
+        took = out.get("done", float("inf")) - t0
+        assert isinstance(out.get("error"), psycopg.errors.QueryCanceled), out
+        assert took < 1.5, took
+        assert other.execute("SELECT 1").fetchone()[0] == 1
+    assert not any(EXPLAIN_SQL_ASK in r["messages"][-1]["content"] for r in llm.requests)
+
+
+# --------------------------------------------------------------------------------------------
 # result size (max_result_bytes)
 # --------------------------------------------------------------------------------------------
 
@@ -1504,6 +1653,107 @@ def test_explain_sql_refuses_a_relation_the_role_may_not_read(sdb, analyst_conn,
     # the superuser may read them: explained
     assert sdb.execute("SELECT nl2sql.explain_sql(%s)", ("SELECT private_phone FROM contact",))
     assert "CREATE TABLE contact" in llm.requests[0]["messages"][-1]["content"]
+
+
+# --- every spelling of a constant, on every path that shows SQL to a model (issue 31 §4) -----
+
+FORM_IDS = [f[0] for f in LITERAL_FORMS]
+# the forms PostgreSQL runs against a text column (a cast of 'OPTOUT-CODE-77' to varbit, jsonb or
+# interval fails at run time) and sqlglot parses: the paths that run the SQL use these
+RUNNABLE_FORMS = [
+    f for f in LITERAL_FORMS if f[3] is not None and not f[1].startswith("secret_code::")
+]
+
+
+def _marked(mark: str, text: str) -> bool:
+    return mark.lower() in text.lower()
+
+
+@pytest.mark.parametrize("cid, where, mark, node", LITERAL_FORMS, ids=FORM_IDS)
+def test_explain_sql_sends_no_withheld_constant_of_any_form(
+    sdb, analyst_conn, llm, cid, where, mark, node
+):
+    """Issue 31 §4: ``E'…'`` reached the model through explain_sql. Every form, as the ordinary
+    role and as the superuser: explained with the constant replaced, or refused before any
+    model call (a form sqlglot does not parse, a constant PostgreSQL refuses to plan)."""
+    add_models(sdb, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains=EXPLAIN_SQL_ASK, response="It lists venues."))
+    sql = f"SELECT venue_name FROM venue WHERE {where}"
+    for conn in (analyst_conn, sdb):
+        n0 = len(llm.requests)
+        try:
+            said = conn.execute("SELECT nl2sql.explain_sql(%s)", (sql,)).fetchone()[0]
+        except psycopg.Error as e:
+            assert "nl2sql.explain_sql: refused" in str(e), str(e)
+            assert node is None or cid in ("interval_unit", "json_key"), (cid, str(e))
+            assert len(llm.requests) == n0
+            continue
+        assert said == "It lists venues."
+        new = llm.requests[n0:]
+        assert len(new) == 1 and not _marked(mark, json.dumps(new)), new[0]["messages"][-1]
+        assert "'value'" in new[0]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "cid, where, mark, node", RUNNABLE_FORMS, ids=[f[0] for f in RUNNABLE_FORMS]
+)
+def test_no_path_shows_a_withheld_constant_of_any_form(sdb, llm, cid, where, mark, node):
+    """One form per run, through every path that shows SQL or a question beside it to a model:
+    a local example and a verified query (PreSQL, FinSQL: SQL and question), a business term's
+    expression, a failing candidate's repair round, an earlier turn of a conversation, and
+    narrate after a verified query answered. The marker reaches no request body."""
+    said = constant_values(parse_one(f"SELECT 1 FROM venue WHERE {where}"))[0]
+    ok = f"SELECT venue_name FROM venue WHERE ({where}) OR venue_id = 1"
+    failing = f"SELECT venue_name::int AS n FROM venue WHERE ({where}) OR venue_id = 1"
+    key = f"forms-{cid}"
+    ex = sdb.execute(
+        "SELECT nl2sql.add_example(%s, %s)", (f"Which venue has the entry code {said}?", ok)
+    ).fetchone()[0]
+    vid = sdb.execute(
+        "SELECT nl2sql.add_verified_query(%s, %s)",
+        (f"Which hall holds pass {said} or is the first one?", ok),
+    ).fetchone()[0]
+    term = sdb.execute(
+        "SELECT nl2sql.add_term(%s, %s, %s)", ("reserved entry code", "the reserved code", where)
+    ).fetchone()[0]
+    try:
+        add_models(sdb, llm, ["m1", "m2"])
+        llm.add_rule(Rule(model="m1", contains=NARRATE_ASK, response="Main Hall."))
+        llm.add_rule(Rule(model="m1", response=failing))
+        llm.add_rule(Rule(model="m2", response=ok))
+        sdb.execute("SELECT nl2sql.forget_conversation(%s)", (key,))
+        q = "Which venue has the reserved entry code?"
+        trace = sdb.execute("SELECT nl2sql.explain(%s, conversation => %s)", (q, key))
+        trace = trace.fetchone()[0]
+        assert trace["vote"]["method"] != "verified_query", trace["vote"]
+        assert trace["sql"] and _marked(mark, trace["sql"])  # the role's own answer keeps it
+        follow = sdb.execute(
+            "SELECT nl2sql.explain(%s, conversation => %s)", ("And how many are there?", key)
+        ).fetchone()[0]
+        assert (
+            sdb.execute(
+                "SELECT nl2sql.narrate(%s)", (f"Which hall holds pass {said} or is the first one?",)
+            ).fetchone()[0]
+            == "Main Hall."
+        )
+        asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+        every = "\n".join(asked)
+        assert any("Repair round 1" in p for p in asked), "no repair round"
+        assert "Earlier question" in every and "reserved entry code" in every
+        assert any(NARRATE_ASK in p for p in asked)
+        held = trace["values_withheld"]["held"]
+        assert held["presql"]["examples masked"] >= 1, held
+        assert held["presql"]["literals of expressions"] >= 1, held
+        assert follow["values_withheld"]["held"]["presql"].get("turns masked", 0) >= 1
+        assert not _marked(mark, json.dumps(llm.requests)), [p for p in asked if _marked(mark, p)][
+            :1
+        ]
+        assert "'value'" in every
+    finally:
+        sdb.execute("SELECT nl2sql.forget_conversation(%s)", (key,))
+        sdb.execute("DELETE FROM nl2sql.example WHERE id = %s", (ex,))
+        sdb.execute("DELETE FROM nl2sql.verified_query WHERE id = %s", (vid,))
+        sdb.execute("DELETE FROM nl2sql.term WHERE id = %s", (term,))
 
 
 # --------------------------------------------------------------------------------------------

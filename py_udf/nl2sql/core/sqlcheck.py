@@ -1,5 +1,6 @@
 """Candidate SQL: parsing (sqlglot), the read-only shape check (the first line of defence only;
-``generation.execute`` runs candidates read-only), table extraction, transpiling."""
+``generation.execute`` runs candidates read-only), table extraction, transpiling, constants of
+every form (docs/internals/core.md "Candidate SQL")."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.tokens import TokenType
 
 from .errors import CandidateRefused
 from .names import resolve
@@ -66,6 +69,68 @@ _FORBIDDEN_FUNCTIONS = {
     "query_to_xml",
     "pg_logical_emit_message",
 }
+
+
+STRING_FORMS: tuple[type[exp.Expression], ...] = (
+    exp.ByteString,  # E'…' (escapes decoded)
+    exp.UnicodeString,  # U&'…' [UESCAPE '…'] (escapes kept)
+    exp.RawString,  # $$…$$, $tag$…$tag$
+    exp.BitString,  # B'…', 0b…
+    exp.HexString,  # X'…', 0x…
+    exp.National,  # N'…'
+)
+"""The nodes sqlglot's postgres dialect makes of PostgreSQL's string constants other than
+``'…'`` (``exp.Literal``, as are numbers): every one is a value (docs/safety.md)."""
+
+
+def literal_value(node: exp.Expression) -> str:
+    """The text a constant stands for: a ``U&'…'`` string's escapes decoded (``\\0041``,
+    ``\\+000041``, its ``UESCAPE`` character), any other as sqlglot read it.
+
+    Args:
+        node: an ``exp.Literal`` or a node of ``STRING_FORMS``.
+
+    Returns:
+        The value's text (the escaped text itself when an escape is malformed).
+    """
+    text = str(node.this)
+    if not isinstance(node, exp.UnicodeString):
+        return text
+    esc = node.args.get("escape")
+    esc = str(esc.this) if isinstance(esc, exp.Expression) else "\\"
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != esc or not esc:
+            out.append(text[i])
+            i += 1
+            continue
+        if text.startswith(esc, i + 1):
+            out.append(esc)
+            i += 2
+            continue
+        wide = text.startswith("+", i + 1)
+        start = i + 1 + wide
+        digits = text[start : start + (6 if wide else 4)]
+        try:
+            out.append(chr(int(digits, 16)))
+        except ValueError:
+            return text
+        i = start + len(digits)
+    return "".join(out)
+
+
+def constant_values(tree: exp.Expression) -> list[str]:
+    """The text of every constant of a parsed query, any form (``literal_value``), JSON keys
+    (``c ->> 'key'``) included: what a question asking for it may name.
+
+    Args:
+        tree: the parsed query (not changed).
+
+    Returns:
+        The non-empty texts, in tree order.
+    """
+    nodes = tree.find_all(exp.Literal, exp.JSONPathKey, *STRING_FORMS)
+    return [v for v in (literal_value(n) for n in nodes) if v]
 
 
 MAX_PARSE_NESTING = 1000
@@ -285,3 +350,59 @@ def transpile(sql: str, read: str) -> str:
     if read == "sqlite":
         tree = _quoted_strings_to_literals(tree)
     return tree.sql(dialect=DIALECT)
+
+
+# the token types of constants: '…', E'…', U&'…', $$…$$, $tag$…$tag$, B'…', X'…', N'…', numbers
+_CONSTANTS = frozenset(
+    t for t in TokenType if t.name in ("STRING", "NUMBER") or t.name.endswith("_STRING")
+)
+_PLACEHOLDERS = {(TokenType.STRING, "value"), (TokenType.NUMBER, "0")}
+
+
+def without_constants(tree: exp.Expression, text: str) -> exp.Expression | None:
+    """A query (or expression) as it may be shown while values are withheld: every constant of
+    every form replaced, checked by tokenizing the result again (docs/safety.md).
+
+    Args:
+        tree: the parsed text (not changed: it may be ``parse_shared``'s shared tree).
+        text: the text ``tree`` was parsed from.
+
+    Returns:
+        A copy of ``tree`` without comments whose constants are ``'value'`` (strings of every
+        form) or 0 (numbers); None when its PostgreSQL text, tokenized again, still holds another
+        constant, a comment, or a word of ``text``'s constants outside a constant (a form sqlglot
+        reads as something else): the caller then withholds the text whole.
+    """
+    out = tree.copy()
+    for node in out.walk():
+        node.comments = None
+    out = out.transform(_blank, copy=False)
+    try:
+        before = Postgres().tokenize(text)
+        after = Postgres().tokenize(out.sql(dialect=DIALECT))
+    except (SqlglotError, RecursionError, ValueError):
+        return None
+    words = {w for t in before if t.token_type in _CONSTANTS for w in t.text.lower().split()}
+    words -= {t.text.lower() for t in before if t.token_type not in _CONSTANTS}
+    for t in after:
+        if t.comments or (
+            (t.token_type, t.text) not in _PLACEHOLDERS
+            if t.token_type in _CONSTANTS
+            else t.text.lower() in words
+        ):
+            return None
+    return out
+
+
+def _blank(node: exp.Expression) -> exp.Expression:
+    """A constant of any form as ``'value'`` or 0 (an interval without its unit, a JSON path
+    operand as one key ``'value'``); any other node as is."""
+    if isinstance(node, exp.Literal):
+        return exp.Literal.string("value") if node.is_string else exp.Literal.number(0)
+    if isinstance(node, STRING_FORMS):
+        return exp.Literal.string("value")
+    if isinstance(node, exp.Interval):  # INTERVAL '5 days': sqlglot moves "days" to the unit
+        return exp.Interval(this=exp.Literal.string("value"))
+    if isinstance(node, exp.JSONPath):  # c ->> 'key' keeps the key outside exp.Literal
+        return exp.JSONPath(expressions=[exp.JSONPathRoot(), exp.JSONPathKey(this="value")])
+    return node

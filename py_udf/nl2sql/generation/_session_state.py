@@ -80,16 +80,19 @@ def release_new(plpy, before: frozenset[Lock]) -> list[str]:
     return [describe(lk) for lk in new]
 
 
-def refusal(taken: list[str]) -> str:
+def refusal(taken: list[str], planning: bool = False) -> str:
     """The reason a candidate that left advisory locks is refused with.
 
     Args:
         taken: ``release_new``'s result (not empty).
+        planning: the locks were taken while PostgreSQL planned it (a function the planner
+            evaluated), before it ran.
 
     Returns:
         The reason for the trace.
     """
+    when = " while PostgreSQL planned it" if planning else ""
     return (
-        "took a session-level advisory lock that outlives the rolled-back candidate "
+        f"took a session-level advisory lock{when} that outlives the rolled-back candidate "
         f"(released: {', '.join(taken)}); see docs/safety.md"
     )

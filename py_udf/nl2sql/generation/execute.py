@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core import spi
 from ..core.errors import CandidateRefused, ResultTooLarge
@@ -132,10 +132,25 @@ class PlanLimits:
         return self.max_cost > 0 or self.max_rows > 0
 
 
-def plan_estimate(plpy, sql: str, search_path: str, timeout_ms: int) -> tuple[float, float]:
-    """The planner's estimate of a checked query, before it runs: ``EXPLAIN (FORMAT JSON)`` as
-    the caller, read-only, in a subtransaction rolled back (``nl2sql._explain_candidate``),
-    under the watchdog. Source: pgai's text-to-SQL (cost check with EXPLAIN before running).
+@dataclass
+class Planned:
+    """What planning a checked query came to (``plan_checked``)."""
+
+    ms: float  # wall-clock milliseconds
+    cost: float | None = None  # the plan root's Total Cost; None when it did not plan
+    rows: float | None = None  # the plan root's Plan Rows
+    timed_out: bool = False  # the watchdog cancelled it at the time limit
+    error: str | None = None  # PostgreSQL's first line when it does not plan
+    locks: list[str] = field(default_factory=list)  # advisory locks it left (released)
+
+
+def plan_checked(plpy, sql: str, search_path: str, timeout_ms: int) -> Planned:
+    """The planner's estimate of a checked query, guarded as its execution is: ``EXPLAIN
+    (FORMAT JSON)`` as the caller over the caller's search_path, read-only, in a subtransaction
+    rolled back (``nl2sql._explain_candidate``), under the watchdog, with the advisory locks
+    taken meanwhile released. The planner evaluates stable and immutable functions of constants
+    while it estimates, so planning runs user functions (docs/safety.md "Planning").
+    Source: pgai's text-to-SQL (cost check with EXPLAIN before running).
 
     Args:
         sql: the query; it must have passed the check.
@@ -143,29 +158,52 @@ def plan_estimate(plpy, sql: str, search_path: str, timeout_ms: int) -> tuple[fl
         timeout_ms: wall-clock limit for the planning, in milliseconds.
 
     Returns:
-        ``(total cost, rows)``: the plan root's ``Total Cost`` (planner units) and ``Plan Rows``.
+        ``Planned``: the estimate, or ``timed_out``, or PostgreSQL's ``error``; ``locks`` names
+        every advisory lock the planning left (each released as often as it was held).
 
     Raises:
-        plpy.SPIError: the query does not plan (its error, as execution would raise it), or a
-            cancel (the time limit or the user's).
+        plpy.SPIError: the user's own cancel (or the caller's statement_timeout), re-raised.
     """
+    before = session_state.advisory_locks(plpy)
+    t0 = time.perf_counter()
+    try:
+        plan, err, fired = _explained(plpy, sql, search_path, timeout_ms)
+    finally:
+        taken = session_state.release_new(plpy, before)
+    out = Planned(round((time.perf_counter() - t0) * 1000, 3), locks=taken)
+    if err is not None and is_cancel(err) and not fired:
+        raise err
+    if err is not None:
+        out.timed_out = fired and is_cancel(err)
+        out.error = None if out.timed_out else str(err).splitlines()[0][:500]
+        return out
+    root = json.loads(plan)[0]["Plan"]
+    out.cost, out.rows = float(root["Total Cost"]), float(root["Plan Rows"])
+    return out
+
+
+def _explained(plpy, sql: str, search_path: str, timeout_ms: int):
+    """``nl2sql._explain_candidate`` under the watchdog: (plan JSON or None, the error or None,
+    whether the watchdog fired)."""
     dog = Watchdog(os.getpid(), timeout_ms)
-    plan = None
+    plan, err = None, None
     try:
         with plpy.subtransaction():
             plan = spi.query(plpy, _EXPLAIN_SQL, [sql, search_path], ("text", "text"))[0]["plan"]
             raise _Rollback()
     except _Rollback:
         pass
+    except plpy.SPIError as e:
+        err = e
     finally:
-        if dog.stop():
+        fired = dog.stop()
+        if fired:  # the signal may still be pending: let it land on a throwaway statement
             try:
                 with plpy.subtransaction():
                     spi.cancel_point(plpy)
             except plpy.SPIError:
                 pass
-    root = json.loads(plan)[0]["Plan"]
-    return float(root["Total Cost"]), float(root["Plan Rows"])
+    return plan, err, fired
 
 
 def plan_refusal(cost: float, rows: float, limits: PlanLimits) -> str | None:
@@ -274,42 +312,46 @@ def run_candidate(
     Raises:
         plpy.SPIError: the user's own cancel before the time limit (re-raised, never swallowed).
     """
-    if (
-        limits is not None
-        and limits.on
-        and _over_plan_limits(plpy, cand, search_path, timeout_ms, limits)
-    ):
-        return cand
+    left = timeout_ms
+    if limits is not None and limits.on:
+        planned = plan_checked(plpy, cand.sql, search_path, timeout_ms)
+        if _plan_decides(cand, planned, limits, timeout_ms):
+            return cand
+        left = max(1, timeout_ms - int(planned.ms))  # planning and running share the limit
     before = session_state.advisory_locks(plpy)
     try:
-        _run_and_record(plpy, cand, search_path, timeout_ms, max_rows, ordered, max_bytes)
+        _run_and_record(plpy, cand, search_path, left, max_rows, ordered, max_bytes)
     finally:
         taken = session_state.release_new(plpy, before)
+    if cand.status == Status.TIMEOUT and left != timeout_ms:
+        cand.reason = f"cancelled after {timeout_ms} ms time limit (planning and running)"
     if taken:
         cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
         cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
     return cand
 
 
-def _over_plan_limits(
-    plpy, cand: Candidate, search_path: str, timeout_ms: int, limits: PlanLimits
-) -> bool:
-    """Estimate ``cand``'s plan into ``plan_cost``/``plan_rows``; True (``cand`` refused, not
-    run) when over ``limits``. A query that does not plan is left to execution (the same error
-    there); the user's cancel is re-raised."""
-    t0 = time.perf_counter()
-    try:
-        cand.plan_cost, cand.plan_rows = plan_estimate(plpy, cand.sql, search_path, timeout_ms)
-    except plpy.SPIError as err:
-        if is_cancel(err) and (time.perf_counter() - t0) * 1000 < timeout_ms * 0.9:
-            raise
+def _plan_decides(cand: Candidate, planned: Planned, limits: PlanLimits, timeout_ms: int) -> bool:
+    """Record ``planned`` on ``cand`` (``plan_cost``/``plan_rows``); True (``cand`` refused or
+    timed out, not run) when planning left a lock, ran out of time or is over ``limits``. A
+    query that does not plan is left to execution (the same error there)."""
+    cand.plan_cost, cand.plan_rows = planned.cost, planned.rows
+    if planned.locks:
+        cand.status, cand.reason = Status.REFUSED, session_state.refusal(planned.locks, True)
+    elif planned.timed_out:
+        cand.status = Status.TIMEOUT
+        cand.reason = (
+            f"cancelled after {timeout_ms} ms time limit while planning (the planner evaluates "
+            "stable and immutable functions of constants)"
+        )
+    elif planned.cost is None or planned.rows is None:
         return False
-    why = plan_refusal(cand.plan_cost, cand.plan_rows, limits)
-    if why is None:
+    elif (why := plan_refusal(planned.cost, planned.rows, limits)) is not None:
+        cand.status, cand.reason = Status.REFUSED, why
+    else:
         return False
-    cand.status, cand.reason = Status.REFUSED, why
     cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
-    cand.exec_ms = round((time.perf_counter() - t0) * 1000, 3)
+    cand.exec_ms = planned.ms
     return True
 
 

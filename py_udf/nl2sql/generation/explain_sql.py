@@ -17,8 +17,10 @@ from ..model import prompts, quota
 from ..model.config import get_models
 from ..model.gate import Gate
 from ..model.llm import call_models, pick_model
+from . import _session_state as session_state
 from ._statement_kinds import TOO_MANY, write_kinds
 from .db_checks import check_candidate_in_db, relation_targets, statement_remaining_s
+from .execute import plan_checked
 
 SYSTEM_MESSAGE = (
     "You explain a PostgreSQL query to a person who does not read SQL: in two to five plain "
@@ -44,7 +46,9 @@ class Checked:
     gate: Gate
 
 
-def check_query(plpy, sql: str | None, search_path: str, send_values: bool) -> Checked:
+def check_query(
+    plpy, sql: str | None, search_path: str, send_values: bool, timeout_ms: int
+) -> Checked:
     """Check that ``sql`` is one read-only query over relations the calling role may read.
 
     The checks of a candidate (``db_checks.check_candidate_in_db``: one statement, a query,
@@ -56,13 +60,16 @@ def check_query(plpy, sql: str | None, search_path: str, send_values: bool) -> C
         sql: the query text.
         search_path: the caller's search_path text (names resolve as the caller's).
         send_values: setting ``send_values`` (the gate's rule).
+        timeout_ms: the time limit of its planning (setting ``candidate_timeout_ms``).
 
     Returns:
         ``Checked``.
 
     Raises:
         CandidateRefused: empty, too long, not one read-only query, or reading a relation that
-            is not indexed or that the role may not SELECT (the message names why).
+            is not indexed or that the role may not SELECT, or its planning failed, ran out of
+            time or took an advisory lock (the message names why).
+        plpy.SPIError: the user's cancel while it was planned.
         NotIndexedError: no table the role may SELECT is indexed.
     """
     text = (sql or "").strip()
@@ -88,47 +95,43 @@ def check_query(plpy, sql: str | None, search_path: str, send_values: bool) -> C
             f"nl2sql.explain_sql: refused: only a single read-only query over indexed relations "
             f"the calling role may SELECT is explained; this one: {e}"
         ) from None
-    planned(plpy, to_sql(tree), search_path)
+    planned(plpy, to_sql(tree), search_path, timeout_ms)
     read = {f"{s}.{t}".lower() for s, t in relation_targets(tree, schema)}
     names = {t.name for t in schema.tables if f"{t.schema}.{t.table}".lower() in read}
     shown = schema.subset(names)
     return Checked(to_sql(without_comments(tree)), shown, Gate(shown, send_values))
 
 
-class _Rollback(Exception):
-    """Raised inside the subtransaction of ``planned`` to roll it back."""
-
-
-def planned(plpy, sql: str, search_path: str) -> None:
-    """Have PostgreSQL plan the query as the caller (``EXPLAIN``, never run): every privilege
-    it needs, column privileges included, and every name resolve as they would if the caller
-    ran it; a subtransaction rolled back keeps nothing (the search_path set for it included).
+def planned(plpy, sql: str, search_path: str, timeout_ms: int) -> None:
+    """Have PostgreSQL plan the query as the caller (``EXPLAIN``, never run) under the guards of
+    a candidate's execution (``execute.plan_checked``: read-only, rolled back, the time limit,
+    advisory locks released): every privilege it needs, column privileges included, and every
+    name resolve as they would if the caller ran it; the planner runs the stable and immutable
+    functions of constants it estimates with, so planning is bounded and checked as running is.
 
     Args:
         sql: the checked query (``check_candidate_in_db`` passed).
         search_path: the caller's search_path text.
+        timeout_ms: the time limit, in milliseconds.
 
     Raises:
-        CandidateRefused: PostgreSQL refused to plan it (its message: permission denied for
-            table t, column c does not exist, ...).
+        CandidateRefused: planning took an advisory lock, ran out of time, or PostgreSQL refused
+            to plan it (its message: permission denied for table t, column c does not exist, ...).
+        plpy.SPIError: the user's cancel.
     """
-    try:
-        with plpy.subtransaction():
-            spi.query(
-                plpy,
-                "SELECT pg_catalog.set_config('search_path', $1, true)",
-                [search_path],
-                ["text"],
-            )
-            spi.run(plpy, "EXPLAIN (COSTS OFF) " + sql)
-            raise _Rollback()
-    except _Rollback:
+    p = plan_checked(plpy, sql, search_path, timeout_ms)
+    if p.locks:
+        why = "planning it " + session_state.refusal(p.locks)
+    elif p.timed_out:
+        why = (
+            f"planning it took longer than candidate_timeout_ms ({timeout_ms} ms): the planner "
+            "evaluates the stable and immutable functions of constants it estimates with"
+        )
+    elif p.error is not None:
+        why = f"PostgreSQL does not plan it as the calling role: {p.error[:300]}"
+    else:
         return
-    except plpy.SPIError as e:
-        raise CandidateRefused(
-            f"nl2sql.explain_sql: refused: PostgreSQL does not plan it as the calling role: "
-            f"{str(e).splitlines()[0][:300]}"
-        ) from None
+    raise CandidateRefused(f"nl2sql.explain_sql: refused: {why}")
 
 
 def without_comments(tree: exp.Expression) -> exp.Expression:
@@ -185,7 +188,7 @@ def explain(plpy, st: Settings, sql: str | None, search_path: str) -> str:
         ModelError: the model failed or answered nothing.
         QuotaExceeded: the role is over its quota (nothing sent).
     """
-    checked = check_query(plpy, sql, search_path, st.send_values)
+    checked = check_query(plpy, sql, search_path, st.send_values, st.candidate_timeout_ms)
     model = pick_model(get_models(plpy, st), "narrate_model", st.narrate_model)
     msgs = checked.gate.seal(STAGE, explain_prompt(checked), SYSTEM_MESSAGE)
     taken = quota.take(plpy, quota.QUESTION)  # a question of the role's quota, with its tokens

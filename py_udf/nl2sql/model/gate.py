@@ -15,8 +15,10 @@ from sqlglot.tokens import Tokenizer
 
 from ..core.errors import CandidateRefused, GateError
 from ..core.names import resolve
-from ..core.sqlcheck import parse_shared
+from ..core.sqlcheck import constant_values, parse_shared, without_constants
 from ..core.types import Example, Schema
+from ..retrieval.example_pool import literal_phrases
+from ..retrieval.masking import mask_question
 from . import prompts
 from .prompts import ShownSQL
 
@@ -194,7 +196,7 @@ class Gate:
                 out.append(
                     replace(
                         e,
-                        question=e.masked_question or "(question withheld)",
+                        question=_masked_question(e),
                         sql=ShownSQL(_without_literals(e.sql)),
                     )
                 )
@@ -235,8 +237,9 @@ class Gate:
                 None shows it as masked.
 
         Returns:
-            ``sql`` unchanged when it reads no withheld column, else with string literals as
-            ``'value'`` and numbers as 0 (``SELECT ...`` when it does not parse); None for None.
+            ``sql`` unchanged when it reads no withheld column, else without comments and with
+            constants of every form as ``'value'`` or 0 (``SELECT ...`` when it does not parse or
+            the result, tokenized again, still holds one: fails closed); None for None.
         """
         if sql is None:
             return None
@@ -256,23 +259,24 @@ class Gate:
             text: the expression, or None.
 
         Returns:
-            The expression as it may be shown; ``(expression withheld)`` when it does not parse
-            and values are withheld; None for None.
+            The expression as it may be shown; ``(expression withheld)`` when values are withheld
+            and it does not parse or its constants cannot be replaced (as ``sql``); None for None.
         """
         if text is None or not self.withholding:
             return None if text is None else ShownSQL(text)
         try:
             tree = parse_shared(f"SELECT {text}")
+            names = set().union(*self._by_table.values()) if self._by_table else set()
+            if self.send_values and not {c.name.lower() for c in tree.find_all(exp.Column)} & names:
+                return ShownSQL(text)
+            shown = without_constants(tree, f"SELECT {text}")
         except (CandidateRefused, SqlglotError, RecursionError):
+            shown = None
+        if shown is None:
             self.note(stage, "expressions withheld")
             return ShownSQL("(expression withheld)")
-        names = set().union(*self._by_table.values()) if self._by_table else set()
-        reads = any(c.name.lower() in names for c in tree.find_all(exp.Column))
-        if self.send_values and not reads:
-            return ShownSQL(text)
         self.note(stage, "literals of expressions")
-        blanked = tree.transform(_blank)
-        return ShownSQL(", ".join(e.sql(dialect="postgres") for e in blanked.expressions))
+        return ShownSQL(", ".join(e.sql(dialect="postgres") for e in shown.expressions))
 
     def _must_mask(self, sql: str) -> bool:
         return self.withholding and self._reads_withheld_sql(sql)
@@ -286,25 +290,21 @@ class Gate:
             return True
         return self._tainted(tree)
 
-    def _tainted(self, tree: exp.Expression) -> bool:
-        """True when the query may read a withheld column (names, ``*``, whole rows)."""
-        rels = resolve(tree).relations
+    def _withheld_read(self, tree: exp.Expression) -> tuple[set[str], set[str]]:
+        """(withheld columns of the relations ``tree`` reads, those relations' aliases)."""
         cols: set[str] = set()
         aliases: set[str] = set()
-        for r in rels:
+        for r in resolve(tree).relations:
             w = self._withheld_in(r.key) or self._withheld_in(r.name)
             if w:
                 cols |= w
                 aliases.add(r.alias)
-        if not cols:
-            return False
-        for node in tree.find_all(exp.Column, exp.Star):
-            if isinstance(node, exp.Star) or isinstance(node.this, exp.Star):
-                return True
-            name = node.name.lower()
-            if name in cols or (not node.table and name in aliases):
-                return True
-        return False
+        return cols, aliases
+
+    def _tainted(self, tree: exp.Expression) -> bool:
+        """True when the query may read a withheld column (names, ``*``, whole rows)."""
+        cols, aliases = self._withheld_read(tree)
+        return bool(cols) and _reads(tree, cols, aliases)
 
     def _allowed_outputs(self, sql: str | None) -> list[bool] | None:
         """Per output column of ``sql``: may its values be sent? None: none may."""
@@ -321,26 +321,8 @@ class Gate:
             or any(not isinstance(s, exp.Table) for s in sources)
         ):
             return None  # lineage not plain: set operation, CTE, derived table, function
-        withheld = set()
-        aliases = set()
-        for r in resolve(tree).relations:
-            w = self._withheld_in(r.key) or self._withheld_in(r.name)
-            if w:
-                withheld |= w
-                aliases.add(r.alias)
-        out = []
-        for proj in tree.expressions:
-            ok = True
-            for node in proj.find_all(exp.Column, exp.Star):
-                if isinstance(node, exp.Star) or isinstance(node.this, exp.Star):
-                    ok = False
-                    break
-                name = node.name.lower()
-                if name in withheld or (not node.table and name in aliases):
-                    ok = False
-                    break
-            out.append(ok)
-        return out
+        withheld, aliases = self._withheld_read(tree)
+        return [not _reads(proj, withheld, aliases) for proj in tree.expressions]
 
     def rows(self, stage: str, sql: str | None, rows: list[str]) -> tuple[list[str], str | None]:
         """Keep from result rows only what may be sent (multiple-choice options).
@@ -445,6 +427,17 @@ class Gate:
         return Gated(stage, tuple(msgs), _SEAL)
 
 
+def _reads(tree: exp.Expression, cols: set[str], aliases: set[str]) -> bool:
+    """Whether ``tree`` names a column of ``cols``, ``*`` or a whole row of ``aliases``."""
+    for node in tree.find_all(exp.Column, exp.Star):
+        if isinstance(node, exp.Star) or isinstance(node.this, exp.Star):
+            return True
+        name = node.name.lower()
+        if name in cols or (not node.table and name in aliases):
+            return True
+    return False
+
+
 def _width(row: str) -> int | None:
     try:
         v = json.loads(row, object_pairs_hook=list)
@@ -463,21 +456,28 @@ def _sql_words(sql: str | None) -> frozenset[str]:
         return frozenset()
 
 
-def _without_literals(sql: str) -> str:
-    """``sql`` with every string literal replaced by ``'value'`` and every number by 0."""
+def _masked_question(e: Example) -> str:
+    """An example's masked question, withheld when it still holds a phrase of a constant of its
+    SQL (any form): a verified question is masked by indexed values only, and a row added
+    before every form counted by its plain literals only."""
+    masked = e.masked_question or ""
     try:
-        tree = parse_shared(sql)
+        tree = parse_shared(e.sql)
+    except (CandidateRefused, SqlglotError, RecursionError):
+        return "(question withheld)"
+    phrases = literal_phrases(constant_values(tree))
+    if not masked or mask_question(masked, (), phrases) != mask_question(masked):
+        return "(question withheld)"
+    return masked
+
+
+def _without_literals(sql: str) -> str:
+    """``sql`` as ``without_constants`` shows it, else ``SELECT ...`` (fails closed)."""
+    try:
+        tree = without_constants(parse_shared(sql), sql)
     except (CandidateRefused, SqlglotError, RecursionError):
         return "SELECT ..."
-
-    return tree.transform(_blank).sql(dialect="postgres")
-
-
-def _blank(node: exp.Expression) -> exp.Expression:
-    """A literal as ``'value'`` or 0; any other node as is."""
-    if isinstance(node, exp.Literal):
-        return exp.Literal.string("value") if node.is_string else exp.Literal.number(0)
-    return node
+    return "SELECT ..." if tree is None else tree.sql(dialect="postgres")
 
 
 def open_gate() -> Gate:

@@ -10,7 +10,7 @@ from importlib import resources
 from sqlglot import exp
 
 from ..core.errors import CandidateRefused, QuestionError
-from ..core.sqlcheck import parse_one, parse_shared, transpile
+from ..core.sqlcheck import STRING_FORMS, constant_values, parse_one, parse_shared, transpile
 from .masking import STOP_WORDS, mask_question, tokenize
 
 BUILTIN_SOURCE = "builtin"
@@ -38,7 +38,7 @@ def _sql_identifiers(sql: str) -> tuple[set[str], set[str]]:
     for c in tree.find_all(exp.Column):
         if c.name:
             names.add(c.name)
-    values = {lit.this for lit in tree.find_all(exp.Literal) if lit.this}
+    values = set(constant_values(tree))
     return names, values
 
 
@@ -62,7 +62,7 @@ def sql_skeleton(sql: str) -> str:
     # The replacements are collected first, then each changed list is set once: linear.
     changed: dict[tuple[int, str], tuple[exp.Expression, str, dict[int, exp.Expression]]] = {}
     for node in list(tree.walk()):
-        if isinstance(node, exp.Literal):
+        if isinstance(node, (exp.Literal, *STRING_FORMS)):
             new: exp.Expression = exp.Placeholder()
         elif isinstance(node, exp.Identifier):
             new = exp.to_identifier("_")

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import json
 
-from nl2sql.core.types import Column, Example, Schema, Table
+import pytest
+from sqlglot import exp
+
+from adversarial_corpus import LITERAL_FORMS
+from nl2sql.core import sqlcheck
+from nl2sql.core.errors import CandidateRefused
+from nl2sql.core.sqlcheck import constant_values, literal_value, parse_one, without_constants
+from nl2sql.core.types import Column, Example, Schema, Table, Turn
 from nl2sql.curated.narrate import NarrateRows, narrate_prompt
 from nl2sql.curated.verified import VerifiedRow, as_examples
 from nl2sql.model.gate import VERIFIED_DB, WITHHELD, Gate
+from nl2sql.retrieval.masking import mask_question
 
 MARK = "MARKER-5f3a"
 
@@ -210,3 +218,103 @@ def test_narrates_prompt_shows_the_chosen_sql_through_the_gate():
     open_sql = "SELECT venue_name FROM venue WHERE venue_name = 'Main Hall'"
     plain = narrate_prompt("Which venue?", open_sql, NarrateRows(g, [], None), False)
     assert open_sql in plain
+
+
+# --- every spelling of a constant (issue 31 §4) ------------------------------------------------
+
+FORM_IDS = [f[0] for f in LITERAL_FORMS]
+
+
+def _form_sql(where: str) -> str:
+    return f"SELECT venue_name FROM venue WHERE {where}"
+
+
+@pytest.mark.parametrize("cid, where, mark, node", LITERAL_FORMS, ids=FORM_IDS)
+def test_sqlglot_reads_each_literal_form_as_the_gate_expects(cid, where, mark, node):
+    """The node sqlglot's postgres dialect makes of each form is one the gate replaces, or the
+    text does not parse (then it is withheld whole): a sqlglot that reads a form otherwise
+    fails here first."""
+    if node is None:
+        with pytest.raises(CandidateRefused):
+            parse_one(_form_sql(where))
+        return
+    tree = parse_one(_form_sql(where))
+    assert node in {type(n).__name__ for n in tree.walk()}
+    assert without_constants(tree, _form_sql(where)) is not None
+
+
+@pytest.mark.parametrize("send_values", [True, False])
+@pytest.mark.parametrize("cid, where, mark, node", LITERAL_FORMS, ids=FORM_IDS)
+def test_every_literal_form_is_withheld_by_every_sql_path_of_the_gate(
+    cid, where, mark, node, send_values
+):
+    """``Gate.sql`` (narrate, repair, multiple choice, mining, explain_sql), ``Gate.turns``,
+    ``Gate.examples`` (this database's and verified queries: SQL and question) and
+    ``Gate.expression`` (terms, the semantic model): the marker of no form is shown, with a column
+    opted out and with ``send_values`` off."""
+    g = Gate(_schema(opt_out=send_values), send_values)
+    sql = _form_sql(where)
+    try:  # a verified question or an older row's masked question may hold the value itself
+        said = constant_values(parse_one(sql))[0]
+    except CandidateRefused:
+        said = mark
+    masked = mask_question(f"Which venue has code {said}?")  # digits masked, words kept
+    examples = [
+        Example(i, db, f"Which venue has code {said}?", sql, masked_question=masked)
+        for i, db in ((1, "local"), (2, VERIFIED_DB))
+    ]
+    shown = {
+        "sql": g.sql("narrate", sql),
+        "turn": g.turns("presql", (Turn(1, "Which venue?", sql),))[0].sql,
+        "expression": g.expression("presql", where),
+    }
+    for e in g.examples("finsql", examples):
+        shown[f"{e.db_id} example"] = e.sql
+        shown[f"{e.db_id} question"] = e.question
+        assert e.question == "(question withheld)" or said.isdigit(), e.question
+        assert e.question in ("(question withheld)", masked), e.question
+    for path, text in shown.items():
+        assert mark.lower() not in text.lower(), (path, text)
+    for path in ("sql", "turn", "local example", "verified example"):
+        assert "'value'" in shown[path] or (node is None and shown[path] == "SELECT ..."), shown
+    assert "'value'" in shown["expression"] or node is None, shown
+
+
+def test_a_constant_left_over_after_replacing_withholds_the_text_whole(monkeypatch):
+    """The check after the replacement: a form the replacement missed (sqlglot reading it as a
+    node of a kind the gate does not know), or words of a constant sqlglot moved out of it, fail
+    closed."""
+    g = Gate(_schema(), True)
+    keep = sqlcheck._blank
+    for skipped, where in [
+        (exp.ByteString, "secret_code = E'LEFTOVER-1'"),
+        (exp.RawString, "secret_code = $$LEFTOVER-2$$"),
+        (exp.Interval, "secret_code::interval > INTERVAL '5 LEFTOVER'"),
+        (exp.JSONPath, "secret_code::jsonb ->> 'LEFTOVER-3' IS NULL"),
+    ]:
+        monkeypatch.setattr(
+            sqlcheck, "_blank", lambda n, s=skipped: n if isinstance(n, s) else keep(n)
+        )
+        assert g.sql("narrate", _form_sql(where)) == "SELECT ...", where
+        assert g.expression("presql", where) == "(expression withheld)", where
+    monkeypatch.setattr(sqlcheck, "_blank", keep)
+    assert "'value'" in g.sql("narrate", _form_sql("secret_code = E'LEFTOVER-1'"))
+
+
+def test_comments_are_dropped_when_literals_are_replaced():
+    g = Gate(_schema(), True)
+    sql = "SELECT venue_name /* code 'CMT-1' */ FROM venue WHERE secret_code = 'x' -- CMT-2\n"
+    out = g.sql("narrate", sql)
+    assert "CMT" not in out and "'value'" in out
+    assert "CMT" not in g.expression("presql", "secret_code = 'x' /* CMT-3 */")
+
+
+def test_unicode_escapes_are_decoded_for_masking():
+    for sql, value in [
+        ("SELECT U&'d\\0061t\\+000061'", "data"),
+        ("SELECT U&'d!0061t!!' UESCAPE '!'", "dat!"),
+        ("SELECT U&'bad\\zz'", "bad\\zz"),  # malformed: the text as written
+        ("SELECT E'a\\'b'", "a'b"),
+        ("SELECT $q$x'y$q$", "x'y"),
+    ]:
+        assert literal_value(parse_one(sql).expressions[0]) == value, sql

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from adversarial_corpus import LITERAL_FORMS
 from nl2sql.core.errors import GateError
 from nl2sql.core.types import Column, Example, ModelConfig, Schema, Table, Turn
 from nl2sql.curated._log_statements import LoggedStatement, MinedCandidate
@@ -160,17 +161,15 @@ class _RawGate(Gate):
         return sql
 
 
-def _walk_prompts(gate: Gate) -> dict[str, str]:
-    """Every prompt the sealing places build, from SQL sources holding the marker."""
+def _walk_prompts(gate: Gate, where: str = f"secret_code = '{MARK}'") -> dict[str, str]:
+    """Every prompt the sealing places build, from SQL sources holding the marker (in the WHERE
+    condition ``where`` of a query of venue)."""
     schema = _schema()
-    ex = [Example(1, "local", f"Which venue has code {MARK}?", RAW, masked_question="[V]?")]
-    turns = (Turn(1, "Which venue?", RAW),)
+    raw = f"SELECT venue_name FROM venue WHERE {where}"
+    ex = [Example(1, "local", f"Which venue has code {MARK}?", raw, masked_question="[V]?")]
+    turns = (Turn(1, "Which venue?", raw),)
     terms = BusinessContext(
-        terms=[
-            TermUse(
-                1, "secret", "a venue's code", f"secret_code = '{MARK}'", 1.0, "named", "secret"
-            )
-        ]
+        terms=[TermUse(1, "secret", "a venue's code", where, 1.0, "named", "secret")]
     )
     model = ModelConfig("m", "m", "http://127.0.0.1:9/v1")
     fin = finsql_calls(
@@ -186,18 +185,18 @@ def _walk_prompts(gate: Gate) -> dict[str, str]:
         gate=gate,
     )
     out = {"finsql": fin[0].as_call(gate)[1].messages[-1]["content"]}
-    out["repair"] = repair_prompt("p", gate.sql("repair", RAW), "it failed", [], 1, 2)
+    out["repair"] = repair_prompt("p", gate.sql("repair", raw), "it failed", [], 1, 2)
     group = {
-        "sql": gate.sql("multiple_choice", RAW),
+        "sql": gate.sql("multiple_choice", raw),
         "confidence": 1.0,
         "row_count": 1,
         "result_hash": "h",
     }
     out["multiple_choice"] = multiple_choice_prompt("Q?", [group], "schema")
-    out["narrate"] = narrate_prompt("Q?", RAW, NarrateRows(gate, [], None), False)
-    mined = MinedCandidate(LoggedStatement(1, RAW, 3), "query", RAW, [], ["public.venue"])
+    out["narrate"] = narrate_prompt("Q?", raw, NarrateRows(gate, [], None), False)
+    mined = MinedCandidate(LoggedStatement(1, raw, 3), "query", raw, [], ["public.venue"])
     out["mining"] = question_prompt(gate, mined, schema)
-    out["explain_sql"] = explain_prompt(Checked(RAW, schema, gate))
+    out["explain_sql"] = explain_prompt(Checked(raw, schema, gate))
     return out
 
 
@@ -207,6 +206,17 @@ def test_each_sealed_prompt_holds_no_literal_of_a_withheld_column(send_values):
     for stage, text in prompts_of.items():
         assert MARK not in text, stage
         assert "secret_code" in text or stage == "multiple_choice", stage
+
+
+@pytest.mark.parametrize("send_values", [True, False])
+@pytest.mark.parametrize("cid, where, mark, node", LITERAL_FORMS, ids=[f[0] for f in LITERAL_FORMS])
+def test_no_sealed_prompt_holds_a_withheld_constant_of_any_form(
+    cid, where, mark, node, send_values
+):
+    """Issue 31 §4: the walk with the constant of every PostgreSQL form (``E'…'``, ``U&'…'``,
+    dollar quotes, ``B'…'``, ``X'…'``, ``N'…'``, …): no prompt of any path holds its marker."""
+    for stage, text in _walk_prompts(Gate(_schema(), send_values), where).items():
+        assert mark.lower() not in text.lower(), (stage, text)
 
 
 def test_the_walk_shows_the_marker_when_nothing_is_withheld():

@@ -17,6 +17,9 @@ import sqlglot
 from sqlglot import exp
 
 import nl2sql
+from adversarial_corpus import LITERAL_FORMS
+from nl2sql.core.errors import CandidateRefused
+from nl2sql.core.sqlcheck import constant_values, parse_one
 from nl2sql.retrieval.example_pool import make_entry, parse_benchmark_json, sql_skeleton
 from nl2sql_indexer.dev import demo_data
 
@@ -444,3 +447,23 @@ def test_benchmark_loader_reports_failures():
     )
     entries, failures = parse_benchmark_json(data)
     assert len(entries) == 1 and [f["index"] for f in failures] == [1, 2]
+
+
+@pytest.mark.parametrize("cid, where, mark, node", LITERAL_FORMS, ids=[f[0] for f in LITERAL_FORMS])
+def test_an_examples_masked_question_and_skeleton_hold_no_constant_of_any_form(
+    cid, where, mark, node
+):
+    """Issue 31 §4: the masked question (shown in place of the question when the example's SQL
+    reads a withheld column) masks the SQL's constants whatever their form; the skeleton holds
+    none of its string constants."""
+    sql = f"SELECT venue_name FROM venue WHERE {where}"
+    if node is None:
+        with pytest.raises(CandidateRefused):
+            make_entry("local", "Which venue?", sql)
+        return
+    said = constant_values(parse_one(sql))[0]
+    entry = make_entry("local", f"Which venue has the code {said}?", sql)
+    assert mark.lower() not in entry.masked_question.lower(), entry.masked_question
+    assert said.lower() not in entry.masked_question.lower() or said.isdigit()
+    if node not in ("JSONPathKey", "Interval"):  # kept as structure (no model sees a skeleton)
+        assert mark.lower() not in entry.sql_skeleton.lower(), entry.sql_skeleton
