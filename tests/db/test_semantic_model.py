@@ -314,6 +314,54 @@ def test_an_unsafe_expression_refuses_the_whole_import(sdb, kind, expr, says):
     assert sdb.execute("SELECT count(*) FROM sm_orders").fetchone()[0] == 3
 
 
+# "close the expression, then a statement": however the expression before it ends (a
+# parenthesis, a string, a comment), a statement refuses the whole import — with or without
+# the semicolon, whatever the statement (write, transaction control, query, DO)
+STATEMENT_SHAPES = [
+    ("dimension", "status); DROP TABLE sm_orders; --"),
+    ("metric", "SUM(amount)); DELETE FROM sm_orders; --"),
+    ("filter", "status = 'open'); UPDATE sm_orders SET amount = 0; --"),
+    ("fact", "amount /* ) */); COMMIT; --"),
+    ("metric", "SUM(amount)) FROM sm_orders; DROP TABLE sm_orders; --"),
+    ("time_dimension", "ordered_at);SELECT pg_sleep(10);--"),
+    ("filter", "amount > 1); DO $$ BEGIN PERFORM 1; END $$; --"),
+    ("dimension", "status)\n;\nTRUNCATE sm_orders"),
+    ("dimension", "status) DROP TABLE sm_orders --"),
+    ("filter", "(amount > 1)) DELETE FROM sm_orders"),
+    ("dimension", "status) UNION SELECT secret_note FROM sm_secret --"),
+]
+
+
+@pytest.mark.parametrize("kind, expr", STATEMENT_SHAPES)
+def test_a_statement_after_the_expression_refuses_the_whole_import(sdb, kind, expr):
+    with pytest.raises(
+        psycopg.Error,
+        match=f"nl2sql.import_semantic_model: {kind} orders.bad_one: expected one SQL "
+        "expression, but it holds a (second statement after ';'|statement after the expression)",
+    ):
+        import_model(sdb, with_object(kind, expr))
+    assert count_rows(sdb) == 0
+    assert sdb.execute("SELECT count(*), sum(amount) FROM sm_orders").fetchone() == (3, 230)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "status'); DROP TABLE sm_orders; --",  # the quote opens a literal that never closes
+        "status -- ); DROP TABLE sm_orders",  # all of it after -- is a comment
+        "status /* /* */ ); DROP TABLE sm_orders; */",  # nested comments, as PostgreSQL nests
+    ],
+)
+def test_a_statement_inside_a_literal_or_comment_is_none(sdb, expr):
+    rep = import_model(sdb, with_object("dimension", expr))
+    expected = {("dimension", "orders.bad_one")}
+    if "'" in expr:  # an unclosed literal does not parse: skipped, the rest imported
+        assert expected <= names(rep["skipped"]) and rep["counts"]["added"] == 13
+    else:  # a comment: the expression is `status`
+        assert expected <= names(rep["added"])
+    assert sdb.execute("SELECT count(*) FROM sm_orders").fetchone()[0] == 3
+
+
 def test_a_huge_model_is_refused_before_it_is_read(sdb):
     sdb.execute("SELECT nl2sql.set_setting('semantic_model_max_bytes', '2048')")
     huge = MODEL + "\n# " + "x" * 3000
