@@ -460,3 +460,13 @@ def test_dbt_metricflow_yaml_imports_as_the_same_objects(sdb):
     assert doc["relationships"][0]["relationship_columns"] == [
         {"left_column": "cust_code", "right_column": "code"}
     ]
+
+
+def test_keys_json_cannot_hold_are_kept_as_text(sdb):
+    # a key YAML reads as a date (or a number) is kept for export under its text, not an
+    # internal error while the kept keys are stored as JSON
+    doc = MODEL.replace("    primary_key:", "    2026-01-05: launch day\n    primary_key:", 1)
+    assert import_model(sdb, doc)["counts"]["added"] == 13
+    out = yaml.safe_load(sdb.execute("SELECT nl2sql.export_semantic_model()").fetchone()[0])
+    orders = next(t for t in out["tables"] if t["name"] == "orders")
+    assert orders["2026-01-05"] == "launch day"
