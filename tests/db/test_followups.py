@@ -187,3 +187,41 @@ def test_narrate_request_has_no_opted_out_column_values(db, llm):
         r for r in llm.requests if "Answer the question in words" in r["messages"][-1]["content"]
     ][0]
     assert names[0] in body["messages"][-1]["content"]
+
+
+def test_ten_right_empty_results_and_one_wrong_row_give_the_wrong_one_its_true_confidence(db, llm):
+    # the shape of issue 31 §7: ten candidates agree on the right, empty result; one returns
+    # rows. Empty results do not vote while another candidate returned rows, so the rows win
+    # the vote — but with the confidence of 1 executed candidate of 11, not 1.00
+    q = "Which singers are older than a thousand years?"
+    empty = "SELECT name FROM singer WHERE age > 1000"
+    wrong = "SELECT name FROM singer WHERE age > 10"
+    names = [f"right{i}" for i in range(10)] + ["wrong"]
+    add_models(db, llm, names)
+    for n in names:
+        llm.add_rule(Rule(model=n, question=q, response=wrong if n == "wrong" else empty))
+    db.execute("SELECT nl2sql.set_setting('presql_votes', 'off')")
+    db.execute("SELECT nl2sql.set_setting('repair_rounds', '0')")
+    try:
+        trace = db.execute("SELECT nl2sql.explain(%s)", (q,)).fetchone()[0]
+        assert "age > 10" in trace["sql"] and trace["confidence"] == pytest.approx(1 / 11)
+        vote = trace["vote"]
+        assert vote["groups"][0]["vote_share"] == 1.0 and vote["groups"][0]["size"] == 1
+        assert [(g["size"], g["row_count"]) for g in vote["set_aside"]] == [(10, 0)]
+        assert vote["set_aside"][0]["confidence"] == pytest.approx(10 / 11)
+        logged = db.execute(
+            "SELECT confidence FROM nl2sql.query_log WHERE id = %s", (trace["log_id"],)
+        ).fetchone()[0]
+        assert logged == pytest.approx(1 / 11)
+        # abstain_below reads that confidence: the question asks for clarification, and the
+        # readings show the ten empty results too
+        db.execute("SELECT nl2sql.set_setting('abstain_below', '0.5')")
+        with pytest.raises(psycopg.Error) as err:
+            db.execute("SELECT nl2sql(%s)", (q,))
+        msg = str(err.value)
+        assert "confidence 0.09 < abstain_below 0.5" in msg
+        assert "reading 1 (1 candidate(s), confidence 0.09)" in msg and "age > 10" in msg
+        assert "reading 2 (10 candidate(s), confidence 0.91)" in msg and "no rows" in msg
+    finally:
+        db.execute("SELECT nl2sql.reset_setting('abstain_below')")
+        db.execute("SELECT nl2sql.reset_setting('repair_rounds')")

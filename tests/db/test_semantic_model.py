@@ -303,7 +303,7 @@ def with_object(kind: str, expr: str) -> str:
     [
         ("metric", "SUM(amount) + random()", "metric orders.bad_one: volatile function random"),
         ("dimension", "DELETE FROM sm_orders", "expected an SQL expression"),
-        ("filter", "amount > 1; DROP TABLE sm_orders", "exactly one statement"),
+        ("filter", "amount > 1; DROP TABLE sm_orders", "a second statement after .;.: DROP"),
         ("metric", "SUM(amount) + nextval('x')", "not allowed"),
     ],
 )
@@ -311,6 +311,54 @@ def test_an_unsafe_expression_refuses_the_whole_import(sdb, kind, expr, says):
     with pytest.raises(psycopg.Error, match=f"nl2sql.import_semantic_model: .*{says}"):
         import_model(sdb, with_object(kind, expr))
     assert count_rows(sdb) == 0  # nothing half-imported: the tables before it are gone too
+    assert sdb.execute("SELECT count(*) FROM sm_orders").fetchone()[0] == 3
+
+
+# "close the expression, then a statement": however the expression before it ends (a
+# parenthesis, a string, a comment), a statement refuses the whole import — with or without
+# the semicolon, whatever the statement (write, transaction control, query, DO)
+STATEMENT_SHAPES = [
+    ("dimension", "status); DROP TABLE sm_orders; --"),
+    ("metric", "SUM(amount)); DELETE FROM sm_orders; --"),
+    ("filter", "status = 'open'); UPDATE sm_orders SET amount = 0; --"),
+    ("fact", "amount /* ) */); COMMIT; --"),
+    ("metric", "SUM(amount)) FROM sm_orders; DROP TABLE sm_orders; --"),
+    ("time_dimension", "ordered_at);SELECT pg_sleep(10);--"),
+    ("filter", "amount > 1); DO $$ BEGIN PERFORM 1; END $$; --"),
+    ("dimension", "status)\n;\nTRUNCATE sm_orders"),
+    ("dimension", "status) DROP TABLE sm_orders --"),
+    ("filter", "(amount > 1)) DELETE FROM sm_orders"),
+    ("dimension", "status) UNION SELECT secret_note FROM sm_secret --"),
+]
+
+
+@pytest.mark.parametrize("kind, expr", STATEMENT_SHAPES)
+def test_a_statement_after_the_expression_refuses_the_whole_import(sdb, kind, expr):
+    with pytest.raises(
+        psycopg.Error,
+        match=f"nl2sql.import_semantic_model: {kind} orders.bad_one: expected one SQL "
+        "expression, but it holds a (second statement after ';'|statement after the expression)",
+    ):
+        import_model(sdb, with_object(kind, expr))
+    assert count_rows(sdb) == 0
+    assert sdb.execute("SELECT count(*), sum(amount) FROM sm_orders").fetchone() == (3, 230)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "status'); DROP TABLE sm_orders; --",  # the quote opens a literal that never closes
+        "status -- ); DROP TABLE sm_orders",  # all of it after -- is a comment
+        "status /* /* */ ); DROP TABLE sm_orders; */",  # nested comments, as PostgreSQL nests
+    ],
+)
+def test_a_statement_inside_a_literal_or_comment_is_none(sdb, expr):
+    rep = import_model(sdb, with_object("dimension", expr))
+    expected = {("dimension", "orders.bad_one")}
+    if "'" in expr:  # an unclosed literal does not parse: skipped, the rest imported
+        assert expected <= names(rep["skipped"]) and rep["counts"]["added"] == 13
+    else:  # a comment: the expression is `status`
+        assert expected <= names(rep["added"])
     assert sdb.execute("SELECT count(*) FROM sm_orders").fetchone()[0] == 3
 
 
@@ -412,3 +460,13 @@ def test_dbt_metricflow_yaml_imports_as_the_same_objects(sdb):
     assert doc["relationships"][0]["relationship_columns"] == [
         {"left_column": "cust_code", "right_column": "code"}
     ]
+
+
+def test_keys_json_cannot_hold_are_kept_as_text(sdb):
+    # a key YAML reads as a date (or a number) is kept for export under its text, not an
+    # internal error while the kept keys are stored as JSON
+    doc = MODEL.replace("    primary_key:", "    2026-01-05: launch day\n    primary_key:", 1)
+    assert import_model(sdb, doc)["counts"]["added"] == 13
+    out = yaml.safe_load(sdb.execute("SELECT nl2sql.export_semantic_model()").fetchone()[0])
+    orders = next(t for t in out["tables"] if t["name"] == "orders")
+    assert orders["2026-01-05"] == "launch day"

@@ -12,8 +12,10 @@ from .errors import ConfigError
 __all__ = [
     "HARDNESS_LEVELS",
     "TYPES",
+    "MAX_VALUE_CHARS",
     "Setting",
     "parse_hardness_voters",
+    "shown",
 ]
 
 # The kinds a setting can have; the Python type of its value in ``Settings``.
@@ -28,6 +30,10 @@ TYPES: dict[str, type] = {
 }
 
 HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
+
+MAX_VALUE_CHARS = 10_000
+"""Longest setting value accepted (a ``hardness_voters`` object naming every model of a large
+configuration fits many times over); checked before the value is parsed."""
 
 _TRUE = {"on", "true"}
 _FALSE = {"off", "false"}
@@ -55,6 +61,8 @@ def parse_hardness_voters(value: str) -> dict[str, list[str]]:
         raise ConfigError(
             f'not JSON ({e.msg}); expected e.g. {{"easy": ["m1"], "hard": ["m1", "m2", "m3"]}}'
         ) from None
+    except RecursionError:
+        raise ConfigError("JSON nested too deeply; expected {level: [model names]}") from None
     if not isinstance(obj, dict):
         raise ConfigError("expected a JSON object mapping easy/medium/hard/extra to model names")
     out: dict[str, list[str]] = {}
@@ -71,6 +79,19 @@ def parse_hardness_voters(value: str) -> dict[str, list[str]]:
             raise ConfigError(f"hardness level {k!r} must map to a non-empty list of model names")
         out[k] = list(dict.fromkeys(names))
     return out
+
+
+def shown(value: object) -> str:
+    """A value as error messages quote it: its ``repr``, at most 200 characters.
+
+    Args:
+        value: the value given.
+
+    Returns:
+        ``repr(value)``, cut to 200 characters with ``…`` and its length when longer.
+    """
+    r = repr(value)
+    return r if len(r) <= 200 else f"{r[:200]}… ({len(r):,} characters)"
 
 
 def _num(x: float) -> str:
@@ -144,7 +165,7 @@ class Setting:
 
     def _bad(self, value: object) -> ConfigError:
         """A ConfigError naming this setting, the bad value and what is allowed."""
-        return ConfigError(f"setting {self.name!r} must be {self.allowed()}, got {value!r}")
+        return ConfigError(f"setting {self.name!r} must be {self.allowed()}, got {shown(value)}")
 
     def _check_bounds(self, n: float, given: str) -> None:
         """Raise ConfigError when ``n`` is outside this setting's bounds."""
@@ -166,8 +187,14 @@ class Setting:
             int, float, bool, str (enums lower-cased), dict (hardness_voters) or tuple of str.
 
         Raises:
-            ConfigError: naming the setting, the bad value and what is allowed.
+            ConfigError: naming the setting, the bad value (its start when long) and what is
+                allowed; a value longer than ``MAX_VALUE_CHARS``.
         """
+        if len(text or "") > MAX_VALUE_CHARS:
+            raise ConfigError(
+                f"setting {self.name!r}: the value has {len(text):,} characters, more than "
+                f"{MAX_VALUE_CHARS:,}"
+            )
         v = (text or "").strip()
         if self.type in ("int", "float"):
             try:
@@ -190,7 +217,7 @@ class Setting:
             try:
                 return parse_hardness_voters(v)
             except ValueError as e:
-                raise ConfigError(f"setting {self.name!r}: {e} (got {text!r})") from None
+                raise ConfigError(f"setting {self.name!r}: {e} (got {shown(text)})") from None
         if self.type == "list":
             names = tuple(p.strip() for p in v.split(",") if p.strip())
             if not names:

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 
 from . import spi
-from ._setting_declaration import Setting
+from ._setting_declaration import Setting, shown
 from .errors import ConfigError
 
 __all__ = [
@@ -423,10 +423,10 @@ def lookup(key: str) -> Setting:
     s = BY_NAME.get(key)
     if s is not None:
         return s
-    close = difflib.get_close_matches(str(key), list(BY_NAME), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(str(key)[:200], list(BY_NAME), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise ConfigError(
-        f"unknown setting {key!r}{hint} (known settings: {', '.join(sorted(BY_NAME))})"
+        f"unknown setting {shown(key)}{hint} (known settings: {', '.join(sorted(BY_NAME))})"
     )
 
 

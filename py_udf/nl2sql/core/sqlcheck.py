@@ -198,6 +198,102 @@ def parse_single(sql: str, read: str = DIALECT) -> exp.Expression:
     return statements[0]
 
 
+# What a text that closes its expression may go on with: the statements sqlglot parses (its
+# ``exp.Command`` fallback included). A word sqlglot reads as a column (CHECKPOINT, ABORT) is
+# no statement here; after a semicolon, any token is one.
+_STATEMENTS: tuple[type[exp.Expression], ...] = (
+    exp.Query,
+    exp.DDL,
+    exp.DML,
+    exp.Command,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    *_FORBIDDEN_NODES,
+    *(
+        t
+        for t in (getattr(exp, n, None) for n in ("Analyze", "Use", "Comment", "Describe"))
+        if t is not None
+    ),
+)
+_STATEMENT_STARTS = {TokenType.COMMAND, TokenType.SELECT, TokenType.WITH, TokenType.VALUES}
+MAX_STATEMENT_TRIES = 50
+"""Most statement words of an unparsable expression text tried as the start of a statement."""
+
+
+def statement_in_expression(text: str) -> str | None:
+    """Find a statement in a text that should be one SQL expression: the shapes "expression,
+    semicolon, statement" and "close the expression, then a statement" (``amount); DROP TABLE
+    t; --``, ``x) DELETE FROM t``). Read with sqlglot's PostgreSQL tokenizer, which lexes as
+    PostgreSQL does: comments (nested ones too), string literals (``E'...'`` escapes,
+    ``$tag$...$tag$``) and quoted names are single tokens, so a semicolon or keyword inside
+    them is none; a text whose literal or comment never closes holds no statement (everything
+    after its opening is inside it).
+
+    Args:
+        text: the expression as written.
+
+    Returns:
+        What was found, for a message (``a second statement after ';': DROP TABLE t``, ``a
+        statement after the expression: DELETE FROM t``), or None: no statement (the text may
+        still fail to parse, or parse as a statement itself: the caller checks its kind).
+    """
+    try:
+        toks = sqlglot.Dialect.get_or_raise(DIALECT).tokenize(text)
+    except (TokenError, ParseError, ValueError):
+        return None
+    for i, tok in enumerate(toks):
+        if tok.token_type == TokenType.SEMICOLON:
+            rest = [t for t in toks[i + 1 :] if t.token_type != TokenType.SEMICOLON]
+            if rest:
+                return f"a second statement after ';': {_shown(text[rest[0].start :])}"
+            return None
+    try:
+        if len([s for s in sqlglot.parse(text, read=DIALECT) if s is not None]) == 1:
+            return None  # it parses: its kind is the caller's check
+    except (ParseError, TokenError, ValueError, RecursionError):
+        pass
+    parens = cases = tries = 0
+    for tok in toks:
+        kind = tok.token_type
+        if kind == TokenType.L_PAREN:
+            parens += 1
+        elif kind == TokenType.R_PAREN:
+            parens -= 1  # below 0: the text closed its expression
+        elif kind == TokenType.CASE:
+            cases += 1
+        elif kind == TokenType.END and cases:
+            cases -= 1
+        elif parens <= 0 and not cases and _starts_statement(kind):
+            tries += 1
+            if tries > MAX_STATEMENT_TRIES:
+                return f"more than {MAX_STATEMENT_TRIES} statement words outside parentheses"
+            tree = _parsed(text[tok.start :])
+            if isinstance(tree, _STATEMENTS):
+                return f"a statement after the expression: {_shown(text[tok.start :])}"
+    return None
+
+
+def _starts_statement(kind: TokenType) -> bool:
+    """Whether a token of this type may start a statement (sqlglot's statement parsers)."""
+    parser = sqlglot.Dialect.get_or_raise(DIALECT).parser_class
+    return kind in _STATEMENT_STARTS or kind in parser.STATEMENT_PARSERS
+
+
+def _parsed(text: str) -> exp.Expression | None:
+    """The first statement ``text`` parses as (PostgreSQL), or None."""
+    try:
+        trees = [t for t in sqlglot.parse(text, read=DIALECT) if t is not None]
+    except (ParseError, TokenError, ValueError, RecursionError):
+        return None
+    return trees[0] if trees else None
+
+
+def _shown(text: str) -> str:
+    """The start of a statement text for a message: one line, at most 80 characters."""
+    return " ".join(text.split())[:80]
+
+
 def parse_one(sql: str) -> exp.Expression:
     """Parse ``sql`` as exactly one PostgreSQL statement (a fresh tree on every call).
 

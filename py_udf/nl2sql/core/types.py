@@ -210,13 +210,16 @@ class Vote:
 
     sql: str | None  # the winning SQL; None when nothing executed
     winner_hash: str | None
-    confidence: float  # the winner's share of the executed candidates, 0..1
+    # the winner's share of every candidate that executed (an empty result set aside counts), 0..1
+    confidence: float
     # kept groups, best first: result_hash, size, confidence, sources, fastest_ms,
     # fastest_source, sql, row_count, best_priority
     groups: list[dict[str, Any]]
     reason: str  # why this group won
     dropped: list[dict[str, Any]] = field(default_factory=list)  # below the confidence threshold
     method: str = "majority"  # or multiple_choice, or "majority (multiple choice unusable)"
+    # groups of empty results set aside while other candidates returned rows (they do not vote)
+    set_aside: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ Source: DAIL-SQL (Gao et al. 2023) §3.3; PET-SQL (Li et al. 2024) §3.2."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 from sqlglot import exp
@@ -17,6 +18,7 @@ from ..retrieval.example_pool import (
     builtin_pool,
     make_entry,
     parse_benchmark_json,
+    read_json,
 )
 
 _INSERT = (
@@ -93,11 +95,16 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> dict:
         inserted, pairs already in the pool, pairs that failed.
 
     Raises:
-        json.JSONDecodeError: ``data`` or ``tables`` is not JSON.
+        ConfigError: ``data`` or ``tables`` is not JSON, too large or nested too deep
+            (``example_pool.read_json``), or ``tables`` is not Spider's.
         EmbeddingError: the embedding model is missing.
+        plpy.SPIError: QueryCanceled: the caller cancelled.
     """
     entries, failures = parse_benchmark_json(
-        data, dialect=dialect, tables=json.loads(tables) if tables else None
+        data or "",
+        dialect=dialect,
+        tables=read_json(tables, "tables") if tables else None,
+        tick=functools.partial(spi.cancel_point, plpy),
     )
     vecs = embed([e.masked_question for e in entries], cache=False)
     ins = spi.plan(plpy, _INSERT + "ON CONFLICT DO NOTHING RETURNING id", _INSERT_TYPES)

@@ -4,12 +4,14 @@ Source: DAIL-SQL (Gao et al. 2023) §3.3; PET-SQL (Li et al. 2024) §3.2."""
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
 from sqlglot import exp
 
-from ..core.errors import CandidateRefused, QuestionError
+from ..core.errors import CandidateRefused, ConfigError, QuestionError
 from ..core.sqlcheck import STRING_FORMS, constant_values, parse_one, parse_shared, transpile
 from .masking import STOP_WORDS, mask_question, tokenize
 
@@ -164,40 +166,109 @@ def builtin_pool() -> list[PoolEntry]:
     ]
 
 
+MAX_JSON_BYTES = 32 * 2**20
+"""Largest JSON text ``nl2sql.load_examples`` reads (``data`` and ``tables`` each): what the
+JSON reader builds grows with the text (up to about 25 times its size in memory for
+``[[],[],…]``) and is built in one uninterrupted step of about a second at this size."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects in that JSON (Spider's parsed ``sql`` trees nest
+about 20 deep)."""
+_TEXT_KEYS = ("question", "query", "SQL", "sql", "db_id")
+
+
+def read_json(text: str, what: str, lines: bool = False) -> list:
+    """Read a JSON array (or JSON lines) given to ``nl2sql.load_examples`` within the bounds:
+    at most ``MAX_JSON_BYTES`` (checked before it is read) and ``MAX_JSON_DEPTH`` levels.
+
+    Args:
+        text: the JSON text.
+        what: its name in messages (``data``, ``tables``).
+        lines: also read JSON lines (one value a line) when the text is no array.
+
+    Returns:
+        The array's items (a JSON lines text: its lines' values).
+
+    Raises:
+        ConfigError: larger than ``MAX_JSON_BYTES``, nested deeper than ``MAX_JSON_DEPTH``, not
+            JSON (the message names the line and column), or not an array.
+    """
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_JSON_BYTES:
+        raise ConfigError(
+            f"{what} is {size:,} bytes, more than nl2sql.load_examples reads at once "
+            f"({MAX_JSON_BYTES:,}): split it into several calls (pairs already loaded are "
+            "skipped as duplicates)"
+        )
+    body = text.strip()
+    try:
+        if lines and not body.startswith("["):
+            items = [json.loads(line) for line in body.splitlines() if line.strip()]
+        else:
+            items = json.loads(body)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{what} is not JSON: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    if not isinstance(items, list):
+        raise ConfigError(f"{what} must be a JSON array, not a JSON {type(items).__name__}")
+    if json_depth(items) > MAX_JSON_DEPTH:
+        raise ConfigError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    return items
+
+
+def json_depth(value: object) -> int:
+    """The nesting depth of a value read from JSON (lists and dicts), without recursion.
+
+    Args:
+        value: the value.
+
+    Returns:
+        0 for a scalar, 1 for a flat list or dict, and so on.
+    """
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def parse_benchmark_json(
-    text: str, dialect: str = "sqlite", tables: list[dict] | None = None
+    text: str,
+    dialect: str = "sqlite",
+    tables: list | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> tuple[list[PoolEntry], list[dict]]:
     """Read Spider/BIRD-format question/SQL pairs and prepare them for the pool.
 
     Args:
         text: a JSON list (or JSON lines) of objects with ``question``, ``query`` (or ``SQL`` or
-            ``sql``) and ``db_id``.
+            ``sql``) and ``db_id`` (``read_json``'s bounds).
         dialect: the sqlglot dialect of the SQL (transpiled to PostgreSQL).
         tables: Spider ``tables.json`` content (each db_id's schema, for masking), or None.
+        tick: called between pairs every 0.2 s or so (``spi.cancel_point``); None for none.
 
     Returns:
         ``(entries, failures)``; a failure is ``{"index", "question", "error"}``, never dropped
-        silently.
+        silently (an item that is not an object with text fields among them).
 
     Raises:
-        ValueError: (json.JSONDecodeError) ``text`` is not JSON or JSON lines.
+        ConfigError: ``read_json``'s refusals, or ``tables`` not in Spider's form.
     """
-    text = text.strip()
-    if text.startswith("["):
-        items = json.loads(text)
-    else:
-        items = [json.loads(line) for line in text.splitlines() if line.strip()]
-    schemas: dict[str, dict[str, list[str]]] = {}
-    for db in tables or []:
-        tnames = db.get("table_names_original") or db.get("table_names") or []
-        cols = db.get("column_names_original") or db.get("column_names") or []
-        s: dict[str, list[str]] = {t: [] for t in tnames}
-        for ti, cname in cols:
-            if ti >= 0:
-                s[tnames[ti]].append(cname)
-        schemas[db["db_id"]] = s
+    items = read_json(text, "data", lines=True)
+    schemas = _schemas(tables or [])
     entries, failures = [], []
+    last = time.monotonic()
     for i, it in enumerate(items):
+        if tick is not None and time.monotonic() - last >= 0.2:
+            tick()
+            last = time.monotonic()
+        bad = _not_a_pair(it)
+        if bad:
+            q = it.get("question") if isinstance(it, dict) else None
+            failures.append({"index": i, "question": q if isinstance(q, str) else "", "error": bad})
+            continue
         q = it.get("question", "")
         sql = it.get("query") or it.get("SQL") or it.get("sql") or ""
         try:
@@ -213,3 +284,38 @@ def parse_benchmark_json(
         except (CandidateRefused, ValueError) as e:
             failures.append({"index": i, "question": q, "error": str(e)})
     return entries, failures
+
+
+def _not_a_pair(item: object) -> str | None:
+    """Why ``item`` is no question/SQL object (its text fields of another type), or None."""
+    if not isinstance(item, dict):
+        return f"not a JSON object but a JSON {type(item).__name__}"
+    for key in _TEXT_KEYS:
+        if key in item and item[key] is not None and not isinstance(item[key], str):
+            return f"{key} is not a text but a JSON {type(item[key]).__name__}"
+    return None
+
+
+def _schemas(tables: list) -> dict[str, dict[str, list[str]]]:
+    """Each db_id's tables and columns from Spider's ``tables.json`` content.
+
+    Raises:
+        ConfigError: an entry not in Spider's form (``db_id``, ``table_names``, ``column_names``
+            of ``[table index, name]`` pairs).
+    """
+    schemas: dict[str, dict[str, list[str]]] = {}
+    for n, db in enumerate(tables):
+        try:
+            tnames = db.get("table_names_original") or db.get("table_names") or []
+            cols = db.get("column_names_original") or db.get("column_names") or []
+            s: dict[str, list[str]] = {str(t): [] for t in tnames}
+            for ti, cname in cols:
+                if ti >= 0:
+                    s[str(tnames[ti])].append(str(cname))
+            schemas[str(db["db_id"])] = s
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+            raise ConfigError(
+                f"tables[{n}] is not a Spider tables.json entry (db_id, table_names, "
+                "column_names as [table index, name] pairs)"
+            ) from None
+    return schemas

@@ -11,21 +11,26 @@ from ..model.gate import Gate
 
 
 def readings(vote: Vote, cands: list[Candidate], gate: Gate, n: int) -> list[dict[str, Any]]:
-    """The competing readings of a question: the vote's top result groups.
+    """The competing readings of a question: the chosen result group, then the others (kept,
+    dropped, and empty results set aside while others returned rows) by confidence.
 
     Args:
-        vote: the vote's outcome (``groups`` best first, then ``dropped``).
+        vote: the vote's outcome (``groups`` best first, ``dropped``, ``set_aside``).
         cands: the candidates (their ``sample_rows`` give each group's first rows).
         gate: the call's gate (applied to the rows: ``Gate.rows``).
         n: most readings listed.
 
     Returns:
         Up to ``n`` dicts ``{sql, candidates, confidence, row_count, rows, rows_withheld}``
-        (``rows``: at most 3, as dicts).
+        (``rows``: at most 3, as dicts); ``confidence`` is the group's share of every candidate
+        that executed.
     """
     rows_of = {c.result_hash: c.sample_rows for c in cands if c.status == Status.OK}
+    others = sorted(
+        [*vote.groups[1:], *vote.dropped, *vote.set_aside], key=lambda g: -g["confidence"]
+    )
     out = []
-    for g in [*vote.groups, *vote.dropped][:n]:
+    for g in [*vote.groups[:1], *others][:n]:
         kept, note = gate.rows("abstain", g["sql"], rows_of.get(g["result_hash"], []))
         out.append(
             {
@@ -75,6 +80,8 @@ def message(confidence: float, threshold: float, found: list[dict[str, Any]]) ->
         ]
         if shown:
             lines.append(f"    first rows: {'; '.join(shown)}")
+        elif r["row_count"] == 0:
+            lines.append("    no rows")
         if r["rows_withheld"]:
             lines.append(f"    withheld by the value policy: {r['rows_withheld']}")
     return "\n".join(lines)

@@ -74,12 +74,17 @@ def select(
         priority: model names, most trusted first (ties, stable order); None for none.
         weights: model name -> weight of its vote (learned reliability; unlisted: 1); the highest
             summed weight wins. None: plain majority.
+        empty_results_vote: True: an empty result votes like any other (the rule before empty
+            results were set aside; the replay compares both).
 
     Returns:
         ``Vote`` (``method`` ``majority``): ``sql`` of the winner's representative (None when
-        nothing executed), ``winner_hash``, ``confidence`` (0..1), ``groups`` (kept, best first:
-        result_hash, size, confidence, sources, fastest_ms, fastest_source, sql, row_count,
-        best_priority), ``dropped`` (same form) and ``reason``.
+        nothing executed), ``winner_hash``, ``confidence`` (0..1: the winner's share of every
+        candidate that executed, an empty result set aside included), ``groups`` (kept, best
+        first: result_hash, size, confidence, vote_share (the share of the voters), sources,
+        fastest_ms, fastest_source, sql, row_count, best_priority, score), ``dropped`` (same
+        form), ``set_aside`` (the groups of empty results set aside while others returned
+        rows: same form, ``vote_share`` None) and ``reason``.
 
     Raises:
         ConfigError: ``threshold`` is outside [0, 1] or ``tie_break`` is unknown.
@@ -88,7 +93,7 @@ def select(
         raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
     if tie_break not in TIE_BREAKS:
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
-    ok, failed, empty = _voters(candidates, empty_results_vote)
+    ok, failed, aside = _voters(candidates, empty_results_vote)
     if not ok:
         return Vote(
             sql=None,
@@ -97,7 +102,8 @@ def select(
             groups=[],
             reason="no candidate executed successfully",
         )
-    groups = _groups(ok, priority, weights)
+    executed = len(ok) + len(aside)
+    groups = _groups(ok, priority, weights, executed, len(ok))
     kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
     dropped = [g for g in groups if g not in kept]
     note = ""
@@ -112,14 +118,23 @@ def select(
     win = kept[0]
     if n_top > 1:
         reason = f"tie between {n_top} groups of {win['size']}: {how}"
+    elif aside:
+        reason = (
+            f"majority: {win['size']} of {len(ok)} candidates with rows agree "
+            f"({win['size']} of {executed} executed: confidence {win['confidence']:.2f})"
+        )
     else:
         reason = f"majority: {win['size']} of {len(ok)} executed candidates agree"
     if weights:
         reason += f" (votes weighted by learned reliability: score {win['score']:g})"
     if failed:
         reason += f"; {failed} candidate(s) refused, failed or timed out"
-    if empty:
-        reason += f"; {empty} candidate(s) with an empty result set aside (others returned rows)"
+    if aside:
+        reason += (
+            f"; {len(aside)} candidate(s) with an empty result set aside (others returned rows)"
+        )
+    set_aside = _groups(aside, priority, weights, executed, None)
+    set_aside.sort(key=lambda g: -g["size"])
     return Vote(
         sql=win["sql"],
         winner_hash=win["result_hash"],
@@ -128,29 +143,37 @@ def select(
         reason=reason + note,
         dropped=dropped,
         method="majority",
+        set_aside=set_aside,
     )
 
 
 def _voters(
     candidates: list[Candidate], empty_results_vote: bool
-) -> tuple[list[Candidate], int, int]:
-    """The candidates that vote, and how many were left out: (voters, refused or failed, empty)."""
+) -> tuple[list[Candidate], int, list[Candidate]]:
+    """The candidates that vote, how many were refused or failed, and the executed ones set
+    aside (an empty result while another candidate returned rows)."""
     ok = [c for c in candidates if c.status == Status.OK and c.result_hash is not None]
     failed = len(candidates) - len(ok)
-    empty = 0
+    aside: list[Candidate] = []
     if not empty_results_vote and any((c.row_count or 0) > 0 for c in ok):
-        empty = sum(1 for c in ok if c.row_count == 0)
+        aside = [c for c in ok if c.row_count == 0]
         ok = [c for c in ok if c.row_count != 0]
-    return ok, failed, empty
+    return ok, failed, aside
 
 
 def _groups(
-    ok: list[Candidate], priority: list[str] | None, weights: dict[str, float] | None
+    members_of: list[Candidate],
+    priority: list[str] | None,
+    weights: dict[str, float] | None,
+    executed: int,
+    voters: int | None,
 ) -> list[dict[str, Any]]:
-    """One group per result hash of the voters (the dict form ``select`` documents)."""
+    """One group per result hash of ``members_of`` (the dict form ``select`` documents):
+    ``confidence`` is the group's share of the ``executed`` candidates, ``vote_share`` its
+    share of the ``voters`` (None for a group set aside)."""
     rank = {m: i for i, m in enumerate(priority or [])}
     by_hash: dict[str, list[Candidate]] = {}
-    for c in ok:
+    for c in members_of:
         by_hash.setdefault(c.result_hash, []).append(c)
     groups: list[dict[str, Any]] = []
     for h, members in by_hash.items():
@@ -159,7 +182,8 @@ def _groups(
             {
                 "result_hash": h,
                 "size": len(members),
-                "confidence": len(members) / len(ok),
+                "confidence": len(members) / executed,
+                "vote_share": len(members) / voters if voters else None,
                 "sources": [c.source for c in members],
                 "fastest_ms": min(members, key=_ms).exec_ms,
                 "fastest_source": fastest.source,

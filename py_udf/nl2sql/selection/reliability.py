@@ -167,6 +167,8 @@ def parse_judged(text: str | None) -> list[dict[str, Any]]:
         data = json.loads(text)
     except ValueError as e:
         raise ConfigError(f"nl2sql.calibrate: judged is not JSON ({e})") from None
+    except RecursionError:
+        raise ConfigError("nl2sql.calibrate: judged is nested too deeply to read") from None
     if not isinstance(data, list):
         raise ConfigError("nl2sql.calibrate: judged must be a JSON array of judged questions")
     for i, q in enumerate(data):
@@ -179,17 +181,25 @@ def parse_judged(text: str | None) -> list[dict[str, Any]]:
                 and isinstance(c.get("model"), str)
                 and c["model"]
                 and isinstance(c.get("right"), bool)
-                and "group" in c
+                and isinstance(c.get("group", []), (str, int, float))  # a key of the vote
                 for c in q["candidates"]
             )
         )
         if not ok:
             raise ConfigError(
                 f'nl2sql.calibrate: judged item {i} is not {{"level": easy|medium|hard|extra|'
-                f'null, "candidates": [{{"model": text, "group": id, "right": '
-                f"boolean}}]}}: {json.dumps(q)[:200]}"
+                f'null, "candidates": [{{"model": text, "group": text or number, "right": '
+                f"boolean}}]}}: {_start_of(q)}"
             )
     return data
+
+
+def _start_of(value: Any) -> str:
+    """The first 200 characters of a JSON value's text (its type when it cannot be written)."""
+    try:
+        return json.dumps(value)[:200]
+    except (RecursionError, TypeError, ValueError):
+        return f"a JSON {type(value).__name__} nested too deeply to show"
 
 
 def store(plpy, rel: Reliability, mode: str) -> None:

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ..core import spi
 from ..core.errors import CandidateRefused, ItemSkipped
-from ..core.sqlcheck import parse_single, to_sql
+from ..core.sqlcheck import parse_single, statement_in_expression, to_sql
 from ..core.types import Schema, Table
 from ..generation.db_checks import (
     check_candidate_in_db,
@@ -121,12 +121,17 @@ def check_expression(
     Raises:
         ItemSkipped: empty, does not parse, a placeholder, an unknown table or column, or the
             wrong aggregation for ``kind``.
-        CandidateRefused: a statement instead of an expression (or several), a volatile
-            function (``random()`` too), or what the candidate check refuses (a relation the
-            role may not read, a refused function).
+        CandidateRefused: a statement instead of an expression, or after it (behind a
+            semicolon, or after a parenthesis that closes the expression:
+            ``sqlcheck.statement_in_expression``), a volatile function (``random()`` too), or
+            what the candidate check refuses (a relation the role may not read, a refused
+            function).
     """
     if not expr:
         raise ItemSkipped("it has no expr")
+    found = statement_in_expression(expr)
+    if found is not None:  # a statement, however the expression before it ends: refused
+        raise CandidateRefused(f"expected one SQL expression, but it holds {found}")
     try:
         tree = parse_single(expr)
     except CandidateRefused as e:
@@ -319,4 +324,16 @@ def upsert_relationship(plpy, fields: dict) -> tuple[int, bool]:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value or {}, ensure_ascii=False, default=str)
+    return json.dumps(_plain_keys(value or {}), ensure_ascii=False, default=str)
+
+
+def _plain_keys(value: Any) -> Any:
+    """``value`` with every mapping key JSON can hold (a YAML date or timestamp key as text)."""
+    if isinstance(value, dict):
+        return {
+            k if k is None or isinstance(k, (str, int, float, bool)) else str(k): _plain_keys(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_plain_keys(v) for v in value]
+    return value

@@ -4,7 +4,9 @@ docs/semantic-model.md. Source: Snowflake, "Cortex Analyst semantic model specif
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +21,7 @@ from ..core.errors import CandidateRefused, ConfigError, ItemSkipped
 from ..core.settings import get_settings
 from ..core.types import Table
 from ..curated.verified import add_verified
-from . import _metricflow, _store
+from . import _bounded_yaml, _metricflow, _store
 
 KINDS = {
     "dimensions": "dimension",
@@ -83,21 +85,30 @@ class Report:
         }
 
 
-def parse(text: str | None, max_bytes: int) -> tuple[dict, list[dict]]:
-    """Read a semantic model's YAML (``yaml.safe_load``) after the size check, and check its
-    shape; dbt MetricFlow YAML is rewritten as a Cortex Analyst model first (``_metricflow``).
+def parse(
+    text: str | None, max_bytes: int, tick: Callable[[], None] | None = None
+) -> tuple[dict, list[dict]]:
+    """Read a semantic model's YAML after the size check, as ``yaml.safe_load`` does but within
+    the bounds of ``_bounded_yaml`` (depth, aliases, and the size with aliases expanded, at most
+    ``max_bytes``), and check its shape; dbt MetricFlow YAML is rewritten as a Cortex Analyst
+    model first (``_metricflow``).
 
     Args:
         text: the YAML text.
         max_bytes: setting ``semantic_model_max_bytes``.
+        tick: called every 0.2 s or so while the YAML is parsed (``spi.cancel_point``); None
+            for none.
 
     Returns:
         ``(model, skipped)``: the model as a mapping (``name``, ``tables``; the rest as the YAML
         has them), and what a dbt model's rewriting left out (``{kind, name, reason}``).
 
     Raises:
-        ConfigError: empty, larger than ``max_bytes``, not YAML, or not a semantic model (the
-            message names what is missing or of the wrong type).
+        ConfigError: empty, larger than ``max_bytes``, past a bound of the YAML (nested too
+            deep, too many aliases, larger than ``max_bytes`` with its aliases expanded), not
+            YAML, or not a semantic model (the message names the bound, or what is missing or
+            of the wrong type).
+        plpy.SPIError: QueryCanceled from ``tick``: the caller cancelled.
     """
     if text is None or not str(text).strip():
         raise ConfigError(
@@ -112,7 +123,7 @@ def parse(text: str | None, max_bytes: int) -> tuple[dict, list[dict]]:
             f"SELECT nl2sql.set_setting('semantic_model_max_bytes', '{size}')"
         )
     try:
-        doc = yaml.safe_load(text)
+        doc = _bounded_yaml.load(text, max_bytes, "the semantic model", tick)
     except yaml.YAMLError as e:
         raise ConfigError(
             f"the semantic model is not valid YAML: {' '.join(str(e).split())}"
@@ -164,7 +175,11 @@ def import_model(plpy, text: str | None) -> dict[str, Any]:
         NotIndexedError: nothing is indexed.
         EmbeddingError: a verified query needs the embedding model and it is missing.
     """
-    doc, skipped = parse(text, get_settings(plpy).semantic_model_max_bytes)
+    doc, skipped = parse(
+        text,
+        get_settings(plpy).semantic_model_max_bytes,
+        functools.partial(spi.cancel_point, plpy),
+    )
     schema = caller_schema(plpy)
     rep = Report(_text(doc["name"]), skipped=list(skipped))
     _store.save_model(

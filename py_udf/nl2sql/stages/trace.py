@@ -205,6 +205,7 @@ def _choice_part(run: Run) -> dict[str, Any]:
             "method": v.method,
             "groups": v.groups,
             "dropped": v.dropped,
+            "set_aside": v.set_aside,
         }
         out.update(sql=o.sql, confidence=o.confidence, tokens=o.tokens)
         if o.error is not None:

@@ -91,9 +91,9 @@ def load_examples(plpy, data: str, dialect: str, tables: str | None) -> str:
 
     try:
         return json.dumps(example_store.load_examples(plpy, data, dialect, tables))
-    except json.JSONDecodeError as e:
+    except ConfigError as e:
         hint = "pass a JSON array (or JSON lines) of {question, query|SQL, db_id}"
-        fail(plpy, f"nl2sql.load_examples: not JSON: {e}", hint)
+        fail(plpy, f"nl2sql.load_examples: {e}", hint)
 
 
 @entry_point

@@ -386,3 +386,34 @@ def test_generation_settings_normalize():
     assert validate_setting("selection", "Multiple_Choice") == "multiple_choice"
     assert validate_setting("value_alignment", "false") == "off"
     assert validate_setting("hardness_voters", '{"easy": ["a", "a"]}') == '{"easy": ["a"]}'
+
+
+# set_setting's values, hostile: refused with a message that names the setting and quotes at
+# most 200 characters of the value, never an internal error
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("hardness_voters", "[" * 5000 + "]" * 5000, "nested too deeply"),
+        (
+            "hardness_voters",
+            '{"easy": ' + "[" * 900 + "]" * 900 + "}",
+            "nested too deeply|must map",
+        ),
+        ("hardness_voters", '{"easy": [["a"]]}', "must map to a non-empty list of model names"),
+        ("hardness_voters", '{"easy": ["a"]' + ", " * 6000 + "}", "more than 10,000"),
+        ("schemas", "a," * 6000, "the value has 12,000 characters, more than 10,000"),
+        ("repair_rounds", "9" * 9000, "got '9999"),
+        ("k_examples", "1e999", "got '1e999'"),
+        ("tie_break", "x" * 5000, r"got 'xxxx.*… \(5,002 characters\)$"),
+    ],
+)
+def test_hostile_setting_values_are_refused_naming_the_setting(key, value, says):
+    with pytest.raises(ConfigError, match=says) as e:
+        validate_setting(key, value)
+    assert key in str(e.value) and len(str(e.value)) < 800
+
+
+def test_an_unknown_setting_of_a_megabyte_is_named_in_200_characters():
+    with pytest.raises(ConfigError, match="unknown setting 'kkkk") as e:
+        validate_setting("k" * 2**20, "1")
+    assert len(str(e.value)) < 3000

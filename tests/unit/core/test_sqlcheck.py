@@ -10,6 +10,7 @@ from nl2sql.core.sqlcheck import (
     has_top_level_order,
     parse_one,
     referenced_tables,
+    statement_in_expression,
     transpile,
 )
 
@@ -68,3 +69,50 @@ def test_transpile_sqlite_to_postgres():
     assert "'Poodle'" in out and "LIMIT 5" in out
     with pytest.raises(CandidateRefused):
         transpile("SELECT FROM WHERE", "sqlite")
+
+
+# "close the expression, then a statement" and its kin: what a text that should be one
+# expression (a semantic model's expr) holds; None where PostgreSQL would lex no statement
+STATEMENT_SHAPES = [
+    ("amount); DROP TABLE sm_orders; --", "after ';': DROP TABLE sm_orders"),
+    ("amount)); DELETE FROM sm_orders; --", "after ';': DELETE FROM sm_orders"),
+    ("status = 'x'); UPDATE sm_orders SET amount = 0; --", "after ';': UPDATE sm_orders"),
+    ("SUM(amount)) FROM sm_orders; DROP TABLE sm_orders; --", "after ';': DROP TABLE"),
+    ("amount /* ) */); DROP TABLE x; --", "after ';': DROP TABLE x"),
+    ("amount); COMMIT; --", "after ';': COMMIT"),
+    ("amount);SELECT pg_sleep(10);--", "after ';': SELECT pg_sleep"),
+    ("amount)\n;\nDROP TABLE x", "after ';': DROP TABLE x"),
+    ("amount); DO $$ BEGIN PERFORM 1; END $$; --", "after ';': DO"),
+    ("amount); CHECKPOINT; --", "after ';': CHECKPOINT"),
+    ("U&'x'); drop table t; --", "after ';': drop table t"),
+    ("amount > 1; DROP TABLE sm_orders", "after ';': DROP TABLE sm_orders"),
+    ("DROP TABLE sm_orders; amount", "after ';': amount"),
+    ("amount) DROP TABLE sm_orders --", "after the expression: DROP TABLE sm_orders"),
+    ("amount)) DELETE FROM sm_orders", "after the expression: DELETE FROM sm_orders"),
+    ("CASE WHEN a THEN 1 END) UPDATE t SET a = 0", "after the expression: UPDATE t"),
+    ("amount) UNION SELECT secret_note FROM sm_secret --", "after the expression: SELECT"),
+    ("amount) END", "after the expression: END"),
+    # no statement: inside a literal, a comment or a quoted name, or no statement word at all
+    ("E'x\\'); DROP TABLE t; --'", None),
+    ("x'); DROP TABLE t; --", None),  # the quote never closes: all of it is one literal
+    ("amount -- ); DROP TABLE x", None),
+    ("amount /* /* */ ); DROP TABLE x; */", None),  # nested comments, as PostgreSQL nests them
+    ("$tag$); DROP TABLE x; --$tag$", None),
+    ('"a); DROP TABLE x; --"', None),
+    ("SUM(amount);", None),
+    ("SUM(amount)", None),
+    ("CASE WHEN amount > 100 THEN 'big' ELSE 'small' END", None),
+    ("amount IN (SELECT amount FROM t)", None),
+    ("amount +* (", None),
+    ("amount) + 1", None),
+    ("DELETE FROM sm_orders", None),  # a statement instead of an expression: its parse says so
+]
+
+
+@pytest.mark.parametrize("text, found", STATEMENT_SHAPES)
+def test_a_statement_in_an_expression_is_found_however_the_expression_ends(text, found):
+    got = statement_in_expression(text)
+    if found is None:
+        assert got is None
+    else:
+        assert got is not None and found in got

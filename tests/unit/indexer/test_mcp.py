@@ -4,11 +4,18 @@ trace, the messages (no password). End to end over stdio and HTTP: tests/db/test
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import time
 
 import anyio
 import pytest
 from mcp import Client
 
+from conftest import ROOT
 from nl2sql_indexer.mcp import build_server, main
 from nl2sql_indexer.mcp._database import describe
 from nl2sql_indexer.mcp._server import _http_address
@@ -99,3 +106,70 @@ def test_tools_refuse_unknown_arguments_and_report_an_unreachable_database():
     assert bad.is_error and "takes no argument colour" in bad.content[0].text
     assert down.is_error and "cannot connect to the database" in down.content[0].text
     assert empty.is_error and "the question is empty" in empty.content[0].text
+
+
+def _stdio_server() -> subprocess.Popen:
+    """``nl2sql-mcp`` of this checkout over stdio, its database unreachable (no tool needs it
+    before its arguments are checked)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'indexer'}:{ROOT / 'py_udf'}"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "nl2sql_indexer.mcp", "--dsn", "host=127.0.0.1 port=1 dbname=x"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def _exchange(proc: subprocess.Popen, line: str, wait_s: float = 20.0) -> dict | None:
+    """Send one JSON-RPC line; the reply, or None when none came within ``wait_s``."""
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], wait_s)
+    return json.loads(proc.stdout.readline()) if ready else None
+
+
+def _call(i: int, arguments: str) -> str:
+    return (
+        f'{{"jsonrpc": "2.0", "id": {i}, "method": "tools/call", '
+        f'"params": {{"name": "sql", "arguments": {arguments}}}}}'
+    )
+
+
+def test_arguments_that_explode_cost_nothing_and_the_server_keeps_serving():
+    proc = _stdio_server()
+    try:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        assert "result" in _exchange(proc, json.dumps(init))
+        proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        nested = "[" * 100 + "]" * 100
+        wide = json.dumps({"a": [[]] * 100_000, "b": [{"c": "x" * 1000}] * 1000})
+        for i, args, says in [
+            (1, f'{{"question": {nested}}}', "question\n  Input should be a valid string"),
+            (2, f'{{"question": "Q", "evidence": {wide}}}', "evidence\n  Input should be"),
+            (3, '{"question": {"$ref": "#"}}', "Input should be a valid string"),
+        ]:
+            t0 = time.monotonic()
+            reply = _exchange(proc, _call(i, args))
+            assert reply["id"] == i and reply["result"]["isError"], reply
+            assert says in reply["result"]["content"][0]["text"]
+            assert time.monotonic() - t0 < 10
+        # nested past the SDK's JSON depth limit: dropped unparsed (no id to answer)
+        deep = "[" * 100_000 + "]" * 100_000
+        assert _exchange(proc, _call(4, f'{{"question": {deep}}}'), wait_s=3) is None
+        tools = _exchange(proc, '{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}')
+        assert tools["id"] == 5 and any(t["name"] == "sql" for t in tools["result"]["tools"])
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -18,9 +18,15 @@ from sqlglot import exp
 
 import nl2sql
 from adversarial_corpus import LITERAL_FORMS
-from nl2sql.core.errors import CandidateRefused
+from nl2sql.core.errors import CandidateRefused, ConfigError
 from nl2sql.core.sqlcheck import constant_values, parse_one
-from nl2sql.retrieval.example_pool import make_entry, parse_benchmark_json, sql_skeleton
+from nl2sql.retrieval.example_pool import (
+    MAX_JSON_BYTES,
+    make_entry,
+    parse_benchmark_json,
+    read_json,
+    sql_skeleton,
+)
 from nl2sql_indexer.dev import demo_data
 
 POOL_PATH = Path(nl2sql.__file__).resolve().parent / "data" / "example_pool.json"
@@ -467,3 +473,67 @@ def test_an_examples_masked_question_and_skeleton_hold_no_constant_of_any_form(
     assert said.lower() not in entry.masked_question.lower() or said.isdigit()
     if node not in ("JSONPathKey", "Interval"):  # kept as structure (no model sees a skeleton)
         assert mark.lower() not in entry.sql_skeleton.lower(), entry.sql_skeleton
+
+
+# nl2sql.load_examples' JSON, hostile: each refused with a message naming what is wrong, or
+# the item reported as a failure; never an internal error
+HOSTILE_DATA = [
+    ("[" * 100_000 + "]" * 100_000, "data nests deeper than 64 levels"),
+    ('[{"question": "q", "x": ' + "[" * 70 + "]" * 70 + "}]", "data nests deeper than 64"),
+    ("{" + '"a":{' * 5000 + "}" * 5001, "data nests deeper than 64 levels"),
+    ('{"question": "q"}\n' + "[" * 5000 + "]" * 5000, "data nests deeper than 64"),
+    ("[1, 2", "data is not JSON: Expecting"),
+    ('{"question": "q"}\n{"question": ', "data is not JSON: Expecting value: line 1"),
+    ("x" * (MAX_JSON_BYTES + 1), "more than nl2sql.load_examples reads at once"),
+]
+
+
+@pytest.mark.parametrize("text, says", HOSTILE_DATA)
+def test_hostile_example_json_is_refused_naming_why(text, says):
+    with pytest.raises(ConfigError, match=says):
+        parse_benchmark_json(text)
+
+
+@pytest.mark.parametrize(
+    "item, says",
+    [
+        ([1, 2], "not a JSON object but a JSON list"),
+        ("SELECT 1", "not a JSON object but a JSON str"),
+        (None, "not a JSON object but a JSON NoneType"),
+        ({"question": ["q"], "query": "SELECT 1"}, "question is not a text but a JSON list"),
+        ({"question": "q", "query": {"a": 1}}, "query is not a text but a JSON dict"),
+        ({"question": "q", "query": "SELECT 1", "db_id": 7}, "db_id is not a text"),
+    ],
+)
+def test_an_item_that_is_no_pair_is_a_failure_not_an_error(item, says):
+    good = {"db_id": "a", "question": "How many?", "query": "SELECT count(*) FROM t"}
+    entries, failures = parse_benchmark_json(json.dumps([good, item, good]))
+    assert len(entries) == 2 and [f["index"] for f in failures] == [1]
+    assert says in failures[0]["error"]
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [[1], [{"db_id": "a", "table_names": ["t"], "column_names": [[5, "c"]]}], [{"x": 1}]],
+)
+def test_tables_not_in_spiders_form_are_refused(tables):
+    with pytest.raises(ConfigError, match="tables must be a JSON array, not a JSON dict"):
+        read_json('{"db_id": "a"}', "tables")
+    with pytest.raises(ConfigError, match=r"tables\[0\] is not a Spider tables.json entry"):
+        parse_benchmark_json("[]", tables=tables)
+
+
+def test_the_cancel_check_runs_between_pairs():
+    pair = {"db_id": "a", "question": "How many?", "query": "SELECT count(*) FROM t"}
+    calls = []
+
+    class Cancelled(Exception):
+        pass
+
+    def tick():
+        calls.append(1)
+        raise Cancelled  # what a cancel raises (QueryCanceled) stops the loop
+
+    with pytest.raises(Cancelled):
+        parse_benchmark_json(json.dumps([pair] * 5000), tick=tick)
+    assert calls == [1]

@@ -69,3 +69,24 @@ def test_turns_naming_a_table_the_role_cannot_read_now_are_left_out():
         Turn(3, "q3", "WITH p AS (SELECT id FROM person) SELECT count(*) FROM p"),
     ]
     assert [t.log_id for t in visible_turns(turns, _schema())] == [1, 3]
+
+
+def test_an_abstention_lists_the_empty_results_set_aside_at_their_confidence():
+    from conftest import candidate
+    from nl2sql.model.gate import open_gate
+    from nl2sql.selection.abstain import message, readings, should_abstain
+    from nl2sql.selection.multiple_choice import select
+
+    cands = [candidate(f"e{i}", "empty", 1, rows=0) for i in range(10)]
+    cands.append(candidate("w", "wrong", 2, rows=3))
+    vote = select(cands, threshold=0.2)
+    assert vote.winner_hash == "wrong" and vote.confidence == 1 / 11
+    assert should_abstain(vote, 0.5) and not should_abstain(vote, 0.09)
+    found = readings(vote, cands, open_gate(), 3)
+    assert [(r["candidates"], r["confidence"], r["row_count"]) for r in found] == [
+        (1, 0.091, 3),
+        (10, 0.909, 0),
+    ]
+    text = message(vote.confidence, 0.5, found)
+    assert "2 competing readings" in text and "confidence 0.09 < abstain_below 0.5" in text
+    assert "reading 2 (10 candidate(s), confidence 0.91)" in text and "no rows" in text

@@ -74,8 +74,17 @@ def test_voter_sets_per_hardness_level_are_learned_from_enough_questions():
         ('{"level": "easy"}', "JSON array"),
         ('[{"level": "huge", "candidates": []}]', "item 0"),
         ('[{"level": "easy", "candidates": [{"model": "a", "group": 1}]}]', "item 0"),
+        # hostile: nesting, a group that cannot be a vote's key, a level that is a structure
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('[{"level": "easy", "candidates": [{"model": "a", "right": true, "group": [1]}]}]',
+         "item 0 .*group.: text or number"),
+        ('[{"level": "easy", "candidates": [{"model": "a", "right": true, "group": {}}]}]',
+         "item 0"),
+        ('[{"level": ["easy"], "candidates": []}]', "item 0"),
+        ('[{"candidates": [' + "[" * 900 + "]" * 900 + "]}]",
+         "item 0 .*: (a JSON dict nested too deeply to show|\\{)|nested too deeply"),
     ],
-)
+)  # fmt: skip
 def test_judged_argument_is_validated(bad, needle):
     with pytest.raises(ConfigError, match=needle):
         R.parse_judged(bad)

@@ -179,7 +179,8 @@ def test_the_group_speaks_with_the_row_order_most_members_agree_on():
 
 def test_empty_results_vote_only_when_no_candidate_returned_rows():
     # three candidates agree on no rows, two on the same rows: the rows win, and the reason
-    # says the empty ones were set aside; the confidence is the share of those with rows
+    # says the empty ones were set aside; the confidence is the share of every executed
+    # candidate (2 of 6), the vote share that of those with rows (2 of 3)
     cands = [
         _c("e1", "h0", 1, rows=0),
         _c("e2", "h0", 1, rows=0),
@@ -190,12 +191,57 @@ def test_empty_results_vote_only_when_no_candidate_returned_rows():
     ]
     v = select(cands, threshold=0.2)
     assert v.winner_hash == "h1" and v.sql == "SELECT 'r2'"
-    assert abs(v.confidence - 2 / 3) < 1e-9
+    assert v.confidence == pytest.approx(2 / 6) and v.groups[0]["vote_share"] == pytest.approx(
+        2 / 3
+    )
     assert "3 candidate(s) with an empty result set aside" in v.reason
+    assert "2 of 3 candidates with rows agree (2 of 6 executed: confidence 0.33)" in v.reason
     assert all(g["result_hash"] != "h0" for g in v.groups + v.dropped)
+    assert [(g["result_hash"], g["size"], g["vote_share"]) for g in v.set_aside] == [
+        ("h0", 3, None)
+    ]
+    assert v.set_aside[0]["confidence"] == pytest.approx(3 / 6)
+    assert [g["result_hash"] for g in v.dropped] == ["h2"]  # 1 of 6 < 0.2
     # the selection before the rule: the empty group is the majority
     assert select(cands, threshold=0.2, empty_results_vote=True).winner_hash == "h0"
     # when every candidate returned nothing, the empty result is the answer
     only_empty = [_c("e1", "h0", 1, rows=0), _c("e2", "h0", 2, rows=0), _c("f", None, 1, "error")]
     v = select(only_empty, threshold=0.2)
     assert v.winner_hash == "h0" and v.confidence == 1.0 and "set aside" not in v.reason
+
+
+def _shape(right_empty: int, wrong: int, failed: int = 0) -> list[Candidate]:
+    """``right_empty`` candidates agreeing on the right, empty result; ``wrong`` candidates each
+    returning the same wrong rows; ``failed`` candidates that failed."""
+    return (
+        [_c(f"e{i}", "empty", 1 + i, rows=0) for i in range(right_empty)]
+        + [_c(f"w{i}", "wrong", 2 + i, rows=3) for i in range(wrong)]
+        + [_c(f"f{i}", None, 1, "error") for i in range(failed)]
+    )
+
+
+@pytest.mark.parametrize(
+    "right_empty, wrong, failed, confidence",
+    [
+        (10, 1, 0, 1 / 11),  # the issue's shape: shown with confidence 1.00 before
+        (10, 1, 5, 1 / 11),  # failed candidates did not execute: they count for nothing
+        (3, 2, 0, 2 / 5),
+        (1, 4, 0, 4 / 5),
+        (0, 3, 1, 1.0),
+    ],
+)
+def test_confidence_is_the_share_of_every_executed_candidate(
+    right_empty, wrong, failed, confidence
+):
+    v = select(_shape(right_empty, wrong, failed), threshold=0.2)
+    assert v.winner_hash == "wrong"  # the rows still win the vote: empty results do not vote
+    assert v.confidence == pytest.approx(confidence)
+    assert v.groups[0]["vote_share"] == 1.0  # every voter agreed: the trace carries both
+    if right_empty:
+        assert v.set_aside[0]["size"] == right_empty
+        assert v.set_aside[0]["confidence"] == pytest.approx(right_empty / (right_empty + wrong))
+
+
+def test_with_no_rows_anywhere_the_empty_result_votes_and_the_confidence_counts_it():
+    v = select([_c("e1", "h0", 1, rows=0), _c("e2", "h0", 2, rows=0), _c("e3", "h1", 1, rows=0)])
+    assert v.winner_hash == "h0" and v.confidence == pytest.approx(2 / 3) and v.set_aside == []
