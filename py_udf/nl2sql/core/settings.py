@@ -134,6 +134,15 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(
+        "model_rounds",
+        "enum",
+        "two",
+        "`two`: the first model writes the PreSQL, then every model a FinSQL from the linked "
+        "schema; `one`: every model writes once from the PreSQL prompt (no linking round); "
+        '`auto`: one round when the PreSQL prompt holds the whole schema (see "Rounds")',
+        choices=("two", "one", "auto"),
+    ),
+    Setting(
         "prompt_variants",
         "int",
         1,

@@ -6,12 +6,13 @@ from __future__ import annotations
 from ..core.types import Vote
 from ..curated.fast_path import FastPath
 from ..curated.fast_path import fast_path as fast_path_of
+from ..generation.candidates import rounds_for
 from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
 from ..retrieval.gather import add_columns, add_vector_values, gather
 from ..retrieval.prompt_parts import finsql_prompt, first_examples, link_and_select
 from ..retrieval.prompt_parts import presql_prompt as build_presql_prompt
-from .run import Linking, Outcome, PreSQL, Run
+from .run import Linking, Outcome, PreSQL, Rounds, Run
 
 
 def gather_context(run: Run) -> None:
@@ -127,6 +128,17 @@ def presql_prompt(run: Run) -> None:
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))
 
 
+def choose_rounds(run: Run) -> None:
+    """Decide one or two model rounds from setting ``model_rounds`` and the PreSQL prompt's
+    pruning (``generation.candidates.rounds_for``).
+
+    Args:
+        run: sets ``rounds``.
+    """
+    n, why = rounds_for(run.st.model_rounds, run.presql.pruning)
+    run.rounds = Rounds(n, run.st.model_rounds, why)
+
+
 def late_lookups(run: Run) -> tuple[float, float]:
     """Vector value matches and question/column similarity, needed only after PreSQL.
 
@@ -142,6 +154,20 @@ def late_lookups(run: Run) -> tuple[float, float]:
     ctx, schema = run.context, run.schema
     vector_ms = add_vector_values(run.plpy, ctx, schema, run.st)
     return vector_ms, add_columns(run.plpy, ctx, schema)
+
+
+def late_lookups_overlapped(run: Run) -> None:
+    """``late_lookups`` while a model round is out; times go to ``overlapped_ms``.
+
+    Args:
+        run: its ``context`` is completed.
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
+    vector_ms, columns_ms = late_lookups(run)
+    run.timer.overlapped("vector_values_ms", vector_ms)
+    run.timer.overlapped("columns_ms", columns_ms)
 
 
 def instead_of_presql(run: Run) -> None:
