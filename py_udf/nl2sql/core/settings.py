@@ -136,10 +136,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "model_rounds",
         "enum",
-        "two",
+        "auto",
         "`two`: the first model writes the PreSQL, then every model a FinSQL from the linked "
         "schema; `one`: every model writes once from the PreSQL prompt (no linking round); "
-        '`auto`: one round when the PreSQL prompt holds the whole schema (see "Rounds")',
+        "`auto`: one round when the PreSQL prompt holds the whole schema, two when it was "
+        'pruned (see "One model round or two")',
         choices=("two", "one", "auto"),
     ),
     Setting(
