@@ -144,6 +144,9 @@ def db(demo_conn, llm):
     llm.set_default(None)
     demo_conn.execute("DELETE FROM nl2sql.model")
     demo_conn.execute("SELECT nl2sql.set_setting('presql_votes', 'on')")
+    # the tests of the two stages ask in two rounds (the default, auto, takes one on the demo's
+    # small schema); tests/db/test_rounds.py covers one round and auto
+    demo_conn.execute("SELECT nl2sql.set_setting('model_rounds', 'two')")
     demo_conn.execute("SELECT nl2sql.reset_setting('candidate_timeout_ms')")
     demo_conn.execute("SELECT nl2sql.reset_setting('max_plan_cost')")
     yield demo_conn

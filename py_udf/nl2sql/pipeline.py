@@ -23,6 +23,7 @@ class Stage:
     calls_model: bool = False  # waits on a model: ``retrieve`` stops at the first such stage
     in_retrieve: bool = True  # ``retrieve`` runs it too (before the first model call)
     without_model: Callable[[Run], None] | None = None  # what ``retrieve`` runs instead
+    when: Callable[[Run], bool] | None = None  # ``answer`` runs it only when this is true
 
 
 # The stages of one question, in order (docs/internals/pipeline.md has one line on each).
@@ -35,12 +36,15 @@ STAGES: tuple[Stage, ...] = (
     Stage("retrieval",     "retrieval_ms",      before_models.gather_context),
     Stage("verified",      "verified_ms",       before_models.fast_path, in_retrieve=False),
     Stage("presql_prompt", "prompt_ms",         before_models.presql_prompt),
+    Stage("rounds",        "prompt_ms",         before_models.choose_rounds, in_retrieve=False),
     Stage("quota_tokens",  "prompt_ms",         start.quota_tokens, in_retrieve=False),
     Stage("presql",        "presql_round_ms",   presql.write_presql, calls_model=True,
-          without_model=before_models.instead_of_presql),
-    Stage("linking",       "finsql_prompt_ms",  presql.link),
-    Stage("finsql_plan",   "finsql_prompt_ms",  finsql.plan),
+          without_model=before_models.instead_of_presql, when=Run.two_rounds),
+    Stage("linking",       "finsql_prompt_ms",  presql.link, when=Run.two_rounds),
+    Stage("finsql_plan",   "finsql_prompt_ms",  finsql.plan, when=Run.two_rounds),
+    Stage("one_round_plan", "finsql_prompt_ms", finsql.plan_one_round, when=Run.one_round),
     Stage("finsql",        "finsql_round_ms",   finsql.write_finsql, calls_model=True),
+    Stage("one_round_route", "finsql_prompt_ms", presql.route_one_round, when=Run.one_round),
     Stage("execute",       "execute_ms",        finsql.execute),
     Stage("repair",        "repair_ms",         finsql.repair, calls_model=True),
     Stage("vote",          "vote_ms",           choose.vote, calls_model=True),
@@ -89,6 +93,8 @@ def answer(
     """
     run = start.open_run(plpy, question, search_path, evidence, conversation, leave_out)
     for stage in STAGES:
+        if stage.when is not None and not stage.when(run):
+            continue
         _run_stage(run, stage)
         if run.finished:
             break

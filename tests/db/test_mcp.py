@@ -152,18 +152,27 @@ def test_ask_returns_the_chosen_sql_and_its_rows_capped(analyst, models, mcp_adm
     )
 
 
-def test_sql_explain_narrate_retrieve_and_explain_sql(analyst, models):
+def test_sql_explain_narrate_retrieve_and_explain_sql(analyst, models, mcp_admin):
     out = analyst.ok("sql", {"question": Q})
     assert out["sql"] == SQL and out["log_id"]
     trace = analyst.ok("explain", {"question": Q})
     assert trace["sql"] == SQL and trace["confidence"] == 1.0
-    assert "singer" in trace["linked_tables"] and trace["linked_why"]["singer"]
+    # the default (model_rounds auto) answers in one round on the small demo schema
+    assert trace["rounds"] == 1 and "fits prompt_token_budget" in trace["rounds_reason"]
+    assert "linked_tables" not in trace
+    mcp_admin.execute("SELECT nl2sql.set_setting('model_rounds', 'two')")
+    try:
+        two = analyst.ok("explain", {"question": Q})
+    finally:
+        mcp_admin.execute("SELECT nl2sql.reset_setting('model_rounds')")
+    assert two["rounds"] == 2 and two["sql"] == SQL
+    assert "singer" in two["linked_tables"] and two["linked_why"]["singer"]
     assert {c["source"].split("#")[0] for c in trace["candidates"]} >= {
         "finsql:m1",
         "finsql:m2",
     }
     assert all(c["status"] == "ok" for c in trace["candidates"] if c["source"] != "presql:m1")
-    assert trace["vote"]["groups"][0]["size"] >= 2 and "prompt" not in json.dumps(trace)
+    assert trace["vote"]["groups"][0]["size"] >= 2 and '"prompt' not in json.dumps(trace)
     said = analyst.ok("narrate", {"question": Q})
     assert said == {"answer": NARRATED, "sql": SQL, "log_id": said["log_id"]}
     found = analyst.ok("retrieve", {"question": Q})

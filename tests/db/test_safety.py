@@ -143,6 +143,7 @@ def sdb(safe_conn, llm):
         ("candidate_timeout_ms", "5000"),
         ("llm_max_retries", "2"),
         ("send_values", "on"),
+        ("model_rounds", "two"),  # the leak test asks in one round too
     ]:
         safe_conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
     yield safe_conn
@@ -1111,18 +1112,22 @@ def _leak_text(conn, trace) -> str:
     return json.dumps(trace) + json.dumps([list(r) for r in rows])
 
 
-@pytest.mark.parametrize("send_values", ["on", "off"])
+@pytest.mark.parametrize(
+    ("send_values", "rounds"), [("on", "two"), ("off", "two"), ("on", "one"), ("off", "one")]
+)
 @pytest.mark.parametrize("as_role", [ROLE, "postgres"])
 def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
-    sdb, analyst_conn, llm, as_role, send_values
+    sdb, analyst_conn, llm, as_role, send_values, rounds
 ):
     """Markers in protected data: an opted-out column (venue.secret_code) and, with
     send_values = off, an ordinary column (memo.memo_text). A recording loopback endpoint;
-    PreSQL, FinSQL, repair (errors quoting the cell: invalid input syntax for type integer),
-    multiple choice (options' first rows), and a local example quoting the opted-out value.
-    No marker in any request body, in explain, in the role's log rows or in a raised error."""
+    PreSQL, FinSQL (or the one round from the PreSQL prompt), repair (errors quoting the cell:
+    invalid input syntax for type integer), multiple choice (options' first rows), and a local
+    example quoting the opted-out value. No marker in any request body, in explain, in the
+    role's log rows or in a raised error."""
     conn = analyst_conn if as_role == ROLE else sdb
     sdb.execute("SELECT nl2sql.set_setting('send_values', %s)", (send_values,))
+    sdb.execute("SELECT nl2sql.set_setting('model_rounds', %s)", (rounds,))
     sdb.execute("SELECT nl2sql.set_setting('selection', 'multiple_choice')")
     sdb.execute("SELECT nl2sql.set_setting('confidence_threshold', '0')")
     sdb.execute(
@@ -1147,6 +1152,7 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
             else:
                 assert marker.search(json.dumps(conn.execute(sql).fetchall())), cid
         trace = conn.execute("SELECT nl2sql.explain(%s)", (LEAK_QUESTION,)).fetchone()[0]
+        assert trace["rounds"] == (1 if rounds == "one" else 2)
         sent = json.dumps(llm.requests)
         asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
         # every stage was reached
@@ -1169,7 +1175,8 @@ def test_no_withheld_value_reaches_a_model_the_trace_the_log_or_an_error(
         assert held["held"]["multiple_choice"], held
         # the local example (and, as superuser with send_values off, others of this database)
         assert held["held"]["presql"]["examples masked"] >= 1
-        assert held["held"]["finsql"]["examples masked"] >= 1
+        if rounds == "two":  # one round sends the PreSQL prompt: no FinSQL prompt is built
+            assert held["held"]["finsql"]["examples masked"] >= 1
         marks = [OPTOUT_VALUE, "OPTOUT-CODE-78"] + ([SENDOFF_VALUE] if send_values == "off" else [])
         readable = _leak_text(conn, trace)
         for m in marks:

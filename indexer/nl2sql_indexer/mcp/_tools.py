@@ -300,15 +300,16 @@ def _candidate(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_trace(trace: dict[str, Any] | None) -> dict[str, Any]:
-    """The parts of ``nl2sql.explain``'s trace an agent reads: the answer, what was linked, the
-    candidates and the vote.
+    """The parts of ``nl2sql.explain``'s trace an agent reads: the answer, the model rounds,
+    what was linked, the candidates and the vote.
 
     Args:
         trace: the whole trace.
 
     Returns:
-        ``question``, ``sql``, ``confidence``, ``error``, ``log_id``, ``linked_tables``,
-        ``linked_why``, ``candidates`` (source, status, sql, reason, row_count, exec_ms),
+        ``question``, ``sql``, ``confidence``, ``error``, ``log_id``, ``rounds``,
+        ``rounds_reason``, ``linked_tables`` and ``linked_why`` (two rounds),
+        ``candidates`` (source, status, sql, reason, row_count, exec_ms),
         ``vote`` (method, reason, groups: size, confidence, sources, sql), ``verified_query``,
         ``values_withheld``, ``sql_explanation`` and ``total_ms``, where the trace has them.
     """
@@ -320,6 +321,8 @@ def compact_trace(trace: dict[str, Any] | None) -> dict[str, Any]:
         "confidence": trace.get("confidence"),
         "error": trace.get("error"),
         "log_id": trace.get("log_id"),
+        "rounds": trace.get("rounds"),
+        "rounds_reason": trace.get("rounds_reason"),
         "linked_tables": trace.get("linked_tables"),
         "linked_why": (trace.get("linking") or {}).get("why"),
         "candidates": [_candidate(c) for c in trace.get("candidates") or []],

@@ -151,6 +151,16 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(
+        "model_rounds",
+        "enum",
+        "auto",
+        "`two`: the first model writes the PreSQL, then every model a FinSQL from the linked "
+        "schema; `one`: every model writes once from the PreSQL prompt (no linking round); "
+        "`auto`: one round when the PreSQL prompt holds the whole schema, two when it was "
+        'pruned (see "One model round or two")',
+        choices=("two", "one", "auto"),
+    ),
+    Setting(
         "prompt_variants",
         "int",
         1,

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import CandidateRefused, Nl2sqlError
+from ..core.errors import CandidateRefused, ConfigError, Nl2sqlError
 from ..core.sqlcheck import referenced_tables, to_sql
 from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
 from ..model import prompts
@@ -29,6 +29,7 @@ class GenCall:
     variant: int  # 0 for the prompt as retrieved
     n: int = 1  # samples asked for in the one request
     temperature: float | None = None  # None: the model's own
+    stage: str = "finsql"  # the gate's stage name (``one_round``: no PreSQL round before)
 
     def as_call(self, gate: Gate) -> tuple:
         """Return the request as one entry of ``llm.call_models``' ``calls``.
@@ -39,7 +40,42 @@ class GenCall:
         Returns:
             ``(model, messages, n, temperature)``, the messages sealed by ``gate.seal``.
         """
-        return (self.model, gate.seal("finsql", self.prompt), self.n, self.temperature)
+        return (self.model, gate.seal(self.stage, self.prompt), self.n, self.temperature)
+
+
+ROUNDS = ("two", "one", "auto")
+
+
+def rounds_for(setting: str, pruning: dict[str, Any]) -> tuple[int, str]:
+    """How many model rounds a question takes under setting ``model_rounds``.
+
+    Args:
+        setting: ``two``, ``one`` or ``auto`` (``ROUNDS``).
+        pruning: the PreSQL prompt's pruning (``pruned``, ``tokens_full``, ``budget``).
+
+    Returns:
+        ``(1 or 2, why)``: ``auto`` takes one round when the PreSQL prompt holds the whole
+        schema (linking from a PreSQL would only narrow what every model already sees) and two
+        when the schema was pruned to ``prompt_token_budget``.
+
+    Raises:
+        ConfigError: an unknown setting.
+    """
+    if setting not in ROUNDS:
+        raise ConfigError(f"model_rounds must be one of {', '.join(ROUNDS)}, got {setting!r}")
+    pruned = bool(pruning.get("pruned"))
+    size = (
+        f"the whole schema, {pruning.get('tokens_full')} estimated tokens, "
+        f"{'exceeds' if pruned else 'fits'} prompt_token_budget {pruning.get('budget')}"
+    )
+    if setting == "two":
+        return 2, "model_rounds is two: the PreSQL, then FinSQL from the linked schema"
+    if setting == "one":
+        shown = "a pruned schema" if pruned else "the whole schema"
+        return 1, f"model_rounds is one: every model writes once from the PreSQL prompt ({shown})"
+    if pruned:
+        return 2, f"model_rounds is auto and {size}: the PreSQL links the FinSQL prompt's tables"
+    return 1, f"model_rounds is auto and {size}: every model writes once from that prompt"
 
 
 def variant_inputs(
@@ -87,6 +123,7 @@ def finsql_calls(
     turns: tuple = (),
     *,
     gate: Gate,
+    first_prompt: str | None = None,
 ) -> list[GenCall]:
     """Plan the FinSQL requests for one question: per prompt variant and model, one request of
     ``samples`` samples (temperature-0 models sampled at ``sample_temperature`` when > 1).
@@ -108,25 +145,38 @@ def finsql_calls(
         business: the rendered business context, or None.
         turns: earlier turns of the conversation (``types.Turn``).
         gate: the call's gate (values, examples and turns pass it).
+        first_prompt: variant 0's prompt as already built (one round: the PreSQL prompt,
+            sealed as stage ``one_round``), or None to build it like the others.
 
     Returns:
         The ``GenCall`` list, variant-major (all models' variant 0 first).
     """
-    values = gate.values("finsql", values or [])
-    examples = gate.examples("finsql", examples)
-    turns = gate.turns("finsql", turns)
+    if first_prompt is None or variants > 1:  # parts of a prompt built here pass the gate
+        values = gate.values("finsql", values or [])
+        examples = gate.examples("finsql", examples)
+        turns = gate.turns("finsql", turns)
     calls: list[GenCall] = []
     for v in range(max(1, variants)):
-        sch, exs = variant_inputs(schema, examples, k, v, question)
-        prompt = prompts.build_prompt(
-            question, sch, exs, n_values, evidence, values, business, turns
-        )
+        if v == 0 and first_prompt is not None:
+            prompt = first_prompt
+        else:
+            sch, exs = variant_inputs(schema, examples, k, v, question)
+            prompt = prompts.build_prompt(
+                question, sch, exs, n_values, evidence, values, business, turns
+            )
         for m in models:
             temp = None
             if samples > 1 and m.temperature == 0:
                 temp = sample_temperature
             calls.append(
-                GenCall(model=m, prompt=prompt, variant=v, n=max(1, samples), temperature=temp)
+                GenCall(
+                    model=m,
+                    prompt=prompt,
+                    variant=v,
+                    n=max(1, samples),
+                    temperature=temp,
+                    stage="finsql" if first_prompt is None else "one_round",
+                )
             )
     return calls
 

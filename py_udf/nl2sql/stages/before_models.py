@@ -8,13 +8,14 @@ import dataclasses
 from ..core.types import Vote
 from ..curated.fast_path import FastPath
 from ..curated.fast_path import fast_path as fast_path_of
+from ..generation.candidates import rounds_for
 from ..model.llm import fitted_budget
 from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
 from ..retrieval.gather import add_columns, add_vector_values, gather
 from ..retrieval.prompt_parts import finsql_prompt, first_examples, link_and_select
 from ..retrieval.prompt_parts import presql_prompt as build_presql_prompt
-from .run import Linking, Outcome, PreSQL, Run
+from .run import Linking, Outcome, PreSQL, Rounds, Run
 
 
 def gather_context(run: Run) -> None:
@@ -123,15 +124,29 @@ def presql_prompt(run: Run) -> None:
     ctx = run.context
     model = run.models[0].model if run.models else ""
     st, window = run.st, None
-    if run.models:  # a server that states its context window bounds the prompt too
-        budget, window = fitted_budget(run.models[0], st.prompt_token_budget)
-        st = dataclasses.replace(st, prompt_token_budget=budget)
+    # a server that states its context window bounds the prompt too; every model's, as one
+    # round sends this prompt to each of them
+    for m in run.models:
+        budget, why = fitted_budget(m, st.prompt_token_budget)
+        if why:
+            st, window = dataclasses.replace(st, prompt_token_budget=budget), f"{m.name}: {why}"
     prompt, _schema, pruning = build_presql_prompt(run.plpy, ctx, run.schema, st, run.gate, model)
     if window:
         pruning["budget_from"] = window
     run.presql = PreSQL(prompt, pruning)
     run.timer.add_all(ctx.timings)
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))
+
+
+def choose_rounds(run: Run) -> None:
+    """Decide one or two model rounds from setting ``model_rounds`` and the PreSQL prompt's
+    pruning (``generation.candidates.rounds_for``).
+
+    Args:
+        run: sets ``rounds``.
+    """
+    n, why = rounds_for(run.st.model_rounds, run.presql.pruning)
+    run.rounds = Rounds(n, run.st.model_rounds, why)
 
 
 def late_lookups(run: Run) -> tuple[float, float]:
@@ -149,6 +164,20 @@ def late_lookups(run: Run) -> tuple[float, float]:
     ctx, schema = run.context, run.schema
     vector_ms = add_vector_values(run.plpy, ctx, schema, run.st)
     return vector_ms, add_columns(run.plpy, ctx, schema)
+
+
+def late_lookups_overlapped(run: Run) -> None:
+    """``late_lookups`` while a model round is out; times go to ``overlapped_ms``.
+
+    Args:
+        run: its ``context`` is completed.
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
+    vector_ms, columns_ms = late_lookups(run)
+    run.timer.overlapped("vector_values_ms", vector_ms)
+    run.timer.overlapped("columns_ms", columns_ms)
 
 
 def instead_of_presql(run: Run) -> None:

@@ -69,7 +69,8 @@ def outcome(run: Run) -> None:
     """
     v, sel = run.selected.vote, run.selected
     shown = [gated_candidate(run.gate, c) for c in run.candidates]
-    first = [run.presql.reply, *run.finsql_replies]
+    presql = [run.presql.reply] if run.presql.reply is not None else []  # none in one round
+    first = [*presql, *run.finsql_replies]
     replies = first + ([sel.choice.reply] if sel.choice else [])
     tokens = usage_of(replies, run.repair["calls"])
     error = None

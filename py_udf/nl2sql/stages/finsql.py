@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.timing import StageTimer
-from ..core.types import Candidate, LLMReply, Status
+from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
 from ..generation.alignment import ValueIndex
-from ..generation.candidates import Evaluator, candidates_from, finsql_calls
+from ..generation.candidates import Evaluator, GenCall, candidates_from, finsql_calls
 from ..generation.execute import PlanLimits
 from ..generation.repair import repair_loop
 from ..model.llm import call_models_during
 from ..ops import value_policy
 from ..retrieval.prompt_parts import context_text, first_examples, value_triples
+from .before_models import late_lookups_overlapped
 from .run import FinsqlPlan, Run
 
 
@@ -25,35 +27,69 @@ def plan(run: Run) -> None:
     Args:
         run: sets ``plan``.
     """
-    st, k, ctx, link, pre = run.st, run.st.k_examples, run.context, run.linking, run.presql
+    k, ctx, link, pre = run.st.k_examples, run.context, run.linking, run.presql
     chosen = {e.id for e in link.selection.examples}
     pool = first_examples(
         ctx.verified,
         list(link.selection.examples) + [e for e in ctx.candidates if e.id not in chosen][:k],
     )
-    calls = finsql_calls(
-        link.models,
-        run.prompt_question,
-        link.schema,
-        pool,
-        k,
-        st.sample_values,
-        run.evidence,
-        variants=st.prompt_variants,
-        samples=st.samples_per_model,
-        sample_temperature=st.sample_temperature,
-        values=value_triples(run.schema, ctx.values, {tb.name for tb in link.schema.tables}),
-        business=context_text(ctx, {tb.name for tb in link.schema.tables}, run.gate, "finsql")
-        or None,
-        turns=ctx.turns,
-        gate=run.gate,
-    )
+    calls = _calls(run, link.models, link.schema, pool)
     reply = pre.reply
     pc = Candidate(
         source=f"presql:{reply.model}", model=reply.model, raw_text=reply.text, prompt=pre.prompt
     )
     if reply.error or not reply.text:
         pc.status, pc.reason = Status.REFUSED, f"no answer: {reply.error or 'empty'}"
+    run.plan = FinsqlPlan(calls, pc, _evaluator(run))
+
+
+def plan_one_round(run: Run) -> None:
+    """Plan the one round (``model_rounds``): every model × prompt variants × samples, variant
+    0 the PreSQL prompt itself (the whole schema, or the schema pruned to the budget), the
+    others shuffled and sampled from it; no PreSQL candidate.
+
+    Args:
+        run: sets ``plan``.
+    """
+    ctx, k = run.context, run.st.k_examples
+    pool = first_examples(ctx.verified, ctx.candidates[: 2 * k])
+    calls = _calls(run, run.models, ctx.presql_schema, pool, run.presql.prompt)
+    run.plan = FinsqlPlan(calls, None, _evaluator(run))
+
+
+def _calls(
+    run: Run,
+    models: list[ModelConfig],
+    schema: Schema,
+    pool: list[Example],
+    first_prompt: str | None = None,
+) -> list[GenCall]:
+    """The round's requests (``generation.candidates.finsql_calls``) over ``schema``."""
+    st, ctx = run.st, run.context
+    tables = {tb.name for tb in schema.tables}
+    built = first_prompt is None or st.prompt_variants > 1  # a prompt is built from parts
+    return finsql_calls(
+        models,
+        run.prompt_question,
+        schema,
+        pool,
+        st.k_examples,
+        st.sample_values,
+        run.evidence,
+        variants=st.prompt_variants,
+        samples=st.samples_per_model,
+        sample_temperature=st.sample_temperature,
+        values=value_triples(run.schema, ctx.values, tables),
+        business=(context_text(ctx, tables, run.gate, "finsql") or None) if built else None,
+        turns=ctx.turns,
+        gate=run.gate,
+        first_prompt=first_prompt,
+    )
+
+
+def _evaluator(run: Run) -> Evaluator:
+    """The question's evaluator: clean, check, align (``value_alignment``), execute."""
+    st = run.st
     index = None
     if st.value_alignment:
         index = ValueIndex(
@@ -64,7 +100,7 @@ def plan(run: Run) -> None:
             st.align_min_cosine,
             partial=value_policy.partial_columns(run.schema),
         )
-    ev = Evaluator(
+    return Evaluator(
         plpy=run.plpy,
         schema=run.schema,
         search_path=run.search_path,
@@ -75,26 +111,30 @@ def plan(run: Run) -> None:
         values=index,
         limits=PlanLimits(st.max_plan_cost, st.max_plan_rows),
     )
-    run.plan = FinsqlPlan(calls, pc, ev)
 
 
 @dataclass
 class FinsqlOverlap:
     """The FinSQL round's calling-thread work while models are out: ``work`` evaluates the
-    PreSQL candidate, ``on_reply`` each early answer (into ``plan.early``); times go to
-    ``overlapped_ms``."""
+    PreSQL candidate (in one round: runs the late lookups instead), ``on_reply`` each early
+    answer (into ``plan.early``); times go to ``overlapped_ms``."""
 
     timer: StageTimer
     plan: FinsqlPlan
+    lookups: Callable[[], None] | None = None  # one round: what the PreSQL round overlapped
 
     def work(self) -> None:
-        """Check, align and execute the PreSQL candidate (unless it had no answer).
+        """Check, align and execute the PreSQL candidate (unless it had no answer); in one
+        round, run ``lookups``.
 
         Raises:
             plpy.SPIError: QueryCanceled when the caller cancelled.
+            EmbeddingError: the lookups' embedding model is missing.
         """
+        if self.lookups is not None:
+            self.lookups()
         pc, ev = self.plan.presql, self.plan.evaluator
-        if pc.status == Status.PENDING:
+        if pc is not None and pc.status == Status.PENDING:
             ev.reset_ms()
             ev.run(pc, pc.raw_text)
             self.timer.overlapped("presql_candidate_ms", sum(ev.ms.values()))
@@ -122,15 +162,19 @@ class FinsqlOverlap:
 
 
 def write_finsql(run: Run) -> None:
-    """Run the FinSQL round: every call concurrently, ``FinsqlOverlap``'s work meanwhile.
+    """Run the FinSQL round (in one round, the only one): every call concurrently,
+    ``FinsqlOverlap``'s work meanwhile (in one round, the late lookups the PreSQL round
+    overlapped).
 
     Args:
         run: sets ``finsql_replies`` (call order).
 
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+        EmbeddingError: the lookups' embedding model is missing.
     """
-    overlap = FinsqlOverlap(run.timer, run.plan)
+    lookups = (lambda: late_lookups_overlapped(run)) if run.one_round() else None
+    overlap = FinsqlOverlap(run.timer, run.plan, lookups)
     rnd = call_models_during(
         [c.as_call(run.gate) for c in run.plan.calls],
         overlap.work,
@@ -144,7 +188,8 @@ def write_finsql(run: Run) -> None:
 
 def execute(run: Run) -> None:
     """Clean, check, align and execute (read-only, time-limited) the answers not evaluated
-    during the round; every candidate in call order, the PreSQL's with ``presql_votes``.
+    during the round; every candidate of the routed voters in call order (in two rounds only
+    they were asked), the PreSQL's with ``presql_votes``.
 
     Args:
         run: sets ``candidates``.
@@ -155,8 +200,11 @@ def execute(run: Run) -> None:
     plan = run.plan
     ev = plan.evaluator
     ev.reset_ms()  # what runs after the round
+    voters = {m.name for m in run.linking.models}
     cands: list[Candidate] = []
     for i, (call, reply) in enumerate(zip(plan.calls, run.finsql_replies)):
+        if call.model.name not in voters:  # one round: routed out after the answers came
+            continue
         if i in plan.early:
             cands.extend(plan.early[i])
             continue
@@ -164,7 +212,7 @@ def execute(run: Run) -> None:
             if c.status == Status.PENDING:
                 ev.run(c, c.raw_text)
             cands.append(c)
-    if run.st.presql_votes:
+    if run.st.presql_votes and plan.presql is not None:
         cands.append(plan.presql)
     run.timer.add_all(ev.ms)
     run.candidates = cands

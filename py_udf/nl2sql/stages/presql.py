@@ -9,15 +9,8 @@ from ..model.llm import call_models_during
 from ..retrieval.prompt_parts import link_and_select
 from ..selection import reliability
 from ..selection.hardness import hardness, route
-from .before_models import late_lookups, leave_out_examples
+from .before_models import late_lookups_overlapped, leave_out_examples
 from .run import Linking, Run
-
-
-def _late_lookups_overlapped(run: Run) -> None:
-    """``late_lookups`` while the PreSQL model writes; times go to ``overlapped_ms``."""
-    vector_ms, columns_ms = late_lookups(run)
-    run.timer.overlapped("vector_values_ms", vector_ms)
-    run.timer.overlapped("columns_ms", columns_ms)
 
 
 def write_presql(run: Run) -> None:
@@ -36,7 +29,7 @@ def write_presql(run: Run) -> None:
     pre = run.presql
     rnd = call_models_during(
         [(run.models[0], run.gate.seal("presql", pre.prompt))],
-        lambda: _late_lookups_overlapped(run),
+        lambda: late_lookups_overlapped(run),
         run.on_wait,
         run.budget_s(),
     )
@@ -76,12 +69,7 @@ def link(run: Run) -> None:
         linked, selection = link_and_select(ctx, schema, None, run.st, reply.text)
         level = None
     shown = run.gate.examples("trace", selection.examples)
-    names = [m.name for m in run.models]
-    rel = reliability.load(run.plpy) if run.st.reliability_vote else None
-    routing = run.st.hardness_voters or (rel.voters if rel is not None else {})
-    voters, why = route(level, routing, names)
-    if routing and not run.st.hardness_voters:
-        why += " (voter sets learned by nl2sql.calibrate)"
+    voters, why, rel = _route(run, level)
     run.linking = Linking(
         linked,
         selection,
@@ -93,3 +81,36 @@ def link(run: Run) -> None:
         why,
         rel,
     )
+
+
+def _route(run: Run, level: str | None) -> tuple[list[str], str, reliability.Reliability | None]:
+    """The voters for a PreSQL of hardness ``level`` (``hardness_voters``, else the voter sets
+    ``nl2sql.calibrate`` learned), the reason, and the calibrated reliability (or None)."""
+    names = [m.name for m in run.models]
+    rel = reliability.load(run.plpy) if run.st.reliability_vote else None
+    routing = run.st.hardness_voters or (rel.voters if rel is not None else {})
+    voters, why = route(level, routing, names)
+    if routing and not run.st.hardness_voters:
+        why += " (voter sets learned by nl2sql.calibrate)"
+    return voters, why, rel
+
+
+def route_one_round(run: Run) -> None:
+    """One round: the first model's answer (written from the PreSQL prompt, as its PreSQL
+    would be) gives the hardness that routes the voters; no linking.
+
+    Args:
+        run: after the round (``finsql_replies``); sets ``linking`` (``linked`` and
+            ``selection`` None, ``schema`` the PreSQL prompt's).
+    """
+    first = run.models[0]
+    reply = next((r for c, r in zip(run.plan.calls, run.finsql_replies) if c.model is first), None)
+    cl = clean(reply.text, first.dialect) if reply is not None and reply.text else None
+    level = hardness(cl.sql) if cl is not None and cl.sql else None
+    voters, why, rel = _route(run, level)
+    why = f"one round: the first model's answer stands for the PreSQL; {why}"
+    if left := [m.name for m in run.models if m.name not in voters]:
+        why += f"; the answers of {', '.join(left)} do not vote"
+    models = [m for m in run.models if m.name in voters]
+    schema = run.context.presql_schema or run.schema
+    run.linking = Linking(None, None, [], models, schema, level, voters, why, rel)

@@ -72,11 +72,22 @@ class PreSQL:
 
 
 @dataclass
-class Linking:
-    """After PreSQL: the linked schema, DAIL selection and the routed FinSQL writers."""
+class Rounds:
+    """How many model rounds the question takes (setting ``model_rounds``) and why."""
 
-    linked: Linked
-    selection: Selection  # the DAIL selection of examples
+    n: int  # 2: the PreSQL, then FinSQL; 1: every model writes once from the PreSQL prompt
+    setting: str  # two, one or auto
+    reason: str
+
+
+@dataclass
+class Linking:
+    """After PreSQL: the linked schema, DAIL selection and the routed FinSQL writers. In one
+    round: no linking (``linked``, ``selection`` None); the first model's answer routes the
+    voters and ``schema`` is the PreSQL prompt's."""
+
+    linked: Linked | None
+    selection: Selection | None  # the DAIL selection of examples
     examples_shown: list[Example]  # its examples as the trace shows them (gated)
     models: list[ModelConfig] = field(default_factory=list)  # writers routed by hardness
     schema: Schema | None = None  # the linked tables (the whole schema when nothing linked)
@@ -89,10 +100,11 @@ class Linking:
 @dataclass
 class FinsqlPlan:
     """The FinSQL round to run: its calls (variant-major), the PreSQL as a candidate (status
-    ``refused`` when it had no answer), the evaluator, and the answers evaluated early."""
+    ``refused`` when it had no answer; None in one round), the evaluator, and the answers
+    evaluated early."""
 
     calls: list[GenCall]
-    presql: Candidate
+    presql: Candidate | None
     evaluator: Evaluator
     early: dict[int, list[Candidate]] = field(default_factory=dict)  # call index -> candidates
 
@@ -162,6 +174,7 @@ class Run:
     fast_path_skipped: str | None = None  # why the fast path was not tried
     finished: bool = False  # the fast path answered: no later stage runs
     presql: PreSQL | None = None
+    rounds: Rounds | None = None  # one or two model rounds, and why
     # presql, finsql, choose, trace
     linking: Linking | None = None
     finsql_prompt: str | None = None  # ``retrieve()`` only, from ``given_presql``
@@ -172,6 +185,22 @@ class Run:
     selected: Selected | None = None
     outcome: Outcome | None = None
     embedder: dict[str, Any] | None = None  # what served the embeddings
+
+    def one_round(self) -> bool:
+        """Whether the models write once (``rounds``), the PreSQL round and linking skipped.
+
+        Returns:
+            True when ``rounds`` chose one round.
+        """
+        return self.rounds is not None and self.rounds.n == 1
+
+    def two_rounds(self) -> bool:
+        """Whether the PreSQL round and linking run.
+
+        Returns:
+            True unless ``rounds`` chose one round.
+        """
+        return not self.one_round()
 
     def on_wait(self) -> None:
         """Let a pending cancel land; called between slices of a model wait.

@@ -93,7 +93,8 @@ def _retrieval_part(ctx: Context) -> dict[str, Any]:
 
 
 def _linking_part(link: Linking) -> dict[str, Any]:
-    """``linked_tables``, ``linked_columns``, ``linking`` (why, how) and ``selection``."""
+    """``linked_tables``, ``linked_columns``, ``linking`` (why, how) and ``selection`` (after
+    a PreSQL: ``link.linked`` and ``link.selection`` set)."""
     linked, sel = link.linked, link.selection
     return {
         "linked_tables": linked.tables,
@@ -155,8 +156,12 @@ def _models_part(run: Run) -> dict[str, Any]:
         }
         if pre.refused is not None:
             out["presql"]["refused"] = pre.refused
+    if run.rounds is not None:
+        out["rounds"] = run.rounds.n
+        out["rounds_reason"] = run.rounds.reason
     if link is not None:
-        out.update(_linking_part(link))
+        if link.linked is not None:  # none in one round
+            out.update(_linking_part(link))
         out["hardness"] = {"presql": link.level, "voters": link.voters, "reason": link.why}
     if run.plan is not None:
         calls = run.plan.calls

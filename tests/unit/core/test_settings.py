@@ -77,6 +77,7 @@ PREVIOUS_DEFAULTS = {
     "narrate_model": "",
     "narrate_rows": "20",
     "explain_sql_in_trace": "off",
+    "model_rounds": "auto",
 }
 
 

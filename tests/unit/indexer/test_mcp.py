@@ -73,6 +73,8 @@ def test_compact_trace_keeps_what_an_agent_reads():
         "sql": "SELECT 1",
         "confidence": 0.5,
         "log_id": 7,
+        "rounds": 2,
+        "rounds_reason": "model_rounds is two",
         "linked_tables": ["singer"],
         "linking": {"why": {"singer": ["presql"]}},
         "presql": {"prompt": "long prompt"},
@@ -86,6 +88,7 @@ def test_compact_trace_keeps_what_an_agent_reads():
     assert out["candidates"] == [{"source": "finsql:m1", "status": "ok", "sql": "SELECT 1"}]
     assert out["vote"]["groups"] == [{"size": 2, "confidence": None, "sources": None, "sql": "S"}]
     assert out["linked_why"] == {"singer": ["presql"]} and out["total_ms"] == 12.5
+    assert out["rounds"] == 2 and out["rounds_reason"] == "model_rounds is two"
     assert "presql" not in out and "error" not in out
     assert compact_trace(None)["candidates"] == []
 
