@@ -394,7 +394,9 @@ def test_generation_settings_normalize():
 @pytest.mark.parametrize(
     "key, value, says",
     [
-        ("hardness_voters", "[" * 5000 + "]" * 5000, "nested too deeply"),
+        # Python 3.11's json parser stops at its recursion limit; 3.13's reads this depth and the
+        # shape check refuses it
+        ("hardness_voters", "[" * 5000 + "]" * 5000, "nested too deeply|expected a JSON object"),
         (
             "hardness_voters",
             '{"easy": ' + "[" * 900 + "]" * 900 + "}",
