@@ -72,11 +72,16 @@ def nl2sql(
     Raises:
         plpy.Error: an invalid question, key, setting or model configuration, a missing index
             or embedding model, no candidate executed (naming why), or the vote abstained; the
-            hint names ``nl2sql.explain`` and the log id.
+            hint names ``nl2sql.explain`` (the failed call's log row rolls back with the
+            error: no log id is promised).
     """
     trace = _run(plpy, question, search_path, evidence, conversation)
     if trace.get("sql") is None:
-        hint = f"SELECT nl2sql.explain(...) shows the whole trace (log id {trace.get('log_id')})"
+        # the log row written for this call rolls back with the error: promise no log id
+        hint = (
+            "SELECT nl2sql.explain(...) with the same question returns the whole trace without "
+            "raising, and logs it"
+        )
         fail(plpy, trace.get("error") or "nl2sql: no SQL chosen", hint)
     return trace["sql"]
 
