@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from ..core.types import ModelConfig
 
@@ -22,7 +22,6 @@ __all__ = [
     "forget_windows",
     "learn",
     "learned",
-    "known_windows",
     "remember_window",
     "request_args",
     "server_facts",
@@ -83,14 +82,6 @@ class Capability:
         None  # tokens the endpoint holds, prompt and answer (None: unknown)
     )
     source: dict[str, str] = field(default_factory=dict)
-
-    def shown(self) -> dict:
-        """The capability as the trace and ``doctor()`` show it.
-
-        Returns:
-            Its fields as a dict.
-        """
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -427,16 +418,6 @@ def remember_window(cfg: ModelConfig, tokens: int, how: str) -> None:
     """
     with _WIN_LOCK:
         _WINDOWS[_key(cfg)] = (tokens, how)
-
-
-def known_windows() -> dict[tuple[str, str, str], tuple[int | None, str]]:
-    """What this process knows of context windows.
-
-    Returns:
-        ``{(endpoint, model, revision): (tokens or None, how)}``.
-    """
-    with _WIN_LOCK:
-        return dict(_WINDOWS)
 
 
 def forget_windows() -> None:

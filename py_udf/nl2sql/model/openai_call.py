@@ -182,7 +182,9 @@ def call_here(
     ex = _exchange.Exchange(cfg, messages, max(1, int(n)), temperature)
     try:
         client = _client(cfg, deadline)
-        return ex.run(client, timeout_s, t0)
+        reply = ex.run(client, timeout_s, t0)
+        reply.learned = [redact(x, secrets) for x in reply.learned]  # the endpoint's words
+        return reply
     except ModelError as e:
         err = str(e)
     except Exception as e:  # noqa: BLE001 - any client failure is reported, not raised
@@ -198,7 +200,9 @@ def call_here(
         )
     # an endpoint may echo the key (OpenAI's 401: "Incorrect API key provided: sk-..."); the
     # error goes to the trace, the log and raised messages: mask the key and key-like tokens
-    return ex.failed(redact(err, secrets), (time.perf_counter() - t0) * 1000)
+    reply = ex.failed(redact(err, secrets), (time.perf_counter() - t0) * 1000)
+    reply.learned = [redact(x, secrets) for x in reply.learned]
+    return reply
 
 
 def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> str:

@@ -167,3 +167,20 @@ def test_a_llamacpp_server_that_refuses_n_above_its_slots_teaches_separate_reque
     assert r.error is None and len(r.choices) == 3
     assert [q["params"].get("n") for q in server.requests] == [3, None, None, None]
     assert r.learned and r.learned[0].startswith("send_n = False")
+
+
+def test_what_a_call_learned_carries_no_secret_the_endpoint_echoed(server):
+    server.clear()
+    key = "sk-" + "a1b2c3d4" * 4
+    server.add_rule(
+        Rule(
+            model="echo",
+            status=400,
+            times=1,
+            response=f"Unsupported parameter: 'temperature' (request by {key})",
+        )
+    )
+    server.add_rule(Rule(model="echo", response=SQL))
+    r = _ask(server, "echo", n=1)
+    assert r.error is None and r.learned and r.learned[0].startswith("send_temperature")
+    assert key not in " ".join(r.learned) and "[REDACTED]" in r.learned[0]
