@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..core import spi
-from ..core.errors import QuotaExceeded
+from ..core.errors import ConfigError, QuotaExceeded
 from ..core.types import LLMReply
 from ..embedding import client as shared
 
@@ -143,7 +143,7 @@ class Ledger:
             return {"ok": True}
         if req["op"] == "take":
             return self._take(str(req["db"]), req["kind"], req["state"], now)
-        raise ValueError(f"unknown op {req['op']!r}")
+        raise ConfigError(f"unknown ledger op {req['op']!r}")
 
     def _entry(self, db: str, role: str, xid: int, now: float) -> list[float]:
         entry = self._rows.setdefault((db, role), {}).setdefault(xid, [0, 0, now])
