@@ -44,6 +44,20 @@ FALLBACK_DATADIR = Path("/var/tmp/nl2sql-bench-cluster")
 # --------------------------------------------------------------------------------------------
 
 
+def machine_reference_ms(n: int = 5) -> float:
+    """Median ms of a fixed Python loop (10^6 additions) in this process: how fast this shared
+    machine was during the run, printed beside a bench's figures (it drifts by 20-30 % from
+    one minute to the next)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
 def default_datadir() -> Path:
     """``.nl2sql/bench-cluster`` under the current directory, or /var/tmp/nl2sql-bench-cluster
     when the postgres OS user cannot reach it (same logic as nl2sql_indexer.dev.demo)."""

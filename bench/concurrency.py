@@ -15,12 +15,17 @@ model into its backend, is a warm-up and not counted), how many reindex passes r
 workload's slowest statement, and the longest lock wait seen (goal: none; the poll misses waits
 shorter than its 20 ms interval).
 
+``--quota N`` gives the role ``questions_per_minute => N`` (a generous N measures what the
+quota's bookkeeping costs: with the shared process its sessions ask at once; with
+``--embedder local`` they take the role's row lock in turn, docs/guardrails.md "Quotas");
+``--quiet`` leaves out the reindex loop and the user workload.
+
 Usage: python bench/concurrency.py [--sessions 16] [--questions 20] [--latency-ms 200]
-       [--datadir DIR] [--embedder shared|local]
+       [--datadir DIR] [--embedder shared|local] [--quota N] [--quiet]
 (max_connections is raised, with a restart of the bench cluster, when the sessions need it.)
 Run it under scripts/dev_locked.sh (it installs this checkout into the shared extension dir).
 The last line printed is
-``RESULT errors=<n> p50_ms=<ms> p95_ms=<ms> max_lock_wait_ms=<ms>``.
+``RESULT errors=<n> p50_ms=<ms> p95_ms=<ms> max_lock_wait_ms=<ms> wall_s=<s> quota=<N|none>``.
 """
 
 from __future__ import annotations
@@ -80,7 +85,7 @@ def ensure_connections(cluster, sessions: int) -> None:
     cluster.start()
 
 
-def setup(cluster, llm: LoopbackLLM, embedder: str | None = None) -> None:
+def setup(cluster, llm: LoopbackLLM, embedder: str | None = None, quota: int | None = None):
     cluster.create_database(DB, drop=True)
     with cluster.connect(DB) as c:
         c.execute(demo_sql())
@@ -95,6 +100,9 @@ def setup(cluster, llm: LoopbackLLM, embedder: str | None = None) -> None:
         if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone():
             c.execute(f"CREATE ROLE {ROLE} LOGIN")
         c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {ROLE}")
+        c.execute("DELETE FROM nl2sql.quota")
+        if quota is not None:
+            c.execute("SELECT nl2sql.set_quota(%s, questions_per_minute => %s)", (ROLE, quota))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,18 +119,23 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="set the embedder setting (default: its default, shared)",
     )
+    ap.add_argument("--quota", type=int, default=None, help="the role's questions_per_minute")
+    ap.add_argument("--quiet", action="store_true", help="no reindex loop, no user workload")
     args = ap.parse_args(argv)
 
+    log(f"machine speed reference: {C.machine_reference_ms():.0f} ms for 10^6 Python additions")
     cluster = C.start_cluster(args.datadir)
     ensure_connections(cluster, args.sessions)
     log(f"cluster {cluster.datadir} port {cluster.port}")
     llm = LoopbackLLM().start()
     for q, sql in QUESTIONS:
         llm.add_rule(Rule(question=q, response=sql, delay_s=args.latency_ms / 1000.0))
-    setup(cluster, llm, args.embedder)
+    setup(cluster, llm, args.embedder, args.quota)
     log(
         f"{args.sessions} sessions x {args.questions} questions, loopback latency "
-        f"{args.latency_ms:g} ms (scripted answers), reindex(force) looping meanwhile"
+        f"{args.latency_ms:g} ms (scripted answers), "
+        + ("nothing else running" if args.quiet else "reindex(force) looping meanwhile")
+        + f"; quota questions_per_minute={args.quota}, embedder={args.embedder or 'shared'}"
     )
 
     stop = threading.Event()
@@ -221,12 +234,13 @@ def main(argv: list[str] | None = None) -> int:
                     waits[key] = max(waits.get(key, 0.0), float(wait_ms or 0.0))
                 time.sleep(0.02)
 
-    bg = [
-        threading.Thread(target=reindexer),
-        threading.Thread(target=user_workload, args=(False,)),
-        threading.Thread(target=user_workload, args=(True,)),
-        threading.Thread(target=monitor),
-    ]
+    bg = [threading.Thread(target=monitor)]
+    if not args.quiet:
+        bg += [
+            threading.Thread(target=reindexer),
+            threading.Thread(target=user_workload, args=(False,)),
+            threading.Thread(target=user_workload, args=(True,)),
+        ]
     workers = [threading.Thread(target=session, args=(i,)) for i in range(args.sessions)]
     for t in workers:
         t.start()
@@ -273,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     log(
-        f"RESULT errors={len(errors)} p50_ms={p50:.0f} p95_ms={p95:.0f} max_lock_wait_ms={max_wait:.0f}"
+        f"RESULT errors={len(errors)} p50_ms={p50:.0f} p95_ms={p95:.0f} "
+        f"max_lock_wait_ms={max_wait:.0f} wall_s={wall:.1f} "
+        f"quota={args.quota if args.quota is not None else 'none'}"
     )
     return 0
 

@@ -121,6 +121,55 @@ BEGIN
 END
 $$;
 
+-- The quota state of the acting role for the shared process's ledger of questions in flight
+-- (model/quota.py "ledger"): the role's limits, its usage as committed (no row is locked), this
+-- transaction's id, and which of the ledger's transaction ids `pending` are settled: aborted, or
+-- committed before this statement's snapshot (their counts are in the usage read here). Nothing
+-- is written. Returns {role, limited, replica} and, for a limited role on a primary, {quota_of,
+-- questions_per_minute, tokens_per_day, minute, minute_questions, tokens_used, day, xid,
+-- settled}.
+CREATE OR REPLACE FUNCTION nl2sql._quota_state(who name, pending bigint[])
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r name := nl2sql._acting_role(who);
+    q nl2sql.quota%ROWTYPE;
+    t timestamptz := pg_catalog.clock_timestamp();
+    d date := (t AT TIME ZONE 'UTC')::date;
+    m timestamptz := pg_catalog.date_trunc('minute', t);
+    replica boolean := pg_catalog.pg_is_in_recovery()
+                       OR pg_catalog.current_setting('transaction_read_only') = 'on';
+BEGIN
+    SELECT * INTO q FROM nl2sql.quota x WHERE x.role_name IN (r, 'public')
+     ORDER BY x.role_name = 'public' LIMIT 1;
+    IF NOT FOUND OR (q.questions_per_minute IS NULL AND q.tokens_per_day IS NULL) THEN
+        RETURN jsonb_build_object('role', r, 'limited', false, 'replica', replica);
+    END IF;
+    IF replica THEN
+        RETURN jsonb_build_object('role', r, 'limited', true, 'replica', true);
+    END IF;
+    -- one statement, one snapshot: the usage read and the ids settled before it agree
+    RETURN (SELECT jsonb_build_object(
+        'role', r, 'limited', true, 'replica', false, 'quota_of', q.role_name,
+        'questions_per_minute', q.questions_per_minute, 'tokens_per_day', q.tokens_per_day,
+        'minute', m, 'resets_minute', m + interval '1 minute',
+        'minute_questions',
+        COALESCE(CASE WHEN u.minute_start = m THEN u.minute_questions END, 0),
+        'tokens_used', COALESCE(u.prompt_tokens + u.completion_tokens, 0),
+        'day', d, 'resets_day', (d + 1)::timestamp AT TIME ZONE 'UTC',
+        'xid', pg_catalog.txid_current(),
+        'settled', COALESCE((
+            SELECT pg_catalog.jsonb_agg(p) FROM pg_catalog.unnest(pending) p
+             WHERE p <> pg_catalog.txid_current()
+               AND (pg_catalog.pg_xact_status(p::text::xid8) IS DISTINCT FROM 'in progress'
+                    AND pg_catalog.pg_xact_status(p::text::xid8) IS DISTINCT FROM 'committed'
+                    OR pg_catalog.pg_visible_in_snapshot(p::text::xid8,
+                                                         pg_catalog.pg_current_snapshot()))),
+            '[]'::jsonb))
+      FROM (SELECT 1) one
+      LEFT JOIN nl2sql.usage_day u ON u.role_name = r AND u.day = d);
+END
+$$;
+
 -- Adds one call's use to the acting role's row of the day (UTC): questions not yet counted by
 -- nl2sql._quota_take, tokens, estimated tokens and cost. Only ever adds (a negative amount is
 -- refused), so a role calling it by itself can only raise its own usage. Nothing on a replica
@@ -138,16 +187,26 @@ BEGIN
         RETURN false;
     END IF;
     INSERT INTO nl2sql.usage_day AS x (role_name, day, questions, prompt_tokens,
-                                       completion_tokens, estimated_tokens, cost_usd)
+                                       completion_tokens, estimated_tokens, cost_usd,
+                                       minute_start, minute_questions)
     VALUES (nl2sql._acting_role(who), (pg_catalog.clock_timestamp() AT TIME ZONE 'UTC')::date,
             COALESCE(add_questions, 0), COALESCE(add_prompt, 0), COALESCE(add_completion, 0),
-            COALESCE(add_estimated, 0), COALESCE(add_cost, 0))
+            COALESCE(add_estimated, 0), COALESCE(add_cost, 0),
+            pg_catalog.date_trunc('minute', pg_catalog.clock_timestamp()),
+            COALESCE(add_questions, 0))
     ON CONFLICT (role_name, day) DO UPDATE SET
         questions = x.questions + EXCLUDED.questions,
         prompt_tokens = x.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = x.completion_tokens + EXCLUDED.completion_tokens,
         estimated_tokens = x.estimated_tokens + EXCLUDED.estimated_tokens,
-        cost_usd = x.cost_usd + EXCLUDED.cost_usd;
+        cost_usd = x.cost_usd + EXCLUDED.cost_usd,
+        -- a question counted here (not by nl2sql._quota_take) counts in the minute it ends
+        minute_questions = CASE WHEN EXCLUDED.questions = 0 THEN x.minute_questions
+                                WHEN x.minute_start = EXCLUDED.minute_start
+                                THEN x.minute_questions + EXCLUDED.questions
+                                ELSE EXCLUDED.questions END,
+        minute_start = CASE WHEN EXCLUDED.questions = 0 THEN x.minute_start
+                            ELSE EXCLUDED.minute_start END;
     RETURN true;
 END
 $$;

@@ -295,12 +295,17 @@ def _waiting_on_lock(conn, pid: int) -> bool:
     ).fetchone() == (True,)
 
 
-def test_two_sessions_of_one_role_cannot_both_take_the_last_slot(gdb, llm, cluster):
+def _last_slot_setup(gdb, llm, embedder: str):
     add_models(gdb, llm, ["m1"])
     llm.set_default(SMALL)
-    gdb.execute("SELECT nl2sql.set_quota(%s, questions_per_minute => 1)", (ASKER,))
-    gdb.execute("SELECT nl2sql.set_quota(%s, questions_per_minute => 1)", (OTHER,))
+    gdb.execute("SELECT nl2sql.set_setting('embedder', %s)", (embedder,))
+    for role in (ASKER, OTHER):
+        gdb.execute("SELECT nl2sql.set_quota(%s, questions_per_minute => 1)", (role,))
     away_from_minute_end()
+
+
+def test_without_the_shared_process_the_last_slot_is_held_by_the_row_lock(gdb, llm, cluster):
+    _last_slot_setup(gdb, llm, "local")
     first = cluster.connect(DEMO_DB, user=ASKER, autocommit=False)
     second = as_role(cluster, ASKER)
     other = as_role(cluster, OTHER)
@@ -331,8 +336,75 @@ def test_two_sessions_of_one_role_cannot_both_take_the_last_slot(gdb, llm, clust
         first.close()
         second.close()
         other.close()
+        gdb.execute("SELECT nl2sql.reset_setting('embedder')")
     rows = gdb.execute("SELECT role_name, questions FROM nl2sql.usage_day ORDER BY 1").fetchall()
     assert rows == [(ASKER, 1), (OTHER, 1)]
+
+
+def test_with_the_shared_process_the_last_slot_is_held_without_a_lock(gdb, llm, cluster):
+    # the ledger of questions in flight (model/quota.py): a second session of the role is
+    # refused at once while the first's transaction is open, without waiting on any lock; a
+    # first that rolls back frees its slot, one that commits keeps it
+    _last_slot_setup(gdb, llm, "shared")
+    first = cluster.connect(DEMO_DB, user=ASKER, autocommit=False)
+    second = as_role(cluster, ASKER)
+    try:
+        trace = explain(first)  # takes the last slot; its transaction stays open
+        assert trace["sql"], trace.get("error")
+        with pytest.raises(psycopg.Error, match="over questions_per_minute = 1") as e:
+            explain(second)
+        assert "1 questions this minute" in str(e.value)
+        with as_role(cluster, OTHER) as other:
+            explain(other)  # another role has its own count
+        first.rollback()  # the first's question never happened: the slot is free again
+        explain(first)
+        first.commit()
+        with pytest.raises(psycopg.Error, match="over questions_per_minute = 1"):
+            explain(second)
+    finally:
+        first.close()
+        second.close()
+        gdb.execute("SELECT nl2sql.reset_setting('embedder')")
+    rows = gdb.execute("SELECT role_name, questions FROM nl2sql.usage_day ORDER BY 1").fetchall()
+    assert rows == [(ASKER, 1), (OTHER, 1)]
+
+
+def test_eight_sessions_of_one_role_take_exactly_its_limit_at_once(gdb, llm, cluster):
+    # 8 sessions of one role with questions_per_minute = 5, each asking once in its own open
+    # transaction, all at once, with models that take 0.5 s: exactly 5 answered, 3 refused, and
+    # the 5 ran together (no session waited on another's lock)
+    add_models(gdb, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response=SMALL, delay_s=0.5))
+    gdb.execute("SELECT nl2sql.set_quota(%s, questions_per_minute => 5)", (ASKER,))
+    explain(gdb)  # the shared process runs (a role without a quota)
+    away_from_minute_end()
+    conns = [cluster.connect(DEMO_DB, user=ASKER, autocommit=False) for _ in range(8)]
+    outcome: list[str] = []
+    barrier = threading.Barrier(len(conns))
+
+    def ask(conn):
+        barrier.wait()
+        try:
+            explain(conn)
+            outcome.append("answered")
+        except psycopg.Error as e:
+            outcome.append("refused" if "over questions_per_minute" in str(e) else str(e))
+        finally:
+            conn.commit()
+
+    threads = [threading.Thread(target=ask, args=(c,)) for c in conns]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(outcome) == ["answered"] * 5 + ["refused"] * 3, outcome
+    finally:
+        for c in conns:
+            c.close()
+    assert gdb.execute(
+        "SELECT questions FROM nl2sql.usage_day WHERE role_name = %s", (ASKER,)
+    ).fetchone() == (5,)
 
 
 def test_each_role_sees_only_its_own_usage(gdb, llm, cluster):

@@ -8,6 +8,7 @@ import argparse
 import array
 import base64
 import importlib
+import json
 import os
 import socket
 import sys
@@ -114,6 +115,7 @@ def create_app():
             Route("/v1/models", _models, methods=["GET"]),
             Route("/nl2sql/v1/chat", chat, methods=["POST"]),
             Route("/nl2sql/v1/capabilities", _capabilities, methods=["GET"]),
+            Route("/nl2sql/v1/quota", _quota_endpoint(), methods=["POST"]),
         ]
     )
 
@@ -208,6 +210,27 @@ def _chat_endpoint():
         return JSONResponse(reply)
 
     return chat
+
+
+def _quota_endpoint():
+    """The ``POST /nl2sql/v1/quota`` handler: the ledger of questions in flight that lets
+    sessions of one role with a quota ask at once (``model.quota.Ledger``); answered on the
+    event loop, so each request is atomic."""
+    from ..model.quota import Ledger  # light: no openai
+
+    ledger = Ledger()
+
+    async def quota(request):
+        from starlette.responses import (
+            JSONResponse,  # web stack: imported after main's fork and pid file
+        )
+
+        try:
+            return JSONResponse(ledger.apply(json.loads(await request.body())))
+        except (ValueError, TypeError, KeyError) as e:
+            return _error(400, f"bad quota request: {type(e).__name__}: {e}")
+
+    return quota
 
 
 async def _capabilities(request):

@@ -28,6 +28,7 @@ TIMEOUT_BASE_S = 5.0  # a request's limit: this plus TIMEOUT_PER_TEXT_S per text
 TIMEOUT_PER_TEXT_S = 0.05
 START_TIMEOUT_S = 30.0  # waiting for a process being started (model load: ~1-2 s)
 RETRY_AFTER_S = 30.0  # in-process embedding for this long after a failure
+QUOTA_TIMEOUT_S = 2.0  # a ledger request (microseconds of work); past it the row lock counts
 
 _LOCK = threading.Lock()
 _STATE: dict = {
@@ -332,6 +333,29 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
     with _LOCK:
         _STATE["relayed"] += 1
     return resp.json()
+
+
+def relay_quota(payload: dict) -> dict | None:
+    """Ask the shared process's ledger of questions in flight (``POST /nl2sql/v1/quota``); it is
+    not started for this.
+
+    Args:
+        payload: ``{"op": "pending" | "take" | "add", ...}`` (``model.quota.Ledger.apply``).
+
+    Returns:
+        The ledger's answer, or None when no process could answer (not in use, not running,
+        failing, too old): the caller counts with the row lock instead.
+    """
+    if _STATE["mode"] != "shared" or time.monotonic() < _STATE["retry_at"]:
+        return None
+    try:
+        resp = _client().post("/nl2sql/v1/quota", json=payload, timeout=QUOTA_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - any failure: the caller uses the row lock
+        return None
+    if resp.status_code != 200:
+        return None
+    got = resp.json()
+    return got if isinstance(got, dict) else None
 
 
 def relayed_capabilities() -> list[dict]:
