@@ -237,3 +237,25 @@ def test_cli_ask_prints_sql_and_rows_and_json(cluster, cdb, llm):
     assert "SELECT name, age" in out.stdout and youngest in out.stdout
     bad = _cli("ask", "--dsn", cluster.dsn("nl2sql_no_such_database"), "anything")
     assert bad.returncode != 0 and bad.stderr.startswith("nl2sql")
+
+
+def test_mcp_tools_answer_in_process_as_in_the_server(cluster, cdb, llm):
+    from nl2sql_indexer.mcp._database import Database, ToolFailure
+    from nl2sql_indexer.mcp._tools import Tools
+
+    add_models(cdb, llm, ["m1"])
+    llm.set_default("SELECT name, age FROM singer ORDER BY age, name")
+    question = "Who are the singers, youngest first?"
+    dsn = cluster.dsn(CLIENT_DB, READER)
+    in_server, here = Tools(Database(dsn)), Tools(Database(dsn, in_process=True))
+    expected = in_server.ask(question, max_rows=3)
+    got = here.ask(question, max_rows=3)
+    assert here.db.in_process and not in_server.db.in_process
+    assert got["sql"] == expected["sql"] and got["rows"] == expected["rows"]
+    assert got["truncated"] and got["log_id"] > expected["log_id"]
+    assert here.sql(question)["sql"] == expected["sql"]
+    assert here.explain(question)["sql"] == expected["sql"]
+    cdb.execute("DELETE FROM nl2sql.model")
+    with pytest.raises(ToolFailure) as e:
+        here.ask(question)
+    assert str(e.value).startswith("nl2sql")

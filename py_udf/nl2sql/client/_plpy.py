@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 from psycopg.adapt import Dumper
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.string import TextLoader
 
 LOG = logging.getLogger("nl2sql")
@@ -308,7 +308,7 @@ class Plpy:
         """(oid, is an array type) of a type name, asked once per connection."""
         got = self._oids.get(name)
         if got is None:
-            with self.conn.cursor() as cur:
+            with self.conn.cursor(row_factory=tuple_row) as cur:
                 cur.execute(
                     "SELECT t.oid::int, t.typcategory = 'A' FROM pg_catalog.pg_type t "
                     "WHERE t.oid = %s::text::regtype",

@@ -169,6 +169,31 @@ class Client:
 
         return self._in_transaction(run, search_path)
 
+    def sql(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        search_path: str | None = None,
+    ) -> str:
+        """The chosen SQL only, as ``nl2sql()`` returns it (logged; nothing of it is run but
+        the candidates' read-only executions).
+
+        Args:
+            question, evidence, conversation, search_path: as for ``explain``.
+
+        Returns:
+            The SQL text.
+
+        Raises:
+            ClientError: as ``explain``; no SQL was chosen (the message says why).
+        """
+
+        def run(caller: str) -> str:
+            return udf.nl2sql(self.plpy, question, caller, evidence, conversation)
+
+        return self._in_transaction(run, search_path)
+
     def ask(
         self,
         question: str,
