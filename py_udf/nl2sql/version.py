@@ -7,7 +7,7 @@ from . import __version__
 from .core import spi
 from .core.errors import VersionMismatch
 
-_CHECKED: set[str] = set()
+_CHECKED: set[tuple[str, int]] = set()
 
 
 def _key(version: str) -> tuple[int, ...]:
@@ -46,24 +46,59 @@ def mismatch(installed: str | None, package: str = __version__) -> tuple[str, st
     )
 
 
-def check(plpy) -> None:
-    """Check that this database's nl2sql extension is the package's version.
+# the extension's version, else (nl2sql installed beside the database: no extension, its schema
+# from ``nl2sql install``) the version of that schema's last install or upgrade
+_INSTALLED_SQL = (
+    "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql') AS ext, "
+    "pg_catalog.to_regclass('nl2sql.migration') IS NOT NULL AS schema"
+)
+_BESIDE_SQL = (
+    "SELECT applied_at_version AS v FROM nl2sql.migration ORDER BY applied_at DESC LIMIT 1"
+)
+
+
+def beside_mismatch(installed: str | None, package: str = __version__) -> tuple[str, str] | None:
+    """Compare the version of nl2sql installed beside the database with the package's.
 
     Args:
-        plpy: the PL/Python module of the calling backend (SPI access).
+        installed: the version ``nl2sql install``/``upgrade`` last recorded (None: unknown).
+        package: the importing package's version.
+
+    Returns:
+        None when they agree, else ``(message, hint)``.
+    """
+    if installed == package:
+        return None
+    msg = (
+        f"nl2sql: this database's schema nl2sql is version {installed or 'unknown'} "
+        f"(installed without PL/Python), but this Python package is {package}"
+    )
+    if installed is None or _key(package) > _key(installed):
+        return msg, f"run nl2sql upgrade --dsn … with the {package} package (docs/install.md)"
+    return msg, f"install the nl2sql {installed} Python package here, or upgrade the database"
+
+
+def check(plpy) -> None:
+    """Check that this database's nl2sql (the extension, or the schema installed beside the
+    database) is the package's version; once per ``plpy`` (a backend, or a client's seam).
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access), or its stand-in.
 
     Raises:
-        VersionMismatch: the versions differ or the extension is not installed; its ``hint``
+        VersionMismatch: the versions differ or nl2sql is not installed; its ``hint``
             attribute says what to run.
     """
-    if __version__ in _CHECKED:
+    if (__version__, id(plpy)) in _CHECKED:
         return
-    rows = spi.query(
-        plpy, "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql'"
-    )
-    problem = mismatch(rows[0]["extversion"] if rows else None)
+    row = spi.query(plpy, _INSTALLED_SQL)[0]
+    if row["ext"] is None and row["schema"]:
+        rows = spi.query(plpy, _BESIDE_SQL)
+        problem = beside_mismatch(rows[0]["v"] if rows else None)
+    else:
+        problem = mismatch(row["ext"])
     if problem:
         err = VersionMismatch(problem[0])
         err.hint = problem[1]
         raise err
-    _CHECKED.add(__version__)
+    _CHECKED.add((__version__, id(plpy)))

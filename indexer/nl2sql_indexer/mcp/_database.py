@@ -18,13 +18,16 @@ from nl2sql.core.errors import Nl2sqlError
 T = TypeVar("T")
 
 # nl2sql's version (the extension's), recovery, the database, whether nl2sql is installed
-# beside the database (its schema without PL/Python) and whether the pipeline's PL/Python
-# functions are there (else the questions run in this process)
+# beside the database (its schema without PL/Python) and whether the pipeline's functions are
+# PL/Python ones (beside the database they are stubs: the questions run in this process)
 _INSTALLED_SQL = (
     "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql'),"
     " pg_catalog.pg_is_in_recovery(), pg_catalog.current_database(),"
     " pg_catalog.to_regprocedure('nl2sql._run_candidate(text,text,integer,bigint)') IS NOT NULL,"
-    " pg_catalog.to_regprocedure('nl2sql._explain(text,text,text,text)') IS NOT NULL"
+    " EXISTS (SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l"
+    " ON l.oid = p.prolang WHERE p.oid ="
+    " pg_catalog.to_regprocedure('nl2sql._explain(text,text,text,text)')"
+    " AND l.lanname LIKE 'plpython%')"
 )
 CONNECT_TIMEOUT_S = 10
 """Seconds a connection attempt may take before the call fails (libpq ``connect_timeout``)."""
