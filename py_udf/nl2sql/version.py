@@ -46,15 +46,28 @@ def mismatch(installed: str | None, package: str = __version__) -> tuple[str, st
     )
 
 
-# the extension's version, else (nl2sql installed beside the database: no extension, its schema
-# from ``nl2sql install``) the version of that schema's last install or upgrade
+# the extension's version, and the comment of schema nl2sql: beside the database (no extension,
+# the schema from ``nl2sql install``) it names the version of the last install or upgrade,
+# "nl2sql 0.3.0, installed beside the database (nl2sql install)", readable by every role
 _INSTALLED_SQL = (
     "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql') AS ext, "
-    "pg_catalog.to_regclass('nl2sql.migration') IS NOT NULL AS schema"
+    "pg_catalog.obj_description(pg_catalog.to_regnamespace('nl2sql'), 'pg_namespace') AS note"
 )
-_BESIDE_SQL = (
-    "SELECT applied_at_version AS v FROM nl2sql.migration ORDER BY applied_at DESC LIMIT 1"
-)
+_BESIDE_MARK = "installed beside the database"
+
+
+def beside_version(note: str | None) -> str | None:
+    """The version the comment of schema nl2sql names when ``nl2sql install`` wrote it.
+
+    Args:
+        note: the schema's comment, or None.
+
+    Returns:
+        The version text, or None when the comment is not the install's.
+    """
+    if not note or not note.startswith("nl2sql ") or _BESIDE_MARK not in note:
+        return None
+    return note.removeprefix("nl2sql ").split(",", 1)[0].strip()
 
 
 def beside_mismatch(installed: str | None, package: str = __version__) -> tuple[str, str] | None:
@@ -92,11 +105,8 @@ def check(plpy) -> None:
     if (__version__, id(plpy)) in _CHECKED:
         return
     row = spi.query(plpy, _INSTALLED_SQL)[0]
-    if row["ext"] is None and row["schema"]:
-        rows = spi.query(plpy, _BESIDE_SQL)
-        problem = beside_mismatch(rows[0]["v"] if rows else None)
-    else:
-        problem = mismatch(row["ext"])
+    beside = beside_version(row["note"]) if row["ext"] is None else None
+    problem = beside_mismatch(beside) if beside else mismatch(row["ext"])
     if problem:
         err = VersionMismatch(problem[0])
         err.hint = problem[1]

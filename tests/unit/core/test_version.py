@@ -14,8 +14,8 @@ from nl2sql.core.errors import VersionMismatch
 class FakePlpy:
     """Answers the version check's two statements from what it was given."""
 
-    def __init__(self, ext: str | None, schema: bool, recorded: str | None = None):
-        self.ext, self.schema, self.recorded = ext, schema, recorded
+    def __init__(self, ext: str | None, note: str | None = None):
+        self.ext, self.note = ext, note
         self.asked: list[str] = []
 
     def prepare(self, sql, types):
@@ -23,9 +23,7 @@ class FakePlpy:
 
     def execute(self, sql, args=()):
         self.asked.append(sql)
-        if "pg_extension" in sql:
-            return [{"ext": self.ext, "schema": self.schema}]
-        return [{"v": self.recorded}] if self.recorded else []
+        return [{"ext": self.ext, "note": self.note}]
 
 
 @pytest.fixture(autouse=True)
@@ -34,25 +32,28 @@ def _fresh_plans(monkeypatch):
 
 
 def test_the_extensions_version_is_checked():
-    version.check(FakePlpy(__version__, True))
+    version.check(FakePlpy(__version__))
     with pytest.raises(VersionMismatch) as e:
-        version.check(FakePlpy("0.0.1", True))
+        version.check(FakePlpy("0.0.1"))
     assert "ALTER EXTENSION nl2sql UPDATE" in e.value.hint
 
 
 def test_nothing_installed_says_how_to_install():
     with pytest.raises(VersionMismatch) as e:
-        version.check(FakePlpy(None, False))
+        version.check(FakePlpy(None, "some schema of the same name"))
     assert "CREATE EXTENSION" in e.value.hint
 
 
+def beside(v: str) -> str:
+    return f"nl2sql {v}, installed beside the database (nl2sql install)"
+
+
 def test_beside_the_database_the_recorded_version_is_checked():
-    same = FakePlpy(None, True, __version__)
+    same = FakePlpy(None, beside(__version__))
     version.check(same)
-    assert any("nl2sql.migration" in s for s in same.asked)
     version.check(same)  # once per plpy: not asked again
-    assert len(same.asked) == 2
-    for recorded in ("0.0.1", None):
-        with pytest.raises(VersionMismatch) as e:
-            version.check(FakePlpy(None, True, recorded))
-        assert str(e.value).startswith("nl2sql") and "nl2sql upgrade" in e.value.hint
+    assert len(same.asked) == 1
+    with pytest.raises(VersionMismatch) as e:
+        version.check(FakePlpy(None, beside("0.0.1")))
+    assert str(e.value).startswith("nl2sql") and "nl2sql upgrade" in e.value.hint
+    assert version.beside_version(beside("1.2.3")) == "1.2.3"
