@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -259,3 +261,26 @@ def test_mcp_tools_answer_in_process_as_in_the_server(cluster, cdb, llm):
     with pytest.raises(ToolFailure) as e:
         here.ask(question)
     assert str(e.value).startswith("nl2sql")
+
+
+def test_ctrl_c_cancels_the_running_statement(cluster, cdb, llm):
+    add_models(cdb, llm, ["m1"])
+    cdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '60000')")
+    llm.set_default("SELECT client_nap()")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py_udf"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nl2sql.client.cli", "ask", "--dsn", cluster.dsn(CLIENT_DB), "Nap"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    running = "SELECT pid FROM pg_stat_activity WHERE query LIKE '%nl2sql._run_candidate%' AND state = 'active' AND pid <> pg_backend_pid()"
+    deadline = time.monotonic() + 120
+    while not cdb.execute(running).fetchall() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cdb.execute(running).fetchall(), "the candidate never ran"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.startswith("nl2sql: interrupted"), err
+    assert not cdb.execute(running).fetchall()  # cancelled in the server, not left running
