@@ -284,3 +284,17 @@ def test_ctrl_c_cancels_the_running_statement(cluster, cdb, llm):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.startswith("nl2sql: interrupted"), err
     assert not cdb.execute(running).fetchall()  # cancelled in the server, not left running
+
+
+def test_the_extensions_log_writer_refuses_a_client_and_says_why(cluster, db, llm):
+    # the demo database of the other tests: the extension's own writer, which takes rows only
+    # with the server pipeline's one-time token
+    add_models(db, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM singer")
+    before = db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0]
+    with nl2sql.connect(cluster.dsn(db.info.dbname)) as client:
+        with pytest.raises(nl2sql.ClientError) as e:
+            client.ask("How many singers do we have?")
+    assert str(e.value).startswith("nl2sql") and e.value.sqlstate == "42501"
+    assert "inside the server" in e.value.hint and "docs/client.md" in e.value.hint
+    assert db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0] == before

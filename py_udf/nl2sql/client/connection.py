@@ -32,6 +32,13 @@ _NOT_INSTALLED_HINT = (
     "install nl2sql in that database: CREATE EXTENSION nl2sql CASCADE, or nl2sql install "
     "--dsn … where PL/Python is not available (docs/install.md)"
 )
+# the extension's query-log writer takes rows only from the server's own pipeline (its one-time
+# token): a client's call is refused there
+_SERVER_LOG_HINT = (
+    "this database has the nl2sql extension, whose query log accepts rows only from the "
+    "pipeline inside the server: ask there (SELECT nl2sql(...), nl2sql-mcp without "
+    "--in-process); the Python API is for nl2sql installed without PL/Python (docs/client.md)"
+)
 PROGRESS = "nl2sql-progress "  # the indexer's progress notices (ops/_cell_values.py)
 
 
@@ -72,7 +79,8 @@ def _as_client_errors() -> Iterator[None]:
         raise ClientError(_prefixed(str(e)), hint=e.hint, sqlstate=e.sqlstate) from None
     except _plpy.SPIError as e:
         msg = f"nl2sql: the database refused a statement: {e}"
-        raise ClientError(msg, hint=e.hint, sqlstate=e.sqlstate) from None
+        hint = _SERVER_LOG_HINT if "nl2sql._log_query:" in str(e) else e.hint
+        raise ClientError(msg, hint=hint, sqlstate=e.sqlstate) from None
     except psycopg.Error as e:
         msg = f"nl2sql: the database connection failed: {str(e).strip()}"
         raise ClientError(msg, hint="check the DSN and that the server is up") from None
