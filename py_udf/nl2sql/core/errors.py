@@ -75,3 +75,14 @@ class EvaluationError(Nl2sqlError, ValueError):
 class ItemSkipped(Nl2sqlError):
     """One item of a semantic model is left out of its import (reported, not raised to the
     caller); the message says why: no such table or column, an expression that does not parse."""
+
+
+class ClientError(Nl2sqlError, RuntimeError):
+    """A call of the Python API beside the database (``nl2sql.connect``) failed: the message as
+    the SQL function would raise it, with ``hint`` and ``sqlstate`` (None when unknown) and,
+    when a question got no SQL, its ``trace``."""
+
+    def __init__(self, msg: str, hint: str | None = None, sqlstate: str | None = None):
+        super().__init__(msg)
+        self.hint, self.sqlstate = hint, sqlstate
+        self.trace: dict | None = None

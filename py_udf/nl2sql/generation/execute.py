@@ -103,6 +103,13 @@ class Watchdog:
             return False
 
 
+def _watchdog(plpy, timeout_ms: int):
+    """The time limit of one statement: the seam's own beside the database (``plpy.watchdog``,
+    a cancel request), else a ``Watchdog`` signalling this backend."""
+    own = getattr(plpy, "watchdog", None)
+    return own(timeout_ms) if own is not None else Watchdog(os.getpid(), timeout_ms)
+
+
 def is_cancel(e: Exception) -> bool:
     """Tell whether a database error is a cancel (SQLSTATE 57014: the user, or a time limit).
 
@@ -185,7 +192,7 @@ def plan_checked(plpy, sql: str, search_path: str, timeout_ms: int) -> Planned:
 def _explained(plpy, sql: str, search_path: str, timeout_ms: int):
     """``nl2sql._explain_candidate`` under the watchdog: (plan JSON or None, the error or None,
     whether the watchdog fired)."""
-    dog = Watchdog(os.getpid(), timeout_ms)
+    dog = _watchdog(plpy, timeout_ms)
     plan, err = None, None
     try:
         with plpy.subtransaction():
@@ -249,7 +256,7 @@ def _readonly_rows(
     """Run ``sql`` through ``nl2sql._run_candidate`` (rolled back, under the watchdog): (row
     texts, at most ``max_rows + 1``, a last None when past ``max_bytes``; ms; whether it fired)."""
     rows: list[str] = []
-    dog = Watchdog(os.getpid(), timeout_ms)
+    dog = _watchdog(plpy, timeout_ms)
     t0 = time.perf_counter()
     failed = False
     try:

@@ -20,7 +20,7 @@ from ._admin import (
     set_setting,
     write_log,
 )
-from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve
+from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve, trace
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -61,5 +61,6 @@ __all__ = [
     "retrieve",
     "set_setting",
     "set_value_policy",
+    "trace",
     "write_log",
 ]

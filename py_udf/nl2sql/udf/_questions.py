@@ -55,6 +55,25 @@ def _explanation(plpy, sql: str, search_path: str) -> dict[str, Any]:
 
 
 @entry_point
+def trace(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> dict[str, Any]:
+    """The whole trace of a question as ``nl2sql()`` makes it (logged, its id ``log_id``), for
+    the Python API beside the database (``nl2sql.client``): not raised when no SQL was chosen.
+
+    Args:
+        question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        The trace (``sql`` None and ``error`` why, when no SQL was chosen).
+
+    Raises:
+        plpy.Error: an invalid question, key, setting or model configuration, a missing index.
+    """
+    return _run(plpy, question, search_path, evidence, conversation)
+
+
+@entry_point
 def nl2sql(
     plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
 ) -> str:
