@@ -75,3 +75,8 @@ class EvaluationError(Nl2sqlError, ValueError):
 class ItemSkipped(Nl2sqlError):
     """One item of a semantic model is left out of its import (reported, not raised to the
     caller); the message says why: no such table or column, an expression that does not parse."""
+
+
+class InstallError(Nl2sqlError, RuntimeError):
+    """``nl2sql install``/``upgrade``/``uninstall`` cannot run in this database as this role
+    (the extension is there, pgvector is missing, a privilege lacks); the message says what to do."""
