@@ -182,3 +182,35 @@ def test_refused_to_a_role_without_create_on_the_database(cluster, beside_db):
     assert nl2sql_admin("install", "--dsn", beside_db.dsn).returncode == 0
     r = nl2sql_admin("upgrade", "--dsn", dsn)  # a role that does not own schema nl2sql
     assert r.returncode == 1 and "does not own schema nl2sql" in r.stderr
+
+
+FUNCTION_FACTS = """
+SELECT p.oid::regprocedure::text, p.prosecdef, p.proconfig, p.proacl IS NULL OR
+       pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE'),
+       pg_catalog.pg_get_function_result(p.oid)
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = 'nl2sql' OR (n.nspname = 'public' AND p.proname = 'nl2sql') ORDER BY 1
+"""
+
+
+def test_the_same_functions_as_the_extension_with_the_same_safety(cluster, installed):
+    """Every function of the extension exists beside it with the same signature, result,
+    SECURITY DEFINER flag, pinned search_path (ending in pg_temp) and EXECUTE for PUBLIC."""
+    ext = make_db(cluster, "postgres")
+    with cluster.connect(ext.name) as c:
+        c.execute("CREATE EXTENSION nl2sql CASCADE")
+        in_server = c.execute(FUNCTION_FACTS).fetchall()
+    with psycopg.connect(installed.dsn, autocommit=True) as c:
+        beside_rows = c.execute(FUNCTION_FACTS).fetchall()
+
+    def facts(rows):
+        out = {}
+        for sig, secdef, config, public, result in rows:
+            path = [x for x in config or [] if x.startswith("search_path=")]
+            assert path and path[0].replace(" ", "").endswith(",pg_temp"), (sig, config)
+            out[sig] = (secdef, public, result)
+        return out
+
+    assert facts(beside_rows) == facts(in_server)
+    with cluster.connect() as c:
+        c.execute(f"DROP DATABASE {ext.name} WITH (FORCE)")

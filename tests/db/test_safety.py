@@ -259,6 +259,9 @@ DEFINERS = (
     # quotas (docs/guardrails.md): the acting role's own usage row only; _usage_add only adds
     "nl2sql._quota_take(",
     "nl2sql._usage_add(",
+    # the request queue (sql/idempotent/020-request-queue.sql): the acting role's own requests
+    "nl2sql._submit(",
+    "nl2sql._request(",
 )
 
 

@@ -154,8 +154,8 @@ def _check_privileges(
 
 
 def _search_path(conn: psycopg.Connection) -> None:
-    """As CREATE EXTENSION sets it: nl2sql, then the schemas of vector and pg_trgm (functions
-    declared ``SET search_path FROM CURRENT`` keep it)."""
+    """As CREATE EXTENSION sets it: nl2sql, then the schemas of vector and pg_trgm, then
+    pg_temp (functions declared ``SET search_path FROM CURRENT`` keep it)."""
     schemas = [
         r[0]
         for r in conn.execute(
@@ -164,7 +164,7 @@ def _search_path(conn: psycopg.Connection) -> None:
             "WHERE e.extname IN ('vector', 'pg_trgm') AND n.nspname <> 'nl2sql' ORDER BY 1"
         )
     ]
-    path = ", ".join(sql.Identifier(s).as_string(conn) for s in ["nl2sql", *schemas])
+    path = ", ".join(sql.Identifier(s).as_string(conn) for s in ["nl2sql", *schemas, "pg_temp"])
     conn.execute(f"SET LOCAL search_path = {path}")
     conn.execute("SET LOCAL check_function_bodies = off")  # as pg_dump: bodies refer ahead
     # pg_trgm's library loaded, so that its settings are known: a function's SET of a setting
