@@ -214,3 +214,21 @@ def test_the_same_functions_as_the_extension_with_the_same_safety(cluster, insta
     assert facts(beside_rows) == facts(in_server)
     with cluster.connect() as c:
         c.execute(f"DROP DATABASE {ext.name} WITH (FORCE)")
+
+
+def test_a_superuser_install_tracks_ddl_and_uninstall_drops_the_triggers(cluster):
+    db = make_db(cluster, "postgres")  # no PL/Python created; the role is a superuser
+    r = nl2sql_admin("install", "--dsn", db.dsn)
+    assert r.returncode == 0, r.stderr
+    assert "DDL tracking: on" in r.stdout
+    with cluster.connect(db.name) as c:
+        c.execute("CREATE TABLE tracked (id int)")  # the triggers run without PL/Python
+        assert c.execute(
+            "SELECT count(*) FROM nl2sql.ddl_queue WHERE table_name = 'tracked'"
+        ).fetchone() == (1,)
+    assert nl2sql_admin("uninstall", "--yes", "--dsn", db.dsn).returncode == 0
+    with cluster.connect(db.name) as c:
+        assert not c.execute("SELECT evtname FROM pg_event_trigger").fetchall()
+        c.execute("CREATE TABLE after_uninstall (id int)")  # DDL works without nl2sql
+    with cluster.connect() as c:
+        c.execute(f"DROP DATABASE {db.name} WITH (FORCE)")

@@ -55,8 +55,17 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    import nl2sql
+
     from . import worker  # lazy: loads the pipeline
 
+    if not hasattr(nl2sql, "connect"):
+        return _refused(
+            RuntimeError(
+                "nl2sql: this nl2sql package has no client pipeline (nl2sql.connect): the "
+                "worker cannot answer; install the nl2sql release that has it"
+            )
+        )
     worker.run(args.dsn, poll_s=args.poll_s, once=args.once)
     return 0
 
