@@ -55,7 +55,7 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    import nl2sql
+    import nl2sql  # lazy: the package root, only to see whether the client pipeline is there
 
     from . import worker  # lazy: loads the pipeline
 
