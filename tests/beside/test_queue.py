@@ -12,6 +12,9 @@ import pytest
 
 import nl2sql
 from nl2sql.client import worker
+from nl2sql.core.errors import WorkerError
+
+from .conftest import nl2sql_admin
 
 ROLES = ("nl2sql_asker_a", "nl2sql_asker_b")
 
@@ -173,3 +176,15 @@ def test_the_worker_answers_with_the_pipeline_beside_the_database(queue, llm):
         count = ca.execute("SELECT count(*) FROM singer").fetchone()[0]
     assert error is None and state == "done" and "singer" in sql
     assert rows == [{"n": count}]
+
+
+def test_the_worker_refuses_a_database_without_nl2sql(beside_db):
+    r = nl2sql_admin("worker", "--once", "--dsn", beside_db.dsn)
+    if "client pipeline" in r.stderr:  # before the client branch: refused earlier, also clearly
+        pytest.skip("nl2sql.connect is not merged")
+    assert r.returncode == 1 and "nl2sql install" in r.stderr
+
+
+def test_the_worker_refuses_clearly_where_nl2sql_is_not_installed(beside_db):
+    with pytest.raises(WorkerError, match="nl2sql install"):
+        worker.run(beside_db.dsn, once=True, ask=who_am_i, say=lambda s: None)

@@ -8,6 +8,8 @@ import argparse
 import os
 import sys
 
+from ..core.errors import WorkerError
+
 __all__ = ["add_subcommands", "main"]
 
 
@@ -66,7 +68,10 @@ def _worker(args: argparse.Namespace) -> int:
                 "worker cannot answer; install the nl2sql release that has it"
             )
         )
-    worker.run(args.dsn, poll_s=args.poll_s, once=args.once)
+    try:
+        worker.run(args.dsn, poll_s=args.poll_s, once=args.once)
+    except WorkerError as e:
+        return _refused(e)
     return 0
 
 

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ..core.errors import WorkerError
 from ..core.settings import settings_from_texts
 
 __all__ = ["Limits", "Request", "Result", "answer_in_time", "answer_one", "claim", "run"]
@@ -72,7 +73,11 @@ class Limits:
         Returns:
             The limits.
         """
-        st = settings_from_texts(conn.execute("SELECT key, value FROM nl2sql.setting").fetchall())
+        rows = conn.execute(
+            "SELECT key, value FROM nl2sql.setting WHERE key IN "
+            "('request_time_limit_s', 'request_expire_s', 'request_rows')"
+        ).fetchall()
+        st = settings_from_texts(rows)
         return cls(st.request_time_limit_s, st.request_expire_s, st.request_rows)
 
 
@@ -311,6 +316,10 @@ def run(
         ask: answers one request (default: the pipeline beside the database).
         say: receives each line of the worker's log.
         stop: when set, the worker returns after the request it is answering.
+
+    Raises:
+        WorkerError: nl2sql (with its request queue) is not installed in the database, or
+            the login may not use the queue.
     """
     worker = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
     tries = 0
@@ -327,6 +336,17 @@ def run(
             if stop is None:
                 time.sleep(wait)
             tries += 1
+        except psycopg.errors.UndefinedTable:
+            raise WorkerError(
+                "nl2sql: nl2sql is not installed in this database, or is older than the "
+                "request queue (no table nl2sql.request): run nl2sql install or nl2sql upgrade"
+            ) from None
+        except psycopg.errors.InsufficientPrivilege as e:
+            raise WorkerError(
+                f"nl2sql: the worker's login may not use the request queue "
+                f"({e.diag.message_primary}): log in as the role that ran nl2sql install, or "
+                "GRANT SELECT, UPDATE, DELETE ON nl2sql.request TO it"
+            ) from None
         except KeyboardInterrupt:
             say("nl2sql worker: stopped")
             return

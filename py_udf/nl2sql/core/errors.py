@@ -80,3 +80,8 @@ class ItemSkipped(Nl2sqlError):
 class InstallError(Nl2sqlError, RuntimeError):
     """``nl2sql install``/``upgrade``/``uninstall`` cannot run in this database as this role
     (the extension is there, pgvector is missing, a privilege lacks); the message says what to do."""
+
+
+class WorkerError(Nl2sqlError, RuntimeError):
+    """``nl2sql worker`` cannot serve this database (no request queue, no privilege on it);
+    the message says what to do."""
