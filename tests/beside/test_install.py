@@ -134,6 +134,9 @@ def test_upgrade_applies_new_incremental_files_once_and_reruns_idempotent_ones(
         assert c.execute("SELECT value FROM nl2sql.setting WHERE key = 'k_examples'").fetchone()
     r = nl2sql_admin("install", "--dsn", installed.dsn)
     assert r.returncode == 1 and "already installed" in r.stderr and "upgrade" in r.stderr
+    monkeypatch.undo()  # the package's own sources, older than the database now
+    with pytest.raises(beside.InstallError, match="999-test-table.sql"):
+        beside.upgrade(installed.dsn, say=lines.append)
 
 
 def test_uninstall_needs_yes_and_removes_everything(installed):

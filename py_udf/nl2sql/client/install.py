@@ -186,6 +186,12 @@ def _apply(conn: psycopg.Connection, src: Sources, say: Callable[[str], None]) -
     every idempotent file, then sql/beside/."""
     _run(conn, src.head)
     done = dict(conn.execute("SELECT name, body FROM nl2sql.migration").fetchall())
+    unknown = sorted(set(done) - {name for name, _ in src.incremental})
+    if unknown:
+        raise InstallError(
+            f"nl2sql: this database holds migrations this nl2sql {src.version} does not know "
+            f"({', '.join(unknown)}): a newer nl2sql installed it; upgrade the Python package"
+        )
     new = 0
     for name, body in src.incremental:
         if name in done:
@@ -207,7 +213,7 @@ def _apply(conn: psycopg.Connection, src: Sources, say: Callable[[str], None]) -
     replaced = {
         r[0]
         for r in conn.execute(
-            "SELECT p.oid::regproc::text FROM pg_catalog.pg_proc p WHERE p.pronamespace = "
+            "SELECT 'nl2sql.' || p.proname FROM pg_catalog.pg_proc p WHERE p.pronamespace = "
             "'nl2sql'::regnamespace AND p.prosrc NOT LIKE '%runs in PL/Python, which this%'"
         )
     }
