@@ -3,6 +3,8 @@ the refusals: the extension installed, pgvector missing, a role without CREATE."
 
 from __future__ import annotations
 
+import subprocess
+
 import psycopg
 import pytest
 
@@ -10,6 +12,7 @@ from conftest import ROOT
 from nl2sql.client import install as beside
 from nl2sql.core.errors import ConfigError
 from nl2sql.core.settings import validate_setting
+from nl2sql_indexer.cluster import PG_BIN
 
 from .conftest import make_db, nl2sql_admin
 
@@ -235,3 +238,30 @@ def test_a_superuser_install_tracks_ddl_and_uninstall_drops_the_triggers(cluster
         c.execute("CREATE TABLE after_uninstall (id int)")  # DDL works without nl2sql
     with cluster.connect() as c:
         c.execute(f"DROP DATABASE {db.name} WITH (FORCE)")
+
+
+def test_a_dump_restored_by_the_owner_and_upgraded_is_the_same_install(cluster, owner, installed):
+    with psycopg.connect(installed.dsn, autocommit=True) as c:
+        c.execute("SELECT nl2sql.set_setting('k_examples', '3')")
+        before = _functions(c)
+    dump = subprocess.run(
+        [str(PG_BIN / "pg_dump"), "--no-owner", installed.dsn],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    copy = make_db(cluster, owner)
+    restore = subprocess.run(
+        [str(PG_BIN / "psql"), "-q", copy.dsn], input=dump, capture_output=True, text=True
+    )
+    assert restore.returncode == 0  # the errors it reports are the ones the docs name
+    errors = [ln for ln in restore.stderr.splitlines() if "ERROR" in ln]
+    assert all("must be owner of extension" in e or "pg_trgm" in e for e in errors), errors
+    beside.upgrade(copy.dsn, say=lambda s: None)
+    with psycopg.connect(copy.dsn, autocommit=True) as c:
+        assert _functions(c) == before
+        assert c.execute(
+            "SELECT value FROM nl2sql.setting WHERE key = 'k_examples'"
+        ).fetchone() == ("3",)
+    with cluster.connect() as c:
+        c.execute(f"DROP DATABASE {copy.name} WITH (FORCE)")
