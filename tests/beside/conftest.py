@@ -18,6 +18,7 @@ from conftest import ROOT
 
 OWNER = "nl2sql_beside_owner"
 _numbers = itertools.count()
+_made: list[str] = []
 
 
 @dataclass
@@ -52,6 +53,7 @@ def owner(cluster):
 def make_db(cluster, owner: str, extensions=("vector", "pg_trgm")) -> BesideDb:
     """A new database owned by ``owner``, with ``extensions`` created by the superuser."""
     name = f"nl2sql_beside_{os.getpid()}_{next(_numbers)}"
+    _made.append(name)
     with cluster.connect() as c:
         c.execute(f"CREATE DATABASE {name} OWNER {owner}")
     with cluster.connect(name) as c:
@@ -63,13 +65,19 @@ def make_db(cluster, owner: str, extensions=("vector", "pg_trgm")) -> BesideDb:
     return BesideDb(name, cluster.dsn(name, owner))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _drop_made_databases(cluster):
+    """Every database ``make_db`` made, dropped when the session ends."""
+    yield
+    with cluster.connect() as c:
+        for name in _made:
+            c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture
 def beside_db(cluster, owner):
-    """A fresh database as a managed service gives it (dropped afterwards)."""
-    db = make_db(cluster, owner)
-    yield db
-    with cluster.connect() as c:
-        c.execute(f"DROP DATABASE IF EXISTS {db.name} WITH (FORCE)")
+    """A fresh database as a managed service gives it (dropped when the session ends)."""
+    return make_db(cluster, owner)
 
 
 @pytest.fixture

@@ -218,8 +218,6 @@ def test_the_same_functions_as_the_extension_with_the_same_safety(cluster, insta
         return out
 
     assert facts(beside_rows) == facts(in_server)
-    with cluster.connect() as c:
-        c.execute(f"DROP DATABASE {ext.name} WITH (FORCE)")
 
 
 def test_a_superuser_install_tracks_ddl_and_uninstall_drops_the_triggers(cluster):
@@ -236,8 +234,6 @@ def test_a_superuser_install_tracks_ddl_and_uninstall_drops_the_triggers(cluster
     with cluster.connect(db.name) as c:
         assert not c.execute("SELECT evtname FROM pg_event_trigger").fetchall()
         c.execute("CREATE TABLE after_uninstall (id int)")  # DDL works without nl2sql
-    with cluster.connect() as c:
-        c.execute(f"DROP DATABASE {db.name} WITH (FORCE)")
 
 
 def test_a_dump_restored_by_the_owner_and_upgraded_is_the_same_install(cluster, owner, installed):
@@ -263,5 +259,3 @@ def test_a_dump_restored_by_the_owner_and_upgraded_is_the_same_install(cluster, 
         assert c.execute(
             "SELECT value FROM nl2sql.setting WHERE key = 'k_examples'"
         ).fetchone() == ("3",)
-    with cluster.connect() as c:
-        c.execute(f"DROP DATABASE {copy.name} WITH (FORCE)")
