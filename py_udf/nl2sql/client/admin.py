@@ -76,8 +76,8 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def add_subcommands(subparsers) -> None:
-    """Register ``install``, ``upgrade``, ``uninstall`` and ``worker``; each sets ``func``
-    (``func(args) -> exit status``).
+    """Register ``install``, ``upgrade``, ``uninstall`` and ``worker``; each sets ``run``
+    (``run(args) -> exit status``), as the ``nl2sql`` command's own subcommands do.
 
     Args:
         subparsers: the ``nl2sql`` parser's ``add_subparsers()`` result.
@@ -88,13 +88,13 @@ def add_subcommands(subparsers) -> None:
     ):
         p = subparsers.add_parser(name, help=what, description=what)
         _dsn_arg(p)
-        p.set_defaults(func=_install, admin_command=name)
+        p.set_defaults(run=_install, admin_command=name)
     p = subparsers.add_parser(
         "uninstall", help="drop schema nl2sql (needs --yes)", description="drop schema nl2sql"
     )
     _dsn_arg(p)
     p.add_argument("--yes", action="store_true", help="confirm: everything nl2sql holds goes")
-    p.set_defaults(func=_uninstall)
+    p.set_defaults(run=_uninstall)
     p = subparsers.add_parser(
         "worker",
         help="answer the questions SQL clients submit (nl2sql.submit), as their roles",
@@ -103,7 +103,7 @@ def add_subcommands(subparsers) -> None:
     _dsn_arg(p)
     p.add_argument("--poll-s", type=float, default=5.0, help="poll interval besides LISTEN")
     p.add_argument("--once", action="store_true", help="answer what is queued, then exit")
-    p.set_defaults(func=_worker)
+    p.set_defaults(run=_worker)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="nl2sql", description=__doc__)
     add_subcommands(ap.add_subparsers(required=True))
     args = ap.parse_args(argv)
-    return args.func(args)
+    return args.run(args)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ MIN_PGVECTOR = (0, 5, 0)
 ``USING hnsw (embedding vector_cosine_ops)``); nothing else of pgvector's newer is used."""
 
 SCHEMA_COMMENT = "nl2sql {version}, installed beside the database (nl2sql install)"
+"""The comment of schema nl2sql: every role may read it, and the client's version check reads
+the version from it (keep the shape: ``nl2sql <version>, installed beside the database``)."""
 
 
 @dataclass(frozen=True)
