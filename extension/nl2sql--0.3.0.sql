@@ -2902,7 +2902,8 @@ COMMENT ON FUNCTION nl2sql.submit(text, text, text) IS
     'nl2sql: queue a question for the worker beside the database (answered as your role); returns the request id for nl2sql.answer()';
 
 -- One request of `who`, or no row (another role's request looks like one that does not exist).
--- A request no worker claimed, or whose answer waited, longer than request_expire_s expires.
+-- A request no worker claimed within request_expire_s expires; one claimed by a worker that
+-- vanished (longer ago than request_time_limit_s + request_expire_s) fails.
 CREATE OR REPLACE FUNCTION nl2sql._request(who name, request_id bigint)
 RETURNS SETOF nl2sql.request LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
@@ -2914,6 +2915,11 @@ BEGIN
            error = 'nl2sql: no worker answered this request in time (setting request_expire_s); is nl2sql worker running?'
      WHERE r.id = _request.request_id AND r.state = 'queued'
        AND r.submitted_at < pg_catalog.clock_timestamp() - expire;
+    UPDATE nl2sql.request r SET state = 'failed', answered_at = pg_catalog.clock_timestamp(),
+           error = 'nl2sql worker: the worker answering this request stopped'
+     WHERE r.id = _request.request_id AND r.state = 'running'
+       AND r.claimed_at < pg_catalog.clock_timestamp() - expire - pg_catalog.make_interval(
+           secs => (SELECT s.value::int FROM nl2sql.settings s WHERE s.name = 'request_time_limit_s'));
     RETURN QUERY SELECT * FROM nl2sql.request r
      WHERE r.id = _request.request_id AND r.role_name = nl2sql._acting_role(_request.who);
 END

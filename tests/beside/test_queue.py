@@ -121,6 +121,22 @@ def test_an_unclaimed_request_expires(cluster, queue):
     assert state == "expired" and "request_expire_s" in error
 
 
+def test_a_request_whose_worker_vanished_fails(cluster, queue):
+    a = ROLES[0]
+    with psycopg.connect(queue.dsn[a], autocommit=True) as ca:
+        rid = ca.execute("SELECT nl2sql.submit('claimed, then the worker died')").fetchone()[0]
+        with cluster.connect(queue.db.name) as su:
+            su.execute(
+                "UPDATE nl2sql.request SET state = 'running', worker = 'gone:1', "
+                "claimed_at = now() - interval '1 day' WHERE id = %s",
+                (rid,),
+            )
+        state, error = ca.execute(
+            "SELECT state, error FROM nl2sql.answer(%s, 0)", (rid,)
+        ).fetchone()
+    assert state == "failed" and "stopped" in error
+
+
 def test_the_worker_survives_losing_its_connection(cluster, queue):
     a = ROLES[0]
     stop = threading.Event()
