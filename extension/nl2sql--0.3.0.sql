@@ -1026,6 +1026,55 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 020-request-queue.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$020-request-queue.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The request queue (docs/install.md, "The request queue"): a SQL client submits a question
+-- (nl2sql.submit), a worker beside the database answers it as the submitting role
+-- (nl2sql worker), the client reads the answer (nl2sql.answer). Rows are short-lived (setting
+-- request_expire_s) and not dumped. Only the functions of sql/idempotent/020-request-queue.sql
+-- read and write it for ordinary roles, each role its own rows.
+CREATE TABLE nl2sql.request (
+    id            bigserial PRIMARY KEY,
+    role_name     name NOT NULL,
+    question      text NOT NULL,
+    evidence      text,
+    conversation  text,
+    submitted_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    state         text NOT NULL DEFAULT 'queued'
+                  CHECK (state IN ('queued', 'running', 'done', 'failed', 'expired')),
+    claimed_at    timestamptz,
+    worker        text,
+    answered_at   timestamptz,
+    sql           text,
+    columns       jsonb,
+    rows          jsonb,
+    row_count     bigint,
+    confidence    float8,
+    log_id        bigint,
+    error         text
+);
+CREATE INDEX request_open ON nl2sql.request (id) WHERE state IN ('queued', 'running');
+CREATE INDEX request_role ON nl2sql.request (role_name, id);
+REVOKE ALL ON nl2sql.request FROM PUBLIC;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1767,6 +1816,9 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
     ('question_max_chars', 'int', '4000', 'longer questions are refused'),
+    ('request_expire_s', 'int', '600', 'seconds until an unanswered request expires'),
+    ('request_time_limit_s', 'int', '120', 'seconds the worker gives one request'),
+    ('request_rows', 'int', '1000', 'rows of an answer kept for `nl2sql.answer()`'),
     ('values_per_column', 'int', '100000', 'distinct string values indexed per column; a column with more is partially indexed: its most frequent values (see "Indexing")'),
     ('value_sample_rows', 'int', '1000000', 'a table with more rows (statistics estimate) reads a string column with more distinct values than `values_per_column` (or no statistics) from a block sample of about this many rows, plus its pg_stats most common values ("Indexing")'),
     ('value_max_chars', 'int', '200', 'longer strings are not indexed'),
@@ -2869,3 +2921,102 @@ $$;
 COMMENT ON FUNCTION nl2sql.doctor() IS
     'nl2sql: check the installation, the models and the index; one row per check (ok, warn, fail)';
 REVOKE EXECUTE ON FUNCTION nl2sql.doctor() FROM PUBLIC;
+
+-- ==== idempotent 020-request-queue.sql ====
+-- The request queue's functions (table: sql/incremental/020-request-queue.sql). PL/pgSQL in
+-- both modes: with the extension a worker is not needed (SELECT nl2sql(...) answers at once),
+-- but the queue works the same. A request belongs to the role that submitted it
+-- (nl2sql._acting_role: never a role the session may not act as); each role sees only its own.
+
+-- Writes the request row for `who` and wakes the workers (NOTIFY nl2sql_request). Callable by
+-- any role (as nl2sql._forget_conversation): it acts only for nl2sql._acting_role(who).
+CREATE OR REPLACE FUNCTION nl2sql._submit(who name, question text, evidence text,
+                                          conversation text)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id bigint;
+    max_chars int := (SELECT s.value::int FROM nl2sql.settings s WHERE s.name = 'question_max_chars');
+BEGIN
+    IF pg_catalog.btrim(COALESCE(_submit.question, '')) = '' THEN
+        RAISE EXCEPTION 'nl2sql.submit: the question is empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.length(_submit.question) > max_chars THEN
+        RAISE EXCEPTION 'nl2sql.submit: the question has % characters, more than % (setting question_max_chars)',
+            pg_catalog.length(_submit.question), max_chars USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO nl2sql.request (role_name, question, evidence, conversation)
+        VALUES (nl2sql._acting_role(_submit.who), _submit.question, _submit.evidence, _submit.conversation)
+        RETURNING request.id INTO id;
+    PERFORM pg_catalog.pg_notify('nl2sql_request', id::text);
+    RETURN id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION nl2sql.submit(question text, evidence text DEFAULT NULL,
+                                         conversation text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+    SELECT nl2sql._submit(current_user, question, evidence, conversation)
+$$;
+COMMENT ON FUNCTION nl2sql.submit(text, text, text) IS
+    'nl2sql: queue a question for the worker beside the database (answered as your role); returns the request id for nl2sql.answer()';
+
+-- One request of `who`, or no row (another role's request looks like one that does not exist).
+-- A request no worker claimed within request_expire_s expires; one claimed by a worker that
+-- vanished (longer ago than request_time_limit_s + request_expire_s) fails.
+CREATE OR REPLACE FUNCTION nl2sql._request(who name, request_id bigint)
+RETURNS SETOF nl2sql.request LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    expire interval := pg_catalog.make_interval(secs => (SELECT s.value::int FROM nl2sql.settings s
+                                                         WHERE s.name = 'request_expire_s'));
+BEGIN
+    UPDATE nl2sql.request r SET state = 'expired', answered_at = pg_catalog.clock_timestamp(),
+           error = 'nl2sql: no worker answered this request in time (setting request_expire_s); is nl2sql worker running?'
+     WHERE r.id = _request.request_id AND r.state = 'queued'
+       AND r.submitted_at < pg_catalog.clock_timestamp() - expire;
+    UPDATE nl2sql.request r SET state = 'failed', answered_at = pg_catalog.clock_timestamp(),
+           error = 'nl2sql worker: the worker answering this request stopped'
+     WHERE r.id = _request.request_id AND r.state = 'running'
+       AND r.claimed_at < pg_catalog.clock_timestamp() - expire - pg_catalog.make_interval(
+           secs => (SELECT s.value::int FROM nl2sql.settings s WHERE s.name = 'request_time_limit_s'));
+    RETURN QUERY SELECT * FROM nl2sql.request r
+     WHERE r.id = _request.request_id AND r.role_name = nl2sql._acting_role(_request.who);
+END
+$$;
+
+-- The answer of one of your requests, waiting up to wait_s seconds for the worker (in short
+-- sleeps: each look is a new statement, so it sees the worker's commit under READ COMMITTED).
+CREATE OR REPLACE FUNCTION nl2sql.answer(id bigint, wait_s float8 DEFAULT 30)
+RETURNS TABLE (request_id bigint, state text, question text, sql text, columns jsonb, rows jsonb,
+               row_count bigint, confidence float8, error text, log_id bigint,
+               submitted_at timestamptz, answered_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+    r nl2sql.request;
+    deadline timestamptz := pg_catalog.clock_timestamp()
+                            + pg_catalog.make_interval(secs => GREATEST(COALESCE(answer.wait_s, 0), 0));
+BEGIN
+    LOOP
+        SELECT * INTO r FROM nl2sql._request(current_user, answer.id);
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'nl2sql.answer: no request % of role %', answer.id, current_user
+                USING ERRCODE = 'no_data_found',
+                      HINT = 'pass an id nl2sql.submit() returned to this role; nl2sql.my_requests lists yours';
+        END IF;
+        EXIT WHEN r.state NOT IN ('queued', 'running') OR pg_catalog.clock_timestamp() >= deadline;
+        PERFORM pg_catalog.pg_sleep(LEAST(0.2, GREATEST(0.01,
+            EXTRACT(EPOCH FROM deadline - pg_catalog.clock_timestamp())::float8)));
+    END LOOP;
+    RETURN QUERY SELECT r.id, r.state, r.question, r.sql, r.columns, r.rows, r.row_count,
+                        r.confidence, r.error, r.log_id, r.submitted_at, r.answered_at;
+END
+$$;
+COMMENT ON FUNCTION nl2sql.answer(bigint, float8) IS
+    'nl2sql: the answer of your request (SQL, rows as jsonb, or the error), waiting up to wait_s seconds for the worker';
+
+-- Your requests, newest first.
+CREATE OR REPLACE VIEW nl2sql.my_requests WITH (security_barrier) AS
+    SELECT id, state, question, submitted_at, answered_at, sql, row_count, confidence, error
+    FROM nl2sql.request WHERE role_name = current_user;
+GRANT SELECT ON nl2sql.my_requests TO PUBLIC;

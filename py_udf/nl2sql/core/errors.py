@@ -86,3 +86,13 @@ class ClientError(Nl2sqlError, RuntimeError):
         super().__init__(msg)
         self.hint, self.sqlstate = hint, sqlstate
         self.trace: dict | None = None
+
+
+class InstallError(Nl2sqlError, RuntimeError):
+    """``nl2sql install``/``upgrade``/``uninstall`` cannot run in this database as this role
+    (the extension is there, pgvector is missing, a privilege lacks); the message says what to do."""
+
+
+class WorkerError(Nl2sqlError, RuntimeError):
+    """``nl2sql worker`` cannot serve this database (no request queue, no privilege on it);
+    the message says what to do."""

@@ -81,6 +81,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("question_max_chars", "int", 4000, "longer questions are refused", minimum=1),
     Setting(
+        "request_expire_s", "int", 600, "seconds until an unanswered request expires", minimum=1
+    ),
+    Setting("request_time_limit_s", "int", 120, "seconds the worker gives one request", minimum=1),
+    Setting("request_rows", "int", 1000, "rows of an answer kept for `nl2sql.answer()`", minimum=0),
+    Setting(
         "values_per_column",
         "int",
         100_000,
