@@ -1026,6 +1026,31 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 019-query-log-retention.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$019-query-log-retention.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The query log's retention (setting query_log_retention_days; nl2sql.prune_query_log() and the
+-- end of every reindex delete older rows, oldest first, 10,000 a statement): rows are found by
+-- their age without reading the whole log.
+CREATE INDEX query_log_created_at ON nl2sql.query_log (created_at);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1811,7 +1836,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('term_top_k', 'int', '5', 'business terms per question: those it names, then the most similar ones'),
     ('term_min_similarity', 'float', '0.55', 'question/term embedding similarity a term the question does not name needs'),
     ('instruction_top_k', 'int', '5', 'database-wide instructions per question, the most similar first'),
-    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed')
+    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed'),
+    ('query_log_retention_days', 'int', '30', 'days a `nl2sql.query_log` row is kept; `reindex()` and `nl2sql.prune_query_log()` delete older ones; 0 keeps every row')
     ) AS d(name, type, default_value, meaning)
     LEFT JOIN nl2sql.setting s ON s.key = d.name;
 COMMENT ON VIEW nl2sql.settings IS
@@ -2284,6 +2310,19 @@ COMMENT ON FUNCTION nl2sql.unschedule_reindex() IS
 
 REVOKE EXECUTE ON FUNCTION nl2sql.schedule_reindex(text), nl2sql.unschedule_reindex(),
     nl2sql._cron_run(text) FROM PUBLIC;
+
+-- The query log's retention (docs/operations.md, "The query log"): rows older than setting
+-- query_log_retention_days (0: none) are deleted, 10,000 a statement. reindex() (and so the
+-- scheduled reindex job) ends with the same step.
+CREATE OR REPLACE FUNCTION nl2sql.prune_query_log() RETURNS jsonb
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.prune_query_log(plpy)
+$py$;
+COMMENT ON FUNCTION nl2sql.prune_query_log() IS
+    'nl2sql: delete query_log rows older than setting query_log_retention_days (0 keeps every row)';
+REVOKE EXECUTE ON FUNCTION nl2sql.prune_query_log() FROM PUBLIC;
 
 -- ==== idempotent 007-reindex-state.sql ====
 -- Change detection for reindex (py_udf/nl2sql/indexer.py, table_states): what the statistics

@@ -401,6 +401,14 @@ SETTINGS: tuple[Setting, ...] = (
         "larger one is refused before it is parsed",
         minimum=1024,
     ),
+    Setting(  # docs/operations.md "The query log"
+        "query_log_retention_days",
+        "int",
+        30,
+        "days a `nl2sql.query_log` row is kept; `reindex()` and `nl2sql.prune_query_log()` "
+        "delete older ones; 0 keeps every row",
+        minimum=0,
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
