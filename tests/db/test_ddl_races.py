@@ -143,3 +143,68 @@ def test_a_table_gone_before_the_check_is_said_to_be_gone_not_unreadable(
         race.execute("SELECT nl2sql(%s)", (Q,))
     msg = err.value.diag.message_primary
     assert "nl2sql: no candidate executed" in msg and "may not SELECT" not in msg
+
+
+# --- reindex and DDL: a running reindex queues no DDL behind it ----------------------------------
+
+# DDL on tables an open (not yet committed) reindex(force) has read and rewritten: each must
+# pass under a lock_timeout far below the reindex's length (here: it never commits meanwhile)
+DDL_DURING_REINDEX = [
+    "ALTER TABLE lock_a ADD COLUMN extra int",
+    "ALTER TABLE lock_b RENAME COLUMN tag TO label",
+    "ALTER TABLE lock_a ALTER COLUMN note TYPE varchar(40)",
+    "ALTER TABLE lock_a DROP COLUMN note",
+    "ALTER TABLE lock_b RENAME TO lock_b2",
+    "DROP TABLE lock_c",
+]
+
+
+@pytest.fixture
+def lock_tables(db):
+    db.execute("DROP TABLE IF EXISTS lock_a, lock_b, lock_b2, lock_c CASCADE")
+    db.execute("CREATE TABLE lock_a (id int PRIMARY KEY, note text)")
+    db.execute("CREATE TABLE lock_b (id int PRIMARY KEY, tag text)")
+    db.execute("CREATE TABLE lock_c (id int PRIMARY KEY, word text)")
+    for t, c in (("lock_a", "note"), ("lock_b", "tag"), ("lock_c", "word")):
+        db.execute(f"INSERT INTO {t} SELECT g, '{c} ' || g FROM generate_series(1, 20) g")
+    db.execute("SELECT nl2sql.reindex()")
+    yield db
+    db.execute("DROP TABLE IF EXISTS lock_a, lock_b, lock_b2, lock_c CASCADE")
+    db.execute("SELECT nl2sql.reindex()")
+
+
+def test_ddl_is_not_queued_behind_a_running_reindex(lock_tables, cluster):
+    db = lock_tables
+    with cluster.connect(DEMO_DB, autocommit=False) as indexing:
+        out = indexing.execute("SELECT nl2sql.reindex(force => true)").fetchone()[0]
+        assert out["tables_indexed"] >= 3  # lock_a .. lock_c read and rewritten, not committed
+        with cluster.connect(DEMO_DB) as other:
+            other.execute("SET lock_timeout = '5s'")  # LockNotAvailable here is the failure
+            for ddl in DDL_DURING_REINDEX:
+                other.execute(ddl)
+        indexing.commit()
+    db.execute("SELECT nl2sql.reindex()")
+    cols = {
+        (t, c)
+        for t, c in db.execute(
+            "SELECT table_name, column_name FROM nl2sql.visible_column "
+            "WHERE table_name LIKE 'lock_%'"
+        )
+    }
+    assert cols == {("lock_a", "id"), ("lock_a", "extra"), ("lock_b2", "id"), ("lock_b2", "label")}
+    stale = db.execute(
+        "SELECT count(*) FROM nl2sql.schema_table WHERE table_name IN ('lock_b', 'lock_c')"
+    ).fetchone()[0]
+    assert stale == 0
+
+
+def test_reindex_holds_no_lock_on_a_table_it_has_read(lock_tables, cluster):
+    with cluster.connect(DEMO_DB, autocommit=False) as indexing:
+        indexing.execute("SELECT nl2sql.reindex(force => true)")
+        held = indexing.execute(
+            "SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = pg_backend_pid() AND c.relname IN ('lock_a', 'lock_b', 'lock_c', "
+            "'singer', 'concert', 'stadium', 'singer_in_concert')"
+        ).fetchall()
+        indexing.rollback()
+    assert held == []
