@@ -1026,6 +1026,31 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 019-query-log-retention.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$019-query-log-retention.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The query log's retention (setting query_log_retention_days; nl2sql.prune_query_log() and the
+-- end of every reindex delete older rows, oldest first, 10,000 a statement): rows are found by
+-- their age without reading the whole log.
+CREATE INDEX query_log_created_at ON nl2sql.query_log (created_at);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== incremental 020-request-queue.sql ====
 DO $nl2sql_migration$
 DECLARE
@@ -1863,7 +1888,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('term_top_k', 'int', '5', 'business terms per question: those it names, then the most similar ones'),
     ('term_min_similarity', 'float', '0.55', 'question/term embedding similarity a term the question does not name needs'),
     ('instruction_top_k', 'int', '5', 'database-wide instructions per question, the most similar first'),
-    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed')
+    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed'),
+    ('query_log_retention_days', 'int', '30', 'days a `nl2sql.query_log` row is kept; `reindex()` and `nl2sql.prune_query_log()` delete older ones; 0 keeps every row')
     ) AS d(name, type, default_value, meaning)
     LEFT JOIN nl2sql.setting s ON s.key = d.name;
 COMMENT ON VIEW nl2sql.settings IS
@@ -2024,7 +2050,11 @@ REVOKE EXECUTE ON FUNCTION
 -- row to nl2sql.ddl_queue; the next nl2sql.reindex() re-indexes the queued tables (values and
 -- embeddings) and empties the queue. The trigger functions are SECURITY DEFINER (they write the
 -- index for whoever runs the DDL) with a pinned search_path, take no input but the event's, and
--- never fail the user's command: an error becomes a WARNING and the command goes on.
+-- never fail the user's command: an error becomes a WARNING and the command goes on. Nor do they
+-- wait long: an index row a running reindex rewrote stays locked until that reindex commits,
+-- so the triggers give up after 500 ms (lock_timeout, below deadlock_timeout's default 1 s: a
+-- DDL never deadlocks with a reindex) with that WARNING; the views the prompts read filter the
+-- index by the live catalog meanwhile, and the next reindex sees the change in the catalog.
 
 -- Forget one column of the index: its row, its cell values, the foreign keys naming it.
 CREATE OR REPLACE FUNCTION nl2sql._ddl_forget_column(sch name, tbl name, col name)
@@ -2142,7 +2172,7 @@ $$;
 -- materialized views, foreign tables outside nl2sql's and the system schemas, not partitions,
 -- not temporary, not created by an extension script.
 CREATE OR REPLACE FUNCTION nl2sql._ddl_command_end() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '500ms' AS $$
 DECLARE
     cmd record;
 BEGIN
@@ -2170,7 +2200,7 @@ $$;
 -- Dropped relations and columns leave the index at once (cascading to their columns, cell
 -- values and foreign keys; foreign keys of other tables pointing at a dropped table go too).
 CREATE OR REPLACE FUNCTION nl2sql._ddl_sql_drop() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '500ms' AS $$
 DECLARE
     o record;
 BEGIN
@@ -2336,6 +2366,19 @@ COMMENT ON FUNCTION nl2sql.unschedule_reindex() IS
 
 REVOKE EXECUTE ON FUNCTION nl2sql.schedule_reindex(text), nl2sql.unschedule_reindex(),
     nl2sql._cron_run(text) FROM PUBLIC;
+
+-- The query log's retention (docs/operations.md, "The query log"): rows older than setting
+-- query_log_retention_days (0: none) are deleted, 10,000 a statement. reindex() (and so the
+-- scheduled reindex job) ends with the same step.
+CREATE OR REPLACE FUNCTION nl2sql.prune_query_log() RETURNS jsonb
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.prune_query_log(plpy)
+$py$;
+COMMENT ON FUNCTION nl2sql.prune_query_log() IS
+    'nl2sql: delete query_log rows older than setting query_log_retention_days (0 keeps every row)';
+REVOKE EXECUTE ON FUNCTION nl2sql.prune_query_log() FROM PUBLIC;
 
 -- ==== idempotent 007-reindex-state.sql ====
 -- Change detection for reindex (py_udf/nl2sql/indexer.py, table_states): what the statistics

@@ -96,3 +96,28 @@ class InstallError(Nl2sqlError, RuntimeError):
 class WorkerError(Nl2sqlError, RuntimeError):
     """``nl2sql worker`` cannot serve this database (no request queue, no privilege on it);
     the message says what to do."""
+
+
+# What a statement raises when a relation, column, function or schema it names no longer exists
+# (undefined_table, undefined_column, undefined_function, invalid_schema_name, undefined_object):
+# here, a table dropped or renamed by another session after this call read the schema.
+GONE_SQLSTATES = frozenset({"42P01", "42703", "42883", "3F000", "42704"})
+GONE_HINT = (
+    "ask again: each call reads the schema afresh (a DDL event trigger marks the table stale; "
+    "SELECT nl2sql.reindex() refreshes the index if the name still appears)"
+)
+
+
+def gone_message(detail: str) -> str:
+    """The error of a chosen query whose relation went away while the question was answered.
+
+    Args:
+        detail: PostgreSQL's first line (e.g. ``relation "public.x" does not exist``).
+
+    Returns:
+        The ``nl2sql:`` message: what happened, with the server's words.
+    """
+    return (
+        "nl2sql: the chosen query no longer runs: a table or column it reads was dropped or "
+        f"renamed by another session while the question was answered ({detail})"
+    )

@@ -11,16 +11,8 @@ from . import spi
 from ._setting_declaration import Setting, shown
 from .errors import ConfigError
 
-__all__ = [
-    "BY_NAME",
-    "SETTINGS",
-    "Settings",
-    "default_settings",
-    "get_settings",
-    "lookup",
-    "settings_from_texts",
-    "validate_setting",
-]
+__all__ = ["BY_NAME", "SETTINGS", "Settings", "default_settings", "get_settings", "lookup"]
+__all__ += ["settings_from_texts", "validate_setting"]
 
 
 def _unit(name: str, default: float, meaning: str) -> Setting:
@@ -406,6 +398,14 @@ SETTINGS: tuple[Setting, ...] = (
         "larger one is refused before it is parsed",
         minimum=1024,
     ),
+    Setting(  # docs/operations.md "The query log"
+        "query_log_retention_days",
+        "int",
+        30,
+        "days a `nl2sql.query_log` row is kept; `reindex()` and `nl2sql.prune_query_log()` "
+        "delete older ones; 0 keeps every row",
+        minimum=0,
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -435,9 +435,8 @@ def lookup(key: str) -> Setting:
     Raises:
         ConfigError: for an unknown name, listing the close names (if any) and every setting.
     """
-    s = BY_NAME.get(key)
-    if s is not None:
-        return s
+    if key in BY_NAME:
+        return BY_NAME[key]
     close = difflib.get_close_matches(str(key)[:200], list(BY_NAME), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise ConfigError(
@@ -461,9 +460,7 @@ def settings_from_texts(texts: Mapping[str, str] | Iterable[tuple[str, str]]) ->
     given = dict(texts.items() if isinstance(texts, Mapping) else texts)
     values = {}
     for s in SETTINGS:
-        text = given.get(s.name)
-        if text is None:
-            text = s.default_text
+        text = s.default_text if given.get(s.name) is None else given[s.name]
         try:
             values[s.name] = s.parse(text)
         except ConfigError as e:

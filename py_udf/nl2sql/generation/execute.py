@@ -295,6 +295,7 @@ def run_candidate(
     ordered: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     limits: PlanLimits | None = None,
+    keep_rows: bool = False,
 ) -> Candidate:
     """Execute ``cand.sql`` (already checked) read-only and time-limited; fill its outcome.
     With ``limits``, the planner's estimate comes first and a plan over them is not run.
@@ -309,10 +310,12 @@ def run_candidate(
         ordered: when True the row order counts in the result hash (else a multiset).
         max_bytes: most bytes of row_to_json text fetched; a larger result is refused.
         limits: the plan-cost limit; None (or neither set): no EXPLAIN.
+        keep_rows: keep every row fetched (at most ``max_rows``) in ``cand.rows``, so that
+            the rows returned are those of this execution (``nl2sql.ask``), not of a re-run.
 
     Returns:
         ``cand``: ``status`` ``ok`` (``result_hash``, ``row_count``, ``truncated``,
-        ``sample_rows``), ``error`` (the server's first line, ≤ 500 characters), ``timeout`` or
+        ``sample_rows``, ``rows`` with ``keep_rows``), ``error`` (the server's first line, ≤ 500 characters), ``timeout`` or
         ``refused`` (``result too large: ...``, or ``refused before running: ...`` over the
         plan limits); ``exec_ms`` (ms) always; ``plan_cost``, ``plan_rows`` with ``limits``.
 
@@ -327,14 +330,15 @@ def run_candidate(
         left = max(1, timeout_ms - int(planned.ms))  # planning and running share the limit
     before = session_state.advisory_locks(plpy)
     try:
-        _run_and_record(plpy, cand, search_path, left, max_rows, ordered, max_bytes)
+        rows = _run_and_record(plpy, cand, search_path, left, max_rows, ordered, max_bytes)
     finally:
         taken = session_state.release_new(plpy, before)
+    cand.rows = rows if keep_rows and cand.status == Status.OK else None
     if cand.status == Status.TIMEOUT and left != timeout_ms:
         cand.reason = f"cancelled after {timeout_ms} ms time limit (planning and running)"
     if taken:
         cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
-        cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
+        cand.result_hash, cand.row_count, cand.sample_rows, cand.rows = None, None, [], None
     return cand
 
 
@@ -370,7 +374,9 @@ def _run_and_record(
     max_rows: int,
     ordered: bool,
     max_bytes: int,
-) -> Candidate:
+) -> list[str] | None:
+    """Execute ``cand.sql`` and record its outcome on ``cand``; return its rows (at most
+    ``max_rows`` ``row_to_json`` texts) when it ran to the end, else None."""
     t0 = time.perf_counter()
     try:
         rows, elapsed, _ = _readonly_rows(
@@ -385,16 +391,16 @@ def _run_and_record(
                     Status.TIMEOUT,
                     f"cancelled after {timeout_ms} ms time limit",
                 )
-                return cand
+                return None
             raise  # the user's own cancel
         cand.status = Status.ERROR
         cand.reason = str(err).splitlines()[0][:500]
         cand.sqlstate = getattr(err, "sqlstate", None)
-        return cand
+        return None
     cand.exec_ms = round(elapsed, 3)
     if rows and rows[-1] is None:
         cand.status, cand.reason = Status.REFUSED, _too_large(max_bytes)
-        return cand
+        return None
     cand.truncated = len(rows) > max_rows
     parsed = [row_from_json(r) for r in rows[:max_rows]]
     cand.row_count = len(parsed)
@@ -403,7 +409,7 @@ def _run_and_record(
     cand.result_hash = result_signature(parsed, ordered=ordered)
     cand.order_hash = result_signature(parsed, ordered=True) if _orders_rows(cand.sql) else None
     cand.status = Status.OK
-    return cand
+    return rows[:max_rows]
 
 
 def _orders_rows(sql: str) -> bool:

@@ -74,6 +74,7 @@ PREVIOUS_DEFAULTS = {
     "term_min_similarity": "0.55",
     "instruction_top_k": "5",
     "semantic_model_max_bytes": "1048576",
+    "query_log_retention_days": "30",
     "abstain_below": "0",
     "abstain_readings": "3",
     "conversation_turns": "5",
