@@ -360,6 +360,22 @@ def crashes(cluster: LocalCluster, offset: int) -> list[str]:
     return [line for line in text.splitlines() if any(m in line for m in marks)]
 
 
+def context_bytes(cluster: LocalCluster, pid: int) -> int | None:
+    """The ``Grand total`` of a backend's PostgreSQL memory contexts (``pg_log_backend_memory_
+    contexts`` writes them to the server log): memory PostgreSQL itself holds, as against
+    Python's heap, which no context counts."""
+    with cluster.connect(S.DB) as c:
+        c.execute("SELECT pg_log_backend_memory_contexts(%s)", (pid,))
+    time.sleep(2)
+    text = (cluster.datadir / "server.log").read_text(errors="replace")
+    found = [
+        line.split("Grand total:")[1].split()[0]
+        for line in text.splitlines()
+        if f"[{pid}]" in line and "Grand total:" in line
+    ]
+    return int(found[-1]) if found else None
+
+
 def rss_report(soak: Soak) -> tuple[float, float, float | None, float | None]:
     """Print the RSS samples; returns backend median start/end and embedder start/end (MB)."""
     log("RSS over time (MB): t, client backends median / max, shared embedder")
@@ -428,12 +444,17 @@ def main(argv: list[str] | None = None) -> int:
 
     venv = S.private_venv(args.venv)
     cluster = LocalCluster(args.datadir or C.default_datadir(), venv=str(venv))
+    if cluster.running:  # fresh backends and a fresh shared embedder of this checkout's code
+        cluster.stop()
     cluster.start()
     ensure_connections(cluster, args.clients + 8)
+    digest = S.template_digest(args.events_rows)
+    if not S.template_ready(cluster, digest):
+        log("building the template database (holding the install lock)")
+        with S.install_lock():
+            S.build_template(cluster, args.events_rows, digest)
     llm = LoopbackLLM().start()
-    with S.install_lock():
-        S.install_extension_files()
-        S.create_database(cluster, llm.base_url, args.events_rows, args.model_timeout)
+    S.create_database(cluster, llm.base_url, args.model_timeout)
     log(f"cluster {cluster.datadir} port {cluster.port}, venv {venv}")
     with cluster.connect(S.DB) as c:
         log_size0 = c.execute("SELECT pg_total_relation_size('nl2sql.query_log')").fetchone()[0]
@@ -448,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         t.start()
     ready.wait()
     soak.sample_rss()
+    ctx0 = context_bytes(cluster, soak.client_pids[0])
     log(f"{args.clients} clients warmed up; soaking for {args.seconds:g} s")
     bg = [
         threading.Thread(target=soak.every, args=(args.reindex_every, soak.reindex, "reindex")),
@@ -470,6 +492,12 @@ def main(argv: list[str] | None = None) -> int:
         t.join()
     wall = time.perf_counter() - t_run
     soak.sample_rss()
+    ctx1 = context_bytes(cluster, soak.client_pids[0])
+    log(
+        f"client 0's PostgreSQL memory contexts: {(ctx0 or 0) / 1e6:.1f} MB after warm-up, "
+        f"{(ctx1 or 0) / 1e6:.1f} MB at the end (the rest of its RSS is Python's heap, code, "
+        f"shared memory)"
+    )
     with cluster.connect(S.DB) as c:
         c.execute(
             "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'soak-reindex'"

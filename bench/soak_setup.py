@@ -6,17 +6,21 @@ The private venv (default /var/tmp/nl2sql-soak-venv) has this checkout's ``nl2sq
 site-packages after them (onnxruntime, openai, the model files); the soak cluster's
 ``nl2sql.venv`` names it, so every backend and the shared embedder import this checkout
 whatever other checkouts install meanwhile. Only installing the extension's SQL files into
-PostgreSQL's shared extension directory and ``CREATE EXTENSION`` run under the lock
-(``/tmp/nl2sql-install.lock``, as scripts/dev_locked.sh takes it).
+PostgreSQL's shared extension directory and ``CREATE EXTENSION`` in a template database run
+under the lock (``/tmp/nl2sql-install.lock``, as scripts/dev_locked.sh takes it), once for the
+checkout's extension files; each run copies the template.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+
+from psycopg import sql as psql
 
 from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, DEMO_TABLES, demo_sql
 
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_VENV = Path("/opt/nl2sql/venv")
 LOCK = "/tmp/nl2sql-install.lock"
 DB = "nl2sql_soak"
+TEMPLATE = "nl2sql_soak_template"  # built once per checkout's extension files, under the lock
 ANALYST, VIEWER = "soak_analyst", "soak_viewer"
 MODELS = ("m1", "m2")  # m1 writes the PreSQL; m2 keeps the names a table had when created
 REGIONS = ("London", "Paris", "Berlin", "Madrid", "Glasgow", "Chicago", "Toronto", "Sydney")
@@ -118,11 +123,32 @@ def base_answers() -> dict[str, str]:
     return out
 
 
-def create_database(cluster, llm_url: str, events_rows: int, model_timeout_s: float) -> None:
-    """The soak database: demo tables, ``soak_events`` (``events_rows`` rows), the extension,
-    two models on the loopback server, the two roles; one reindex. Caller holds the lock."""
-    cluster.create_database(DB, drop=True)
-    with cluster.connect(DB) as c:
+def template_digest(events_rows: int) -> str:
+    """What the template database was built from: this checkout's extension files and the size
+    of ``soak_events`` (a template of other files is rebuilt)."""
+    h = hashlib.sha256(str(events_rows).encode())
+    for p in sorted((ROOT / "extension").iterdir()):
+        h.update(p.name.encode() + p.read_bytes())
+    return f"nl2sql soak template {h.hexdigest()[:16]}"
+
+
+def template_ready(cluster, digest: str) -> bool:
+    """Whether the template database exists and was built from ``digest``."""
+    with cluster.connect() as c:
+        row = c.execute(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+            (TEMPLATE,),
+        ).fetchone()
+    return bool(row) and row[0] == digest
+
+
+def build_template(cluster, events_rows: int, digest: str) -> None:
+    """The template: demo tables, ``soak_events`` (``events_rows`` rows) and the extension from
+    this checkout's files. Caller holds the install lock (CREATE EXTENSION reads the shared
+    extension directory)."""
+    install_extension_files()
+    cluster.create_database(TEMPLATE, drop=True)
+    with cluster.connect(TEMPLATE) as c:
         c.execute(demo_sql())
         c.execute(
             "CREATE TABLE soak_events (id bigserial PRIMARY KEY, kind int NOT NULL, "
@@ -137,6 +163,20 @@ def create_database(cluster, llm_url: str, events_rows: int, model_timeout_s: fl
         )
         c.execute("ANALYZE soak_events")
         c.execute("CREATE EXTENSION nl2sql CASCADE")
+        c.execute(
+            psql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                psql.Identifier(TEMPLATE), psql.Literal(digest)
+            )
+        )
+
+
+def create_database(cluster, llm_url: str, model_timeout_s: float) -> None:
+    """The soak database, a copy of the template (no lock needed): two models on the loopback
+    server, the two roles and their grants; one reindex."""
+    with cluster.connect() as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {DB} TEMPLATE {TEMPLATE}")
+    with cluster.connect(DB) as c:
         c.execute("SELECT nl2sql.set_setting('llm_max_retries', '0')")  # a scripted 500 fails
         for i, m in enumerate(MODELS, 1):
             c.execute(
