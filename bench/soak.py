@@ -31,7 +31,9 @@ scripts/dev_locked.sh.
 
 Usage: python bench/soak.py [--seconds 600] [--clients 16] [--venv DIR] [--datadir DIR]
 The last line printed is ``RESULT qps=… p50_ms=… p95_ms=… p99_ms=… unexpected_errors=…
-crashes=… stale_names=… backend_rss_mb=<start>-><end> embedder_rss_mb=<start>-><end>``.
+crashes=… stale_names=… backend_rss_mb=<start>-><end> backend_anon_mb=<start>-><end>
+embedder_rss_mb=<start>-><end>`` (backends: the median of the clients' VmRSS, and of their
+RssAnon, the private part: VmRSS also counts the shared buffers a backend has touched).
 """
 
 from __future__ import annotations
@@ -67,18 +69,6 @@ def log(*a) -> None:
     print(*a, flush=True)
 
 
-def vmrss_mb(pid: int | None) -> float | None:
-    """VmRSS of a process in MB, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, TypeError):
-        return None
-    return None
-
-
 class Soak:
     """The run's shared state: scripted answers, questions, figures."""
 
@@ -100,7 +90,8 @@ class Soak:
         self.ddl_done: list[str] = []
         self.waits: dict[tuple, dict] = {}
         self.client_pids: dict[int, int] = {}
-        self.rss: list[tuple[float, list[float], float | None]] = []
+        # (t, backends' VmRSS, backends' RssAnon, embedder's VmRSS)
+        self.rss: list[tuple[float, list[float], list[float], float | None]] = []
         self.replay()
 
     def now(self) -> float:
@@ -334,8 +325,9 @@ class Soak:
         with self.lock:
             pids = list(self.client_pids.values())
         emb = self.embedder_pid()
-        rss = [r for r in (vmrss_mb(p) for p in pids) if r is not None]
-        self.rss.append((self.now(), rss, vmrss_mb(emb)))
+        rss = [r for r in (S.rss_mb(p) for p in pids) if r is not None]
+        anon = [r for r in (S.rss_mb(p, "RssAnon") for p in pids) if r is not None]
+        self.rss.append((self.now(), rss, anon, S.rss_mb(emb)))
 
     def embedder_pid(self) -> int | None:
         try:
@@ -348,43 +340,24 @@ class Soak:
 # -- the report ---------------------------------------------------------------------------------
 
 
-def crashes(cluster: LocalCluster, offset: int) -> list[str]:
-    """Server log lines since ``offset`` telling of a backend crash or a restart."""
-    try:
-        with open(cluster.datadir / "server.log", "rb") as f:
-            f.seek(offset)
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    marks = ("terminated by signal", "PANIC", "was terminated", "all server processes terminated")
-    return [line for line in text.splitlines() if any(m in line for m in marks)]
-
-
-def context_bytes(cluster: LocalCluster, pid: int) -> int | None:
-    """The ``Grand total`` of a backend's PostgreSQL memory contexts (``pg_log_backend_memory_
-    contexts`` writes them to the server log): memory PostgreSQL itself holds, as against
-    Python's heap, which no context counts."""
-    with cluster.connect(S.DB) as c:
-        c.execute("SELECT pg_log_backend_memory_contexts(%s)", (pid,))
-    time.sleep(2)
-    text = (cluster.datadir / "server.log").read_text(errors="replace")
-    found = [
-        line.split("Grand total:")[1].split()[0]
-        for line in text.splitlines()
-        if f"[{pid}]" in line and "Grand total:" in line
-    ]
-    return int(found[-1]) if found else None
-
-
-def rss_report(soak: Soak) -> tuple[float, float, float | None, float | None]:
-    """Print the RSS samples; returns backend median start/end and embedder start/end (MB)."""
-    log("RSS over time (MB): t, client backends median / max, shared embedder")
+def rss_report(soak: Soak) -> dict[str, tuple[float, float]]:
+    """Print the RSS samples; returns start and end of the backends' median VmRSS and RssAnon
+    and of the embedder's VmRSS (MB)."""
+    log(
+        "RSS over time (MB): t, client backends' VmRSS median / max, their RssAnon (private) "
+        "median, shared embedder's VmRSS (a backend's VmRSS also counts the shared buffers it "
+        "has touched)"
+    )
     step = max(1, len(soak.rss) // 12)
-    for t, rss, emb in soak.rss[::step] + soak.rss[-1:]:
-        med = C.percentile(rss, 50) or 0.0
-        log(f"  {t:6.0f} s  {med:6.1f} / {max(rss, default=0):6.1f}  {emb or 0:6.1f}")
+    for t, rss, anon, emb in soak.rss[::step] + soak.rss[-1:]:
+        med, amed = C.percentile(rss, 50) or 0.0, C.percentile(anon, 50) or 0.0
+        log(f"  {t:6.0f} s  {med:6.1f} / {max(rss, default=0):6.1f}  {amed:6.1f}  {emb or 0:6.1f}")
     first, last = soak.rss[0], soak.rss[-1]
-    return C.percentile(first[1], 50) or 0.0, C.percentile(last[1], 50) or 0.0, first[2], last[2]
+    return {
+        "backend_rss_mb": (C.percentile(first[1], 50) or 0.0, C.percentile(last[1], 50) or 0.0),
+        "backend_anon_mb": (C.percentile(first[2], 50) or 0.0, C.percentile(last[2], 50) or 0.0),
+        "embedder_rss_mb": (first[3] or 0.0, last[3] or 0.0),
+    }
 
 
 def report(soak: Soak, wall: float, crash_lines: list[str], log_growth: tuple[int, int]) -> None:
@@ -413,14 +386,14 @@ def report(soak: Soak, wall: float, crash_lines: list[str], log_growth: tuple[in
     log(f"crash lines in the server log: {len(crash_lines)}")
     for line in crash_lines[:5]:
         log(f"  {line}")
-    b0, b1, e0, e1 = rss_report(soak)
+    mem = rss_report(soak)
     grew, ok = log_growth
     log(f"nl2sql.query_log grew {grew / 1e6:.1f} MB: {grew / max(ok, 1):.0f} bytes a question")
     log(
         f"RESULT qps={n / wall:.1f} p50_ms={p[50]:.0f} p95_ms={p[95]:.0f} p99_ms={p[99]:.0f} "
         f"unexpected_errors={unexpected} crashes={len(crash_lines) + soak.kinds['connection_lost']} "
-        f"stale_names={len(soak.stale_hits)} backend_rss_mb={b0:.0f}->{b1:.0f} "
-        f"embedder_rss_mb={e0 or 0:.0f}->{e1 or 0:.0f}"
+        f"stale_names={len(soak.stale_hits)} "
+        + " ".join(f"{k}={a:.0f}->{b:.0f}" for k, (a, b) in mem.items())
     )
 
 
@@ -469,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         t.start()
     ready.wait()
     soak.sample_rss()
-    ctx0 = context_bytes(cluster, soak.client_pids[0])
+    ctx0 = S.context_bytes(cluster, soak.client_pids[0])
     log(f"{args.clients} clients warmed up; soaking for {args.seconds:g} s")
     bg = [
         threading.Thread(target=soak.every, args=(args.reindex_every, soak.reindex, "reindex")),
@@ -492,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         t.join()
     wall = time.perf_counter() - t_run
     soak.sample_rss()
-    ctx1 = context_bytes(cluster, soak.client_pids[0])
+    ctx1 = S.context_bytes(cluster, soak.client_pids[0])
     log(
         f"client 0's PostgreSQL memory contexts: {(ctx0 or 0) / 1e6:.1f} MB after warm-up, "
         f"{(ctx1 or 0) / 1e6:.1f} MB at the end (the rest of its RSS is Python's heap, code, "
@@ -511,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     llm.stop()
     if dead > dead0:
         soak.error("deadlock", f"pg_stat_database.deadlocks rose by {dead - dead0}")
-    report(soak, wall, crashes(cluster, log_offset), (grew - log_size0, soak.kinds["ok"]))
+    report(soak, wall, S.crashes(cluster, log_offset), (grew - log_size0, soak.kinds["ok"]))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""bench/soak.py's preparation: a private venv holding this checkout (so a ten-minute run does
+"""bench/soak.py's preparation, and what it reads of the server (RSS, crash lines, memory
+contexts): a private venv holding this checkout (so a ten-minute run does
 not hold the install lock), the soak database, its roles, models and scripted answers.
 
 The private venv (default /var/tmp/nl2sql-soak-venv) has this checkout's ``nl2sql`` and
@@ -17,6 +18,7 @@ import fcntl
 import hashlib
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -190,3 +192,47 @@ def create_database(cluster, llm_url: str, model_timeout_s: float) -> None:
         # the analyst may read every table the soak creates; the viewer only the fixed ones
         c.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {ANALYST}")
         c.execute("SELECT nl2sql.reindex()")
+
+
+# -- what the run reads of the server ------------------------------------------------------
+
+
+def rss_mb(pid: int | None, field: str = "VmRSS") -> float | None:
+    """``VmRSS`` (or another ``/proc/PID/status`` field: ``RssAnon``, the private part) of a
+    process in MB, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, TypeError):
+        return None
+    return None
+
+
+def crashes(cluster, offset: int) -> list[str]:
+    """Server log lines since ``offset`` telling of a backend crash or a restart."""
+    try:
+        with open(cluster.datadir / "server.log", "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    marks = ("terminated by signal", "PANIC", "was terminated", "all server processes terminated")
+    return [line for line in text.splitlines() if any(m in line for m in marks)]
+
+
+def context_bytes(cluster, pid: int) -> int | None:
+    """The ``Grand total`` of a backend's PostgreSQL memory contexts (``pg_log_backend_memory_
+    contexts`` writes them to the server log): memory PostgreSQL itself holds, as against
+    Python's heap, which no context counts."""
+    with cluster.connect(DB) as c:
+        c.execute("SELECT pg_log_backend_memory_contexts(%s)", (pid,))
+    time.sleep(2)
+    text = (cluster.datadir / "server.log").read_text(errors="replace")
+    found = [
+        line.split("Grand total:")[1].split()[0]
+        for line in text.splitlines()
+        if f"[{pid}]" in line and "Grand total:" in line
+    ]
+    return int(found[-1]) if found else None
