@@ -1,6 +1,6 @@
-"""bench/soak.py's preparation, and what it reads of the server (RSS, crash lines, memory
-contexts): a private venv holding this checkout (so a ten-minute run does
-not hold the install lock), the soak database, its roles, models and scripted answers.
+"""bench/soak.py's preparation: a private venv holding this checkout (so a ten-minute run does
+not hold the install lock), the soak database, its roles, models and scripted answers; and what
+the run reads of the server (RSS, crash lines, memory contexts).
 
 The private venv (default /var/tmp/nl2sql-soak-venv) has this checkout's ``nl2sql`` and
 ``nl2sql_indexer`` in its own site-packages and a ``.pth`` line naming the shared venv's
