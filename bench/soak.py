@@ -460,12 +460,12 @@ def main(argv: list[str] | None = None) -> int:
         soak.kinds.clear()
     t_run = time.perf_counter()
     soak.stop.wait(args.seconds)
+    soak.sample_rss()  # the clients' backends are still there
+    ctx1 = S.context_bytes(cluster, soak.client_pids[0])
     soak.stop.set()
     for t in clients:
         t.join()
     wall = time.perf_counter() - t_run
-    soak.sample_rss()
-    ctx1 = S.context_bytes(cluster, soak.client_pids[0])
     log(
         f"client 0's PostgreSQL memory contexts: {(ctx0 or 0) / 1e6:.1f} MB after warm-up, "
         f"{(ctx1 or 0) / 1e6:.1f} MB at the end (the rest of its RSS is Python's heap, code, "

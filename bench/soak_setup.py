@@ -225,11 +225,16 @@ def crashes(cluster, offset: int) -> list[str]:
 def context_bytes(cluster, pid: int) -> int | None:
     """The ``Grand total`` of a backend's PostgreSQL memory contexts (``pg_log_backend_memory_
     contexts`` writes them to the server log): memory PostgreSQL itself holds, as against
-    Python's heap, which no context counts."""
+    Python's heap, which no context counts. None when the backend is gone."""
+    log = cluster.datadir / "server.log"
+    offset = log.stat().st_size
     with cluster.connect(DB) as c:
-        c.execute("SELECT pg_log_backend_memory_contexts(%s)", (pid,))
+        if not c.execute("SELECT pg_log_backend_memory_contexts(%s)", (pid,)).fetchone()[0]:
+            return None
     time.sleep(2)
-    text = (cluster.datadir / "server.log").read_text(errors="replace")
+    with open(log, "rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
     found = [
         line.split("Grand total:")[1].split()[0]
         for line in text.splitlines()
