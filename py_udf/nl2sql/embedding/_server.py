@@ -88,7 +88,26 @@ def embed_texts(texts: list[str]) -> list[list[float]]:
     Raises:
         EmbeddingError: the model files are missing.
     """
-    return embed.embed(texts, cache=len(texts) < CACHE_BELOW, bulk=len(texts) >= CACHE_BELOW)
+    with _runs():
+        return embed.embed(texts, cache=len(texts) < CACHE_BELOW, bulk=len(texts) >= CACHE_BELOW)
+
+
+_RUNS: list[threading.BoundedSemaphore] = []  # made on first use (NL2SQL_EMBED_THREADS read then)
+_RUNS_LOCK = threading.Lock()
+
+
+def _runs() -> threading.BoundedSemaphore:
+    """The semaphore letting ``encode.bulk_threads()`` embedding runs at once (one per CPU).
+
+    The web server's thread pool would otherwise run one per request (40 at once under 16
+    busy backends): no faster on the CPUs there are, and ONNX Runtime's memory arena, which
+    never shrinks, grows to what every run in flight needs at the busiest moment (bench/
+    embedder_rss.py: +80 MB in 800 requests of 16 clients at once, in steps; docs/benchmarks.md).
+    """
+    with _RUNS_LOCK:
+        if not _RUNS:
+            _RUNS.append(threading.BoundedSemaphore(embed.bulk_threads()))
+        return _RUNS[0]
 
 
 def _encode_vector(vec: list[float], fmt: str):

@@ -227,3 +227,34 @@ def test_relay_not_listening_falls_back_and_one_that_never_answers_is_left_alone
         assert embed_client.relay_chat(payload, 0.1) is None  # in-process for a while
     finally:
         mute.close()
+
+
+def test_the_shared_process_runs_at_most_one_embedding_per_cpu_at_once(monkeypatch):
+    # 16 busy backends would otherwise embed 40 requests at once (the web server's threads):
+    # no faster on 2 CPUs, and ONNX Runtime's arena grows to what they all need at once
+    import threading
+
+    from nl2sql.embedding import _server as server
+
+    monkeypatch.setenv("NL2SQL_EMBED_THREADS", "2")
+    monkeypatch.setattr(server, "_RUNS", [])
+    lock = threading.Lock()
+    running, peak = [0], [0]
+
+    def counting_embed(texts, cache, bulk):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return [[0.0] * embed.DIM for _ in texts]
+
+    monkeypatch.setattr(server.embed, "embed", counting_embed)
+    threads = [threading.Thread(target=server.embed_texts, args=([f"t{i}"],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 1 <= peak[0] <= 2
+    assert server.embed_texts(["one"]) == [[0.0] * embed.DIM]

@@ -454,3 +454,20 @@ def test_clear_releases_a_hanging_request_without_a_retry():
         assert not th.is_alive() and result.get("status") == 400
         time.sleep(0.3)
         assert server.requests == []  # the client did not come back with a retry
+
+
+def test_a_client_gone_before_its_answer_prints_no_traceback(llm, capsys):
+    # a client that timed out on a delayed reply closed the connection: writing the answer
+    # fails with a broken pipe, which is no error of the server (a soak makes hundreds)
+    for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+        try:
+            raise gone
+        except OSError:
+            llm._server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a handler's own failure")
+    except ValueError:
+        llm._server.handle_error(None, ("127.0.0.1", 1))
+    err = capsys.readouterr().err
+    assert "ValueError: a handler's own failure" in err
