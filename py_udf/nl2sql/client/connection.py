@@ -238,16 +238,22 @@ class Client:
         """``ask``'s work in its transaction: the trace, then the rows (the trace alone when no
         SQL was chosen: it stays logged)."""
         p = self.plpy
-        trace = udf.trace(p, question, caller, evidence, conversation)
+        trace, texts = udf.trace(p, question, caller, evidence, conversation)
         if trace.get("sql") is None:
             return trace
-        st = get_settings(p)
-        try:
-            texts = fetch_rows(
-                p, trace["sql"], caller, st.candidate_timeout_ms, st.max_rows, st.max_result_bytes
-            )
-        except CandidateRefused as e:
-            raise ClientError(f"nl2sql: the chosen query {e}") from None
+        if texts is None:  # not kept (the fast path): run again, as nl2sql.ask does
+            st = get_settings(p)
+            try:
+                texts = fetch_rows(
+                    p,
+                    trace["sql"],
+                    caller,
+                    st.candidate_timeout_ms,
+                    st.max_rows,
+                    st.max_result_bytes,
+                )
+            except CandidateRefused as e:
+                raise ClientError(f"nl2sql: the chosen query {e}") from None
         columns, rows = _rows(texts)
         return Answer(
             trace["sql"], columns, rows, trace.get("confidence"), trace, trace.get("log_id")

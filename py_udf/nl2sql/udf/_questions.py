@@ -84,20 +84,22 @@ def _explanation(plpy, sql: str, search_path: str) -> dict[str, Any]:
 @entry_point
 def trace(
     plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[str] | None]:
     """The whole trace of a question as ``nl2sql()`` makes it (logged, its id ``log_id``), for
-    the Python API beside the database (``nl2sql.client``): not raised when no SQL was chosen.
+    the Python API beside the database (``nl2sql.client``): not raised when no SQL was chosen;
+    with the chosen SQL's rows from its checked execution, as ``nl2sql.ask`` returns them.
 
     Args:
         question, search_path, evidence, conversation: as for ``nl2sql``.
 
     Returns:
-        The trace (``sql`` None and ``error`` why, when no SQL was chosen).
+        ``(trace, rows)``: the trace (``sql`` None and ``error`` why, when no SQL was chosen)
+        and at most ``max_rows`` ``row_to_json`` texts (None when none were kept).
 
     Raises:
         plpy.Error: an invalid question, key, setting or model configuration, a missing index.
     """
-    return _run(plpy, question, search_path, evidence, conversation)
+    return _run(plpy, question, search_path, evidence, conversation, with_rows=True)
 
 
 @entry_point
