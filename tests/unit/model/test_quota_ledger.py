@@ -44,9 +44,7 @@ CASES = [
 @pytest.mark.parametrize("steps, refused", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_the_last_slot_is_taken_once(steps, refused):
     ledger = Ledger()
-    got = [
-        "refused" in take(ledger, xid=x, minute_questions=m, settled=s) for x, m, s in steps
-    ]
+    got = ["refused" in take(ledger, xid=x, minute_questions=m, settled=s) for x, m, s in steps]
     assert got == [bool(r) for r in refused]
 
 
