@@ -256,8 +256,10 @@ DEFINERS = (
     "nl2sql._ddl_command_end(",
     "nl2sql._ddl_sql_drop(",
     "nl2sql._forget_conversation(",
-    # quotas (docs/guardrails.md): the acting role's own usage row only; _usage_add only adds
+    # quotas (docs/guardrails.md): the acting role's own usage row only; _usage_add only adds;
+    # _quota_state reads the acting role's limits and usage and whether given ids are settled
     "nl2sql._quota_take(",
+    "nl2sql._quota_state(",
     "nl2sql._usage_add(",
 )
 
