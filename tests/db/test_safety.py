@@ -942,7 +942,9 @@ def test_explain_sql_plans_under_the_time_limit_read_only_and_leaves_no_lock(
     assert "nl2sql.explain_sql: refused" in msg, msg
     # the ordinary role may not write venue nor use adv_seq: refused either way
     assert PLANNER_WHY[kind] in msg or (user == ROLE and "permission denied" in msg), msg
-    assert took < PLAN_LIMIT_MS / 1000 + 2.0, took
+    # the planner's functions sleep 60 s: cancelled at the time limit (the message says so),
+    # long before the session's own statement_timeout of 20 s (a loaded machine adds seconds)
+    assert took < 15, took
     assert llm.requests == []
     assert checksums(sdb) == before
 
