@@ -1026,6 +1026,80 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 019-query-log-retention.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$019-query-log-retention.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The query log's retention (setting query_log_retention_days; nl2sql.prune_query_log() and the
+-- end of every reindex delete older rows, oldest first, 10,000 a statement): rows are found by
+-- their age without reading the whole log.
+CREATE INDEX query_log_created_at ON nl2sql.query_log (created_at);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
+-- ==== incremental 020-request-queue.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$020-request-queue.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The request queue (docs/install.md, "The request queue"): a SQL client submits a question
+-- (nl2sql.submit), a worker beside the database answers it as the submitting role
+-- (nl2sql worker), the client reads the answer (nl2sql.answer). Rows are short-lived (setting
+-- request_expire_s) and not dumped. Only the functions of sql/idempotent/020-request-queue.sql
+-- read and write it for ordinary roles, each role its own rows.
+CREATE TABLE nl2sql.request (
+    id            bigserial PRIMARY KEY,
+    role_name     name NOT NULL,
+    question      text NOT NULL,
+    evidence      text,
+    conversation  text,
+    submitted_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    state         text NOT NULL DEFAULT 'queued'
+                  CHECK (state IN ('queued', 'running', 'done', 'failed', 'expired')),
+    claimed_at    timestamptz,
+    worker        text,
+    answered_at   timestamptz,
+    sql           text,
+    columns       jsonb,
+    rows          jsonb,
+    row_count     bigint,
+    confidence    float8,
+    log_id        bigint,
+    error         text
+);
+CREATE INDEX request_open ON nl2sql.request (id) WHERE state IN ('queued', 'running');
+CREATE INDEX request_role ON nl2sql.request (role_name, id);
+REVOKE ALL ON nl2sql.request FROM PUBLIC;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1767,6 +1841,9 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
     ('question_max_chars', 'int', '4000', 'longer questions are refused'),
+    ('request_expire_s', 'int', '600', 'seconds until an unanswered request expires'),
+    ('request_time_limit_s', 'int', '120', 'seconds the worker gives one request'),
+    ('request_rows', 'int', '1000', 'rows of an answer kept for `nl2sql.answer()`'),
     ('values_per_column', 'int', '100000', 'distinct string values indexed per column; a column with more is partially indexed: its most frequent values (see "Indexing")'),
     ('value_sample_rows', 'int', '1000000', 'a table with more rows (statistics estimate) reads a string column with more distinct values than `values_per_column` (or no statistics) from a block sample of about this many rows, plus its pg_stats most common values ("Indexing")'),
     ('value_max_chars', 'int', '200', 'longer strings are not indexed'),
@@ -1811,7 +1888,8 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('term_top_k', 'int', '5', 'business terms per question: those it names, then the most similar ones'),
     ('term_min_similarity', 'float', '0.55', 'question/term embedding similarity a term the question does not name needs'),
     ('instruction_top_k', 'int', '5', 'database-wide instructions per question, the most similar first'),
-    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed')
+    ('semantic_model_max_bytes', 'int', '1048576', 'largest semantic model text nl2sql.import_semantic_model reads (bytes, UTF-8); a larger one is refused before it is parsed'),
+    ('query_log_retention_days', 'int', '30', 'days a `nl2sql.query_log` row is kept; `reindex()` and `nl2sql.prune_query_log()` delete older ones; 0 keeps every row')
     ) AS d(name, type, default_value, meaning)
     LEFT JOIN nl2sql.setting s ON s.key = d.name;
 COMMENT ON VIEW nl2sql.settings IS
@@ -1972,7 +2050,11 @@ REVOKE EXECUTE ON FUNCTION
 -- row to nl2sql.ddl_queue; the next nl2sql.reindex() re-indexes the queued tables (values and
 -- embeddings) and empties the queue. The trigger functions are SECURITY DEFINER (they write the
 -- index for whoever runs the DDL) with a pinned search_path, take no input but the event's, and
--- never fail the user's command: an error becomes a WARNING and the command goes on.
+-- never fail the user's command: an error becomes a WARNING and the command goes on. Nor do they
+-- wait long: an index row a running reindex rewrote stays locked until that reindex commits,
+-- so the triggers give up after 500 ms (lock_timeout, below deadlock_timeout's default 1 s: a
+-- DDL never deadlocks with a reindex) with that WARNING; the views the prompts read filter the
+-- index by the live catalog meanwhile, and the next reindex sees the change in the catalog.
 
 -- Forget one column of the index: its row, its cell values, the foreign keys naming it.
 CREATE OR REPLACE FUNCTION nl2sql._ddl_forget_column(sch name, tbl name, col name)
@@ -2090,7 +2172,7 @@ $$;
 -- materialized views, foreign tables outside nl2sql's and the system schemas, not partitions,
 -- not temporary, not created by an extension script.
 CREATE OR REPLACE FUNCTION nl2sql._ddl_command_end() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '500ms' AS $$
 DECLARE
     cmd record;
 BEGIN
@@ -2118,7 +2200,7 @@ $$;
 -- Dropped relations and columns leave the index at once (cascading to their columns, cell
 -- values and foreign keys; foreign keys of other tables pointing at a dropped table go too).
 CREATE OR REPLACE FUNCTION nl2sql._ddl_sql_drop() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '500ms' AS $$
 DECLARE
     o record;
 BEGIN
@@ -2284,6 +2366,19 @@ COMMENT ON FUNCTION nl2sql.unschedule_reindex() IS
 
 REVOKE EXECUTE ON FUNCTION nl2sql.schedule_reindex(text), nl2sql.unschedule_reindex(),
     nl2sql._cron_run(text) FROM PUBLIC;
+
+-- The query log's retention (docs/operations.md, "The query log"): rows older than setting
+-- query_log_retention_days (0: none) are deleted, 10,000 a statement. reindex() (and so the
+-- scheduled reindex job) ends with the same step.
+CREATE OR REPLACE FUNCTION nl2sql.prune_query_log() RETURNS jsonb
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.prune_query_log(plpy)
+$py$;
+COMMENT ON FUNCTION nl2sql.prune_query_log() IS
+    'nl2sql: delete query_log rows older than setting query_log_retention_days (0 keeps every row)';
+REVOKE EXECUTE ON FUNCTION nl2sql.prune_query_log() FROM PUBLIC;
 
 -- ==== idempotent 007-reindex-state.sql ====
 -- Change detection for reindex (py_udf/nl2sql/indexer.py, table_states): what the statistics
@@ -2869,3 +2964,102 @@ $$;
 COMMENT ON FUNCTION nl2sql.doctor() IS
     'nl2sql: check the installation, the models and the index; one row per check (ok, warn, fail)';
 REVOKE EXECUTE ON FUNCTION nl2sql.doctor() FROM PUBLIC;
+
+-- ==== idempotent 020-request-queue.sql ====
+-- The request queue's functions (table: sql/incremental/020-request-queue.sql). PL/pgSQL in
+-- both modes: with the extension a worker is not needed (SELECT nl2sql(...) answers at once),
+-- but the queue works the same. A request belongs to the role that submitted it
+-- (nl2sql._acting_role: never a role the session may not act as); each role sees only its own.
+
+-- Writes the request row for `who` and wakes the workers (NOTIFY nl2sql_request). Callable by
+-- any role (as nl2sql._forget_conversation): it acts only for nl2sql._acting_role(who).
+CREATE OR REPLACE FUNCTION nl2sql._submit(who name, question text, evidence text,
+                                          conversation text)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id bigint;
+    max_chars int := (SELECT s.value::int FROM nl2sql.settings s WHERE s.name = 'question_max_chars');
+BEGIN
+    IF pg_catalog.btrim(COALESCE(_submit.question, '')) = '' THEN
+        RAISE EXCEPTION 'nl2sql.submit: the question is empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.length(_submit.question) > max_chars THEN
+        RAISE EXCEPTION 'nl2sql.submit: the question has % characters, more than % (setting question_max_chars)',
+            pg_catalog.length(_submit.question), max_chars USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO nl2sql.request (role_name, question, evidence, conversation)
+        VALUES (nl2sql._acting_role(_submit.who), _submit.question, _submit.evidence, _submit.conversation)
+        RETURNING request.id INTO id;
+    PERFORM pg_catalog.pg_notify('nl2sql_request', id::text);
+    RETURN id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION nl2sql.submit(question text, evidence text DEFAULT NULL,
+                                         conversation text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+    SELECT nl2sql._submit(current_user, question, evidence, conversation)
+$$;
+COMMENT ON FUNCTION nl2sql.submit(text, text, text) IS
+    'nl2sql: queue a question for the worker beside the database (answered as your role); returns the request id for nl2sql.answer()';
+
+-- One request of `who`, or no row (another role's request looks like one that does not exist).
+-- A request no worker claimed within request_expire_s expires; one claimed by a worker that
+-- vanished (longer ago than request_time_limit_s + request_expire_s) fails.
+CREATE OR REPLACE FUNCTION nl2sql._request(who name, request_id bigint)
+RETURNS SETOF nl2sql.request LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    expire interval := pg_catalog.make_interval(secs => (SELECT s.value::int FROM nl2sql.settings s
+                                                         WHERE s.name = 'request_expire_s'));
+BEGIN
+    UPDATE nl2sql.request r SET state = 'expired', answered_at = pg_catalog.clock_timestamp(),
+           error = 'nl2sql: no worker answered this request in time (setting request_expire_s); is nl2sql worker running?'
+     WHERE r.id = _request.request_id AND r.state = 'queued'
+       AND r.submitted_at < pg_catalog.clock_timestamp() - expire;
+    UPDATE nl2sql.request r SET state = 'failed', answered_at = pg_catalog.clock_timestamp(),
+           error = 'nl2sql worker: the worker answering this request stopped'
+     WHERE r.id = _request.request_id AND r.state = 'running'
+       AND r.claimed_at < pg_catalog.clock_timestamp() - expire - pg_catalog.make_interval(
+           secs => (SELECT s.value::int FROM nl2sql.settings s WHERE s.name = 'request_time_limit_s'));
+    RETURN QUERY SELECT * FROM nl2sql.request r
+     WHERE r.id = _request.request_id AND r.role_name = nl2sql._acting_role(_request.who);
+END
+$$;
+
+-- The answer of one of your requests, waiting up to wait_s seconds for the worker (in short
+-- sleeps: each look is a new statement, so it sees the worker's commit under READ COMMITTED).
+CREATE OR REPLACE FUNCTION nl2sql.answer(id bigint, wait_s float8 DEFAULT 30)
+RETURNS TABLE (request_id bigint, state text, question text, sql text, columns jsonb, rows jsonb,
+               row_count bigint, confidence float8, error text, log_id bigint,
+               submitted_at timestamptz, answered_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+    r nl2sql.request;
+    deadline timestamptz := pg_catalog.clock_timestamp()
+                            + pg_catalog.make_interval(secs => GREATEST(COALESCE(answer.wait_s, 0), 0));
+BEGIN
+    LOOP
+        SELECT * INTO r FROM nl2sql._request(current_user, answer.id);
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'nl2sql.answer: no request % of role %', answer.id, current_user
+                USING ERRCODE = 'no_data_found',
+                      HINT = 'pass an id nl2sql.submit() returned to this role; nl2sql.my_requests lists yours';
+        END IF;
+        EXIT WHEN r.state NOT IN ('queued', 'running') OR pg_catalog.clock_timestamp() >= deadline;
+        PERFORM pg_catalog.pg_sleep(LEAST(0.2, GREATEST(0.01,
+            EXTRACT(EPOCH FROM deadline - pg_catalog.clock_timestamp())::float8)));
+    END LOOP;
+    RETURN QUERY SELECT r.id, r.state, r.question, r.sql, r.columns, r.rows, r.row_count,
+                        r.confidence, r.error, r.log_id, r.submitted_at, r.answered_at;
+END
+$$;
+COMMENT ON FUNCTION nl2sql.answer(bigint, float8) IS
+    'nl2sql: the answer of your request (SQL, rows as jsonb, or the error), waiting up to wait_s seconds for the worker';
+
+-- Your requests, newest first.
+CREATE OR REPLACE VIEW nl2sql.my_requests WITH (security_barrier) AS
+    SELECT id, state, question, submitted_at, answered_at, sql, row_count, confidence, error
+    FROM nl2sql.request WHERE role_name = current_user;
+GRANT SELECT ON nl2sql.my_requests TO PUBLIC;

@@ -12,6 +12,11 @@ Layout (modelled on timescale/pgai's ``projects/extension``):
   upgrade (``CREATE OR REPLACE``). ``@SETTINGS_VALUES@`` in them is replaced by the settings
   declaration of ``py_udf/nl2sql/core/settings.py`` (one row per setting).
 
+``sql/beside/NNN-*.sql`` are used only by ``nl2sql install`` (a database without PL/Python):
+they replace the PL/Python functions that only write nl2sql's tables with PL/pgSQL ones of the
+same signature. Every source, built, goes into ``py_udf/nl2sql/data/beside.json`` (committed,
+shipped in the Python package) for that install.
+
 Outputs in ``extension/``: ``nl2sql.control`` (default_version = the Python package's
 ``nl2sql.__version__``), the install script ``nl2sql--<version>.sql`` (committed; a test checks
 it is up to date) and, for every released prior version listed in ``extension/releases.json``,
@@ -37,6 +42,8 @@ SQL = ROOT / "sql"
 EXT = ROOT / "extension"
 INCREMENTAL = SQL / "incremental"
 IDEMPOTENT = SQL / "idempotent"
+BESIDE = SQL / "beside"
+BESIDE_SOURCES = ROOT / "py_udf/nl2sql/data/beside.json"
 FROZEN = INCREMENTAL / "frozen.txt"
 RELEASES = EXT / "releases.json"
 HEADER = (
@@ -107,6 +114,42 @@ def settings_values() -> str:
     finally:
         sys.path.pop(0)
     return settings_export.sql_values()
+
+
+def settings_rules() -> str:
+    """The settings' checks as a SQL VALUES list: (name, type, minimum, minimum_exclusive,
+    maximum, choices) rows, for sql/beside/'s PL/pgSQL set_setting."""
+    sys.path.insert(0, str(ROOT / "py_udf"))
+    try:
+        from nl2sql.core import settings_export
+    finally:
+        sys.path.pop(0)
+    return settings_export.sql_rules()
+
+
+def beside_sources() -> str:
+    """The text of py_udf/nl2sql/data/beside.json: the sources ``nl2sql install`` applies in a
+    database without PL/Python (nl2sql.client.install), shipped inside the Python package.
+
+    Returns:
+        JSON: version, head, incremental [[name, body]] (bodies as in the files: they are
+        recorded in nl2sql.migration), idempotent and beside [[name, text]] with
+        ``@SETTINGS_VALUES@`` / ``@SETTINGS_RULES@`` replaced.
+    """
+    values, rules = settings_values(), settings_rules()
+
+    def filled(f: Path) -> list[str]:
+        text = f.read_text().replace("@SETTINGS_VALUES@", values)
+        return [f.name, text.replace("@SETTINGS_RULES@", rules)]
+
+    doc = {
+        "version": version(),
+        "head": (SQL / "head.sql").read_text(),
+        "incremental": [[f.name, f.read_text()] for f in incremental_files()],
+        "idempotent": [filled(f) for f in idempotent_files()],
+        "beside": [filled(f) for f in sorted(BESIDE.glob("[0-9][0-9][0-9]-*.sql"))],
+    }
+    return json.dumps(doc, indent=1) + "\n"
 
 
 def check_tag(text: str, tag: str) -> None:
@@ -183,6 +226,7 @@ def build() -> list[Path]:
         path = EXT / f"nl2sql--{prior}--{v}.sql"
         path.write_text(upgrade_script(prior, info, install))
         out += [EXT / f"nl2sql--{prior}.sql", path]
+    BESIDE_SOURCES.write_text(beside_sources())
     return out
 
 
@@ -193,7 +237,8 @@ def main() -> None:
     ap.add_argument("--install", metavar="EXTDIR", help="copy control + scripts into EXTDIR")
     args = ap.parse_args()
     files = build()
-    print("built " + ", ".join(str(f.relative_to(ROOT)) for f in files))
+    built = [*files, BESIDE_SOURCES]
+    print("built " + ", ".join(str(f.relative_to(ROOT)) for f in built))
     if args.install:
         dest = Path(args.install)
         for f in files:

@@ -71,6 +71,7 @@ def answer(
     evidence: str | None = None,
     conversation: str | None = None,
     leave_out: LeaveOut | None = None,
+    keep_rows: bool = False,
 ) -> Run:
     """Answer one question: walk ``STAGES`` in order (the fast path may end the walk early).
     Model failures are not raised: they end in the outcome's ``error``.
@@ -80,6 +81,7 @@ def answer(
         evidence: BIRD-style external knowledge, or None.
         conversation: the conversation key (its earlier turns go into the prompts), or None.
         leave_out: evaluation only (``nl2sql.evaluate``); None for every ordinary call.
+        keep_rows: every execution keeps its rows (``Run.chosen_rows``: ``nl2sql.ask``).
 
     Returns:
         The run, every stage's output in its fields (``run.outcome.sql``: the chosen query).
@@ -92,6 +94,7 @@ def answer(
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
     run = start.open_run(plpy, question, search_path, evidence, conversation, leave_out)
+    run.keep_rows = keep_rows
     for stage in STAGES:
         if stage.when is not None and not stage.when(run):
             continue
@@ -123,6 +126,31 @@ def explain(
         As ``answer``.
     """
     return render(answer(plpy, question, search_path, evidence, conversation, leave_out))
+
+
+def ask(
+    plpy,
+    question: str,
+    search_path: str,
+    evidence: str | None = None,
+    conversation: str | None = None,
+) -> tuple[dict[str, Any], list[str] | None]:
+    """Answer one question, keeping the rows of the chosen SQL's checked execution: the rows
+    ``nl2sql.ask`` returns are those the vote saw, read while the candidate's subtransaction
+    held its locks (a re-run could meet a table dropped or renamed since).
+
+    Args:
+        plpy, question, search_path, evidence, conversation: as for ``answer``.
+
+    Returns:
+        ``(trace, rows)``: the trace as ``explain`` renders it, and the chosen SQL's rows (at
+        most ``max_rows`` ``row_to_json`` texts; None when nothing was chosen).
+
+    Raises:
+        As ``answer``.
+    """
+    run = answer(plpy, question, search_path, evidence, conversation, keep_rows=True)
+    return render(run), run.chosen_rows()
 
 
 def retrieve(

@@ -6,7 +6,11 @@
 -- row to nl2sql.ddl_queue; the next nl2sql.reindex() re-indexes the queued tables (values and
 -- embeddings) and empties the queue. The trigger functions are SECURITY DEFINER (they write the
 -- index for whoever runs the DDL) with a pinned search_path, take no input but the event's, and
--- never fail the user's command: an error becomes a WARNING and the command goes on.
+-- never fail the user's command: an error becomes a WARNING and the command goes on. Nor do they
+-- wait long: an index row a running reindex rewrote stays locked until that reindex commits,
+-- so the triggers give up after 500 ms (lock_timeout, below deadlock_timeout's default 1 s: a
+-- DDL never deadlocks with a reindex) with that WARNING; the views the prompts read filter the
+-- index by the live catalog meanwhile, and the next reindex sees the change in the catalog.
 
 -- Forget one column of the index: its row, its cell values, the foreign keys naming it.
 CREATE OR REPLACE FUNCTION nl2sql._ddl_forget_column(sch name, tbl name, col name)
@@ -124,7 +128,7 @@ $$;
 -- materialized views, foreign tables outside nl2sql's and the system schemas, not partitions,
 -- not temporary, not created by an extension script.
 CREATE OR REPLACE FUNCTION nl2sql._ddl_command_end() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '500ms' AS $$
 DECLARE
     cmd record;
 BEGIN
@@ -152,7 +156,7 @@ $$;
 -- Dropped relations and columns leave the index at once (cascading to their columns, cell
 -- values and foreign keys; foreign keys of other tables pointing at a dropped table go too).
 CREATE OR REPLACE FUNCTION nl2sql._ddl_sql_drop() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '500ms' AS $$
 DECLARE
     o record;
 BEGIN

@@ -103,3 +103,16 @@ COMMENT ON FUNCTION nl2sql.unschedule_reindex() IS
 
 REVOKE EXECUTE ON FUNCTION nl2sql.schedule_reindex(text), nl2sql.unschedule_reindex(),
     nl2sql._cron_run(text) FROM PUBLIC;
+
+-- The query log's retention (docs/operations.md, "The query log"): rows older than setting
+-- query_log_retention_days (0: none) are deleted, 10,000 a statement. reindex() (and so the
+-- scheduled reindex job) ends with the same step.
+CREATE OR REPLACE FUNCTION nl2sql.prune_query_log() RETURNS jsonb
+LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.prune_query_log(plpy)
+$py$;
+COMMENT ON FUNCTION nl2sql.prune_query_log() IS
+    'nl2sql: delete query_log rows older than setting query_log_retention_days (0 keeps every row)';
+REVOKE EXECUTE ON FUNCTION nl2sql.prune_query_log() FROM PUBLIC;

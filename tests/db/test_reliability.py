@@ -124,6 +124,28 @@ def test_an_unparsable_presql_still_links_the_tables_its_tokens_name(rel_db, llm
     )
 
 
+PROSE_PRESQLS = [
+    "The answer is in the singer table.",
+    "**Explanation**: count the rows of `singer`; `concert` is not needed.",
+    "I am sorry, I cannot write that query; singer has no such column.",
+]
+
+
+@pytest.mark.parametrize("prose", PROSE_PRESQLS)
+def test_a_prose_presql_naming_a_table_does_not_narrow_what_finsql_sees(rel_db, llm, prose):
+    add_models(rel_db, llm, ["a", "b"])
+    llm.add_rule(Rule(model="a", times=1, response=prose))
+    # b answers from stadium, a table the prose does not name
+    llm.add_rule(Rule(model="b", response="SELECT count(*) FROM stadium"))
+    llm.set_default(RIGHT)
+    trace = explain(rel_db, "How many stadiums and singers are there?")
+    assert len(trace["linked_tables"]) == trace["pruning"]["tables_kept"] >= 3
+    assert "stadium" in trace["linked_tables"]
+    assert "presql tokens" not in json.dumps(trace["linking"]["why"])
+    b = next(c for c in trace["candidates"] if c["source"].startswith("finsql:b"))
+    assert b["status"] == "ok", b
+
+
 def test_the_chosen_sql_follows_the_row_order_most_candidates_agree_on(rel_db, llm):
     add_models(rel_db, llm, ["a", "b", "c"])
     asc = "SELECT name FROM singer ORDER BY age ASC"

@@ -261,6 +261,9 @@ DEFINERS = (
     "nl2sql._quota_take(",
     "nl2sql._quota_state(",
     "nl2sql._usage_add(",
+    # the request queue (sql/idempotent/020-request-queue.sql): the acting role's own requests
+    "nl2sql._submit(",
+    "nl2sql._request(",
 )
 
 

@@ -54,8 +54,78 @@ def test_errors_say_what_to_install(cluster, cron_db):
     assert "invalid schedule" in str(e.value)
 
 
+def add_log_rows(conn, ages_days: list[float], tag: str) -> None:
+    """Query log rows ``tag <i>`` created ``ages_days[i]`` days ago (written as the owner)."""
+    for i, age in enumerate(ages_days):
+        conn.execute(
+            "INSERT INTO nl2sql.query_log (created_at, question, trace) "
+            "VALUES (now() - make_interval(secs => %s * 86400), %s, '{}')",
+            (age, f"{tag} {i}"),
+        )
+
+
+def log_rows(conn, tag: str) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT question FROM nl2sql.query_log WHERE question LIKE %s ORDER BY question",
+            (f"{tag} %",),
+        )
+    ]
+
+
+# (retention setting, ages of the rows in days, the rows kept)
+RETENTION = [
+    (None, [45, 31, 29, 0.01], ["r 2", "r 3"]),  # the default: 30 days
+    ("7", [8, 6.9, 0], ["r 1", "r 2"]),
+    ("1", [400, 3, 2], []),
+    ("0", [4000, 31, 0], ["r 0", "r 1", "r 2"]),  # 0 keeps every row
+]
+
+
+@pytest.mark.parametrize("setting,ages,kept", RETENTION)
+def test_prune_query_log_deletes_rows_older_than_the_retention(cron_db, setting, ages, kept):
+    cron_db.execute("DELETE FROM nl2sql.query_log WHERE question LIKE 'r %'")
+    if setting is None:
+        cron_db.execute("SELECT nl2sql.reset_setting('query_log_retention_days')")
+    else:
+        cron_db.execute("SELECT nl2sql.set_setting('query_log_retention_days', %s)", (setting,))
+    try:
+        add_log_rows(cron_db, ages, "r")
+        out = cron_db.execute("SELECT nl2sql.prune_query_log()").fetchone()[0]
+        assert log_rows(cron_db, "r") == kept
+        assert out["deleted"] == len(ages) - len(kept)
+        assert out["retention_days"] == int(setting or 30)
+    finally:
+        cron_db.execute("SELECT nl2sql.reset_setting('query_log_retention_days')")
+        cron_db.execute("DELETE FROM nl2sql.query_log WHERE question LIKE 'r %'")
+
+
+def test_prune_query_log_deletes_in_batches_and_is_administrative(cluster, cron_db):
+    cron_db.execute("DELETE FROM nl2sql.query_log WHERE question LIKE 'b %'")
+    cron_db.execute(
+        "INSERT INTO nl2sql.query_log (created_at, question, trace) "
+        "SELECT now() - interval '60 days', 'b ' || g, '{}' FROM generate_series(1, 10001) g"
+    )
+    add_log_rows(cron_db, [1], "b-new")
+    out = cron_db.execute("SELECT nl2sql.prune_query_log()").fetchone()[0]
+    assert out["deleted"] == 10001 and out["statements"] == 2
+    assert log_rows(cron_db, "b") == [] and log_rows(cron_db, "b-new") == ["b-new 0"]
+    cron_db.execute(
+        "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'log_reader') "
+        "THEN CREATE ROLE log_reader LOGIN; END IF; END$$"
+    )
+    with cluster.connect(DB, user="log_reader") as other:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            other.execute("SELECT nl2sql.prune_query_log()")
+    assert log_rows(cron_db, "b-new") == ["b-new 0"]
+
+
 def test_scheduled_reindex_runs_in_the_callers_database(cluster, cron_db):
     assert cron_db.execute("SELECT count(*) FROM nl2sql.schema_table").fetchone()[0] == 0
+    # the job's reindex ends by pruning the query log to its retention (30 days)
+    cron_db.execute("DELETE FROM nl2sql.query_log WHERE question LIKE 'job %'")
+    add_log_rows(cron_db, [90, 2], "job")
     job = cron_db.execute("SELECT nl2sql.schedule_reindex('* * * * *')").fetchone()[0]
     # scheduling again updates the one job
     assert cron_db.execute("SELECT nl2sql.schedule_reindex('* * * * *')").fetchone()[0] == job
@@ -80,6 +150,7 @@ def test_scheduled_reindex_runs_in_the_callers_database(cluster, cron_db):
     assert cron_db.execute("SELECT table_name FROM nl2sql.schema_table").fetchall() == [
         ("harbour",)
     ]
+    assert log_rows(cron_db, "job") == ["job 1"]
     assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is True
     assert cron_db.execute("SELECT nl2sql.unschedule_reindex()").fetchone()[0] is False
     with cluster.connect("postgres") as pg:

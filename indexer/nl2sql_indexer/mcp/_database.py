@@ -13,8 +13,22 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
+from nl2sql.core.errors import Nl2sqlError
+
 T = TypeVar("T")
 
+# nl2sql's version (the extension's), recovery, the database, whether nl2sql is installed
+# beside the database (its schema without PL/Python) and whether the pipeline's functions are
+# PL/Python ones (beside the database they are stubs: the questions run in this process)
+_INSTALLED_SQL = (
+    "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql'),"
+    " pg_catalog.pg_is_in_recovery(), pg_catalog.current_database(),"
+    " pg_catalog.to_regprocedure('nl2sql._run_candidate(text,text,integer,bigint)') IS NOT NULL,"
+    " EXISTS (SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l"
+    " ON l.oid = p.prolang WHERE p.oid ="
+    " pg_catalog.to_regprocedure('nl2sql._explain(text,text,text,text)')"
+    " AND l.lanname LIKE 'plpython%')"
+)
 CONNECT_TIMEOUT_S = 10
 """Seconds a connection attempt may take before the call fails (libpq ``connect_timeout``)."""
 APPLICATION_NAME = "nl2sql-mcp"
@@ -62,15 +76,20 @@ def message_of(e: psycopg.Error) -> str:
 class Database:
     """One connection, used by one call at a time (a lock), opened and checked lazily."""
 
-    def __init__(self, dsn: str):
+    def __init__(self, dsn: str, in_process: bool = False):
         """Keep the DSN; nothing is opened until the first call.
 
         Args:
-            dsn: libpq connection string of the database with the extension.
+            dsn: libpq connection string of the database with nl2sql.
+            in_process: run the question pipeline in this process (``nl2sql.connect``) even
+                where the database has nl2sql's PL/Python functions; without them (nl2sql
+                installed beside the database) it runs here anyway.
         """
         self.dsn = dsn
         self.where = describe(dsn)
+        self.in_process = in_process
         self._conn: psycopg.Connection | None = None
+        self._client = None
         self._in_recovery = False
         self._lock = threading.Lock()
 
@@ -92,14 +111,11 @@ class Database:
         try:
             conn.row_factory = tuple_row
             conn.execute("SET default_transaction_read_only = on")
-            row = conn.execute(
-                "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'nl2sql'),"
-                " pg_catalog.pg_is_in_recovery(), pg_catalog.current_database()"
-            ).fetchone()
+            row = conn.execute(_INSTALLED_SQL).fetchone()
         except psycopg.Error as e:
             conn.close()
             raise ToolFailure(f"nl2sql-mcp: {message_of(e)} ({self.where})") from None
-        if row[0] is None:
+        if row[0] is None and not row[3]:
             conn.close()
             raise ToolFailure(
                 f"nl2sql-mcp: the extension nl2sql is not installed in database {row[2]} "
@@ -107,7 +123,20 @@ class Database:
                 "then SELECT nl2sql.reindex() (docs/install.md)"
             )
         self._in_recovery = bool(row[1])
+        self.in_process = self.in_process or not row[4]
         return conn
+
+    def client(self):
+        """The pipeline in this process over the open connection (``in_process``).
+
+        Returns:
+            The ``nl2sql.Client`` of the current connection (made on first use).
+        """
+        import nl2sql  # the client (psycopg pipeline) only where questions run in this process
+
+        if self._client is None or self._client.conn is not self._conn:
+            self._client = nl2sql.connect(self._conn)
+        return self._client
 
     def close(self) -> None:
         """Close the connection, if open (the next call opens a new one)."""
@@ -152,6 +181,9 @@ class Database:
                 raise ToolFailure(message_of(e)) from None
             except psycopg.Error as e:
                 raise ToolFailure(message_of(e)) from None
+            except Nl2sqlError as e:  # the pipeline in this process (in_process)
+                hint = getattr(e, "hint", None)
+                raise ToolFailure(f"{e} (hint: {hint})" if hint else str(e)) from None
 
 
 def one(conn: psycopg.Connection, sql: str, params: dict[str, Any] | tuple = ()) -> Any:

@@ -99,16 +99,18 @@ def _failing_as_tool_errors(fn):
     return call
 
 
-def build_server(dsn: str) -> MCPServer:
+def build_server(dsn: str, in_process: bool = False) -> MCPServer:
     """The MCP server with its tools over one database.
 
     Args:
         dsn: libpq connection string (the role the tools act as).
+        in_process: answer questions with the pipeline in this process (``nl2sql.connect``);
+            it does so anyway where the database has no PL/Python nl2sql functions.
 
     Returns:
         The ``MCPServer`` (not started).
     """
-    tools = Tools(Database(dsn))
+    tools = Tools(Database(dsn, in_process))
     server = Nl2sqlServer(
         "nl2sql", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
@@ -228,8 +230,14 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the streamable HTTP transport at http://HOST:PORT/mcp (loopback only) "
         "instead of stdio",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the question pipeline in this process (the embedding model too), as the "
+        "DSN's role; the default where nl2sql is installed without PL/Python (docs/client.md)",
+    )
     args = parser.parse_args(argv)
-    server = build_server(args.dsn)
+    server = build_server(args.dsn, args.in_process)
     if args.http is None:
         server.run("stdio")
     else:

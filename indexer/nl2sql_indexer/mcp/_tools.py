@@ -18,6 +18,11 @@ MAX_ROWS = 1000
 _ONE_OFF = "nl2sql-mcp "  # the conversation key prefix of a call that is no follow-up
 
 
+def _answer_rows(answer: Any, max_rows: int) -> list[dict[str, Any]]:
+    """An ``nl2sql.Answer``'s first ``max_rows + 1`` rows as ``nl2sql.ask``'s JSON objects."""
+    return [dict(zip(answer.columns, r)) for r in answer.rows[: max_rows + 1]]
+
+
 def text_arg(name: str, value: str | None, required: bool = True) -> str | None:
     """Check one text argument: not empty when required, at most ``MAX_QUESTION_CHARS``.
 
@@ -57,10 +62,18 @@ class Tools:
     # ---- questions: the pipeline writes its query log, so these transactions may write ----
 
     def _asked(
-        self, sql: str, question: str, evidence: str | None, conversation: str | None, fetch
+        self,
+        sql: str,
+        question: str,
+        evidence: str | None,
+        conversation: str | None,
+        fetch,
+        here=None,
     ) -> tuple[Any, dict[str, Any]]:
         """Run one question function with a conversation key, then read this call's turn
-        (``nl2sql.conversation``: its log id, SQL, confidence); a one-off key is forgotten."""
+        (``nl2sql.conversation``: its log id, SQL, confidence); a one-off key is forgotten.
+        In process (``Database.in_process``), ``here(client, question, evidence, key)`` runs
+        the pipeline here instead of ``sql``."""
         question = text_arg("question", question)
         evidence = text_arg("evidence", evidence, required=False)
         key = conversation or f"{_ONE_OFF}{uuid.uuid4()}"
@@ -68,7 +81,10 @@ class Tools:
             text_arg("conversation", conversation)
 
         def work(conn: psycopg.Connection):
-            out = fetch(conn.execute(sql, {"q": question, "e": evidence, "c": key}))
+            if self.db.in_process and here is not None:
+                out = here(self.db.client(), question, evidence, key)
+            else:
+                out = fetch(conn.execute(sql, {"q": question, "e": evidence, "c": key}))
             row = conn.execute(
                 "SELECT log_id, sql, confidence FROM nl2sql.conversation(%s) "
                 "ORDER BY turn DESC LIMIT 1",
@@ -110,6 +126,7 @@ class Tools:
             evidence,
             conversation,
             lambda cur: cur.fetchmany(max_rows + 1),
+            lambda client, q, e, c: [(r,) for r in _answer_rows(client.ask(q, e, c), max_rows)],
         )
         shown = [r[0] for r in rows[:max_rows]]
         return {
@@ -138,6 +155,7 @@ class Tools:
             evidence,
             conversation,
             lambda cur: cur.fetchone()[0],
+            lambda client, q, e, c: client.sql(q, e, c),
         )
         return {"sql": sql, "confidence": turn["confidence"], "log_id": turn["log_id"]}
 
@@ -176,14 +194,14 @@ class Tools:
         evidence = text_arg("evidence", evidence, required=False)
         if conversation is not None:
             text_arg("conversation", conversation)
-        trace = self.db.run(
-            lambda conn: one(
-                conn,
-                "SELECT nl2sql.explain(%s, %s, conversation => %s)",
-                (question, evidence, conversation),
-            ),
-            writes=True,
-        )
+
+        def work(conn: psycopg.Connection) -> Any:
+            if self.db.in_process:
+                return self.db.client().explain(question, evidence, conversation)
+            sql = "SELECT nl2sql.explain(%s, %s, conversation => %s)"
+            return one(conn, sql, (question, evidence, conversation))
+
+        trace = self.db.run(work, writes=True)
         return compact_trace(trace)
 
     # ---- read-only ------------------------------------------------------------------------

@@ -75,3 +75,49 @@ class EvaluationError(Nl2sqlError, ValueError):
 class ItemSkipped(Nl2sqlError):
     """One item of a semantic model is left out of its import (reported, not raised to the
     caller); the message says why: no such table or column, an expression that does not parse."""
+
+
+class ClientError(Nl2sqlError, RuntimeError):
+    """A call of the Python API beside the database (``nl2sql.connect``) failed: the message as
+    the SQL function would raise it, with ``hint`` and ``sqlstate`` (None when unknown) and,
+    when a question got no SQL, its ``trace``."""
+
+    def __init__(self, msg: str, hint: str | None = None, sqlstate: str | None = None):
+        super().__init__(msg)
+        self.hint, self.sqlstate = hint, sqlstate
+        self.trace: dict | None = None
+
+
+class InstallError(Nl2sqlError, RuntimeError):
+    """``nl2sql install``/``upgrade``/``uninstall`` cannot run in this database as this role
+    (the extension is there, pgvector is missing, a privilege lacks); the message says what to do."""
+
+
+class WorkerError(Nl2sqlError, RuntimeError):
+    """``nl2sql worker`` cannot serve this database (no request queue, no privilege on it);
+    the message says what to do."""
+
+
+# What a statement raises when a relation, column, function or schema it names no longer exists
+# (undefined_table, undefined_column, undefined_function, invalid_schema_name, undefined_object):
+# here, a table dropped or renamed by another session after this call read the schema.
+GONE_SQLSTATES = frozenset({"42P01", "42703", "42883", "3F000", "42704"})
+GONE_HINT = (
+    "ask again: each call reads the schema afresh (a DDL event trigger marks the table stale; "
+    "SELECT nl2sql.reindex() refreshes the index if the name still appears)"
+)
+
+
+def gone_message(detail: str) -> str:
+    """The error of a chosen query whose relation went away while the question was answered.
+
+    Args:
+        detail: PostgreSQL's first line (e.g. ``relation "public.x" does not exist``).
+
+    Returns:
+        The ``nl2sql:`` message: what happened, with the server's words.
+    """
+    return (
+        "nl2sql: the chosen query no longer runs: a table or column it reads was dropped or "
+        f"renamed by another session while the question was answered ({detail})"
+    )

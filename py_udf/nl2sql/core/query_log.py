@@ -107,3 +107,38 @@ def write_log(
     return plpy.execute(plan, [role_name, question, sql, confidence, error, trace, conversation])[
         0
     ]["id"]
+
+
+PRUNE_BATCH = 10_000  # rows one DELETE statement removes
+_PRUNE_SQL = (
+    "WITH old AS (SELECT id FROM nl2sql.query_log "
+    "WHERE created_at < pg_catalog.now() - pg_catalog.make_interval(days => $1) "
+    "ORDER BY id LIMIT $2), gone AS (DELETE FROM nl2sql.query_log q USING old "
+    "WHERE q.id = old.id RETURNING 1) SELECT count(*) AS n FROM gone"
+)
+
+
+def prune(plpy, days: int, batch: int = PRUNE_BATCH) -> dict:
+    """Delete the query log's rows older than ``days`` days, ``batch`` rows a statement
+    (setting ``query_log_retention_days``; ``nl2sql.prune_query_log``, ``reindex``).
+
+    Args:
+        days: the retention in days; 0 keeps every row.
+        batch: rows one DELETE removes (each statement stays short, by the index on
+            ``created_at``).
+
+    Returns:
+        ``{"deleted", "retention_days", "statements"}``.
+
+    Raises:
+        plpy.SPIError: the role may not delete from ``nl2sql.query_log``.
+    """
+    out = {"deleted": 0, "retention_days": days, "statements": 0}
+    if days <= 0:
+        return out
+    while True:
+        n = spi.query(plpy, _PRUNE_SQL, [days, batch], ["int4", "int4"])[0]["n"]
+        out["deleted"] += n
+        out["statements"] += 1
+        if n < batch:
+            return out

@@ -11,16 +11,8 @@ from . import spi
 from ._setting_declaration import Setting, shown
 from .errors import ConfigError
 
-__all__ = [
-    "BY_NAME",
-    "SETTINGS",
-    "Settings",
-    "default_settings",
-    "get_settings",
-    "lookup",
-    "settings_from_texts",
-    "validate_setting",
-]
+__all__ = ["BY_NAME", "SETTINGS", "Settings", "default_settings", "get_settings", "lookup"]
+__all__ += ["settings_from_texts", "validate_setting"]
 
 
 def _unit(name: str, default: float, meaning: str) -> Setting:
@@ -80,6 +72,11 @@ SETTINGS: tuple[Setting, ...] = (
         'in the replay, see "Generation and selection")',
     ),
     Setting("question_max_chars", "int", 4000, "longer questions are refused", minimum=1),
+    Setting(
+        "request_expire_s", "int", 600, "seconds until an unanswered request expires", minimum=1
+    ),
+    Setting("request_time_limit_s", "int", 120, "seconds the worker gives one request", minimum=1),
+    Setting("request_rows", "int", 1000, "rows of an answer kept for `nl2sql.answer()`", minimum=0),
     Setting(
         "values_per_column",
         "int",
@@ -401,6 +398,14 @@ SETTINGS: tuple[Setting, ...] = (
         "larger one is refused before it is parsed",
         minimum=1024,
     ),
+    Setting(  # docs/operations.md "The query log"
+        "query_log_retention_days",
+        "int",
+        30,
+        "days a `nl2sql.query_log` row is kept; `reindex()` and `nl2sql.prune_query_log()` "
+        "delete older ones; 0 keeps every row",
+        minimum=0,
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -430,9 +435,8 @@ def lookup(key: str) -> Setting:
     Raises:
         ConfigError: for an unknown name, listing the close names (if any) and every setting.
     """
-    s = BY_NAME.get(key)
-    if s is not None:
-        return s
+    if key in BY_NAME:
+        return BY_NAME[key]
     close = difflib.get_close_matches(str(key)[:200], list(BY_NAME), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise ConfigError(
@@ -456,9 +460,7 @@ def settings_from_texts(texts: Mapping[str, str] | Iterable[tuple[str, str]]) ->
     given = dict(texts.items() if isinstance(texts, Mapping) else texts)
     values = {}
     for s in SETTINGS:
-        text = given.get(s.name)
-        if text is None:
-            text = s.default_text
+        text = s.default_text if given.get(s.name) is None else given[s.name]
         try:
             values[s.name] = s.parse(text)
         except ConfigError as e:

@@ -11,6 +11,7 @@ from .settings import SETTINGS
 __all__ = [
     "main",
     "markdown_table",
+    "sql_rules",
     "sql_values",
 ]
 
@@ -56,6 +57,36 @@ def sql_values() -> str:
         f"{_sql_literal(s.default_text)}, {_sql_literal(s.meaning)})"
         for s in SETTINGS
     ]
+    return "VALUES\n" + ",\n".join(rows)
+
+
+def _sql_number(x: float | None) -> str:
+    """A bound as a SQL float8 literal, or NULL."""
+    return "NULL::float8" if x is None else f"{float(x)!r}::float8"
+
+
+def sql_rules() -> str:
+    """Render the settings' checks as a SQL ``VALUES`` list, for the PL/pgSQL ``set_setting`` of
+    the install without PL/Python (``sql/beside/``).
+
+    Returns:
+        ``VALUES\n    ('k_examples', 'int', 1.0::float8, false, NULL, NULL),\n    …``: one
+        ``(name, type, minimum, minimum_exclusive, maximum, choices)`` row per setting.
+
+    Raises:
+        ConfigError: a declared text holds a NUL character.
+    """
+    rows = []
+    for s in SETTINGS:
+        choices = (
+            "ARRAY[" + ", ".join(_sql_literal(c) for c in s.choices) + "]::text[]"
+            if s.choices
+            else "NULL::text[]"
+        )
+        rows.append(
+            f"    ({_sql_literal(s.name)}, {_sql_literal(s.type)}, {_sql_number(s.minimum)}, "
+            f"{'true' if s.minimum_exclusive else 'false'}, {_sql_number(s.maximum)}, {choices})"
+        )
     return "VALUES\n" + ",\n".join(rows)
 
 

@@ -3,7 +3,8 @@ configuration and replies, candidates and the vote."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -189,15 +190,21 @@ class Candidate:
     plan_cost: float | None = None  # the planner's total cost estimate (EXPLAIN), before running
     plan_rows: float | None = None  # the planner's estimate of the rows it returns
     prompt: str | None = None  # the FinSQL prompt variant it answered (not in the trace)
+    # every row of its checked execution (at most ``max_rows``), kept only when the call
+    # returns rows (``nl2sql.ask``): the answer's rows come from the execution that was checked
+    rows: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the candidate as a JSON-able dict for the trace.
 
         Returns:
-            Every field but ``prompt``; sample rows cut at 300 characters.
+            Every field but ``prompt`` and ``rows``; sample rows cut at 300 characters.
         """
-        d = asdict(self)
-        d.pop("prompt", None)
+        d = {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in ("prompt", "rows")  # rows: up to max_rows, not copied
+        }
         d["sample_rows"] = [r[:300] for r in d["sample_rows"]]
         return d
 

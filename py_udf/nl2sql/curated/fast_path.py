@@ -259,6 +259,7 @@ def fast_path(
     named: list[tuple[int, str]],
     st,
     search_path: str,
+    keep_rows: bool = False,
 ) -> FastPath:
     """Answer a question from a verified query or template without a model call, if one fits.
 
@@ -271,6 +272,7 @@ def fast_path(
         named: ``(id, phrase)`` of the terms the question names.
         st: the settings (similarity and value thresholds, candidate limits).
         search_path: the caller's search_path text.
+        keep_rows: keep the answering query's rows (``Candidate.rows``: nl2sql.ask).
 
     Returns:
         The ``FastPath``.
@@ -310,6 +312,7 @@ def fast_path(
             st.candidate_timeout_ms,
             st.max_rows,
             max_bytes=st.max_result_bytes,
+            keep_rows=keep_rows,
         )
         if c.status != Status.OK:
             seen["reason"] = f"{c.status}: {c.reason}"

@@ -127,15 +127,20 @@ def write_answer(
     return text if len(text) <= ANSWER_MAX_CHARS else text[: ANSWER_MAX_CHARS - 1] + "…"
 
 
-def answer_from_sql(plpy, st: Settings, question: str, sql: str, search_path: str) -> str:
-    """Fetch the chosen SQL's first ``narrate_rows`` rows (read-only, as the calling role) and
-    have the model of ``narrate_model`` answer in words from what passes the gate.
+def answer_from_sql(
+    plpy, st: Settings, question: str, sql: str, search_path: str, rows: list[str] | None = None
+) -> str:
+    """Take the chosen SQL's first ``narrate_rows`` rows (those of its checked execution, or
+    fetched read-only as the calling role) and have the model of ``narrate_model`` answer in
+    words from what passes the gate.
 
     Args:
         st: the settings.
         question: the question as asked.
         sql: the chosen SQL.
         search_path: the caller's search_path text.
+        rows: the rows of the chosen SQL's checked execution (``row_to_json`` texts), or None
+            to fetch them.
 
     Returns:
         The model's answer text (``write_answer``).
@@ -146,9 +151,15 @@ def answer_from_sql(plpy, st: Settings, question: str, sql: str, search_path: st
         CandidateRefused: the SQL took a session-level advisory lock when fetched.
         plpy.SPIError: the SQL failed when fetched.
     """
-    rows = fetch_rows(
-        plpy, sql, search_path, st.candidate_timeout_ms, st.narrate_rows + 1, st.max_result_bytes
-    )
+    if rows is None:
+        rows = fetch_rows(
+            plpy,
+            sql,
+            search_path,
+            st.candidate_timeout_ms,
+            st.narrate_rows + 1,
+            st.max_result_bytes,
+        )
     gated = gated_rows(plpy, search_path, sql, rows[: st.narrate_rows], st.send_values)
     model = pick_model(get_models(plpy, st), "narrate_model", st.narrate_model)
     replies: list[LLMReply] = []

@@ -223,6 +223,7 @@ class Evaluator:
     values: ValueIndex | None = None  # None: value alignment off
     limits: PlanLimits | None = None  # the plan-cost limit (None: no EXPLAIN before running)
     ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
+    keep_rows: bool = False  # keep each execution's rows (``Candidate.rows``: nl2sql.ask)
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
 
@@ -333,7 +334,7 @@ class Evaluator:
             None,
             None,
         )
-        c.sample_rows, c.sqlstate, c.order_hash = [], None, None
+        c.sample_rows, c.sqlstate, c.order_hash, c.rows = [], None, None, None
         if self.prepare(c, text):
             t0 = time.perf_counter()
             if self._runs is None:
@@ -351,6 +352,7 @@ class Evaluator:
                     self.max_rows,
                     max_bytes=self.max_bytes,
                     limits=self.limits,
+                    keep_rows=self.keep_rows,
                 )
                 self._runs[c.sql] = {f: getattr(c, f) for f in _RUN_FIELDS}
             self.ms["run_ms"] += (time.perf_counter() - t0) * 1000
@@ -373,4 +375,5 @@ _RUN_FIELDS = (
     "sqlstate",
     "plan_cost",
     "plan_rows",
+    "rows",
 )

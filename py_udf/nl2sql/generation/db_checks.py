@@ -382,29 +382,48 @@ def relation_targets(tree: exp.Expression, schema: Schema) -> list[tuple[str, st
     return [by_name[n] for n in referenced_tables(tree) if n in by_name]
 
 
-def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> list[str]:
-    """``schema.table`` names among ``targets`` on which the current role may SELECT no column
-    (or that no longer exist).
+def unreadable_relations(plpy, targets: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """``schema.table`` names among ``targets`` on which the current role may SELECT no column,
+    and those that no longer exist (dropped or renamed since the schema was read).
 
     Args:
         targets: (schema, table) pairs.
 
     Returns:
-        The unreadable ones as ``schema.table``.
+        ``(denied, gone)``: the relations the role may not read, and the missing ones.
     """
     targets = list(dict.fromkeys(targets))
     if not targets:
-        return []
+        return [], []
     rels = [plpy.quote_ident(s) + "." + plpy.quote_ident(t) for s, t in targets]
     rows = spi.query(
         plpy,
-        "SELECT COALESCE(pg_catalog.has_any_column_privilege("
+        "SELECT pg_catalog.to_regclass(r) IS NOT NULL AS present, "
+        "COALESCE(pg_catalog.has_any_column_privilege("
         "pg_catalog.to_regclass(r), 'SELECT'), false) AS ok FROM unnest($1::text[]) "
         "WITH ORDINALITY AS u(r, n) ORDER BY n",
         [rels],
         ["text[]"],
     )
-    return [f"{s}.{t}" for (s, t), r in zip(targets, rows) if not r["ok"]]
+    named = [(f"{s}.{t}", r) for (s, t), r in zip(targets, rows)]
+    denied = [n for n, r in named if r["present"] and not r["ok"]]
+    return denied, [n for n, r in named if not r["present"]]
+
+
+def gone_refusal(gone: list[str]) -> str:
+    """The refusal of a candidate that reads relations which no longer exist.
+
+    Args:
+        gone: the missing relations, as ``schema.table``.
+
+    Returns:
+        The reason: they went away since the schema was read, and what to do.
+    """
+    return (
+        f"{', '.join(gone)} no longer exists: dropped or renamed by another session since "
+        "this call read the schema; ask again (SELECT nl2sql.reindex() refreshes the index "
+        "if the old name still appears)"
+    )
 
 
 def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
@@ -432,7 +451,9 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
         lambda names: volatile_operators(plpy, names),
         lambda names: volatile_row_functions(plpy, names),
     )
-    denied = unreadable_relations(plpy, relation_targets(tree, schema))
+    denied, gone = unreadable_relations(plpy, relation_targets(tree, schema))
+    if gone:
+        raise CandidateRefused(gone_refusal(gone))
     if denied:
         raise CandidateRefused(f"the calling role may not SELECT {', '.join(denied)}")
     return tree

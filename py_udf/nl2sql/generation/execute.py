@@ -103,6 +103,13 @@ class Watchdog:
             return False
 
 
+def _watchdog(plpy, timeout_ms: int):
+    """The time limit of one statement: the seam's own beside the database (``plpy.watchdog``,
+    a cancel request), else a ``Watchdog`` signalling this backend."""
+    own = getattr(plpy, "watchdog", None)
+    return own(timeout_ms) if own is not None else Watchdog(os.getpid(), timeout_ms)
+
+
 def is_cancel(e: Exception) -> bool:
     """Tell whether a database error is a cancel (SQLSTATE 57014: the user, or a time limit).
 
@@ -186,7 +193,7 @@ def plan_checked(plpy, sql: str, search_path: str, timeout_ms: int) -> Planned:
 def _explained(plpy, sql: str, search_path: str, timeout_ms: int):
     """``nl2sql._explain_candidate`` under the watchdog: (plan JSON or None, the error or None,
     whether the watchdog fired)."""
-    dog = Watchdog(os.getpid(), timeout_ms)
+    dog = _watchdog(plpy, timeout_ms)
     plan, err = None, None
     try:
         with plpy.subtransaction():
@@ -250,7 +257,7 @@ def _readonly_rows(
     """Run ``sql`` through ``nl2sql._run_candidate`` (rolled back, under the watchdog): (row
     texts, at most ``max_rows + 1``, a last None when past ``max_bytes``; ms; whether it fired)."""
     rows: list[str] = []
-    dog = Watchdog(os.getpid(), timeout_ms)
+    dog = _watchdog(plpy, timeout_ms)
     t0 = time.perf_counter()
     failed = False
     try:
@@ -289,6 +296,7 @@ def run_candidate(
     ordered: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     limits: PlanLimits | None = None,
+    keep_rows: bool = False,
 ) -> Candidate:
     """Execute ``cand.sql`` (already checked) read-only and time-limited; fill its outcome.
     With ``limits``, the planner's estimate comes first and a plan over them is not run.
@@ -303,10 +311,12 @@ def run_candidate(
         ordered: when True the row order counts in the result hash (else a multiset).
         max_bytes: most bytes of row_to_json text fetched; a larger result is refused.
         limits: the plan-cost limit; None (or neither set): no EXPLAIN.
+        keep_rows: keep every row fetched (at most ``max_rows``) in ``cand.rows``, so that
+            the rows returned are those of this execution (``nl2sql.ask``), not of a re-run.
 
     Returns:
         ``cand``: ``status`` ``ok`` (``result_hash``, ``row_count``, ``truncated``,
-        ``sample_rows``), ``error`` (the server's first line, ≤ 500 characters), ``timeout`` or
+        ``sample_rows``, ``rows`` with ``keep_rows``), ``error`` (the server's first line, ≤ 500 characters), ``timeout`` or
         ``refused`` (``result too large: ...``, or ``refused before running: ...`` over the
         plan limits); ``exec_ms`` (ms) always; ``plan_cost``, ``plan_rows`` with ``limits``.
 
@@ -323,14 +333,15 @@ def run_candidate(
     if before is None:
         before = session_state.advisory_locks(plpy)
     try:
-        _run_and_record(plpy, cand, search_path, left, max_rows, ordered, max_bytes)
+        rows = _run_and_record(plpy, cand, search_path, left, max_rows, ordered, max_bytes)
     finally:
         taken = session_state.release_new(plpy, before)
+    cand.rows = rows if keep_rows and cand.status == Status.OK else None
     if cand.status == Status.TIMEOUT and left != timeout_ms:
         cand.reason = f"cancelled after {timeout_ms} ms time limit (planning and running)"
     if taken:
         cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
-        cand.result_hash, cand.row_count, cand.sample_rows = None, None, []
+        cand.result_hash, cand.row_count, cand.sample_rows, cand.rows = None, None, [], None
     return cand
 
 
@@ -366,7 +377,9 @@ def _run_and_record(
     max_rows: int,
     ordered: bool,
     max_bytes: int,
-) -> Candidate:
+) -> list[str] | None:
+    """Execute ``cand.sql`` and record its outcome on ``cand``; return its rows (at most
+    ``max_rows`` ``row_to_json`` texts) when it ran to the end, else None."""
     t0 = time.perf_counter()
     try:
         rows, elapsed, _ = _readonly_rows(
@@ -381,16 +394,16 @@ def _run_and_record(
                     Status.TIMEOUT,
                     f"cancelled after {timeout_ms} ms time limit",
                 )
-                return cand
+                return None
             raise  # the user's own cancel
         cand.status = Status.ERROR
         cand.reason = str(err).splitlines()[0][:500]
         cand.sqlstate = getattr(err, "sqlstate", None)
-        return cand
+        return None
     cand.exec_ms = round(elapsed, 3)
     if rows and rows[-1] is None:
         cand.status, cand.reason = Status.REFUSED, _too_large(max_bytes)
-        return cand
+        return None
     cand.truncated = len(rows) > max_rows
     parsed = [row_from_json(r) for r in rows[:max_rows]]
     cand.row_count = len(parsed)
@@ -399,7 +412,7 @@ def _run_and_record(
     cand.result_hash = result_signature(parsed, ordered=ordered)
     cand.order_hash = result_signature(parsed, ordered=True) if _orders_rows(cand.sql) else None
     cand.status = Status.OK
-    return cand
+    return rows[:max_rows]
 
 
 def _orders_rows(sql: str) -> bool:

@@ -17,14 +17,19 @@ from ._schema_graph import single_column_keys, table_lookup
 _NOT_NAMES = {TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING, TokenType.DOT}
 
 
+_QUERY_STARTS = {TokenType.SELECT, TokenType.WITH}
+
+
 def _presql_tree(presql: str | None) -> exp.Expression | None:
-    """The PreSQL parsed (shared parse cache), or None when it is empty or does not parse."""
+    """The PreSQL parsed (shared parse cache), or None when it is empty, does not parse, or
+    parses as something other than a query (a lone name, ``DESCRIBE t``: not a PreSQL)."""
     if not presql:
         return None
     try:
-        return parse_shared(presql)
+        tree = parse_shared(presql)
     except CandidateRefused:
         return None
+    return tree if isinstance(tree, exp.Query) else None
 
 
 def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tuple[str, str]]]:
@@ -65,15 +70,19 @@ def presql_links(presql: str | None, schema: Schema) -> tuple[list[str], list[tu
 def presql_token_tables(
     presql: str | None, schema: Schema, dialects: tuple[str, ...] = ("postgres", "sqlite")
 ) -> list[str]:
-    """Read the tables a PreSQL names from its tokens, for a PreSQL that does not parse.
+    """Read the tables a PreSQL names from its tokens, for a PreSQL that does not parse (cut
+    off, another dialect). Only a text that starts as a query does (its first token SELECT or
+    WITH): prose, an explanation or a refusal that names tables is not a PreSQL and reads none,
+    so it never narrows the linked schema.
 
     Args:
-        presql: the PreSQL's text as the model wrote it, or None.
+        presql: the PreSQL's text (as cleaned, or as the model wrote it), or None.
         schema: the schema the calling role may see.
         dialects: sqlglot dialects whose tokenizers are tried in order.
 
     Returns:
-        Table prompt names in token order without duplicates; [] when none is named.
+        Table prompt names in token order without duplicates; [] when none is named or the
+        text does not start as a query.
     """
     if not presql:
         return []
@@ -88,6 +97,8 @@ def presql_token_tables(
             tokens = tk.tokenize(presql)
         except SqlglotError:
             tokens = tk.tokens  # what was read before the error
+        if not tokens or tokens[0].token_type not in _QUERY_STARTS:
+            continue  # not a query: prose names tables without reading them
         found: list[str] = []
         for i, t in enumerate(tokens):
             if t.token_type in _NOT_NAMES:

@@ -175,7 +175,8 @@ def link_schema(
         similar_columns: (schema, table, column, similarity) tuples above the caller's threshold.
         value_min: float in [0, 1], the least score of a non-exact value match that links.
         presql_schema: the schema the PreSQL prompt showed; None for ``schema``.
-        presql_text: the PreSQL as the model wrote it (read for table names); None for ``presql``.
+        presql_text: the PreSQL as the model wrote it (its tokens name tables when it starts as
+            a query and ``presql`` names none); None for ``presql``.
         question: the question, for ``named_key_targets``; None skips them.
         semantic: ``(table prompt name, reason)`` of the semantic objects the question names
             (``semantic.model.SemanticModel.links``).
@@ -186,7 +187,7 @@ def link_schema(
     lookup = table_lookup(schema)
     linked = Linked()
     tabs, cols = presql_links(presql, schema)
-    _link_presql_tables(linked, schema, lookup, tabs, presql_text or presql, presql_schema)
+    _link_presql_tables(linked, schema, lookup, tabs, (presql, presql_text), presql_schema)
     for t, c in cols:
         linked.add_column(t, c, "presql")
     pre_cols = {(t.lower(), c.lower()) for t, c in cols}
@@ -207,16 +208,20 @@ def _link_presql_tables(
     schema: Schema,
     lookup: dict[str, Table],
     tabs: list[str],
-    presql_text: str | None,
+    texts: tuple[str | None, str | None],
     presql_schema: Schema | None,
 ) -> None:
-    """Link PreSQL's parsed tables; else the tables its tokens name; else every table of the
-    schema the PreSQL prompt showed (``presql_schema`` or ``schema``)."""
+    """Link PreSQL's parsed tables; else the tables the tokens of a text that starts as a
+    query name (``texts``: the cleaned PreSQL, then the model's own text); else every table of
+    the schema the PreSQL prompt showed (``presql_schema`` or ``schema``): prose never narrows."""
     for t in tabs:
         linked.add_table(t, "presql")
-    if not tabs:
-        for t in presql_token_tables(presql_text, schema):
+    for text in dict.fromkeys(x for x in texts if x and not tabs):
+        found = presql_token_tables(text, schema)
+        for t in found:
             linked.add_table(t, "presql tokens")
+        if found:
+            break
     if not linked.tables:
         for t in (presql_schema or schema).tables:
             if t.name.lower() in lookup:

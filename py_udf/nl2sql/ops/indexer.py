@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..core import spi
+from ..core import query_log, spi
 from ..core.settings import get_settings
 from . import _ddl_queue as ddl_queue
 from .example_store import index_examples
@@ -27,7 +27,7 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
         ``columns_partial``, ``values``, ``values_embedded``, ``values_reused``, ``fks``,
         ``examples_added``, ``examples_embedded``, ``examples_total`` (and
         ``trigram_pending_pages``, ``tables_analyzed`` when tidied), ``vector_index_built``,
-        ``seconds``.
+        ``query_log_pruned`` (``prune_log``), ``seconds``.
 
     Raises:
         ConfigError: a stored setting is invalid.
@@ -45,6 +45,7 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
     out["vector_index_built"] = ensure_vector_index(plpy) if bulk else False
     if _changed(out):
         out.update(tidy_indexes(plpy))
+    out["query_log_pruned"] = prune_log(plpy, st.query_log_retention_days)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
 
@@ -80,7 +81,7 @@ def finish(
 
     Returns:
         Counts: ``tables_dropped``, ``index_examples``'s, ``vector_index_built`` (and
-        ``tidy_indexes``'s when tidied).
+        ``tidy_indexes``'s when tidied), ``query_log_pruned``.
 
     Raises:
         ConfigError: a stored setting is invalid.
@@ -91,7 +92,28 @@ def finish(
     out["vector_index_built"] = ensure_vector_index(plpy)
     if tables_changed or _changed(out):
         out.update(tidy_indexes(plpy))
+    out["query_log_pruned"] = prune_log(plpy, get_settings(plpy).query_log_retention_days)
     return out
+
+
+def prune_log(plpy, days: int) -> int | None:
+    """The reindex's last step: the query log's rows older than ``days`` days deleted
+    (``query_log.prune``; setting ``query_log_retention_days``, 0 keeps them).
+
+    Args:
+        days: the retention in days.
+
+    Returns:
+        How many rows went; None when the reindexing role may not delete from the log (the
+        reindex goes on; ``nl2sql.prune_query_log()`` as the owner does it).
+    """
+    try:
+        with plpy.subtransaction():
+            return query_log.prune(plpy, days)["deleted"]
+    except plpy.SPIError as e:
+        if getattr(e, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        return None
 
 
 def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -> int:

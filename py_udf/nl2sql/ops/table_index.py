@@ -7,6 +7,7 @@ import json
 import time
 
 from ..core import spi
+from ..core.errors import GONE_SQLSTATES
 from ..core.settings import get_settings
 from ..embedding.encode import embed, to_pgvector
 from . import _citus as citus
@@ -39,7 +40,7 @@ def index_table(
     mark = ddl_queue.table_mark(plpy, schema, table)
     out = write_table(plpy, schema, table, force or mark is not None, state)
     out["queued"] = mark is not None
-    if mark is not None:
+    if mark is not None and not out.get("gone"):
         ddl_queue.mark_done(plpy, schema, table, mark)
     return out
 
@@ -88,7 +89,9 @@ def write_table(
     if not needs_reindex(state, force):
         return {"table": f"{schema}.{table}", "skipped": True}
     t0 = time.perf_counter()
-    cat = read_table(plpy, schema, table, st, state)
+    cat = read_released(plpy, schema, table, st, state)
+    if cat is None:
+        return {"table": f"{schema}.{table}", "skipped": True, "gone": True}
     progress = (
         spi.query(plpy, "SELECT current_setting('nl2sql.progress', true) AS p")[0]["p"] == "on"
     )
@@ -123,6 +126,41 @@ def write_table(
         "rows": rows_est,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+class _Release(Exception):
+    """Raised inside the read's subtransaction to roll it back once the table was read."""
+
+
+def read_released(plpy, schema: str, table: str, st, state: dict) -> dict | None:
+    """``read_table`` in a subtransaction rolled back once read: the lock reading took on the
+    user's table (AccessShareLock) goes with it, so a concurrent ALTER TABLE waits at most for
+    this one table's read, not for the reindex to commit (docs/indexing.md, "Locks").
+
+    Args:
+        schema, table: the table.
+        st: the settings.
+        state: the table's ``table_states`` row.
+
+    Returns:
+        ``read_table``'s dict; None when the table (or a column) was dropped or renamed since
+        the reindex listed it (the DDL event trigger has queued it for the next reindex).
+
+    Raises:
+        plpy.SPIError: reading failed otherwise (e.g. a privilege revoked meanwhile).
+    """
+    got: dict = {}
+    try:
+        with plpy.subtransaction():
+            got["cat"] = read_table(plpy, schema, table, st, state)
+            raise _Release()
+    except _Release:
+        pass
+    except plpy.SPIError as e:
+        if getattr(e, "sqlstate", None) not in GONE_SQLSTATES:
+            raise
+        return None
+    return got["cat"]
 
 
 def _write_table_row(

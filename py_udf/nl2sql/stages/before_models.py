@@ -84,6 +84,7 @@ def fast_path(run: Run) -> None:
         named,
         run.st,
         run.search_path,
+        keep_rows=run.keep_rows,
     )
     if fp.candidate is not None:
         run.timer.add_all(ctx.timings)

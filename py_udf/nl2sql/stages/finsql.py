@@ -110,6 +110,7 @@ def _evaluator(run: Run) -> Evaluator:
         dialects={m.name: m.dialect for m in run.models},
         values=index,
         limits=PlanLimits(st.max_plan_cost, st.max_plan_rows),
+        keep_rows=run.keep_rows,
     )
 
 

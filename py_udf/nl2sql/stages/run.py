@@ -8,7 +8,16 @@ from typing import Any
 from ..core import spi
 from ..core.settings import Settings
 from ..core.timing import StageTimer
-from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Turn, Vote
+from ..core.types import (
+    Candidate,
+    Example,
+    LLMReply,
+    ModelConfig,
+    Schema,
+    Status,
+    Turn,
+    Vote,
+)
 from ..curated.fast_path import FastPath
 from ..generation import db_checks
 from ..generation.candidates import Evaluator, GenCall
@@ -159,6 +168,7 @@ class Run:
     leave_out: LeaveOut | None = None  # evaluation only
     quota: dict[str, Any] | None = None  # the role's quota check (``model.quota.take``)
     given_presql: str | None = None  # ``retrieve()`` only: the caller's PreSQL
+    keep_rows: bool = False  # ``ask()``: executions keep their rows (``Candidate.rows``)
     # start.rewrite, start.load_schema
     prompt_question: str = ""  # the question as the prompts show it
     rewriting: Rewritten | None = None
@@ -185,6 +195,24 @@ class Run:
     selected: Selected | None = None
     outcome: Outcome | None = None
     embedder: dict[str, Any] | None = None  # what served the embeddings
+
+    def chosen_rows(self) -> list[str] | None:
+        """The rows of the chosen SQL's own checked execution (``keep_rows``).
+
+        Returns:
+            Its rows (at most ``max_rows``), or None when nothing was chosen or its rows were
+            not kept.
+        """
+        sql = self.outcome.sql if self.outcome is not None else None
+        if sql is None:
+            return None
+        found = [*self.candidates]
+        if self.fast_path is not None and self.fast_path.candidate is not None:
+            found.append(self.fast_path.candidate)
+        for c in found:
+            if c.sql == sql and c.status == Status.OK and c.rows is not None:
+                return c.rows
+        return None
 
     def one_round(self) -> bool:
         """Whether the models write once (``rounds``), the PreSQL round and linking skipped.

@@ -16,11 +16,12 @@ from ._admin import (
     import_semantic_model,
     load_examples,
     mine_queries,
+    prune_query_log,
     remove_term,
     set_setting,
     write_log,
 )
-from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve
+from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve, trace
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -51,6 +52,7 @@ __all__ = [
     "mine_queries",
     "narrate",
     "nl2sql",
+    "prune_query_log",
     "reindex",
     "reindex_begin",
     "reindex_changed",
@@ -61,5 +63,6 @@ __all__ = [
     "retrieve",
     "set_setting",
     "set_value_policy",
+    "trace",
     "write_log",
 ]

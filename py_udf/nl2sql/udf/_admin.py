@@ -41,6 +41,20 @@ def write_log(plpy, sd: dict, token: str | None, *row: Any) -> int:
 
 
 @entry_point
+def prune_query_log(plpy) -> str:
+    """Back ``nl2sql.prune_query_log() → jsonb``: ``query_log.prune`` with setting
+    ``query_log_retention_days``.
+
+    Args:
+        plpy: PL/Python's module.
+
+    Returns:
+        ``{"deleted", "retention_days", "statements"}`` as JSON text.
+    """
+    return json.dumps(query_log.prune(plpy, get_settings(plpy).query_log_retention_days))
+
+
+@entry_point
 def set_setting(plpy, key: str, value: str) -> str:
     """Back ``nl2sql.set_setting(key, value) → text``: validate and store one setting.
 

@@ -81,6 +81,9 @@ def _configure_embedder(plpy) -> str:
     """Point this backend's embeddings at the shared process or in-process per ``embedder`` (a
     stored value that does not parse counts as the default, so ``set_setting`` can repair it)."""
     decl = lookup("embedder")
+    if getattr(plpy, "embedder", None):  # beside the database: no server process to share
+        embed_client.configure(plpy.embedder)
+        return plpy.embedder
     rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = 'embedder'")
     try:
         mode = decl.parse(rows[0]["value"]) if rows else decl.default

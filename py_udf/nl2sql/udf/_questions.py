@@ -7,7 +7,16 @@ import json
 from typing import Any
 
 from .. import pipeline
-from ..core.errors import CandidateRefused, ConfigError, EmbeddingError, Nl2sqlError, QuestionError
+from ..core.errors import (
+    GONE_HINT,
+    GONE_SQLSTATES,
+    CandidateRefused,
+    ConfigError,
+    EmbeddingError,
+    Nl2sqlError,
+    QuestionError,
+    gone_message,
+)
 from ..core.redaction import configured_secrets, redact, redact_obj
 from ..core.settings import get_settings
 from ..curated import narrate as nr
@@ -24,12 +33,18 @@ def _run(
     evidence: str | None,
     conversation: str | None = None,
     explained: bool = False,
-) -> dict[str, Any]:
+    with_rows: bool = False,
+) -> tuple[dict[str, Any], list[str] | None]:
     # every error message raised here and the whole trace (logged, returned by explain, its
-    # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token
+    # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token.
+    # Returns the trace and, ``with_rows``, the chosen SQL's rows from its checked execution.
     secrets = configured_secrets(plpy)
+    rows = None
     try:
-        trace = pipeline.explain(plpy, question, search_path, evidence, conversation)
+        if with_rows:
+            trace, rows = pipeline.ask(plpy, question, search_path, evidence, conversation)
+        else:
+            trace = pipeline.explain(plpy, question, search_path, evidence, conversation)
     except QuestionError as e:
         fail(plpy, redact(str(e), secrets))
     except ConfigError as e:
@@ -42,7 +57,19 @@ def _run(
         trace["sql_explanation"] = _explanation(plpy, trace["sql"], search_path)
     trace = redact_obj(trace, secrets)
     trace["log_id"] = log_trace(plpy, trace)
-    return trace
+    return trace, rows
+
+
+def _chosen_sql(plpy, trace: dict[str, Any]) -> str:
+    """The trace's SQL; raises the trace's error when nothing was chosen."""
+    if trace.get("sql") is None:
+        # the log row written for this call rolls back with the error: promise no log id
+        hint = (
+            "SELECT nl2sql.explain(...) with the same question returns the whole trace without "
+            "raising, and logs it"
+        )
+        fail(plpy, trace.get("error") or "nl2sql: no SQL chosen", hint)
+    return trace["sql"]
 
 
 def _explanation(plpy, sql: str, search_path: str) -> dict[str, Any]:
@@ -52,6 +79,25 @@ def _explanation(plpy, sql: str, search_path: str) -> dict[str, Any]:
         return {"text": xs.explain(plpy, get_settings(plpy), sql, search_path)}
     except (RuntimeError, Nl2sqlError) as e:
         return {"error": str(e)}
+
+
+@entry_point
+def trace(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> dict[str, Any]:
+    """The whole trace of a question as ``nl2sql()`` makes it (logged, its id ``log_id``), for
+    the Python API beside the database (``nl2sql.client``): not raised when no SQL was chosen.
+
+    Args:
+        question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        The trace (``sql`` None and ``error`` why, when no SQL was chosen).
+
+    Raises:
+        plpy.Error: an invalid question, key, setting or model configuration, a missing index.
+    """
+    return _run(plpy, question, search_path, evidence, conversation)
 
 
 @entry_point
@@ -75,15 +121,8 @@ def nl2sql(
             hint names ``nl2sql.explain`` (the failed call's log row rolls back with the
             error: no log id is promised).
     """
-    trace = _run(plpy, question, search_path, evidence, conversation)
-    if trace.get("sql") is None:
-        # the log row written for this call rolls back with the error: promise no log id
-        hint = (
-            "SELECT nl2sql.explain(...) with the same question returns the whole trace without "
-            "raising, and logs it"
-        )
-        fail(plpy, trace.get("error") or "nl2sql: no SQL chosen", hint)
-    return trace["sql"]
+    trace, _ = _run(plpy, question, search_path, evidence, conversation)
+    return _chosen_sql(plpy, trace)
 
 
 @entry_point
@@ -98,7 +137,7 @@ def explain(
     Returns:
         The trace as JSON text, also when no SQL was chosen (``sql`` null, ``error`` why).
     """
-    trace = _run(plpy, question, search_path, evidence, conversation, explained=True)
+    trace, _ = _run(plpy, question, search_path, evidence, conversation, explained=True)
     return json.dumps(trace, default=str)
 
 
@@ -106,7 +145,9 @@ def explain(
 def ask(
     plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
 ) -> list[str]:
-    """Back ``nl2sql.ask(...) → setof jsonb``: the chosen SQL's rows, fetched read-only.
+    """Back ``nl2sql.ask(...) → setof jsonb``: the chosen SQL's rows, those of the checked
+    execution the vote saw (read-only, rolled back; no second run a concurrent DROP or RENAME
+    could break).
 
     Args:
         question, search_path, evidence, conversation: as for ``nl2sql``.
@@ -115,9 +156,19 @@ def ask(
         At most ``max_rows`` rows, each a ``row_to_json`` text.
 
     Raises:
-        plpy.SPIError: the chosen SQL failed or timed out when fetched.
+        plpy.Error: as ``nl2sql``; or, where the rows were not kept, the chosen SQL failed when
+            fetched again (a relation gone since: said so, with what to do).
     """
-    sql = nl2sql(plpy, question, search_path, evidence, conversation)
+    trace, rows = _run(plpy, question, search_path, evidence, conversation, with_rows=True)
+    sql = _chosen_sql(plpy, trace)
+    if rows is not None:
+        return rows
+    return _fetch_again(plpy, sql, search_path)
+
+
+def _fetch_again(plpy, sql: str, search_path: str) -> list[str]:
+    """The chosen SQL's rows from a second execution (its first one's rows were not kept);
+    a relation, column or function gone since becomes an ``nl2sql:`` error."""
     st = get_settings(plpy)
     try:
         return fetch_rows(
@@ -125,6 +176,10 @@ def ask(
         )
     except CandidateRefused as e:  # it took a session-level advisory lock (released)
         fail(plpy, f"nl2sql: the chosen query {e}")
+    except plpy.SPIError as e:
+        if getattr(e, "sqlstate", None) not in GONE_SQLSTATES:
+            raise
+        fail(plpy, gone_message(str(e).splitlines()[0]), GONE_HINT)
 
 
 @entry_point
@@ -146,8 +201,9 @@ def narrate(
     secrets = configured_secrets(plpy)
     try:
         nr.check_allowed(st)
-        sql = nl2sql(plpy, question, search_path, evidence, conversation)
-        return nr.answer_from_sql(plpy, st, question, sql, search_path)
+        trace, rows = _run(plpy, question, search_path, evidence, conversation, with_rows=True)
+        sql = _chosen_sql(plpy, trace)
+        return nr.answer_from_sql(plpy, st, question, sql, search_path, rows)
     except ConfigError as e:
         fail(plpy, redact(str(e), secrets), MODELS_HINT)
     except (Nl2sqlError, RuntimeError) as e:

@@ -5,6 +5,8 @@ SQL against stand-ins of Citus's objects."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import sqlglot
 
@@ -25,6 +27,13 @@ class _FakePlpy:
 
     class Read(Exception):
         pass
+
+    class SPIError(Exception):
+        pass
+
+    @staticmethod
+    def subtransaction():
+        return contextlib.nullcontext()
 
     def __init__(self, stored_signature: str | None):
         self.stored = stored_signature

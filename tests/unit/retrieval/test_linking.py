@@ -9,6 +9,7 @@ import pytest
 from nl2sql.core.errors import ConfigError
 from nl2sql.core.settings import validate_setting
 from nl2sql.core.types import Column, Example, ForeignKey, Schema, Table
+from nl2sql.generation.cleaning import clean
 from nl2sql.linking._schema_graph import fk_bridges, inferred_joins
 from nl2sql.linking.presql_reading import presql_links, presql_token_tables, presql_written_joins
 from nl2sql.linking.pruning import estimate_tokens, prune_schema
@@ -231,7 +232,7 @@ def test_tables_of_an_unparsable_presql_are_read_from_its_tokens():
     prose = "The heroes are in table superhero; join hero_power and superpower. SELECT"
     assert presql_links(cut_off, s) == ([], [])  # no tree
     assert presql_token_tables(cut_off, s) == ["superhero", "publisher"]
-    assert presql_token_tables(prose, s) == ["superhero", "hero_power", "superpower"]
+    assert presql_token_tables(prose, s) == []  # prose names tables, reads none
     # a string literal naming a table is not a table read
     assert presql_token_tables("SELECT * FROM superhero WHERE x = 'colour' AND (", s) == [
         "superhero"
@@ -254,6 +255,62 @@ def test_a_presql_naming_no_table_keeps_the_schema_the_presql_saw():
     assert set(link_schema(s, "no SQL here", [], []).tables) == set(s.table_names())
     # a PreSQL that reads a table is linked as before, not widened
     assert link_schema(s, "SELECT * FROM gender", [], [], presql_schema=seen).tables == ["gender"]
+
+
+# A PreSQL that is not a query (issue 31 §8): prose naming tables must not narrow the schema
+# FinSQL sees to those tables (another model could answer from the whole of it)
+PROSE_PRESQL = [
+    ("sentence", "The heroes are in table superhero; join hero_power and superpower."),
+    ("sentence ending in a keyword", "Use superhero and publisher. SELECT"),
+    ("lone table name", "superhero"),
+    ("table then verb", "superhero holds the heroes, publisher their publishers"),
+    (
+        "markdown",
+        "**Explanation**: count the rows of `superhero`.\n\n- `superhero` holds heroes\n"
+        "- join `publisher` on publisher_id",
+    ),
+    ("refusal", "I cannot answer this: the superhero table has no column for that."),
+    ("apology naming a table", "Sorry, publisher is not enough to answer."),
+    ("describe", "DESCRIBE superhero"),
+]
+
+
+@pytest.mark.parametrize("text", [t for _, t in PROSE_PRESQL], ids=[n for n, _ in PROSE_PRESQL])
+def test_a_presql_that_is_not_a_query_does_not_narrow_the_schema(text):
+    s = _hero_schema()
+    seen = s.subset({"superhero", "colour", "gender", "publisher"})  # the PreSQL prompt's
+    cleaned = clean(text)
+    linked = link_schema(s, cleaned.sql or None, [], [], presql_schema=seen, presql_text=text)
+    assert set(seen.table_names()) <= set(linked.tables), (text, linked.why)
+    assert "presql tokens" not in str(linked.why) and "'presql'" not in str(linked.why)
+
+
+REAL_PRESQL = [
+    ("parsed", "SELECT superhero_name FROM superhero", {"superhero"}),
+    ("fenced", "```sql\nSELECT power_name FROM superpower\n```", {"superpower"}),
+    (
+        "after a sentence",
+        "Here is the query:\nSELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T2 "
+        "ON T1.publisher_id = T2.id",
+        {"superhero", "publisher"},
+    ),
+    (
+        "cut off",
+        "SELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.x = 'Mar",
+        {"superhero", "publisher"},
+    ),
+    ("cte", "WITH g AS (SELECT id FROM gender) SELECT count(*) FROM g", {"gender"}),
+]
+
+
+@pytest.mark.parametrize(
+    "text,tables", [(t, x) for _, t, x in REAL_PRESQL], ids=[n for n, _, _ in REAL_PRESQL]
+)
+def test_a_presql_that_is_a_query_still_narrows_the_schema(text, tables):
+    s = _hero_schema()
+    cleaned = clean(text)
+    linked = link_schema(s, cleaned.sql or None, [], [], presql_schema=s, presql_text=text)
+    assert set(linked.tables) == tables, linked.why
 
 
 def test_a_value_in_several_key_columns_does_not_link_their_tables():

@@ -1,0 +1,341 @@
+"""The Python API beside the database: ``connect`` → ``Client`` whose ``ask``, ``explain`` and
+``reindex`` run the server's own pipeline in this process over a psycopg connection, as its
+role (docs/client.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from .. import udf
+from ..core.errors import CandidateRefused, ClientError, Nl2sqlError
+from ..core.settings import get_settings
+from ..generation.execute import fetch_rows
+from ..ops.indexer import sum_table_counts
+from . import _plpy
+
+# the search_path nl2sql's own functions pin (SET search_path FROM CURRENT): the pipeline's
+# statements run under it, the question's SQL under the caller's
+_PINNED_SQL = (
+    "SELECT substr(c, 13) AS path FROM pg_catalog.pg_proc p, pg_catalog.unnest(p.proconfig) c "
+    "WHERE p.oid = pg_catalog.to_regprocedure('nl2sql._run_candidate(text,text,integer,bigint)')"
+    " AND c LIKE 'search_path=%'"
+)
+_NOT_INSTALLED_HINT = (
+    "install nl2sql in that database: CREATE EXTENSION nl2sql CASCADE, or nl2sql install "
+    "--dsn … where PL/Python is not available (docs/install.md)"
+)
+# the extension's query-log writer takes rows only from the server's own pipeline (its one-time
+# token): a client's call is refused there
+_SERVER_LOG_HINT = (
+    "this database has the nl2sql extension, whose query log accepts rows only from the "
+    "pipeline inside the server: ask there (SELECT nl2sql(...), nl2sql-mcp without "
+    "--in-process); the Python API is for nl2sql installed without PL/Python (docs/client.md)"
+)
+PROGRESS = "nl2sql-progress "  # the indexer's progress notices (ops/_cell_values.py)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered question: the chosen SQL, its rows (read-only, at most setting
+    ``max_rows``; values as JSON gives them), the vote's confidence, the whole trace and the
+    query log row's id."""
+
+    sql: str
+    columns: list[str]
+    rows: list[tuple]
+    confidence: float | None
+    trace: dict = field(repr=False)
+    log_id: int | None = None
+
+
+def _rows(texts: list[str]) -> tuple[list[str], list[tuple]]:
+    """``row_to_json`` texts as (column names, row tuples) in the query's column order."""
+    dicts = [json.loads(t) for t in texts]
+    columns = list(dicts[0]) if dicts else []
+    return columns, [tuple(d.get(c) for c in columns) for d in dicts]
+
+
+def _prefixed(msg: str) -> str:
+    return msg if msg.startswith("nl2sql") else f"nl2sql: {msg}"
+
+
+@contextlib.contextmanager
+def _as_client_errors() -> Iterator[None]:
+    """Whatever the pipeline or the connection raises, as a ``ClientError`` (message first,
+    then ``hint`` and ``sqlstate``)."""
+    try:
+        yield
+    except ClientError:
+        raise
+    except _plpy.Error as e:
+        raise ClientError(_prefixed(str(e)), hint=e.hint, sqlstate=e.sqlstate) from None
+    except _plpy.SPIError as e:
+        msg = f"nl2sql: the database refused a statement: {e}"
+        hint = _SERVER_LOG_HINT if "nl2sql._log_query:" in str(e) else e.hint
+        raise ClientError(msg, hint=hint, sqlstate=e.sqlstate) from None
+    except psycopg.Error as e:
+        msg = f"nl2sql: the database connection failed: {str(e).strip()}"
+        raise ClientError(msg, hint="check the DSN and that the server is up") from None
+    except Nl2sqlError as e:
+        raise ClientError(_prefixed(str(e)), hint=getattr(e, "hint", None)) from None
+
+
+class Client:
+    """nl2sql beside the database, over one psycopg connection (``connect`` makes one).
+
+    Args:
+        conn: an open psycopg 3 connection; its current role asks (its privileges, row-level
+            security and value rules apply).
+        owned: close ``conn`` with the client.
+        on_notice: called with (level, message) for the pipeline's notices; None logs them.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.Connection,
+        owned: bool = False,
+        on_notice: Callable[[str, str], None] | None = None,
+    ):
+        self.conn, self._owned = conn, owned
+        self.plpy = _plpy.Plpy(conn, on_notice)
+        self._pinned: str | None = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection when ``connect`` opened it (a passed one stays open)."""
+        if self._owned and not self.conn.closed:
+            self.conn.close()
+
+    def _pinned_path(self) -> str:
+        """The search_path nl2sql's functions run under, read once."""
+        if self._pinned is None:
+            rows = self.plpy.execute(_PINNED_SQL)
+            if not rows:
+                raise ClientError(
+                    "nl2sql: nl2sql is not installed in this database (no nl2sql._run_candidate)",
+                    hint=_NOT_INSTALLED_HINT,
+                )
+            self._pinned = rows[0]["path"]
+        return self._pinned
+
+    def _in_transaction(self, fn: Callable[[str], Any], search_path: str | None = None) -> Any:
+        """Run ``fn(caller's search_path)`` in one transaction (a savepoint inside the caller's)
+        under the pinned search_path, as nl2sql's SQL functions run; errors as ``ClientError``.
+        """
+        with _as_client_errors():
+            p = self.plpy
+            caller = search_path or p.execute("SHOW search_path")[0]["search_path"]
+            pinned = self._pinned_path()
+            with self.conn.transaction():
+                set_path = p.prepare(
+                    "SELECT pg_catalog.set_config('search_path', $1, true)", ["text"]
+                )
+                p.execute(set_path, [pinned])
+                p.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+                out = fn(caller)
+                p.execute(set_path, [caller])  # kept past a savepoint's release otherwise
+            return out
+
+    def explain(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        search_path: str | None = None,
+    ) -> dict:
+        """The whole trace of answering ``question``, as ``nl2sql.explain`` returns it (logged,
+        its id ``log_id``), also when no SQL was chosen (``sql`` None, ``error`` why).
+
+        Args:
+            question: the question. evidence: a hint text (BIRD's evidence), or None.
+            conversation: a conversation key (earlier turns go into the prompts), or None.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            The trace.
+
+        Raises:
+            ClientError: an invalid question, setting or model configuration, no index, or
+                the database refused a statement.
+        """
+
+        def run(caller: str) -> dict:
+            return json.loads(udf.explain(self.plpy, question, caller, evidence, conversation))
+
+        return self._in_transaction(run, search_path)
+
+    def sql(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        search_path: str | None = None,
+    ) -> str:
+        """The chosen SQL only, as ``nl2sql()`` returns it (logged; nothing of it is run but
+        the candidates' read-only executions).
+
+        Args:
+            question, evidence, conversation, search_path: as for ``explain``.
+
+        Returns:
+            The SQL text.
+
+        Raises:
+            ClientError: as ``explain``; no SQL was chosen (the message says why).
+        """
+
+        def run(caller: str) -> str:
+            return udf.nl2sql(self.plpy, question, caller, evidence, conversation)
+
+        return self._in_transaction(run, search_path)
+
+    def ask(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        search_path: str | None = None,
+    ) -> Answer:
+        """Answer ``question``: the chosen SQL and its rows (fetched read-only, time-limited and
+        capped as ``nl2sql.ask`` fetches them), with the trace (logged).
+
+        Args:
+            question, evidence, conversation, search_path: as for ``explain``.
+
+        Returns:
+            The ``Answer``.
+
+        Raises:
+            ClientError: as ``explain``; no SQL was chosen (``trace`` says why; the call is
+                logged, ``log_id``); the chosen SQL failed or was refused when fetched.
+        """
+        trace = self._in_transaction(
+            lambda caller: self._answer(question, evidence, conversation, caller), search_path
+        )
+        if isinstance(trace, Answer):
+            return trace
+        err = ClientError(
+            trace.get("error") or "nl2sql: no SQL chosen",
+            hint="the trace (.trace, or nl2sql explain) says why",
+        )
+        err.trace = trace
+        raise err
+
+    def _answer(self, question, evidence, conversation, caller: str) -> Answer | dict:
+        """``ask``'s work in its transaction: the trace, then the rows (the trace alone when no
+        SQL was chosen: it stays logged)."""
+        p = self.plpy
+        trace = udf.trace(p, question, caller, evidence, conversation)
+        if trace.get("sql") is None:
+            return trace
+        st = get_settings(p)
+        try:
+            texts = fetch_rows(
+                p, trace["sql"], caller, st.candidate_timeout_ms, st.max_rows, st.max_result_bytes
+            )
+        except CandidateRefused as e:
+            raise ClientError(f"nl2sql: the chosen query {e}") from None
+        columns, rows = _rows(texts)
+        return Answer(
+            trace["sql"], columns, rows, trace.get("confidence"), trace, trace.get("log_id")
+        )
+
+    def reindex(
+        self,
+        schemas: list[str] | None = None,
+        force: bool = False,
+        on_progress: Callable[[str, int], None] | None = None,
+    ) -> dict:
+        """Index the database from this process (the embedding model runs here), table by
+        table, each committed on its own, as ``nl2sql-index`` drives the server.
+
+        Args:
+            schemas: the schemas; None: setting ``schemas``.
+            force: re-read every table, not only changed ones.
+            on_progress: called with (``schema.table``, cell values written so far).
+
+        Returns:
+            The counts ``nl2sql.reindex()`` returns, with ``seconds``.
+
+        Raises:
+            ClientError: no privilege to index, no embedding model, or nl2sql not installed.
+        """
+        t0 = time.perf_counter()
+        step = self._step
+        with self._progress(on_progress):
+            tables = step(udf.reindex_changed, schemas, force)
+            todo = [(s, t) for s, t, changed in tables if changed]
+            if todo:
+                step(udf.reindex_begin)
+            results = [{"table": f"{s}.{t}", "skipped": True} for s, t, c in tables if not c]
+            results += [json.loads(step(udf.reindex_table, s, t, force)) for s, t in todo]
+            out = sum_table_counts(results)
+            kept = [f"{s}.{t}" for s, t, _ in tables]
+            fin = step(udf.reindex_finish, schemas, kept, out["tables_indexed"] > 0)
+        out.update(json.loads(fin))
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+        return out
+
+    def _step(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One unit of ``reindex`` (``fn(plpy, *args)``, an entry point of ``nl2sql.udf``) in its
+        own transaction, with progress notices on."""
+
+        def run(_caller: str) -> Any:
+            self.plpy.execute("SET LOCAL nl2sql.progress = on")
+            return fn(self.plpy, *args)
+
+        return self._in_transaction(run)
+
+    @contextlib.contextmanager
+    def _progress(self, on_progress: Callable[[str, int], None] | None) -> Iterator[None]:
+        """Feed the indexer's progress notices to ``on_progress`` while indexing."""
+        before = self.plpy.on_notice
+
+        def on_notice(level: str, msg: str) -> None:
+            if msg.startswith(PROGRESS) and on_progress is not None:
+                p = json.loads(msg[len(PROGRESS) :])
+                on_progress(p["table"], p["values"])
+            elif before is not None:
+                before(level, msg)
+
+        self.plpy.on_notice = on_notice
+        try:
+            yield
+        finally:
+            self.plpy.on_notice = before
+
+
+def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Client:
+    """Open nl2sql beside the database.
+
+    Args:
+        dsn: a libpq connection string or URI, or an open psycopg connection (kept open on
+            ``close``); None: ``NL2SQL_DSN``, else libpq's environment (``PGHOST``, …).
+        **options: ``on_notice`` for ``Client``; the rest go to ``psycopg.connect``.
+
+    Returns:
+        The ``Client``.
+
+    Raises:
+        ClientError: the connection failed.
+    """
+    on_notice = options.pop("on_notice", None)
+    if isinstance(dsn, psycopg.Connection):
+        return Client(dsn, owned=False, on_notice=on_notice)
+    target = dsn if dsn is not None else os.environ.get("NL2SQL_DSN", "")
+    with _as_client_errors():
+        conn = psycopg.connect(target, autocommit=True, **options)
+    return Client(conn, owned=True, on_notice=on_notice)

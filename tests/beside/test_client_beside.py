@@ -1,0 +1,88 @@
+"""The Python API, the ``nl2sql`` command and ``nl2sql-mcp`` against a database where nl2sql is
+installed without PL/Python (issue 32 §3, §5): ``nl2sql install`` by a non-superuser owner,
+then reindex, questions and the privileges of a role, all from this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import nl2sql
+
+if not (Path(__file__).parent / "conftest.py").exists():  # the install branch's fixtures
+    pytest.skip("tests/beside/conftest.py (nl2sql install) is not merged", allow_module_level=True)
+
+from conftest import ROOT, add_models
+from nl2sql_indexer.dev.demo_data import demo_sql
+
+READER = "nl2sql_beside_reader"
+
+
+@pytest.fixture
+def demo(cluster, installed, llm):
+    """The installed database with the demo tables, indexed from this process, a loopback
+    model, and a login role that may read singer only."""
+    llm.clear()
+    with psycopg.connect(installed.dsn, autocommit=True) as c:
+        c.execute(demo_sql())
+    with nl2sql.connect(installed.dsn) as client:
+        counts = client.reindex()
+    with cluster.connect(installed.name) as su:
+        su.execute(
+            f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
+            f"THEN CREATE ROLE {READER} LOGIN; END IF; END$$"
+        )
+    with psycopg.connect(installed.dsn, autocommit=True) as c:
+        c.execute(f"GRANT SELECT ON singer TO {READER}")
+        add_models(c, llm, ["beside-m1"])
+    installed.counts = counts
+    return installed
+
+
+def test_reindex_ask_and_privileges_beside_the_database(cluster, demo, llm):
+    assert demo.counts["tables_indexed"] >= 4 and demo.counts["values_embedded"] > 0
+    llm.set_default("SELECT country, count(*) AS n FROM singer GROUP BY country ORDER BY country")
+    with nl2sql.connect(demo.dsn) as client:
+        answer = client.ask("How many singers per country?")
+    with psycopg.connect(demo.dsn) as c:
+        expected = c.execute(
+            "SELECT country, count(*) FROM singer GROUP BY country ORDER BY country"
+        ).fetchall()
+        logged = c.execute(
+            "SELECT question FROM nl2sql.query_log WHERE id = %s", (answer.log_id,)
+        ).fetchone()
+    assert answer.rows == expected and logged == ("How many singers per country?",)
+    # a role without SELECT on stadium: not in its prompts, no rows of it
+    llm.clear()
+    llm.set_default("SELECT name, capacity FROM stadium")
+    with nl2sql.connect(cluster.dsn(demo.name, READER)) as client:
+        with pytest.raises(nl2sql.ClientError) as e:
+            client.ask("Which stadium is the largest?")
+    seen = "\n".join(m.get("content") or "" for r in llm.requests for m in r["messages"])
+    assert "CREATE TABLE singer" in seen, (str(e.value), e.value.hint, e.value.trace)
+    assert "CREATE TABLE stadium" not in seen
+    assert str(e.value).startswith("nl2sql")
+    assert all(c["row_count"] is None for c in e.value.trace["candidates"])
+
+
+def test_cli_and_mcp_beside_the_database(demo, llm):
+    llm.set_default("SELECT count(*) AS n FROM singer")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py_udf"))
+    out = subprocess.run(
+        [sys.executable, "-m", "nl2sql.client.cli", "ask", "--json", "--dsn", demo.dsn, "How many singers?"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rows"][0][0] > 0
+    from nl2sql_indexer.mcp._database import Database
+    from nl2sql_indexer.mcp._tools import Tools
+
+    tools = Tools(Database(demo.dsn))  # no PL/Python functions: in process by itself
+    got = tools.ask("How many singers?")
+    assert tools.db.in_process and got["rows"][0]["n"] > 0

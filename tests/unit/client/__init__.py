@@ -1,0 +1,1 @@
+"""Unit tests of nl2sql.client (beside the database)."""
