@@ -69,7 +69,24 @@ def release_new(plpy, before: frozenset[Lock]) -> list[str]:
     Raises:
         plpy.SPIError: a query failed (e.g. cancelled).
     """
-    new = sorted(advisory_locks(plpy) - before)
+    return release_new_held(plpy, before)[0]
+
+
+def release_new_held(plpy, before: frozenset[Lock]) -> tuple[list[str], frozenset[Lock]]:
+    """``release_new``, and the advisory locks held once it is done: the ``before`` of the next
+    step, read without another query.
+
+    Args:
+        before: ``advisory_locks`` taken before the candidate ran.
+
+    Returns:
+        ``(new locks as describe names them, the locks held now)``.
+
+    Raises:
+        plpy.SPIError: a query failed (e.g. cancelled).
+    """
+    now = advisory_locks(plpy)
+    new = sorted(now - before)
     for classid, objid, objsubid, mode in new:
         spi.query(
             plpy,
@@ -77,7 +94,7 @@ def release_new(plpy, before: frozenset[Lock]) -> list[str]:
             [classid, objid, objsubid, mode == "ShareLock", MAX_RELEASES],
             _RELEASE_TYPES,
         )
-    return [describe(lk) for lk in new]
+    return [describe(lk) for lk in new], now - frozenset(new)
 
 
 def refusal(taken: list[str], planning: bool = False) -> str:

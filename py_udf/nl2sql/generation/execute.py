@@ -149,6 +149,7 @@ class Planned:
     timed_out: bool = False  # the watchdog cancelled it at the time limit
     error: str | None = None  # PostgreSQL's first line when it does not plan
     locks: list[str] = field(default_factory=list)  # advisory locks it left (released)
+    held: frozenset = frozenset()  # advisory locks held after it (the run's "before")
 
 
 def plan_checked(plpy, sql: str, search_path: str, timeout_ms: int) -> Planned:
@@ -176,8 +177,8 @@ def plan_checked(plpy, sql: str, search_path: str, timeout_ms: int) -> Planned:
     try:
         plan, err, fired = _explained(plpy, sql, search_path, timeout_ms)
     finally:
-        taken = session_state.release_new(plpy, before)
-    out = Planned(round((time.perf_counter() - t0) * 1000, 3), locks=taken)
+        taken, held = session_state.release_new_held(plpy, before)
+    out = Planned(round((time.perf_counter() - t0) * 1000, 3), locks=taken, held=held)
     if err is not None and is_cancel(err) and not fired:
         raise err
     if err is not None:
@@ -322,13 +323,15 @@ def run_candidate(
     Raises:
         plpy.SPIError: the user's own cancel before the time limit (re-raised, never swallowed).
     """
-    left = timeout_ms
+    left, before = timeout_ms, None
     if limits is not None and limits.on:
         planned = plan_checked(plpy, cand.sql, search_path, timeout_ms)
         if _plan_decides(cand, planned, limits, timeout_ms):
             return cand
         left = max(1, timeout_ms - int(planned.ms))  # planning and running share the limit
-    before = session_state.advisory_locks(plpy)
+        before = planned.held  # as read after planning: no query between the two
+    if before is None:
+        before = session_state.advisory_locks(plpy)
     try:
         rows = _run_and_record(plpy, cand, search_path, left, max_rows, ordered, max_bytes)
     finally:

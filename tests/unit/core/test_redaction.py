@@ -115,3 +115,30 @@ def test_credentials_in_a_url_and_their_echoes_are_masked(text, secret):
     out = redact(text, secrets)
     assert secret not in out and "[REDACTED]" in out
     assert url_secrets("http://10.0.0.5/v1") == [] and url_secrets(None) == []
+
+
+# every shape a pattern masks, in the spellings it accepts: the one search that lets a text
+# without any of them skip the patterns must find each
+KEY_SHAPES = [
+    "sk-AbCdEf0123456789XyZ",
+    "Bearer abc123def456ghi",
+    "BEARER abc123def456ghi",
+    "bearer abc123def456ghi",
+    "API_KEY=zzzz1111yyyy",
+    "Api-Key: zzzz1111yyyy",
+    "apikey=zzzz1111yyyy",
+    "X-API-KEY: zzzz1111yyyy",
+    "Access-Token=zzzz1111yyyy",
+    "ACCESS_TOKEN: zzzz1111yyyy",
+    "client_secret: zzzz1111yyyy",
+    "SECRET=zzzz1111yyyy",
+    "https://user:pw@host/v1",
+    "POSTGRES://u:p@db",
+]
+
+
+@pytest.mark.parametrize("shape", KEY_SHAPES)
+def test_every_masked_shape_is_masked_inside_a_trace(shape):
+    text = f"the endpoint said: {shape} (retry later)"
+    assert redact(text) != text
+    assert redact_obj({"error": [text], shape: 1}) == {"error": [redact(text)], redact(shape): 1}
