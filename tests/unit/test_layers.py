@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from test_imports import _cycles, _graph, _path, _sources, _where
+from .test_imports import _cycles, _graph, _path, _sources, _where
 
 MAX_FUNCTION_LINES = 40
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..core import spi
 from ..core.errors import ConfigError, QuotaExceeded
 from ..core.types import LLMReply
-from ..embedding import client as shared
+from .config import RELAYS
 
 __all__ = ["QUESTION", "TOKENS", "Ledger", "message", "record", "take", "usage_of"]
 
@@ -84,9 +84,16 @@ def take(plpy, kind: str) -> dict[str, Any]:
     return q
 
 
+def _relay_quota(payload: dict) -> dict | None:
+    """The shared process's ledger's answer (``embedding.client.relay_quota``), or None when no
+    process answers (or none is registered): the caller counts with the row lock instead."""
+    relay = RELAYS["quota"]
+    return relay(payload) if relay else None
+
+
 def _take_in_ledger(plpy, kind: str) -> dict[str, Any] | None:
     """``take`` through the shared process's ledger; None when it cannot answer."""
-    pending = shared.relay_quota({"op": "pending", "db": _IN_FLIGHT.get("db"), "role": None})
+    pending = _relay_quota({"op": "pending", "db": _IN_FLIGHT.get("db"), "role": None})
     if pending is None:
         return None
     row = spi.query(plpy, _STATE, [pending.get("xids") or []], ["int8[]"])[0]
@@ -98,7 +105,7 @@ def _take_in_ledger(plpy, kind: str) -> dict[str, Any] | None:
             "counted": False,
             "replica": state["replica"],
         }
-    got = shared.relay_quota({"op": "take", "db": row["db"], "kind": kind, "state": state})
+    got = _relay_quota({"op": "take", "db": row["db"], "kind": kind, "state": state})
     if got is None:
         return None
     _IN_FLIGHT.update(db=row["db"], role=state["role"], xid=state["xid"])
@@ -253,7 +260,7 @@ def record(plpy, questions: int, usage: dict[str, Any]) -> None:
         return
     if _IN_FLIGHT.get("xid") is not None and usage.get("total"):
         # other sessions of the role see these tokens in the ledger until this one commits
-        shared.relay_quota({"op": "add", "tokens": usage["total"], **_IN_FLIGHT})
+        _relay_quota({"op": "add", "tokens": usage["total"], **_IN_FLIGHT})
     spi.query(
         plpy,
         _ADD,
