@@ -17,7 +17,7 @@ from ..core.types import Schema, Table
 from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..model import prompts
-from ..retrieval.masking import inflections, tokenize
+from ..model.masking import inflections, tokenize
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ..linking.pruning import column_similarities, table_scores
 from ..linking.schema_linking import schema_words
 from ..semantic.model import SemanticModel
 from ..semantic.model import load as load_semantic
-from .masking import masked_question
+from ..model.masking import masked_question
 from .values import (
     ValueMatch,
     candidate_phrases,

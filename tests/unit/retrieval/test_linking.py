@@ -16,7 +16,7 @@ from nl2sql.linking.schema_linking import link_schema, linking_values, named_key
 from nl2sql.model.prompts import build_prompt, render_values
 from nl2sql.retrieval.example_pool import sql_skeleton
 from nl2sql.retrieval.example_selection import dail_select, skeleton_jaccard
-from nl2sql.retrieval.masking import mask_question
+from nl2sql.model.masking import mask_question
 from nl2sql.retrieval.values import (
     ValueMatch,
     candidate_phrases,
