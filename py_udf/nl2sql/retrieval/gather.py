@@ -16,9 +16,9 @@ from ..curated.verified import VerifiedRow, as_examples, nearest
 from ..embedding.encode import embed, embed_async, to_pgvector
 from ..linking.pruning import column_similarities, table_scores
 from ..linking.schema_linking import schema_words
+from ..model.masking import masked_question
 from ..semantic.model import SemanticModel
 from ..semantic.model import load as load_semantic
-from ..model.masking import masked_question
 from .values import (
     ValueMatch,
     candidate_phrases,
