@@ -17,9 +17,7 @@ from ..embedding.encode import embed, embed_async, to_pgvector
 from ..linking.pruning import column_similarities, table_scores
 from ..linking.schema_linking import schema_words
 from ..model.masking import masked_question
-from ..semantic.model import SemanticModel
-from ..semantic.model import load as load_semantic
-from .values import (
+from ..retrieval.values import (
     ValueMatch,
     candidate_phrases,
     match_values,
@@ -28,6 +26,8 @@ from .values import (
     vector_phrases,
     visible_matches,
 )
+from ..semantic.model import SemanticModel
+from ..semantic.model import load as load_semantic
 
 
 @dataclass
