@@ -8,18 +8,12 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ..core import spi
-from ..core.errors import ConfigError, EmbeddingError, EvaluationError, Nl2sqlError
-from ..core.redaction import configured_secrets, redact, redact_obj
-from ..core.settings import get_settings
-from ..core.types import Status
-from ..generation.db_checks import statement_remaining_s
-from ..generation.execute import fetch_rows, is_cancel
-from ..model.config import get_models
-from ..pipeline import LeaveOut, explain, log_trace
-from ..selection.reliability import judge_candidates, run_verified
-from ..selection.vote import row_from_json
-from ._scoring import (
+from .core import spi
+from .core.errors import ConfigError, EmbeddingError, EvaluationError, Nl2sqlError
+from .core.redaction import configured_secrets, redact, redact_obj
+from .core.settings import get_settings
+from .core.types import Status
+from .curated.scoring import (
     Judged,
     chosen_hash,
     classify_outcome,
@@ -27,6 +21,12 @@ from ._scoring import (
     model_rightness,
     summarize,
 )
+from .generation.db_checks import statement_remaining_s
+from .generation.execute import fetch_rows, is_cancel
+from .model.config import get_models
+from .pipeline import LeaveOut, explain, log_trace
+from .selection.reliability import judge_candidates, run_verified
+from .selection.vote import row_from_json
 
 # the message when the caller may use no verified query
 NO_QUESTIONS = (
