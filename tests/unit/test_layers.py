@@ -18,11 +18,36 @@ MAX_FUNCTION_LINES = 40
 
 # Edges between subpackages still allowed, each with why; shrinks to nothing.
 # (importing module, imported module): why
-ALLOWED_EDGES: dict[tuple[str, str], str] = {}
+ALLOWED_EDGES: dict[tuple[str, str], str] = {
+    # generation < selection: the result signature (selection.vote's three pure functions) goes
+    # below generation; generation/execute.py is being edited on another branch (issue 31) and
+    # generation/ already holds 12 modules, so the lead moves it after merging
+    ("generation.execute", "selection.vote"): "result_signature, row_from_json: to move below",
+}
 
 # Functions still over MAX_FUNCTION_LINES, each with why; shrinks to nothing.
 # "module:qualified name": why
-ALLOWED_LONG: dict[str, str] = {}
+ALLOWED_LONG: dict[str, str] = {
+    # not split yet (issue 32's house work, unfinished): each to become well-named helpers
+    "curated.business:retrieve_business": "not split yet",
+    "evaluation:evaluate": "not split yet",
+    "generation.alignment:ValueIndex._closest": "not split yet",
+    "generation.repair:repair_loop": "not split yet",
+    "generation.repair:_take_reply": "not split yet",
+    "model.quota:usage_of": "not split yet",
+    "ops._table_reader:_catalog_of": "not split yet",
+    # ops/table_index.py is being edited on another branch (issue 31)
+    "ops.table_index:write_table": "another branch edits the module",
+    "selection.hardness:counts": "not split yet",
+    "selection.multiple_choice:select": "not split yet",
+    "semantic._metricflow:to_cortex": "not split yet",
+    "semantic._store:check_expression": "not split yet",
+    "semantic.cortex:parse": "not split yet",
+    "semantic.cortex:import_model": "not split yet",
+    "semantic.cortex:_import_relationships": "not split yet",
+    "semantic.cortex:export_model": "not split yet",
+    "semantic.model:load": "not split yet",
+}
 
 
 def _floor(module: str) -> str:
