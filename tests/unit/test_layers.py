@@ -32,7 +32,6 @@ ALLOWED_LONG: dict[str, str] = {
     "curated.business:retrieve_business": "not split yet",
     "evaluation:evaluate": "not split yet",
     "generation.alignment:ValueIndex._closest": "not split yet",
-    "generation.repair:repair_loop": "not split yet",
     "generation.repair:_take_reply": "not split yet",
     "model.quota:usage_of": "not split yet",
     "ops._table_reader:_catalog_of": "not split yet",
