@@ -368,6 +368,21 @@ def export_model(plpy) -> str:
     doc: dict[str, Any] = {"name": info[0]["name"] if info else db}
     if info and info[0]["description"]:
         doc["description"] = info[0]["description"]
+    doc["tables"] = _export_tables(plpy, db)
+    rels = _export_relationships(plpy)
+    if rels:
+        doc["relationships"] = rels
+    vqs = _export_verified(plpy)
+    if vqs:
+        doc["verified_queries"] = vqs
+    if info:
+        doc.update({k: v for k, v in _loads(info[0]["extra"]).items() if k not in doc})
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _export_tables(plpy, db: str) -> list[dict[str, Any]]:
+    """``export_model``'s ``tables``: the logical tables the role may see, each with its
+    metrics, dimensions, facts and filters, in the specification's keys."""
     tables, by_id = [], {}
     for r in spi.query(plpy, "SELECT * FROM nl2sql.visible_semantic_table ORDER BY name"):
         t = _drop_empty(
@@ -400,8 +415,12 @@ def export_model(plpy) -> str:
         )
         o.update(_loads(r["extra"]))
         by_id[r["table_id"]].setdefault(SECTIONS[r["kind"]], []).append(o)
-    doc["tables"] = tables
-    rels = [
+    return tables
+
+
+def _export_relationships(plpy) -> list[dict[str, Any]]:
+    """``export_model``'s ``relationships``, in the specification's keys."""
+    return [
         {
             "name": r["name"],
             "left_table": r["left_table"],
@@ -415,19 +434,16 @@ def export_model(plpy) -> str:
         }
         for r in spi.query(plpy, "SELECT * FROM nl2sql.semantic_relationships")
     ]
-    if rels:
-        doc["relationships"] = rels
-    vqs = [
+
+
+def _export_verified(plpy) -> list[dict[str, Any]]:
+    """``export_model``'s ``verified_queries``: the role's verified queries (not templates)."""
+    return [
         {"name": f"verified_query_{r['id']}", "question": r["question"], "sql": r["sql"]}
         for r in spi.query(
             plpy, "SELECT id, question, sql FROM nl2sql.verified_queries WHERE kind = 'query'"
         )
     ]
-    if vqs:
-        doc["verified_queries"] = vqs
-    if info:
-        doc.update({k: v for k, v in _loads(info[0]["extra"]).items() if k not in doc})
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _items(d: dict, key: str, where: str) -> list[dict]:
