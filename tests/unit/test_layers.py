@@ -38,7 +38,6 @@ ALLOWED_LONG: dict[str, str] = {
     # ops/table_index.py is being edited on another branch (issue 31)
     "ops.table_index:write_table": "another branch edits the module",
     "selection.hardness:counts": "not split yet",
-    "selection.multiple_choice:select": "not split yet",
     "semantic._metricflow:to_cortex": "not split yet",
     "semantic._store:check_expression": "not split yet",
     "semantic.cortex:parse": "not split yet",
