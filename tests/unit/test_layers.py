@@ -39,7 +39,6 @@ ALLOWED_LONG: dict[str, str] = {
     "ops.table_index:write_table": "another branch edits the module",
     "selection.hardness:counts": "not split yet",
     "semantic._metricflow:to_cortex": "not split yet",
-    "semantic._store:check_expression": "not split yet",
     "semantic.cortex:parse": "not split yet",
     "semantic.cortex:import_model": "not split yet",
     "semantic.cortex:_import_relationships": "not split yet",
