@@ -29,7 +29,6 @@ ALLOWED_EDGES: dict[tuple[str, str], str] = {
 # "module:qualified name": why
 ALLOWED_LONG: dict[str, str] = {
     # not split yet (issue 32's house work, unfinished): each to become well-named helpers
-    "curated.business:retrieve_business": "not split yet",
     "evaluation:evaluate": "not split yet",
     "generation.alignment:ValueIndex._closest": "not split yet",
     "generation.repair:_take_reply": "not split yet",
