@@ -36,7 +36,6 @@ ALLOWED_LONG: dict[str, str] = {
     "ops._table_reader:_catalog_of": "not split yet",
     # ops/table_index.py is being edited on another branch (issue 31)
     "ops.table_index:write_table": "another branch edits the module",
-    "selection.hardness:counts": "not split yet",
     "semantic._metricflow:to_cortex": "not split yet",
     "semantic.cortex:parse": "not split yet",
     "semantic.cortex:import_model": "not split yet",
