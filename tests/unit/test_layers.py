@@ -40,7 +40,6 @@ ALLOWED_LONG: dict[str, str] = {
     "semantic.cortex:parse": "not split yet",
     "semantic.cortex:import_model": "not split yet",
     "semantic.cortex:_import_relationships": "not split yet",
-    "semantic.model:load": "not split yet",
 }
 
 
