@@ -32,8 +32,6 @@ ALLOWED_LONG: dict[str, str] = {
     "evaluation:evaluate": "not split yet",
     "generation.alignment:ValueIndex._closest": "not split yet",
     "generation.repair:_take_reply": "not split yet",
-    "model.quota:usage_of": "not split yet",
-    "ops._table_reader:_catalog_of": "not split yet",
     # ops/table_index.py is being edited on another branch (issue 31)
     "ops.table_index:write_table": "another branch edits the module",
     "semantic._metricflow:to_cortex": "not split yet",

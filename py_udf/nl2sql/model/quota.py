@@ -222,27 +222,32 @@ def usage_of(replies: list[LLMReply], extra: list[dict] = ()) -> dict[str, Any]:
     by_model: dict[str, dict[str, Any]] = {}
     sources = set()
     for c in calls:
-        p, o = int(c["prompt_tokens"] or 0), int(c["completion_tokens"] or 0)
-        m = by_model.setdefault(
-            c["model"], {"calls": 0, "prompt": 0, "completion": 0, "cost_usd": None}
-        )
-        m["calls"] += 1
-        m["prompt"] += p
-        m["completion"] += o
-        out["prompt"] += p
-        out["completion"] += o
-        out["reasoning"] += int(c.get("reasoning_tokens") or 0)
-        if c.get("tokens_source") == "estimate":
-            out["estimated"] += p + o
+        _add_call(out, by_model, c)
         if c.get("tokens_source"):
             sources.add(c["tokens_source"])
-        if c.get("cost_usd") is not None:
-            m["cost_usd"] = round((m["cost_usd"] or 0.0) + c["cost_usd"], 8)
-            out["cost_usd"] = round((out["cost_usd"] or 0.0) + c["cost_usd"], 8)
     out["total"] = out["prompt"] + out["completion"]
     out["sources"] = sorted(sources)
     out["by_model"] = by_model
     return out
+
+
+def _add_call(out: dict[str, Any], by_model: dict[str, dict[str, Any]], c: dict) -> None:
+    """Add one call's tokens and cost to ``usage_of``'s totals ``out`` and its model's."""
+    p, o = int(c["prompt_tokens"] or 0), int(c["completion_tokens"] or 0)
+    m = by_model.setdefault(
+        c["model"], {"calls": 0, "prompt": 0, "completion": 0, "cost_usd": None}
+    )
+    m["calls"] += 1
+    m["prompt"] += p
+    m["completion"] += o
+    out["prompt"] += p
+    out["completion"] += o
+    out["reasoning"] += int(c.get("reasoning_tokens") or 0)
+    if c.get("tokens_source") == "estimate":
+        out["estimated"] += p + o
+    if c.get("cost_usd") is not None:
+        m["cost_usd"] = round((m["cost_usd"] or 0.0) + c["cost_usd"], 8)
+        out["cost_usd"] = round((out["cost_usd"] or 0.0) + c["cost_usd"], 8)
 
 
 def record(plpy, questions: int, usage: dict[str, Any]) -> None:
