@@ -290,6 +290,24 @@ _TAKEN_OVER = (
 )
 
 
+def _tried(c: Candidate, text: str, answer: str, ev, entry: dict[str, Any]) -> Candidate:
+    """The repair answer ``text`` checked, aligned and executed as a candidate of ``c``'s model;
+    ``entry`` (the round's record) completed with its outcome and added to ``c.repairs``."""
+    trial = Candidate(source=c.source, model=c.model, raw_text=text)
+    ev.run(trial, text)
+    entry.update(
+        sql=trial.sql or answer,
+        status=trial.status,
+        reason=trial.reason,
+        row_count=trial.row_count,
+        exec_ms=trial.exec_ms,
+        cleaning=trial.cleaning,
+        alignments=trial.alignments,
+    )
+    c.repairs.append(entry)
+    return trial
+
+
 def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
     """Record one repair reply; the candidate takes over a better attempt. Returns ``fixed``,
     ``again`` or ``stop``."""
@@ -314,18 +332,7 @@ def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
         c.repairs.append(entry)
         return "stop"
     a.last_answer = answer
-    trial = Candidate(source=c.source, model=c.model, raw_text=rep.text)
-    ev.run(trial, rep.text)
-    entry.update(
-        sql=trial.sql or answer,
-        status=trial.status,
-        reason=trial.reason,
-        row_count=trial.row_count,
-        exec_ms=trial.exec_ms,
-        cleaning=trial.cleaning,
-        alignments=trial.alignments,
-    )
-    c.repairs.append(entry)
+    trial = _tried(c, rep.text, answer, ev, entry)
     if _rank(trial) > _rank(c):
         for f in _TAKEN_OVER:
             setattr(c, f, getattr(trial, f))
