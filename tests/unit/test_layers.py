@@ -30,7 +30,6 @@ ALLOWED_EDGES: dict[tuple[str, str], str] = {
 ALLOWED_LONG: dict[str, str] = {
     # not split yet (issue 32's house work, unfinished): each to become well-named helpers
     "evaluation:evaluate": "not split yet",
-    "generation.alignment:ValueIndex._closest": "not split yet",
     # ops/table_index.py is being edited on another branch (issue 31)
     "ops.table_index:write_table": "another branch edits the module",
     "semantic.cortex:parse": "not split yet",
