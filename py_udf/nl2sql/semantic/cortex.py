@@ -19,7 +19,7 @@ from ..core import spi
 from ..core.catalog import caller_schema
 from ..core.errors import CandidateRefused, ConfigError, ItemSkipped
 from ..core.settings import get_settings
-from ..core.types import Table
+from ..core.types import Schema, Table
 from ..curated.verified import add_verified
 from . import _bounded_yaml, _metricflow, _store
 
@@ -188,6 +188,24 @@ def import_model(plpy, text: str | None) -> dict[str, Any]:
         _text(doc.get("description")) or None,
         {k: v for k, v in doc.items() if k not in MODEL_KEYS},
     )
+    logical, ids = _import_tables(plpy, doc, schema, rep)
+    for t in doc["tables"]:
+        if _text(t.get("name")).lower() in ids:
+            _import_objects(plpy, t, ids, logical, schema, rep)
+    _import_relationships(plpy, doc, ids, logical, rep)
+    _import_verified(plpy, doc, logical, rep)
+    return rep.to_json()
+
+
+def _import_tables(
+    plpy, doc: dict, schema: Schema, rep: Report
+) -> tuple[dict[str, Table], dict[str, int]]:
+    """``import_model``'s logical tables, each over a base table the role may read, added or
+    updated (or skipped with why, in ``rep``).
+
+    Returns:
+        ``(logical, ids)``: lower-cased logical table name → its base table, and → its id.
+    """
     logical: dict[str, Table] = {}
     ids: dict[str, int] = {}
     for i, t in enumerate(doc["tables"]):
@@ -213,12 +231,7 @@ def import_model(plpy, text: str | None) -> dict[str, Any]:
         logical[name.lower()] = base
         ids[name.lower()] = tid
         rep.done("table", name, added, base_table=f"{base.schema}.{base.table}")
-    for t in doc["tables"]:
-        if _text(t.get("name")).lower() in ids:
-            _import_objects(plpy, t, ids, logical, schema, rep)
-    _import_relationships(plpy, doc, ids, logical, rep)
-    _import_verified(plpy, doc, logical, rep)
-    return rep.to_json()
+    return logical, ids
 
 
 def _import_objects(plpy, t: dict, ids, logical, schema, rep: Report) -> None:
