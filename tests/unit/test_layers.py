@@ -32,8 +32,6 @@ ALLOWED_LONG: dict[str, str] = {
     "evaluation:evaluate": "not split yet",
     # ops/table_index.py is being edited on another branch (issue 31)
     "ops.table_index:write_table": "another branch edits the module",
-    "semantic.cortex:parse": "not split yet",
-    "semantic.cortex:_import_relationships": "not split yet",
 }
 
 

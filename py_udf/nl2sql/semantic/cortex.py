@@ -143,15 +143,22 @@ def parse(
         )
     if not _text(doc.get("name")):
         raise ConfigError(f"the semantic model has no name: (a text); {SPEC_HINT}")
+    n = _item_count(doc)
+    if n > MAX_ITEMS:
+        raise ConfigError(f"the semantic model has {n} items, more than {MAX_ITEMS}: split it")
+    return doc, skipped
+
+
+def _item_count(doc: dict) -> int:
+    """``parse``'s count of a model's items: its tables, relationships, verified queries and
+    every table's objects (ConfigError names a section of the wrong shape)."""
     n = 0
     for key in ("tables", "relationships", "verified_queries"):
         n += len(_items(doc, key, "the model"))
     for i, t in enumerate(doc["tables"]):
         for key in KINDS:
             n += len(_items(t, key, f"tables[{i}]"))
-    if n > MAX_ITEMS:
-        raise ConfigError(f"the semantic model has {n} items, more than {MAX_ITEMS}: split it")
-    return doc, skipped
+    return n
 
 
 def import_model(plpy, text: str | None) -> dict[str, Any]:
@@ -278,15 +285,7 @@ def _import_relationships(plpy, doc: dict, ids, logical, rep: Report) -> None:
                     raise ItemSkipped(
                         f"{side} {key or '(none)'} is not a table imported from the model"
                     )
-            pairs = r.get("relationship_columns")
-            if (
-                not isinstance(pairs, list)
-                or not pairs
-                or not all(isinstance(p, dict) for p in pairs)
-            ):
-                raise ItemSkipped("relationship_columns must list left_column/right_column pairs")
-            lcols = [_store.column_of(logical[left], _text(p.get("left_column"))) for p in pairs]
-            rcols = [_store.column_of(logical[right], _text(p.get("right_column"))) for p in pairs]
+            lcols, rcols = _relationship_columns(r, logical[left], logical[right])
             join = (_text(r.get("join_type")) or "left_outer").lower()
             card = (_text(r.get("relationship_type")) or "many_to_one").lower()
             if join not in ("left_outer", "inner"):
@@ -309,6 +308,20 @@ def _import_relationships(plpy, doc: dict, ids, logical, rep: Report) -> None:
             },
         )
         rep.done("relationship", name, added)
+
+
+def _relationship_columns(r: dict, left: Table, right: Table) -> tuple[list[str], list[str]]:
+    """A relationship's ``relationship_columns`` as the left and right base tables' columns.
+
+    Raises:
+        ItemSkipped: not a list of left_column/right_column pairs, or an unknown column.
+    """
+    pairs = r.get("relationship_columns")
+    if not isinstance(pairs, list) or not pairs or not all(isinstance(p, dict) for p in pairs):
+        raise ItemSkipped("relationship_columns must list left_column/right_column pairs")
+    lcols = [_store.column_of(left, _text(p.get("left_column"))) for p in pairs]
+    rcols = [_store.column_of(right, _text(p.get("right_column"))) for p in pairs]
+    return lcols, rcols
 
 
 def _import_verified(plpy, doc: dict, logical: dict[str, Table], rep: Report) -> None:
