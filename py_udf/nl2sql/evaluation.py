@@ -248,6 +248,19 @@ def _time_left(plpy, slowest_s: float) -> str | None:
     )
 
 
+def _miss(r: Judged) -> dict[str, Any]:
+    """One wrong answer as ``evaluate``'s ``misses`` lists it."""
+    return {
+        "verified_query_id": r.verified_query_id,
+        "question": r.question,
+        "category": r.category,
+        "detail": r.detail,
+        "expected_sql": r.expected_sql,
+        "chosen_sql": r.chosen_sql,
+        "log_id": r.log_id,
+    }
+
+
 def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str) -> dict[str, Any]:
     """Run an evaluation: backs ``nl2sql.evaluate(max_questions, note) → jsonb``.
 
@@ -290,19 +303,7 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
     return {
         "run_id": run_id,
         **totals,
-        "misses": [
-            {
-                "verified_query_id": r.verified_query_id,
-                "question": r.question,
-                "category": r.category,
-                "detail": r.detail,
-                "expected_sql": r.expected_sql,
-                "chosen_sql": r.chosen_sql,
-                "log_id": r.log_id,
-            }
-            for r in results
-            if r.right is False
-        ],
+        "misses": [_miss(r) for r in results if r.right is False],
         "not_judged": [
             {"verified_query_id": r.verified_query_id, "detail": r.detail}
             for r in results
