@@ -37,7 +37,7 @@ RAISES_OUTSIDE_ERRORS = {
     ("embedding._server", "SystemExit"): "the command line's exit status "
     "(python -m nl2sql.embedding._server)",
     (
-        "retrieval.prompt_parts",
+        "stages.prompt_parts",
         "ValueError",
     ): "a caller's programming error (stages called out of order), not a user-facing condition",
     (

@@ -7,7 +7,7 @@ import re
 
 from ..core.types import Schema
 from ..linking.schema_linking import linking_values, schema_words
-from ..retrieval.masking import STOP_WORDS, inflections, tokenize
+from ..model.masking import STOP_WORDS, inflections, tokenize
 
 # Words that change what a question asks but weigh little in the embedding of its masked form;
 # a question and a verified question must use the same ones ("not" is also found in "n't").

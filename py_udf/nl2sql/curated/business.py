@@ -17,7 +17,7 @@ from ..core.types import Schema, Table
 from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..model import prompts
-from ..retrieval.masking import inflections, tokenize
+from ..model.masking import inflections, tokenize
 
 
 @dataclass
@@ -114,6 +114,40 @@ def named_terms(question: str, terms: list[tuple[int, str]]) -> list[tuple[int, 
     return out
 
 
+def _terms_used(plpy, vec: str, named: dict[int, str], st) -> list[TermUse]:
+    """``retrieve_business``'s terms: those the question names (``named``: id → the words that
+    name it), then the most similar to the question's embedding ``vec`` above
+    ``term_min_similarity``, at most ``term_top_k`` of those."""
+    terms: list[TermUse] = []
+    rows = spi.query(
+        plpy,
+        "SELECT id, term, definition, sql_expression, "
+        "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_term "
+        "ORDER BY id = ANY($2) DESC, embedding <=> $1::vector LIMIT $3",
+        [vec, list(named), st.term_top_k + len(named)],
+        ["text", "int8[]", "int4"],
+    )
+    for r in rows:
+        sim = round(float(r["sim"]), 4)
+        if r["id"] in named:
+            terms.append(
+                TermUse(
+                    r["id"],
+                    r["term"],
+                    r["definition"],
+                    r["sql_expression"],
+                    1.0,
+                    "named",
+                    named[r["id"]],
+                )
+            )
+        elif sim >= st.term_min_similarity and len(terms) < st.term_top_k:
+            terms.append(
+                TermUse(r["id"], r["term"], r["definition"], r["sql_expression"], sim, "similar")
+            )
+    return terms
+
+
 def retrieve_business(plpy, question: str, st) -> BusinessContext:
     """Retrieve the terms and instructions for a question, as the calling role may see them.
 
@@ -138,34 +172,7 @@ def retrieve_business(plpy, question: str, st) -> BusinessContext:
     vec = to_pgvector(embed([question])[0])
     named = dict(named_terms(question, known))
     if known and st.term_top_k:
-        rows = spi.query(
-            plpy,
-            "SELECT id, term, definition, sql_expression, "
-            "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_term "
-            "ORDER BY id = ANY($2) DESC, embedding <=> $1::vector LIMIT $3",
-            [vec, list(named), st.term_top_k + len(named)],
-            ["text", "int8[]", "int4"],
-        )
-        for r in rows:
-            sim = round(float(r["sim"]), 4)
-            if r["id"] in named:
-                bc.terms.append(
-                    TermUse(
-                        r["id"],
-                        r["term"],
-                        r["definition"],
-                        r["sql_expression"],
-                        1.0,
-                        "named",
-                        named[r["id"]],
-                    )
-                )
-            elif sim >= st.term_min_similarity and len(bc.terms) < st.term_top_k:
-                bc.terms.append(
-                    TermUse(
-                        r["id"], r["term"], r["definition"], r["sql_expression"], sim, "similar"
-                    )
-                )
+        bc.terms = _terms_used(plpy, vec, named, st)
     if n_instr and st.instruction_top_k:
         rows = spi.query(
             plpy,

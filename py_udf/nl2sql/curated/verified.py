@@ -18,7 +18,7 @@ from ..core.types import Example, Schema
 from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
 from ..model.gate import VERIFIED_DB
-from ..retrieval.masking import masked_question
+from ..model.masking import masked_question
 from ..retrieval.values import (
     candidate_phrases,
     merge_matches,

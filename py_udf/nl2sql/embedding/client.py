@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..core.errors import EmbedderUnavailable
+from ..model.config import RELAYS
 
 DIR_NAME = "nl2sql_embedder"
 SOCKET_NAME = "embed.sock"  # as nl2sql.embedding._server names them
@@ -28,6 +29,7 @@ TIMEOUT_BASE_S = 5.0  # a request's limit: this plus TIMEOUT_PER_TEXT_S per text
 TIMEOUT_PER_TEXT_S = 0.05
 START_TIMEOUT_S = 30.0  # waiting for a process being started (model load: ~1-2 s)
 RETRY_AFTER_S = 30.0  # in-process embedding for this long after a failure
+RELAY_MARGIN_S = 2.0  # waited beyond a relayed call's own hard deadline
 QUOTA_TIMEOUT_S = 2.0  # a ledger request (microseconds of work); past it the row lock counts
 
 _LOCK = threading.Lock()
@@ -41,6 +43,8 @@ _STATE: dict = {
     "started": None,
     "relayed": 0,
 }
+# model/ (the floor below) calls these through ``model.config.RELAYS`` (names looked up per call)
+RELAYS.update(chat=lambda p, deadline_s: relay_chat(p, deadline_s), quota=lambda p: relay_quota(p))
 
 
 def configure(mode: str) -> None:
@@ -280,9 +284,6 @@ def encode(texts: list[str]) -> list[array.array] | None:
     return got
 
 
-RELAY_MARGIN_S = 2.0  # waited beyond a relayed call's own hard deadline
-
-
 def _relay_failed(why: str) -> NoReturn:
     """Raise ``EmbedderUnavailable(why)``; no use of the process for ``RETRY_AFTER_S``."""
     with _LOCK:
@@ -388,9 +389,8 @@ def interpreter() -> str:
     Returns:
         ``<venv>/bin/python3`` of the venv holding this package, else the base Python's.
     """
-    venv = (
-        Path(__file__).resolve().parents[5]
-    )  # <venv>/lib/python3.X/site-packages/nl2sql/embedding/
+    # <venv>/lib/python3.X/site-packages/nl2sql/embedding/
+    venv = Path(__file__).resolve().parents[5]
     if (venv / "pyvenv.cfg").exists() and (venv / "bin" / "python3").exists():
         return os.fspath(venv / "bin" / "python3")
     return os.path.join(sys.base_prefix, "bin", "python3")

@@ -168,7 +168,9 @@ class ValueIndex:
         self._cache[key] = res
         return res
 
-    def _closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
+    def _unaligned(self, col: tuple[str, str, str], literal: str) -> Lookup | None:
+        """Why ``literal`` is not looked up in ``col`` (no, too many or a part of its values
+        indexed; the literal too long or blank), as a ``Lookup`` without a value; None to look."""
         n = self.column_count(col)
         if n == 0:
             return Lookup(None, reason="column has no indexed cell values")
@@ -184,6 +186,12 @@ class ValueIndex:
             )
         if len(literal) > self.max_chars or not literal.strip():
             return Lookup(None, reason="literal longer than value_max_chars or blank")
+        return None
+
+    def _closest(self, col: tuple[str, str, str], literal: str) -> Lookup:
+        refused = self._unaligned(col, literal)
+        if refused is not None:
+            return refused
         self.lookups += 1
         rows = spi.query(
             self.plpy,

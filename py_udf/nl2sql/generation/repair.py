@@ -180,29 +180,12 @@ def repair_loop(
         "completion_tokens": 0,
         "calls": [],
     }
-    active = [
-        _Repairing(
-            c,
-            feedback(c, gate),
-            c.sql or c.raw_text,
-            clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql,
-        )
-        for c in cands
-        if feedback(c) and c.model in models
-    ]
+    active = _to_repair(cands, models, ev, gate)
     for r in range(1, max_rounds + 1):
         if not active:
             break
         prompts = [
-            repair_prompt(
-                prompt_of(a.cand),
-                gate.sql("repair", a.shown_sql),
-                a.problem,
-                relevant_values(a.cand, ev, question_values, gate),
-                r,
-                max_rounds,
-            )
-            for a in active
+            _round_prompt(a, prompt_of, ev, question_values, gate, r, max_rounds) for a in active
         ]
         t0 = time.perf_counter()
         replies = call_models(
@@ -213,20 +196,7 @@ def repair_loop(
         summary["llm_wait_ms"] += (time.perf_counter() - t0) * 1000
         outcomes = []
         for a, rep in zip(active, replies):
-            summary["prompt_tokens"] += rep.prompt_tokens
-            summary["completion_tokens"] += rep.completion_tokens
-            summary["calls"].append(
-                {
-                    "model": rep.model,
-                    "prompt_tokens": rep.prompt_tokens,
-                    "completion_tokens": rep.completion_tokens,
-                    "tokens_source": rep.tokens_source,
-                    "cost_usd": rep.cost_usd,
-                    "reasoning_tokens": rep.reasoning_tokens,
-                    "request": rep.request,
-                    "learned": rep.learned,
-                }
-            )
+            _count_reply(summary, rep)
             outcomes.append(_take_reply(a, rep, r, ev, gate))
         summary["rounds"].append(
             {
@@ -238,6 +208,59 @@ def repair_loop(
         active = [a for a, o in zip(active, outcomes) if o == "again"]
     summary["llm_wait_ms"] = round(summary["llm_wait_ms"], 3)
     return summary
+
+
+def _to_repair(cands: list[Candidate], models: dict[str, ModelConfig], ev, gate: Gate) -> list:
+    """The candidates ``repair_loop`` repairs (a problem to show, their model configured), each
+    as a ``_Repairing`` with its first problem, the SQL shown and the model's answer cleaned."""
+    return [
+        _Repairing(
+            c,
+            feedback(c, gate),
+            c.sql or c.raw_text,
+            clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql,
+        )
+        for c in cands
+        if feedback(c) and c.model in models
+    ]
+
+
+def _round_prompt(
+    a: _Repairing,
+    prompt_of: Callable[[Candidate], str],
+    ev,
+    question_values: list[dict],
+    gate: Gate,
+    r: int,
+    max_rounds: int,
+) -> str:
+    """The repair prompt of round ``r`` for candidate ``a`` (``repair_loop``'s arguments)."""
+    return repair_prompt(
+        prompt_of(a.cand),
+        gate.sql("repair", a.shown_sql),
+        a.problem,
+        relevant_values(a.cand, ev, question_values, gate),
+        r,
+        max_rounds,
+    )
+
+
+def _count_reply(summary: dict[str, Any], rep) -> None:
+    """Add one repair reply's tokens and call record to ``repair_loop``'s summary."""
+    summary["prompt_tokens"] += rep.prompt_tokens
+    summary["completion_tokens"] += rep.completion_tokens
+    summary["calls"].append(
+        {
+            "model": rep.model,
+            "prompt_tokens": rep.prompt_tokens,
+            "completion_tokens": rep.completion_tokens,
+            "tokens_source": rep.tokens_source,
+            "cost_usd": rep.cost_usd,
+            "reasoning_tokens": rep.reasoning_tokens,
+            "request": rep.request,
+            "learned": rep.learned,
+        }
+    )
 
 
 @dataclass
@@ -267,6 +290,24 @@ _TAKEN_OVER = (
 )
 
 
+def _tried(c: Candidate, text: str, answer: str, ev, entry: dict[str, Any]) -> Candidate:
+    """The repair answer ``text`` checked, aligned and executed as a candidate of ``c``'s model;
+    ``entry`` (the round's record) completed with its outcome and added to ``c.repairs``."""
+    trial = Candidate(source=c.source, model=c.model, raw_text=text)
+    ev.run(trial, text)
+    entry.update(
+        sql=trial.sql or answer,
+        status=trial.status,
+        reason=trial.reason,
+        row_count=trial.row_count,
+        exec_ms=trial.exec_ms,
+        cleaning=trial.cleaning,
+        alignments=trial.alignments,
+    )
+    c.repairs.append(entry)
+    return trial
+
+
 def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
     """Record one repair reply; the candidate takes over a better attempt. Returns ``fixed``,
     ``again`` or ``stop``."""
@@ -291,18 +332,7 @@ def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
         c.repairs.append(entry)
         return "stop"
     a.last_answer = answer
-    trial = Candidate(source=c.source, model=c.model, raw_text=rep.text)
-    ev.run(trial, rep.text)
-    entry.update(
-        sql=trial.sql or answer,
-        status=trial.status,
-        reason=trial.reason,
-        row_count=trial.row_count,
-        exec_ms=trial.exec_ms,
-        cleaning=trial.cleaning,
-        alignments=trial.alignments,
-    )
-    c.repairs.append(entry)
+    trial = _tried(c, rep.text, answer, ev, entry)
     if _rank(trial) > _rank(c):
         for f in _TAKEN_OVER:
             setattr(c, f, getattr(trial, f))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..core.types import Schema, Table
-from ..retrieval.masking import inflections, name_words
+from ..model.masking import inflections, name_words
 
 
 def table_lookup(schema: Schema) -> dict[str, Table]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..core.types import Schema, Table
-from ..retrieval.masking import inflections, name_words, tokenize
+from ..model.masking import inflections, name_words, tokenize
 from ._schema_graph import (
     entity_forms,
     fk_bridges,

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..core import spi
 from ..core.errors import ConfigError
 from ..core.settings import Settings, get_settings
 from ..core.types import ModelConfig
 
-__all__ = ["get_models"]
+__all__ = ["RELAYS", "get_models"]
+
+# The shared embedding process's relays (``chat``: one model call; ``quota``: the ledger of
+# questions in flight), registered by ``nl2sql.embedding.client`` when it loads: that floor sits
+# above this one. Until then, as when the process is not in use, everything is done here.
+RELAYS: dict[str, Callable[..., dict | None] | None] = {"chat": None, "quota": None}
 
 
 def get_models(plpy, st: Settings | None = None) -> list[ModelConfig]:

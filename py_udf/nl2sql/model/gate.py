@@ -17,9 +17,8 @@ from ..core.errors import CandidateRefused, GateError
 from ..core.names import resolve
 from ..core.sqlcheck import constant_values, parse_shared, without_constants
 from ..core.types import Example, Schema
-from ..retrieval.example_pool import literal_phrases
-from ..retrieval.masking import mask_question
 from . import prompts
+from .masking import literal_phrases, mask_question
 from .prompts import ShownSQL
 
 LOCAL_DB = "local"

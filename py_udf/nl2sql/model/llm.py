@@ -13,8 +13,8 @@ from typing import NamedTuple
 from ..core.errors import ConfigError, EmbedderUnavailable, GateError
 from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
-from ..embedding import client as embed_client
 from . import capability, tokens
+from .config import RELAYS
 from .gate import Gated
 
 WAIT_SLICE_S = 0.2
@@ -130,7 +130,7 @@ def call_model(
 def _relayed(
     cfg: ModelConfig, messages: list[dict], timeout_s: float, n: int, temperature: float | None
 ) -> LLMReply | None:
-    """The call made by the shared process (``embed_client.relay_chat``), or None to make it
+    """The call made by the shared process (``embedding.client.relay_chat``, through ``config.RELAYS``), or None to make it
     here (the process is not in use, not running, or too old to relay)."""
     t0 = time.perf_counter()
     payload = {
@@ -141,7 +141,8 @@ def _relayed(
         "temperature": temperature,
     }
     try:
-        got = embed_client.relay_chat(payload, timeout_s)
+        relay = RELAYS["chat"]
+        got = relay(payload, timeout_s) if relay else None
     except EmbedderUnavailable as e:
         secrets = env_secrets([cfg.api_key_env]) + url_secrets(cfg.base_url)
         return LLMReply(

@@ -15,7 +15,7 @@ from typing import Any
 from ..core import spi
 from ..core.errors import ConfigError, QuotaExceeded
 from ..core.types import LLMReply
-from ..embedding import client as shared
+from .config import RELAYS
 
 __all__ = ["QUESTION", "TOKENS", "Ledger", "message", "record", "take", "usage_of"]
 
@@ -84,9 +84,16 @@ def take(plpy, kind: str) -> dict[str, Any]:
     return q
 
 
+def _relay_quota(payload: dict) -> dict | None:
+    """The shared process's ledger's answer (``embedding.client.relay_quota``), or None when no
+    process answers (or none is registered): the caller counts with the row lock instead."""
+    relay = RELAYS["quota"]
+    return relay(payload) if relay else None
+
+
 def _take_in_ledger(plpy, kind: str) -> dict[str, Any] | None:
     """``take`` through the shared process's ledger; None when it cannot answer."""
-    pending = shared.relay_quota({"op": "pending", "db": _IN_FLIGHT.get("db"), "role": None})
+    pending = _relay_quota({"op": "pending", "db": _IN_FLIGHT.get("db"), "role": None})
     if pending is None:
         return None
     row = spi.query(plpy, _STATE, [pending.get("xids") or []], ["int8[]"])[0]
@@ -98,7 +105,7 @@ def _take_in_ledger(plpy, kind: str) -> dict[str, Any] | None:
             "counted": False,
             "replica": state["replica"],
         }
-    got = shared.relay_quota({"op": "take", "db": row["db"], "kind": kind, "state": state})
+    got = _relay_quota({"op": "take", "db": row["db"], "kind": kind, "state": state})
     if got is None:
         return None
     _IN_FLIGHT.update(db=row["db"], role=state["role"], xid=state["xid"])
@@ -215,27 +222,32 @@ def usage_of(replies: list[LLMReply], extra: list[dict] = ()) -> dict[str, Any]:
     by_model: dict[str, dict[str, Any]] = {}
     sources = set()
     for c in calls:
-        p, o = int(c["prompt_tokens"] or 0), int(c["completion_tokens"] or 0)
-        m = by_model.setdefault(
-            c["model"], {"calls": 0, "prompt": 0, "completion": 0, "cost_usd": None}
-        )
-        m["calls"] += 1
-        m["prompt"] += p
-        m["completion"] += o
-        out["prompt"] += p
-        out["completion"] += o
-        out["reasoning"] += int(c.get("reasoning_tokens") or 0)
-        if c.get("tokens_source") == "estimate":
-            out["estimated"] += p + o
+        _add_call(out, by_model, c)
         if c.get("tokens_source"):
             sources.add(c["tokens_source"])
-        if c.get("cost_usd") is not None:
-            m["cost_usd"] = round((m["cost_usd"] or 0.0) + c["cost_usd"], 8)
-            out["cost_usd"] = round((out["cost_usd"] or 0.0) + c["cost_usd"], 8)
     out["total"] = out["prompt"] + out["completion"]
     out["sources"] = sorted(sources)
     out["by_model"] = by_model
     return out
+
+
+def _add_call(out: dict[str, Any], by_model: dict[str, dict[str, Any]], c: dict) -> None:
+    """Add one call's tokens and cost to ``usage_of``'s totals ``out`` and its model's."""
+    p, o = int(c["prompt_tokens"] or 0), int(c["completion_tokens"] or 0)
+    m = by_model.setdefault(
+        c["model"], {"calls": 0, "prompt": 0, "completion": 0, "cost_usd": None}
+    )
+    m["calls"] += 1
+    m["prompt"] += p
+    m["completion"] += o
+    out["prompt"] += p
+    out["completion"] += o
+    out["reasoning"] += int(c.get("reasoning_tokens") or 0)
+    if c.get("tokens_source") == "estimate":
+        out["estimated"] += p + o
+    if c.get("cost_usd") is not None:
+        m["cost_usd"] = round((m["cost_usd"] or 0.0) + c["cost_usd"], 8)
+        out["cost_usd"] = round((out["cost_usd"] or 0.0) + c["cost_usd"], 8)
 
 
 def record(plpy, questions: int, usage: dict[str, Any]) -> None:
@@ -253,7 +265,7 @@ def record(plpy, questions: int, usage: dict[str, Any]) -> None:
         return
     if _IN_FLIGHT.get("xid") is not None and usage.get("total"):
         # other sessions of the role see these tokens in the ledger until this one commits
-        shared.relay_quota({"op": "add", "tokens": usage["total"], **_IN_FLIGHT})
+        _relay_quota({"op": "add", "tokens": usage["total"], **_IN_FLIGHT})
     spi.query(
         plpy,
         _ADD,

@@ -10,34 +10,43 @@ from .value_policy import value_columns
 _STRING_TYPES = {"text", "character varying", "character", "varchar", "char", "citext", "name"}
 
 
+_COLUMNS = (
+    "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, "
+    "pg_catalog.col_description(a.attrelid, a.attnum) AS comment, a.attnum AS ord, "
+    "COALESCE(a.attnum = ANY(i.indkey), false) AS pk "
+    "FROM pg_catalog.pg_attribute a "
+    "LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
+    "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+    "ORDER BY a.attnum"
+)
+
+_FOREIGN_KEYS = (
+    "SELECT con.conname AS name, "
+    "ARRAY(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY k(n, o) "
+    "      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n "
+    "      ORDER BY k.o)::name[] AS cols, "
+    "rn.nspname AS ref_schema, rc.relname AS ref_table, "
+    "ARRAY(SELECT a.attname FROM unnest(con.confkey) WITH ORDINALITY k(n, o) "
+    "      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n "
+    "      ORDER BY k.o)::name[] AS ref_cols "
+    "FROM pg_catalog.pg_constraint con "
+    "JOIN pg_catalog.pg_class rc ON rc.oid = con.confrelid "
+    "JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace "
+    "WHERE con.conrelid = $1::regclass AND con.contype = 'f' ORDER BY con.conname"
+)
+
+
 def _catalog_of(plpy, schema: str, table: str) -> dict:
     rel = plpy.quote_ident(schema) + "." + plpy.quote_ident(table)
     cols = spi.query(
         plpy,
-        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, "
-        "pg_catalog.col_description(a.attrelid, a.attnum) AS comment, a.attnum AS ord, "
-        "COALESCE(a.attnum = ANY(i.indkey), false) AS pk "
-        "FROM pg_catalog.pg_attribute a "
-        "LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
-        "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attnum",
+        _COLUMNS,
         [rel],
         ["text"],
     )
     fks = spi.query(
         plpy,
-        "SELECT con.conname AS name, "
-        "ARRAY(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY k(n, o) "
-        "      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n "
-        "      ORDER BY k.o)::name[] AS cols, "
-        "rn.nspname AS ref_schema, rc.relname AS ref_table, "
-        "ARRAY(SELECT a.attname FROM unnest(con.confkey) WITH ORDINALITY k(n, o) "
-        "      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n "
-        "      ORDER BY k.o)::name[] AS ref_cols "
-        "FROM pg_catalog.pg_constraint con "
-        "JOIN pg_catalog.pg_class rc ON rc.oid = con.confrelid "
-        "JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace "
-        "WHERE con.conrelid = $1::regclass AND con.contype = 'f' ORDER BY con.conname",
+        _FOREIGN_KEYS,
         [rel],
         ["text"],
     )

@@ -1,13 +1,10 @@
-"""Everything found before a model is asked: question, masking, cell values, examples,
-conversation turns, and what the prompts show of it."""
+"""Everything found before a model is asked, below the stages that gather it: the question,
+cell values, examples, conversation turns."""
 
 __all__ = [
     "conversation",
     "example_pool",
     "example_selection",
-    "gather",
-    "masking",
-    "prompt_parts",
     "question",
     "rewriting",
     "values",

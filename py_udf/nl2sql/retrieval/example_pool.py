@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from ..core.errors import CandidateRefused, ConfigError, QuestionError
 from ..core.sqlcheck import STRING_FORMS, constant_values, parse_one, parse_shared, transpile
-from .masking import STOP_WORDS, mask_question, tokenize
+from ..model.masking import literal_phrases, mask_question
 
 BUILTIN_SOURCE = "builtin"
 
@@ -80,29 +80,6 @@ def sql_skeleton(sql: str) -> str:
     for parent, key, items in changed.values():
         parent.set(key, [items.get(i, e) for i, e in enumerate(parent.args[key])])
     return tree.sql(dialect="postgres")
-
-
-def literal_phrases(values) -> list[str]:
-    """List the phrases a question may use for SQL literals, to mask a pool question.
-
-    'Band-Omega-9' → 'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'.
-
-    Args:
-        values: the literal values (any objects; taken as ``str``).
-
-    Returns:
-        The phrases, sorted, each once.
-    """
-    out: set[str] = set()
-    for v in values:
-        v = str(v)
-        out.add(v)
-        words = [t for t in tokenize(v) if t[0].isalnum()]
-        for n in range(2, len(words)):
-            for i in range(len(words) - n + 1):
-                out.add(" ".join(words[i : i + n]))
-        out.update(w for w in words if len(w) >= 4 and w.lower() not in STOP_WORDS)
-    return sorted(out)
 
 
 def make_entry(

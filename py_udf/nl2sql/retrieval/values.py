@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from ..core import spi
 from ..core.types import Schema
-from .masking import STOP_WORDS, inflections
+from ..model.masking import STOP_WORDS, inflections
 
 MAX_NGRAM = 4
 # Longest question n-gram (in words) looked up by trigram similarity (fuzzy_phrases).

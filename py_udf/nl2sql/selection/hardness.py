@@ -64,6 +64,19 @@ def _outer_select(tree: exp.Expression) -> tuple[exp.Select | None, int]:
     return (t if isinstance(t, exp.Select) else None), setops
 
 
+def _ors_and_likes(roots: list[exp.Expression], conds: list[exp.Expression]) -> int:
+    """``counts``' ORs in the condition ``roots`` (this query level) and LIKEs (``NOT LIKE``
+    too) among its ``conds``: each a component 1."""
+    n_or = sum(1 for r in roots for x in walk_in_scope(r) if isinstance(x, exp.Or))
+    n_like = sum(
+        1
+        for c in conds
+        if isinstance(c, (exp.Like, exp.ILike))
+        or (isinstance(c, exp.Not) and isinstance(c.this, (exp.Like, exp.ILike)))
+    )
+    return n_or + n_like
+
+
 def counts(tree: exp.Expression) -> HardnessCounts:
     """Count Spider's component1 / component2 / others on the outermost query level and classify.
     Source: Spider (Yu et al. 2018) ``evaluation.py``.
@@ -86,30 +99,15 @@ def counts(tree: exp.Expression) -> HardnessCounts:
     wconds = _conditions(where.this if where else None, sel)
     hconds = _conditions(having.this if having else None, sel)
     jconds = [c for j in joins for c in _conditions(j.args.get("on"), sel)]
-    all_cond_roots = [
-        x
-        for x in (
-            where.this if where else None,
-            having.this if having else None,
-            *[j.args.get("on") for j in joins],
-        )
-        if x is not None
-    ]
-    n_or = sum(1 for r in all_cond_roots for x in walk_in_scope(r) if isinstance(x, exp.Or))
-    n_like = sum(
-        1
-        for c in wconds + hconds + jconds
-        if isinstance(c, (exp.Like, exp.ILike))
-        or (isinstance(c, exp.Not) and isinstance(c.this, (exp.Like, exp.ILike)))
-    )
+    roots = [where.this if where else None, having.this if having else None]
+    roots += [j.args.get("on") for j in joins]
     c1 = (
         bool(where)
         + bool(group)
         + bool(order)
         + bool(sel.args.get("limit"))
         + len(joins)
-        + n_or
-        + n_like
+        + _ors_and_likes([x for x in roots if x is not None], wconds + hconds + jconds)
     )
     c2 = setops + sum(_nested_in(c) for c in wconds + hconds + jconds)
     group_exprs = list(group.expressions) if group else []

@@ -55,6 +55,44 @@ def representative(members: list[Candidate], weights: dict[str, float] | None = 
     return min((c for c in ordered if weight[c.order_hash] == best), key=_ms)
 
 
+def _check_arguments(threshold: float, tie_break: str) -> None:
+    """Raise ConfigError when ``select``'s ``threshold`` is outside [0, 1] or its ``tie_break``
+    is unknown."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
+    if tie_break not in TIE_BREAKS:
+        raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+
+
+def _keep_confident(groups: list[dict], threshold: float) -> tuple[list, list, str]:
+    """The groups ``select`` keeps (confidence at least ``threshold``; all when none does), those
+    it drops, and the note its reason ends with."""
+    kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
+    dropped = [g for g in groups if g not in kept]
+    if not kept:
+        return groups, [], f"; no group reaches confidence {threshold:g}, none dropped"
+    if dropped:
+        return kept, dropped, f"; {len(dropped)} group(s) below confidence {threshold:g} dropped"
+    return kept, dropped, ""
+
+
+def _majority_reason(
+    win: dict, n_top: int, how: str, n_ok: int, n_aside: int, executed: int
+) -> str:
+    """``select``'s reason for the winning group ``win``: a tie broken (``how``), or the majority
+    among the ``n_ok`` candidates with rows; the caller adds the rest."""
+    if n_top > 1:
+        reason = f"tie between {n_top} groups of {win['size']}: {how}"
+    elif n_aside:
+        reason = (
+            f"majority: {win['size']} of {n_ok} candidates with rows agree "
+            f"({win['size']} of {executed} executed: confidence {win['confidence']:.2f})"
+        )
+    else:
+        reason = f"majority: {win['size']} of {n_ok} executed candidates agree"
+    return reason
+
+
 def select(
     candidates: list[Candidate],
     threshold: float = 0.2,
@@ -89,10 +127,7 @@ def select(
     Raises:
         ConfigError: ``threshold`` is outside [0, 1] or ``tie_break`` is unknown.
     """
-    if not 0.0 <= threshold <= 1.0:
-        raise ConfigError(f"confidence threshold must be between 0 and 1, got {threshold}")
-    if tie_break not in TIE_BREAKS:
-        raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+    _check_arguments(threshold, tie_break)
     ok, failed, aside = _voters(candidates, empty_results_vote)
     if not ok:
         return Vote(
@@ -104,27 +139,12 @@ def select(
         )
     executed = len(ok) + len(aside)
     groups = _groups(ok, priority, weights, executed, len(ok))
-    kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
-    dropped = [g for g in groups if g not in kept]
-    note = ""
-    if not kept:
-        kept, dropped = groups, []
-        note = f"; no group reaches confidence {threshold:g}, none dropped"
-    elif dropped:
-        note = f"; {len(dropped)} group(s) below confidence {threshold:g} dropped"
+    kept, dropped, note = _keep_confident(groups, threshold)
     kept.sort(key=_order(tie_break))
     dropped.sort(key=_order(tie_break))
     how, n_top = _break_tie(kept, tie_break)
     win = kept[0]
-    if n_top > 1:
-        reason = f"tie between {n_top} groups of {win['size']}: {how}"
-    elif aside:
-        reason = (
-            f"majority: {win['size']} of {len(ok)} candidates with rows agree "
-            f"({win['size']} of {executed} executed: confidence {win['confidence']:.2f})"
-        )
-    else:
-        reason = f"majority: {win['size']} of {len(ok)} executed candidates agree"
+    reason = _majority_reason(win, n_top, how, len(ok), len(aside), executed)
     if weights:
         reason += f" (votes weighted by learned reliability: score {win['score']:g})"
     if failed:

@@ -73,15 +73,7 @@ def to_cortex(doc: dict) -> tuple[dict, list[dict]]:
             "description": sm.get("description"),
             "base_table": {"table": ref.group(1) if ref else name},
         }
-        for e in _list(sm, "entities"):
-            col = str(e.get("expr") or e.get("name") or "")
-            kind = str(e.get("type") or "").lower()
-            if kind == "primary":
-                table["primary_key"] = {"columns": [col]}
-            if kind in _ONE_SIDE:
-                keys.setdefault(str(e.get("name")).lower(), (name, col))
-            elif kind == "foreign":
-                foreign.append((name, str(e.get("name")).lower(), col))
+        _entities(sm, table, keys, foreign)
         for d in _list(sm, "dimensions"):
             section = "time_dimensions" if str(d.get("type")).lower() == "time" else "dimensions"
             table.setdefault(section, []).append(_object(d, str(d.get("expr") or d.get("name"))))
@@ -102,6 +94,23 @@ def to_cortex(doc: dict) -> tuple[dict, list[dict]]:
         "tables": tables,
         "relationships": _relationships(foreign, keys),
     }, skipped
+
+
+def _entities(
+    sm: dict, table: dict, keys: dict[str, tuple[str, str]], foreign: list[tuple[str, str, str]]
+) -> None:
+    """``to_cortex``'s entities of one semantic model: a primary one is ``table``'s primary key;
+    a one side is noted in ``keys`` (entity → (table, column)), a foreign one in ``foreign``."""
+    name = table["name"]
+    for e in _list(sm, "entities"):
+        col = str(e.get("expr") or e.get("name") or "")
+        kind = str(e.get("type") or "").lower()
+        if kind == "primary":
+            table["primary_key"] = {"columns": [col]}
+        if kind in _ONE_SIDE:
+            keys.setdefault(str(e.get("name")).lower(), (name, col))
+        elif kind == "foreign":
+            foreign.append((name, str(e.get("name")).lower(), col))
 
 
 def _metric(m: dict, measures: dict, skipped: list[dict]) -> None:

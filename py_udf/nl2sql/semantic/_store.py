@@ -98,6 +98,75 @@ def column_of(table: Table, name: str) -> str:
     raise ItemSkipped(f"table {table.schema}.{table.table} has no column {name}")
 
 
+def _parsed_expression(kind: str, expr: str) -> exp.Expression:
+    """``check_expression``'s parse of ``expr``: one expression (a statement refused), no
+    placeholder, aggregating exactly when ``kind`` is ``metric``.
+
+    Raises:
+        ItemSkipped, CandidateRefused: as ``check_expression`` says.
+    """
+    if not expr:
+        raise ItemSkipped("it has no expr")
+    found = statement_in_expression(expr)
+    if found is not None:  # a statement, however the expression before it ends: refused
+        raise CandidateRefused(f"expected one SQL expression, but it holds {found}")
+    try:
+        tree = parse_single(expr)
+    except CandidateRefused as e:
+        if "one statement" in str(e):  # statements after the expression: refused, not skipped
+            raise
+        raise ItemSkipped(f"its expression does not parse: {e}") from e
+    if isinstance(tree, (exp.Query, exp.DDL, exp.DML, exp.Command)) and not isinstance(
+        tree, exp.Subquery
+    ):
+        raise CandidateRefused(
+            f"expected an SQL expression, not a {type(tree).__name__} statement: {expr[:80]}"
+        )
+    if tree.find(exp.Placeholder):
+        raise ItemSkipped("its expression holds a placeholder")
+    aggregates = any(a.find_ancestor(exp.Select) is None for a in tree.find_all(exp.AggFunc))
+    if kind == "metric" and not aggregates:
+        raise ItemSkipped("a metric's expression must aggregate, e.g. SUM(amount)")
+    if kind != "metric" and aggregates:
+        raise ItemSkipped(f"a {kind}'s expression must not aggregate (a metric's does)")
+    return tree
+
+
+def _qualified(
+    tree: exp.Expression, table: Table, schema: Schema, logical: dict[str, Table]
+) -> tuple[exp.Expression, dict[tuple[str, str], Table]]:
+    """``check_expression``'s columns qualified by ``schema.table`` (``table``'s when they have
+    no qualifier), and the tables they read by ``(schema, table)``.
+
+    Raises:
+        ItemSkipped: a qualifier is neither a logical table nor an indexed table, or a column
+            is unknown.
+    """
+    lookup: dict[str, Table] = {}
+    for t in schema.tables:
+        lookup[t.name.lower()] = lookup[f"{t.schema}.{t.table}".lower()] = t
+    used: dict[tuple[str, str], Table] = {(table.schema, table.table): table}
+    for col in list(tree.find_all(exp.Column)):
+        if col.find_ancestor(exp.Select) is not None or isinstance(col.this, exp.Star):
+            continue  # a subquery's own columns: the candidate check resolves them
+        t = table
+        if col.table:
+            q = ".".join(p.name for p in col.parts[:-1]).lower()
+            t = logical.get(q) or logical.get(q.lstrip("_")) or lookup.get(q)
+            if t is None:
+                raise ItemSkipped(
+                    f"{q} is neither a logical table of the model nor an indexed table"
+                )
+        name = column_of(t, col.name)
+        used.setdefault((t.schema, t.table), t)
+        new = exp.Column(this=identifier(name), table=identifier(t.table), db=identifier(t.schema))
+        if col is tree:
+            tree = new
+        else:
+            col.replace(new)
+    return tree, used
+
+
 def check_expression(
     plpy, kind: str, expr: str, table: Table, schema: Schema, logical: dict[str, Table]
 ) -> tuple[str, list[tuple[str, str]]]:
@@ -127,52 +196,8 @@ def check_expression(
             what the candidate check refuses (a relation the role may not read, a refused
             function).
     """
-    if not expr:
-        raise ItemSkipped("it has no expr")
-    found = statement_in_expression(expr)
-    if found is not None:  # a statement, however the expression before it ends: refused
-        raise CandidateRefused(f"expected one SQL expression, but it holds {found}")
-    try:
-        tree = parse_single(expr)
-    except CandidateRefused as e:
-        if "one statement" in str(e):  # statements after the expression: refused, not skipped
-            raise
-        raise ItemSkipped(f"its expression does not parse: {e}") from e
-    if isinstance(tree, (exp.Query, exp.DDL, exp.DML, exp.Command)) and not isinstance(
-        tree, exp.Subquery
-    ):
-        raise CandidateRefused(
-            f"expected an SQL expression, not a {type(tree).__name__} statement: {expr[:80]}"
-        )
-    if tree.find(exp.Placeholder):
-        raise ItemSkipped("its expression holds a placeholder")
-    aggregates = any(a.find_ancestor(exp.Select) is None for a in tree.find_all(exp.AggFunc))
-    if kind == "metric" and not aggregates:
-        raise ItemSkipped("a metric's expression must aggregate, e.g. SUM(amount)")
-    if kind != "metric" and aggregates:
-        raise ItemSkipped(f"a {kind}'s expression must not aggregate (a metric's does)")
-    lookup = {}
-    for t in schema.tables:
-        lookup[t.name.lower()] = lookup[f"{t.schema}.{t.table}".lower()] = t
-    used: dict[tuple[str, str], Table] = {(table.schema, table.table): table}
-    for col in list(tree.find_all(exp.Column)):
-        if col.find_ancestor(exp.Select) is not None or isinstance(col.this, exp.Star):
-            continue  # a subquery's own columns: the candidate check resolves them
-        t = table
-        if col.table:
-            q = ".".join(p.name for p in col.parts[:-1]).lower()
-            t = logical.get(q) or logical.get(q.lstrip("_")) or lookup.get(q)
-            if t is None:
-                raise ItemSkipped(
-                    f"{q} is neither a logical table of the model nor an indexed table"
-                )
-        name = column_of(t, col.name)
-        used.setdefault((t.schema, t.table), t)
-        new = exp.Column(this=identifier(name), table=identifier(t.table), db=identifier(t.schema))
-        if col is tree:
-            tree = new
-        else:
-            col.replace(new)
+    tree = _parsed_expression(kind, expr)
+    tree, used = _qualified(tree, table, schema, logical)
     sql = tree.sql(dialect="postgres")
     query = exp.select(tree.copy())
     for i, t in enumerate(used.values()):

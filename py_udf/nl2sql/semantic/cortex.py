@@ -19,7 +19,7 @@ from ..core import spi
 from ..core.catalog import caller_schema
 from ..core.errors import CandidateRefused, ConfigError, ItemSkipped
 from ..core.settings import get_settings
-from ..core.types import Table
+from ..core.types import Schema, Table
 from ..curated.verified import add_verified
 from . import _bounded_yaml, _metricflow, _store
 
@@ -143,15 +143,22 @@ def parse(
         )
     if not _text(doc.get("name")):
         raise ConfigError(f"the semantic model has no name: (a text); {SPEC_HINT}")
+    n = _item_count(doc)
+    if n > MAX_ITEMS:
+        raise ConfigError(f"the semantic model has {n} items, more than {MAX_ITEMS}: split it")
+    return doc, skipped
+
+
+def _item_count(doc: dict) -> int:
+    """``parse``'s count of a model's items: its tables, relationships, verified queries and
+    every table's objects (ConfigError names a section of the wrong shape)."""
     n = 0
     for key in ("tables", "relationships", "verified_queries"):
         n += len(_items(doc, key, "the model"))
     for i, t in enumerate(doc["tables"]):
         for key in KINDS:
             n += len(_items(t, key, f"tables[{i}]"))
-    if n > MAX_ITEMS:
-        raise ConfigError(f"the semantic model has {n} items, more than {MAX_ITEMS}: split it")
-    return doc, skipped
+    return n
 
 
 def import_model(plpy, text: str | None) -> dict[str, Any]:
@@ -188,6 +195,24 @@ def import_model(plpy, text: str | None) -> dict[str, Any]:
         _text(doc.get("description")) or None,
         {k: v for k, v in doc.items() if k not in MODEL_KEYS},
     )
+    logical, ids = _import_tables(plpy, doc, schema, rep)
+    for t in doc["tables"]:
+        if _text(t.get("name")).lower() in ids:
+            _import_objects(plpy, t, ids, logical, schema, rep)
+    _import_relationships(plpy, doc, ids, logical, rep)
+    _import_verified(plpy, doc, logical, rep)
+    return rep.to_json()
+
+
+def _import_tables(
+    plpy, doc: dict, schema: Schema, rep: Report
+) -> tuple[dict[str, Table], dict[str, int]]:
+    """``import_model``'s logical tables, each over a base table the role may read, added or
+    updated (or skipped with why, in ``rep``).
+
+    Returns:
+        ``(logical, ids)``: lower-cased logical table name → its base table, and → its id.
+    """
     logical: dict[str, Table] = {}
     ids: dict[str, int] = {}
     for i, t in enumerate(doc["tables"]):
@@ -213,12 +238,7 @@ def import_model(plpy, text: str | None) -> dict[str, Any]:
         logical[name.lower()] = base
         ids[name.lower()] = tid
         rep.done("table", name, added, base_table=f"{base.schema}.{base.table}")
-    for t in doc["tables"]:
-        if _text(t.get("name")).lower() in ids:
-            _import_objects(plpy, t, ids, logical, schema, rep)
-    _import_relationships(plpy, doc, ids, logical, rep)
-    _import_verified(plpy, doc, logical, rep)
-    return rep.to_json()
+    return logical, ids
 
 
 def _import_objects(plpy, t: dict, ids, logical, schema, rep: Report) -> None:
@@ -265,15 +285,7 @@ def _import_relationships(plpy, doc: dict, ids, logical, rep: Report) -> None:
                     raise ItemSkipped(
                         f"{side} {key or '(none)'} is not a table imported from the model"
                     )
-            pairs = r.get("relationship_columns")
-            if (
-                not isinstance(pairs, list)
-                or not pairs
-                or not all(isinstance(p, dict) for p in pairs)
-            ):
-                raise ItemSkipped("relationship_columns must list left_column/right_column pairs")
-            lcols = [_store.column_of(logical[left], _text(p.get("left_column"))) for p in pairs]
-            rcols = [_store.column_of(logical[right], _text(p.get("right_column"))) for p in pairs]
+            lcols, rcols = _relationship_columns(r, logical[left], logical[right])
             join = (_text(r.get("join_type")) or "left_outer").lower()
             card = (_text(r.get("relationship_type")) or "many_to_one").lower()
             if join not in ("left_outer", "inner"):
@@ -296,6 +308,20 @@ def _import_relationships(plpy, doc: dict, ids, logical, rep: Report) -> None:
             },
         )
         rep.done("relationship", name, added)
+
+
+def _relationship_columns(r: dict, left: Table, right: Table) -> tuple[list[str], list[str]]:
+    """A relationship's ``relationship_columns`` as the left and right base tables' columns.
+
+    Raises:
+        ItemSkipped: not a list of left_column/right_column pairs, or an unknown column.
+    """
+    pairs = r.get("relationship_columns")
+    if not isinstance(pairs, list) or not pairs or not all(isinstance(p, dict) for p in pairs):
+        raise ItemSkipped("relationship_columns must list left_column/right_column pairs")
+    lcols = [_store.column_of(left, _text(p.get("left_column"))) for p in pairs]
+    rcols = [_store.column_of(right, _text(p.get("right_column"))) for p in pairs]
+    return lcols, rcols
 
 
 def _import_verified(plpy, doc: dict, logical: dict[str, Table], rep: Report) -> None:
@@ -368,6 +394,21 @@ def export_model(plpy) -> str:
     doc: dict[str, Any] = {"name": info[0]["name"] if info else db}
     if info and info[0]["description"]:
         doc["description"] = info[0]["description"]
+    doc["tables"] = _export_tables(plpy, db)
+    rels = _export_relationships(plpy)
+    if rels:
+        doc["relationships"] = rels
+    vqs = _export_verified(plpy)
+    if vqs:
+        doc["verified_queries"] = vqs
+    if info:
+        doc.update({k: v for k, v in _loads(info[0]["extra"]).items() if k not in doc})
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _export_tables(plpy, db: str) -> list[dict[str, Any]]:
+    """``export_model``'s ``tables``: the logical tables the role may see, each with its
+    metrics, dimensions, facts and filters, in the specification's keys."""
     tables, by_id = [], {}
     for r in spi.query(plpy, "SELECT * FROM nl2sql.visible_semantic_table ORDER BY name"):
         t = _drop_empty(
@@ -400,8 +441,12 @@ def export_model(plpy) -> str:
         )
         o.update(_loads(r["extra"]))
         by_id[r["table_id"]].setdefault(SECTIONS[r["kind"]], []).append(o)
-    doc["tables"] = tables
-    rels = [
+    return tables
+
+
+def _export_relationships(plpy) -> list[dict[str, Any]]:
+    """``export_model``'s ``relationships``, in the specification's keys."""
+    return [
         {
             "name": r["name"],
             "left_table": r["left_table"],
@@ -415,19 +460,16 @@ def export_model(plpy) -> str:
         }
         for r in spi.query(plpy, "SELECT * FROM nl2sql.semantic_relationships")
     ]
-    if rels:
-        doc["relationships"] = rels
-    vqs = [
+
+
+def _export_verified(plpy) -> list[dict[str, Any]]:
+    """``export_model``'s ``verified_queries``: the role's verified queries (not templates)."""
+    return [
         {"name": f"verified_query_{r['id']}", "question": r["question"], "sql": r["sql"]}
         for r in spi.query(
             plpy, "SELECT id, question, sql FROM nl2sql.verified_queries WHERE kind = 'query'"
         )
     ]
-    if vqs:
-        doc["verified_queries"] = vqs
-    if info:
-        doc.update({k: v for k, v in _loads(info[0]["extra"]).items() if k not in doc})
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _items(d: dict, key: str, where: str) -> list[dict]:

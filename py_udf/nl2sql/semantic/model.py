@@ -204,6 +204,14 @@ def load(plpy, schema: Schema) -> SemanticModel:
                 list(r["synonyms"] or []),
             )
         )
+    _add_relationships(plpy, sm, schema, by_id)
+    return sm
+
+
+def _add_relationships(plpy, sm: SemanticModel, schema: Schema, by_id: dict[int, str]) -> None:
+    """``load``'s relationships between the tables the role may see (``by_id``: logical table
+    id → the prompt's table name): added to ``sm``, and to ``schema``'s foreign keys where the
+    catalog declares none the same."""
     declared = {
         (fk.table, tuple(c.lower() for c in fk.columns), fk.ref_table) for fk in schema.foreign_keys
     }
@@ -222,7 +230,6 @@ def load(plpy, schema: Schema) -> SemanticModel:
         sm.relationships.append((r["name"], fk))
         if (left, cols, right) not in declared:
             schema.foreign_keys.append(fk)
-    return sm
 
 
 def _requalified(sql: str, prompt: dict[tuple[str, str], str]) -> tuple[str, list[str]] | None:

@@ -12,14 +12,14 @@ from ..generation.candidates import rounds_for
 from ..model.llm import fitted_budget
 from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
-from ..retrieval.gather import add_columns, add_vector_values, gather
-from ..retrieval.prompt_parts import finsql_prompt, first_examples, link_and_select
-from ..retrieval.prompt_parts import presql_prompt as build_presql_prompt
+from .gather import add_columns, add_vector_values, gather
+from .prompt_parts import finsql_prompt, first_examples, link_and_select
+from .prompt_parts import presql_prompt as build_presql_prompt
 from .run import Linking, Outcome, PreSQL, Rounds, Run
 
 
 def gather_context(run: Run) -> None:
-    """Retrieval (``retrieval.gather.gather``); keep the turns the role may still read.
+    """Retrieval (``stages.gather.gather``); keep the turns the role may still read.
 
     Args:
         run: sets ``context``, ``examples_shown`` and (in a conversation) ``turns_shown``.

@@ -14,8 +14,8 @@ from ..generation.execute import PlanLimits
 from ..generation.repair import repair_loop
 from ..model.llm import call_models_during
 from ..ops import value_policy
-from ..retrieval.prompt_parts import context_text, first_examples, value_triples
 from .before_models import late_lookups_overlapped
+from .prompt_parts import context_text, first_examples, value_triples
 from .run import FinsqlPlan, Run
 
 

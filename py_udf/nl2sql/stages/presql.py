@@ -6,10 +6,10 @@ from __future__ import annotations
 from ..core.errors import Nl2sqlError
 from ..generation.cleaning import clean
 from ..model.llm import call_models_during
-from ..retrieval.prompt_parts import link_and_select
 from ..selection import reliability
 from ..selection.hardness import hardness, route
 from .before_models import late_lookups_overlapped, leave_out_examples
+from .prompt_parts import link_and_select
 from .run import Linking, Run
 
 

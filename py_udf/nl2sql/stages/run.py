@@ -24,9 +24,9 @@ from ..generation.candidates import Evaluator, GenCall
 from ..linking.schema_linking import Linked
 from ..model.gate import Gate
 from ..retrieval.example_selection import Selection
-from ..retrieval.gather import Context
 from ..retrieval.rewriting import Rewritten
 from ..selection.reliability import Reliability
+from .gather import Context
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 from ..core.types import Candidate, LLMReply, Status
 from ..embedding import client as embed_client
 from ..model.gate import Gate
-from ..retrieval.gather import Context
+from .gather import Context
 from .run import Linking, Run
 
 

@@ -271,7 +271,7 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
     Returns:
         JSON text of the summary.
     """
-    from ..curated import evaluate as ev  # not loaded by a backend that only asks questions
+    from .. import evaluation as ev  # not loaded by a backend that only asks questions
 
     secrets = configured_secrets(plpy)
     try:

@@ -4,7 +4,7 @@ tests/db/test_evaluate.py runs nl2sql.evaluate() inside PostgreSQL."""
 
 from __future__ import annotations
 
-from nl2sql.curated._scoring import (
+from nl2sql.curated.scoring import (
     Judged,
     chosen_hash,
     classify_outcome,

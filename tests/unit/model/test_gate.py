@@ -16,7 +16,7 @@ from nl2sql.core.types import Column, Example, Schema, Table, Turn
 from nl2sql.curated.narrate import NarrateRows, narrate_prompt
 from nl2sql.curated.verified import VerifiedRow, as_examples
 from nl2sql.model.gate import VERIFIED_DB, WITHHELD, Gate
-from nl2sql.retrieval.masking import mask_question
+from nl2sql.model.masking import mask_question
 
 MARK = "MARKER-5f3a"
 

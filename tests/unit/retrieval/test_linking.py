@@ -14,10 +14,10 @@ from nl2sql.linking._schema_graph import fk_bridges, inferred_joins
 from nl2sql.linking.presql_reading import presql_links, presql_token_tables, presql_written_joins
 from nl2sql.linking.pruning import estimate_tokens, prune_schema
 from nl2sql.linking.schema_linking import link_schema, linking_values, named_key_targets
+from nl2sql.model.masking import mask_question
 from nl2sql.model.prompts import build_prompt, render_values
 from nl2sql.retrieval.example_pool import sql_skeleton
 from nl2sql.retrieval.example_selection import dail_select, skeleton_jaccard
-from nl2sql.retrieval.masking import mask_question
 from nl2sql.retrieval.values import (
     ValueMatch,
     candidate_phrases,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from nl2sql.retrieval.masking import inflections, mask_question, name_words
+from nl2sql.model.masking import inflections, mask_question, name_words
 
 
 def test_name_words_split_snake_and_camel_case():

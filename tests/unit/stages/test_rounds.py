@@ -13,7 +13,7 @@ from nl2sql.core.types import Column, Example, LLMReply, ModelConfig, Schema, Ta
 from nl2sql.generation.candidates import finsql_calls, rounds_for
 from nl2sql.model.gate import open_gate
 from nl2sql.pipeline import STAGES
-from nl2sql.retrieval.gather import Context
+from nl2sql.stages.gather import Context
 from nl2sql.stages.presql import route_one_round
 from nl2sql.stages.run import FinsqlPlan, PreSQL, Rounds, Run
 

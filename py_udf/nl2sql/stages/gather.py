@@ -16,10 +16,8 @@ from ..curated.verified import VerifiedRow, as_examples, nearest
 from ..embedding.encode import embed, embed_async, to_pgvector
 from ..linking.pruning import column_similarities, table_scores
 from ..linking.schema_linking import schema_words
-from ..semantic.model import SemanticModel
-from ..semantic.model import load as load_semantic
-from .masking import masked_question
-from .values import (
+from ..model.masking import masked_question
+from ..retrieval.values import (
     ValueMatch,
     candidate_phrases,
     match_values,
@@ -28,6 +26,8 @@ from .values import (
     vector_phrases,
     visible_matches,
 )
+from ..semantic.model import SemanticModel
+from ..semantic.model import load as load_semantic
 
 
 @dataclass
@@ -100,6 +100,14 @@ def _n_candidates(st: Settings) -> int:
     return max(st.k_examples, st.dail_candidates)
 
 
+def _vector_lookups(phrases, found, schema: Schema, st: Settings) -> list[int]:
+    """The phrases (their indexes) to look up by embedding; none when vector matches are off
+    (``value_vector_min`` above 1)."""
+    if st.value_vector_min > 1:
+        return []
+    return vector_phrases(phrases, found, schema_words(schema), st.value_vector_phrases)
+
+
 def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settings) -> Context:
     """Business terms and the semantic model (its relationships join ``schema``'s foreign keys,
     the objects the question names), exact and trigram values, the masked question, its examples
@@ -127,11 +135,7 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
     with timer.stage("values_ms"):
         phrases = candidate_phrases(question, evidence)
         found = visible_matches(schema, string_matches(plpy, phrases, st.value_trgm_min))
-        vec_idx = (
-            vector_phrases(phrases, found, schema_words(schema), st.value_vector_phrases)
-            if st.value_vector_min <= 1
-            else []
-        )
+        vec_idx = _vector_lookups(phrases, found, schema, st)
         values = merge_matches(found, st.value_top_k)
         masked = masked_question(question, schema, values, st.link_value_min, business.mask_phrases)
     with timer.stage("embed_ms"):

@@ -8,18 +8,12 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ..core import spi
-from ..core.errors import ConfigError, EmbeddingError, EvaluationError, Nl2sqlError
-from ..core.redaction import configured_secrets, redact, redact_obj
-from ..core.settings import get_settings
-from ..core.types import Status
-from ..generation.db_checks import statement_remaining_s
-from ..generation.execute import fetch_rows, is_cancel
-from ..model.config import get_models
-from ..pipeline import LeaveOut, explain, log_trace
-from ..selection.reliability import judge_candidates, run_verified
-from ..selection.vote import row_from_json
-from ._scoring import (
+from .core import spi
+from .core.errors import ConfigError, EmbeddingError, EvaluationError, Nl2sqlError
+from .core.redaction import configured_secrets, redact, redact_obj
+from .core.settings import get_settings
+from .core.types import Status
+from .curated.scoring import (
     Judged,
     chosen_hash,
     classify_outcome,
@@ -27,6 +21,12 @@ from ._scoring import (
     model_rightness,
     summarize,
 )
+from .generation.db_checks import statement_remaining_s
+from .generation.execute import fetch_rows, is_cancel
+from .model.config import get_models
+from .pipeline import LeaveOut, explain, log_trace
+from .selection.reliability import judge_candidates, run_verified
+from .selection.vote import row_from_json
 
 # the message when the caller may use no verified query
 NO_QUESTIONS = (
@@ -248,6 +248,19 @@ def _time_left(plpy, slowest_s: float) -> str | None:
     )
 
 
+def _miss(r: Judged) -> dict[str, Any]:
+    """One wrong answer as ``evaluate``'s ``misses`` lists it."""
+    return {
+        "verified_query_id": r.verified_query_id,
+        "question": r.question,
+        "category": r.category,
+        "detail": r.detail,
+        "expected_sql": r.expected_sql,
+        "chosen_sql": r.chosen_sql,
+        "log_id": r.log_id,
+    }
+
+
 def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str) -> dict[str, Any]:
     """Run an evaluation: backs ``nl2sql.evaluate(max_questions, note) → jsonb``.
 
@@ -290,19 +303,7 @@ def evaluate(plpy, max_questions: int | None, note: str | None, search_path: str
     return {
         "run_id": run_id,
         **totals,
-        "misses": [
-            {
-                "verified_query_id": r.verified_query_id,
-                "question": r.question,
-                "category": r.category,
-                "detail": r.detail,
-                "expected_sql": r.expected_sql,
-                "chosen_sql": r.chosen_sql,
-                "log_id": r.log_id,
-            }
-            for r in results
-            if r.right is False
-        ],
+        "misses": [_miss(r) for r in results if r.right is False],
         "not_judged": [
             {"verified_query_id": r.verified_query_id, "detail": r.detail}
             for r in results

@@ -9,9 +9,9 @@ from ..linking.pruning import prune_schema
 from ..linking.schema_linking import Linked, link_schema, linking_values
 from ..model import prompts
 from ..model.gate import Gate
-from .example_selection import Selection, dail_select, presql_skeleton
+from ..retrieval.example_selection import Selection, dail_select, presql_skeleton
+from ..retrieval.values import ValueMatch
 from .gather import Context, add_columns
-from .values import ValueMatch
 
 
 def value_triples(

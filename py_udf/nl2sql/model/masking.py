@@ -168,3 +168,26 @@ def masked_question(
         and (v.how in ("exact", "trigram") or v.score >= value_min)
     ]
     return mask_question(question, names=names, values=[*strong, *extra])
+
+
+def literal_phrases(values) -> list[str]:
+    """List the phrases a question may use for SQL literals, to mask a pool question.
+
+    'Band-Omega-9' → 'Band', 'Band Omega', 'Band-Omega-9', 'Omega', 'Omega 9'.
+
+    Args:
+        values: the literal values (any objects; taken as ``str``).
+
+    Returns:
+        The phrases, sorted, each once.
+    """
+    out: set[str] = set()
+    for v in values:
+        v = str(v)
+        out.add(v)
+        words = [t for t in tokenize(v) if t[0].isalnum()]
+        for n in range(2, len(words)):
+            for i in range(len(words) - n + 1):
+                out.add(" ".join(words[i : i + n]))
+        out.update(w for w in words if len(w) >= 4 and w.lower() not in STOP_WORDS)
+    return sorted(out)
