@@ -299,25 +299,35 @@ def fast_path(
         if b.sql is None:
             seen["reason"] = b.reason
             continue
-        c = Candidate(source=f"verified:{row.id}", model="verified", raw_text=None, sql=b.sql)
-        try:
-            c.tables = referenced_tables(check_candidate_in_db(plpy, b.sql, schema))
-        except CandidateRefused as e:
-            seen["reason"] = f"refused: {e}"
-            continue
-        run_candidate(
-            plpy,
-            c,
-            search_path,
-            st.candidate_timeout_ms,
-            st.max_rows,
-            max_bytes=st.max_result_bytes,
-            keep_rows=keep_rows,
-        )
-        if c.status != Status.OK:
-            seen["reason"] = f"{c.status}: {c.reason}"
+        c, seen["reason"] = _run_bound(plpy, row, b.sql, schema, st, search_path, keep_rows)
+        if seen["reason"]:
             continue
         out.considered.pop()
         out.candidate, out.row, out.bound = c, row, b
         return out
     return out
+
+
+def _run_bound(
+    plpy, row: VerifiedRow, sql: str, schema: Schema, st, search_path: str, keep_rows: bool
+) -> tuple[Candidate, str | None]:
+    """Check and run a verified query's bound SQL as a candidate (``fast_path``'s last step).
+
+    Returns:
+        ``(candidate, None)`` when it ran, else ``(candidate, why not)``.
+    """
+    c = Candidate(source=f"verified:{row.id}", model="verified", raw_text=None, sql=sql)
+    try:
+        c.tables = referenced_tables(check_candidate_in_db(plpy, sql, schema))
+    except CandidateRefused as e:
+        return c, f"refused: {e}"
+    run_candidate(
+        plpy,
+        c,
+        search_path,
+        st.candidate_timeout_ms,
+        st.max_rows,
+        max_bytes=st.max_result_bytes,
+        keep_rows=keep_rows,
+    )
+    return c, (None if c.status == Status.OK else f"{c.status}: {c.reason}")
