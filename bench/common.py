@@ -6,7 +6,7 @@ measures it: the gold SQL and the predicted SQL are each executed as a SELECT-on
 (``bench_reader``) in a read-only transaction that is always rolled back, under a statement
 timeout; their results are compared as multisets of rows (as sequences only when the gold has a
 top-level ORDER BY), with every value normalized as the pipeline's vote normalizes it
-(``nl2sql.selection.vote.normalize_value``: numbers as floats rounded to 6 significant digits). A
+(``nl2sql.generation.execute.normalize_value``: numbers as floats rounded to 6 significant digits). A
 prediction that errors, times out or returns more than ``max_rows`` rows is wrong.
 
 The connection passed to the scoring functions must be in autocommit mode (as
@@ -30,7 +30,7 @@ import psycopg
 from psycopg import sql as psql
 
 from nl2sql.core.sqlcheck import CandidateRefused, has_top_level_order
-from nl2sql.selection.vote import normalize_value
+from nl2sql.generation.execute import normalize_value
 from nl2sql_indexer.cluster import PG_BIN, LocalCluster, postgres_can_access
 
 READER_ROLE = "bench_reader"
@@ -256,7 +256,7 @@ def _hashable(v: Any) -> Any:
 
 
 def normalize_row(row: tuple) -> tuple:
-    """A result row with each value normalized like ``nl2sql.selection.vote.normalize_value``."""
+    """A result row with each value normalized like ``nl2sql.generation.execute.normalize_value``."""
     return tuple(_hashable(v) for v in row)
 
 

@@ -22,11 +22,10 @@ from .curated.scoring import (
     summarize,
 )
 from .generation.db_checks import statement_remaining_s
-from .generation.execute import fetch_rows, is_cancel
+from .generation.execute import fetch_rows, is_cancel, row_from_json
 from .model.config import get_models
 from .pipeline import LeaveOut, explain, log_trace
 from .selection.reliability import judge_candidates, run_verified
-from .selection.vote import row_from_json
 
 # the message when the caller may use no verified query
 NO_QUESTIONS = (

@@ -97,18 +97,13 @@ def write_table(
     )
     rows_est = None if state["rows_est"] is None else int(state["rows_est"])
     _write_table_row(plpy, schema, table, cat["comment"], rows_est, state)
-    spi.query(
-        plpy,
-        "DELETE FROM nl2sql.schema_column WHERE schema_name = $1 AND table_name = $2",
-        [schema, table],
-        ["name", "name"],
-    )
-    spi.query(
-        plpy,
-        "DELETE FROM nl2sql.schema_fk WHERE schema_name = $1 AND table_name = $2",
-        [schema, table],
-        ["name", "name"],
-    )
+    for index_table in ("schema_column", "schema_fk"):  # rewritten whole below
+        spi.query(
+            plpy,
+            f"DELETE FROM nl2sql.{index_table} WHERE schema_name = $1 AND table_name = $2",
+            [schema, table],
+            ["name", "name"],
+        )
     _write_columns(plpy, schema, table, cat["columns"])
     pairs = [(c["name"], v) for c in cat["columns"] for v in c["values"]]
     wrote = write_values(plpy, schema, table, pairs, progress)

@@ -6,5 +6,4 @@ __all__ = [
     "learned_vote",
     "multiple_choice",
     "reliability",
-    "vote",
 ]

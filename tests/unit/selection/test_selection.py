@@ -6,6 +6,7 @@ import pytest
 
 from conftest import candidate as _c
 from nl2sql.core.types import Candidate
+from nl2sql.generation.execute import result_signature, row_from_json
 from nl2sql.model.gate import open_gate
 from nl2sql.selection.multiple_choice import (
     apply_choice,
@@ -13,7 +14,6 @@ from nl2sql.selection.multiple_choice import (
     parse_choice,
     select,
 )
-from nl2sql.selection.vote import result_signature, row_from_json
 
 
 def _cand(src, h, ms, status="ok"):
