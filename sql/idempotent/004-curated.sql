@@ -96,8 +96,10 @@ CREATE OR REPLACE VIEW nl2sql.visible_term WITH (security_barrier) AS
                   pg_catalog.quote_ident(r.schema_name) || '.' || pg_catalog.quote_ident(r.table_name)),
                   'SELECT'), false));
 
+-- An instruction added beside the database waits for the client to embed it (embedding NULL).
 CREATE OR REPLACE VIEW nl2sql.visible_instruction AS
-    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i;
+    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i
+    WHERE i.embedding IS NOT NULL;
 
 -- Listing, for people (no embeddings): what the calling role may see.
 CREATE OR REPLACE VIEW nl2sql.verified_queries AS
@@ -109,7 +111,7 @@ CREATE OR REPLACE VIEW nl2sql.terms AS
     SELECT id, term, definition, sql_expression, added_at FROM nl2sql.visible_term ORDER BY id;
 COMMENT ON VIEW nl2sql.terms IS 'nl2sql: the business terms the calling role may see';
 CREATE OR REPLACE VIEW nl2sql.instructions AS
-    SELECT id, instruction, added_at FROM nl2sql.visible_instruction ORDER BY id;
+    SELECT id, instruction, added_at FROM nl2sql.instruction ORDER BY id;
 COMMENT ON VIEW nl2sql.instructions IS 'nl2sql: the database-wide instructions';
 
 GRANT SELECT ON nl2sql.visible_verified_query, nl2sql.visible_term, nl2sql.visible_instruction,

@@ -321,3 +321,31 @@ def add_instruction(plpy, text: str) -> int:
         [text, vec],
         ["text", "text"],
     )[0]["id"]
+
+
+def embed_pending(plpy) -> int:
+    """Embed the instructions added beside the database (``sql/beside/002-curated.sql`` stores
+    them with no embedding; retrieval skips them until then).
+
+    Returns:
+        How many instructions were embedded (0 when the role may not update them: an asking
+        role that does not administer nl2sql leaves them for ``nl2sql reindex``).
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
+    may = "SELECT pg_catalog.has_table_privilege('nl2sql.instruction', 'UPDATE') AS ok"
+    if not spi.query(plpy, may)[0]["ok"]:
+        return 0
+    rows = spi.query(plpy, "SELECT id, instruction FROM nl2sql.instruction WHERE embedding IS NULL")
+    if not rows:
+        return 0
+    vecs = embed([r["instruction"] for r in rows])
+    for r, v in zip(rows, vecs, strict=True):
+        spi.query(
+            plpy,
+            "UPDATE nl2sql.instruction SET embedding = $2::vector WHERE id = $1",
+            [r["id"], to_pgvector(v)],
+            ["bigint", "text"],
+        )
+    return len(rows)
