@@ -327,6 +327,9 @@ def embed_pending(plpy) -> int:
     """Embed the instructions added beside the database (``sql/beside/002-curated.sql`` stores
     them with no embedding; retrieval skips them until then).
 
+    Args:
+        plpy: the database seam (the server's plpy, or the client's over psycopg).
+
     Returns:
         How many instructions were embedded (0 when the role may not update them: an asking
         role that does not administer nl2sql leaves them for ``nl2sql reindex``).
