@@ -1080,10 +1080,11 @@ DO $nl2sql_migration$
 DECLARE
     _name text := $nl2sql_name$021-curated-pending.sql$nl2sql_name$;
     _body text := $nl2sql_body$-- Curated knowledge added beside the database (nl2sql install, no PL/Python): the PL/pgSQL
--- add_instruction stores the row with no embedding, and the client process (nl2sql reindex, the
+-- add_instruction and add_term store the row with no embedding, and the client process (nl2sql reindex, the
 -- first ask of a connection) embeds it. In the extension the embedding is filled at once, as
 -- before; retrieval skips a row whose embedding is still NULL.
 ALTER TABLE nl2sql.instruction ALTER COLUMN embedding DROP NOT NULL;
+ALTER TABLE nl2sql.term ALTER COLUMN embedding DROP NOT NULL;
 $nl2sql_body$;
     _done nl2sql.migration%ROWTYPE;
 BEGIN
@@ -2007,7 +2008,7 @@ CREATE OR REPLACE VIEW nl2sql.visible_verified_query WITH (security_barrier) AS
 CREATE OR REPLACE VIEW nl2sql.visible_term WITH (security_barrier) AS
     SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at, t.embedding
     FROM nl2sql.term t
-    WHERE NOT EXISTS (
+    WHERE t.embedding IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM nl2sql.term_relation r
         WHERE r.term_id = t.id
           AND NOT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
@@ -2026,7 +2027,8 @@ CREATE OR REPLACE VIEW nl2sql.verified_queries AS
 COMMENT ON VIEW nl2sql.verified_queries IS
     'nl2sql: the verified queries and templates the calling role may use';
 CREATE OR REPLACE VIEW nl2sql.terms AS
-    SELECT id, term, definition, sql_expression, added_at FROM nl2sql.visible_term ORDER BY id;
+    SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at FROM nl2sql.term t
+    WHERE t.embedding IS NULL OR t.id IN (SELECT v.id FROM nl2sql.visible_term v) ORDER BY t.id;
 COMMENT ON VIEW nl2sql.terms IS 'nl2sql: the business terms the calling role may see';
 CREATE OR REPLACE VIEW nl2sql.instructions AS
     SELECT id, instruction, added_at FROM nl2sql.instruction ORDER BY id;

@@ -24,7 +24,7 @@ def _prompts(llm) -> str:
 
 def test_add_instruction_beside_reaches_the_prompt(demo, llm):  # noqa: F811
     with psycopg.connect(demo.dsn, autocommit=True) as c:
-        iid = c.execute("SELECT nl2sql.add_instruction(%s)", (f"  {RULE}\n",)).fetchone()[0]
+        iid = c.execute("SELECT nl2sql.add_instruction(%s)", (f"  {RULE}\v\n",)).fetchone()[0]
         row = c.execute(
             "SELECT instruction, embedding IS NULL FROM nl2sql.instruction WHERE id = %s", (iid,)
         ).fetchone()
@@ -68,3 +68,25 @@ def test_pending_instruction_is_skipped_until_reindex(cluster, demo, llm):  # no
     with nl2sql.connect(cluster.dsn(demo.name, READER)) as client:
         client.ask("Which singers are there?")
     assert RULE in _prompts(llm)
+
+
+TERM, DEFINITION = "veteran singer", "a singer aged 40 or more: filter on singer.age >= 40"
+
+
+def test_add_term_beside_reaches_the_prompt(demo, llm):  # noqa: F811
+    with psycopg.connect(demo.dsn, autocommit=True) as c:
+        tid = c.execute("SELECT nl2sql.add_term(%s, %s)", (f" {TERM}\v", "old")).fetchone()[0]
+        # upserted on the lower-cased term, as in the extension
+        again = c.execute("SELECT nl2sql.add_term(%s, %s)", (TERM.upper(), DEFINITION)).fetchone()
+        assert again == (tid,)
+        listed = c.execute("SELECT term, definition FROM nl2sql.terms").fetchall()
+        assert listed == [(TERM.upper(), DEFINITION)]
+        with pytest.raises(psycopg.errors.RaiseException, match="^nl2sql: term and definition"):
+            c.execute("SELECT nl2sql.add_term('x', ' ')")
+        with pytest.raises(psycopg.errors.RaiseException, match="^nl2sql: a term's sql_expr"):
+            c.execute("SELECT nl2sql.add_term('adult', 'over 18', 'age >= 18')")
+    llm.clear()
+    llm.set_default("SELECT name FROM singer WHERE age >= 40")
+    with nl2sql.connect(demo.dsn) as client:
+        client.ask("Which veteran singers are there?")
+    assert DEFINITION in _prompts(llm)

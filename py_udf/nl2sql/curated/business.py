@@ -324,31 +324,34 @@ def add_instruction(plpy, text: str) -> int:
 
 
 def embed_pending(plpy) -> int:
-    """Embed the instructions added beside the database (``sql/beside/002-curated.sql`` stores
-    them with no embedding; retrieval skips them until then).
+    """Embed the instructions and terms added beside the database (``sql/beside/002-curated.sql``
+    stores them with no embedding; retrieval skips them until then).
 
     Args:
         plpy: the database seam (the server's plpy, or the client's over psycopg).
 
     Returns:
-        How many instructions were embedded (0 when the role may not update them: an asking
-        role that does not administer nl2sql leaves them for ``nl2sql reindex``).
+        How many rows were embedded (0 when the role may not update them: an asking role that
+        does not administer nl2sql leaves them for ``nl2sql reindex``).
 
     Raises:
         EmbeddingError: the embedding model is missing.
     """
-    may = "SELECT pg_catalog.has_table_privilege('nl2sql.instruction', 'UPDATE') AS ok"
-    if not spi.query(plpy, may)[0]["ok"]:
-        return 0
-    rows = spi.query(plpy, "SELECT id, instruction FROM nl2sql.instruction WHERE embedding IS NULL")
-    if not rows:
-        return 0
-    vecs = embed([r["instruction"] for r in rows])
-    for r, v in zip(rows, vecs, strict=True):
-        spi.query(
-            plpy,
-            "UPDATE nl2sql.instruction SET embedding = $2::vector WHERE id = $1",
-            [r["id"], to_pgvector(v)],
-            ["bigint", "text"],
+    done = 0
+    for table, text_sql in (("instruction", "instruction"), ("term", "term || ': ' || definition")):
+        may = f"SELECT pg_catalog.has_table_privilege('nl2sql.{table}', 'UPDATE') AS ok"
+        if not spi.query(plpy, may)[0]["ok"]:
+            continue
+        rows = spi.query(
+            plpy, f"SELECT id, {text_sql} AS text FROM nl2sql.{table} WHERE embedding IS NULL"
         )
-    return len(rows)
+        vecs = embed([r["text"] for r in rows]) if rows else []
+        for r, v in zip(rows, vecs, strict=True):
+            spi.query(
+                plpy,
+                f"UPDATE nl2sql.{table} SET embedding = $2::vector WHERE id = $1",
+                [r["id"], to_pgvector(v)],
+                ["bigint", "text"],
+            )
+        done += len(rows)
+    return done
