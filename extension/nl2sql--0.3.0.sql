@@ -1100,6 +1100,33 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 021-curated-pending.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$021-curated-pending.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Curated knowledge added beside the database (nl2sql install, no PL/Python): the PL/pgSQL
+-- add_instruction and add_term store the row with no embedding, and the client process (nl2sql reindex, the
+-- first ask of a connection) embeds it. In the extension the embedding is filled at once, as
+-- before; retrieval skips a row whose embedding is still NULL.
+ALTER TABLE nl2sql.instruction ALTER COLUMN embedding DROP NOT NULL;
+ALTER TABLE nl2sql.term ALTER COLUMN embedding DROP NOT NULL;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -2007,15 +2034,17 @@ CREATE OR REPLACE VIEW nl2sql.visible_verified_query WITH (security_barrier) AS
 CREATE OR REPLACE VIEW nl2sql.visible_term WITH (security_barrier) AS
     SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at, t.embedding
     FROM nl2sql.term t
-    WHERE NOT EXISTS (
+    WHERE t.embedding IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM nl2sql.term_relation r
         WHERE r.term_id = t.id
           AND NOT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
                   pg_catalog.quote_ident(r.schema_name) || '.' || pg_catalog.quote_ident(r.table_name)),
                   'SELECT'), false));
 
+-- An instruction added beside the database waits for the client to embed it (embedding NULL).
 CREATE OR REPLACE VIEW nl2sql.visible_instruction AS
-    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i;
+    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i
+    WHERE i.embedding IS NOT NULL;
 
 -- Listing, for people (no embeddings): what the calling role may see.
 CREATE OR REPLACE VIEW nl2sql.verified_queries AS
@@ -2024,10 +2053,11 @@ CREATE OR REPLACE VIEW nl2sql.verified_queries AS
 COMMENT ON VIEW nl2sql.verified_queries IS
     'nl2sql: the verified queries and templates the calling role may use';
 CREATE OR REPLACE VIEW nl2sql.terms AS
-    SELECT id, term, definition, sql_expression, added_at FROM nl2sql.visible_term ORDER BY id;
+    SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at FROM nl2sql.term t
+    WHERE t.embedding IS NULL OR t.id IN (SELECT v.id FROM nl2sql.visible_term v) ORDER BY t.id;
 COMMENT ON VIEW nl2sql.terms IS 'nl2sql: the business terms the calling role may see';
 CREATE OR REPLACE VIEW nl2sql.instructions AS
-    SELECT id, instruction, added_at FROM nl2sql.visible_instruction ORDER BY id;
+    SELECT id, instruction, added_at FROM nl2sql.instruction ORDER BY id;
 COMMENT ON VIEW nl2sql.instructions IS 'nl2sql: the database-wide instructions';
 
 GRANT SELECT ON nl2sql.visible_verified_query, nl2sql.visible_term, nl2sql.visible_instruction,

@@ -89,15 +89,17 @@ CREATE OR REPLACE VIEW nl2sql.visible_verified_query WITH (security_barrier) AS
 CREATE OR REPLACE VIEW nl2sql.visible_term WITH (security_barrier) AS
     SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at, t.embedding
     FROM nl2sql.term t
-    WHERE NOT EXISTS (
+    WHERE t.embedding IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM nl2sql.term_relation r
         WHERE r.term_id = t.id
           AND NOT COALESCE(pg_catalog.has_table_privilege(pg_catalog.to_regclass(
                   pg_catalog.quote_ident(r.schema_name) || '.' || pg_catalog.quote_ident(r.table_name)),
                   'SELECT'), false));
 
+-- An instruction added beside the database waits for the client to embed it (embedding NULL).
 CREATE OR REPLACE VIEW nl2sql.visible_instruction AS
-    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i;
+    SELECT i.id, i.instruction, i.added_at, i.embedding FROM nl2sql.instruction i
+    WHERE i.embedding IS NOT NULL;
 
 -- Listing, for people (no embeddings): what the calling role may see.
 CREATE OR REPLACE VIEW nl2sql.verified_queries AS
@@ -106,10 +108,11 @@ CREATE OR REPLACE VIEW nl2sql.verified_queries AS
 COMMENT ON VIEW nl2sql.verified_queries IS
     'nl2sql: the verified queries and templates the calling role may use';
 CREATE OR REPLACE VIEW nl2sql.terms AS
-    SELECT id, term, definition, sql_expression, added_at FROM nl2sql.visible_term ORDER BY id;
+    SELECT t.id, t.term, t.definition, t.sql_expression, t.added_at FROM nl2sql.term t
+    WHERE t.embedding IS NULL OR t.id IN (SELECT v.id FROM nl2sql.visible_term v) ORDER BY t.id;
 COMMENT ON VIEW nl2sql.terms IS 'nl2sql: the business terms the calling role may see';
 CREATE OR REPLACE VIEW nl2sql.instructions AS
-    SELECT id, instruction, added_at FROM nl2sql.visible_instruction ORDER BY id;
+    SELECT id, instruction, added_at FROM nl2sql.instruction ORDER BY id;
 COMMENT ON VIEW nl2sql.instructions IS 'nl2sql: the database-wide instructions';
 
 GRANT SELECT ON nl2sql.visible_verified_query, nl2sql.visible_term, nl2sql.visible_instruction,

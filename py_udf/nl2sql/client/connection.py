@@ -17,6 +17,7 @@ import psycopg
 from .. import udf
 from ..core.errors import CandidateRefused, ClientError, Nl2sqlError
 from ..core.settings import get_settings
+from ..curated.business import embed_pending
 from ..generation.execute import fetch_rows
 from ..ops.indexer import sum_table_counts
 from . import _plpy
@@ -107,6 +108,7 @@ class Client:
         self.conn, self._owned = conn, owned
         self.plpy = _plpy.Plpy(conn, on_notice)
         self._pinned: str | None = None
+        self._pending_done = False  # curated rows added in SQL embedded (embed_pending)
 
     def __enter__(self) -> Client:
         return self
@@ -145,6 +147,9 @@ class Client:
                 )
                 p.execute(set_path, [pinned])
                 p.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+                if not self._pending_done:
+                    embed_pending(p)
+                    self._pending_done = True
                 out = fn(caller)
                 p.execute(set_path, [caller])  # kept past a savepoint's release otherwise
             return out
@@ -292,6 +297,7 @@ class Client:
             kept = [f"{s}.{t}" for s, t, _ in tables]
             fin = step(udf.reindex_finish, schemas, kept, out["tables_indexed"] > 0)
         out.update(json.loads(fin))
+        self._in_transaction(lambda _c: embed_pending(self.plpy))  # added while it ran
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
 

@@ -328,3 +328,37 @@ def add_instruction(plpy, text: str) -> int:
         [text, vec],
         ["text", "text"],
     )[0]["id"]
+
+
+def embed_pending(plpy) -> int:
+    """Embed the instructions and terms added beside the database (``sql/beside/002-curated.sql``
+    stores them with no embedding; retrieval skips them until then).
+
+    Args:
+        plpy: the database seam (the server's plpy, or the client's over psycopg).
+
+    Returns:
+        How many rows were embedded (0 when the role may not update them: an asking role that
+        does not administer nl2sql leaves them for ``nl2sql reindex``).
+
+    Raises:
+        EmbeddingError: the embedding model is missing.
+    """
+    done = 0
+    for table, text_sql in (("instruction", "instruction"), ("term", "term || ': ' || definition")):
+        may = f"SELECT pg_catalog.has_table_privilege('nl2sql.{table}', 'UPDATE') AS ok"
+        if not spi.query(plpy, may)[0]["ok"]:
+            continue
+        rows = spi.query(
+            plpy, f"SELECT id, {text_sql} AS text FROM nl2sql.{table} WHERE embedding IS NULL"
+        )
+        vecs = embed([r["text"] for r in rows]) if rows else []
+        for r, v in zip(rows, vecs, strict=True):
+            spi.query(
+                plpy,
+                f"UPDATE nl2sql.{table} SET embedding = $2::vector WHERE id = $1",
+                [r["id"], to_pgvector(v)],
+                ["bigint", "text"],
+            )
+        done += len(rows)
+    return done
