@@ -78,6 +78,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--datadir", type=Path, default=None, help="cluster folder (default .nl2sql/cluster)"
     )
     ap.add_argument("--rows", type=int, default=3, help="rows to print per answer")
+    ap.add_argument(
+        "--beside",
+        action="store_true",
+        help="run nl2sql beside the database: a database without PL/Python, owned by a "
+        "non-superuser role, nl2sql install and the Python API (docs/install.md)",
+    )
     return ap.parse_args(argv)
 
 
@@ -115,11 +121,11 @@ def _ask(conn, question: str, n_rows: int) -> bool:
     return True
 
 
-def _print_summary(cluster: LocalCluster, n_ok: int, scripted: bool) -> None:
+def _print_summary(cluster: LocalCluster, n_ok: int, scripted: bool, db: str = DEMO_DB) -> None:
     """Say how many demo questions were answered and where the traces are."""
     print(
         f"\nanswered {n_ok}/{len(DEMO_QUESTIONS)} demo questions. The traces are in "
-        f'nl2sql.query_log: psql "{cluster.dsn(DEMO_DB)}" -c "SELECT question, sql, '
+        f'nl2sql.query_log: psql "{cluster.dsn(db)}" -c "SELECT question, sql, '
         f'confidence FROM nl2sql.query_log"'
     )
     if scripted:
@@ -138,10 +144,27 @@ def _run_demo(conn, cluster: LocalCluster, llm: LoopbackLLM | None, n_rows: int)
     _print_summary(cluster, n_ok, scripted=llm is not None)
 
 
+def _main_beside(cluster: LocalCluster, n_rows: int) -> int:
+    """The demo beside the database (``--beside``); returns the process exit code."""
+    from nl2sql_indexer.dev._demo_beside import BESIDE_DB, make_beside_db, run_beside
+
+    dsn = make_beside_db(cluster, demo_sql())
+    llm = None if _real_endpoint_configured() else LoopbackLLM().start()
+    try:
+        n_ok = run_beside(dsn, lambda c: configure_models(c, llm), DEMO_QUESTIONS, n_rows)
+    finally:
+        if llm is not None:
+            llm.stop()
+    _print_summary(cluster, n_ok, scripted=llm is not None, db=BESIDE_DB)
+    return 0 if n_ok == len(DEMO_QUESTIONS) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
     args = _parse_args(argv)
     cluster = _start_cluster(args.datadir)
+    if args.beside:
+        return _main_beside(cluster, args.rows)
     cluster.create_database(DEMO_DB, drop=True)
     with cluster.connect(DEMO_DB) as conn:
         conn.execute(demo_sql())
