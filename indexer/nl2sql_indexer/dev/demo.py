@@ -135,13 +135,14 @@ def _print_summary(cluster: LocalCluster, n_ok: int, scripted: bool, db: str = D
         )
 
 
-def _run_demo(conn, cluster: LocalCluster, llm: LoopbackLLM | None, n_rows: int) -> None:
+def _run_demo(conn, cluster: LocalCluster, llm: LoopbackLLM | None, n_rows: int) -> int:
     """Configure the models, reindex, ask the demo questions and print the summary."""
     print(configure_models(conn, llm))
     counts = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]
     print(f"reindex: {json.dumps(counts)}")
     n_ok = sum(_ask(conn, q, n_rows) for q, _gold in DEMO_QUESTIONS)
     _print_summary(cluster, n_ok, scripted=llm is not None)
+    return n_ok
 
 
 def _main_beside(cluster: LocalCluster, n_rows: int) -> int:
@@ -171,11 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
         llm = None if _real_endpoint_configured() else LoopbackLLM().start()
         try:
-            _run_demo(conn, cluster, llm, args.rows)
+            n_ok = _run_demo(conn, cluster, llm, args.rows)
         finally:
             if llm is not None:
                 llm.stop()
-    return 0
+    return 0 if n_ok == len(DEMO_QUESTIONS) else 1  # a question that raised fails the demo
 
 
 if __name__ == "__main__":
