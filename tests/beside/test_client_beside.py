@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -86,3 +87,37 @@ def test_cli_and_mcp_beside_the_database(demo, llm):
     tools = Tools(Database(demo.dsn))  # no PL/Python functions: in process by itself
     got = tools.ask("How many singers?")
     assert tools.db.in_process and got["rows"][0]["n"] > 0
+
+
+def _prompts(llm) -> str:
+    return "\n".join(m.get("content") or "" for r in llm.requests for m in r["messages"])
+
+
+def test_value_rules_and_quotas_hold_beside_the_database(cluster, demo, llm):
+    # the guards a DBA sets apply to the client process as in the server: a column whose values
+    # may not be sent shows none of them in any prompt (the same question shows them without the
+    # rule), and a role over its questions_per_minute is refused before any model call
+    with psycopg.connect(demo.dsn, autocommit=True) as c:
+        countries = {r[0] for r in c.execute("SELECT DISTINCT country FROM singer")}
+    question = "How many singers come from each country?"
+    if time.gmtime().tm_sec >= 45:  # the quota counts per calendar minute: all in one
+        time.sleep(61 - time.gmtime().tm_sec)
+    llm.set_default("SELECT country, count(*) AS n FROM singer GROUP BY country")
+    reader = cluster.dsn(demo.name, READER)
+    with nl2sql.connect(reader) as client:
+        client.ask(question)
+    assert any(f"'{v}'" in _prompts(llm) for v in countries)  # sent without a rule
+    with psycopg.connect(demo.dsn, autocommit=True) as c:
+        c.execute("SELECT nl2sql.set_value_policy('singer', false, 'country')")
+        # the question asked above counts: this minute's second is the last
+        c.execute(f"SELECT nl2sql.set_quota('{READER}', questions_per_minute => 2)")
+    llm.clear()
+    llm.set_default("SELECT country, count(*) AS n FROM singer GROUP BY country")
+    with nl2sql.connect(reader) as client:
+        client.ask(question)
+        seen = _prompts(llm)
+        asked = len(llm.requests)
+        with pytest.raises(nl2sql.ClientError, match="over questions_per_minute = 2"):
+            client.ask(question)
+    assert seen and not any(f"'{v}'" in seen for v in countries)
+    assert len(llm.requests) == asked  # refused before any model request
