@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from ..core.errors import EmbedderUnavailable
 from ..model.config import RELAYS
+from ._unix_http import ConnectError, RequestTimeout, TransportError, UnixClient
 
 DIR_NAME = "nl2sql_embedder"
 SOCKET_NAME = "embed.sock"  # as nl2sql.embedding._server names them
@@ -172,17 +173,10 @@ def socket_path(d: Path) -> str:
 
 
 def _client():
-    """The HTTP client speaking to the socket (one per backend; httpx, not the openai package)."""
+    """The HTTP client speaking to the socket (one per backend; the standard library's
+    http.client, not httpx's stack nor the openai package)."""
     if _STATE["client"] is None:
-        import httpx2  # the HTTP stack: only once this backend talks to the process
-
-        path = socket_path(directory())
-        # plain HTTP over the Unix socket: no TLS, so no CA bundle to load (~0.05-0.1 s)
-        _STATE["client"] = httpx2.Client(
-            transport=httpx2.HTTPTransport(uds=path, verify=False),
-            base_url="http://nl2sql-embedder",
-            timeout=REQUEST_TIMEOUT_S,
-        )
+        _STATE["client"] = UnixClient(socket_path(directory()), timeout=REQUEST_TIMEOUT_S)
     return _STATE["client"]
 
 
@@ -225,22 +219,20 @@ def _request(texts: list[str]) -> list[array.array]:
 
 def _ask(texts: list[str]) -> list[array.array]:
     """Embed in chunks; a refused or broken connection (no process) starts one, once."""
-    import httpx2  # the HTTP stack: only once this backend talks to the process
-
     out: list[array.array] = []
     for i in range(0, len(texts), CHUNK):
         chunk = texts[i : i + CHUNK]
         try:
             out.extend(_request(chunk))
-        except httpx2.TimeoutException:
+        except RequestTimeout:
             raise EmbedderUnavailable(
                 f"the shared embedder did not answer within {request_timeout(len(chunk)):g} s"
             ) from None
-        except httpx2.TransportError:
+        except TransportError:
             ensure_running()
             try:
                 out.extend(_request(chunk))
-            except (httpx2.HTTPError, _StatusError, ValueError, KeyError) as e:
+            except (TransportError, _StatusError, ValueError, KeyError) as e:
                 raise EmbedderUnavailable(
                     f"the shared embedder started but failed: {type(e).__name__}"
                 ) from None
@@ -308,21 +300,19 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
         EmbedderUnavailable: sent but no usable reply (the model may have been called: report an
             error, do not call again).
     """
-    import httpx2  # the HTTP stack: only once this backend talks to the process
-
     # the entry point's ``configure`` chose the mode (``active`` is not for worker threads)
     if _STATE["mode"] != "shared" or time.monotonic() < _STATE["retry_at"]:
         return None
     try:
         resp = _client().post("/nl2sql/v1/chat", json=payload, timeout=deadline_s + RELAY_MARGIN_S)
-    except httpx2.ConnectError:
+    except ConnectError:
         return None
-    except httpx2.TimeoutException:
+    except RequestTimeout:
         _relay_failed(
             f"no reply from the shared process relaying model calls within "
             f"{deadline_s + RELAY_MARGIN_S:g} s"
         )
-    except httpx2.HTTPError as e:
+    except TransportError as e:
         _relay_failed(f"the shared process relaying model calls failed: {type(e).__name__}")
     if resp.status_code in (404, 405):
         return None

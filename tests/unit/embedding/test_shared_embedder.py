@@ -192,19 +192,12 @@ def test_relay_not_listening_falls_back_and_one_that_never_answers_is_left_alone
 ):
     import socket
 
-    import httpx2
-
     from nl2sql.core.errors import EmbedderUnavailable
     from nl2sql.embedding import client as embed_client
+    from nl2sql.embedding._unix_http import UnixClient
 
     def point_at(path: str) -> None:
-        monkeypatch.setitem(
-            embed_client._STATE,
-            "client",
-            httpx2.Client(
-                transport=httpx2.HTTPTransport(uds=path), base_url="http://nl2sql-embedder"
-            ),
-        )
+        monkeypatch.setitem(embed_client._STATE, "client", UnixClient(path))
 
     payload = _chat("relay-x", "http://127.0.0.1:9/v1")
     monkeypatch.setitem(embed_client._STATE, "retry_at", 0.0)
@@ -258,3 +251,30 @@ def test_the_shared_process_runs_at_most_one_embedding_per_cpu_at_once(monkeypat
         t.join()
     assert 1 <= peak[0] <= 2
     assert server.embed_texts(["one"]) == [[0.0] * embed.DIM]
+
+
+def test_backend_client_embeds_over_the_standard_library_and_reconnects(service, monkeypatch):
+    # the backend's client (http.client over the Unix socket, not httpx): the vectors are the
+    # in-process engine's, a kept-alive connection the server closed is replaced, and a socket
+    # with nothing behind it is a connect error (nothing sent)
+    import socket
+
+    from nl2sql.embedding import client as embed_client
+    from nl2sql.embedding._unix_http import ConnectError, UnixClient
+
+    d, _, _ = service
+    http = UnixClient(str(d / "embed.sock"))
+    monkeypatch.setitem(embed_client._STATE, "client", http)
+    monkeypatch.setitem(embed_client._STATE, "retry_at", 0.0)
+    got = embed_client.encode(EMBEDDING_TEXTS)
+    assert got is not None and len(got) == len(EMBEDDING_TEXTS)
+    assert min(cosines(got, embed.embed(EMBEDDING_TEXTS, cache=False))) >= 0.9999
+    first = http._conn.sock
+    assert first is not None
+    first.shutdown(socket.SHUT_RDWR)  # as a server closing an idle connection would look
+    assert http.get("/v1/models").status_code == 200
+    assert http._conn.sock is not first  # a new connection, not an error
+    bad = {"input": [], "model": embed_client.MODEL_NAME}
+    assert http.post("/v1/embeddings", json=bad).status_code == 400  # an error status, read
+    with pytest.raises(ConnectError):
+        UnixClient(str(d / "absent.sock")).get("/v1/models", timeout=1.0)

@@ -1,0 +1,159 @@
+"""HTTP over the shared embedder's Unix socket with the standard library's ``http.client`` (a
+backend's first call imports ~1 MB of it, not httpx's stack: docs/benchmarks.md, "A question's
+own cost"); one kept-alive connection per backend."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import select
+import socket
+
+
+class TransportError(Exception):
+    """The request could not be sent or its reply not read (no process, broken connection)."""
+
+
+class ConnectError(TransportError):
+    """Nothing accepted the connection (no socket, or nothing listening): nothing was sent."""
+
+
+class RequestTimeout(TransportError):
+    """No reply within the request's time limit."""
+
+
+class Response:
+    """A reply: its status and body."""
+
+    def __init__(self, status: int, body: bytes):
+        self.status_code = status
+        self.content = body
+
+    @property
+    def text(self) -> str:
+        """The body as text (undecodable bytes replaced)."""
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        """The body parsed as JSON.
+
+        Returns:
+            The parsed value.
+
+        Raises:
+            ValueError: the body is not JSON.
+        """
+        return json.loads(self.content)
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """An ``HTTPConnection`` whose ``connect`` opens an ``AF_UNIX`` socket; http.client does the
+    HTTP."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("nl2sql-embedder", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        """Open the Unix socket (the time limit applies to the connect too)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.unix_path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class UnixClient:
+    """One kept-alive HTTP connection to a Unix socket (as ``httpx.Client(uds=...)`` was).
+
+    Args:
+        path: the socket's path.
+        timeout: the default time limit of a request, in seconds.
+    """
+
+    def __init__(self, path: str, timeout: float = 60.0):
+        self.path = path
+        self.timeout = timeout
+        self._conn: _UnixConnection | None = None
+
+    def _connection(self, timeout: float) -> _UnixConnection:
+        conn = self._conn
+        if conn is not None and conn.sock is not None and _closed_by_peer(conn.sock):
+            conn.close()  # the server closed a kept-alive connection: open a new one
+        if conn is None:
+            conn = self._conn = _UnixConnection(self.path, timeout)
+        conn.timeout = timeout
+        if conn.sock is None:
+            try:
+                conn.connect()
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise ConnectError(type(e).__name__) from None
+            except TimeoutError:
+                raise RequestTimeout("connect") from None
+            except OSError as e:
+                raise ConnectError(type(e).__name__) from None
+        else:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def request(
+        self, method: str, url: str, json_body=None, timeout: float | None = None
+    ) -> Response:
+        """Send one request and read its whole reply.
+
+        Args:
+            method: ``GET`` or ``POST``.
+            url: the path, e.g. ``/v1/embeddings``.
+            json_body: the body, sent as JSON (None: no body).
+            timeout: this request's time limit in seconds (None: the client's).
+
+        Returns:
+            The reply.
+
+        Raises:
+            ConnectError: nothing accepted the connection.
+            RequestTimeout: no connection or reply within the limit.
+            TransportError: the connection broke.
+        """
+        conn = self._connection(self.timeout if timeout is None else timeout)
+        body = None if json_body is None else json.dumps(json_body).encode()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        try:
+            conn.request(method, url, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except TimeoutError:
+            conn.close()
+            raise RequestTimeout(url) from None
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise TransportError(type(e).__name__) from None
+        if resp.will_close:
+            conn.close()
+        return Response(resp.status, data)
+
+    def post(self, url: str, json=None, timeout: float | None = None) -> Response:  # noqa: A002
+        """``request('POST', ...)``: see ``request``."""
+        return self.request("POST", url, json, timeout)
+
+    def get(self, url: str, timeout: float | None = None) -> Response:
+        """``request('GET', ...)``: see ``request``."""
+        return self.request("GET", url, None, timeout)
+
+    def close(self) -> None:
+        """Close the kept connection (a later request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether a kept-alive idle connection is readable, i.e. the peer closed it (as httpcore
+    checks before reusing one)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
