@@ -135,7 +135,7 @@ class UnixClient:
             conn.close()
         return Response(resp.status, data)
 
-    def post(self, url: str, json=None, timeout: float | None = None) -> Response:  # noqa: A002
+    def post(self, url: str, json=None, timeout: float | None = None) -> Response:
         """``request('POST', ...)``: see ``request``."""
         return self.request("POST", url, json, timeout)
 
