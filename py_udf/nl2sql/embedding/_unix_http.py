@@ -1,6 +1,6 @@
 """HTTP over the shared embedder's Unix socket with the standard library's ``http.client`` (a
 backend's first call imports ~1 MB of it, not httpx's stack: docs/benchmarks.md, "A question's
-own cost"); one kept-alive connection per backend."""
+own cost"); kept-alive connections, one per request in flight."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import http.client
 import json
 import select
 import socket
+import threading
 
 
 class TransportError(Exception):
@@ -67,7 +68,8 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class UnixClient:
-    """One kept-alive HTTP connection to a Unix socket (as ``httpx.Client(uds=...)`` was).
+    """Kept-alive HTTP connections to a Unix socket (as ``httpx.Client(uds=...)`` was): safe
+    to share between threads, each request on a connection of its own (an idle one reused).
 
     Args:
         path: the socket's path.
@@ -77,16 +79,20 @@ class UnixClient:
     def __init__(self, path: str, timeout: float = 60.0):
         self.path = path
         self.timeout = timeout
-        self._conn: _UnixConnection | None = None
+        self._idle: list[_UnixConnection] = []
+        self._lock = threading.Lock()
+        self._conn: _UnixConnection | None = None  # the last one used (tests)
 
     def _connection(self, timeout: float) -> _UnixConnection:
-        conn = self._conn
-        if conn is not None and conn.sock is not None and _closed_by_peer(conn.sock):
-            conn.close()  # the server closed a kept-alive connection: open a new one
+        conn = None
+        with self._lock:
+            while self._idle and conn is None:
+                conn = self._idle.pop()
+                if conn.sock is None or _closed_by_peer(conn.sock):
+                    conn.close()  # the server closed a kept-alive connection: not reused
+                    conn = None
         if conn is None:
-            conn = self._conn = _UnixConnection(self.path, timeout)
-        conn.timeout = timeout
-        if conn.sock is None:
+            conn = _UnixConnection(self.path, timeout)
             try:
                 conn.connect()
             except (FileNotFoundError, ConnectionRefusedError) as e:
@@ -95,8 +101,9 @@ class UnixClient:
                 raise RequestTimeout("connect") from None
             except OSError as e:
                 raise ConnectError(type(e).__name__) from None
-        else:
-            conn.sock.settimeout(timeout)
+        conn.timeout = timeout
+        conn.sock.settimeout(timeout)
+        self._conn = conn
         return conn
 
     def request(
@@ -133,6 +140,9 @@ class UnixClient:
             raise TransportError(type(e).__name__) from None
         if resp.will_close:
             conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
         return Response(resp.status, data)
 
     def post(self, url: str, json=None, timeout: float | None = None) -> Response:
@@ -144,9 +154,11 @@ class UnixClient:
         return self.request("GET", url, None, timeout)
 
     def close(self) -> None:
-        """Close the kept connection (a later request opens a new one)."""
-        if self._conn is not None:
-            self._conn.close()
+        """Close the kept connections (a later request opens a new one)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:

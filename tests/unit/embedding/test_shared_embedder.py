@@ -276,5 +276,11 @@ def test_backend_client_embeds_over_the_standard_library_and_reconnects(service,
     assert http._conn.sock is not first  # a new connection, not an error
     bad = {"input": [], "model": embed_client.MODEL_NAME}
     assert http.post("/v1/embeddings", json=bad).status_code == 400  # an error status, read
+    # model calls relay from several threads at once: each request gets a connection of its own
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        statuses = list(pool.map(lambda _: http.get("/v1/models").status_code, range(60)))
+    assert statuses == [200] * 60
     with pytest.raises(ConnectError):
         UnixClient(str(d / "absent.sock")).get("/v1/models", timeout=1.0)
