@@ -359,24 +359,49 @@ def _from_show(body: dict) -> int | None:
     return min([OLLAMA_DEFAULT_CTX, *trained])
 
 
+def _get_json(url: str, body: dict | None = None) -> tuple[int, object]:
+    """One probe request with the standard library (``urllib.request``: the environment's
+    proxies, the system's CAs): ``(status, JSON body or None)``; an HTTP error status is
+    returned, not raised."""
+    import json
+    import urllib.error
+    import urllib.request  # the HTTP stack of the probe: a few stdlib modules, not httpx's
+
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        url, data=data, method="GET" if body is None else "POST", headers={"Accept": "*/*"}
+    )
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=PROBE_TIMEOUT_S) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        e.close()
+        return e.code, None
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, None
+
+
 def _ask(cfg: ModelConfig) -> tuple[int | None, str]:
     """Ask the server (llama.cpp first, then Ollama); ``(None, why)`` when neither answers."""
-    import httpx2  # the HTTP stack: only a process that asks for a window loads it
+    from urllib.parse import urlencode
 
     root = _root(cfg.base_url or "")
     try:
-        with httpx2.Client(timeout=PROBE_TIMEOUT_S) as http:
-            # ?model=: llama-server's router mode answers for that model (one model: ignored)
-            r = http.get(f"{root}/props", params={"model": cfg.model})
-            if r.status_code == 200 and isinstance(r.json(), dict):
-                n = _from_props(r.json())
-                if n:
-                    return n, "llama.cpp GET /props (n_ctx of one slot)"
-            r = http.post(f"{root}/api/show", json={"model": cfg.model})
-            if r.status_code == 200 and isinstance(r.json(), dict):
-                n = _from_show(r.json())
-                if n:
-                    return n, "Ollama POST /api/show (num_ctx)"
+        # ?model=: llama-server's router mode answers for that model (one model: ignored)
+        status, got = _get_json(f"{root}/props?{urlencode({'model': cfg.model})}")
+        if status == 200 and isinstance(got, dict):
+            n = _from_props(got)
+            if n:
+                return n, "llama.cpp GET /props (n_ctx of one slot)"
+        status, got = _get_json(f"{root}/api/show", {"model": cfg.model})
+        if status == 200 and isinstance(got, dict):
+            n = _from_show(got)
+            if n:
+                return n, "Ollama POST /api/show (num_ctx)"
     except Exception as e:  # noqa: BLE001 - no window is an answer: the call itself reports
         return None, f"not asked: {type(e).__name__}"
     return None, "the server does not say"
