@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -69,19 +70,46 @@ def fitted_budget(cfg: ModelConfig, budget: int) -> tuple[int, str | None]:
     return fitted, f"context window {window} tokens ({how}) less the output cap"
 
 
+MAX_IDLE_THREADS = 16  # call threads kept waiting for the next call (a round's calls at most)
+_IDLE: list[queue.SimpleQueue] = []  # one inbox per idle call thread
+_IDLE_LOCK = threading.Lock()
+
+
 def _spawn(fn: Callable, *args) -> Future:
-    """Run ``fn(*args)`` in a new daemon thread; its outcome lands in the returned Future."""
+    """Run ``fn(*args)`` in a daemon thread (an idle one of an earlier call, else a new one);
+    its outcome lands in the returned Future. A thread is named ``nl2sql-llm`` while it runs a
+    call, ``nl2sql-llm-idle`` while it waits for the next."""
     fut: Future = Future()
     fut.set_running_or_notify_cancel()
+    job = (fut, fn, args)
+    with _IDLE_LOCK:
+        inbox = _IDLE.pop() if _IDLE else None
+    if inbox is not None:
+        inbox.put(job)
+    else:
+        threading.Thread(target=_call_thread, args=(job,), name="nl2sql-llm", daemon=True).start()
+    return fut
 
-    def run() -> None:
+
+def _call_thread(job: tuple) -> None:
+    """Run calls one after the other: ``job``, then those handed to it while idle; it ends when
+    ``MAX_IDLE_THREADS`` others already wait."""
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    me = threading.current_thread()
+    while True:
+        fut, fn, args = job
         try:
             fut.set_result(fn(*args))
         except BaseException as e:  # noqa: BLE001 (handed to the waiter)
             fut.set_exception(e)
-
-    threading.Thread(target=run, name="nl2sql-llm", daemon=True).start()
-    return fut
+        del fut, fn, args, job  # nothing of the call is kept while idle
+        with _IDLE_LOCK:
+            if len(_IDLE) >= MAX_IDLE_THREADS:
+                return
+            me.name = "nl2sql-llm-idle"
+            _IDLE.append(inbox)
+        job = inbox.get()
+        me.name = "nl2sql-llm"
 
 
 def call_model(

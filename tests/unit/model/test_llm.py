@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from nl2sql.core.types import LLMReply, ModelConfig
 from nl2sql.model import llm as llm_mod
 from nl2sql.model.gate import open_gate
@@ -142,3 +144,41 @@ def test_a_message_that_did_not_pass_the_gate_never_reaches_a_model():
         llm_mod.call_models([(cfg, plain)])
     with pytest.raises(GateError):
         Gated("presql", tuple(plain))
+
+
+def test_call_threads_are_reused_and_an_error_reaches_the_waiter():
+    """A call thread that finished waits for the next call (no thread started per call); a
+    call's exception is handed to its Future; threads past MAX_IDLE_THREADS end."""
+    import threading
+
+    def ident() -> tuple[int, str]:
+        return threading.get_ident(), threading.current_thread().name
+
+    first = llm_mod._spawn(ident).result(timeout=5)
+    assert first[1] == "nl2sql-llm"  # named as a running call
+    again = [llm_mod._spawn(ident).result(timeout=5) for _ in range(5)]
+    assert {a[0] for a in again} == {first[0]}  # the same thread, one call after the other
+
+    def boom() -> None:
+        raise ValueError("model call failed")
+
+    with pytest.raises(ValueError, match="model call failed"):
+        llm_mod._spawn(boom).result(timeout=5)
+    # many calls at once: more threads, of which at most MAX_IDLE_THREADS stay
+    gate = threading.Event()
+    many = [llm_mod._spawn(gate.wait, 5) for _ in range(llm_mod.MAX_IDLE_THREADS + 8)]
+    gate.set()
+    assert all(f.result(timeout=5) for f in many)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (
+        _idle_threads() < llm_mod.MAX_IDLE_THREADS or _llm_threads()
+    ):
+        time.sleep(0.02)
+    assert _idle_threads() == llm_mod.MAX_IDLE_THREADS == len(llm_mod._IDLE)
+    assert _llm_threads() == 0  # the 8 beyond it ended
+
+
+def _idle_threads() -> int:
+    import threading
+
+    return sum(1 for t in threading.enumerate() if t.name == "nl2sql-llm-idle")
