@@ -1851,3 +1851,28 @@ def test_semantic_model_expressions_reach_models_only_through_the_gate(
     finally:
         sdb.execute("DELETE FROM nl2sql.semantic_table")
         sdb.execute("DELETE FROM nl2sql.semantic_model")
+
+
+def test_a_function_made_volatile_between_questions_is_refused_by_the_next(sdb, llm):
+    # the candidates' catalog lookups are kept for one question (generation.db_checks.CheckMemo):
+    # two candidates of one question calling it are both refused; a change is seen next question
+    sdb.execute(
+        "CREATE OR REPLACE FUNCTION public.i33_twice(x int) RETURNS int "
+        "LANGUAGE sql IMMUTABLE AS 'SELECT x * 2'"
+    )
+    sdb.execute("GRANT EXECUTE ON FUNCTION public.i33_twice(int) TO PUBLIC")
+    add_models(sdb, llm, ["tw1", "tw2"])
+    llm.add_rule(Rule(model="tw1", response="SELECT i33_twice(count(*)::int) FROM singer"))
+    llm.add_rule(Rule(model="tw2", response="SELECT i33_twice(max(age)) FROM singer"))
+    try:
+        trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        st = {c["source"]: c for c in trace["candidates"]}
+        assert st["finsql:tw1"]["status"] == "ok" and st["finsql:tw2"]["status"] == "ok"
+        sdb.execute("ALTER FUNCTION public.i33_twice(int) VOLATILE")
+        trace = sdb.execute("SELECT nl2sql.explain(%s)", (Q,)).fetchone()[0]
+        st = {c["source"]: c for c in trace["candidates"]}
+        for src in ("finsql:tw1", "finsql:tw2"):
+            assert st[src]["status"] == "refused", st[src]
+            assert "volatile function(s) i33_twice()" in st[src]["reason"]
+    finally:
+        sdb.execute("DROP FUNCTION public.i33_twice(int)")

@@ -16,7 +16,7 @@ from ..model import prompts
 from ..model.gate import Gate
 from .alignment import ValueIndex, align_values
 from .cleaning import clean
-from .db_checks import check_candidate_in_db
+from .db_checks import CheckMemo, check_candidate_in_db
 from .execute import DEFAULT_MAX_BYTES, PlanLimits, run_candidate
 
 
@@ -226,6 +226,7 @@ class Evaluator:
     keep_rows: bool = False  # keep each execution's rows (``Candidate.rows``: nl2sql.ask)
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
+    _memo: CheckMemo | None = None  # the catalog answers of this question's checks
 
     def reset_ms(self) -> dict[str, float]:
         """Start a fresh ``ms``, timing what runs from now on apart from before.
@@ -299,7 +300,8 @@ class Evaluator:
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
             return False
         try:
-            tree = check_candidate_in_db(self.plpy, cl.sql, self.schema)
+            self._memo = self._memo or CheckMemo(self.plpy)
+            tree = check_candidate_in_db(self.plpy, cl.sql, self.schema, self._memo)
         except CandidateRefused as e:
             c.status, c.reason, c.sql = Status.REFUSED, str(e), cl.sql or None
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000

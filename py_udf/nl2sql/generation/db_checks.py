@@ -426,13 +426,47 @@ def gone_refusal(gone: list[str]) -> str:
     )
 
 
-def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
+class CheckMemo:
+    """One question's catalog answers for its candidates' checks, by name: a function, operator
+    or column-notation name is looked up once per question, not once per candidate (a candidate
+    runs read-only and rolled back: it cannot change them; docs/benchmarks.md, "A question's own
+    cost")."""
+
+    def __init__(self, plpy):
+        self.plpy = plpy
+        self._known: dict[tuple[str, str], object] = {}
+
+    def ask(self, kind: str, lookup: Callable, names: Iterable[str]) -> dict[str, object]:
+        """``lookup(plpy, names)`` for the names not asked before; the found ones of ``names``.
+
+        Args:
+            kind: what is asked (keeps the answers of each lookup apart).
+            lookup: ``volatile_functions``, ``denied_functions``, ``volatile_operators`` or
+                ``volatile_row_functions`` (a set or a ``{name: why}`` of the found ones).
+            names: the names.
+
+        Returns:
+            ``{name: why}`` (``why`` the name itself for a set's lookup) of the found ones.
+        """
+        names = set(names)
+        new = sorted(n for n in names if (kind, n) not in self._known)
+        if new:
+            got = lookup(self.plpy, new)
+            got = got if isinstance(got, dict) else {n: n for n in got}
+            self._known.update({(kind, n): got.get(n) for n in new})
+        return {n: why for n in names if (why := self._known[(kind, n)]) is not None}
+
+
+def check_candidate_in_db(
+    plpy, sql: str, schema: Schema, memo: CheckMemo | None = None
+) -> exp.Expression:
     """The full candidate check: ``sqlcheck.check_candidate``, ``check_functions``,
     ``check_operators``, then SELECT privilege on every relation.
 
     Args:
         sql: the candidate's text.
         schema: the calling role's visible schema.
+        memo: the question's ``CheckMemo`` (None: every name is looked up).
 
     Returns:
         The parsed tree.
@@ -441,15 +475,16 @@ def check_candidate_in_db(plpy, sql: str, schema: Schema) -> exp.Expression:
         CandidateRefused: with the reason.
     """
     tree = check_candidate(sql, known_relations(schema))
+    memo = memo or CheckMemo(plpy)
     check_functions(
         tree,
-        lambda names: volatile_functions(plpy, names),
-        lambda names: denied_functions(plpy, names),
+        lambda names: set(memo.ask("volatile", volatile_functions, names)),
+        lambda names: memo.ask("denied", denied_functions, names),
     )
     check_operators(
         tree,
-        lambda names: volatile_operators(plpy, names),
-        lambda names: volatile_row_functions(plpy, names),
+        lambda names: memo.ask("operator", volatile_operators, names),
+        lambda names: set(memo.ask("row", volatile_row_functions, names)),
     )
     denied, gone = unreadable_relations(plpy, relation_targets(tree, schema))
     if gone:

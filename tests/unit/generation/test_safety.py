@@ -180,3 +180,22 @@ def test_operator_and_column_notation_calls_of_volatile_functions_are_seen():
         except CandidateRefused:
             refused = True
         assert refused is not ok, sql
+
+
+def test_check_memo_asks_each_name_once_per_question():
+    # CheckMemo: a name looked up for one candidate is not looked up again for the next
+    from nl2sql.generation.db_checks import CheckMemo
+
+    asked: list[list[str]] = []
+
+    def volatile(plpy, names):
+        asked.append(list(names))
+        return {n for n in names if n == "random"}
+
+    memo = CheckMemo(plpy=None)
+    assert set(memo.ask("volatile", volatile, {"random", "upper"})) == {"random"}
+    assert set(memo.ask("volatile", volatile, {"upper", "random"})) == {"random"}
+    assert set(memo.ask("volatile", volatile, {"upper", "lower"})) == set()
+    assert asked == [["random", "upper"], ["lower"]]
+    # each kind of lookup apart: the same name asked of another lookup is asked again
+    assert memo.ask("denied", lambda plpy, names: {"upper": "why"}, {"upper"}) == {"upper": "why"}
