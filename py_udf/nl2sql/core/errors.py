@@ -44,6 +44,18 @@ class EmbedderUnavailable(EmbeddingError):
     """The shared embedding process could not be reached or started (the backend embeds itself)."""
 
 
+class EmbedderTransportError(EmbedderUnavailable):
+    """A request to the shared embedder could not be sent or its reply not read."""
+
+
+class EmbedderConnectError(EmbedderTransportError):
+    """Nothing accepted the connection to the shared embedder's socket: nothing was sent."""
+
+
+class EmbedderTimeout(EmbedderTransportError):
+    """The shared embedder did not answer within the request's time limit."""
+
+
 class NoCandidateError(Nl2sqlError, RuntimeError):
     """Models answered, but no candidate passed the checks and executed."""
 

@@ -10,17 +10,7 @@ import select
 import socket
 import threading
 
-
-class TransportError(Exception):
-    """The request could not be sent or its reply not read (no process, broken connection)."""
-
-
-class ConnectError(TransportError):
-    """Nothing accepted the connection (no socket, or nothing listening): nothing was sent."""
-
-
-class RequestTimeout(TransportError):
-    """No reply within the request's time limit."""
+from ..core.errors import EmbedderConnectError, EmbedderTimeout, EmbedderTransportError
 
 
 class Response:
@@ -96,11 +86,11 @@ class UnixClient:
             try:
                 conn.connect()
             except (FileNotFoundError, ConnectionRefusedError) as e:
-                raise ConnectError(type(e).__name__) from None
+                raise EmbedderConnectError(type(e).__name__) from None
             except TimeoutError:
-                raise RequestTimeout("connect") from None
+                raise EmbedderTimeout("connect") from None
             except OSError as e:
-                raise ConnectError(type(e).__name__) from None
+                raise EmbedderConnectError(type(e).__name__) from None
         conn.timeout = timeout
         conn.sock.settimeout(timeout)
         self._conn = conn
@@ -121,9 +111,9 @@ class UnixClient:
             The reply.
 
         Raises:
-            ConnectError: nothing accepted the connection.
-            RequestTimeout: no connection or reply within the limit.
-            TransportError: the connection broke.
+            EmbedderConnectError: nothing accepted the connection.
+            EmbedderTimeout: no connection or reply within the limit.
+            EmbedderTransportError: the connection broke.
         """
         conn = self._connection(self.timeout if timeout is None else timeout)
         body = None if json_body is None else json.dumps(json_body).encode()
@@ -134,10 +124,10 @@ class UnixClient:
             data = resp.read()
         except TimeoutError:
             conn.close()
-            raise RequestTimeout(url) from None
+            raise EmbedderTimeout(url) from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise TransportError(type(e).__name__) from None
+            raise EmbedderTransportError(type(e).__name__) from None
         if resp.will_close:
             conn.close()
         else:
@@ -146,11 +136,28 @@ class UnixClient:
         return Response(resp.status, data)
 
     def post(self, url: str, json=None, timeout: float | None = None) -> Response:
-        """``request('POST', ...)``: see ``request``."""
+        """``request('POST', ...)``.
+
+        Args:
+            url: the path.
+            json: the body, sent as JSON.
+            timeout: the time limit in seconds (None: the client's).
+
+        Returns:
+            The reply (errors: as ``request`` raises them).
+        """
         return self.request("POST", url, json, timeout)
 
     def get(self, url: str, timeout: float | None = None) -> Response:
-        """``request('GET', ...)``: see ``request``."""
+        """``request('GET', ...)``.
+
+        Args:
+            url: the path.
+            timeout: the time limit in seconds (None: the client's).
+
+        Returns:
+            The reply (errors: as ``request`` raises them).
+        """
         return self.request("GET", url, None, timeout)
 
     def close(self) -> None:

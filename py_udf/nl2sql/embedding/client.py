@@ -14,9 +14,14 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from ..core.errors import EmbedderUnavailable
+from ..core.errors import (
+    EmbedderConnectError,
+    EmbedderTimeout,
+    EmbedderTransportError,
+    EmbedderUnavailable,
+)
 from ..model.config import RELAYS
-from ._unix_http import ConnectError, RequestTimeout, TransportError, UnixClient
+from ._unix_http import UnixClient
 
 DIR_NAME = "nl2sql_embedder"
 SOCKET_NAME = "embed.sock"  # as nl2sql.embedding._server names them
@@ -224,15 +229,15 @@ def _ask(texts: list[str]) -> list[array.array]:
         chunk = texts[i : i + CHUNK]
         try:
             out.extend(_request(chunk))
-        except RequestTimeout:
+        except EmbedderTimeout:
             raise EmbedderUnavailable(
                 f"the shared embedder did not answer within {request_timeout(len(chunk)):g} s"
             ) from None
-        except TransportError:
+        except EmbedderTransportError:
             ensure_running()
             try:
                 out.extend(_request(chunk))
-            except (TransportError, _StatusError, ValueError, KeyError) as e:
+            except (EmbedderTransportError, _StatusError, ValueError, KeyError) as e:
                 raise EmbedderUnavailable(
                     f"the shared embedder started but failed: {type(e).__name__}"
                 ) from None
@@ -305,14 +310,14 @@ def relay_chat(payload: dict, deadline_s: float) -> dict | None:
         return None
     try:
         resp = _client().post("/nl2sql/v1/chat", json=payload, timeout=deadline_s + RELAY_MARGIN_S)
-    except ConnectError:
+    except EmbedderConnectError:
         return None
-    except RequestTimeout:
+    except EmbedderTimeout:
         _relay_failed(
             f"no reply from the shared process relaying model calls within "
             f"{deadline_s + RELAY_MARGIN_S:g} s"
         )
-    except TransportError as e:
+    except EmbedderTransportError as e:
         _relay_failed(f"the shared process relaying model calls failed: {type(e).__name__}")
     if resp.status_code in (404, 405):
         return None

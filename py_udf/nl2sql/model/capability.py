@@ -5,9 +5,11 @@ model name, or learned from the endpoint's own refusals and kept per process
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass, field, replace
+from urllib.parse import urlencode
 
 from ..core.types import ModelConfig
 
@@ -363,9 +365,8 @@ def _get_json(url: str, body: dict | None = None) -> tuple[int, object]:
     """One probe request with the standard library (``urllib.request``: the environment's
     proxies, the system's CAs): ``(status, JSON body or None)``; an HTTP error status is
     returned, not raised."""
-    import json
-    import urllib.error
-    import urllib.request  # the HTTP stack of the probe: a few stdlib modules, not httpx's
+    import urllib.error  # the probe's HTTP stack: only a process that asks for a window
+    import urllib.request  # the probe's HTTP stack: only a process that asks for a window
 
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(
@@ -387,8 +388,6 @@ def _get_json(url: str, body: dict | None = None) -> tuple[int, object]:
 
 def _ask(cfg: ModelConfig) -> tuple[int | None, str]:
     """Ask the server (llama.cpp first, then Ollama); ``(None, why)`` when neither answers."""
-    from urllib.parse import urlencode
-
     root = _root(cfg.base_url or "")
     try:
         # ?model=: llama-server's router mode answers for that model (one model: ignored)

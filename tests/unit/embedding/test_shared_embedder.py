@@ -259,8 +259,9 @@ def test_backend_client_embeds_over_the_standard_library_and_reconnects(service,
     # with nothing behind it is a connect error (nothing sent)
     import socket
 
+    from nl2sql.core.errors import EmbedderConnectError
     from nl2sql.embedding import client as embed_client
-    from nl2sql.embedding._unix_http import ConnectError, UnixClient
+    from nl2sql.embedding._unix_http import UnixClient
 
     d, _, _ = service
     http = UnixClient(str(d / "embed.sock"))
@@ -282,5 +283,5 @@ def test_backend_client_embeds_over_the_standard_library_and_reconnects(service,
     with ThreadPoolExecutor(max_workers=6) as pool:
         statuses = list(pool.map(lambda _: http.get("/v1/models").status_code, range(60)))
     assert statuses == [200] * 60
-    with pytest.raises(ConnectError):
+    with pytest.raises(EmbedderConnectError):
         UnixClient(str(d / "absent.sock")).get("/v1/models", timeout=1.0)
