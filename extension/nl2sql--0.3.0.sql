@@ -1880,6 +1880,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('llm_max_output_tokens', 'int', '32768', 'the most the output cap is raised to when a reply is cut by it (`finish_reason` length) before any answer: one retry per call, remembered for the model'),
     ('send_values', 'bool', 'on', '`off`: no cell value (sample values, indexed values) reaches any prompt'),
     ('embedder', 'enum', 'shared', '`shared`: backends ask the server''s one embedding process (started by the first backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: each backend loads the model itself'),
+    ('embedding_precision', 'enum', 'fp32', '`int8`: the embedding model quantized per channel, 2x faster, its vectors close to `fp32`''s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`'),
     ('model_rounds', 'enum', 'auto', '`two`: the first model writes the PreSQL, then every model a FinSQL from the linked schema; `one`: every model writes once from the PreSQL prompt (no linking round); `auto`: one round when the PreSQL prompt holds the whole schema, two when it was pruned (see "One model round or two")'),
     ('prompt_variants', 'int', '1', 'FinSQL prompts per model (MCS-SQL multiple prompts); see "Generation and selection"'),
     ('samples_per_model', 'int', '1', 'samples per prompt and model, one request with `n` (self-consistency)'),

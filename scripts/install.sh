@@ -28,6 +28,7 @@ NL2SQL_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}"
 # wheel lies in pip's find-links, PyPI's Linux torch is a CUDA build of several GB)
 NL2SQL_TORCH_INDEX="${NL2SQL_TORCH_INDEX:-}"
 ONNX_FILE=all-MiniLM-L6-v2.onnx
+INT8_FILE=all-MiniLM-L6-v2.int8.onnx
 export DEBIAN_FRONTEND=noninteractive
 
 PG_CONFIG_ARG="${PG_CONFIG:-}"
@@ -285,6 +286,19 @@ else
   fi
   [ -f "$dest" ] || die "the ONNX export wrote no $dest"
   if [ ! -f "$NL2SQL_CACHE/$ONNX_FILE" ]; then mkdir -p "$NL2SQL_CACHE" && cp "$dest" "$NL2SQL_CACHE/$ONNX_FILE"; fi
+fi
+# the int8 model (setting embedding_precision = int8): the fp32 file quantized per channel, made
+# here in seconds (needs the onnx package, a dependency) and cached beside the fp32 one
+int8="$NL2SQL_VENV/share/nl2sql/$INT8_FILE"
+if [ ! -f "$int8" ] && [ -f "$NL2SQL_CACHE/$INT8_FILE" ] && [ "$NL2SQL_CACHE/$INT8_FILE" -nt "$NL2SQL_CACHE/$ONNX_FILE" ]; then
+  cp "$NL2SQL_CACHE/$INT8_FILE" "$int8.tmp" && mv "$int8.tmp" "$int8"
+fi
+if [ ! -f "$int8" ] || [ "$dest" -nt "$int8" ]; then
+  log "quantizing the embedding model to int8 (once; setting embedding_precision)"
+  "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.encode --quantize --force 2>&1 | grep -v -i "pre-processing" \
+    || die "the int8 quantization failed: see above; the venv needs the onnx package"
+  [ -f "$int8" ] || die "the int8 quantization wrote no $int8"
+  mkdir -p "$NL2SQL_CACHE" && cp "$int8" "$NL2SQL_CACHE/$INT8_FILE" 2>/dev/null || true
 fi
 engine="$(HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.encode --engine)"
 [ "$engine" = onnxruntime ] || die "the venv embeds with $engine, not ONNX Runtime: check $dest"

@@ -95,11 +95,10 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1000,
     ),
     Setting("value_max_chars", "int", 200, "longer strings are not indexed", minimum=0),
-    # 60, not 60.0: the stored default text stays '60' (parsed as the float 60.0)
     Setting(
         "llm_timeout_s",
         "float",
-        60,
+        60,  # not 60.0: the stored default text stays '60' (parsed as the float 60.0)
         "model call timeout (seconds) when the model has no `timeout_s`",
         minimum=0,
         minimum_exclusive=True,
@@ -145,6 +144,14 @@ SETTINGS: tuple[Setting, ...] = (
         "backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: "
         "each backend loads the model itself",
         choices=("shared", "local"),
+    ),
+    Setting(
+        "embedding_precision",
+        "enum",
+        "fp32",
+        "`int8`: the embedding model quantized per channel, 2x faster, its vectors close to "
+        "`fp32`'s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`",
+        choices=("fp32", "int8"),
     ),
     # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(
