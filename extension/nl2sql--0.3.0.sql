@@ -1864,7 +1864,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('max_result_bytes', 'int', '50000000', 'bytes of row_to_json text fetched per candidate (and by `nl2sql.ask`); a larger result is abandoned in the database and the candidate refused ("Safety")'),
     ('max_plan_cost', 'float', '100000000.0', 'a candidate whose planner estimate (EXPLAIN total cost) is higher is refused before it runs; 0: no limit (docs/guardrails.md)'),
     ('max_plan_rows', 'float', '1000000000.0', 'a candidate whose planner estimate of its rows is higher is refused before it runs; 0: no limit (docs/guardrails.md)'),
-    ('schemas', 'list', 'public', 'comma-separated schemas `reindex()` covers by default'),
+    ('schemas', 'list', 'public', 'comma-separated schemas `reindex()` covers'),
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
     ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
     ('question_max_chars', 'int', '4000', 'longer questions are refused'),

@@ -60,9 +60,7 @@ SETTINGS: tuple[Setting, ...] = (
         "0: no limit (docs/guardrails.md)",
         minimum=0,
     ),
-    Setting(
-        "schemas", "list", ("public",), "comma-separated schemas `reindex()` covers by default"
-    ),
+    Setting("schemas", "list", ("public",), "comma-separated schemas `reindex()` covers"),
     Setting("sample_values", "int", 3, "cell values per column shown in the prompt", minimum=0),
     Setting(
         "presql_votes",

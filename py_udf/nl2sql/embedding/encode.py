@@ -269,7 +269,7 @@ def _load_onnx(bulk: bool, prec: str):
         if prec == "int8" and not path.exists() and onnx_path("fp32").exists():
             raise EmbeddingError(
                 f"nl2sql: no int8 embedding model ({path}); make it with python -m "
-                "nl2sql.embedding.encode --quantize (scripts/install.sh does), or "
+                "nl2sql.embedding.export --quantize (scripts/install.sh does), or "
                 "SELECT nl2sql.set_setting('embedding_precision', 'fp32') and reindex"
             )
         try:
@@ -399,9 +399,3 @@ def to_pgvector(vec: list[float]) -> str:
 
 # to_pgvector's format for DIM components: one % operation (51 us a vector, 67 with a join)
 _PGVECTOR_FORMAT = "[" + ",".join(["%.6f"] * DIM) + "]"
-
-
-if __name__ == "__main__":  # the command line lives in export.py
-    from .export import main
-
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
 """Making the embedding model files: the ONNX export of all-MiniLM-L6-v2 (checked against torch)
-and its int8 quantization; the command line ``python -m nl2sql.embedding.encode`` that
+and its int8 quantization; the command line ``python -m nl2sql.embedding.export`` that
 scripts/install.sh runs (docs/install.md)."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def quantize_onnx(src: Path | None = None, dest: Path | None = None) -> Path:
         raise EmbeddingError(f"nl2sql: no fp32 ONNX model {src} to quantize; export it first")
     tmp = dest.with_suffix(".tmp")
     try:
+        # heavy (onnx): the install step only
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         quantize_dynamic(src, tmp, per_channel=True, weight_type=QuantType.QInt8)
@@ -137,7 +138,7 @@ def _check_export(model, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line ``python -m nl2sql.embedding.encode [--export-onnx] [--quantize] [--force]
+    """Command line ``python -m nl2sql.embedding.export [--export-onnx] [--quantize] [--force]
     [--engine]``.
 
     Args:
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     import argparse  # the command line only, kept off the question path
 
-    ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding.encode", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding.export", description=main.__doc__)
     ap.add_argument("--export-onnx", action="store_true")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--quantize", action="store_true", help="write the int8 model (if missing)")

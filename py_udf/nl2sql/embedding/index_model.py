@@ -35,7 +35,14 @@ def precision_of(name: str | None) -> str:
 
 
 def recorded(plpy) -> str | None:
-    """The model name the index was embedded with, or None when none is recorded."""
+    """The model name the index was embedded with.
+
+    Args:
+        plpy: the PL/Python module of the calling backend (SPI access).
+
+    Returns:
+        A value of ``encode.MODEL_NAMES``, or None when none is recorded.
+    """
     rows = spi.query(plpy, f"SELECT value FROM nl2sql.setting WHERE key = '{KEY}'")
     return rows[0]["value"] if rows else None
 
