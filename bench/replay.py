@@ -373,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", type=Path, default=None, help="write per-question details here")
     ap.add_argument(
+        "--embedding-precision",
+        choices=("fp32", "int8"),
+        default=None,
+        help="setting embedding_precision, set before the first reindex (default: its default)",
+    )
+    ap.add_argument(
         "--timeout-ms", type=int, default=C.STATEMENT_TIMEOUT_MS, help="scoring statement_timeout"
     )
     ap.add_argument("--stop-cluster", action="store_true", help="stop the cluster at the end")
@@ -527,6 +533,10 @@ def run_database(
     C.ensure_reader_role(conn, schemas)
     conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
     conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
+    if args.embedding_precision:  # a new database: its first reindex embeds with it
+        conn.execute(
+            "SELECT nl2sql.set_setting('embedding_precision', %s)", (args.embedding_precision,)
+        )
     conn.execute(f"SET search_path TO {search_path}")
     t0 = time.perf_counter()
     counts = conn.execute("SELECT nl2sql.reindex()").fetchone()[0]

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -210,7 +211,6 @@ def full_reindex(cluster: LocalCluster, conn, db: str) -> dict:
 def embedding_ceiling(conn, n: int = 4096) -> float:
     """Strings/s of the bulk encoder alone, in this process, now: what the machine gives the
     embedding model at this moment (the figure the whole reindex can at most reach)."""
-    import os
 
     from nl2sql.embedding.encode import embed
 
@@ -305,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the full size")
     ap.add_argument("--full", action="store_true", help="empty the index and reindex fully")
     ap.add_argument("--datadir", type=Path, default=DEFAULT_DATADIR)
+    ap.add_argument(
+        "--precision",
+        choices=("fp32", "int8"),
+        help="setting embedding_precision for this run (with --full: the whole index re-embedded)",
+    )
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument(
         "--venv",
@@ -340,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.until == "data":
         return 0
     ensure_extension(conn, db, args.scale)
+    if args.precision:  # the embedding model file; the ceiling below embeds with it too
+        conn.execute("SELECT nl2sql.set_setting('embedding_precision', %s)", (args.precision,))
+        os.environ["NL2SQL_EMBEDDING_PRECISION"] = args.precision
     if args.until == "extension":
         return 0
     n_values, n_tables = index_size(conn)

@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in overrides:
             conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
             log(f"{db}: setting {k} = {v}")
+        if any(k == "embedding_precision" for k, _ in overrides):  # re-embeds everything
+            conn.execute("SELECT nl2sql.reindex(force => true)")
         top_k = C.setting_value(conn, "value_top_k")
         lits = {q["id"]: string_literals(q["gold"]) for q in qs}
         cells = cell_values_among(conn, {v for ls in lits.values() for v in ls})

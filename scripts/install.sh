@@ -28,6 +28,7 @@ NL2SQL_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}"
 # wheel lies in pip's find-links, PyPI's Linux torch is a CUDA build of several GB)
 NL2SQL_TORCH_INDEX="${NL2SQL_TORCH_INDEX:-}"
 ONNX_FILE=all-MiniLM-L6-v2.onnx
+INT8_FILE=all-MiniLM-L6-v2.int8.onnx
 export DEBIAN_FRONTEND=noninteractive
 
 PG_CONFIG_ARG="${PG_CONFIG:-}"
@@ -278,15 +279,28 @@ else
       install_torch_extra
     fi
     log "exporting the embedding model for ONNX Runtime (once; checked against torch)"
-    HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.encode --export-onnx 2>&1 \
+    HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.export --export-onnx 2>&1 \
       | grep -v -i -E "warn|^\s*$|is_causal|padding_length|opset9" || true
   else
-    die "no ONNX model (found: none; needed: $ONNX_FILE, a build artifact) and --without-torch; get it: --onnx-model FILE (exported where torch runs: python -m nl2sql.embedding.encode --export-onnx writes <venv>/share/nl2sql/$ONNX_FILE), a copy in $NL2SQL_CACHE/, or leave out --without-torch to export it here"
+    die "no ONNX model (found: none; needed: $ONNX_FILE, a build artifact) and --without-torch; get it: --onnx-model FILE (exported where torch runs: python -m nl2sql.embedding.export --export-onnx writes <venv>/share/nl2sql/$ONNX_FILE), a copy in $NL2SQL_CACHE/, or leave out --without-torch to export it here"
   fi
   [ -f "$dest" ] || die "the ONNX export wrote no $dest"
   if [ ! -f "$NL2SQL_CACHE/$ONNX_FILE" ]; then mkdir -p "$NL2SQL_CACHE" && cp "$dest" "$NL2SQL_CACHE/$ONNX_FILE"; fi
 fi
-engine="$(HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.encode --engine)"
+# the int8 model (setting embedding_precision = int8): the fp32 file quantized per channel, made
+# here in seconds (needs the onnx package, a dependency) and cached beside the fp32 one
+int8="$NL2SQL_VENV/share/nl2sql/$INT8_FILE"
+if [ ! -f "$int8" ] && [ -f "$NL2SQL_CACHE/$INT8_FILE" ] && [ "$NL2SQL_CACHE/$INT8_FILE" -nt "$NL2SQL_CACHE/$ONNX_FILE" ]; then
+  cp "$NL2SQL_CACHE/$INT8_FILE" "$int8.tmp" && mv "$int8.tmp" "$int8"
+fi
+if [ ! -f "$int8" ] || [ "$dest" -nt "$int8" ]; then
+  log "quantizing the embedding model to int8 (once; setting embedding_precision)"
+  "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.export --quantize --force 2>&1 | grep -v -i "pre-processing" \
+    || die "the int8 quantization failed: see above; the venv needs the onnx package"
+  [ -f "$int8" ] || die "the int8 quantization wrote no $int8"
+  mkdir -p "$NL2SQL_CACHE" && cp "$int8" "$NL2SQL_CACHE/$INT8_FILE" 2>/dev/null || true
+fi
+engine="$(HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.export --engine)"
 [ "$engine" = onnxruntime ] || die "the venv embeds with $engine, not ONNX Runtime: check $dest"
 # where the tests, the demo and scripts/dev_locked.sh find this server's binaries
 echo "$BINDIR" > "$NL2SQL_VENV/share/nl2sql/pg_bindir"

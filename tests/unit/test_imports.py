@@ -31,9 +31,9 @@ RAISES_OUTSIDE_ERRORS = {
     ("", "AttributeError"): "a module __getattr__'s answer for a name it does not have",
     ("client._plpy", "AttributeError"): "``spiexceptions``' __getattr__ for a private name",
     (
-        "embedding.encode",
+        "embedding.export",
         "SystemExit",
-    ): "the command line's exit status (python -m nl2sql.embedding.encode)",
+    ): "the command line's exit status (python -m nl2sql.embedding.export)",
     ("embedding._server", "SystemExit"): "the command line's exit status "
     "(python -m nl2sql.embedding._server)",
     (

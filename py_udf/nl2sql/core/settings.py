@@ -60,9 +60,7 @@ SETTINGS: tuple[Setting, ...] = (
         "0: no limit (docs/guardrails.md)",
         minimum=0,
     ),
-    Setting(
-        "schemas", "list", ("public",), "comma-separated schemas `reindex()` covers by default"
-    ),
+    Setting("schemas", "list", ("public",), "comma-separated schemas `reindex()` covers"),
     Setting("sample_values", "int", 3, "cell values per column shown in the prompt", minimum=0),
     Setting(
         "presql_votes",
@@ -95,11 +93,10 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1000,
     ),
     Setting("value_max_chars", "int", 200, "longer strings are not indexed", minimum=0),
-    # 60, not 60.0: the stored default text stays '60' (parsed as the float 60.0)
     Setting(
         "llm_timeout_s",
         "float",
-        60,
+        60,  # not 60.0: the stored default text stays '60' (parsed as the float 60.0)
         "model call timeout (seconds) when the model has no `timeout_s`",
         minimum=0,
         minimum_exclusive=True,
@@ -145,6 +142,14 @@ SETTINGS: tuple[Setting, ...] = (
         "backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: "
         "each backend loads the model itself",
         choices=("shared", "local"),
+    ),
+    Setting(
+        "embedding_precision",
+        "enum",
+        "fp32",
+        "`int8`: the embedding model quantized per channel, 2x faster, its vectors close to "
+        "`fp32`'s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`",
+        choices=("fp32", "int8"),
     ),
     # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(

@@ -76,11 +76,12 @@ def _chat_model():
     return ChatRelay
 
 
-def embed_texts(texts: list[str]) -> list[list[float]]:
+def embed_texts(texts: list[str], model: str = MODEL_NAME) -> list[list[float]]:
     """Embed texts in this process with ``encode.embed``.
 
     Args:
         texts: the texts (at most ``MAX_INPUTS``).
+        model: one of ``encode.MODEL_NAMES`` (its precision's model file embeds them).
 
     Returns:
         One list of 384 floats per text (L2-normalised), in input order.
@@ -89,7 +90,9 @@ def embed_texts(texts: list[str]) -> list[list[float]]:
         EmbeddingError: the model files are missing.
     """
     with _runs():
-        return embed.embed(texts, cache=len(texts) < CACHE_BELOW, bulk=len(texts) >= CACHE_BELOW)
+        prec = next(p for p, name in embed.MODEL_NAMES.items() if name == model)
+        big = len(texts) >= CACHE_BELOW
+        return embed.embed(texts, cache=not big, bulk=big, prec=prec)
 
 
 _RUNS: list[threading.BoundedSemaphore] = []  # made on first use (NL2SQL_EMBED_THREADS read then)
@@ -158,7 +161,7 @@ def _embeddings_endpoint():
         if problem:
             return _error(400, problem)
         try:
-            vecs = await run_in_threadpool(embed_texts, texts)
+            vecs = await run_in_threadpool(embed_texts, texts, req.model)
         except Exception as e:  # noqa: BLE001 - answered as an API error, logged by the client
             return _error(
                 500, f"embedding failed: {type(e).__name__}: {str(e)[:300]}", "server_error"
@@ -174,8 +177,8 @@ def _embeddings_problem(texts: list[str], model: str) -> str | None:
         return f"input must hold 1 to {MAX_INPUTS} texts"
     if any(len(t) > MAX_CHARS for t in texts):
         return f"a text is longer than {MAX_CHARS} characters"
-    if model != MODEL_NAME:
-        return f"unknown model {model!r}; this process serves {MODEL_NAME}"
+    if model not in embed.MODEL_NAMES.values():
+        return f"unknown model {model!r}; this process serves {sorted(embed.MODEL_NAMES.values())}"
     return None
 
 

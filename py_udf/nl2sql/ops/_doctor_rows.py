@@ -148,7 +148,7 @@ def onnx_row(path: str | None, error: str | None, size: int | None, torch: bool)
         ``ok`` when present and readable; ``warn`` when missing but torch can stand in;
         ``fail`` otherwise.
     """
-    fix = "python -m nl2sql.embedding.encode --export-onnx (where torch is installed), or set NL2SQL_ONNX_MODEL"
+    fix = "python -m nl2sql.embedding.export --export-onnx (where torch is installed), or set NL2SQL_ONNX_MODEL"
     if size is not None and error is None:
         return "onnx model", OK, f"{path} ({size / 1e6:.1f} MB)", ""
     why = error or f"{path} does not exist"

@@ -16,7 +16,7 @@ from ..core.errors import ConfigError, EmbeddingError
 from ..core.redaction import configured_secrets, redact, url_secrets
 from ..core.settings import get_settings
 from ..embedding import client as embed_client
-from ..embedding import encode
+from ..embedding import encode, index_model
 from ..model import capability, probe
 from ..model.config import get_models
 from . import _ddl_queue, table_state
@@ -146,6 +146,9 @@ def _onnx(plpy) -> rows.Row:
         return rows.onnx_row(os.fspath(path), None, None, torch)
     if not os.access(path, os.R_OK):
         return rows.onnx_row(os.fspath(path), f"{path} is not readable", None, torch)
+    other = index_model.mismatch(plpy, get_settings(plpy).embedding_precision)
+    if other:  # the setting asks for the other model file than the index's
+        return "onnx model", rows.WARN, f"{path}: {other}", "SELECT nl2sql.reindex(force => true)"
     return rows.onnx_row(os.fspath(path), None, path.stat().st_size, torch)
 
 
@@ -212,7 +215,9 @@ def _index(plpy) -> rows.Row:
 
 
 def _stored_settings(plpy) -> rows.Row:
-    stored = spi.query(plpy, "SELECT key, value FROM nl2sql.setting")
+    stored = spi.query(
+        plpy, "SELECT key, value FROM nl2sql.setting WHERE key <> $1", [index_model.KEY], ["text"]
+    )
     return rows.settings_row([(r["key"], r["value"]) for r in stored])
 
 

@@ -7,6 +7,7 @@ import time
 
 from ..core import query_log, spi
 from ..core.settings import get_settings
+from ..embedding import index_model
 from . import _ddl_queue as ddl_queue
 from .example_store import index_examples
 from .index_maintenance import begin_bulk, ensure_vector_index, tidy_indexes
@@ -31,10 +32,13 @@ def reindex(plpy, schemas: list[str] | None = None, force: bool = False) -> dict
 
     Raises:
         ConfigError: a stored setting is invalid.
-        EmbeddingError: the embedding model is missing.
+        EmbeddingError: the embedding model is missing, or setting ``embedding_precision``
+            differs from the index's model and ``force`` is false.
     """
     t0 = time.perf_counter()
     st = get_settings(plpy)
+    # a changed embedding_precision: refused unless forced, then everything is re-embedded
+    index_model.prepare_reindex(plpy, st.embedding_precision, force)
     states = table_states(plpy, schemas, st=st)
     bulk = any(needs_reindex(x, force) for x in states) and begin_bulk(plpy)
     out = sum_table_counts(
@@ -64,8 +68,12 @@ def changed_tables(
 
     Raises:
         ConfigError: a stored setting is invalid.
+        EmbeddingError: ``embedding_precision`` differs from the index's model, not ``force``.
     """
-    return [(s["schema"], s["table"], needs_reindex(s, force)) for s in table_states(plpy, schemas)]
+    st = get_settings(plpy)
+    index_model.prepare_reindex(plpy, st.embedding_precision, force)  # as reindex does
+    states = table_states(plpy, schemas, st=st)
+    return [(s["schema"], s["table"], needs_reindex(s, force)) for s in states]
 
 
 def finish(

@@ -16,6 +16,8 @@ from ..core.errors import (
 )
 from ..core.settings import lookup
 from ..embedding import client as embed_client
+from ..embedding import encode as embed_encode
+from ..embedding import index_model
 
 MODELS_HINT = "see README.md, section 'Models', and docs/sql-reference.md"
 CURATED_HINT = (
@@ -80,17 +82,30 @@ def entry_point(fn):
 def _configure_embedder(plpy) -> str:
     """Point this backend's embeddings at the shared process or in-process per ``embedder`` (a
     stored value that does not parse counts as the default, so ``set_setting`` can repair it)."""
-    decl = lookup("embedder")
     if getattr(plpy, "embedder", None):  # beside the database: no server process to share
         embed_client.configure(plpy.embedder)
         return plpy.embedder
-    rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = 'embedder'")
-    try:
-        mode = decl.parse(rows[0]["value"]) if rows else decl.default
-    except ConfigError:
-        mode = decl.default
+    keys = ("embedder", "embedding_precision", index_model.KEY)
+    rows = spi.query(
+        plpy, "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)", [list(keys)], ["text[]"]
+    )
+    got = {r["key"]: r["value"] for r in rows}
+    mode, prec = (_parsed(k, got.get(k)) for k in keys[:2])
     embed_client.configure(mode)
+    # the index's model when one is recorded: its vectors are only compared with its own
+    recorded = got.get(index_model.KEY)
+    embed_encode.set_precision(index_model.precision_of(recorded) if recorded else prec)
     return mode
+
+
+def _parsed(key: str, text: str | None):
+    """A setting's stored text parsed, or its default when none is stored or it does not parse
+    (so ``set_setting`` can repair it)."""
+    decl = lookup(key)
+    try:
+        return decl.parse(text) if text is not None else decl.default
+    except ConfigError:
+        return decl.default
 
 
 def as_sql_errors(plpy, what: str, fn, *args):

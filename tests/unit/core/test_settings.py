@@ -41,6 +41,7 @@ PREVIOUS_DEFAULTS = {
     "llm_max_output_tokens": "32768",
     "send_values": "on",
     "embedder": "shared",
+    "embedding_precision": "fp32",
     "prompt_variants": "1",
     "samples_per_model": "1",
     "sample_temperature": "1.0",

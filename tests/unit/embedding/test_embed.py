@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nl2sql.embedding import encode as embed
+from nl2sql.embedding import export
 
 TEXTS = [
     "How many singers do we have?",
@@ -69,9 +70,9 @@ def test_cache_embeds_each_text_once(monkeypatch):
     calls: list[list[str]] = []
     real = embed._encode
 
-    def counting(texts, batch_size, bulk=False):
+    def counting(texts, batch_size, bulk, prec):
         calls.append(list(texts))
-        return real(texts, batch_size, bulk)
+        return real(texts, batch_size, bulk, prec)
 
     monkeypatch.setattr(embed, "_encode", counting)
     monkeypatch.setattr(embed, "_CACHE", type(embed._CACHE)())
@@ -85,13 +86,13 @@ def test_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(embed, "CACHE_SIZE", 3)
     monkeypatch.setattr(embed, "_CACHE", type(embed._CACHE)())
     embed.embed([f"t{i}" for i in range(5)])
-    assert list(embed._CACHE) == ["t2", "t3", "t4"]
+    assert [t for _, t in embed._CACHE] == ["t2", "t3", "t4"]
 
 
 def test_export_writes_a_checked_model_where_asked(tmp_path):
     pytest.importorskip("onnx", reason="no torch extra: this venv embeds with ONNX Runtime only")
     pytest.importorskip("sentence_transformers", reason="no torch extra")
-    out = embed.export_onnx(tmp_path / "m.onnx")
+    out = export.export_onnx(tmp_path / "m.onnx")
     assert out.exists() and not (tmp_path / "m.tmp").exists()
     got = embed.OnnxEncoder(out, embed.model_dir()).encode(["USA"])
     assert got.shape == (1, embed.DIM)

@@ -234,7 +234,7 @@ def test_the_shared_process_runs_at_most_one_embedding_per_cpu_at_once(monkeypat
     lock = threading.Lock()
     running, peak = [0], [0]
 
-    def counting_embed(texts, cache, bulk):
+    def counting_embed(texts, cache, bulk, prec):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
