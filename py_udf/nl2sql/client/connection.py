@@ -152,7 +152,8 @@ class Client(Tools):
                 if not self._pending_done:
                     embed_pending(p)
                     self._pending_done = True
-                out = fn(caller)
+                with p.call_timeout():  # statement_timeout bounds the whole call
+                    out = fn(caller)
                 p.execute(set_path, [caller])  # kept past a savepoint's release otherwise
             return out
 
