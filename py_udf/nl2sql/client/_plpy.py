@@ -8,6 +8,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -197,6 +198,24 @@ def quote_literal(value: str) -> str:
     return "'" + body + "'"
 
 
+_TIMEOUT_MS = (
+    "SELECT EXTRACT(epoch FROM pg_catalog.current_setting('statement_timeout')::interval)"
+    "::float8 * 1000 AS ms"
+)
+
+
+def _timed_out() -> _SPIError:
+    """The error of a statement past the call's ``statement_timeout``, as PostgreSQL words it."""
+    return spiexceptions.QueryCanceled(
+        "canceling statement due to statement timeout",
+        "57014",
+        None,
+        "the whole call (not each statement) is bounded by statement_timeout beside the "
+        "database, as SELECT nl2sql(...) is in the server: raise it (SET statement_timeout) "
+        "or set it to 0",
+    )
+
+
 class _Watchdog:
     """The time limit of one statement beside the database: psycopg's cancel request for the
     connection's running statement after ``timeout_ms`` unless stopped first."""
@@ -237,6 +256,7 @@ class Plpy:
     SPIError = _SPIError
     spiexceptions = spiexceptions
     embedder = "local"  # the shared embedding process is the server's: embed in this process
+    deadline: float | None = None  # when the call's statement_timeout runs out (call_timeout)
 
     def __init__(
         self, conn: psycopg.Connection, on_notice: Callable[[str, str], None] | None = None
@@ -283,11 +303,15 @@ class Plpy:
             sql, params = query.sql, self._params(query.types, list(args or ()))
         else:
             sql, params = query, None
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _timed_out()
         try:
             self._cur.execute(sql, params)
             desc = self._cur.description
             rows = (self._cur.fetchmany(limit) if limit else self._cur.fetchall()) if desc else []
         except psycopg.Error as e:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise _timed_out() from None  # the call's watchdog cancelled it
             raise spi_error(e) from None
         names = [d.name for d in desc] if desc else []
         n = len(rows) if desc else max(self._cur.rowcount, 0)
@@ -327,6 +351,40 @@ class Plpy:
         """
         with self.conn.transaction():
             yield
+
+    def statement_remaining_s(self) -> float | None:
+        """Seconds left of the call's ``statement_timeout`` (``call_timeout``), what the
+        server's ``generation.db_checks.statement_remaining_s`` reads of one statement.
+
+        Returns:
+            Seconds (negative when over), or None outside a call or without a timeout.
+        """
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    @contextlib.contextmanager
+    def call_timeout(self) -> Iterator[None]:
+        """Bound one call (a question, a reindex step) by the connection's
+        ``statement_timeout`` as the server bounds the one statement ``SELECT nl2sql(...)``:
+        the model calls get the time left (``statement_remaining_s``), a statement running at
+        the limit is cancelled, and every statement after it fails with SQLSTATE 57014.
+
+        Yields:
+            Nothing: the call runs inside (unbounded when ``statement_timeout`` is 0).
+        """
+        if self.deadline is not None:  # inside a bounded call already
+            yield
+            return
+        ms = self.execute(_TIMEOUT_MS)[0]["ms"]
+        if not ms:
+            yield
+            return
+        self.deadline = time.monotonic() + ms / 1000.0
+        dog = _Watchdog(self.conn, int(ms))
+        try:
+            yield
+        finally:
+            dog.stop()
+            self.deadline = None
 
     def watchdog(self, timeout_ms: int) -> _Watchdog:
         """The time limit of the next statement (``generation/execute.py``): a cancel request

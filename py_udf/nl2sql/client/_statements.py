@@ -9,7 +9,7 @@ import pglast
 from pglast import ast
 from pglast.stream import RawStream
 
-__all__ = ["Kept", "kept_statements"]
+__all__ = ["STUB_HINTS", "Kept", "kept_statements"]
 
 EXTENSION_ONLY_CALLS = frozenset({"pg_extension_config_dump"})
 """Functions that only a script run by CREATE EXTENSION may call."""
@@ -18,9 +18,43 @@ STUB_BODY = """
 BEGIN
     RAISE EXCEPTION 'nl2sql: %() runs in PL/Python, which this database does not have (nl2sql is installed beside it)', {name}
         USING ERRCODE = 'feature_not_supported',
-              HINT = 'use the nl2sql command or its Python API (nl2sql ask, nl2sql reindex --dsn ...); SQL clients: nl2sql.submit() and nl2sql.answer() (docs/install.md, "PostgreSQL without PL/Python")';
+              HINT = {hint};
 END
 """
+
+DEFAULT_HINT = (
+    "use the nl2sql command or its Python API (nl2sql ask, nl2sql reindex --dsn ...); SQL "
+    'clients: nl2sql.submit() and nl2sql.answer() (docs/install.md, "PostgreSQL without '
+    'PL/Python")'
+)
+_QUESTION_HINT = (
+    "run {cmd} --dsn ... or Client.{method}() of the Python API (docs/client.md); SQL "
+    "clients: nl2sql.submit() and nl2sql.answer()"
+)
+_ADMIN_HINT = "run {cmd} --dsn ... or Client.{method}() of the Python API (docs/client.md)"
+_API_HINT = "call Client.{method}() of the Python API (nl2sql.connect(dsn), docs/client.md)"
+
+# what a stub's HINT names: the command and the Client method that do its work beside the
+# database; a function not here gets DEFAULT_HINT
+STUB_HINTS = {
+    "nl2sql._nl2sql": _QUESTION_HINT.format(cmd="nl2sql ask", method="sql"),
+    "nl2sql._ask": _QUESTION_HINT.format(cmd="nl2sql ask", method="ask"),
+    "nl2sql._explain": _QUESTION_HINT.format(cmd="nl2sql explain", method="explain"),
+    "nl2sql._narrate": _QUESTION_HINT.format(cmd="nl2sql narrate", method="narrate"),
+    "nl2sql._explain_sql": _ADMIN_HINT.format(cmd="nl2sql explain-sql", method="explain_sql"),
+    "nl2sql._retrieve": _API_HINT.format(method="retrieve"),
+    "nl2sql._doctor": _ADMIN_HINT.format(cmd="nl2sql doctor", method="doctor"),
+    "nl2sql._evaluate": _ADMIN_HINT.format(cmd="nl2sql evaluate", method="evaluate"),
+    "nl2sql.reindex": _ADMIN_HINT.format(cmd="nl2sql reindex", method="reindex"),
+    "nl2sql.export_semantic_model": _ADMIN_HINT.format(
+        cmd="nl2sql export-semantic-model", method="export_semantic_model"
+    ),
+    "nl2sql.prune_query_log": _ADMIN_HINT.format(
+        cmd="nl2sql prune-query-log", method="prune_query_log"
+    ),
+    "nl2sql.mine_queries": _API_HINT.format(method="mine_queries"),
+    "nl2sql.calibrate": _API_HINT.format(method="calibrate"),
+}
 
 
 @dataclass
@@ -69,17 +103,23 @@ def _calls(node) -> set[str]:
     return found
 
 
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (the names and hints are ours, not input)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _stub(stmt: ast.CreateFunctionStmt) -> str:
     """The statement, as a PL/pgSQL function of the same signature and privileges that says
     where the PL/Python function runs instead (it is replaced by sql/beside/ where that has a
     PL/pgSQL version)."""
     name = _qualified(stmt.funcname)
-    quoted = "'" + name.replace("'", "''") + "'"
+    quoted = _literal(name)
+    hint = _literal(STUB_HINTS.get(name, DEFAULT_HINT))
     for o in stmt.options:
         if o.defname == "language":
             o.arg = ast.String(sval="plpgsql")
         elif o.defname == "as":
-            o.arg = (ast.String(sval=STUB_BODY.format(name=quoted)),)
+            o.arg = (ast.String(sval=STUB_BODY.format(name=quoted, hint=hint)),)
     return RawStream()(stmt)
 
 

@@ -3,6 +3,8 @@
   nl2sql ask --dsn DSN "question"        the chosen SQL and the first rows (--json: the trace)
   nl2sql explain --dsn DSN "question"    the whole trace as JSON
   nl2sql reindex --dsn DSN               index the database from this process (progress bar)
+  nl2sql doctor, narrate, explain-sql, evaluate, export-semantic-model, prune-query-log
+                                         the SQL functions of the same names, run here
 
 Without --dsn: the environment variable NL2SQL_DSN, else libpq's (PGHOST, PGDATABASE, …)."""
 
@@ -19,7 +21,7 @@ from .connection import Answer, connect
 
 # modules adding subcommands (``add_subcommands(subparsers)``): install, upgrade, uninstall and
 # the worker live in ``admin``; one absent is skipped
-SUBCOMMAND_MODULES = ("nl2sql.client.admin",)
+SUBCOMMAND_MODULES = ("nl2sql.client.admin", "nl2sql.client.tools_cli")
 
 
 def _dsn(p: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from ..curated.business import embed_pending
 from ..generation.execute import fetch_rows
 from ..ops.indexer import sum_table_counts
 from . import _plpy
+from ._tools import Tools
 
 # the search_path nl2sql's own functions pin (SET search_path FROM CURRENT): the pipeline's
 # statements run under it, the question's SQL under the caller's
@@ -89,8 +90,9 @@ def _as_client_errors() -> Iterator[None]:
         raise ClientError(_prefixed(str(e)), hint=getattr(e, "hint", None)) from None
 
 
-class Client:
-    """nl2sql beside the database, over one psycopg connection (``connect`` makes one).
+class Client(Tools):
+    """nl2sql beside the database, over one psycopg connection (``connect`` makes one); the
+    other SQL functions' equivalents (``narrate``, ``doctor``, …) come from ``Tools``.
 
     Args:
         conn: an open psycopg 3 connection; its current role asks (its privileges, row-level
@@ -150,7 +152,8 @@ class Client:
                 if not self._pending_done:
                     embed_pending(p)
                     self._pending_done = True
-                out = fn(caller)
+                with p.call_timeout():  # statement_timeout bounds the whole call
+                    out = fn(caller)
                 p.execute(set_path, [caller])  # kept past a savepoint's release otherwise
             return out
 

@@ -504,6 +504,9 @@ def statement_remaining_s(plpy) -> float | None:
     Returns:
         Seconds left (negative when already past), or None.
     """
+    own = getattr(plpy, "statement_remaining_s", None)
+    if own is not None:  # beside the database: the call's clock (client/_plpy.py)
+        return own()
     # current_setting shows the timeout with its unit ('2s', '500ms', '1min', '0'), which
     # interval input reads; pg_settings would materialize every setting (~2 ms)
     r = spi.query(

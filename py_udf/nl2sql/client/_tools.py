@@ -1,0 +1,227 @@
+"""The rest of the SQL surface beside the database: ``Client`` methods for the extension's
+read/run functions whose PL/Python bodies are stubs there (``narrate``, ``explain_sql``,
+``retrieve``, ``doctor``, ``evaluate``, ``export_semantic_model``, ``mine_queries``,
+``calibrate``, ``prune_query_log``), each calling the same ``nl2sql.udf`` entry point in this
+process, with the same arguments and result (docs/client.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .. import udf
+from ..core.errors import ClientError
+
+# may the current role EXECUTE the SQL function (the stub beside the database keeps the
+# extension's privileges: the administrative ones are not for PUBLIC)
+_MAY_EXECUTE = "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE') AS ok"
+
+
+class Tools:
+    """Mixed into ``Client``: needs its ``plpy`` and ``_in_transaction``."""
+
+    plpy: Any
+    _in_transaction: Callable[..., Any]
+
+    def _gated(
+        self, signature: str, fn: Callable[[str], Any], search_path: str | None = None
+    ) -> Any:
+        """``fn(caller's search_path)`` in one transaction, after checking that the role may
+        EXECUTE ``signature`` as the extension's SQL function requires.
+
+        Raises:
+            ClientError: the role may not (SQLSTATE 42501), or what ``fn`` raises.
+        """
+
+        def run(caller: str) -> Any:
+            ok = self.plpy.execute(self.plpy.prepare(_MAY_EXECUTE, ["text"]), [signature])
+            if not ok or not ok[0]["ok"]:
+                raise ClientError(
+                    f"nl2sql: permission denied for function {signature}: this role may not "
+                    "execute it",
+                    hint=f"the owner of schema nl2sql grants it: GRANT EXECUTE ON FUNCTION "
+                    f"{signature} TO this_role",
+                    sqlstate="42501",
+                )
+            return fn(caller)
+
+        return self._in_transaction(run, search_path)
+
+    def narrate(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        search_path: str | None = None,
+    ) -> str:
+        """A short answer in words, as ``nl2sql.narrate`` writes it: the question answered as
+        ``ask`` does (logged), then the chosen SQL's first rows written up by a model.
+
+        Args:
+            question: the question. evidence: a hint text, or None.
+            conversation: a conversation key, or None.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            The answer in words.
+
+        Raises:
+            ClientError: setting ``send_values`` is off, no SQL was chosen, a model failed, or
+                what ``ask`` raises.
+        """
+
+        def run(caller: str) -> str:
+            return udf.narrate(self.plpy, question, caller, evidence, conversation)
+
+        return self._gated("nl2sql.narrate(text,text,text,text)", run, search_path)
+
+    def explain_sql(self, sql: str, search_path: str | None = None) -> str:
+        """What a read-only query does, in words, as ``nl2sql.explain_sql`` writes it.
+
+        Args:
+            sql: one read-only query over relations this role may SELECT.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            The model's explanation.
+
+        Raises:
+            ClientError: not one read-only query over indexed relations the role may SELECT;
+                no model; the model failed.
+        """
+
+        def run(caller: str) -> str:
+            return udf.explain_sql(self.plpy, sql, caller)
+
+        return self._gated("nl2sql.explain_sql(text,text)", run, search_path)
+
+    def retrieve(
+        self,
+        question: str,
+        evidence: str | None = None,
+        presql: str | None = None,
+        search_path: str | None = None,
+    ) -> dict:
+        """Retrieval only, no model call, as ``nl2sql.retrieve`` returns it.
+
+        Args:
+            question, evidence: as for ``narrate``.
+            presql: a PreSQL from elsewhere (then schema linking and the FinSQL prompt too).
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            The retrieval's dict (masked question, values, examples, prompts).
+
+        Raises:
+            ClientError: an invalid question, no index or no embedding model.
+        """
+
+        def run(caller: str) -> dict:
+            return json.loads(udf.retrieve(self.plpy, question, caller, evidence, presql))
+
+        return self._gated("nl2sql.retrieve(text,text,text,text)", run, search_path)
+
+    def doctor(self) -> list[dict]:
+        """The checks of ``nl2sql.doctor()``: one dict per check.
+
+        Returns:
+            ``{"check", "status", "detail", "fix"}`` dicts; status is ok, warn or fail.
+
+        Raises:
+            ClientError: this role may not execute ``nl2sql.doctor()`` (SQLSTATE 42501).
+        """
+        keys = ("check", "status", "detail", "fix")
+        rows = self._in_transaction(lambda _caller: udf.doctor(self.plpy))
+        return [dict(zip(keys, r)) for r in rows]
+
+    def evaluate(
+        self,
+        max_questions: int | None = None,
+        note: str | None = None,
+        search_path: str | None = None,
+    ) -> dict:
+        """Execution accuracy on the verified questions, as ``nl2sql.evaluate`` runs it (kept in
+        ``nl2sql.evaluation_run``; each question logged).
+
+        Args:
+            max_questions: at most this many questions; None: all.
+            note: a note kept with the run.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            The run's summary (``run_id``, EX, per model, ``misses``, ``not_judged``, …).
+
+        Raises:
+            ClientError: no privilege, no verified questions, no model.
+        """
+
+        def run(caller: str) -> dict:
+            return json.loads(udf.evaluate(self.plpy, max_questions, note, caller))
+
+        return self._gated("nl2sql.evaluate(integer,text,text)", run, search_path)
+
+    def export_semantic_model(self) -> str:
+        """The semantic model as Cortex Analyst YAML, as ``nl2sql.export_semantic_model``.
+
+        Returns:
+            The YAML text (what this role may see).
+
+        Raises:
+            ClientError: no privilege.
+        """
+        return self._gated(
+            "nl2sql.export_semantic_model()",
+            lambda _caller: udf.export_semantic_model(self.plpy),
+        )
+
+    def mine_queries(self, limit: int = 20) -> dict:
+        """Questions written by a model for the most frequent read-only statements of
+        pg_stat_statements, pending approval, as ``nl2sql.mine_queries``.
+
+        Args:
+            limit: at most this many statements.
+
+        Returns:
+            ``{considered, mined, skipped, failed, model}``.
+
+        Raises:
+            ClientError: no privilege, no pg_stat_statements, no model.
+        """
+        return self._gated(
+            "nl2sql.mine_queries(integer)",
+            lambda _caller: json.loads(udf.mine_queries(self.plpy, limit)),
+        )
+
+    def calibrate(self, judged: list | dict | str | None = None) -> dict:
+        """Per-model reliability from judged answers, as ``nl2sql.calibrate``.
+
+        Args:
+            judged: judged questions (a list, or its JSON text), or None.
+
+        Returns:
+            The summary.
+
+        Raises:
+            ClientError: no privilege, ``judged`` is not valid.
+        """
+        text = judged if judged is None or isinstance(judged, str) else json.dumps(judged)
+        return self._gated(
+            "nl2sql.calibrate(jsonb)",
+            lambda _caller: json.loads(udf.calibrate(self.plpy, text)),
+        )
+
+    def prune_query_log(self) -> dict:
+        """Delete query-log rows older than setting ``query_log_retention_days``, as
+        ``nl2sql.prune_query_log``.
+
+        Returns:
+            ``{"deleted", "retention_days", "statements"}``.
+
+        Raises:
+            ClientError: no privilege.
+        """
+        return self._gated(
+            "nl2sql.prune_query_log()",
+            lambda _caller: json.loads(udf.prune_query_log(self.plpy)),
+        )

@@ -1,0 +1,147 @@
+"""The ``nl2sql`` subcommands of the SQL functions a DBA runs from a shell beside the database:
+``doctor``, ``narrate``, ``explain-sql``, ``evaluate``, ``export-semantic-model`` and
+``prune-query-log`` (docs/client.md), each calling the ``Client`` method of the same name."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .cli import _dsn, _question, _table
+from .connection import connect
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, default=str, indent=2)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``nl2sql doctor``: the checks as a table (``--json``: a JSON array).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 1 when a check failed (its row says how to fix it).
+    """
+    with connect(args.dsn) as client:
+        rows = client.doctor()
+    if args.json:
+        print(_dumps(rows))
+    else:
+        cols = ["check", "status", "detail", "fix"]
+        print(_table(cols, [tuple(r[c] for c in cols) for r in rows], len(rows)))
+    return 1 if any(r["status"] == "fail" for r in rows) else 0
+
+
+def cmd_narrate(args: argparse.Namespace) -> int:
+    """``nl2sql narrate``: the answer in words.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn) as client:
+        print(client.narrate(args.question, args.evidence, args.conversation))
+    return 0
+
+
+def cmd_explain_sql(args: argparse.Namespace) -> int:
+    """``nl2sql explain-sql``: a read-only query explained in words.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn) as client:
+        print(client.explain_sql(args.sql))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``nl2sql evaluate``: one evaluation run; its EX and misses (``--json``: the summary).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn) as client:
+        out = client.evaluate(args.max_questions, args.note)
+    if args.json:
+        print(_dumps(out))
+        return 0
+    print(f"run {out.get('run_id')}: EX {out.get('ex')} ({out.get('right')}/{out.get('judged')})")
+    for m in out.get("misses") or []:
+        print(f"  miss #{m['verified_query_id']} {m['category']}: {m['question']}")
+    return 0
+
+
+def cmd_export_semantic_model(args: argparse.Namespace) -> int:
+    """``nl2sql export-semantic-model``: the semantic model's YAML on stdout.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn) as client:
+        text = client.export_semantic_model()
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def cmd_prune_query_log(args: argparse.Namespace) -> int:
+    """``nl2sql prune-query-log``: rows deleted (``--json``: the counts).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn) as client:
+        out = client.prune_query_log()
+    if args.json:
+        print(_dumps(out))
+    else:
+        print(f"deleted {out['deleted']} query_log rows (retention {out['retention_days']} days)")
+    return 0
+
+
+def add_subcommands(subparsers) -> None:
+    """Register the subcommands; each sets ``run`` (``run(args) -> exit status``).
+
+    Args:
+        subparsers: the ``nl2sql`` parser's ``add_subparsers()`` result.
+    """
+    p = subparsers.add_parser("doctor", help="check the installation, models and index")
+    _dsn(p)
+    p.add_argument("--json", action="store_true", help="print the checks as a JSON array")
+    p.set_defaults(run=cmd_doctor)
+    p = subparsers.add_parser("narrate", help="answer a question in words")
+    _question(p)
+    p.set_defaults(run=cmd_narrate)
+    p = subparsers.add_parser("explain-sql", help="a read-only query explained in words")
+    _dsn(p)
+    p.add_argument("sql", help="the query")
+    p.set_defaults(run=cmd_explain_sql)
+    p = subparsers.add_parser("evaluate", help="execution accuracy on the verified questions")
+    _dsn(p)
+    p.add_argument("--max-questions", type=int, default=None, help="at most N questions")
+    p.add_argument("--note", default=None, help="a note kept with the run")
+    p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
+    p.set_defaults(run=cmd_evaluate)
+    p = subparsers.add_parser("export-semantic-model", help="the semantic model as YAML")
+    _dsn(p)
+    p.set_defaults(run=cmd_export_semantic_model)
+    p = subparsers.add_parser("prune-query-log", help="delete query_log rows past retention")
+    _dsn(p)
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    p.set_defaults(run=cmd_prune_query_log)
