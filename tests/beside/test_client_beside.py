@@ -121,3 +121,30 @@ def test_value_rules_and_quotas_hold_beside_the_database(cluster, demo, llm):
             client.ask(question)
     assert seen and not any(f"'{v}'" in seen for v in countries)
     assert len(llm.requests) == asked  # refused before any model request
+
+
+def test_questions_beside_embed_with_the_index_s_recorded_precision(demo, llm):
+    """The client reads the index's recorded model as the server's door does: after a forced
+    reindex with ``embedding_precision`` int8, questions embed with int8 even when this
+    process's default is fp32 (and back after fp32 is set and forced again)."""
+    from nl2sql.embedding import encode, index_model
+
+    if not encode.onnx_path("int8").exists():
+        pytest.skip("no int8 model file: scripts/install.sh makes it")
+    llm.set_default("SELECT count(*) FROM singer")
+    try:
+        for wanted in ("int8", "fp32"):
+            with psycopg.connect(demo.dsn, autocommit=True) as c:
+                c.execute("SELECT nl2sql.set_setting('embedding_precision', %s)", (wanted,))
+            with nl2sql.connect(demo.dsn) as client:
+                client.reindex(force=True)
+                encode.set_precision(None)  # this process's own default
+                client.ask("How many singers are there?")
+                assert encode.precision() == wanted
+            with psycopg.connect(demo.dsn) as c:
+                recorded = c.execute(
+                    "SELECT value FROM nl2sql.setting WHERE key = %s", (index_model.KEY,)
+                ).fetchone()[0]
+            assert index_model.precision_of(recorded) == wanted
+    finally:
+        encode.set_precision(None)

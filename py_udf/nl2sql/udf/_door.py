@@ -82,15 +82,14 @@ def entry_point(fn):
 def _configure_embedder(plpy) -> str:
     """Point this backend's embeddings at the shared process or in-process per ``embedder`` (a
     stored value that does not parse counts as the default, so ``set_setting`` can repair it)."""
-    if getattr(plpy, "embedder", None):  # beside the database: no server process to share
-        embed_client.configure(plpy.embedder)
-        return plpy.embedder
     keys = ("embedder", "embedding_precision", index_model.KEY)
     rows = spi.query(
         plpy, "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)", [list(keys)], ["text[]"]
     )
     got = {r["key"]: r["value"] for r in rows}
     mode, prec = (_parsed(k, got.get(k)) for k in keys[:2])
+    # beside the database there is no server process to share: the client names its embedder
+    mode = getattr(plpy, "embedder", None) or mode
     embed_client.configure(mode)
     # the index's model when one is recorded: its vectors are only compared with its own
     recorded = got.get(index_model.KEY)
