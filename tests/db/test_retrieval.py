@@ -380,3 +380,36 @@ def test_one_lookup_for_all_phrases_equals_one_lookup_per_phrase(db):
     )
     assert together == alone
     assert {r[0] for r in together} == {"exact", "trigram", "vector"}
+
+
+def test_value_vectors_are_halfvec_and_the_nearest_value_search_reads_the_hnsw_index(db):
+    """sql/incremental/023-value-halfvec.sql: nl2sql.cell_value.embedding is halfvec(384) with
+    an hnsw halfvec_cosine_ops index, and the nearest-value search as nl2sql._match_values
+    writes it (the question's vector cast to halfvec) is served by that index, finding the
+    value whose vector it is."""
+    kind = db.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'nl2sql.cell_value'::regclass AND attname = 'embedding'"
+    ).fetchone()[0]
+    assert kind == "halfvec(384)"
+    vec = db.execute(
+        "SELECT embedding::text FROM nl2sql.cell_value WHERE value = 'United States' LIMIT 1"
+    ).fetchone()[0]
+    query = (
+        "SELECT value FROM nl2sql.cell_value "
+        "ORDER BY embedding <=> %s::vector::halfvec(384) LIMIT 12"
+    )
+    db.execute("SET enable_seqscan = off")
+    try:
+        plan = "\n".join(r[0] for r in db.execute("EXPLAIN (ANALYZE, BUFFERS) " + query, (vec,)))
+        top = db.execute(query, (vec,)).fetchone()[0]
+    finally:
+        db.execute("RESET enable_seqscan")
+    assert "Index Scan using cell_value_embedding_hnsw" in plan, plan
+    assert top == "United States"
+    found = db.execute(
+        "SELECT value FROM nl2sql._match_values(current_user, NULL, NULL, %s::vector[], "
+        "0.5, 0.99, 3) WHERE how = 'vector'",
+        ([vec],),
+    ).fetchall()
+    assert ("United States",) in found
