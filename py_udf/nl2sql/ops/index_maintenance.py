@@ -15,12 +15,14 @@ VECTOR_INDEX_DDL = (
     "USING hnsw (embedding halfvec_cosine_ops)"
 )
 
-# Memory for building the HNSW graph in one go (sql/incremental/023-value-halfvec.sql: halfvec,
-# ~1 kB a value with its neighbour lists): a graph that outgrows maintenance_work_mem (64MB by
-# default, ~60,000 values) is finished by slow on-disk inserts. The build raises it for its own
-# transaction to what the rows need, at most BUILD_MEM_MAX_MB, never below the server's.
-BUILD_MEM_PER_ROW_KB = 1.2
-BUILD_MEM_MAX_MB = 1024
+# Memory for building the HNSW graph in one go (sql/incremental/023-value-halfvec.sql: a
+# halfvec of 768 bytes and its neighbour lists, ~1.5 kB a value; with vector(384) 979,041 values
+# did not fit in 2 GB): a graph that outgrows maintenance_work_mem (64MB by default, ~40,000
+# values) is finished by slow on-disk inserts. The build raises it for its own transaction to
+# what the rows need, at most BUILD_MEM_MAX_MB, never below the server's; where the server cannot
+# give it (a parallel build takes it as shared memory), the build runs again with the server's.
+BUILD_MEM_PER_ROW_KB = 1.5
+BUILD_MEM_MAX_MB = 2048
 
 BULK_BELOW_ROWS = 1000
 
@@ -64,13 +66,16 @@ def ensure_vector_index(plpy) -> bool:
     """
     if spi.query(plpy, f"SELECT to_regclass('nl2sql.{VECTOR_INDEX}') IS NOT NULL AS ok")[0]["ok"]:
         return False
-    try:
-        with plpy.subtransaction():
-            _raise_build_memory(plpy)
-            spi.run(plpy, VECTOR_INDEX_DDL)
-        return True
-    except plpy.SPIError:
-        return False
+    for raise_memory in (True, False):
+        try:
+            with plpy.subtransaction():
+                if raise_memory:
+                    _raise_build_memory(plpy)
+                spi.run(plpy, VECTOR_INDEX_DDL)
+            return True
+        except plpy.SPIError:
+            continue
+    return False
 
 
 def _raise_build_memory(plpy) -> None:
