@@ -11,6 +11,7 @@ prepared, ``hnsw.ef_search`` 40), recall@12 against the exact answer (float32, f
 plan node and buffers of one search (EXPLAIN (ANALYZE, BUFFERS)).
 
 Usage: python bench/vector_index.py [--rows 100000] [--queries 200] [--datadir DIR]
+                                    [--variants vector,halfvec,halfvec_64MB,halfvec_efc32]
 Last line: ``RESULT build_s_vector=… build_s_halfvec=… lookup_ms_p50_vector=… ...``.
 """
 
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clusters", type=int, default=2_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--datadir", type=Path, default=DEFAULT_DATADIR)
+    ap.add_argument(
+        "--variants", default=",".join(v[0] for v in VARIANTS), help="names, comma-separated"
+    )
     args = ap.parse_args(argv)
     log(f"machine reference: {C.machine_reference_ms():.0f} ms (10^6 additions)")
     cluster = LocalCluster(args.datadir)
@@ -170,6 +174,8 @@ def run(cluster: LocalCluster, args) -> dict:
         make_rows(conn, args.rows, args.clusters)
         qs, exact = probes(conn, args.queries)
         for name, typ, ops, efc, mem in VARIANTS:
+            if name not in args.variants.split(","):
+                continue
             fig = build(conn, name, typ, ops, efc, mem)
             fig.update(search(conn, name, typ, qs, exact))
             out[name] = fig
