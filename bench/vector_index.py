@@ -12,6 +12,7 @@ plan node and buffers of one search (EXPLAIN (ANALYZE, BUFFERS)).
 
 Usage: python bench/vector_index.py [--rows 100000] [--queries 200] [--datadir DIR]
                                     [--variants vector,halfvec,halfvec_64MB,halfvec_efc32]
+       python bench/vector_index.py --precision 20000   (halfvec's rounding on real embeddings)
 Last line: ``RESULT build_s_vector=… build_s_halfvec=… lookup_ms_p50_vector=… ...``.
 """
 
@@ -132,6 +133,48 @@ def search(conn, name: str, typ: str, qs: list[str], exact: list[set[int]]) -> d
     }
 
 
+def precision(n_values: int, n_phrases: int = 300) -> str:
+    """halfvec's rounding on real value embeddings, no index: the exact ranking of ``n_values``
+    generated values (1-3 capitalised vocabulary words, as bench/scale.py makes them) for
+    ``n_phrases`` phrases (half with two letters swapped) in float32 and in float16."""
+    import random
+
+    import numpy as np
+
+    from nl2sql.embedding.encode import embed
+    from scale import vocabulary
+
+    rnd, words = random.Random(33), vocabulary()
+    vals = sorted(
+        {
+            " ".join(rnd.choice(words).title() for _ in range(rnd.randint(1, 3)))
+            for _ in range(n_values)
+        }
+    )
+    sought = rnd.sample(vals, n_phrases)
+    phrases = []
+    for k, v in enumerate(sought):
+        i = rnd.randrange(len(v) - 1)
+        phrases.append(v[:i] + v[i + 1] + v[i] + v[i + 2 :] if k % 2 else v.lower())
+
+    def cosines(dtype) -> np.ndarray:
+        m = [np.array(x, dtype=np.float32).astype(dtype).astype(np.float32) for x in (q, e)]
+        a, b = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in m)
+        return a @ b.T
+
+    e, q = (embed(x, cache=False, bulk=True) for x in (vals, phrases))
+    s32, s16 = cosines(np.float32), cosines(np.float16)
+    t32, t16 = (np.argsort(-s, axis=1)[:, :K] for s in (s32, s16))
+    at = {v: i for i, v in enumerate(vals)}
+    found = [np.mean([at[v] in set(t[j, :10]) for j, v in enumerate(sought)]) for t in (t32, t16)]
+    return (
+        f"values={len(vals)} phrases={n_phrases} max_cos_change={np.abs(s32 - s16).max():.1e} "
+        f"top{K}_overlap={np.mean([len(set(a) & set(b)) / K for a, b in zip(t32, t16)]):.4f} "
+        f"recall10_float32={found[0]:.3f} recall10_halfvec={found[1]:.3f} "
+        f"pairs_ge_0.8={int((s32 >= 0.8).sum())} differing={int(((s32 >= 0.8) != (s16 >= 0.8)).sum())}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=100_000)
@@ -141,8 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--variants", default=",".join(v[0] for v in VARIANTS), help="names, comma-separated"
     )
+    ap.add_argument(
+        "--precision", type=int, metavar="N", help="only halfvec's rounding on N real values"
+    )
     args = ap.parse_args(argv)
     log(f"machine reference: {C.machine_reference_ms():.0f} ms (10^6 additions)")
+    if args.precision:
+        log(f"RESULT {precision(args.precision)}")
+        return 0
     cluster = LocalCluster(args.datadir)
     cluster.init()
     cluster.start()
