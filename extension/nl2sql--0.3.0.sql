@@ -1127,6 +1127,44 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 023-value-halfvec.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$023-value-halfvec.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The value index at 1,000,000 values (docs/benchmarks.md "Value index: halfvec storage"):
+-- nl2sql.cell_value's embeddings stored as halfvec(384) (pgvector >= 0.7; 2 bytes a dimension
+-- instead of 4): a row is ~0.8 kB instead of ~1.6 kB, so the table, its TOAST-free heap and the
+-- HNSW graph (which holds a copy of each vector) are half as large, a lookup reads half the
+-- pages and the index build moves half the bytes. Cosines change by less than halfvec's
+-- precision (~1e-3, tests/upgrade/test_upgrade.py) while value_vector_min is 0.8.
+-- Every comparison casts the question's vector to halfvec (nl2sql._match_values,
+-- generation/alignment.py), so the halfvec_cosine_ops index serves it.
+-- The view over the column is dropped for the change of type; sql/idempotent/002-privileges.sql
+-- creates it again (with its grant) in the same install or update.
+DROP VIEW IF EXISTS nl2sql.visible_cell_value;
+-- IF EXISTS: a reindex stopped between its bulk start and end leaves the index missing
+DROP INDEX IF EXISTS nl2sql.cell_value_embedding_hnsw;
+ALTER TABLE nl2sql.cell_value ALTER COLUMN embedding TYPE halfvec(384)
+    USING embedding::halfvec(384);
+CREATE INDEX cell_value_embedding_hnsw ON nl2sql.cell_value
+    USING hnsw (embedding halfvec_cosine_ops);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -1655,8 +1693,10 @@ BEGIN
                                CASE WHEN trgm_min > 0 THEN
                                    pg_catalog.floor(p.nt / trgm_min + 1e-9)::int END AS hi
                         FROM ph0 p),
-    ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
-                        WHERE e.q IS NOT NULL),
+    -- halfvec: the type of cell_value.embedding (sql/incremental/023-value-halfvec.sql), so
+    -- that its hnsw index (halfvec_cosine_ops) serves the nearest-value search
+    ev AS MATERIALIZED (SELECT e.q::halfvec(384) AS q, e.n::int AS n
+                          FROM unnest(vecs) WITH ORDINALITY AS e(q, n) WHERE e.q IS NOT NULL),
     -- a phrase whose strings have at most 20 trigrams reads the partial index of those
     -- (sql/incremental/014-lookup-knn.sql); the others the whole one
     trg AS MATERIALIZED (

@@ -173,8 +173,10 @@ BEGIN
                                CASE WHEN trgm_min > 0 THEN
                                    pg_catalog.floor(p.nt / trgm_min + 1e-9)::int END AS hi
                         FROM ph0 p),
-    ev AS MATERIALIZED (SELECT e.q, e.n::int AS n FROM unnest(vecs) WITH ORDINALITY AS e(q, n)
-                        WHERE e.q IS NOT NULL),
+    -- halfvec: the type of cell_value.embedding (sql/incremental/023-value-halfvec.sql), so
+    -- that its hnsw index (halfvec_cosine_ops) serves the nearest-value search
+    ev AS MATERIALIZED (SELECT e.q::halfvec(384) AS q, e.n::int AS n
+                          FROM unnest(vecs) WITH ORDINALITY AS e(q, n) WHERE e.q IS NOT NULL),
     -- a phrase whose strings have at most 20 trigrams reads the partial index of those
     -- (sql/incremental/014-lookup-knn.sql); the others the whole one
     trg AS MATERIALIZED (

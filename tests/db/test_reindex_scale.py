@@ -178,3 +178,27 @@ def test_large_table_samples_high_cardinality_columns_only(sdb):
         sdb.execute("SELECT nl2sql.reset_setting('values_per_column')")
         sdb.execute("DROP TABLE big")
         sdb.execute("SELECT nl2sql.reindex()")
+
+
+def test_reindex_of_an_empty_value_index_builds_the_halfvec_hnsw_index_with_more_memory(sdb):
+    """index_maintenance: a reindex that starts from an empty value index drops the hnsw index
+    and builds it once at the end (halfvec_cosine_ops), with maintenance_work_mem raised for its
+    own transaction only, above a server setting too small for the graph."""
+    sdb.execute("SET maintenance_work_mem = '1MB'")
+    try:
+        sdb.execute("BEGIN")
+        sdb.execute("TRUNCATE nl2sql.cell_value")
+        r = sdb.execute("SELECT nl2sql.reindex(force => true)").fetchone()[0]
+        raised = sdb.execute(
+            "SELECT setting::int FROM pg_settings WHERE name = 'maintenance_work_mem'"
+        ).fetchone()[0]
+        sdb.execute("COMMIT")
+        assert r["vector_index_built"] is True and r["values"] > 0
+        assert raised > 1024  # kB: the graph's need, more than the session's 1MB
+        assert sdb.execute("SHOW maintenance_work_mem").fetchone()[0] == "1MB"
+        idx = sdb.execute(
+            "SELECT pg_get_indexdef('nl2sql.cell_value_embedding_hnsw'::regclass)"
+        ).fetchone()[0]
+        assert "hnsw (embedding halfvec_cosine_ops)" in idx
+    finally:
+        sdb.execute("RESET maintenance_work_mem")

@@ -380,3 +380,74 @@ def test_one_lookup_for_all_phrases_equals_one_lookup_per_phrase(db):
     )
     assert together == alone
     assert {r[0] for r in together} == {"exact", "trigram", "vector"}
+
+
+def test_value_vectors_are_halfvec_and_the_nearest_value_search_reads_the_hnsw_index(db):
+    """sql/incremental/023-value-halfvec.sql: nl2sql.cell_value.embedding is halfvec(384) with
+    an hnsw halfvec_cosine_ops index, and the nearest-value search as nl2sql._match_values
+    writes it (the question's vector cast to halfvec) is served by that index, finding the
+    value whose vector it is."""
+    kind = db.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'nl2sql.cell_value'::regclass AND attname = 'embedding'"
+    ).fetchone()[0]
+    assert kind == "halfvec(384)"
+    vec = db.execute(
+        "SELECT embedding::text FROM nl2sql.cell_value WHERE value = 'United States' LIMIT 1"
+    ).fetchone()[0]
+    query = (
+        "SELECT value FROM nl2sql.cell_value "
+        "ORDER BY embedding <=> %s::vector::halfvec(384) LIMIT 12"
+    )
+    db.execute("SET enable_seqscan = off")
+    try:
+        plan = "\n".join(r[0] for r in db.execute("EXPLAIN (ANALYZE, BUFFERS) " + query, (vec,)))
+        top = db.execute(query, (vec,)).fetchone()[0]
+    finally:
+        db.execute("RESET enable_seqscan")
+    assert "Index Scan using cell_value_embedding_hnsw" in plan, plan
+    assert top == "United States"
+    found = db.execute(
+        "SELECT value FROM nl2sql._match_values(current_user, NULL, NULL, %s::vector[], "
+        "0.5, 0.99, 3) WHERE how = 'vector'",
+        ([vec],),
+    ).fetchall()
+    assert ("United States",) in found
+
+
+def test_one_value_lookup_is_served_by_the_exact_trigram_and_hnsw_indexes(db):
+    """The tiered lookup nl2sql._match_values (exact, trigram, vector in one statement) reads
+    the value index through its indexes: the plans of its statement (auto_explain, nested)
+    name the btree on (lower(value), id), a trigram gin index of cell_value_text and the
+    halfvec hnsw index, and no sequential scan of either table."""
+    vec = db.execute(
+        "SELECT embedding::text FROM nl2sql.cell_value WHERE value = 'United States' LIMIT 1"
+    ).fetchone()[0]
+    plans: list[str] = []
+
+    def keep(diag):
+        plans.append(diag.message_primary or "")
+
+    db.execute("LOAD 'auto_explain'")
+    db.execute(
+        "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; "
+        "SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on; "
+        "SET client_min_messages = log"
+    )
+    db.add_notice_handler(keep)
+    try:
+        rows = db.execute(
+            "SELECT how, value FROM nl2sql._match_values(current_user, %s, %s, %s::vector[], "
+            "0.5, 0.8, 3)",
+            (["France", "Untied Kingdom"], ["France", "Untied Kingdom"], [vec, None]),
+        ).fetchall()
+    finally:
+        db.remove_notice_handler(keep)
+        db.execute("RESET client_min_messages; SET auto_explain.log_min_duration = -1")
+    assert ("exact", "France") in rows and ("vector", "United States") in rows
+    assert ("trigram", "United Kingdom") in rows
+    plan = "\n".join(p for p in plans if "cell_value" in p)
+    assert "Index Scan using cell_value_embedding_hnsw" in plan, plan
+    assert "cell_value_lower_id" in plan, plan
+    assert "cell_value_text_trgm" in plan, plan
+    assert "Seq Scan on cell_value" not in plan, plan

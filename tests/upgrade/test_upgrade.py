@@ -133,6 +133,8 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         )
         configure_and_use(old, llm, "up")
         before = user_rows(old)
+        vectors_before = cell_value_cosines(old)
+        assert len(vectors_before) > 10
         assert len(before["query_log"]) == 2 and len(before["model"]) == 2
 
     with cluster.connect("nl2sql_up") as c:
@@ -165,6 +167,7 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         assert applied[: len(released)] == [(name, prior) for name in released]
         assert all(v == CURRENT for _, v in applied[len(released) :])
         assert new.execute("SELECT nl2sql(%s)", (Q1,)).fetchone()[0].lower() == SQL1.lower()
+        assert_values_survive_halfvec(new, vectors_before)
         ids = [r[0] for r in new.execute("SELECT id FROM nl2sql.query_log ORDER BY id")]
         assert len(ids) == 3 and ids[-1] > max(r[0] for r in before["query_log"])
         upgraded = snapshot(new)
@@ -181,6 +184,58 @@ def test_upgrade_from_each_release_keeps_everything_and_equals_a_fresh_install(c
         + "\nonly in upgraded:\n  "
         + "\n  ".join(extra)
     )
+
+
+# Each indexed value's cosine to a probe (the first value's own vector), by value: what the
+# values' vectors are, independent of their storage type.
+COSINES = (
+    "WITH p AS (SELECT embedding::text::vector AS q FROM nl2sql.cell_value ORDER BY id LIMIT 1) "
+    "SELECT v.schema_name || '.' || v.table_name || '.' || v.column_name || '=' || v.value, "
+    "1 - (v.embedding::text::vector <=> p.q) FROM nl2sql.cell_value v, p"
+)
+
+
+def cell_value_cosines(conn) -> dict[str, float]:
+    return dict(conn.execute(COSINES).fetchall())
+
+
+def assert_values_survive_halfvec(conn, before: dict[str, float]) -> None:
+    """sql/incremental/023-value-halfvec.sql ran on a populated value index: the same values,
+    stored as halfvec(384), each with its cosine to the probe within halfvec's precision, the
+    hnsw index rebuilt on halfvec, and a vector lookup through nl2sql._match_values served by
+    it (EXPLAIN's plan names the index)."""
+    kind = conn.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'nl2sql.cell_value'::regclass AND attname = 'embedding'"
+    ).fetchone()[0]
+    assert kind == "halfvec(384)"
+    after = cell_value_cosines(conn)
+    assert after.keys() == before.keys()
+    assert max(abs(after[k] - before[k]) for k in before) < 2e-3
+    idx = conn.execute(
+        "SELECT pg_get_indexdef('nl2sql.cell_value_embedding_hnsw'::regclass)"
+    ).fetchone()[0]
+    assert "halfvec_cosine_ops" in idx
+    value, vec = conn.execute(
+        "SELECT value, embedding::text FROM nl2sql.cell_value ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    found = conn.execute(
+        "SELECT value FROM nl2sql._match_values(current_user, NULL, NULL, %s::vector[], "
+        "0.5, 0.99, 3) WHERE how = 'vector'",
+        ([vec],),
+    ).fetchall()
+    assert (value,) in found
+    conn.execute("SET enable_seqscan = off")
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute(
+            "EXPLAIN SELECT value FROM nl2sql.cell_value "
+            "ORDER BY embedding <=> %s::vector::halfvec(384) LIMIT 12",
+            (vec,),
+        )
+    )
+    conn.execute("RESET enable_seqscan")
+    assert "Index Scan using cell_value_embedding_hnsw" in plan, plan
 
 
 def _literal(text: str) -> str:

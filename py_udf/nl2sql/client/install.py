@@ -18,9 +18,9 @@ from ._statements import kept_statements
 
 __all__ = ["MIN_PGVECTOR", "InstallError", "Sources", "install", "uninstall", "upgrade"]
 
-MIN_PGVECTOR = (0, 5, 0)
-"""pgvector's first version with hnsw indexes (sql/incremental/001-tables.sql: vector(384),
-``USING hnsw (embedding vector_cosine_ops)``); nothing else of pgvector's newer is used."""
+MIN_PGVECTOR = (0, 7, 0)
+"""pgvector's first version with halfvec (sql/incremental/023-value-halfvec.sql: the value
+index's ``halfvec(384)`` and ``USING hnsw (embedding halfvec_cosine_ops)``); hnsw came in 0.5."""
 
 SCHEMA_COMMENT = "nl2sql {version}, installed beside the database (nl2sql install)"
 """The comment of schema nl2sql: every role may read it, and the client's version check reads
@@ -97,7 +97,7 @@ def _check_extensions(conn: psycopg.Connection, db: str) -> None:
     if _version_tuple(exts["vector"]) < MIN_PGVECTOR:
         raise InstallError(
             f"nl2sql: pgvector {exts['vector']} in database {db} is too old: nl2sql needs "
-            f"{need} or later (hnsw indexes); run ALTER EXTENSION vector UPDATE"
+            f"{need} or later (halfvec and hnsw indexes); run ALTER EXTENSION vector UPDATE"
         )
     if "pg_trgm" not in exts:
         raise InstallError(

@@ -211,10 +211,10 @@ class ValueIndex:
         vec = to_pgvector(embed([literal])[0])
         rows = spi.query(
             self.plpy,
-            "SELECT value, 1 - (embedding <=> $4::vector) AS cos "
+            "SELECT value, 1 - (embedding <=> $4::halfvec) AS cos "
             "FROM nl2sql.visible_cell_value WHERE schema_name = $1 AND "
             "table_name = $2 AND column_name = $3 "
-            "ORDER BY embedding <=> $4::vector LIMIT 1",
+            "ORDER BY embedding <=> $4::halfvec LIMIT 1",
             [*col, vec],
             ["text", "text", "text", "text"],
         )

@@ -107,7 +107,7 @@ def _embed_and_insert(
     ins = spi.plan(
         plpy,
         "INSERT INTO nl2sql.cell_value (schema_name, table_name, column_name, value, embedding) "
-        "SELECT $1, $2, c, v, e::vector FROM unnest($3::name[], $4::text[], $5::text[]) AS u(c, v, e) "
+        "SELECT $1, $2, c, v, e::halfvec FROM unnest($3::name[], $4::text[], $5::text[]) AS u(c, v, e) "
         "ON CONFLICT DO NOTHING",
         ["name", "name", "name[]", "text[]", "text[]"],
     )

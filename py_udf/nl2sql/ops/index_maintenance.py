@@ -12,8 +12,17 @@ VECTOR_INDEX = "cell_value_embedding_hnsw"
 
 VECTOR_INDEX_DDL = (
     "CREATE INDEX IF NOT EXISTS cell_value_embedding_hnsw ON nl2sql.cell_value "
-    "USING hnsw (embedding vector_cosine_ops)"
+    "USING hnsw (embedding halfvec_cosine_ops)"
 )
+
+# Memory for building the HNSW graph in one go (sql/incremental/023-value-halfvec.sql: a
+# halfvec of 768 bytes and its neighbour lists, ~1.5 kB a value; with vector(384) 979,041 values
+# did not fit in 2 GB): a graph that outgrows maintenance_work_mem (64MB by default, ~40,000
+# values) is finished by slow on-disk inserts. The build raises it for its own transaction to
+# what the rows need, at most BUILD_MEM_MAX_MB, never below the server's; where the server cannot
+# give it (a parallel build takes it as shared memory), the build runs again with the server's.
+BUILD_MEM_PER_ROW_KB = 1.5
+BUILD_MEM_MAX_MB = 2048
 
 BULK_BELOW_ROWS = 1000
 
@@ -45,8 +54,9 @@ def begin_bulk(plpy) -> bool:
 
 
 def ensure_vector_index(plpy) -> bool:
-    """Build the value index's HNSW index when it is missing (after ``begin_bulk``), with the
-    server's ``maintenance_work_mem`` and parallel maintenance workers.
+    """Build the value index's HNSW index when it is missing (after ``begin_bulk``), with
+    ``maintenance_work_mem`` raised for the graph (``_raise_build_memory``) and the server's
+    parallel maintenance workers.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
@@ -56,12 +66,31 @@ def ensure_vector_index(plpy) -> bool:
     """
     if spi.query(plpy, f"SELECT to_regclass('nl2sql.{VECTOR_INDEX}') IS NOT NULL AS ok")[0]["ok"]:
         return False
-    try:
-        with plpy.subtransaction():
-            spi.run(plpy, VECTOR_INDEX_DDL)
-        return True
-    except plpy.SPIError:
-        return False
+    for raise_memory in (True, False):
+        try:
+            with plpy.subtransaction():
+                if raise_memory:
+                    _raise_build_memory(plpy)
+                spi.run(plpy, VECTOR_INDEX_DDL)
+            return True
+        except plpy.SPIError:
+            continue
+    return False
+
+
+def _raise_build_memory(plpy) -> None:
+    """Set ``maintenance_work_mem`` for this transaction (``set_config(..., true)``) to what an
+    HNSW graph of the value index's rows needs, within ``BUILD_MEM_MAX_MB``; lower never."""
+    spi.query(
+        plpy,
+        "SELECT pg_catalog.set_config('maintenance_work_mem', GREATEST("
+        "(SELECT s.setting::bigint FROM pg_catalog.pg_settings s "
+        "WHERE s.name = 'maintenance_work_mem'), LEAST($1::bigint * 1024, 16384 + "
+        "pg_catalog.ceil((SELECT count(*) FROM nl2sql.cell_value) * $2::float8)::bigint)) "
+        "|| 'kB', true) AS m",
+        [BUILD_MEM_MAX_MB, BUILD_MEM_PER_ROW_KB],
+        ["int4", "float8"],
+    )
 
 
 # The index tables read by the pipeline's lookups, analyzed after a reindex that changed them.
