@@ -1127,6 +1127,57 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 022-deferred-calls.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$022-deferred-calls.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Deferred calls (docs/install.md, "PostgreSQL without PL/Python"): beside the database the
+-- configuration functions whose checks need Python (sqlglot, the embedding model) record the
+-- call here (sql/beside/003-deferred.sql); the client process applies it as the role that made
+-- it (nl2sql apply, nl2sql reindex, a Client's first question, the worker). Only nl2sql's
+-- functions and views read and write it for ordinary roles, each role its own rows.
+CREATE TABLE nl2sql.deferred_call (
+    id             bigserial PRIMARY KEY,
+    function_name  name NOT NULL,
+    args           jsonb NOT NULL DEFAULT '[]',
+    role_name      name NOT NULL,
+    called_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    status         text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'refused')),
+    result         jsonb,
+    error          text,
+    done_at        timestamptz
+);
+CREATE INDEX deferred_call_pending ON nl2sql.deferred_call (id) WHERE status = 'pending';
+REVOKE ALL ON nl2sql.deferred_call FROM PUBLIC;
+
+-- Your deferred calls, with what became of them.
+CREATE VIEW nl2sql.my_deferred_calls WITH (security_barrier) AS
+    SELECT id, function_name, args, called_at, status, result, error, done_at
+    FROM nl2sql.deferred_call WHERE role_name = current_user;
+GRANT SELECT ON nl2sql.my_deferred_calls TO PUBLIC;
+
+-- Every role's deferred calls: for the administrator (not PUBLIC).
+CREATE VIEW nl2sql.deferred_calls AS
+    SELECT id, function_name, args, role_name, called_at, status, result, error, done_at
+    FROM nl2sql.deferred_call;
+REVOKE ALL ON nl2sql.deferred_calls FROM PUBLIC;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
