@@ -277,7 +277,12 @@ def sweep(conn: psycopg.Connection, limits: Limits) -> None:
 
 def apply_calls(conn: psycopg.Connection, say: Callable[[str], None]) -> None:
     """Apply the deferred configuration calls (``client/deferred.py``) as their roles; a failure
-    is said, not the worker's end."""
+    is said, not the worker's end.
+
+    Args:
+        conn: a connection of the worker's login (autocommit).
+        say: prints one line (what became of each call).
+    """
     import nl2sql  # lazy: as in pipeline_ask
 
     try:
