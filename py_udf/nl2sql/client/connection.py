@@ -110,6 +110,7 @@ class Client:
         self.plpy = _plpy.Plpy(conn, on_notice)
         self._pinned: str | None = None
         self._pending_done = False  # curated rows added in SQL embedded (embed_pending)
+        self._applied: list[Applied] = []  # deferred calls the first use applied
 
     def __enter__(self) -> Client:
         return self
@@ -149,7 +150,7 @@ class Client:
                 p.execute(set_path, [pinned])
                 p.execute("SET LOCAL plan_cache_mode = force_custom_plan")
                 if not self._pending_done:
-                    apply_deferred(p)
+                    self._applied = apply_deferred(p)
                     embed_pending(p)
                     self._pending_done = True
                 out = fn(caller)
@@ -314,7 +315,9 @@ class Client:
         Raises:
             ClientError: nl2sql is not installed, or the database refused a statement.
         """
-        return self._in_transaction(lambda _c: apply_deferred(self.plpy))
+        now = self._in_transaction(lambda _c: apply_deferred(self.plpy))
+        first, self._applied = self._applied, []
+        return first + now
 
     def _step(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One unit of ``reindex`` (``fn(plpy, *args)``, an entry point of ``nl2sql.udf``) in its
