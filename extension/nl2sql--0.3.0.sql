@@ -1127,6 +1127,57 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 022-deferred-calls.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$022-deferred-calls.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Deferred calls (docs/install.md, "PostgreSQL without PL/Python"): beside the database the
+-- configuration functions whose checks need Python (sqlglot, the embedding model) record the
+-- call here (sql/beside/003-deferred.sql); the client process applies it as the role that made
+-- it (nl2sql apply, nl2sql reindex, a Client's first question, the worker). Only nl2sql's
+-- functions and views read and write it for ordinary roles, each role its own rows.
+CREATE TABLE nl2sql.deferred_call (
+    id             bigserial PRIMARY KEY,
+    function_name  name NOT NULL,
+    args           jsonb NOT NULL DEFAULT '[]',
+    role_name      name NOT NULL,
+    called_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    status         text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'refused')),
+    result         jsonb,
+    error          text,
+    done_at        timestamptz
+);
+CREATE INDEX deferred_call_pending ON nl2sql.deferred_call (id) WHERE status = 'pending';
+REVOKE ALL ON nl2sql.deferred_call FROM PUBLIC;
+
+-- Your deferred calls, with what became of them.
+CREATE VIEW nl2sql.my_deferred_calls WITH (security_barrier) AS
+    SELECT id, function_name, args, called_at, status, result, error, done_at
+    FROM nl2sql.deferred_call WHERE role_name = current_user;
+GRANT SELECT ON nl2sql.my_deferred_calls TO PUBLIC;
+
+-- Every role's deferred calls: for the administrator (not PUBLIC).
+CREATE VIEW nl2sql.deferred_calls AS
+    SELECT id, function_name, args, role_name, called_at, status, result, error, done_at
+    FROM nl2sql.deferred_call;
+REVOKE ALL ON nl2sql.deferred_calls FROM PUBLIC;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== incremental 023-value-halfvec.sql ====
 DO $nl2sql_migration$
 DECLARE
@@ -3134,3 +3185,33 @@ CREATE OR REPLACE VIEW nl2sql.my_requests WITH (security_barrier) AS
     SELECT id, state, question, submitted_at, answered_at, sql, row_count, confidence, error
     FROM nl2sql.request WHERE role_name = current_user;
 GRANT SELECT ON nl2sql.my_requests TO PUBLIC;
+
+-- ==== idempotent 022-deferred-calls.sql ====
+-- Deferred calls (sql/incremental/022-deferred-calls.sql): the configuration functions of the
+-- install beside the database (sql/beside/003-deferred.sql) record their calls through this
+-- helper. In both modes so that both have the same functions; the extension never calls it.
+
+-- Records a call for role ``who`` (nl2sql._acting_role: only a role the session may act as) when
+-- that role may EXECUTE ``fn``; the NOTICE says where it went. SECURITY DEFINER: the only writer
+-- of nl2sql.deferred_call for ordinary roles.
+CREATE OR REPLACE FUNCTION nl2sql._defer(who name, fn regprocedure, args jsonb) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r name := nl2sql._acting_role(who);
+    fname name;
+    new_id bigint;
+BEGIN
+    SELECT p.proname INTO fname FROM pg_catalog.pg_proc p WHERE p.oid = fn;
+    IF NOT pg_catalog.has_function_privilege(r, fn, 'EXECUTE') THEN
+        RAISE EXCEPTION 'nl2sql: role % may not call nl2sql.%', r, fname
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'the administrator grants it: GRANT EXECUTE ON FUNCTION ' || fn::text || ' TO ' || pg_catalog.quote_ident(r);
+    END IF;
+    INSERT INTO nl2sql.deferred_call (function_name, args, role_name) VALUES (fname, args, r)
+        RETURNING id INTO new_id;
+    RAISE NOTICE 'nl2sql: %() queued as deferred call %; applied as role % by the next nl2sql reindex, nl2sql apply, a Client''s first ask, or the worker; see nl2sql.my_deferred_calls',
+        fname, new_id, r;
+    RETURN new_id;
+END
+$$;
+GRANT EXECUTE ON FUNCTION nl2sql._defer(name, regprocedure, jsonb) TO PUBLIC;

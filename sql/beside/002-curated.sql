@@ -27,7 +27,7 @@ REVOKE EXECUTE ON FUNCTION nl2sql.add_instruction(text) FROM PUBLIC;
 -- As the extension's for a term without sql_expression: term and definition trimmed and
 -- required, upserted on the lower-cased term, (re)embedded by the client. A term with an
 -- sql_expression needs sqlglot's check of the expression (read-only, over tables the caller may
--- read): refused here, with what to do.
+-- read): a deferred call (sql/beside/003-deferred.sql), applied by the client; returns NULL.
 CREATE OR REPLACE FUNCTION nl2sql.add_term(term text, definition text,
                                            sql_expression text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -43,8 +43,10 @@ BEGIN
             USING HINT = 'e.g. SELECT nl2sql.add_term(''active customer'', ''ordered in the last 90 days'')';
     END IF;
     IF pg_catalog.btrim(COALESCE(add_term.sql_expression, ''), ws) <> '' THEN
-        RAISE EXCEPTION 'nl2sql: a term''s sql_expression is checked in PL/Python, which this database does not have'
-            USING HINT = 'add the term without sql_expression, or put the SQL in its definition';
+        PERFORM nl2sql._defer(current_user, 'nl2sql.add_term(text, text, text)'::regprocedure,
+                              pg_catalog.jsonb_build_array(add_term.term, add_term.definition,
+                                                           add_term.sql_expression));
+        RETURN NULL;
     END IF;
     INSERT INTO nl2sql.term AS x (term, definition, sql_expression, embedding)
         VALUES (t, d, NULL, NULL)

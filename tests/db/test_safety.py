@@ -264,6 +264,9 @@ DEFINERS = (
     # the request queue (sql/idempotent/020-request-queue.sql): the acting role's own requests
     "nl2sql._submit(",
     "nl2sql._request(",
+    # deferred calls (sql/idempotent/022-deferred-calls.sql): a row for the acting role only,
+    # when that role may execute the function named
+    "nl2sql._defer(",
 )
 
 

@@ -75,8 +75,30 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _apply(args: argparse.Namespace) -> int:
+    import nl2sql  # lazy: loads the pipeline
+
+    try:
+        with nl2sql.connect(args.dsn) as client:
+            calls = client.apply()
+    except Exception as e:  # noqa: BLE001 - ClientError and connection errors, said on stderr
+        msg = str(e)
+        return _refused(RuntimeError(msg if msg.startswith("nl2sql") else f"nl2sql apply: {msg}"))
+    for c in calls:
+        print(
+            f"deferred call {c.id} {c.function}() as {c.role}: {c.status}"
+            + (f": {c.error}" if c.error else "")
+        )
+    print(
+        f"nl2sql apply: {sum(c.status == 'done' for c in calls)} applied, "
+        f"{sum(c.status == 'refused' for c in calls)} refused, "
+        f"{sum(c.status == 'pending' for c in calls)} left pending"
+    )
+    return 0
+
+
 def add_subcommands(subparsers) -> None:
-    """Register ``install``, ``upgrade``, ``uninstall`` and ``worker``; each sets ``run``
+    """Register ``install``, ``upgrade``, ``uninstall``, ``worker`` and ``apply``; each sets ``run``
     (``run(args) -> exit status``), as the ``nl2sql`` command's own subcommands do.
 
     Args:
@@ -104,6 +126,13 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--poll-s", type=float, default=5.0, help="poll interval besides LISTEN")
     p.add_argument("--once", action="store_true", help="answer what is queued, then exit")
     p.set_defaults(run=_worker)
+    p = subparsers.add_parser(
+        "apply",
+        help="apply the configuration functions called in SQL (deferred calls), as their roles",
+        description="apply nl2sql.deferred_call rows as the roles that made them",
+    )
+    _dsn_arg(p)
+    p.set_defaults(run=_apply)
 
 
 def main(argv: list[str] | None = None) -> int:

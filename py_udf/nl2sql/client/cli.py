@@ -24,7 +24,12 @@ from .connection import Answer, connect
 SUBCOMMAND_MODULES = ("nl2sql.client.admin", "nl2sql.client.tools_cli")
 
 
-def _dsn(p: argparse.ArgumentParser) -> None:
+def dsn_argument(p: argparse.ArgumentParser) -> None:
+    """Add ``--dsn`` to a subcommand's parser.
+
+    Args:
+        p: the subcommand's parser.
+    """
     p.add_argument(
         "--dsn",
         default=None,
@@ -32,15 +37,27 @@ def _dsn(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _question(p: argparse.ArgumentParser) -> None:
-    _dsn(p)
+def question_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--dsn``, the question and ``--evidence``/``--conversation`` to a parser.
+
+    Args:
+        p: the subcommand's parser.
+    """
+    dsn_argument(p)
     p.add_argument("question", help="the question, in words")
     p.add_argument("--evidence", default=None, help="a hint text (BIRD's external knowledge)")
     p.add_argument("--conversation", default=None, help="a conversation key (follow-ups)")
 
 
-def _table(columns: list[str], rows: list[tuple], limit: int) -> str:
-    """Rows as an aligned text table (at most ``limit``), with a line saying how many more."""
+def rows_table(columns: list[str], rows: list[tuple], limit: int) -> str:
+    """Rows as an aligned text table, with a line saying how many more there are.
+
+    Args:
+        columns: the column names. rows: the rows. limit: how many rows are shown at most.
+
+    Returns:
+        The table's text.
+    """
     shown = [["" if v is None else str(v) for v in r] for r in rows[:limit]]
     widths = [max([len(c)] + [len(r[i]) for r in shown]) for i, c in enumerate(columns)]
     lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths))]
@@ -60,7 +77,7 @@ def _print_answer(a: Answer, as_json: bool, limit: int) -> None:
         return
     print(a.sql.rstrip().rstrip(";") + ";")
     print()
-    print(_table(a.columns, a.rows, limit))
+    print(rows_table(a.columns, a.rows, limit))
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -133,15 +150,15 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("ask", help="answer a question: the SQL and its first rows")
-    _question(p)
+    question_arguments(p)
     p.add_argument("--json", action="store_true", help="print the trace (with the rows) as JSON")
     p.add_argument("--rows", type=int, default=20, help="rows shown (default 20)")
     p.set_defaults(run=cmd_ask)
     p = sub.add_parser("explain", help="the whole trace of answering a question, as JSON")
-    _question(p)
+    question_arguments(p)
     p.set_defaults(run=cmd_explain)
     p = sub.add_parser("reindex", help="index the database from this process")
-    _dsn(p)
+    dsn_argument(p)
     p.add_argument("--schema", action="append", dest="schemas", help="schema (repeatable)")
     p.add_argument("--force", action="store_true", help="redo every table, not only changed ones")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -22,6 +22,7 @@ from ..generation.execute import fetch_rows
 from ..ops.indexer import sum_table_counts
 from . import _plpy
 from ._tools import Tools
+from .deferred import Applied, apply_deferred
 
 # the search_path nl2sql's own functions pin (SET search_path FROM CURRENT): the pipeline's
 # statements run under it, the question's SQL under the caller's
@@ -111,6 +112,7 @@ class Client(Tools):
         self.plpy = _plpy.Plpy(conn, on_notice)
         self._pinned: str | None = None
         self._pending_done = False  # curated rows added in SQL embedded (embed_pending)
+        self._applied: list[Applied] = []  # deferred calls the first use applied
 
     def __enter__(self) -> Client:
         return self
@@ -150,6 +152,7 @@ class Client(Tools):
                 p.execute(set_path, [pinned])
                 p.execute("SET LOCAL plan_cache_mode = force_custom_plan")
                 if not self._pending_done:
+                    self._applied = apply_deferred(p)
                     embed_pending(p)
                     self._pending_done = True
                 with p.call_timeout():  # statement_timeout bounds the whole call
@@ -300,9 +303,24 @@ class Client(Tools):
             kept = [f"{s}.{t}" for s, t, _ in tables]
             fin = step(udf.reindex_finish, schemas, kept, out["tables_indexed"] > 0)
         out.update(json.loads(fin))
+        self.apply()  # configuration called in SQL meanwhile, embedded as it is applied
         self._in_transaction(lambda _c: embed_pending(self.plpy))  # added while it ran
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
+
+    def apply(self) -> list[Applied]:
+        """Apply the configuration functions called in SQL beside the database (deferred calls,
+        ``client/deferred.py``), each as the role that called it.
+
+        Returns:
+            What became of each call: done, refused with the reason, or left pending.
+
+        Raises:
+            ClientError: nl2sql is not installed, or the database refused a statement.
+        """
+        now = self._in_transaction(lambda _c: apply_deferred(self.plpy))
+        first, self._applied = self._applied, []
+        return first + now
 
     def _step(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One unit of ``reindex`` (``fn(plpy, *args)``, an entry point of ``nl2sql.udf``) in its

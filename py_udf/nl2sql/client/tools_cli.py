@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .cli import _dsn, _question, _table
+from .cli import dsn_argument, question_arguments, rows_table
 from .connection import connect
 
 
@@ -30,7 +30,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(_dumps(rows))
     else:
         cols = ["check", "status", "detail", "fix"]
-        print(_table(cols, [tuple(r[c] for c in cols) for r in rows], len(rows)))
+        print(rows_table(cols, [tuple(r[c] for c in cols) for r in rows], len(rows)))
     return 1 if any(r["status"] == "fail" for r in rows) else 0
 
 
@@ -122,26 +122,26 @@ def add_subcommands(subparsers) -> None:
         subparsers: the ``nl2sql`` parser's ``add_subparsers()`` result.
     """
     p = subparsers.add_parser("doctor", help="check the installation, models and index")
-    _dsn(p)
+    dsn_argument(p)
     p.add_argument("--json", action="store_true", help="print the checks as a JSON array")
     p.set_defaults(run=cmd_doctor)
     p = subparsers.add_parser("narrate", help="answer a question in words")
-    _question(p)
+    question_arguments(p)
     p.set_defaults(run=cmd_narrate)
     p = subparsers.add_parser("explain-sql", help="a read-only query explained in words")
-    _dsn(p)
+    dsn_argument(p)
     p.add_argument("sql", help="the query")
     p.set_defaults(run=cmd_explain_sql)
     p = subparsers.add_parser("evaluate", help="execution accuracy on the verified questions")
-    _dsn(p)
+    dsn_argument(p)
     p.add_argument("--max-questions", type=int, default=None, help="at most N questions")
     p.add_argument("--note", default=None, help="a note kept with the run")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     p.set_defaults(run=cmd_evaluate)
     p = subparsers.add_parser("export-semantic-model", help="the semantic model as YAML")
-    _dsn(p)
+    dsn_argument(p)
     p.set_defaults(run=cmd_export_semantic_model)
     p = subparsers.add_parser("prune-query-log", help="delete query_log rows past retention")
-    _dsn(p)
+    dsn_argument(p)
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(run=cmd_prune_query_log)

@@ -275,6 +275,23 @@ def sweep(conn: psycopg.Connection, limits: Limits) -> None:
     )
 
 
+def apply_calls(conn: psycopg.Connection, say: Callable[[str], None]) -> None:
+    """Apply the deferred configuration calls (``client/deferred.py``) as their roles; a failure
+    is said, not the worker's end.
+
+    Args:
+        conn: a connection of the worker's login (autocommit).
+        say: prints one line (what became of each call).
+    """
+    import nl2sql  # lazy: as in pipeline_ask
+
+    try:
+        for c in nl2sql.connect(conn).apply():
+            say(f"deferred call {c.id} {c.function}() ({c.role}): {c.error or c.status}")
+    except Exception as e:  # noqa: BLE001 - the next loop tries again
+        say(_error_text(e))
+
+
 def _serve(dsn: str, worker: str, ask: AskFn, poll_s: float, stop, say) -> None:
     """One connection's life: requeue what this worker held, then answer until ``stop()`` or
     the connection is lost (psycopg.OperationalError)."""
@@ -289,6 +306,7 @@ def _serve(dsn: str, worker: str, ask: AskFn, poll_s: float, stop, say) -> None:
         while True:
             limits = Limits.read(conn)
             sweep(conn, limits)
+            apply_calls(conn, say)
             while (req := claim(conn, worker)) is not None:
                 result = answer_in_time(dsn, req, ask, limits)
                 store(conn, req, result)
