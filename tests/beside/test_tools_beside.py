@@ -189,7 +189,6 @@ STUB_HINTS = [
     ("SELECT nl2sql.explain_sql('SELECT 1')", "nl2sql explain-sql"),
     ("SELECT nl2sql.evaluate()", "nl2sql evaluate"),
     ("SELECT nl2sql.export_semantic_model()", "nl2sql export-semantic-model"),
-    ("SELECT nl2sql.prune_query_log()", "nl2sql prune-query-log"),
 ]
 
 

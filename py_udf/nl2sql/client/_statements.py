@@ -49,9 +49,6 @@ STUB_HINTS = {
     "nl2sql.export_semantic_model": _ADMIN_HINT.format(
         cmd="nl2sql export-semantic-model", method="export_semantic_model"
     ),
-    "nl2sql.prune_query_log": _ADMIN_HINT.format(
-        cmd="nl2sql prune-query-log", method="prune_query_log"
-    ),
     "nl2sql.mine_queries": _API_HINT.format(method="mine_queries"),
     "nl2sql.calibrate": _API_HINT.format(method="calibrate"),
 }

@@ -66,7 +66,6 @@ def _stub_hint(statement: str) -> str:
         ("nl2sql._doctor", ["nl2sql doctor", "Client.doctor()"]),
         ("nl2sql._evaluate", ["nl2sql evaluate", "Client.evaluate()"]),
         ("nl2sql.export_semantic_model", ["nl2sql export-semantic-model"]),
-        ("nl2sql.prune_query_log", ["nl2sql prune-query-log", "Client.prune_query_log()"]),
         ("nl2sql.calibrate", ["Client.calibrate()"]),
         ("nl2sql.other", ["nl2sql ask", "nl2sql.submit()"]),
     ],
