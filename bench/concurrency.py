@@ -85,9 +85,17 @@ def ensure_connections(cluster, sessions: int) -> None:
     cluster.start()
 
 
-def setup(cluster, llm: LoopbackLLM, embedder: str | None = None, quota: int | None = None):
-    cluster.create_database(DB, drop=True)
-    with cluster.connect(DB) as c:
+def setup(
+    cluster,
+    llm: LoopbackLLM,
+    embedder: str | None = None,
+    quota: int | None = None,
+    db: str = DB,
+):
+    """A fresh demo database ``db`` with the extension, its index, the loopback model and
+    ``ROLE`` (SELECT on the demo tables; ``quota`` questions per minute when given)."""
+    cluster.create_database(db, drop=True)
+    with cluster.connect(db) as c:
         c.execute(demo_sql())
         c.execute("CREATE EXTENSION nl2sql CASCADE")
         if embedder:

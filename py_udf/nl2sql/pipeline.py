@@ -35,6 +35,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("schema",        "schema_ms",         start.load_schema),
     Stage("retrieval",     "retrieval_ms",      before_models.gather_context),
     Stage("verified",      "verified_ms",       before_models.fast_path, in_retrieve=False),
+    Stage("examples",      "retrieval_ms",      before_models.gather_examples),
     Stage("presql_prompt", "prompt_ms",         before_models.presql_prompt),
     Stage("rounds",        "prompt_ms",         before_models.choose_rounds, in_retrieve=False),
     Stage("quota_tokens",  "prompt_ms",         start.quota_tokens, in_retrieve=False),

@@ -395,7 +395,18 @@ def has_top_level_order(sql: str) -> bool:
     Raises:
         CandidateRefused: as ``parse_one``.
     """
-    tree = parse_one(sql)
+    return top_level_order(parse_one(sql))
+
+
+def top_level_order(tree: exp.Expression) -> bool:
+    """``has_top_level_order`` of a tree already parsed (the check's), without parsing again.
+
+    Args:
+        tree: the statement's tree (``parse_one``, ``check_candidate``).
+
+    Returns:
+        True when the outermost statement has an ORDER BY.
+    """
     return tree.args.get("order") is not None
 
 

@@ -193,17 +193,21 @@ class Candidate:
     # every row of its checked execution (at most ``max_rows``), kept only when the call
     # returns rows (``nl2sql.ask``): the answer's rows come from the execution that was checked
     rows: list[str] | None = None
+    # whether the outermost statement has an ORDER BY, read from the check's tree (None: not
+    # known; the run parses ``sql`` again); not in the trace
+    ordered: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the candidate as a JSON-able dict for the trace.
 
         Returns:
-            Every field but ``prompt`` and ``rows``; sample rows cut at 300 characters.
+            Every field but ``prompt``, ``rows`` and ``ordered``; sample rows cut at 300
+            characters.
         """
         d = {
             f.name: copy.deepcopy(getattr(self, f.name))
             for f in fields(self)
-            if f.name not in ("prompt", "rows")  # rows: up to max_rows, not copied
+            if f.name not in ("prompt", "rows", "ordered")  # rows: up to max_rows, not copied
         }
         d["sample_rows"] = [r[:300] for r in d["sample_rows"]]
         return d

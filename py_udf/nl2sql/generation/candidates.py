@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import CandidateRefused, ConfigError, Nl2sqlError
-from ..core.sqlcheck import referenced_tables, to_sql
+from ..core.sqlcheck import referenced_tables, to_sql, top_level_order
 from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
 from ..model import prompts
 from ..model.gate import Gate
@@ -278,12 +278,12 @@ class Evaluator:
                 raise  # a configuration to fix, or the user's cancel: the call's, not the answer's
             c.status = Status.REFUSED
             c.reason = f"could not be prepared: {type(e).__name__}: {str(e)[:300]}"
-            c.sql, c.alignments, c.tables = None, [], []
+            c.sql, c.alignments, c.tables, c.ordered = None, [], [], None
             self.ms["check_ms"] += (time.perf_counter() - t0) * 1000
             ok = False
         self._prep[(dialect, text)] = {
             f: getattr(c, f)
-            for f in ("status", "reason", "sql", "cleaning", "alignments", "tables")
+            for f in ("status", "reason", "sql", "cleaning", "alignments", "tables", "ordered")
         }
         return ok
 
@@ -312,6 +312,7 @@ class Evaluator:
             tree, c.alignments = align_values(tree, self.schema, self.values)
         c.sql = to_sql(tree)
         c.tables = referenced_tables(tree)
+        c.ordered = top_level_order(tree)  # has_top_level_order without parsing c.sql again
         self.ms["align_ms"] += (time.perf_counter() - t1) * 1000
         return True
 

@@ -161,23 +161,22 @@ def row_from_json(text: str) -> tuple:
     return tuple(normalize_value(v) for _, v in pairs)
 
 
-def result_signature(rows: list[tuple], ordered: bool = False) -> str:
+def result_signature(rows: list[tuple], ordered: bool = False, keyed: list[str] = ()) -> str:
     """Compute the signature of a query result, equal for equal results.
 
     Args:
         rows: the result's rows, values normalised (``row_from_json``).
         ordered: when True the row order counts; else the rows are a multiset (sorted first).
+        keyed: the rows' JSON texts (``json.dumps(row, default=str)``) when already written
+            (one serialisation for both signatures of a result); empty: written here.
 
     Returns:
         SHA-256 of the rows' JSON texts, 64 lower-case hex characters.
     """
-    keyed = [json.dumps(r, default=str) for r in rows]
-    if not ordered:
-        keyed.sort()
+    keyed = keyed or [json.dumps(r, default=str) for r in rows]
     h = hashlib.sha256()
-    for k in keyed:
-        h.update(k.encode())
-        h.update(b"\n")
+    for k in keyed if ordered else sorted(keyed):
+        h.update(k.encode() + b"\n")
     return h.hexdigest()
 
 
@@ -468,16 +467,18 @@ def _run_and_record(
     cand.row_count = len(parsed)
     # shown to a multiple-choice selector through gate.Gate.rows (whole rows parse as JSON)
     cand.sample_rows = [r[:2000] for r in rows[:3]]
-    cand.result_hash = result_signature(parsed, ordered=ordered)
-    cand.order_hash = result_signature(parsed, ordered=True) if _orders_rows(cand.sql) else None
+    keyed = [json.dumps(r, default=str) for r in parsed]  # written once for both signatures
+    cand.result_hash = result_signature(parsed, ordered, keyed)
+    cand.order_hash = result_signature(parsed, True, keyed) if _orders_rows(cand) else None
     cand.status = Status.OK
     return rows[:max_rows]
 
 
-def _orders_rows(sql: str) -> bool:
-    """Whether ``sql``'s outermost statement has an ORDER BY (False when it does not parse)."""
+def _orders_rows(cand: Candidate) -> bool:
+    """Whether ``cand.sql``'s outermost statement has an ORDER BY: as the check read it
+    (``cand.ordered``), else parsed again (False when it does not parse)."""
     try:
-        return has_top_level_order(sql)
+        return cand.ordered if cand.ordered is not None else has_top_level_order(cand.sql)
     except CandidateRefused:
         return False
 

@@ -12,7 +12,7 @@ from ..generation.candidates import rounds_for
 from ..model.llm import fitted_budget
 from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
-from .gather import add_columns, add_vector_values, gather
+from .gather import add_columns, add_examples, add_vector_values, gather
 from .prompt_parts import finsql_prompt, first_examples, link_and_select
 from .prompt_parts import presql_prompt as build_presql_prompt
 from .run import Linking, Outcome, PreSQL, Rounds, Run
@@ -22,7 +22,8 @@ def gather_context(run: Run) -> None:
     """Retrieval (``stages.gather.gather``); keep the turns the role may still read.
 
     Args:
-        run: sets ``context``, ``examples_shown`` and (in a conversation) ``turns_shown``.
+        run: sets ``context`` and (in a conversation) ``turns_shown``; the examples come in
+            the next stage but one (``gather_examples``).
 
     Raises:
         EmbeddingError: the embedding model is missing.
@@ -32,6 +33,18 @@ def gather_context(run: Run) -> None:
     ctx.turns = tuple(visible_turns(run.turns, run.schema))
     if run.conversation is not None:  # the turns the prompts show (literals masked there)
         run.turns_shown = run.gate.turns("trace", ctx.turns)
+
+
+def gather_examples(run: Run) -> None:
+    """The pool examples nearest to the masked question (``stages.gather.add_examples``), after
+    the fast path: a question a verified query answers does not look them up.
+
+    Args:
+        run: its ``context`` gets ``candidates`` and ``skeletons``; sets ``examples_shown``.
+    """
+    ctx = run.context
+    add_examples(run.plpy, ctx, run.st)
+    leave_out_examples(run)
     run.examples_shown = run.gate.examples(
         "trace", first_examples(ctx.verified, ctx.candidates, run.st.k_examples)
     )

@@ -61,12 +61,15 @@ class Context:
     semantic: SemanticModel = field(default_factory=SemanticModel)
 
 
-def nearest_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Example], dict[int, str]]:
+def nearest_examples(
+    plpy, masked_vec: list[float] | str, n: int
+) -> tuple[list[Example], dict[int, str]]:
     """Fetch the pool examples nearest to the masked question (cosine), best first. Source: PET-SQL
     (Li et al. 2024) §3.2; DAIL-SQL (Gao et al. 2023) §3.3.
 
     Args:
-        masked_vec: the masked question's embedding: 384 floats (all-MiniLM-L6-v2, L2-normed).
+        masked_vec: the masked question's embedding: 384 floats (all-MiniLM-L6-v2, L2-normed),
+            or their pgvector text (``to_pgvector``).
         n: how many examples to fetch.
 
     Returns:
@@ -78,7 +81,7 @@ def nearest_examples(plpy, masked_vec: list[float], n: int) -> tuple[list[Exampl
         "SELECT id, db_id, question, sql, masked_question, sql_skeleton, "
         "1 - (embedding <=> $1::vector) AS sim FROM nl2sql.visible_example "
         "WHERE embedding IS NOT NULL ORDER BY embedding <=> $1::vector LIMIT $2",
-        [to_pgvector(masked_vec), n],
+        [masked_vec if isinstance(masked_vec, str) else to_pgvector(masked_vec), n],
         ["text", "int4"],
     )
     exs = [
@@ -140,19 +143,18 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
         masked = masked_question(question, schema, values, st.link_value_min, business.mask_phrases)
     with timer.stage("embed_ms"):
         m_vec = embed([masked])[0]
-    with timer.stage("examples_ms"):
-        cands, skels = nearest_examples(plpy, m_vec, _n_candidates(st))
+        m_text = to_pgvector(m_vec)
     with timer.stage("verified_lookup_ms"):
-        near = nearest(plpy, to_pgvector(m_vec), max(st.verified_examples, 3))
+        near = nearest(plpy, m_text, max(st.verified_examples, 3))
     pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(
         question,
         evidence,
         values,
         masked,
-        cands,
-        skels,
-        {k: round(v, 3) for k, v in timer.timings.items()},
+        [],  # the examples: add_examples, after the fast path (which needs none)
+        {},
+        {**{k: round(v, 3) for k, v in timer.timings.items()}, "examples_ms": 0.0},
         phrases=phrases,
         found=found,
         vector_phrases=vec_idx,
@@ -160,10 +162,30 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
         vectors_done=not vec_idx,
         business=business,
         semantic=semantic,
-        masked_vec=to_pgvector(m_vec),
+        masked_vec=m_text,
         verified_rows=near,
         verified=as_examples(near, st.verified_examples),
     )
+
+
+def add_examples(plpy, ctx: Context, st: Settings) -> float:
+    """Set ``ctx.candidates`` and ``ctx.skeletons``: the pool examples nearest to the masked
+    question (``nearest_examples``). Apart from ``gather`` so that a question a verified query
+    answers (the fast path) does not look them up. Source: PET-SQL (Li et al. 2024) §3.2.
+
+    Args:
+        ctx: the question's context (``masked_vec`` set by ``gather``; changed in place).
+        st: the settings (``k_examples``, ``dail_candidates``).
+
+    Returns:
+        The milliseconds spent, rounded to 3 places (also added to ``ctx.timings``'s
+        ``examples_ms``).
+    """
+    t = time.perf_counter()
+    ctx.candidates, ctx.skeletons = nearest_examples(plpy, ctx.masked_vec, _n_candidates(st))
+    ms = round((time.perf_counter() - t) * 1000, 3)
+    ctx.timings["examples_ms"] = round(ctx.timings.get("examples_ms", 0.0) + ms, 3)
+    return ms
 
 
 def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float:

@@ -11,6 +11,8 @@ from nl2sql.core.sqlcheck import (
     parse_one,
     referenced_tables,
     statement_in_expression,
+    to_sql,
+    top_level_order,
     transpile,
 )
 
@@ -62,6 +64,27 @@ def test_referenced_tables_excludes_ctes_and_keeps_order():
 def test_top_level_order_detection():
     assert has_top_level_order("SELECT a FROM t ORDER BY a")
     assert not has_top_level_order("SELECT a FROM (SELECT a FROM t ORDER BY a) s")
+
+
+ORDER_CASES = [
+    ("SELECT name FROM singer ORDER BY age", True),
+    ("SELECT name FROM (SELECT name, age FROM singer ORDER BY age) s", False),
+    ("WITH x AS (SELECT name FROM singer ORDER BY age) SELECT name FROM x", False),
+    ("WITH x AS (SELECT name, age FROM singer) SELECT name FROM x ORDER BY age DESC", True),
+    ("SELECT name FROM singer UNION SELECT name FROM stadium ORDER BY name", True),
+    ("(SELECT name FROM singer ORDER BY age LIMIT 1) UNION SELECT name FROM stadium", False),
+    ("SELECT name FROM singer WHERE age IN (SELECT age FROM singer ORDER BY age)", False),
+    ("SELECT count(*) FROM singer", False),
+]
+
+
+@pytest.mark.parametrize("sql,ordered", ORDER_CASES, ids=[c[0][:40] for c in ORDER_CASES])
+def test_the_checked_tree_tells_the_top_level_order_as_its_sql_text_does(sql, ordered):
+    # the Evaluator reads the flag from the check's tree (Candidate.ordered) instead of parsing
+    # the candidate's SQL again before its result signature: both must agree
+    tree = check_candidate(sql, {"singer", "stadium"})
+    assert top_level_order(tree) is ordered
+    assert has_top_level_order(to_sql(tree)) is ordered
 
 
 def test_transpile_sqlite_to_postgres():
