@@ -38,7 +38,9 @@ Usage: python bench/scale.py [--scale 1.0] [--full] [--datadir DIR] [--questions
 The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,000 strings: at
 ~1,000 values/s, a full reindex takes about a quarter of an hour on a 2-core machine.
 ``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute.
-Last line: ``RESULT values_per_s=… full_reindex_s=… noop_reindex_s=… lookup_ms_p50=…``.
+Last line: ``RESULT values_per_s=… full_reindex_s=… noop_reindex_s=… lookup_ms_p50=… …
+machine_reference_ms=<start>/<end>`` (``bench.common.machine_reference_ms``: this shared
+machine's speed during the run).
 """
 
 from __future__ import annotations
@@ -332,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         "under scripts/dev_locked.sh)",
     )
     args = ap.parse_args(argv)
+    ref0 = C.machine_reference_ms()
+    log(f"machine speed reference: {ref0:.0f} ms for 10^6 Python additions (bench.common)")
     db = "nl2sql_scale" if args.scale >= 1 else f"nl2sql_scale_{str(args.scale).replace('.', '_')}"
     cluster = LocalCluster(args.datadir, **({"venv": args.venv} if args.venv else {})).start()
     set_shared_buffers(cluster, args.shared_buffers)
@@ -421,12 +425,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{C.percentile(after, 50):.1f} ms, p90 {C.percentile(after, 90):.1f} ms"
     )
     conn.close()
+    ref1 = C.machine_reference_ms()
+    log(f"machine speed reference at the end: {ref1:.0f} ms")
     log(
         f"RESULT values_per_s={fig.get('values_per_s')} full_reindex_s={fig.get('full_reindex_s')} "
         f"noop_reindex_s={statistics.median(noop):.3f} change_one_table_s={s:.3f} "
         f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} "
         f"lookup_after_reindex_ms_p50={C.percentile(after, 50):.1f} values={n_values} "
-        f"embed_only_per_s={ceiling:.0f}"
+        f"embed_only_per_s={ceiling:.0f} machine_reference_ms={ref0:.0f}/{ref1:.0f}"
     )
     return 0
 
