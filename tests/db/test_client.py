@@ -274,6 +274,9 @@ def test_ctrl_c_cancels_the_running_statement(cluster, cdb, llm):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # a suite started in the background by a shell inherits SIGINT ignored, and Python keeps
+        # an ignored SIGINT ignored: the client must get it as a terminal would deliver it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     running = "SELECT pid FROM pg_stat_activity WHERE query LIKE '%nl2sql._run_candidate%' AND state = 'active' AND pid <> pg_backend_pid()"
     deadline = time.monotonic() + 120
