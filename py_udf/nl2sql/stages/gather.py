@@ -113,19 +113,20 @@ def _vector_lookups(phrases, found, schema: Schema, st: Settings) -> list[int]:
 
 def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settings) -> Context:
     """Business terms and the semantic model (its relationships join ``schema``'s foreign keys,
-    the objects the question names), exact and trigram values, the masked question, its examples
-    and the nearest verified queries; the phrases for vector lookups start embedding in the
-    background.
+    the objects the question names), exact and trigram values, the masked question and the
+    nearest verified queries; the phrases for vector lookups start embedding in the background.
+    The pool examples come later (``add_examples``, after the fast path).
 
     Source: OpenSearch-SQL (Xie et al. 2024) §3.4; PET-SQL (Li et al. 2024) §3.2.
 
     Args:
         question, evidence: the question as the prompts show it; the caller's hint or None.
         schema: the schema the role may read (``catalog.load_schema``).
-        st: the settings (``value_*``, ``term_*``, ``k_examples``, ``dail_candidates``, ...).
+        st: the settings (``value_*``, ``term_*``, ``verified_examples``, ...).
 
     Returns:
-        The ``Context`` (its ``timings`` hold all but ``columns_ms``).
+        The ``Context`` (its ``timings`` hold all but ``columns_ms``; ``examples_ms`` 0.0 until
+        ``add_examples``).
 
     Raises:
         EmbeddingError: the embedding model is missing.
