@@ -342,7 +342,7 @@ class ChatHandler(BaseHTTPRequestHandler):
         model, messages, n = body["model"], body["messages"], _n_of(body)
         name, profile = owner.profile_of(model) or (None, None)
         refused = _profile_refusal(profile, body) if profile is not None else None
-        owner.record_request(body, n, name, refused[0] if refused else None)
+        owner.record_request(body, n, name, refused[0] if refused else None, self.client_address[1])
         if refused is not None:
             self._send_json(*refused)
             return

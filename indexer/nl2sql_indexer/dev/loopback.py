@@ -291,17 +291,23 @@ class LoopbackLLM:
     @property
     def requests(self) -> list[dict]:
         """Received chat requests, in arrival order: ``{"model", "messages", "temperature",
-        "n", "params", "profile", "refused", "time"}``. ``params`` is every other key of the
+        "n", "params", "profile", "refused", "time", "port"}``. ``params`` is every other key of the
         body as sent (``max_tokens``, ``max_completion_tokens``, ``reasoning_effort``, ... only
         where the client sent them; ``temperature`` and ``n`` there too when sent);
         ``profile`` the model's profile name or None; ``refused`` the HTTP status of the
-        profile's refusal (parameters or context window) or None."""
+        profile's refusal (parameters or context window) or None; ``port`` the client's port
+        (requests on one kept-alive connection share it)."""
         with self._lock:
             return copy.deepcopy(self._log_entries)
 
     # -- what the HTTP handler (_loopback_http.ChatHandler) calls --------------------------
     def record_request(
-        self, body: dict, n: int, profile: str | None = None, refused: int | None = None
+        self,
+        body: dict,
+        n: int,
+        profile: str | None = None,
+        refused: int | None = None,
+        port: int | None = None,
     ) -> None:
         """Append one chat request to the log :attr:`requests` returns.
 
@@ -310,6 +316,7 @@ class LoopbackLLM:
             n: the choices asked for (1 when absent).
             profile: the model's profile name, if any.
             refused: the status of the profile's refusal, if it refused the request.
+            port: the client's port (its connection), if known.
         """
         params = {k: v for k, v in body.items() if k not in ("model", "messages")}
         with self._lock:
@@ -323,6 +330,7 @@ class LoopbackLLM:
                     "profile": profile,
                     "refused": refused,
                     "time": time.time(),
+                    "port": port,
                 }
             )
 

@@ -19,16 +19,21 @@ from . import _exchange
 
 __all__ = ["call_here", "relay_call"]
 
-_SSL_CONTEXT = None  # one TLS context for every per-call HTTP client (building one costs ms)
+_SSL_CONTEXT = None  # one TLS context for every kept HTTP client (building one costs ms)
+MAX_IDLE_CLIENTS = 16  # idle clients kept per endpoint (each holds its open connections)
+_IDLE: dict[tuple, list] = {}  # (base_url, key, timeout_s, max_retries) -> idle _Kept clients
+_IDLE_LOCK = threading.Lock()
 
 
 class _Deadline:
-    """A call's wall-clock deadline: shuts the connections its attempts opened when it passes."""
+    """A call's wall-clock deadline: shuts the connections of the call's client when it passes
+    (those its attempts opened, and those the kept client held from earlier calls)."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, streams: list | None = None):
         self.at = time.monotonic() + seconds
         self.expired = False
-        self._streams: list = []
+        self.finished = False  # the call ended first: expire() does nothing any more
+        self._streams: list = streams if streams is not None else []
         self._lock = threading.Lock()
         self._timer = threading.Timer(max(seconds, 0.0), self.expire)
         self._timer.daemon = True
@@ -72,13 +77,20 @@ class _Deadline:
 
     def expire(self) -> None:
         with self._lock:
+            if self.finished:
+                return
             self.expired = True
             streams = list(self._streams)
         for stream in streams:
             self._shut(stream)
 
-    def cancel(self) -> None:
+    def finish(self) -> bool:
+        """Stop the clock at the call's end; True when the deadline had not passed (then its
+        connections stay open: the client may serve the next call)."""
         self._timer.cancel()
+        with self._lock:
+            self.finished = True
+            return not self.expired
 
 
 class _DeadlineOpenAI(openai.OpenAI):
@@ -130,29 +142,96 @@ def _server_environment_file() -> str:
     return f"e.g. /etc/postgresql/{major}/{cluster}/environment on Debian"
 
 
-def _client(cfg: ModelConfig, deadline: _Deadline):
-    global _SSL_CONTEXT
-    key = None
-    if cfg.api_key_env:
-        key = os.environ.get(cfg.api_key_env)
-        if not key:
-            raise ModelError(
-                f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
-                f"PostgreSQL server's environment; set it where the server starts "
-                f"({_server_environment_file()}) and restart, or change api_key_env"
-            )
-    if _SSL_CONTEXT is None:
-        _SSL_CONTEXT = httpx2.create_ssl_context()
-    http = openai.DefaultHttpxClient(verify=_SSL_CONTEXT, event_hooks={"request": [deadline.hook]})
-    client = _DeadlineOpenAI(
-        base_url=cfg.base_url,
-        api_key=key or "no-key",
-        timeout=cfg.timeout_s,
-        max_retries=cfg.max_retries,
-        http_client=http,
-    )
-    client.nl2sql_deadline = deadline
-    return client
+def _api_key(cfg: ModelConfig) -> str | None:
+    """The model's API key from the server's environment (``api_key_env``); None without one.
+
+    Raises:
+        ModelError: ``api_key_env`` names a variable that is not set.
+    """
+    if not cfg.api_key_env:
+        return None
+    key = os.environ.get(cfg.api_key_env)
+    if not key:
+        raise ModelError(
+            f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
+            f"PostgreSQL server's environment; set it where the server starts "
+            f"({_server_environment_file()}) and restart, or change api_key_env"
+        )
+    return key
+
+
+class _Kept:
+    """An openai client kept between calls to one endpoint, so that its connections stay open
+    (HTTP keep-alive: no TCP and TLS handshake per call); one call uses it at a time, and that
+    call's deadline shuts all its connections when it passes (the client is then dropped)."""
+
+    def __init__(self, cfg: ModelConfig, key: str | None, slot: tuple):
+        global _SSL_CONTEXT
+        if _SSL_CONTEXT is None:
+            _SSL_CONTEXT = httpx2.create_ssl_context()
+        self.slot = slot
+        self.deadline: _Deadline | None = None
+        self.streams: list = []  # the connections it opened (some may be closed since)
+        http = openai.DefaultHttpxClient(verify=_SSL_CONTEXT, event_hooks={"request": [self._hook]})
+        self.client = _DeadlineOpenAI(
+            base_url=cfg.base_url,
+            api_key=key or "no-key",
+            timeout=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+            http_client=http,
+        )
+
+    def _hook(self, request) -> None:
+        d = self.deadline
+        if d is None:  # no call holds it (not expected): send nothing
+            raise openai.APITimeoutError(request=request)
+        d.hook(request)
+
+    def start(self, seconds: float) -> _Deadline:
+        """Begin a call: its deadline, ``seconds`` from now, over this client's connections."""
+        self.streams = [s for s in self.streams if _open(s)]
+        self.deadline = _Deadline(seconds, self.streams)
+        self.client.nl2sql_deadline = self.deadline
+        return self.deadline
+
+
+def _open(stream) -> bool:
+    """Whether a recorded connection's socket is still open."""
+    try:
+        sock = stream.get_extra_info("socket")
+        return sock is not None and sock.fileno() >= 0
+    except Exception:  # noqa: BLE001 (closed, or detached by TLS)
+        return False
+
+
+def _take(cfg: ModelConfig) -> _Kept:
+    """An idle kept client for ``cfg``'s endpoint, key and limits, else a new one.
+
+    Raises:
+        ModelError: the API key's environment variable is not set.
+    """
+    key = _api_key(cfg)
+    slot = (cfg.base_url, key, cfg.timeout_s, cfg.max_retries)
+    with _IDLE_LOCK:
+        idle = _IDLE.get(slot)
+        if idle:
+            return idle.pop()
+    return _Kept(cfg, key, slot)
+
+
+def _give_back(kept: _Kept | None, healthy: bool) -> None:
+    """Keep ``kept`` for the next call to its endpoint when its call ended ``healthy`` (before
+    its deadline) and fewer than ``MAX_IDLE_CLIENTS`` wait; else close it."""
+    if kept is None:
+        return
+    kept.deadline = kept.client.nl2sql_deadline = None
+    if healthy:
+        with _IDLE_LOCK:
+            idle = _IDLE.setdefault(kept.slot, [])
+            if len(idle) < MAX_IDLE_CLIENTS:
+                idle.append(kept)
+                return
+    _close(kept.client)
 
 
 def call_here(
@@ -177,12 +256,12 @@ def call_here(
     t0 = time.perf_counter()
     # masked before truncation, so never cut in half
     secrets = env_secrets([cfg.api_key_env]) + url_secrets(cfg.base_url)
-    deadline = _Deadline(timeout_s)
-    client = None
+    kept, deadline = None, None
     ex = _exchange.Exchange(cfg, messages, max(1, int(n)), temperature)
     try:
-        client = _client(cfg, deadline)
-        reply = ex.run(client, timeout_s, t0)
+        kept = _take(cfg)
+        deadline = kept.start(timeout_s)
+        reply = ex.run(kept.client, timeout_s, t0)
         reply.learned = [redact(x, secrets) for x in reply.learned]  # the endpoint's words
         return reply
     except ModelError as e:
@@ -190,9 +269,8 @@ def call_here(
     except Exception as e:  # noqa: BLE001 - any client failure is reported, not raised
         err = _exchange.refusal(cfg, e, ex) or _client_error(cfg, e, timeout_s, secrets)
     finally:
-        deadline.cancel()
-        _close(client)
-    if deadline.expired and not err.startswith(f"model {cfg.name!r} at"):
+        _give_back(kept, deadline is not None and deadline.finish())
+    if deadline is not None and deadline.expired and not err.startswith(f"model {cfg.name!r} at"):
         err = (
             f"model {cfg.name!r} at {cfg.endpoint}: no complete answer "
             f"within {timeout_s:g} s (hard deadline; connection closed); raise timeout_s "
