@@ -5,6 +5,7 @@ fitted to the server's context window (docs/internals/model.md "Capabilities")."
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,35 @@ def is_context_refusal(text: str) -> bool:
     return bool(_CONTEXT.search(text or ""))
 
 
+def _post(client, body: dict, timeout_s: float):
+    """``POST /chat/completions`` with ``body`` as given, through the openai client's own
+    request path (retries, errors, the deadline's hooks); the reply's JSON as sent (a dict, or
+    whatever else the endpoint answered). openai's documented way to send a body as it is:
+    ``chat.completions.create`` would first transform the parameters by their declared types,
+    a third of a call's CPU for these plain JSON values (docs/benchmarks.md "Kept model
+    clients").
+
+    Raises:
+        openai.OpenAIError: as ``chat.completions.create`` raises it.
+    """
+    resp = client.post(
+        "/chat/completions", cast_to=object, body=body, options={"timeout": timeout_s}
+    )
+    if isinstance(resp, str):  # JSON under another content type: read as the typed reply was
+        try:
+            return json.loads(resp)
+        except ValueError:
+            return resp
+    return resp
+
+
+def _empty(got: _reply.Read) -> str:
+    """Why a reply gave no answer: no choices at all (no chat completion), or no text in them."""
+    if not got.choices:
+        return "empty answer: the reply held no choices (it is no chat completion)"
+    return "empty answer: the reply held no text (null content or only reasoning)"
+
+
 class Exchange:
     """The requests of one call and what they taught: the capability in use, the shapes tried,
     the tokens every response spent (a cut reply's too)."""
@@ -104,12 +134,7 @@ class Exchange:
             texts += self._more_samples(client, timeout_s, self.n - max(got.choices, 1))
         text = texts[0] if texts else None
         return self._reply(
-            text,
-            texts,
-            None
-            if text
-            else "empty answer: the reply held no text (null content or only reasoning)",
-            (time.perf_counter() - t0) * 1000,
+            text, texts, None if text else _empty(got), (time.perf_counter() - t0) * 1000
         )
 
     def _first(self, client, timeout_s: float) -> _reply.Read:
@@ -147,10 +172,9 @@ class Exchange:
     def _create(self, client, timeout_s: float, sent: dict) -> _reply.Read:
         """One request; its usage added to the call's."""
         self.requests += 1
-        resp = client.chat.completions.create(
-            model=self.cfg.model, messages=self.messages, timeout=timeout_s, **sent
+        got = _reply.read(
+            _post(client, {"model": self.cfg.model, "messages": self.messages, **sent}, timeout_s)
         )
-        got = _reply.read(resp)
         for f in ("prompt_tokens", "completion_tokens", "reasoning_tokens"):
             setattr(self.usage, f, getattr(self.usage, f) + getattr(got, f))
         if got.usage_note and got.usage_note not in self.learned:
