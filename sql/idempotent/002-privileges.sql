@@ -26,12 +26,21 @@ CREATE OR REPLACE VIEW nl2sql.visible_table WITH (security_barrier) AS
 -- The role a SECURITY DEFINER helper acts for: the given role when the session may act as it
 -- (SET ROLE), else session_user: never a role the session is not (e.g. when called from inside
 -- some other SECURITY DEFINER function, current_user is that function's owner).
+-- This and the other per-column helpers below are PL/pgSQL with a generic plan, kept per
+-- backend: an SQL-language function with a SET clause is planned anew at every call, and
+-- _nl2sql's force_custom_plan would replan a PL/pgSQL statement at every call too (planning
+-- them was 4 ms of a question's 12 ms of planning on the superhero replay, docs/benchmarks.md
+-- "Planning"). Their statements look rows up by key, so the generic plan is the custom one.
 CREATE OR REPLACE FUNCTION nl2sql._acting_role(who name) RETURNS name
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN who IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN CASE WHEN who IS NULL
+                     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = who)
                 THEN session_user
                 ELSE CASE WHEN pg_catalog.pg_has_role(session_user, who, 'USAGE') THEN who
-                          ELSE session_user END END
+                          ELSE session_user END END;
+END
 $$;
 
 -- The value-policy rule, in one place: a column's cell values may reach a model when the setting
@@ -39,22 +48,30 @@ $$;
 -- without a policy, unless the table has row-level security.
 CREATE OR REPLACE FUNCTION nl2sql._value_rule(send_values_on boolean, column_policy boolean,
                                               table_policy boolean, row_security boolean)
-RETURNS boolean LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT COALESCE(send_values_on, true) AND COALESCE(column_policy, table_policy, NOT row_security)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- a simple expression: PL/pgSQL keeps its plan (an SQL function with a SET clause is
+    -- planned at every call, once per column checked)
+    RETURN COALESCE(send_values_on, true) AND COALESCE(column_policy, table_policy, NOT row_security);
+END
 $$;
 
 -- nl2sql._value_rule for one column, reading the setting and the (non-public) policy table.
 -- SECURITY DEFINER: it says only yes or no for the one column asked about.
 CREATE OR REPLACE FUNCTION nl2sql._values_allowed(schema_name name, table_name name,
                                                   column_name name, row_security boolean)
-RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT nl2sql._value_rule(
+RETURNS boolean LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN nl2sql._value_rule(
         (SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'),
         (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
             AND p.table_name = $2 AND p.column_name = $3),
         (SELECT p.send_values FROM nl2sql.value_policy p WHERE p.schema_name = $1
             AND p.table_name = $2 AND p.column_name = ''),
-        $4)
+        $4);
+END
 $$;
 
 -- Columns the caller may SELECT. values_allowed: nl2sql._value_rule (setting send_values and
@@ -80,6 +97,25 @@ CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
         (SELECT s.value <> 'off' FROM nl2sql.setting s WHERE s.key = 'send_values'),
         pc.send_values, pt.send_values, r.relrowsecurity) AS allowed) va
     WHERE pg_catalog.has_column_privilege(r.oid, a.attnum, 'SELECT');
+
+-- Schema linking's column similarities (linking/pruning.py column_similarities): the cosine
+-- similarity of the question's embedding q with every column of visible_column that has one,
+-- best first. PL/pgSQL with a generic plan kept per backend: the query has no parameter but q,
+-- so the generic plan is the custom one, and planning the view at every question cost more
+-- than running it (1.4 ms a question on the superhero replay, docs/benchmarks.md "Planning").
+CREATE OR REPLACE FUNCTION nl2sql._column_similarities(q vector)
+RETURNS TABLE (schema_name name, table_name name, column_name name, sim float8)
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.schema_name, c.table_name, c.column_name, (1 - (c.embedding <=> q))::float8
+      FROM nl2sql.visible_column c
+     WHERE c.embedding IS NOT NULL
+     ORDER BY 4 DESC;
+END
+$$;
 
 -- Foreign keys whose both sides the caller may read (every column named on both sides).
 CREATE OR REPLACE VIEW nl2sql.visible_fk WITH (security_barrier) AS
@@ -109,15 +145,18 @@ CREATE OR REPLACE VIEW nl2sql.visible_cell_value WITH (security_barrier) AS
 -- the role they checked (nl2sql._acting_role).
 CREATE OR REPLACE FUNCTION nl2sql._column_values_visible(grantee name, sch name, tbl name,
                                                          col name)
-RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT COALESCE((
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN COALESCE((
         SELECT pg_catalog.has_column_privilege(grantee, r.oid, a.attnum, 'SELECT')
                AND nl2sql._values_allowed(sch, tbl, col, r.relrowsecurity)
           FROM pg_catalog.pg_namespace n
           JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = tbl
           JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = col
                                         AND NOT a.attisdropped
-         WHERE n.nspname = sch), false)
+         WHERE n.nspname = sch), false);
+END
 $$;
 REVOKE ALL ON FUNCTION nl2sql._column_values_visible(name, name, name, name) FROM PUBLIC;
 

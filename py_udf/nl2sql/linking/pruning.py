@@ -146,22 +146,20 @@ def _drop_worst_until_fits(
     return sub, tokens
 
 
-def column_similarities(
-    plpy, question_vec: list[float], relation: str = "nl2sql.visible_column"
-) -> list[tuple[str, str, str, float]]:
-    """Compute the cosine similarity of the question with every readable column's embedding.
+def column_similarities(plpy, question_vec: list[float]) -> list[tuple[str, str, str, float]]:
+    """Compute the cosine similarity of the question with every readable column's embedding
+    (``nl2sql._column_similarities`` over the view ``nl2sql.visible_column``).
 
     Args:
         question_vec: the question's embedding, 384 floats.
-        relation: the relation read, a trusted name (default view ``nl2sql.visible_column``).
 
     Returns:
         (schema, table, column, similarity) tuples, best first; similarity in [-1, 1], 4 places.
     """
     rows = spi.query(
         plpy,
-        f"SELECT schema_name, table_name, column_name, 1 - (embedding <=> $1::vector) AS sim "
-        f"FROM {relation} WHERE embedding IS NOT NULL ORDER BY sim DESC",
+        "SELECT schema_name, table_name, column_name, sim "
+        "FROM nl2sql._column_similarities($1::vector)",
         [to_pgvector(question_vec)],
         ["text"],
     )
