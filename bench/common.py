@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import statistics
 import subprocess
 import time
@@ -71,6 +72,37 @@ def default_datadir() -> Path:
 def start_cluster(datadir: Path | None = None) -> LocalCluster:
     """Start (or reuse) the local cluster in ``datadir`` (default: ``default_datadir()``)."""
     return LocalCluster(datadir or default_datadir()).start()
+
+
+def stop_shared_embedder(cluster: LocalCluster, wait_s: float = 10.0) -> bool:
+    """Stop the cluster's shared embedding process, if it runs; the next question starts it
+    again with the code installed now. A running one keeps the code it loaded, so benches that
+    compare two checkouts on one cluster (``scripts/dev_locked.sh`` installs each in turn) would
+    otherwise measure the first checkout's process under both.
+
+    Args:
+        cluster: the cluster (its process's pid is in ``<datadir>/nl2sql_embedder``).
+        wait_s: seconds to wait for it to exit.
+
+    Returns:
+        True when a process was stopped.
+    """
+    pid_file = cluster.datadir / "nl2sql_embedder" / "embedder.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        if b"nl2sql.embedding._server" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return False  # the pid file is stale: another process has that pid now
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        return False
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return True
 
 
 _ROLE_PATTERNS = [

@@ -17,7 +17,9 @@ other, on one demo database (``nl2sql_throughput``, rebuilt each run):
 
 Each phase prints pgbench's figures (``tps`` without the connections' start, latency average,
 failed and aborted clients); each client's first question (its backend's start: importing the
-pipeline) is inside the phase, as a new connection pays it. A machine-speed reference
+pipeline) is inside the phase, as a new connection pays it. The cluster's shared embedding
+process is stopped first (``common.stop_shared_embedder``), so that it runs this checkout's
+code, which relays every model call. A machine-speed reference
 (``bench.common.machine_reference_ms``) and the load average are printed before and after.
 
 Usage: python bench/throughput.py [--clients 16] [--seconds 30] [--latency-ms 0]
@@ -136,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {os.getloadavg()[0]:.2f}"
     )
     cluster = C.start_cluster(args.datadir)
+    if C.stop_shared_embedder(cluster):  # it restarts with this checkout's code
+        log("stopped the shared embedding process of an earlier run")
     ensure_connections(cluster, args.clients)
     llm = LoopbackLLM().start()
     for q, sql in QUESTIONS:
