@@ -30,7 +30,7 @@ CREATE OR REPLACE VIEW nl2sql.visible_table WITH (security_barrier) AS
 -- backend: an SQL-language function with a SET clause is planned anew at every call, and
 -- _nl2sql's force_custom_plan would replan a PL/pgSQL statement at every call too (planning
 -- them was 4 ms of a question's 12 ms of planning on the superhero replay, docs/benchmarks.md
--- "Planning"). Their statements look rows up by key, so the generic plan is the custom one.
+-- "Planning per question, and a model call's own cost"). Their statements look rows up by key, so the generic plan is the custom one.
 CREATE OR REPLACE FUNCTION nl2sql._acting_role(who name) RETURNS name
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan AS $$
@@ -102,7 +102,8 @@ CREATE OR REPLACE VIEW nl2sql.visible_column WITH (security_barrier) AS
 -- similarity of the question's embedding q with every column of visible_column that has one,
 -- best first. PL/pgSQL with a generic plan kept per backend: the query has no parameter but q,
 -- so the generic plan is the custom one, and planning the view at every question cost more
--- than running it (1.4 ms a question on the superhero replay, docs/benchmarks.md "Planning").
+-- than running it (1.4 ms a question on the superhero replay, docs/benchmarks.md
+-- "Planning per question, and a model call's own cost").
 CREATE OR REPLACE FUNCTION nl2sql._column_similarities(q vector)
 RETURNS TABLE (schema_name name, table_name name, column_name name, sim float8)
 LANGUAGE plpgsql STABLE SET search_path FROM CURRENT

@@ -64,8 +64,15 @@ def _post(client, body: dict, timeout_s: float):
     request path (retries, errors, the deadline's hooks); the reply's JSON as sent (a dict, or
     whatever else the endpoint answered). openai's documented way to send a body as it is:
     ``chat.completions.create`` would first transform the parameters by their declared types,
-    a third of a call's CPU for these plain JSON values (docs/benchmarks.md "Kept model
-    clients").
+    a third of a call's CPU for these plain JSON values (docs/benchmarks.md "Planning per
+    question, and a model call's own cost").
+
+    Args:
+        client: the call's openai client. body: the request body. timeout_s: the request's
+            time limit in seconds.
+
+    Returns:
+        The reply's JSON: a dict for a chat completion, else whatever the endpoint sent.
 
     Raises:
         openai.OpenAIError: as ``chat.completions.create`` raises it.
