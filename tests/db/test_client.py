@@ -60,6 +60,18 @@ QUESTIONS = {
 }
 
 
+# ``nl2sql ask`` with Ctrl-C raising KeyboardInterrupt, as in a terminal: a suite started in the
+# background by a shell inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored. Set
+# in the child's Python, not in a preexec_fn: a fork of this threaded process (the loopback
+# server's threads) may deadlock before exec when it runs Python code (the subprocess docs).
+# SIGUSR1 prints where each of its threads is (faulthandler), for a test that finds it stuck
+CLI_WITH_CTRL_C = (
+    "import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('nl2sql.client.cli', run_name='__main__', alter_sys=True)"
+)
+
+
 @pytest.fixture(scope="module")
 def client_db(cluster):
     cluster.create_database(CLIENT_DB, drop=True)
@@ -269,20 +281,25 @@ def test_ctrl_c_cancels_the_running_statement(cluster, cdb, llm):
     llm.set_default("SELECT client_nap()")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py_udf"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nl2sql.client.cli", "ask", "--dsn", cluster.dsn(CLIENT_DB), "Nap"],
+        [sys.executable, "-c", CLI_WITH_CTRL_C, "ask", "--dsn", cluster.dsn(CLIENT_DB), "Nap"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        # a suite started in the background by a shell inherits SIGINT ignored, and Python keeps
-        # an ignored SIGINT ignored: the client must get it as a terminal would deliver it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     running = "SELECT pid FROM pg_stat_activity WHERE query LIKE '%nl2sql._run_candidate%' AND state = 'active' AND pid <> pg_backend_pid()"
     deadline = time.monotonic() + 120
-    while not cdb.execute(running).fetchall() and time.monotonic() < deadline:
+    while not cdb.execute(running).fetchall():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGUSR1)  # its threads' stacks on stderr
+                time.sleep(1)
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(
+                f"the candidate never ran; nl2sql ask: exit {proc.returncode}\n{out}\n{err}"
+            )
         time.sleep(0.1)
-    assert cdb.execute(running).fetchall(), "the candidate never ran"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.startswith("nl2sql: interrupted"), err
