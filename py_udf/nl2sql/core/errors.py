@@ -36,6 +36,10 @@ class ModelError(Nl2sqlError, RuntimeError):
     """No usable answer from the configured models; the message says which and why."""
 
 
+class DeadlineExceeded(Nl2sqlError, TimeoutError):
+    """A network request did not end within its overall deadline; its connection was closed."""
+
+
 class EmbeddingError(Nl2sqlError, RuntimeError):
     """The embedding model could not be found or loaded; the message says how to fix it."""
 

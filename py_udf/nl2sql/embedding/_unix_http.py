@@ -1,6 +1,7 @@
 """HTTP over the shared embedder's Unix socket with the standard library's ``http.client`` (a
 backend's first call imports ~1 MB of it, not httpx's stack: docs/benchmarks.md, "A question's
-own cost"); kept-alive connections, one per request in flight."""
+own cost"); kept-alive connections, one per request in flight; every request under one overall
+deadline (``net.deadline``, docs/internals/net.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ import select
 import socket
 import threading
 
-from ..core.errors import EmbedderConnectError, EmbedderTimeout, EmbedderTransportError
+from ..core.errors import (
+    DeadlineExceeded,
+    EmbedderConnectError,
+    EmbedderTimeout,
+    EmbedderTransportError,
+)
+from ..net import deadline
+from ..net.deadline import Deadline
+from ..net.fetch import read_body
+
+MAX_BODY_BYTES = 64 << 20  # the most of a reply read (a chunk's vectors: about 1 MB), bytes
 
 
 class Response:
@@ -73,7 +84,8 @@ class UnixClient:
         self._lock = threading.Lock()
         self._conn: _UnixConnection | None = None  # the last one used (tests)
 
-    def _connection(self, timeout: float) -> _UnixConnection:
+    def _connection(self, d: Deadline) -> _UnixConnection:
+        """An idle kept-alive connection, else a new one; its socket watched by ``d``."""
         conn = None
         with self._lock:
             while self._idle and conn is None:
@@ -82,7 +94,7 @@ class UnixClient:
                     conn.close()  # the server closed a kept-alive connection: not reused
                     conn = None
         if conn is None:
-            conn = _UnixConnection(self.path, timeout)
+            conn = _UnixConnection(self.path, max(d.left(), 0.001))
             try:
                 conn.connect()
             except (FileNotFoundError, ConnectionRefusedError) as e:
@@ -91,43 +103,59 @@ class UnixClient:
                 raise EmbedderTimeout("connect") from None
             except OSError as e:
                 raise EmbedderConnectError(type(e).__name__) from None
-        conn.timeout = timeout
-        conn.sock.settimeout(timeout)
+        conn.timeout = max(d.left(), 0.001)
+        conn.sock.settimeout(conn.timeout)
+        d.watch(conn.sock)
         self._conn = conn
         return conn
 
     def request(
         self, method: str, url: str, json_body=None, timeout: float | None = None
     ) -> Response:
-        """Send one request and read its whole reply.
+        """Send one request and read its whole reply, under one overall deadline
+        (``net.deadline.run``: inside PostgreSQL a cancel lands while it waits).
 
         Args:
             method: ``GET`` or ``POST``.
             url: the path, e.g. ``/v1/embeddings``.
             json_body: the body, sent as JSON (None: no body).
-            timeout: this request's time limit in seconds (None: the client's).
+            timeout: this request's overall deadline in seconds (None: the client's).
 
         Returns:
             The reply.
 
         Raises:
             EmbedderConnectError: nothing accepted the connection.
-            EmbedderTimeout: no connection or reply within the limit.
-            EmbedderTransportError: the connection broke.
+            EmbedderTimeout: no connection or complete reply within the deadline.
+            EmbedderTransportError: the connection broke, or the reply passed ``MAX_BODY_BYTES``
+                (``net.fetch.BodyTooLarge``, an ``OSError``).
         """
-        conn = self._connection(self.timeout if timeout is None else timeout)
         body = None if json_body is None else json.dumps(json_body).encode()
+        seconds = self.timeout if timeout is None else timeout
+        try:
+            return deadline.run(
+                lambda d: self._exchange(method, url, body, d), seconds, f"the embedder's {url}"
+            )
+        except DeadlineExceeded:
+            raise EmbedderTimeout(url) from None
+
+    def _exchange(self, method: str, url: str, body: bytes | None, d: Deadline) -> Response:
+        """One request on a kept-alive connection, its reply read up to ``MAX_BODY_BYTES``."""
+        conn = self._connection(d)
         headers = {"Content-Type": "application/json"} if body is not None else {}
         try:
             conn.request(method, url, body=body, headers=headers)
             resp = conn.getresponse()
-            data = resp.read()
+            data = read_body(resp, MAX_BODY_BYTES)
         except TimeoutError:
             conn.close()
             raise EmbedderTimeout(url) from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
             raise EmbedderTransportError(type(e).__name__) from None
+        if d.expired:  # a body read "until close" ends at the shutdown too
+            conn.close()
+            raise d.error()
         if resp.will_close:
             conn.close()
         else:

@@ -21,6 +21,7 @@ from ..core.errors import (
     EmbedderUnavailable,
 )
 from ..model.config import RELAYS
+from ..net import deadline
 from ._unix_http import UnixClient
 
 DIR_NAME = "nl2sql_embedder"
@@ -264,7 +265,9 @@ def encode(texts: list[str], model: str = MODEL_NAME) -> list[array.array] | Non
         return None
     try:
         got = _ask(list(texts), model)
-    except Exception as e:  # noqa: BLE001 - any failure: embed in-process, say why in the trace
+    except Exception as e:  # any failure: embed in-process, say why in the trace
+        if deadline.cancelled(e):
+            raise
         why = (
             str(e)
             if isinstance(e, EmbedderUnavailable)
@@ -345,7 +348,9 @@ def relay_quota(payload: dict) -> dict | None:
         return None
     try:
         resp = _client().post("/nl2sql/v1/quota", json=payload, timeout=QUOTA_TIMEOUT_S)
-    except Exception:  # noqa: BLE001 - any failure: the caller uses the row lock
+    except Exception as e:  # any failure: the caller uses the row lock
+        if deadline.cancelled(e):
+            raise
         return None
     if resp.status_code != 200:
         return None
@@ -361,7 +366,9 @@ def relayed_capabilities() -> list[dict]:
     """
     try:
         resp = _client().get("/nl2sql/v1/capabilities", timeout=5.0)
-    except Exception:  # noqa: BLE001 - no process: nothing learned there
+    except Exception as e:  # no process: nothing learned there
+        if deadline.cancelled(e):
+            raise
         return []
     if resp.status_code != 200:
         return []
@@ -373,7 +380,9 @@ def _answers() -> bool:
     """Whether a process answers on the socket right now."""
     try:
         return _client().get("/v1/models", timeout=5.0).status_code == 200
-    except Exception:  # noqa: BLE001 - any failure means "not answering"
+    except Exception as e:  # any failure means "not answering"
+        if deadline.cancelled(e):
+            raise
         return False
 
 
@@ -413,12 +422,14 @@ def _spawn(d: Path) -> None:
             # the folder holding this package first: found also without a venv
             env={**os.environ, "PYTHONPATH": os.fspath(Path(__file__).resolve().parents[2])},
         )
-    try:
-        proc.wait(timeout=START_TIMEOUT_S)  # the first fork returns at once
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise EmbedderUnavailable("the shared embedder's launcher hung") from None
+    end = time.monotonic() + START_TIMEOUT_S
+    while proc.poll() is None:  # the first fork returns at once
+        if time.monotonic() > end:
+            proc.kill()
+            proc.wait()
+            raise EmbedderUnavailable("the shared embedder's launcher hung")
+        time.sleep(0.01)
+        deadline.tick()
 
 
 def _pid(d: Path) -> int | None:
@@ -450,6 +461,7 @@ def _wait_started(d: Path, deadline: float) -> None:
         if pid is not None and not _alive(pid):
             raise EmbedderUnavailable(f"the shared embedder exited while starting ({where})")
         time.sleep(0.05)
+        deadline.tick()
     raise EmbedderUnavailable(
         f"the shared embedder did not start within {START_TIMEOUT_S:g} s ({where})"
     )
@@ -476,6 +488,7 @@ def ensure_running() -> None:
                         "timed out waiting for another backend starting the shared embedder"
                     ) from None
                 time.sleep(0.05)
+                deadline.tick()
         try:
             if _answers():
                 return

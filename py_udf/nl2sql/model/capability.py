@@ -5,13 +5,14 @@ model name, or learned from the endpoint's own refusals and kept per process
 
 from __future__ import annotations
 
-import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from ..core.types import ModelConfig
+from ..net import deadline, fetch
 
 __all__ = [
     "Capability",
@@ -361,47 +362,39 @@ def _from_show(body: dict) -> int | None:
     return min([OLLAMA_DEFAULT_CTX, *trained])
 
 
-def _get_json(url: str, body: dict | None = None) -> tuple[int, object]:
-    """One probe request with the standard library (``urllib.request``: the environment's
-    proxies, the system's CAs): ``(status, JSON body or None)``; an HTTP error status is
-    returned, not raised."""
-    import urllib.error  # the probe's HTTP stack: only a process that asks for a window
-    import urllib.request  # the probe's HTTP stack: only a process that asks for a window
-
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        url, data=data, method="GET" if body is None else "POST", headers={"Accept": "*/*"}
-    )
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=PROBE_TIMEOUT_S) as resp:
-            status, raw = resp.status, resp.read()
-    except urllib.error.HTTPError as e:
-        e.close()
-        return e.code, None
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, None
+def _get_json(url: str, body: dict | None, seconds: float) -> tuple[int, object]:
+    """One probe request under an overall deadline of ``seconds`` (``net.fetch``: the standard
+    library's HTTP; a cancel lands within a slice): ``(status, JSON body or None)``; an HTTP
+    error status is returned, not raised."""
+    path = urlsplit(url).path
+    return fetch.fetch_json(url, body, seconds, f"the context-window probe ({path})")
 
 
 def _ask(cfg: ModelConfig) -> tuple[int | None, str]:
-    """Ask the server (llama.cpp first, then Ollama); ``(None, why)`` when neither answers."""
+    """Ask the server (llama.cpp first, then Ollama), both paths within one budget of
+    ``PROBE_TIMEOUT_S`` (at most the model's ``timeout_s``); ``(None, why)`` when neither
+    answers."""
     root = _root(cfg.base_url or "")
+    end = time.monotonic() + min(PROBE_TIMEOUT_S, cfg.timeout_s or PROBE_TIMEOUT_S)
     try:
         # ?model=: llama-server's router mode answers for that model (one model: ignored)
-        status, got = _get_json(f"{root}/props?{urlencode({'model': cfg.model})}")
+        url = f"{root}/props?{urlencode({'model': cfg.model})}"
+        status, got = _get_json(url, None, end - time.monotonic())
         if status == 200 and isinstance(got, dict):
             n = _from_props(got)
             if n:
                 return n, "llama.cpp GET /props (n_ctx of one slot)"
-        status, got = _get_json(f"{root}/api/show", {"model": cfg.model})
-        if status == 200 and isinstance(got, dict):
-            n = _from_show(got)
-            if n:
-                return n, "Ollama POST /api/show (num_ctx)"
-    except Exception as e:  # noqa: BLE001 - no window is an answer: the call itself reports
+        if end - time.monotonic() > 0.05:
+            status, got = _get_json(
+                f"{root}/api/show", {"model": cfg.model}, end - time.monotonic()
+            )
+            if status == 200 and isinstance(got, dict):
+                n = _from_show(got)
+                if n:
+                    return n, "Ollama POST /api/show (num_ctx)"
+    except Exception as e:  # no window is an answer: the call itself reports
+        if deadline.cancelled(e):
+            raise
         return None, f"not asked: {type(e).__name__}"
     return None, "the server does not say"
 
@@ -411,7 +404,8 @@ def window_of(cfg: ModelConfig) -> tuple[int | None, str]:
 
     Configured (``add_model(context_window => …)``) first; a model whose name ``capability.KNOWN``
     knows (a provider's hosted model) or with no ``base_url`` is not asked; otherwise the
-    server is asked once per process (at most ``PROBE_TIMEOUT_S`` per path).
+    server is asked once per process, both paths within ``PROBE_TIMEOUT_S`` (at most the
+    model's ``timeout_s``; a cancel lands within ``net.deadline.SLICE_S``).
 
     Args:
         cfg: the model.

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -14,6 +12,7 @@ from typing import NamedTuple
 from ..core.errors import ConfigError, EmbedderUnavailable, GateError
 from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
+from ..net import deadline
 from . import capability, tokens
 from .config import RELAYS
 from .gate import Gated
@@ -70,46 +69,10 @@ def fitted_budget(cfg: ModelConfig, budget: int) -> tuple[int, str | None]:
     return fitted, f"context window {window} tokens ({how}) less the output cap"
 
 
-MAX_IDLE_THREADS = 16  # call threads kept waiting for the next call (a round's calls at most)
-_IDLE: list[queue.SimpleQueue] = []  # one inbox per idle call thread
-_IDLE_LOCK = threading.Lock()
-
-
-def _spawn(fn: Callable, *args) -> Future:
-    """Run ``fn(*args)`` in a daemon thread (an idle one of an earlier call, else a new one);
-    its outcome lands in the returned Future. A thread is named ``nl2sql-llm`` while it runs a
-    call, ``nl2sql-llm-idle`` while it waits for the next."""
-    fut: Future = Future()
-    fut.set_running_or_notify_cancel()
-    job = (fut, fn, args)
-    with _IDLE_LOCK:
-        inbox = _IDLE.pop() if _IDLE else None
-    if inbox is not None:
-        inbox.put(job)
-    else:
-        threading.Thread(target=_call_thread, args=(job,), name="nl2sql-llm", daemon=True).start()
-    return fut
-
-
-def _call_thread(job: tuple) -> None:
-    """Run calls one after the other: ``job``, then those handed to it while idle; it ends when
-    ``MAX_IDLE_THREADS`` others already wait."""
-    inbox: queue.SimpleQueue = queue.SimpleQueue()
-    me = threading.current_thread()
-    while True:
-        fut, fn, args = job
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as e:  # noqa: BLE001 (handed to the waiter)
-            fut.set_exception(e)
-        del fut, fn, args, job  # nothing of the call is kept while idle
-        with _IDLE_LOCK:
-            if len(_IDLE) >= MAX_IDLE_THREADS:
-                return
-            me.name = "nl2sql-llm-idle"
-            _IDLE.append(inbox)
-        job = inbox.get()
-        me.name = "nl2sql-llm"
+def _spawn(fn: Callable, *args, group: deadline.Group | None = None) -> Future:
+    """Run a call in a daemon thread (``net.deadline.spawn``: an idle one of an earlier call,
+    else a new one), named ``nl2sql-llm`` while it runs; its deadlines join ``group``."""
+    return deadline.spawn(fn, *args, name="nl2sql-llm", group=group)
 
 
 def call_model(
@@ -303,6 +266,7 @@ class _Round:
         self.replies: list[LLMReply | None] = [None] * len(calls)  # abandoned calls' replies
         self.done_at = [t0] * len(calls)
         self.reported: set[int] = set()
+        self.group = deadline.Group()  # the calls' deadlines: a cancel ends them all at once
 
     def submit(self) -> None:
         """Start every call in its own thread, stamping its end time when it is done."""
@@ -313,6 +277,7 @@ class _Round:
                 c.messages,
                 c.limit_s,
                 *(() if c.n == 1 and c.temperature is None else (c.n, c.temperature)),
+                group=self.group,
             )
             f.add_done_callback(self._stamp(i))
             self.futures.append(f)
@@ -335,7 +300,15 @@ class _Round:
         on_reply: Callable[[int, LLMReply, int], None] | None,
     ) -> None:
         """Wait in ``WAIT_SLICE_S`` slices until every call is done or abandoned, reporting
-        arrivals to ``on_reply`` and calling ``on_wait`` between slices."""
+        arrivals to ``on_reply`` and calling ``on_wait`` between slices; when either raises
+        (a cancel), every call of the round is ended at once (its connections shut)."""
+        try:
+            self._wait(on_wait, on_reply)
+        except BaseException:
+            self.group.expire()
+            raise
+
+    def _wait(self, on_wait, on_reply) -> None:
         while True:
             if on_reply is not None:
                 self._report_arrivals(on_reply)

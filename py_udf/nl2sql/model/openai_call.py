@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import httpx2
 import openai
@@ -15,34 +15,36 @@ import openai
 from ..core.errors import ModelError
 from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
+from ..net import deadline
 from . import _exchange
 
-__all__ = ["call_here", "relay_call"]
+__all__ = ["call_here", "get_here", "relay_call"]
 
 _SSL_CONTEXT = None  # one TLS context for every kept HTTP client (building one costs ms)
+MAX_REPLY_BYTES = 32 << 20  # the most of a reply's body read, bytes
 MAX_IDLE_CLIENTS = 16  # idle clients kept per endpoint (each holds its open connections)
 _IDLE: dict[tuple, list] = {}  # (base_url, key, timeout_s, max_retries) -> idle _Kept clients
 _IDLE_LOCK = threading.Lock()
 
 
-class _Deadline:
-    """A call's wall-clock deadline: shuts the connections of the call's client when it passes
-    (those its attempts opened, and those the kept client held from earlier calls)."""
+class ReplyTooLarge(OSError):
+    """A reply's body passed ``MAX_REPLY_BYTES`` (a server streaming without end)."""
 
-    def __init__(self, seconds: float, streams: list | None = None):
-        self.at = time.monotonic() + seconds
-        self.expired = False
-        self.finished = False  # the call ended first: expire() does nothing any more
+
+class _Deadline(deadline.Deadline):
+    """A call's overall deadline (``net.deadline.Deadline``) over the connections of the call's
+    client: those its attempts open (each watched from its TCP connect, so a stalled TLS
+    handshake is shut too) and those the kept client held from earlier calls."""
+
+    def __init__(self, seconds: float, streams: list | None = None, what: str = "the call"):
         self._streams: list = streams if streams is not None else []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(max(seconds, 0.0), self.expire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def left(self) -> float:
-        return self.at - time.monotonic()
+        super().__init__(seconds, what)
 
     def trace(self, event: str, info: dict) -> None:
+        if event.endswith(".connect_tcp.complete"):
+            sock = _socket_of(info.get("return_value"))
+            if sock is not None:
+                self.watch(sock)
         if event.endswith(
             (".connect_tcp.complete", ".start_tls.complete", ".connect_unix_socket.complete")
         ):
@@ -68,29 +70,54 @@ class _Deadline:
 
     @staticmethod
     def _shut(stream) -> None:
+        sock = _socket_of(stream)
         try:
-            sock = stream.get_extra_info("socket")
             if sock is not None:
                 sock.shutdown(socket.SHUT_RDWR)
         except Exception:  # noqa: BLE001 (already closed, or detached by TLS)
             pass
 
-    def expire(self) -> None:
+    def _shut_all(self) -> None:
+        super()._shut_all()
         with self._lock:
-            if self.finished:
-                return
-            self.expired = True
             streams = list(self._streams)
         for stream in streams:
             self._shut(stream)
 
-    def finish(self) -> bool:
-        """Stop the clock at the call's end; True when the deadline had not passed (then its
-        connections stay open: the client may serve the next call)."""
-        self._timer.cancel()
-        with self._lock:
-            self.finished = True
-            return not self.expired
+
+def _socket_of(stream):
+    """The socket of an httpcore network stream, or None."""
+    try:
+        return None if stream is None else stream.get_extra_info("socket")
+    except Exception:  # noqa: BLE001 (closed, or detached by TLS)
+        return None
+
+
+class _CappedStream(httpx2.SyncByteStream):
+    """A response body read up to ``MAX_REPLY_BYTES``."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __iter__(self):
+        got = 0
+        for chunk in self.inner:
+            got += len(chunk)
+            if got > MAX_REPLY_BYTES:
+                raise ReplyTooLarge(f"the reply's body passed {MAX_REPLY_BYTES} bytes")
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _cap_body(response) -> None:
+    """An httpx response hook: refuse a body announced over ``MAX_REPLY_BYTES``, cap any other."""
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+        response.close()
+        raise ReplyTooLarge(f"the reply announced {length} bytes, over {MAX_REPLY_BYTES}")
+    response.stream = _CappedStream(response.stream)
 
 
 class _DeadlineOpenAI(openai.OpenAI):
@@ -172,7 +199,9 @@ class _Kept:
         self.slot = slot
         self.deadline: _Deadline | None = None
         self.streams: list = []  # the connections it opened (some may be closed since)
-        http = openai.DefaultHttpxClient(verify=_SSL_CONTEXT, event_hooks={"request": [self._hook]})
+        http = openai.DefaultHttpxClient(
+            verify=_SSL_CONTEXT, event_hooks={"request": [self._hook], "response": [_cap_body]}
+        )
         self.client = _DeadlineOpenAI(
             base_url=cfg.base_url,
             api_key=key or "no-key",
@@ -283,6 +312,33 @@ def call_here(
     return reply
 
 
+def get_here(cfg: ModelConfig, path: str, timeout_s: float) -> object:
+    """``GET`` a path of a model's endpoint (``/models``) with a kept client under an overall
+    deadline, without retries (``nl2sql.doctor()``'s probe).
+
+    Args:
+        cfg: the model; path: relative to its ``base_url``; timeout_s: the overall deadline, s.
+
+    Returns:
+        The reply's JSON as sent.
+
+    Raises:
+        DeadlineExceeded: no complete reply within ``timeout_s``.
+        ModelError: the API key's variable is not set.
+        openai.OpenAIError: the endpoint refused or could not be reached.
+    """
+    kept = _take(replace(cfg, max_retries=0))
+    d = kept.start(timeout_s)
+    try:
+        return kept.client.get(path, cast_to=object, options={"timeout": timeout_s})
+    except Exception:
+        if d.expired:
+            raise d.error() from None
+        raise
+    finally:
+        _give_back(kept, d.finish())
+
+
 def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> str:
     """What went wrong in an openai client call, naming the model and endpoint and what to
     do (timeout, unreachable endpoint, HTTP status, any other failure)."""
@@ -291,6 +347,8 @@ def _client_error(cfg: ModelConfig, e: Exception, timeout_s: float, secrets) -> 
             f"model {cfg.name!r} at {cfg.endpoint}: no answer within "
             f"{timeout_s:g} s; raise timeout_s with nl2sql.add_model or check the endpoint"
         )
+    if isinstance(e.__cause__, ReplyTooLarge):
+        return f"model {cfg.name!r} at {cfg.endpoint}: {e.__cause__}; check the endpoint"
     if isinstance(e, openai.APIConnectionError):
         return (
             f"model {cfg.name!r}: cannot reach {cfg.endpoint} "

@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass
 
+from ..core.errors import DeadlineExceeded
 from ..core.redaction import redact, url_secrets
 from ..core.types import ModelConfig
+from ..net import deadline as net_deadline
 
 __all__ = ["Reach", "list_models", "probe_all"]
 
@@ -33,7 +35,8 @@ class Reach:
 
 
 def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
-    """Ask one endpoint for its model list with the openai client (no retries).
+    """Ask one endpoint for its model list with the openai client (no retries), under an overall
+    deadline (``openai_call.get_here``).
 
     Args:
         cfg: the model's configuration (``base_url``, ``name``).
@@ -47,27 +50,21 @@ def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
     """
     import openai  # heavy; only the doctor probes (a question's backend relays its calls)
 
+    from . import openai_call  # the same kept clients and overall deadline as a model call
+
     t0 = time.perf_counter()
-    client = openai.OpenAI(
-        base_url=cfg.base_url, api_key=key or "no-key", timeout=timeout_s, max_retries=0
-    )
 
     def done(outcome: str, detail: str, code: int | None = None) -> Reach:
         ms = (time.perf_counter() - t0) * 1000
-        return Reach(
-            cfg.name,
-            None,
-            outcome,
-            redact(detail, [key, *url_secrets(cfg.base_url)])[:300],
-            code,
-            ms,
-        )
+        secrets = [key, *url_secrets(cfg.base_url)]
+        return Reach(cfg.name, None, outcome, redact(detail, secrets)[:300], code, ms)
 
     try:
-        listed = client.models.list()
-        names = [m.id for m in getattr(listed, "data", [])][:5]
+        listed = openai_call.get_here(cfg, "/models", timeout_s)
+        data = listed.get("data") if isinstance(listed, dict) else None
+        names = [str(m.get("id")) for m in data or [] if isinstance(m, dict)][:5]
         return done("ok", f"{cfg.endpoint} answered GET /models ({', '.join(names) or 'empty'})")
-    except openai.APITimeoutError:
+    except (openai.APITimeoutError, DeadlineExceeded):
         return done("timeout", f"{cfg.endpoint}: no answer within {timeout_s:g} s")
     except openai.APIConnectionError as e:
         return done("unreachable", f"cannot reach {cfg.endpoint} ({e.__cause__ or e})")
@@ -76,8 +73,6 @@ def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
         return done(kind, f"{cfg.endpoint} answered HTTP {e.status_code}: {e}", e.status_code)
     except Exception as e:  # noqa: BLE001 - any failure is the probe's answer
         return done("error", f"{cfg.endpoint}: {type(e).__name__}: {e}")
-    finally:
-        client.close()
 
 
 def probe_all(
@@ -104,7 +99,7 @@ def probe_all(
     out: dict[int, Reach] = {}
     pending = {}
     deadline = time.monotonic() + total_s
-    pool = ThreadPoolExecutor(max_workers=max(1, len(models)), thread_name_prefix="nl2sql-doctor")
+    group = net_deadline.Group()  # the requests' deadlines: ended at once when the wait ends
     try:
         for i, cfg in enumerate(models):
             key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
@@ -112,7 +107,8 @@ def probe_all(
                 out[i] = Reach(cfg.name, False, "skipped", f"{cfg.api_key_env} is not set")
                 continue
             limit = min(per_model_s, cfg.timeout_s, total_s)
-            pending[pool.submit(ask, cfg, key, limit)] = i
+            f = net_deadline.spawn(ask, cfg, key, limit, name="nl2sql-doctor", group=group)
+            pending[f] = i
         while pending and time.monotonic() < deadline:
             finished, _ = wait(list(pending), timeout=min(SLICE_S, deadline - time.monotonic()))
             for f in finished:
@@ -121,7 +117,7 @@ def probe_all(
         for i in pending.values():
             out[i] = Reach(models[i].name, None, "timeout", f"no answer within {total_s:g} s")
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        group.expire()
     for i, cfg in enumerate(models):
         if out[i].key_set is None and cfg.api_key_env:
             out[i].key_set = True

@@ -19,12 +19,14 @@ from ..embedding import client as embed_client
 from ..embedding import encode, index_model
 from ..model import capability, probe
 from ..model.config import get_models
+from ..net import deadline
 from . import _ddl_queue, table_state
 from . import _doctor_rows as rows
 
 __all__ = ["ALLOWED", "doctor", "may_run", "unreadable"]
 
 DEFAULT_VENV = "/opt/nl2sql/venv"  # as nl2sql._boot() reads an unset nl2sql.venv
+QUERY_CANCELED = "57014"  # SQLSTATE of a cancel or statement_timeout: the call ends
 ALLOWED = "nl2sql.doctor()"  # whoever may EXECUTE it may run the checks
 EXTENSIONS = (
     "SELECT a.name, a.default_version AS available, e.extversion AS installed "
@@ -95,7 +97,9 @@ def _guarded(plpy, check: str, fn, *args) -> list[rows.Row]:
     try:
         with plpy.subtransaction():
             got = fn(plpy, *args)
-    except Exception as e:  # noqa: BLE001 - one check failing must not hide the others
+    except Exception as e:  # one check failing must not hide the others
+        if deadline.cancelled(e) or getattr(e, "sqlstate", None) == QUERY_CANCELED:
+            raise  # the statement is being cancelled: no further check
         why = redact(f"{type(e).__name__}: {e}", configured_secrets(plpy))
         fix = "run nl2sql.doctor() as the extension's owner" if _denied(e) else ""
         return [(check, rows.FAIL, f"the check failed: {why}", fix)]

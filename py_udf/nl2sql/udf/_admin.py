@@ -16,7 +16,7 @@ from ..core.errors import (
 from ..core.redaction import configured_secrets, redact, redact_obj
 from ..core.settings import get_settings, validate_setting
 from ..curated import business, verified
-from ._door import MODELS_HINT, as_sql_errors, entry_point, fail
+from ._door import MODELS_HINT, as_sql_errors, entry_point, fail, install_cancel_point
 
 STORE_SETTING = (
     "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
@@ -299,6 +299,7 @@ def doctor(plpy) -> list[tuple[str, str, str, str]]:
     """
     from ..ops import doctor as checks  # not loaded by a backend that only asks questions
 
+    install_cancel_point(plpy)
     if not checks.may_run(plpy):
         fail(
             plpy,

@@ -18,6 +18,7 @@ from ..core.settings import lookup
 from ..embedding import client as embed_client
 from ..embedding import encode as embed_encode
 from ..embedding import index_model
+from ..net import deadline as net_deadline
 
 MODELS_HINT = "see README.md, section 'Models', and docs/sql-reference.md"
 CURATED_HINT = (
@@ -54,6 +55,18 @@ def schema_names(schemas: list[str] | None) -> list[str] | None:
     return list(schemas) if schemas else None
 
 
+def install_cancel_point(plpy) -> None:
+    """Give ``net.deadline`` this backend's cancel point, so that a network read never holds the
+    main thread where a cancel cannot land (docs/internals/net.md); beside the database
+    (``client._plpy``: it reads its own statement clock) Ctrl-C interrupts a read by itself.
+
+    Args:
+        plpy: PL/Python's module, or the client's stand-in.
+    """
+    inside = not hasattr(plpy, "statement_remaining_s")
+    net_deadline.install(functools.partial(spi.cancel_point, plpy) if inside else None)
+
+
 def entry_point(fn):
     """Decorate an entry point: ``version.check``, then the embedder of setting ``embedder``.
 
@@ -69,6 +82,7 @@ def entry_point(fn):
 
     @functools.wraps(fn)
     def wrapper(plpy, *args, **kwargs):
+        install_cancel_point(plpy)
         try:
             version.check(plpy)
         except VersionMismatch as e:

@@ -9,6 +9,7 @@ import pytest
 from nl2sql.core.types import LLMReply, ModelConfig
 from nl2sql.model import llm as llm_mod
 from nl2sql.model.gate import open_gate
+from nl2sql.net import deadline as net_deadline
 
 KNOWN = {"singer", "stadium", "concert", "singer_in_concert"}
 MSG = open_gate().seal("test", "q")  # what the model layer sends: messages the gate sealed
@@ -166,19 +167,19 @@ def test_call_threads_are_reused_and_an_error_reaches_the_waiter():
         llm_mod._spawn(boom).result(timeout=5)
     # many calls at once: more threads, of which at most MAX_IDLE_THREADS stay
     gate = threading.Event()
-    many = [llm_mod._spawn(gate.wait, 5) for _ in range(llm_mod.MAX_IDLE_THREADS + 8)]
+    many = [llm_mod._spawn(gate.wait, 5) for _ in range(net_deadline.MAX_IDLE_THREADS + 8)]
     gate.set()
     assert all(f.result(timeout=5) for f in many)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and (
-        _idle_threads() < llm_mod.MAX_IDLE_THREADS or _llm_threads()
+        _idle_threads() < net_deadline.MAX_IDLE_THREADS or _llm_threads()
     ):
         time.sleep(0.02)
-    assert _idle_threads() == llm_mod.MAX_IDLE_THREADS == len(llm_mod._IDLE)
+    assert _idle_threads() == net_deadline.MAX_IDLE_THREADS == len(net_deadline._IDLE)
     assert _llm_threads() == 0  # the 8 beyond it ended
 
 
 def _idle_threads() -> int:
     import threading
 
-    return sum(1 for t in threading.enumerate() if t.name == "nl2sql-llm-idle")
+    return sum(1 for t in threading.enumerate() if t.name == "nl2sql-idle")

@@ -1,0 +1,1 @@
+"""Unit tests of nl2sql.net: every outbound path under one deadline and under cancel."""
