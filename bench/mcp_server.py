@@ -13,7 +13,7 @@ request and its result (long results cut). Then it times the demo questions ``--
 each, through the server's ``sql`` tool and directly (``SELECT nl2sql(q)`` on a psycopg
 connection as the same role), alternating; one warm-up call each is not counted.
 
-Usage: python bench/mcp_server.py [--rounds 5] [--transcript]
+Usage: python bench/mcp_server.py [--rounds 5] [--transcript] [--datadir DIR]
 The last line printed is ``RESULT mcp_overhead_ms_p50=<ms> direct_ms_p50=<ms> mcp_ms_p50=<ms>``:
 the p50 of (MCP call − direct call) over the questions' rounds, and the two p50 times.
 """
@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--transcript", action="store_true")
+    ap.add_argument("--datadir", type=Path, default=None, help="cluster folder (bench/common.py)")
     args = ap.parse_args(argv)
-    cluster = C.start_cluster()
+    cluster = C.start_cluster(args.datadir)
     cluster.create_database(DB, drop=True)
     admin = cluster.connect(DB)
     admin.execute(demo_sql())

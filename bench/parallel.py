@@ -124,11 +124,11 @@ def cpu_reference_ms(n: int = 30) -> float:
     machine was during the run (shared machines vary by 2x over a day)."""
     from nl2sql.embedding import encode as embed
 
-    embed._encode(["warm"], 1)
+    embed.embed(["warm"], batch_size=1, cache=False)
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        embed._encode(["word"], 1)
+        embed.embed(["word"], batch_size=1, cache=False)
         times.append((time.perf_counter() - t0) * 1000)
     return C.percentile(times, 50)
 

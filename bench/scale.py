@@ -37,7 +37,9 @@ Usage: python bench/scale.py [--scale 1.0] [--full] [--datadir DIR] [--questions
                              [--shared-buffers 4GB]
 The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,000 strings: at
 ~1,000 values/s, a full reindex takes about a quarter of an hour on a 2-core machine.
-``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute.
+``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute; ``--scale
+0.0001`` (1 table, 1,000 rows, ~600 values) seconds: the test suite's smoke run
+(tests/db/test_bench_smoke.py), whose figures mean nothing.
 Last line: ``RESULT values_per_s=… full_reindex_s=… noop_reindex_s=… lookup_ms_p50=… …
 machine_reference_ms=<start>/<end>`` (``bench.common.machine_reference_ms``: this shared
 machine's speed during the run).
@@ -82,8 +84,8 @@ def vocabulary() -> list[str]:
 
 def build(conn, scale: float) -> None:
     """Create what is missing of the bench data (each part in its own transaction)."""
-    n_tables = max(10, round(TABLES * scale))
-    n_events = max(100_000, round(EVENT_ROWS * scale))
+    n_tables = max(1, round(TABLES * scale))
+    n_events = max(1_000, round(EVENT_ROWS * scale))
     conn.execute("CREATE SCHEMA IF NOT EXISTS bench_scale")
     conn.execute(
         "CREATE TABLE IF NOT EXISTS bench_scale.result (at timestamptz DEFAULT now(), "
@@ -171,7 +173,7 @@ def ensure_extension(conn, db: str, scale: float) -> None:
     if scale < 1:
         conn.execute(
             "SELECT nl2sql.set_setting('values_per_column', %s)",
-            (str(max(1000, round(100_000 * scale))),),
+            (str(max(100, round(100_000 * scale))),),
         )
         conn.execute(
             "SELECT nl2sql.set_setting('value_sample_rows', %s)",
@@ -355,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.until == "extension":
         return 0
     n_values, n_tables = index_size(conn)
-    ceiling = embedding_ceiling(conn)
+    ceiling = embedding_ceiling(conn, 4096 if args.scale >= 0.01 else 256)
     if args.full or n_values == 0:
         fig = full_reindex(cluster, conn, db)
         log(

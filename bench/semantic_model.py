@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -132,6 +133,7 @@ def main() -> None:
         )
     finally:
         cluster.destroy()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
