@@ -29,6 +29,13 @@ NL2SQL_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}"
 NL2SQL_TORCH_INDEX="${NL2SQL_TORCH_INDEX:-}"
 ONNX_FILE=all-MiniLM-L6-v2.onnx
 INT8_FILE=all-MiniLM-L6-v2.int8.onnx
+# The requirements, checked below; docs/install.md and README.md state them
+# (tests/unit/test_docs_facts.py reads these lines: keep the form NAME=value).
+PG_MIN_MAJOR=15          # an older major is refused
+PG_MAX_MAJOR=18          # the newest major tested; a newer one is warned about
+PGVECTOR_MIN=0.8.0       # pgvector before PostgreSQL 18
+PGVECTOR_MIN_PG18=0.8.1  # pgvector on 18 and later (0.8.0 does not compile against 18)
+PG_CRON_MIN_PG18=1.6.6   # pg_cron on 18 and later (optional; any version before 18)
 export DEBIAN_FRONTEND=noninteractive
 
 PG_CONFIG_ARG="${PG_CONFIG:-}"
@@ -101,17 +108,17 @@ else
   PG_CONFIG="/usr/lib/postgresql/$MAJOR/bin/pg_config"
 fi
 [ -n "$MAJOR" ] || die "cannot read the major from $PG_CONFIG --version"
-if [ "$MAJOR" -lt 15 ]; then
-  die "PostgreSQL $MAJOR found ($PG_CONFIG); nl2sql needs PostgreSQL 15 or later (15 to 18 supported); install a newer server (Debian 12: postgresql-15, Debian 13: postgresql-17, or PGDG's packages) and pass its --pg-config"
+if [ "$MAJOR" -lt "$PG_MIN_MAJOR" ]; then
+  die "PostgreSQL $MAJOR found ($PG_CONFIG); nl2sql needs PostgreSQL $PG_MIN_MAJOR or later ($PG_MIN_MAJOR to $PG_MAX_MAJOR supported); install a newer server (Debian 12: postgresql-15, Debian 13: postgresql-17, or PGDG's packages) and pass its --pg-config"
 fi
-[ "$MAJOR" -le 18 ] || echo "install.sh: PostgreSQL $MAJOR is newer than the majors nl2sql was tested on (15 to 18); going on" >&2
+[ "$MAJOR" -le "$PG_MAX_MAJOR" ] || echo "install.sh: PostgreSQL $MAJOR is newer than the majors nl2sql was tested on ($PG_MIN_MAJOR to $PG_MAX_MAJOR); going on" >&2
 # Debian's layout (distribution or PGDG packages): the companion packages come from apt
 DEBIAN_LAYOUT=0
 if have_apt && [ "$PG_CONFIG" = "/usr/lib/postgresql/$MAJOR/bin/pg_config" ]; then DEBIAN_LAYOUT=1; fi
-PGVECTOR_NEED=0.8.0
-[ "$MAJOR" -ge 18 ] && PGVECTOR_NEED=0.8.1
+PGVECTOR_NEED=$PGVECTOR_MIN
+[ "$MAJOR" -ge 18 ] && PGVECTOR_NEED=$PGVECTOR_MIN_PG18
 CRON_NEED=0  # any pg_cron before 18
-[ "$MAJOR" -ge 18 ] && CRON_NEED=1.6.6
+[ "$MAJOR" -ge 18 ] && CRON_NEED=$PG_CRON_MIN_PG18
 log "PostgreSQL $MAJOR ($PG_CONFIG); needs pgvector >= $PGVECTOR_NEED$([ "$CRON_NEED" = 0 ] || echo ", pg_cron >= $CRON_NEED (optional)")"
 
 # 2. Packages (Debian layout) ---------------------------------------------------------------------

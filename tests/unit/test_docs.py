@@ -1,7 +1,8 @@
 """The documentation stays true to the code: docs/settings.md's table is the one generated from
 the settings declaration, the README stays short and points to every doc, and every relative
 link of README.md, DEVELOPERS.md and docs/*.md leads somewhere. tests/db/test_docs.py checks
-docs/sql-reference.md against a fresh install."""
+docs/sql-reference.md against a fresh install; test_docs_facts.py the version requirements,
+defaults and limits the docs state in their prose."""
 
 from __future__ import annotations
 

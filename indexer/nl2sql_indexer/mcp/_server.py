@@ -17,7 +17,7 @@ from pydantic import Field
 from nl2sql import __version__
 
 from ._database import Database, ToolFailure
-from ._tools import MAX_ROWS, Tools
+from ._tools import ASK_ROWS, MAX_ROWS, Tools
 
 INSTRUCTIONS = (
     "nl2sql answers questions about one PostgreSQL database with SQL, inside the database, as "
@@ -119,7 +119,9 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
         question: Question,
         evidence: Evidence = None,
         conversation: Conversation = None,
-        max_rows: Annotated[int, Field(description=f"most rows returned, 1..{MAX_ROWS}")] = 50,
+        max_rows: Annotated[
+            int, Field(description=f"most rows returned, 1..{MAX_ROWS}")
+        ] = ASK_ROWS,
     ) -> dict[str, Any]:
         """Answer a question about the database: the chosen SQL and its rows (read-only, at
         most max_rows), its confidence and log_id."""

@@ -14,7 +14,9 @@ MAX_QUESTION_CHARS = 20_000
 """Longest question (or evidence, or SQL text) sent to the database; the extension's own limit
 is its setting ``question_max_chars`` (4,000 by default)."""
 MAX_ROWS = 1000
-"""Most rows ``ask`` may return in one call (its ``max_rows`` argument, 50 by default)."""
+"""Most rows ``ask`` may return in one call (its ``max_rows`` argument)."""
+ASK_ROWS = 50
+"""Rows ``ask`` returns when its ``max_rows`` argument is not given (docs/mcp.md)."""
 _ONE_OFF = "nl2sql-mcp "  # the conversation key prefix of a call that is no follow-up
 
 
@@ -104,7 +106,7 @@ class Tools:
         question: str,
         evidence: str | None = None,
         conversation: str | None = None,
-        max_rows: int = 50,
+        max_rows: int = ASK_ROWS,
     ) -> dict[str, Any]:
         """Answer a question with the rows of the chosen SQL (``nl2sql.ask``).
 
