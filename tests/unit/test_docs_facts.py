@@ -577,3 +577,12 @@ def test_install_sh_and_doctor_require_the_same():
     assert minimum["pg_cron"][1] == sh_var(INSTALL_SH, "PG_CRON_MIN_PG18"), (
         f"{doctor} MINIMUM['pg_cron'], scripts/install.sh PG_CRON_MIN_PG18"
     )
+
+
+def test_doctor_beside_requires_what_install_beside_checks():
+    """``nl2sql doctor --dsn`` beside a database fails pgvector only where ``nl2sql install``
+    refuses it (client/install.py MIN_PGVECTOR)."""
+    doctor = "py_udf/nl2sql/ops/_doctor_rows.py"
+    beside = const(doctor, "MINIMUM_BESIDE")["vector"]
+    install = ".".join(map(str, const("py_udf/nl2sql/client/install.py", "MIN_PGVECTOR")))
+    assert beside == install, f"{doctor} MINIMUM_BESIDE['vector'] {beside}, install {install}"

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 from nl2sql_indexer.dev._loopback_profiles import (
     Profile,
     context_refusal,
+    error_body,
     llamacpp_props,
     ollama_show,
     output_cap,
@@ -347,6 +348,9 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._send_json(*refused)
             return
         reply = owner.reply_to(model, messages)
+        if profile is not None and profile.kv_unified:
+            self._chat_in_shared_cache(body, reply, n, profile)
+            return
         if self._held(reply, profile.delay_s if profile is not None else 0.0):
             return
         if reply.status != 200:
@@ -357,6 +361,23 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._send_json(*overflow)
             return
         self._send_json(200, _completion(body, reply, n, profile), reply.trickle_s)
+
+    def _chat_in_shared_cache(self, body: dict, reply: Reply, n: int, profile: Profile) -> None:
+        """Answer as a llama.cpp server whose slots share one KV cache: the request holds its
+        prompt and output cap in the cache while it is answered; over the window with the
+        others in flight, it is refused with 500."""
+        owner = self.server.owner
+        need = count_usage(body["messages"], "", 1)[0] + (output_cap(profile, body) or 0)
+        owner.kv_hold(body["model"], need)
+        try:
+            if self._held(reply, profile.delay_s):
+                return
+            if owner.kv_held(body["model"]) > profile.context_window:
+                self._send_json(500, error_body(profile, 500, "Context size has been exceeded."))
+                return
+            self._send_json(200, _completion(body, reply, n, profile), reply.trickle_s)
+        finally:
+            owner.kv_hold(body["model"], -need)
 
     def _held(self, reply: Reply, extra_delay_s: float = 0.0) -> bool:
         """Hang or wait as ``reply`` says (plus the profile's ``extra_delay_s``); True when the

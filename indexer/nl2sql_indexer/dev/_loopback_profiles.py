@@ -70,6 +70,10 @@ class Profile:
     below thinking + answer the content is ``empty`` and ``finish_reason`` "length".
     ``context``: ``llamacpp`` (a prompt over ``context_window`` is refused) or ``ollama`` (it is
     truncated). ``details``: usage carries ``completion_tokens_details.reasoning_tokens``.
+    ``kv_unified``: as llama-server with ``--parallel`` on auto, the slots share one KV cache of
+    ``context_window`` tokens: a request answered while the requests in flight together (its
+    own prompt and cap included) hold more is refused with llama.cpp's 500 "Context size has
+    been exceeded." though it fits alone.
     """
 
     provider: str
@@ -83,12 +87,13 @@ class Profile:
     context: str | None = None
     context_window: int = 0
     total_slots: int = 1
+    kv_unified: bool = False  # the slots share one cache of ``context_window`` tokens
     delay_s: float = 0.0
     details: bool = False
 
 
 # Options a caller may override per model (set_profile(..., **options), the script, /_profile).
-OPTIONS = ("delay_s", "thinking_tokens", "context_window", "total_slots")
+OPTIONS = ("delay_s", "thinking_tokens", "context_window", "total_slots", "kv_unified")
 
 # OpenAI's refusals of a reasoning model (gpt-5*, o1/o3/o4*). Bodies as users reported them:
 # max_tokens: github.com/griptape-ai/ComfyUI-Griptape/issues/312; temperature:
@@ -298,6 +303,10 @@ def profile_named(name: str, options: dict | None = None) -> Profile:
     if unknown:
         raise ValueError(f"unknown profile option(s) {sorted(unknown)}: one of {list(OPTIONS)}")
     for key, value in options.items():
+        if key == "kv_unified":
+            if not isinstance(value, bool):
+                raise ValueError("profile option kv_unified must be true or false")
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"profile option {key} must be a non-negative number")
         if key != "delay_s" and not isinstance(value, int):

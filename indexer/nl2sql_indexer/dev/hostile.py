@@ -42,8 +42,8 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         owner: HostileServer = self.server.owner
-        owner.hits.append(owner.mode)
-        if owner.mode in ("half_open", "tls_stall"):
+        if owner.mode in ("half_open", "tls_stall"):  # the path is never read: every one
+            owner.hits.append("?")
             owner.stop_event.wait()
             return
         head = self._read_head()
@@ -58,6 +58,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
             )
             return
+        owner.hits.append(path)
         getattr(self, "_" + owner.mode)(path)
 
     def _read_head(self) -> bytes | None:
@@ -165,7 +166,7 @@ class HostileServer:
             raise ValueError(f"unknown hostile mode {mode!r}: one of {', '.join(MODES)}")
         self.mode, self.paths, self.interval_s = mode, paths, interval_s
         self.stop_event = threading.Event()
-        self.hits: list[str] = []  # one per connection accepted
+        self.hits: list[str] = []  # the path of each request answered in ``mode``
         self.paths_asked: list[str] = []
         if unix_path is not None:
             if os.path.exists(unix_path):

@@ -107,6 +107,7 @@ class LoopbackLLM:
         self._default: str | None = None
         self._profiles: dict[str, tuple[str, Profile]] = {}  # model -> (name, profile)
         self._log_entries: list[dict] = []
+        self._kv: dict[str, int] = {}  # model -> tokens its requests in flight hold (kv_unified)
         self.stop_event = threading.Event()  # set by stop(): waiting and trickling handlers end
         self.release_event = threading.Event()  # set by clear() and stop(): hanging handlers end
         self._thread: threading.Thread | None = None
@@ -220,7 +221,8 @@ class LoopbackLLM:
             model: the model name requests carry (any name: an Azure deployment's, say).
             profile: the profile's name, or None.
             **options: overrides of the profile: ``delay_s`` (seconds before each answer, as a
-                reasoning model takes), ``thinking_tokens``, ``context_window``, ``total_slots``.
+                reasoning model takes), ``thinking_tokens``, ``context_window``, ``total_slots``,
+                ``kv_unified`` (the slots share one cache of ``context_window`` tokens).
 
         Raises:
             ValueError: an unknown profile or option, or an empty model name.
@@ -236,6 +238,17 @@ class LoopbackLLM:
         built = profile_named(profile, options)
         with self._lock:
             self._profiles[model] = (profile, built)
+
+    def kv_hold(self, model: str, tokens: int) -> None:
+        """Add ``tokens`` (negative: give back) to what ``model``'s requests in flight hold of a
+        shared KV cache (profile option ``kv_unified``)."""
+        with self._lock:
+            self._kv[model] = self._kv.get(model, 0) + tokens
+
+    def kv_held(self, model: str) -> int:
+        """Tokens ``model``'s requests in flight hold of the shared KV cache."""
+        with self._lock:
+            return self._kv.get(model, 0)
 
     def profile_of(self, model: str) -> tuple[str, Profile] | None:
         """``(name, profile)`` set for ``model``, or None."""

@@ -40,6 +40,10 @@ class DeadlineExceeded(Nl2sqlError, TimeoutError):
     """A network request did not end within its overall deadline; its connection was closed."""
 
 
+class ReplyTooLarge(Nl2sqlError, OSError):
+    """A reply's body passed the size a request reads (a server streaming without end)."""
+
+
 class EmbeddingError(Nl2sqlError, RuntimeError):
     """The embedding model could not be found or loaded; the message says how to fix it."""
 

@@ -128,7 +128,7 @@ class UnixClient:
             EmbedderConnectError: nothing accepted the connection.
             EmbedderTimeout: no connection or complete reply within the deadline.
             EmbedderTransportError: the connection broke, or the reply passed ``MAX_BODY_BYTES``
-                (``net.fetch.BodyTooLarge``, an ``OSError``).
+                (``ReplyTooLarge``, an ``OSError``).
         """
         body = None if json_body is None else json.dumps(json_body).encode()
         seconds = self.timeout if timeout is None else timeout

@@ -69,8 +69,7 @@ def configure(mode: str) -> None:
 
 
 def active() -> bool:
-    """Whether ``encode`` should ask the shared process first (the setting read once when no entry
-    point called ``configure``).
+    """Whether ``encode`` asks the shared process first (setting read once without ``configure``).
 
     Returns:
         True when the mode is ``'shared'``.
@@ -265,9 +264,8 @@ def encode(texts: list[str], model: str = MODEL_NAME) -> list[array.array] | Non
         return None
     try:
         got = _ask(list(texts), model)
-    except Exception as e:  # any failure: embed in-process, say why in the trace
-        if deadline.cancelled(e):
-            raise
+    except Exception as e:  # noqa: BLE001 - any failure: embed in-process, say why in the trace
+        deadline.raise_cancel(e)
         why = (
             str(e)
             if isinstance(e, EmbedderUnavailable)
@@ -348,9 +346,8 @@ def relay_quota(payload: dict) -> dict | None:
         return None
     try:
         resp = _client().post("/nl2sql/v1/quota", json=payload, timeout=QUOTA_TIMEOUT_S)
-    except Exception as e:  # any failure: the caller uses the row lock
-        if deadline.cancelled(e):
-            raise
+    except Exception as e:  # noqa: BLE001 - any failure: the caller uses the row lock
+        deadline.raise_cancel(e)
         return None
     if resp.status_code != 200:
         return None
@@ -366,9 +363,8 @@ def relayed_capabilities() -> list[dict]:
     """
     try:
         resp = _client().get("/nl2sql/v1/capabilities", timeout=5.0)
-    except Exception as e:  # no process: nothing learned there
-        if deadline.cancelled(e):
-            raise
+    except Exception as e:  # noqa: BLE001 - no process: nothing learned there
+        deadline.raise_cancel(e)
         return []
     if resp.status_code != 200:
         return []
@@ -380,9 +376,8 @@ def _answers() -> bool:
     """Whether a process answers on the socket right now."""
     try:
         return _client().get("/v1/models", timeout=5.0).status_code == 200
-    except Exception as e:  # any failure means "not answering"
-        if deadline.cancelled(e):
-            raise
+    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+        deadline.raise_cancel(e)
         return False
 
 
@@ -422,14 +417,12 @@ def _spawn(d: Path) -> None:
             # the folder holding this package first: found also without a venv
             env={**os.environ, "PYTHONPATH": os.fspath(Path(__file__).resolve().parents[2])},
         )
-    end = time.monotonic() + START_TIMEOUT_S
-    while proc.poll() is None:  # the first fork returns at once
-        if time.monotonic() > end:
-            proc.kill()
-            proc.wait()
-            raise EmbedderUnavailable("the shared embedder's launcher hung")
-        time.sleep(0.01)
-        deadline.tick()
+    try:
+        proc.wait(timeout=START_TIMEOUT_S)  # the first fork returns at once
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise EmbedderUnavailable("the shared embedder's launcher hung") from None
 
 
 def _pid(d: Path) -> int | None:

@@ -14,12 +14,14 @@ import openai
 
 from ..core.errors import ModelError
 from ..core.types import LLMReply, ModelConfig
+from ..net import room
 from . import _reply, capability, tokens
 from .capability import Fix
 
 MAX_SHAPES = 5  # requests of different shapes one call may try (each changes one parameter)
 MAX_PARALLEL_SAMPLES = 8  # separate sample requests in flight at once
 MIN_ANSWER = 128  # the least output room worth a request, tokens
+MAX_ROOM_RETRIES = 3  # requests sent again after a server refused them for room
 _CONTEXT = re.compile(
     r"context (size|length|window)|exceeds? (the )?(available )?context|maximum context|"
     r"too many tokens|prompt is too long",
@@ -109,6 +111,8 @@ class Exchange:
         self.requests = 0
         self.usage = _reply.Read()  # tokens summed over every response
         self.window: tuple[int | None, str] = (None, "")
+        self.room_retries = 0
+        self._prompt_n: int | None = None  # the prompt's estimated tokens, once counted
         self._llamacpp_samples()
 
     def _llamacpp_samples(self) -> None:
@@ -158,6 +162,8 @@ class Exchange:
                 if e.status_code not in (400, 422) and e.status_code < 500:
                     raise
                 self._window_from(e)
+                if self._for_room(e, client):
+                    continue
                 fix = capability.fix_for(_message(e), getattr(e, "param", None), self.cap, sent)
                 if fix is None or fix.field in self.changed or len(self.tried) >= MAX_SHAPES:
                     raise
@@ -177,11 +183,14 @@ class Exchange:
             return got
 
     def _create(self, client, timeout_s: float, sent: dict) -> _reply.Read:
-        """One request; its usage added to the call's."""
+        """One request, once the server has room for it (``net.room``); its usage added to the
+        call's."""
         self.requests += 1
-        got = _reply.read(
-            _post(client, {"model": self.cfg.model, "messages": self.messages, **sent}, timeout_s)
-        )
+        key = (self.cfg.base_url,)  # counted only for a server whose room is known
+        need = self._prompt_tokens() + int(self.cap.max_output) if room.limit_of(key) else 0
+        body = {"model": self.cfg.model, "messages": self.messages, **sent}
+        with room.hold(key, need, getattr(client, "nl2sql_deadline", None)):
+            got = _reply.read(_post(client, body, timeout_s))
         for f in ("prompt_tokens", "completion_tokens", "reasoning_tokens"):
             setattr(self.usage, f, getattr(self.usage, f) + getattr(got, f))
         if got.usage_note and got.usage_note not in self.learned:
@@ -241,8 +250,36 @@ class Exchange:
 
     def _prompt_tokens(self) -> int:
         """The prompt's tokens as estimated here, with a margin for another tokenizer (15 %)."""
+        if self._prompt_n is not None:
+            return self._prompt_n
         n = sum(tokens.count(str(m.get("content") or ""), self.cfg.model)[0] for m in self.messages)
-        return int((n + 4 * len(self.messages) + 3) * 1.15) + 16
+        self._prompt_n = int((n + 4 * len(self.messages) + 3) * 1.15) + 16
+        return self._prompt_n
+
+    def _for_room(self, e: openai.APIStatusError, client) -> bool:
+        """Whether to send again a request the server refused for room: a 5xx naming the
+        context while the prompt alone fits the window (llama.cpp's slots share one KV cache,
+        so requests together ran out of it). The server's window becomes the most that
+        requests to it hold at once (``net.room``), and the request waits for room."""
+        window = self.window[0]
+        if (
+            e.status_code < 500
+            or not is_context_refusal(_message(e))
+            or not window
+            or self._prompt_tokens() + MIN_ANSWER > window
+            or self.room_retries >= MAX_ROOM_RETRIES
+        ):
+            return False
+        self.room_retries += 1
+        room.limit((self.cfg.base_url,), window)
+        if self.room_retries == 1:
+            self.learned.append(
+                f"refused for room (HTTP {e.status_code}, the context) while the prompt fits "
+                f"the window of {window} tokens: requests to this server now share that window"
+            )
+        d = getattr(client, "nl2sql_deadline", None)
+        time.sleep(min(0.2 * self.room_retries, max(d.left(), 0.0) if d else 1.0))
+        return True
 
     def _window_from(self, e: openai.APIStatusError) -> None:
         """Keep the window a context refusal states (llama.cpp's ``n_ctx`` in its body)."""

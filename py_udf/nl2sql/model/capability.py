@@ -392,9 +392,8 @@ def _ask(cfg: ModelConfig) -> tuple[int | None, str]:
                 n = _from_show(got)
                 if n:
                     return n, "Ollama POST /api/show (num_ctx)"
-    except Exception as e:  # no window is an answer: the call itself reports
-        if deadline.cancelled(e):
-            raise
+    except Exception as e:  # noqa: BLE001 - no window is an answer: the call itself reports
+        deadline.raise_cancel(e)
         return None, f"not asked: {type(e).__name__}"
     return None, "the server does not say"
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, fields, replace
 import httpx2
 import openai
 
-from ..core.errors import ModelError
+from ..core.errors import ModelError, ReplyTooLarge
 from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
 from ..net import deadline
@@ -25,10 +25,6 @@ MAX_REPLY_BYTES = 32 << 20  # the most of a reply's body read, bytes
 MAX_IDLE_CLIENTS = 16  # idle clients kept per endpoint (each holds its open connections)
 _IDLE: dict[tuple, list] = {}  # (base_url, key, timeout_s, max_retries) -> idle _Kept clients
 _IDLE_LOCK = threading.Lock()
-
-
-class ReplyTooLarge(OSError):
-    """A reply's body passed ``MAX_REPLY_BYTES`` (a server streaming without end)."""
 
 
 class _Deadline(deadline.Deadline):

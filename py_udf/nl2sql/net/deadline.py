@@ -23,8 +23,18 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
 from ..core.errors import DeadlineExceeded
+from . import _exit
 
-__all__ = ["Deadline", "Group", "cancelled", "install", "run", "spawn", "tick"]
+__all__ = [
+    "Deadline",
+    "Group",
+    "cancelled",
+    "install",
+    "raise_cancel",
+    "run",
+    "spawn",
+    "tick",
+]
 
 T = TypeVar("T")
 SLICE_S = 0.2  # the main thread's wait between two cancel points, seconds
@@ -65,6 +75,20 @@ def tick() -> None:
             raise
 
 
+def raise_cancel(e: BaseException) -> None:
+    """Raise ``e`` again when it is a cancel (``cancelled``): for handlers that catch every
+    failure of a request.
+
+    Args:
+        e: a caught exception.
+
+    Raises:
+        BaseException: ``e``, when it is a cancel.
+    """
+    if cancelled(e):
+        raise e
+
+
 def cancelled(e: BaseException) -> bool:
     """Whether ``e`` is a cancel that ``tick`` let land (a caller that catches every failure of
     a request must raise it again: the statement is being cancelled or the backend terminated).
@@ -87,6 +111,11 @@ class Group:
         self._lock = threading.Lock()
 
     def add(self, d: Deadline) -> None:
+        """Keep ``d`` in the group (the finished ones are dropped).
+
+        Args:
+            d: a deadline of the group's work.
+        """
         with self._lock:
             self._members = [m for m in self._members if not m.finished]
             self._members.append(d)
@@ -119,7 +148,11 @@ class Deadline:
         _WATCHDOG.add(self)
 
     def left(self) -> float:
-        """Seconds left (negative when past)."""
+        """The time left.
+
+        Returns:
+            Seconds (negative when past).
+        """
         return self.at - time.monotonic()
 
     def check(self) -> None:
@@ -128,7 +161,11 @@ class Deadline:
             raise self.error()
 
     def error(self) -> DeadlineExceeded:
-        """The error of a request this deadline ended."""
+        """The error of a request this deadline ended.
+
+        Returns:
+            ``DeadlineExceeded`` naming what was asked and the deadline.
+        """
         return DeadlineExceeded(
             f"{self.what}: no complete answer within {self.seconds:.3g} s (overall deadline; "
             f"connection closed)"
@@ -222,12 +259,20 @@ class _Watchdog:
                 d = heapq.heappop(self._heap)[2]
             d.expire()
 
+    def expire_all(self) -> None:
+        """Expire every deadline not finished yet (the process is ending)."""
+        with self._cv:
+            live = [d for _, _, d in self._heap if not d.finished]
+        for d in live:
+            d.expire()
+
 
 _WATCHDOG = _Watchdog()
 
 # -- call threads: kept between jobs ---------------------------------------------------------
 _IDLE: list[queue.SimpleQueue] = []  # one inbox per idle call thread
 _IDLE_LOCK = threading.Lock()
+_BUSY = [0]  # call threads running a job now
 
 
 def spawn(fn: Callable[..., T], *args, name: str = "nl2sql-call", group: Group | None = None):
@@ -242,6 +287,8 @@ def spawn(fn: Callable[..., T], *args, name: str = "nl2sql-call", group: Group |
     Returns:
         A ``concurrent.futures.Future`` holding the job's result or exception.
     """
+    if _HOOK["cancel_point"] is not None:  # inside PostgreSQL: a terminate must end cleanly
+        _exit.guard(lambda: _BUSY[0] > 0, _WATCHDOG.expire_all)
     fut: Future = Future()
     fut.set_running_or_notify_cancel()
     job = (fut, fn, args, name, group)
@@ -260,10 +307,15 @@ def _call_thread(job: tuple) -> None:
     me = threading.current_thread()
     while True:
         fut, fn, args, me.name, _LOCAL.group = job
+        with _IDLE_LOCK:
+            _BUSY[0] += 1
         try:
             fut.set_result(fn(*args))
         except BaseException as e:  # noqa: BLE001 (handed to the waiter)
             fut.set_exception(e)
+        finally:
+            with _IDLE_LOCK:
+                _BUSY[0] -= 1
         del fut, fn, args, job  # nothing of the job is kept while idle
         _LOCAL.group = None
         with _IDLE_LOCK:

@@ -12,16 +12,13 @@ import socket
 import urllib.error
 import urllib.request
 
+from ..core.errors import ReplyTooLarge
 from . import deadline as _deadline
 from .deadline import Deadline
 
-__all__ = ["BodyTooLarge", "fetch", "fetch_json", "read_body"]
+__all__ = ["fetch", "fetch_json", "read_body"]
 
 MAX_BODY_BYTES = 8 << 20  # the most of a reply's body a probe reads, bytes
-
-
-class BodyTooLarge(OSError):
-    """A reply's body passed the size a request reads."""
 
 
 def _connect(d: Deadline, address, timeout=None, source_address=None) -> socket.socket:
@@ -69,16 +66,16 @@ def read_body(resp: http.client.HTTPResponse, max_bytes: int) -> bytes:
         The body.
 
     Raises:
-        BodyTooLarge: the body is (or is announced) over ``max_bytes``.
+        ReplyTooLarge: the body is (or is announced) over ``max_bytes``.
         http.client.IncompleteRead: the connection ended before the announced length.
     """
     if resp.length is not None:
         if resp.length > max_bytes:
-            raise BodyTooLarge(f"a reply of {resp.length} bytes announced, over {max_bytes}")
+            raise ReplyTooLarge(f"a reply of {resp.length} bytes announced, over {max_bytes}")
         return resp.read()
     raw = resp.read(max_bytes + 1)
     if len(raw) > max_bytes:
-        raise BodyTooLarge(f"a reply's body over {max_bytes} bytes")
+        raise ReplyTooLarge(f"a reply's body over {max_bytes} bytes")
     return raw
 
 
@@ -116,7 +113,7 @@ def fetch(
 
     Raises:
         DeadlineExceeded: no complete reply within ``seconds``.
-        BodyTooLarge: the body passed ``max_bytes``.
+        ReplyTooLarge: the body passed ``max_bytes``.
         OSError: the connection failed (``urllib.error.URLError`` among them).
     """
     return _deadline.run(lambda d: _request(url, body, d, max_bytes), seconds, what)
@@ -132,7 +129,7 @@ def fetch_json(url: str, body: dict | None, seconds: float, what: str) -> tuple[
         ``(HTTP status, the parsed body or None when it is not JSON)``.
 
     Raises:
-        DeadlineExceeded, BodyTooLarge, OSError: as ``fetch``.
+        DeadlineExceeded, ReplyTooLarge, OSError: as ``fetch``.
     """
     status, raw = fetch(url, body, seconds, what)
     try:

@@ -17,6 +17,8 @@ Row = tuple[str, str, str, str]
 TESTED_MAJORS = (15, 16, 17, 18)  # the supported majors (docs/install.md: what ran where)
 # (extension, the least version, the least version on PostgreSQL 18)
 MINIMUM = {"vector": ("0.8.0", "0.8.1"), "pg_cron": ("1.0", "1.6.6")}
+# beside the database (no PL/Python): what ``nl2sql install`` checks (client.install.MIN_PGVECTOR)
+MINIMUM_BESIDE = {"vector": "0.7.0"}
 NL2SQL_FUNCTIONS = "nl2sql(), nl2sql.ask(), nl2sql.explain()"
 
 
@@ -38,15 +40,18 @@ def version_key(version: str | None) -> tuple[int, ...]:
     return tuple(out)
 
 
-def least_version(name: str, major: int) -> str | None:
+def least_version(name: str, major: int, beside: bool = False) -> str | None:
     """The least version of an extension nl2sql works with.
 
     Args:
-        name: the extension; major: the server's major.
+        name: the extension; major: the server's major; beside: nl2sql runs beside this
+            database (no PL/Python: ``MINIMUM_BESIDE`` first).
 
     Returns:
         The version text, or None when any version does.
     """
+    if beside and name in MINIMUM_BESIDE:
+        return MINIMUM_BESIDE[name]
     pair = MINIMUM.get(name)
     return None if pair is None else (pair[1] if major >= 18 else pair[0])
 
@@ -193,6 +198,7 @@ def extension_row(
     major: int,
     preloaded: bool | None = None,
     elsewhere: str | None = None,
+    beside: bool = False,
 ) -> Row:
     """One extension nl2sql requires (vector, pg_trgm) or can use (pg_cron, pg_stat_statements).
 
@@ -200,14 +206,15 @@ def extension_row(
         name: the extension; installed: its version in this database (None: not created);
         available: the server's ``default_version`` (None: not installed on the server);
         major: the server's major; preloaded: whether it is in ``shared_preload_libraries``
-        (None for those not preloaded); elsewhere: pg_cron's database when not this one.
+        (None for those not preloaded); elsewhere: pg_cron's database when not this one;
+        beside: nl2sql runs beside this database (``least_version``).
 
     Returns:
         ``fail`` for a required one missing or too old, or pg_cron too old; ``warn`` for an
         optional one missing; else ``ok``.
     """
     check = f"extension {name}"
-    least = least_version(name, major)
+    least = least_version(name, major, beside)
     found = installed or available
     if found and least and version_key(found) < version_key(least):
         return (

@@ -169,6 +169,9 @@ def _extensions(plpy) -> list[rows.Row]:
     preload = {p.strip() for p in (_settings(plpy, "shared_preload_libraries") or "").split(",")}
     here = spi.query(plpy, "SELECT pg_catalog.current_database() AS d")[0]["d"]
     cron_db = _settings(plpy, "cron.database_name")
+    beside = not spi.query(
+        plpy, "SELECT 1 FROM pg_catalog.pg_language WHERE lanname = 'plpython3u'"
+    )
     out = []
     for name in names:
         r = found.get(name, {})
@@ -180,6 +183,7 @@ def _extensions(plpy) -> list[rows.Row]:
                 major,
                 None if name in ("vector", "pg_trgm") else name in preload,
                 cron_db if name == "pg_cron" and cron_db and cron_db != here else None,
+                beside,
             )
         )
     return out

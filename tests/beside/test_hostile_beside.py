@@ -1,0 +1,111 @@
+"""Beside the database, every outbound path against the hostile servers (``dev.hostile``): the
+``nl2sql ask`` client ends within its deadline and on Ctrl-C within 2 s, and the worker's
+answer fails within its deadline (docs/internals/net.md "The rule"; the same table inside the
+server: tests/db/test_hostile_backend.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+
+import nl2sql
+from conftest import ROOT
+from nl2sql.client import worker
+from nl2sql_indexer.dev.demo_data import demo_sql
+from nl2sql_indexer.dev.hostile import MODES, HostileServer
+
+from .conftest import make_db, nl2sql_admin
+
+TIMEOUT_S = 1
+STARTUP_S = 6.0  # the client's own start: imports, connection, the embedding model loaded
+QUESTION = "How many singers do we have?"
+CLI_WITH_CTRL_C = (
+    "import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('nl2sql.client.cli', run_name='__main__', alter_sys=True)"
+)
+PATHS = {  # path -> (the server's hostile paths, add_model's extra arguments)
+    "chat_completions": (("/chat/completions",), ", context_window => 8192"),
+    "props": (("/props",), ""),
+}
+
+
+@pytest.fixture(scope="module")
+def demo_beside(cluster, owner):
+    """A database beside which nl2sql is installed, with the demo's tables indexed."""
+    db = make_db(cluster, owner)
+    r = nl2sql_admin("install", "--dsn", db.dsn)
+    assert r.returncode == 0, r.stderr
+    with psycopg.connect(db.dsn, autocommit=True) as c:
+        c.execute(demo_sql())
+        c.execute("SELECT nl2sql.set_setting('model_rounds', 'one')")
+    nl2sql.connect(db.dsn).reindex()
+    return db
+
+
+def _use(dsn: str, url: str, extra: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DELETE FROM nl2sql.model")
+        c.execute(
+            f"SELECT nl2sql.add_model('h', 'h', base_url => %s, timeout_s => %s{extra})",
+            (url, TIMEOUT_S),
+        )
+
+
+@pytest.mark.parametrize("action", ["deadline", "ctrl_c"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, action):
+    hostile, extra = PATHS[path]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py_udf"))
+    with HostileServer(mode, paths=hostile, interval_s=0.3) as server:
+        _use(demo_beside.dsn, server.url, extra)
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLI_WITH_CTRL_C, "ask", "--dsn", demo_beside.dsn, QUESTION],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        if action == "ctrl_c":
+            while not server.hits and proc.poll() is None and time.monotonic() - t0 < 60:
+                time.sleep(0.02)
+            assert server.hits, f"the client never reached the hostile server: {proc.poll()}"
+            time.sleep(0.3)  # mid-request
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        took = time.monotonic() - t0
+    if action == "ctrl_c":
+        assert took < 2.0, f"{path} × {mode}: Ctrl-C took {took:.2f} s"
+        assert proc.returncode == 130 and err.startswith("nl2sql: interrupted"), err
+    else:
+        limit = STARTUP_S + 2 * TIMEOUT_S
+        assert took < limit, f"{path} × {mode}: {took:.2f} s (limit {limit:g} s)"
+        assert proc.returncode != 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_worker_answers_in_time_when_the_endpoint_is_hostile(demo_beside, mode):
+    with HostileServer(mode, paths=("/chat/completions",), interval_s=0.3) as server:
+        _use(demo_beside.dsn, server.url, ", context_window => 8192")
+        with psycopg.connect(demo_beside.dsn, autocommit=True) as c:
+            rid = c.execute("SELECT nl2sql.submit(%s)", (QUESTION,)).fetchone()[0]
+            t0 = time.monotonic()
+            worker.run(demo_beside.dsn, once=True, say=lambda s: None)
+            took = time.monotonic() - t0
+            state, error = c.execute(
+                "SELECT state, error FROM nl2sql.answer(%s, 0)", (rid,)
+            ).fetchone()
+    assert took < 2 * TIMEOUT_S + 1.5, f"worker × {mode}: {took:.2f} s"
+    assert state == "failed" and error, (state, error)

