@@ -86,9 +86,10 @@ def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, a
         finally:
             proc.kill()
         took = time.monotonic() - t0
-    if action == "ctrl_c":
+    if action == "ctrl_c":  # or the client ended by itself (a quick refusal) meanwhile
         assert took < 2.0, f"{path} × {mode}: Ctrl-C took {took:.2f} s"
-        assert proc.returncode == 130 and err.startswith("nl2sql: interrupted"), err
+        assert err.startswith("nl2sql: interrupted" if proc.returncode == 130 else "nl2sql: "), err
+        assert "Traceback" not in err, err
     else:
         limit = STARTUP_S + 2 * TIMEOUT_S
         assert took < limit, f"{path} × {mode}: {took:.2f} s (limit {limit:g} s)"

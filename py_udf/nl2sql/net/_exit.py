@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 
 __all__ = ["guard"]
@@ -24,18 +25,22 @@ _LOCK = threading.Lock()
 
 
 def guard(busy, expire_all) -> None:
-    """Register the exit handler, once per process (later calls do nothing).
+    """Register the exit handler, once per backend (later calls, and any call outside
+    PostgreSQL, do nothing).
 
     Args:
         busy: ``() -> bool``: whether a call thread runs a job now.
         expire_all: ``() -> None``: shut every live request's sockets.
     """
     with _LOCK:
-        if _STATE["handler"] is not None:
+        # only inside PostgreSQL, whose embedded Python is never finalized: in a process that
+        # finalizes its interpreter, a handler called after that would crash it
+        if _STATE["handler"] is not None or "plpy" not in sys.modules:
             return
-        import ssl  # OpenSSL initialised here, its exit handler registered before this one
+        # OpenSSL initialised (its exit handler registered) before this one: importing _ssl
+        # initialises it (a backend that asked the embedder imported it with http.client)
+        import ssl  # noqa: F401
 
-        ssl.create_default_context()
         _STATE.update(busy=busy, expire_all=expire_all)
         # kept: C holds a pointer to it. ``atexit`` is no symbol of the C library (a static stub
         # of its own): ``__cxa_atexit(fn, arg, NULL)`` registers for the program itself
