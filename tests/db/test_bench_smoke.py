@@ -45,6 +45,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "concurrency": ("--sessions", "2", "--questions", "2", "--latency-ms", "10")
     + ("--datadir", "{datadir}"),
     "ddl": ("--tables", "3", "--datadir", "{datadir}"),
+    "deadline": ("--requests", "200"),
     "embed_speed": ("--n", "64", "--rounds", "1"),
     "embedder_rss": ("--requests", "40", "--threads", "2", "--sample-every", "10")
     + ("--relay-every", "5"),
