@@ -49,6 +49,13 @@ def demo_beside(cluster, owner):
     return db
 
 
+def _report(line: str) -> None:
+    """Add a case's measured time to the file ``NL2SQL_HOSTILE_REPORT`` names, when set."""
+    if os.environ.get("NL2SQL_HOSTILE_REPORT"):
+        with open(os.environ["NL2SQL_HOSTILE_REPORT"], "a") as f:
+            f.write(line + "\n")
+
+
 def _use(dsn: str, url: str, extra: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DELETE FROM nl2sql.model")
@@ -86,6 +93,7 @@ def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, a
         finally:
             proc.kill()
         took = time.monotonic() - t0
+    _report(f"client {path}\t{mode}\t{action}\t{took:.2f}")
     if action == "ctrl_c":  # or the client ended by itself (a quick refusal) meanwhile
         assert took < 2.0, f"{path} × {mode}: Ctrl-C took {took:.2f} s"
         assert err.startswith("nl2sql: interrupted" if proc.returncode == 130 else "nl2sql: "), err
@@ -108,5 +116,6 @@ def test_the_worker_answers_in_time_when_the_endpoint_is_hostile(demo_beside, mo
             state, error = c.execute(
                 "SELECT state, error FROM nl2sql.answer(%s, 0)", (rid,)
             ).fetchone()
+    _report(f"worker chat_completions\t{mode}\tdeadline\t{took:.2f}")
     assert took < 2 * TIMEOUT_S + 1.5, f"worker × {mode}: {took:.2f} s"
     assert state == "failed" and error, (state, error)
