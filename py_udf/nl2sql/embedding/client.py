@@ -21,7 +21,7 @@ from ..core.errors import (
     EmbedderUnavailable,
 )
 from ..model.config import RELAYS
-from ..net import deadline
+from ..net import deadline as net_deadline
 from ._unix_http import UnixClient
 
 DIR_NAME = "nl2sql_embedder"
@@ -265,7 +265,7 @@ def encode(texts: list[str], model: str = MODEL_NAME) -> list[array.array] | Non
     try:
         got = _ask(list(texts), model)
     except Exception as e:  # noqa: BLE001 - any failure: embed in-process, say why in the trace
-        deadline.raise_cancel(e)
+        net_deadline.raise_cancel(e)
         why = (
             str(e)
             if isinstance(e, EmbedderUnavailable)
@@ -347,7 +347,7 @@ def relay_quota(payload: dict) -> dict | None:
     try:
         resp = _client().post("/nl2sql/v1/quota", json=payload, timeout=QUOTA_TIMEOUT_S)
     except Exception as e:  # noqa: BLE001 - any failure: the caller uses the row lock
-        deadline.raise_cancel(e)
+        net_deadline.raise_cancel(e)
         return None
     if resp.status_code != 200:
         return None
@@ -364,7 +364,7 @@ def relayed_capabilities() -> list[dict]:
     try:
         resp = _client().get("/nl2sql/v1/capabilities", timeout=5.0)
     except Exception as e:  # noqa: BLE001 - no process: nothing learned there
-        deadline.raise_cancel(e)
+        net_deadline.raise_cancel(e)
         return []
     if resp.status_code != 200:
         return []
@@ -377,7 +377,7 @@ def _answers() -> bool:
     try:
         return _client().get("/v1/models", timeout=5.0).status_code == 200
     except Exception as e:  # noqa: BLE001 - any failure means "not answering"
-        deadline.raise_cancel(e)
+        net_deadline.raise_cancel(e)
         return False
 
 
@@ -454,7 +454,7 @@ def _wait_started(d: Path, deadline: float) -> None:
         if pid is not None and not _alive(pid):
             raise EmbedderUnavailable(f"the shared embedder exited while starting ({where})")
         time.sleep(0.05)
-        deadline.tick()
+        net_deadline.tick()
     raise EmbedderUnavailable(
         f"the shared embedder did not start within {START_TIMEOUT_S:g} s ({where})"
     )
@@ -481,7 +481,7 @@ def ensure_running() -> None:
                         "timed out waiting for another backend starting the shared embedder"
                     ) from None
                 time.sleep(0.05)
-                deadline.tick()
+                net_deadline.tick()
         try:
             if _answers():
                 return

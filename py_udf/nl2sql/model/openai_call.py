@@ -15,7 +15,7 @@ import openai
 from ..core.errors import ModelError, ReplyTooLarge
 from ..core.redaction import env_secrets, redact, url_secrets
 from ..core.types import LLMReply, ModelConfig
-from ..net import deadline
+from ..net import deadline as net_deadline
 from . import _exchange
 
 __all__ = ["call_here", "get_here", "relay_call"]
@@ -27,7 +27,7 @@ _IDLE: dict[tuple, list] = {}  # (base_url, key, timeout_s, max_retries) -> idle
 _IDLE_LOCK = threading.Lock()
 
 
-class _Deadline(deadline.Deadline):
+class _Deadline(net_deadline.Deadline):
     """A call's overall deadline (``net.deadline.Deadline``) over the connections of the call's
     client: those its attempts open (each watched from its TCP connect, so a stalled TLS
     handshake is shut too) and those the kept client held from earlier calls."""
