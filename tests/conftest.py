@@ -33,10 +33,13 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "py_udf"))
@@ -268,3 +271,43 @@ def embeddings_of(sock: str, texts: list[str]) -> list[list[float]]:
 def cosines(a: list[list[float]], b: list[list[float]]) -> list[float]:
     """Pairwise dot products of unit vectors ``a[i]`` and ``b[i]``."""
     return [sum(x * y for x, y in zip(u, v)) for u, v in zip(a, b)]
+
+
+# ---- MCP: the official SDK's client against nl2sql-mcp ------------------------------------------
+
+MCP_SCRIPT = Path(sys.executable).parent / "nl2sql-mcp"
+
+
+class Session:
+    """One MCP client session, held open by an anyio portal so that sync tests can call it."""
+
+    def __init__(self, portal, client):
+        self.portal, self.client = portal, client
+
+    def tools(self):
+        return self.portal.call(self.client.list_tools).tools
+
+    def call(self, name: str, args: dict | None = None):
+        return self.portal.call(self.client.call_tool, name, args or {})
+
+    def ok(self, name: str, args: dict | None = None) -> dict:
+        r = self.call(name, args)
+        assert not r.is_error, r.content[0].text
+        return r.structured_content
+
+    def error(self, name: str, args: dict | None = None) -> str:
+        r = self.call(name, args)
+        assert r.is_error, r.structured_content
+        return r.content[0].text
+
+
+@contextmanager
+def mcp_session(server):
+    """A client session with ``server``: a StdioServerParameters or an HTTP URL."""
+    with start_blocking_portal() as portal:
+        with portal.wrap_async_context_manager(Client(server, read_timeout_seconds=120)) as c:
+            yield Session(portal, c)
+
+
+def mcp_stdio(dsn: str) -> StdioServerParameters:
+    return StdioServerParameters(command=str(MCP_SCRIPT), args=["--dsn", dsn], cwd="/")

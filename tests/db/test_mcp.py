@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-from anyio.from_thread import start_blocking_portal
-from mcp import Client, StdioServerParameters
 
+from conftest import MCP_SCRIPT as SCRIPT
 from conftest import add_models
+from conftest import mcp_session as session
+from conftest import mcp_stdio as stdio
 from nl2sql_indexer.cluster import free_port
 from nl2sql_indexer.dev.demo_data import demo_sql
 from nl2sql_indexer.dev.loopback import Rule
@@ -26,8 +24,10 @@ MCP_DB = "nl2sql_mcp"
 BARE_DB = "nl2sql_mcp_bare"
 ROLE = "nl2sql_mcp_analyst"
 SECRET = "SALARY-SECRET-9917"
-SCRIPT = Path(sys.executable).parent / "nl2sql-mcp"
-TOOLS = {"ask", "sql", "explain", "narrate", "retrieve", "explain_sql", "list_tables", "feedback"}
+TOOLS = {
+    "ask", "sql", "explain", "narrate", "retrieve", "explain_sql", "list_tables", "feedback",
+    "describe_table", "search_values", "execute_sql", "semantic_context",
+}  # fmt: skip
 Q = "What are the names and ages of the singers from France?"
 SQL = "SELECT name, age FROM singer WHERE country = 'France' ORDER BY name"
 NARRATED = "Two singers are from France."
@@ -44,41 +44,6 @@ DO $$BEGIN
 END$$;
 GRANT SELECT ON singer, stadium, concert, singer_in_concert TO {ROLE};
 """
-
-
-class Session:
-    """One MCP client session, held open by an anyio portal so that sync tests can call it."""
-
-    def __init__(self, portal, client):
-        self.portal, self.client = portal, client
-
-    def tools(self):
-        return self.portal.call(self.client.list_tools).tools
-
-    def call(self, name: str, args: dict | None = None):
-        return self.portal.call(self.client.call_tool, name, args or {})
-
-    def ok(self, name: str, args: dict | None = None) -> dict:
-        r = self.call(name, args)
-        assert not r.is_error, r.content[0].text
-        return r.structured_content
-
-    def error(self, name: str, args: dict | None = None) -> str:
-        r = self.call(name, args)
-        assert r.is_error, r.structured_content
-        return r.content[0].text
-
-
-@contextmanager
-def session(server):
-    """A client session with ``server``: a StdioServerParameters or an HTTP URL."""
-    with start_blocking_portal() as portal:
-        with portal.wrap_async_context_manager(Client(server, read_timeout_seconds=120)) as c:
-            yield Session(portal, c)
-
-
-def stdio(dsn: str) -> StdioServerParameters:
-    return StdioServerParameters(command=str(SCRIPT), args=["--dsn", dsn], cwd="/")
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +85,10 @@ def test_lists_the_tools_with_closed_input_schemas(analyst):
     for t in tools.values():
         assert t.description and t.input_schema["additionalProperties"] is False, t.name
     assert tools["ask"].input_schema["required"] == ["question"]
-    assert tools["list_tables"].annotations.read_only_hint is True
-    assert tools["ask"].annotations.read_only_hint is False  # it writes the query log
+    # every tool but feedback only reads (the query log is an audit record, not the user's data)
+    for name, t in tools.items():
+        assert t.annotations.read_only_hint is (name != "feedback"), name
+        assert t.annotations.destructive_hint is False, name
 
 
 def test_list_tables_shows_what_the_role_may_read(analyst):
@@ -131,7 +98,10 @@ def test_list_tables_shows_what_the_role_may_read(analyst):
     singer = next(t for t in tables if t["table"] == "singer")
     assert singer["comment"].startswith("Singers who perform")
     assert {"name": "country", "type": "text"}.items() <= singer["columns"][2].items()
-    assert analyst.ok("list_tables", {"schema": "nowhere"}) == {"tables": []}
+    assert analyst.ok("list_tables", {"schema": "nowhere"})["tables"] == []
+    compact = analyst.ok("list_tables", {"name": "SING", "compact": True})
+    assert {t["table"] for t in compact["tables"]} == {"singer", "singer_in_concert"}
+    assert "country" in compact["tables"][0]["columns"] and compact["count"] == 2
 
 
 def test_ask_returns_the_chosen_sql_and_its_rows_capped(analyst, models, mcp_admin):
@@ -174,7 +144,7 @@ def test_sql_explain_narrate_retrieve_and_explain_sql(analyst, models, mcp_admin
     assert all(c["status"] == "ok" for c in trace["candidates"] if c["source"] != "presql:m1")
     assert trace["vote"]["groups"][0]["size"] >= 2 and '"prompt' not in json.dumps(trace)
     said = analyst.ok("narrate", {"question": Q})
-    assert said == {"answer": NARRATED, "sql": SQL, "log_id": said["log_id"]}
+    assert (said["answer"], said["sql"], said["log_id"] > 0) == (NARRATED, SQL, True)
     found = analyst.ok("retrieve", {"question": Q})
     assert found["question"] == Q and "singer" in found["presql_tables"]
     assert analyst.ok("explain_sql", {"sql": SQL}) == {"explanation": EXPLAINED}

@@ -35,7 +35,17 @@ APPLICATION_NAME = "nl2sql-mcp"
 
 
 class ToolFailure(Exception):
-    """A failure the MCP client is told about in words (the server keeps serving)."""
+    """A failure the MCP client is told about in words (the server keeps serving).
+
+    Args:
+        message: what went wrong and what to do.
+        from_database: the message is the database's (it may quote data: the agent door
+            gates it, ``nl2sql.agent.view.AgentView.error``).
+    """
+
+    def __init__(self, message: str, from_database: bool = False):
+        super().__init__(message)
+        self.from_database = from_database
 
 
 def describe(dsn: str) -> str:
@@ -178,12 +188,13 @@ class Database:
                         f"nl2sql-mcp: the connection to the database ({self.where}) was lost: "
                         f"{message_of(e)}; the server connects again on the next call"
                     ) from None
-                raise ToolFailure(message_of(e)) from None
+                raise ToolFailure(message_of(e), from_database=True) from None
             except psycopg.Error as e:
-                raise ToolFailure(message_of(e)) from None
+                raise ToolFailure(message_of(e), from_database=True) from None
             except Nl2sqlError as e:  # the pipeline in this process (in_process)
                 hint = getattr(e, "hint", None)
-                raise ToolFailure(f"{e} (hint: {hint})" if hint else str(e)) from None
+                text = f"{e} (hint: {hint})" if hint else str(e)
+                raise ToolFailure(text, from_database=True) from None
 
 
 def one(conn: psycopg.Connection, sql: str, params: dict[str, Any] | tuple = ()) -> Any:

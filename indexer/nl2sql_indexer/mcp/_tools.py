@@ -8,6 +8,9 @@ from typing import Any
 
 import psycopg
 
+from nl2sql.agent.view import DATA_NOTICE, AgentView
+
+from ._agent_tools import AgentTools, view_of
 from ._database import Database, ToolFailure, one
 
 MAX_QUESTION_CHARS = 20_000
@@ -15,6 +18,8 @@ MAX_QUESTION_CHARS = 20_000
 is its setting ``question_max_chars`` (4,000 by default)."""
 MAX_ROWS = 1000
 """Most rows ``ask`` may return in one call (its ``max_rows`` argument)."""
+MAX_TABLES = 500
+"""Most tables one ``list_tables`` call lists (a name filter narrows a larger schema)."""
 ASK_ROWS = 50
 """Rows ``ask`` returns when its ``max_rows`` argument is not given (docs/mcp.md)."""
 _ONE_OFF = "nl2sql-mcp "  # the conversation key prefix of a call that is no follow-up
@@ -52,7 +57,7 @@ def text_arg(name: str, value: str | None, required: bool = True) -> str | None:
     return value
 
 
-class Tools:
+class Tools(AgentTools):
     """The tool functions over one ``Database``."""
 
     def __init__(self, db: Database):
@@ -97,6 +102,7 @@ class Tools:
             turn = {"log_id": None, "sql": None, "confidence": None}
             if row is not None:
                 turn = {"log_id": row[0], "sql": row[1], "confidence": row[2]}
+            turn["view"] = view_of(self.db, conn)
             return out, turn
 
         return self.db.run(work, writes=True)
@@ -131,13 +137,15 @@ class Tools:
             lambda client, q, e, c: [(r,) for r in _answer_rows(client.ask(q, e, c), max_rows)],
         )
         shown = [r[0] for r in rows[:max_rows]]
+        view: AgentView = turn["view"]
         return {
-            "sql": turn["sql"],
-            "rows": shown,
+            "sql": view.sql(turn["sql"], question),
+            **view.rows(turn["sql"], shown),
             "row_count": len(shown),
             "truncated": len(rows) > max_rows,
             "confidence": turn["confidence"],
             "log_id": turn["log_id"],
+            "data_notice": DATA_NOTICE,
         }
 
     def sql(
@@ -159,7 +167,8 @@ class Tools:
             lambda cur: cur.fetchone()[0],
             lambda client, q, e, c: client.sql(q, e, c),
         )
-        return {"sql": sql, "confidence": turn["confidence"], "log_id": turn["log_id"]}
+        shown = turn["view"].sql(sql, question)
+        return {"sql": shown, "confidence": turn["confidence"], "log_id": turn["log_id"]}
 
     def narrate(
         self, question: str, evidence: str | None = None, conversation: str | None = None
@@ -178,8 +187,15 @@ class Tools:
             evidence,
             conversation,
             lambda cur: cur.fetchone()[0],
+            lambda client, q, e, c: client.narrate(q, e, c),
         )
-        return {"answer": answer, "sql": turn["sql"], "log_id": turn["log_id"]}
+        shown = turn["view"].sql(turn["sql"], question)
+        return {
+            "answer": answer,
+            "sql": shown,
+            "log_id": turn["log_id"],
+            "data_notice": DATA_NOTICE,
+        }
 
     def explain(
         self, question: str, evidence: str | None = None, conversation: str | None = None
@@ -199,12 +215,13 @@ class Tools:
 
         def work(conn: psycopg.Connection) -> Any:
             if self.db.in_process:
-                return self.db.client().explain(question, evidence, conversation)
-            sql = "SELECT nl2sql.explain(%s, %s, conversation => %s)"
-            return one(conn, sql, (question, evidence, conversation))
+                trace = self.db.client().explain(question, evidence, conversation)
+            else:
+                sql = "SELECT nl2sql.explain(%s, %s, conversation => %s)"
+                trace = one(conn, sql, (question, evidence, conversation))
+            return view_of(self.db, conn).trace(compact_trace(trace), question)
 
-        trace = self.db.run(work, writes=True)
-        return compact_trace(trace)
+        return self.db.run(work, writes=True)
 
     # ---- read-only ------------------------------------------------------------------------
 
@@ -224,11 +241,16 @@ class Tools:
         question = text_arg("question", question)
         evidence = text_arg("evidence", evidence, required=False)
         presql = text_arg("presql", presql, required=False)
-        return self.db.run(
-            lambda conn: one(
-                conn, "SELECT nl2sql.retrieve(%s, %s, %s)", (question, evidence, presql)
-            )
-        )
+
+        def work(conn: psycopg.Connection) -> dict[str, Any]:
+            if self.db.in_process:
+                got = self.db.client().retrieve(question, evidence, presql)
+            else:
+                sql = "SELECT nl2sql.retrieve(%s, %s, %s)"
+                got = one(conn, sql, (question, evidence, presql))
+            return gated_retrieval(view_of(self.db, conn), got)
+
+        return self.db.run(work)
 
     def explain_sql(self, sql: str) -> dict[str, Any]:
         """What a read-only query does, in words (``nl2sql.explain_sql``); never run.
@@ -243,49 +265,46 @@ class Tools:
         text = self.db.run(lambda conn: one(conn, "SELECT nl2sql.explain_sql(%s)", (sql,)))
         return {"explanation": text}
 
-    def list_tables(self, schema: str | None = None) -> dict[str, Any]:
+    def list_tables(
+        self, schema: str | None = None, name: str | None = None, compact: bool = False
+    ) -> dict[str, Any]:
         """The indexed tables the connected role may read, with their comments and columns
         (``nl2sql.visible_table``, ``nl2sql.visible_column``).
 
         Args:
             schema: only this schema's tables (optional).
+            name: only tables whose name holds this text, case-insensitive (optional).
+            compact: names only: ``{"schema", "table", "rows", "columns": [name, ...]}``.
 
         Returns:
             ``{"tables": [{"schema", "table", "comment", "rows", "columns": [{"name", "type",
-            "comment", "primary_key"}]}]}``.
+            "comment", "primary_key"}]}], "count"}``, at most ``MAX_TABLES`` tables
+            (``truncated`` when there are more).
         """
         schema = text_arg("schema", schema, required=False)
+        name = text_arg("name", name, required=False)
+        where = (
+            "WHERE (%(s)s::text IS NULL OR schema_name = %(s)s) AND (%(n)s::text IS NULL "
+            "OR strpos(lower(table_name), lower(%(n)s)) > 0)"
+        )
+        args = {"s": schema, "n": name}
 
         def work(conn: psycopg.Connection):
             tables = conn.execute(
                 "SELECT schema_name, table_name, comment, n_rows FROM nl2sql.visible_table "
-                "WHERE %(s)s::text IS NULL OR schema_name = %(s)s "
-                "ORDER BY schema_name, table_name",
-                {"s": schema},
+                f"{where} ORDER BY schema_name, table_name LIMIT {MAX_TABLES + 1}",
+                args,
             ).fetchall()
             cols = conn.execute(
                 "SELECT schema_name, table_name, column_name, data_type, comment, is_primary_key "
-                "FROM nl2sql.visible_column WHERE %(s)s::text IS NULL OR schema_name = %(s)s "
-                "ORDER BY schema_name, table_name, ordinal",
-                {"s": schema},
+                f"FROM nl2sql.visible_column {where} ORDER BY schema_name, table_name, ordinal",
+                args,
             ).fetchall()
-            by_table: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            for s, t, c, typ, comment, pk in cols:
-                by_table.setdefault((s, t), []).append(
-                    {"name": c, "type": typ, "comment": comment, "primary_key": pk}
-                )
-            return [
-                {
-                    "schema": s,
-                    "table": t,
-                    "comment": comment,
-                    "rows": n,
-                    "columns": by_table.get((s, t), []),
-                }
-                for s, t, comment, n in tables
-            ]
+            return tables, cols
 
-        return {"tables": self.db.run(work)}
+        tables, cols = self.db.run(work)
+        listed = _listing(tables[:MAX_TABLES], cols, compact)
+        return {"tables": listed, "count": len(listed), "truncated": len(tables) > MAX_TABLES}
 
     # ---- feedback: administrative, writes ---------------------------------------------------
 
@@ -312,6 +331,59 @@ class Tools:
             writes=True,
         )
         return {"example_id": example}
+
+
+def _listing(tables: list, cols: list, compact: bool) -> list[dict[str, Any]]:
+    """``list_tables``' entries from the rows of ``visible_table`` and ``visible_column``."""
+    by_table: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s, t, c, typ, comment, pk in cols:
+        entry = {"name": c, "type": typ, "comment": comment, "primary_key": pk}
+        by_table.setdefault((s, t), []).append(entry)
+    out = []
+    for s, t, comment, n in tables:
+        columns = by_table.get((s, t), [])
+        if compact:
+            out.append(
+                {"schema": s, "table": t, "rows": n, "columns": [c["name"] for c in columns]}
+            )
+        else:
+            out.append({"schema": s, "table": t, "comment": comment, "rows": n, "columns": columns})
+    return out
+
+
+def _unmasked(examples: list | None) -> list:
+    """Examples without their ``masked_question`` (the gate showed their question instead)."""
+    return [{k: v for k, v in e.items() if k != "masked_question"} for e in examples or []]
+
+
+def gated_retrieval(view: AgentView, got: dict[str, Any]) -> dict[str, Any]:
+    """``nl2sql.retrieve``'s result as the agent may see it: the prompts, values and examples
+    passed the gate when they were made; the verified questions, the examples' masked
+    questions and the curated texts beside them did not, so they are left out where values
+    are withheld (the prompts show them gated).
+
+    Args:
+        view: the role's view.
+        got: ``nl2sql.retrieve``'s dict.
+
+    Returns:
+        The dict to return.
+    """
+    if view.gate is None or not view.gate.withholding:
+        return {**got, "data_notice": DATA_NOTICE}
+    out = {k: v for k, v in got.items() if k not in ("business_context", "semantic_model")}
+    out["verified"] = [
+        {k: v for k, v in r.items() if k != "question"} for r in got.get("verified") or []
+    ]
+    # an example's question as shown passed the gate; its masked form beside it did not
+    out["examples"] = _unmasked(got.get("examples"))
+    if isinstance(got.get("selection"), dict):
+        out["selection"] = {
+            **got["selection"],
+            "examples": _unmasked(got["selection"].get("examples")),
+        }
+    out["data_notice"] = DATA_NOTICE
+    return out
 
 
 def _candidate(c: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The rest of the SQL surface beside the database: ``Client`` methods for the extension's
 read/run functions whose PL/Python bodies are stubs there (``narrate``, ``explain_sql``,
+``execute_sql``, ``search_values``, ``describe_table``,
 ``retrieve``, ``doctor``, ``evaluate``, ``export_semantic_model``, ``mine_queries``,
 ``calibrate``, ``prune_query_log``), each calling the same ``nl2sql.udf`` entry point in this
 process, with the same arguments and result (docs/client.md)."""
@@ -22,6 +23,7 @@ class Tools:
     """Mixed into ``Client``: needs its ``plpy`` and ``_in_transaction``."""
 
     plpy: Any
+    for_model: bool
     _in_transaction: Callable[..., Any]
 
     def _gated(
@@ -121,6 +123,113 @@ class Tools:
             return json.loads(udf.retrieve(self.plpy, question, caller, evidence, presql))
 
         return self._gated("nl2sql.retrieve(text,text,text,text)", run, search_path)
+
+    def execute_sql(
+        self,
+        sql: str,
+        max_rows: int = 50,
+        dry_run: bool = False,
+        for_model: bool | None = None,
+        search_path: str | None = None,
+    ) -> dict:
+        """Run one read-only query as a candidate is run, as ``nl2sql.execute_sql`` (logged).
+
+        Args:
+            sql: the query.
+            max_rows: most rows returned (1..1000).
+            dry_run: plan it only (``plan_cost``, ``plan_rows``).
+            for_model: gate the result for a model reader; None: the client's ``for_model``.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            ``{"status", "sql", "rows", "row_count", "truncated", "exec_ms", "log_id", ...}``;
+            a refusal is a result (``status`` refused, ``reason``, ``hint``).
+
+        Raises:
+            ClientError: ``max_rows`` out of range, nothing indexed.
+        """
+        gated = self.for_model if for_model is None else for_model
+
+        def run(caller: str) -> dict:
+            args = (sql, max_rows, dry_run, gated, caller)
+            return json.loads(udf.execute_sql(self.plpy, *args))
+
+        sig = "nl2sql.execute_sql(text,integer,boolean,boolean,text)"
+        return self._gated(sig, run, search_path)
+
+    def search_values(self, text: str, k: int = 10, search_path: str | None = None) -> dict:
+        """The indexed cell values most like ``text``, as ``nl2sql.search_values``.
+
+        Args:
+            text: the literal.
+            k: most matches (1..100).
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            ``{"matches": [{"schema", "table", "column", "value", "score", "how"}]}``.
+
+        Raises:
+            ClientError: an empty or long text, nothing indexed.
+        """
+
+        def run(caller: str) -> dict:
+            return json.loads(udf.search_values(self.plpy, text, k, caller))
+
+        return self._gated("nl2sql.search_values(text,integer,text)", run, search_path)
+
+    def describe_table(
+        self, name: str, for_model: bool | None = None, search_path: str | None = None
+    ) -> dict:
+        """One indexed table as this role may see it, as ``nl2sql.describe_table``.
+
+        Args:
+            name: the table.
+            for_model: gate its sample values for a model reader; None: the client's.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            ``{"schema", "table", "columns", "foreign_keys", "rows", ...}``.
+
+        Raises:
+            ClientError: no such table this role may read.
+        """
+        gated = self.for_model if for_model is None else for_model
+
+        def run(caller: str) -> dict:
+            return json.loads(udf.describe_table(self.plpy, name, gated, caller))
+
+        return self._gated("nl2sql.describe_table(text,boolean,text)", run, search_path)
+
+    def semantic_context(
+        self,
+        question: str | None = None,
+        k: int = 5,
+        for_model: bool | None = None,
+        search_path: str | None = None,
+    ) -> dict:
+        """The semantic model and the verified queries nearest to a question, as
+        ``nl2sql.semantic_context``.
+
+        Args:
+            question: the question, or None for the semantic model alone.
+            k: most verified queries (1..20).
+            for_model: gate expressions and SQL for a model reader; None: the client's.
+            search_path: the names' search_path; None: the connection's.
+
+        Returns:
+            ``{"semantic_model": {"objects", "relationships"}, "verified_queries": [...]}``.
+
+        Raises:
+            ClientError: ``k`` out of range, nothing indexed.
+        """
+        gated = self.for_model if for_model is None else for_model
+
+        def run(caller: str) -> dict:
+            args = (question, k, gated, caller)
+            return json.loads(udf.semantic_context(self.plpy, *args))
+
+        sig = "nl2sql.semantic_context(text,integer,boolean,text)"
+        return self._gated(sig, run, search_path)
 
     def doctor(self) -> list[dict]:
         """The checks of ``nl2sql.doctor()``: one dict per check.

@@ -47,6 +47,12 @@ def question_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question", help="the question, in words")
     p.add_argument("--evidence", default=None, help="a hint text (BIRD's external knowledge)")
     p.add_argument("--conversation", default=None, help="a conversation key (follow-ups)")
+    p.add_argument(
+        "--for-model",
+        action="store_true",
+        help="the output goes to a model (an agent): the role's value rules apply to it as to "
+        "a prompt (setting agent_values; docs/mcp.md)",
+    )
 
 
 def rows_table(columns: list[str], rows: list[tuple], limit: int) -> str:
@@ -89,7 +95,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     Returns:
         The exit status (0; errors are raised as ``ClientError``).
     """
-    with connect(args.dsn) as client:
+    with connect(args.dsn, for_model=getattr(args, "for_model", False)) as client:
         a = client.ask(args.question, args.evidence, args.conversation)
     _print_answer(a, args.json, args.rows)
     return 0
@@ -104,7 +110,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     Returns:
         The exit status (0; errors are raised as ``ClientError``).
     """
-    with connect(args.dsn) as client:
+    with connect(args.dsn, for_model=getattr(args, "for_model", False)) as client:
         trace = client.explain(args.question, args.evidence, args.conversation)
     print(json.dumps(trace, default=str, indent=2))
     return 0

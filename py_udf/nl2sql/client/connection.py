@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from .. import udf
+from ..agent.view import AgentView
 from ..core.errors import CandidateRefused, ClientError, Nl2sqlError
 from ..core.settings import get_settings
 from ..curated.business import embed_pending
@@ -100,6 +101,9 @@ class Client(Tools):
             security and value rules apply).
         owned: close ``conn`` with the client.
         on_notice: called with (level, message) for the pipeline's notices; None logs them.
+        for_model: the reader of the results is a model (an agent built on this API): rows,
+            SQL and errors pass the role's value rules as prompts do (``agent.view``; setting
+            ``agent_values``).
     """
 
     def __init__(
@@ -107,8 +111,9 @@ class Client(Tools):
         conn: psycopg.Connection,
         owned: bool = False,
         on_notice: Callable[[str, str], None] | None = None,
+        for_model: bool = False,
     ):
-        self.conn, self._owned = conn, owned
+        self.conn, self._owned, self.for_model = conn, owned, for_model
         self.plpy = _plpy.Plpy(conn, on_notice)
         self._pinned: str | None = None
         self._pending_done = False  # curated rows added in SQL embedded (embed_pending)
@@ -184,7 +189,10 @@ class Client(Tools):
         """
 
         def run(caller: str) -> dict:
-            return json.loads(udf.explain(self.plpy, question, caller, evidence, conversation))
+            trace = json.loads(udf.explain(self.plpy, question, caller, evidence, conversation))
+            if self.for_model:
+                trace = AgentView(self.plpy, caller).trace(trace, question)
+            return trace
 
         return self._in_transaction(run, search_path)
 
@@ -266,6 +274,8 @@ class Client(Tools):
             except CandidateRefused as e:
                 raise ClientError(f"nl2sql: the chosen query {e}") from None
         columns, rows = _rows(texts)
+        if self.for_model:
+            return _for_model(AgentView(p, caller), question, trace, columns, rows)
         return Answer(
             trace["sql"], columns, rows, trace.get("confidence"), trace, trace.get("log_id")
         )
@@ -351,13 +361,25 @@ class Client(Tools):
             self.plpy.on_notice = before
 
 
+def _for_model(view: AgentView, question: str, trace: dict, columns, rows) -> Answer:
+    """An ``Answer`` as a model reader may see it (``Client(for_model=True)``): rows without
+    withheld columns, SQL through the gate; ``trace["agent_view"]`` says what was withheld."""
+    shown = view.rows(trace["sql"], [dict(zip(columns, r)) for r in rows])
+    kept = [c for c in columns if c not in shown["withheld_columns"]] if shown["rows"] else []
+    trace = view.trace(trace, question)
+    trace["agent_view"] = {k: v for k, v in shown.items() if k != "rows"}
+    tuples = [tuple(r.get(c) for c in kept) for r in shown["rows"]]
+    return Answer(trace["sql"], kept, tuples, trace.get("confidence"), trace, trace.get("log_id"))
+
+
 def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Client:
     """Open nl2sql beside the database.
 
     Args:
         dsn: a libpq connection string or URI, or an open psycopg connection (kept open on
             ``close``); None: ``NL2SQL_DSN``, else libpq's environment (``PGHOST``, …).
-        **options: ``on_notice`` for ``Client``; the rest go to ``psycopg.connect``.
+        **options: ``on_notice`` and ``for_model`` for ``Client``; the rest go to
+            ``psycopg.connect``.
 
     Returns:
         The ``Client``.
@@ -366,9 +388,10 @@ def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Clie
         ClientError: the connection failed.
     """
     on_notice = options.pop("on_notice", None)
+    for_model = bool(options.pop("for_model", False))
     if isinstance(dsn, psycopg.Connection):
-        return Client(dsn, owned=False, on_notice=on_notice)
+        return Client(dsn, owned=False, on_notice=on_notice, for_model=for_model)
     target = dsn if dsn is not None else os.environ.get("NL2SQL_DSN", "")
     with _as_client_errors():
         conn = psycopg.connect(target, autocommit=True, **options)
-    return Client(conn, owned=True, on_notice=on_notice)
+    return Client(conn, owned=True, on_notice=on_notice, for_model=for_model)

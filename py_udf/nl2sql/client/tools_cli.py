@@ -1,6 +1,6 @@
 """The ``nl2sql`` subcommands of the SQL functions a DBA runs from a shell beside the database:
-``doctor``, ``narrate``, ``explain-sql``, ``evaluate``, ``export-semantic-model`` and
-``prune-query-log`` (docs/client.md), each calling the ``Client`` method of the same name."""
+``doctor``, ``narrate``, ``explain-sql``, ``evaluate``, ``export-semantic-model``,
+``prune-query-log``, ``execute-sql``, ``search-values`` and ``describe-table`` (docs/client.md), each calling the ``Client`` method of the same name."""
 
 from __future__ import annotations
 
@@ -60,6 +60,71 @@ def cmd_explain_sql(args: argparse.Namespace) -> int:
     with connect(args.dsn) as client:
         print(client.explain_sql(args.sql))
     return 0
+
+
+def cmd_execute_sql(args: argparse.Namespace) -> int:
+    """``nl2sql execute-sql``: one read-only query run as a candidate is, as JSON.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 when it ran (or planned), 1 when it was refused, failed or timed out.
+    """
+    with connect(args.dsn, for_model=args.for_model) as client:
+        out = client.execute_sql(args.sql, args.max_rows, args.dry_run)
+    print(_dumps(out))
+    return 0 if out.get("status") == "ok" else 1
+
+
+def cmd_search_values(args: argparse.Namespace) -> int:
+    """``nl2sql search-values``: the columns holding values like a literal, as JSON.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn) as client:
+        print(_dumps(client.search_values(args.text, args.k)))
+    return 0
+
+
+def cmd_describe_table(args: argparse.Namespace) -> int:
+    """``nl2sql describe-table``: one table as this role may see it, as JSON.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (errors are raised as ``ClientError``).
+    """
+    with connect(args.dsn, for_model=args.for_model) as client:
+        print(_dumps(client.describe_table(args.table)))
+    return 0
+
+
+def _agent_subcommands(subparsers) -> None:
+    """``execute-sql``, ``search-values``, ``describe-table`` (the agent door's functions)."""
+    model = "the output goes to a model: the role's value rules apply (docs/mcp.md)"
+    p = subparsers.add_parser("execute-sql", help="run a read-only query as a candidate is")
+    dsn_argument(p)
+    p.add_argument("sql", help="one read-only query")
+    p.add_argument("--max-rows", type=int, default=50, help="most rows (1..1000, default 50)")
+    p.add_argument("--dry-run", action="store_true", help="plan it only: cost and row estimate")
+    p.add_argument("--for-model", action="store_true", help=model)
+    p.set_defaults(run=cmd_execute_sql)
+    p = subparsers.add_parser("search-values", help="which columns hold values like a literal")
+    dsn_argument(p)
+    p.add_argument("text", help="the literal")
+    p.add_argument("-k", type=int, default=10, help="most matches (1..100, default 10)")
+    p.set_defaults(run=cmd_search_values)
+    p = subparsers.add_parser("describe-table", help="one table: columns, keys, join paths")
+    dsn_argument(p)
+    p.add_argument("table", help="the table's name")
+    p.add_argument("--for-model", action="store_true", help=model)
+    p.set_defaults(run=cmd_describe_table)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -145,3 +210,4 @@ def add_subcommands(subparsers) -> None:
     dsn_argument(p)
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(run=cmd_prune_query_log)
+    _agent_subcommands(subparsers)

@@ -20,6 +20,11 @@ def _unit(name: str, default: float, meaning: str) -> Setting:
     return Setting(name, "float", default, meaning, minimum=0, maximum=1)
 
 
+def _enum(name: str, choices: tuple[str, ...], meaning: str) -> Setting:
+    """A setting of named choices; the first is its default."""
+    return Setting(name, "enum", choices[0], meaning, choices=choices)
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "k_examples",
@@ -133,23 +138,25 @@ SETTINGS: tuple[Setting, ...] = (
         True,
         "`off`: no cell value (sample values, indexed values) reaches any prompt",
     ),
+    _enum(
+        "agent_values",
+        ("gated", "role"),
+        "what nl2sql-mcp and `connect(for_model=True)` hand an agent: `gated`: prompts' value "
+        "rules apply (docs/mcp.md); `role`: all the role may read",
+    ),
     # embeddings (docs/operations.md "The shared embedder")
-    Setting(
+    _enum(
         "embedder",
-        "enum",
-        "shared",
+        ("shared", "local"),
         "`shared`: backends ask the server's one embedding process (started by the first "
         "backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: "
         "each backend loads the model itself",
-        choices=("shared", "local"),
     ),
-    Setting(
+    _enum(
         "embedding_precision",
-        "enum",
-        "fp32",
+        ("fp32", "int8"),
         "`int8`: the embedding model quantized per channel, 2x faster, its vectors close to "
         "`fp32`'s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`",
-        choices=("fp32", "int8"),
     ),
     # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(
@@ -211,22 +218,18 @@ SETTINGS: tuple[Setting, ...] = (
         0.2,
         "result groups with a smaller share of the executed candidates are dropped (MCS-SQL)",
     ),
-    Setting(
+    _enum(
         "tie_break",
-        "enum",
-        "fastest",
+        ("fastest", "priority"),
         "equal-size groups: `fastest` execution (times within max(0.5 ms, 10 %) of the "
         "fastest count as equal, and priority decides among those, so that the same "
         "candidates always give the same answer), or `priority` (group holding the "
         "highest-priority model)",
-        choices=("fastest", "priority"),
     ),
-    Setting(
+    _enum(
         "selection",
-        "enum",
-        "majority",
+        ("majority", "multiple_choice"),
         "`majority`, or `multiple_choice` (a model picks among the remaining groups)",
-        choices=("majority", "multiple_choice"),
     ),
     Setting(
         "selection_model",
@@ -497,9 +500,8 @@ def get_settings(plpy) -> Settings:
     Raises:
         ConfigError: when a stored value does not parse.
     """
-    return settings_from_texts(
-        (r["key"], r["value"]) for r in spi.query(plpy, "SELECT key, value FROM nl2sql.setting")
-    )
+    rows = spi.query(plpy, "SELECT key, value FROM nl2sql.setting")
+    return settings_from_texts((r["key"], r["value"]) for r in rows)
 
 
 def validate_setting(key: str, value: str) -> str:
@@ -513,7 +515,6 @@ def validate_setting(key: str, value: str) -> str:
         The value in its stored form (e.g. ``' 2 '`` → ``'2'``, ``'False'`` → ``'off'``).
 
     Raises:
-        ConfigError: for an unknown key (listing close names) or a value that does not parse
-            or is out of range (naming the key, the value and what is allowed).
+        ConfigError: an unknown key (close names listed), a value that does not parse or fit.
     """
     return lookup(key).normalize(value)

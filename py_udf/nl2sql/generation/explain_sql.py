@@ -72,21 +72,7 @@ def check_query(
         plpy.SPIError: the user's cancel while it was planned.
         NotIndexedError: no table the role may SELECT is indexed.
     """
-    text = (sql or "").strip()
-    if not text:
-        raise CandidateRefused("nl2sql.explain_sql: refused: the SQL text is empty")
-    if len(text) > SQL_MAX_CHARS:
-        raise CandidateRefused(
-            f"nl2sql.explain_sql: refused: the SQL text has {len(text):,} characters, more than "
-            f"{SQL_MAX_CHARS:,}"
-        )
-    kinds = write_kinds(text)
-    if kinds:
-        what = "too many statements to check" if kinds == [TOO_MANY] else ", ".join(kinds)
-        raise CandidateRefused(
-            f"nl2sql.explain_sql: refused: only a single read-only query is explained; the text "
-            f"holds a statement that writes or controls the transaction or session ({what})"
-        )
+    text = one_query_text(sql, "nl2sql.explain_sql: refused: ")
     schema = catalog.load_schema(plpy, catalog.parse_search_path(plpy, search_path), 0)
     try:
         tree = check_candidate_in_db(plpy, text.rstrip().rstrip(";"), schema)
@@ -100,6 +86,38 @@ def check_query(
     names = {t.name for t in schema.tables if f"{t.schema}.{t.table}".lower() in read}
     shown = schema.subset(names)
     return Checked(to_sql(without_comments(tree)), shown, Gate(shown, send_values))
+
+
+def one_query_text(sql: str | None, prefix: str = "") -> str:
+    """The text of what should be one read-only query, before it is parsed: not empty, at most
+    ``SQL_MAX_CHARS``, no statement that writes or controls the transaction or session after a
+    semicolon (``write_kinds``, so that ``DELETE ...; SELECT 1`` is refused naming DELETE).
+
+    Args:
+        sql: the text.
+        prefix: put before each refusal's reason (``nl2sql.explain_sql: refused: ``).
+
+    Returns:
+        The text, stripped.
+
+    Raises:
+        CandidateRefused: empty, too long, or holding such a statement (the reason says which).
+    """
+    text = (sql or "").strip()
+    if not text:
+        raise CandidateRefused(f"{prefix}the SQL text is empty")
+    if len(text) > SQL_MAX_CHARS:
+        raise CandidateRefused(
+            f"{prefix}the SQL text has {len(text):,} characters, more than {SQL_MAX_CHARS:,}"
+        )
+    kinds = write_kinds(text)
+    if kinds:
+        what = "too many statements to check" if kinds == [TOO_MANY] else ", ".join(kinds)
+        raise CandidateRefused(
+            f"{prefix}only a single read-only query is run or explained; the text holds a "
+            f"statement that writes or controls the transaction or session ({what})"
+        )
+    return text
 
 
 def planned(plpy, sql: str, search_path: str, timeout_ms: int) -> None:

@@ -305,8 +305,19 @@ class Gate:
         cols, aliases = self._withheld_read(tree)
         return bool(cols) and _reads(tree, cols, aliases)
 
-    def _allowed_outputs(self, sql: str | None) -> list[bool] | None:
-        """Per output column of ``sql``: may its values be sent? None: none may."""
+    def output_allowed(self, sql: str | None) -> list[bool] | None:
+        """Per output column of ``sql``, whether its values may be sent (the lineage rule of
+        result rows: a projection that names a withheld column, ``*`` or a whole row of a
+        relation with one is withheld).
+
+        Args:
+            sql: the query the rows came from.
+
+        Returns:
+            ``[]`` when the query reads no withheld column (every output may be sent); else one
+            bool per projection; None when none may (it does not parse, or its lineage is not
+            plain: a set operation, a CTE, a derived table or a function in FROM).
+        """
         try:
             tree = parse_shared(sql or "")
         except (CandidateRefused, SqlglotError, RecursionError):
@@ -342,7 +353,7 @@ class Gate:
             width = _width(rows[0])
             shape = f"{width} columns; " if width is not None else ""
             return [], f"{shape}rows withheld (cell values are not sent)"
-        allowed = self._allowed_outputs(sql)
+        allowed = self.output_allowed(sql)
         if allowed == []:
             return rows, None
         out: list[str] = []
@@ -427,8 +438,11 @@ class Gate:
 
 
 def _reads(tree: exp.Expression, cols: set[str], aliases: set[str]) -> bool:
-    """Whether ``tree`` names a column of ``cols``, ``*`` or a whole row of ``aliases``."""
+    """Whether ``tree`` names a column of ``cols``, ``*`` (but ``count(*)``) or a whole row of
+    ``aliases``."""
     for node in tree.find_all(exp.Column, exp.Star):
+        if isinstance(node, exp.Star) and isinstance(node.parent, exp.Count):
+            continue  # count(*) counts rows: no value of any column
         if isinstance(node, exp.Star) or isinstance(node.this, exp.Star):
             return True
         name = node.name.lower()

@@ -1,5 +1,5 @@
 """The door from SQL into Python: one entry point per SQL function (docs/internals/ops.md "One
-door from SQL"): ``_questions``, ``_reindex``, ``_admin``; errors become ``plpy.error``."""
+door from SQL"): ``_questions``, ``_agent``, ``_reindex``, ``_admin``; errors become ``plpy.error``."""
 
 from ._admin import (
     add_example,
@@ -21,6 +21,7 @@ from ._admin import (
     set_setting,
     write_log,
 )
+from ._agent import describe_table, execute_sql, search_values, semantic_context
 from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve, trace
 from ._reindex import (
     reindex,
@@ -41,11 +42,13 @@ __all__ = [
     "approve_mined",
     "ask",
     "calibrate",
+    "describe_table",
     "doctor",
     "evaluate",
     "explain",
     "export_semantic_model",
     "explain_sql",
+    "execute_sql",
     "feedback",
     "import_semantic_model",
     "load_examples",
@@ -61,6 +64,8 @@ __all__ = [
     "reindex_table",
     "remove_term",
     "retrieve",
+    "search_values",
+    "semantic_context",
     "set_setting",
     "set_value_policy",
     "trace",

@@ -40,6 +40,7 @@ PREVIOUS_DEFAULTS = {
     "llm_reasoning_max_tokens": "8192",
     "llm_max_output_tokens": "32768",
     "send_values": "on",
+    "agent_values": "gated",
     "embedder": "shared",
     "embedding_precision": "fp32",
     "prompt_variants": "1",
@@ -197,7 +198,8 @@ def test_unknown_setting_lists_close_names():
     msg = str(e.value)
     assert "unknown setting 'k_example'" in msg and "did you mean k_examples" in msg
     with pytest.raises(
-        ConfigError, match="known settings: abstain_below, abstain_readings, align_min_cosine"
+        ConfigError,
+        match="known settings: abstain_below, abstain_readings, agent_values, align_min_cosine",
     ):
         S.validate_setting("zzz", "3")
 
