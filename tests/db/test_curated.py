@@ -150,6 +150,18 @@ def test_a_verified_query_takes_another_value_of_its_column_asked_in_other_words
         assert "id" not in trace["verified_query"], (q, trace["verified_query"])
         assert says in trace["verified_query"]["considered"][0]["reason"], (q, trace)
         assert trace["vote"]["method"] != "verified_query"
+    # a column whose values the value policy withholds binds no value: the models answer
+    cdb.execute("SELECT nl2sql.set_value_policy('singer', false, 'country')")
+    try:
+        llm.clear()
+        trace = explain(cdb, "How many singers live in Japan?")
+        assert llm.requests and "id" not in trace["verified_query"], trace["verified_query"]
+    finally:
+        cdb.execute("SELECT nl2sql.set_value_policy('singer', true, 'country')")
+        cdb.execute("DELETE FROM nl2sql.value_policy WHERE table_name = 'singer'")
+    llm.clear()
+    assert "'Japan'" in explain(cdb, "How many singers live in Japan?")["sql"]
+    assert llm.requests == []
 
 
 def test_feedback_promotes_a_logged_answer_and_removal_forgets_it(cdb, llm):
