@@ -137,6 +137,7 @@ def other_words(question: str, schema: Schema, skip: list[str]) -> set[str]:
 
     Args:
         question: the question (template markers already replaced).
+        schema: the schema the role may read.
         skip: phrases to leave out (cell values and terms).
 
     Returns:
