@@ -103,6 +103,67 @@ def test_a_different_question_goes_to_the_models_with_the_verified_query_first(c
             assert shown < p.index("/* Answer the following: ", shown + 1)
 
 
+def test_a_verified_query_takes_another_value_of_its_column_asked_in_other_words(cdb, llm):
+    """Issue 42 §4: "How many customers live in France?" verified, "How many customers are
+    there in Japan?" asked; the demo's singers stand for the customers."""
+    add_models(cdb, llm, ["m1"])
+    llm.set_default("SELECT count(*) FROM stadium")  # what a model would say: wrong here
+    vid = cdb.execute(
+        "SELECT nl2sql.add_verified_query(%s, %s)", ("How many singers live in France?", SQL_FRANCE)
+    ).fetchone()[0]
+    count = "SELECT count(*) FROM singer WHERE country = %s"
+    for q, value in [
+        ("How many singers are there in Japan?", "Japan"),
+        ("How many singers do we have in spain?", "Spain"),  # the cell value, as indexed
+    ]:
+        llm.clear()
+        trace = explain(cdb, q)
+        assert llm.requests == [], q
+        vq = trace["verified_query"]
+        assert vq["id"] == vid and vq["matched"] == "other words", vq
+        assert vq["similarity"] < 0.93  # below the bar of the same words
+        assert [(b["column"], b["value"], b["default"]) for b in vq["bindings"]] == [
+            ("public.singer.country", value, "France")
+        ]
+        assert trace["vote"]["method"] == "verified_query" and trace["tokens"]["prompt"] == 0
+        got = cdb.execute(trace["sql"]).fetchone()[0]
+        assert got == cdb.execute(count, (value,)).fetchone()[0] != 0
+        assert got != cdb.execute(count, ("France",)).fetchone()[0]
+    llm.clear()
+    assert cdb.execute(
+        "SELECT * FROM nl2sql.ask('How many singers are there in Japan?')"
+    ).fetchall() == [({"count": cdb.execute(count, ("Japan",)).fetchone()[0]},)]
+    assert llm.requests == []
+    # a value the column does not hold (none at all; a city of stadium.location) and other
+    # words that ask something else: the models answer
+    city = cdb.execute(
+        "SELECT location FROM stadium WHERE location NOT IN (SELECT country FROM singer) LIMIT 1"
+    ).fetchone()[0]
+    for q, says in [
+        ("How many singers are there in Atlantis?", "similarity below"),
+        (f"How many singers are there in {city}?", "value(s) of singer.country"),
+        ("How many singers died in Japan?", "differ in died"),
+    ]:
+        llm.clear()
+        trace = explain(cdb, q)
+        assert llm.requests, q
+        assert "id" not in trace["verified_query"], (q, trace["verified_query"])
+        assert says in trace["verified_query"]["considered"][0]["reason"], (q, trace)
+        assert trace["vote"]["method"] != "verified_query"
+    # a column whose values the value policy withholds binds no value: the models answer
+    cdb.execute("SELECT nl2sql.set_value_policy('singer', false, 'country')")
+    try:
+        llm.clear()
+        trace = explain(cdb, "How many singers live in Japan?")
+        assert llm.requests and "id" not in trace["verified_query"], trace["verified_query"]
+    finally:
+        cdb.execute("SELECT nl2sql.set_value_policy('singer', true, 'country')")
+        cdb.execute("DELETE FROM nl2sql.value_policy WHERE table_name = 'singer'")
+    llm.clear()
+    assert "'Japan'" in explain(cdb, "How many singers live in Japan?")["sql"]
+    assert llm.requests == []
+
+
 def test_feedback_promotes_a_logged_answer_and_removal_forgets_it(cdb, llm):
     add_models(cdb, llm, ["m1"])
     llm.set_default("SELECT max(capacity) FROM stadium")

@@ -161,6 +161,7 @@ PROBE = "py_udf/nl2sql/model/probe.py"
 EMBED = "py_udf/nl2sql/embedding/client.py"
 CAP = "py_udf/nl2sql/model/capability.py"
 MCP_TOOLS = "indexer/nl2sql_indexer/mcp/_tools.py"
+FAST_PATH = "py_udf/nl2sql/curated/fast_path.py"
 
 
 def _setting(doc: str, phrase: str, *names: str, fmt: Callable[[str], str] = lambda x: x) -> Fact:
@@ -391,6 +392,18 @@ FACTS: list[Fact] = [
         "docs/curated.md", "`verified_min_similarity` ({}) similar", "verified_min_similarity"
     ),
     _setting("docs/curated.md", "`verified_examples` ({}) nearest", "verified_examples"),
+    Fact(
+        "docs/curated.md",
+        "at most {} below it",
+        lambda: str(const(FAST_PATH, "OTHER_WORDS_MARGIN")),
+        f"{FAST_PATH} OTHER_WORDS_MARGIN",
+    ),
+    Fact(
+        "docs/internals/curated.md",
+        "`OTHER_WORDS_MARGIN` ({}) less",
+        lambda: str(const(FAST_PATH, "OTHER_WORDS_MARGIN")),
+        f"{FAST_PATH} OTHER_WORDS_MARGIN",
+    ),
     _setting("docs/curated.md", "`term_min_similarity` ({}) similar", "term_min_similarity"),
     _setting(
         "docs/curated.md",

@@ -13,15 +13,26 @@ from ..model.masking import STOP_WORDS, inflections, tokenize
 # a question and a verified question must use the same ones ("not" is also found in "n't").
 MEANING_WORDS = frozenset(
     (
-        "not no never without except excluding exclude none neither nor more less fewer greater "
-        "smaller higher lower larger bigger older younger newer earlier later before after above "
-        "below over under between most least highest lowest largest smallest biggest oldest "
-        "youngest newest latest earliest first last top bottom max min maximum minimum average "
-        "avg mean median total sum count distinct unique different each per every ascending "
-        "descending percentage percent ratio proportion share"
+        "not no never without except excluding exclude outside none neither nor more less fewer "
+        "greater smaller higher lower larger bigger older younger newer earlier later before "
+        "after above below over under between most least highest lowest largest smallest "
+        "biggest oldest youngest newest latest earliest first last top bottom max min maximum "
+        "minimum average avg mean median total sum count distinct unique different each per "
+        "every ascending descending percentage percent ratio proportion share"
     ).split()
 )
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)")
+# Words that relate a table's rows to a cell value without changing what is asked: "live in",
+# "are there in", "come from", "based in" (docs/internals/curated.md, "Other words"). Words of
+# direction (to, into, by, for), of question form (how many, which, list) and every other verb
+# are not among them.
+LIGHT_WORDS = frozenset(
+    (
+        "a an the of in on at from is are was were be been being am do does did there here we "
+        "you i our us have has had live lives living lived reside resides residing resided come "
+        "comes coming came located based situated exist exists existing currently please"
+    ).split()
+)
 
 
 def strong_values(values: list, schema: Schema, value_min: float) -> dict[str, list]:
@@ -118,3 +129,29 @@ def phrase_position(question: str, phrase: str) -> int:
     """
     i = question.lower().find(phrase.lower())
     return i if i >= 0 else len(question)
+
+
+def other_words(question: str, schema: Schema, skip: list[str]) -> set[str]:
+    """The words of a question that no other fast-path rule compares: not a schema word, a
+    ``skip`` phrase, a number, a word of ``MEANING_WORDS`` or of ``LIGHT_WORDS``.
+
+    Args:
+        question: the question (template markers already replaced).
+        schema: the schema the role may read.
+        skip: phrases to leave out (cell values and terms).
+
+    Returns:
+        Lower-cased words, each as its shortest singular/plural form (``n't`` dropped: the
+        negation is a meaning word).
+    """
+    words = schema_words(schema)
+    out: set[str] = set()
+    for t in tokenize(_without(question, skip)):
+        low = t.lower()
+        low = low[:-3] if low.endswith("n't") else low
+        if not low or not low[0].isalpha() or low in LIGHT_WORDS or low in MEANING_WORDS:
+            continue
+        forms = inflections(low)
+        if not forms & words:
+            out.add(min(forms, key=lambda f: (len(f), f)))
+    return out

@@ -19,12 +19,18 @@ from ._parameters import MARKER, Slot, fill, typed_literal
 from ._question_words import (
     meaning_words,
     name_words,
+    other_words,
     phrase_position,
     question_numbers,
     strong_values,
 )
 from .business import named_terms
 from .verified import VerifiedRow
+
+# How far below ``verified_min_similarity`` a question written in other words may be: the
+# masked questions "How many <mask> live in <mask> ?" and "How many <mask> are there in <mask> ?"
+# are 0.845 similar (docs/internals/curated.md, "Other words").
+OTHER_WORDS_MARGIN = 0.13
 
 
 @dataclass
@@ -220,22 +226,58 @@ def same_meaning(
     return None
 
 
+def same_other_words(
+    row: VerifiedRow,
+    question: str,
+    schema: Schema,
+    skip: list[str],
+    known_terms: list[tuple[int, str]],
+    bar: float,
+) -> str | None:
+    """Check that a question below ``verified_min_similarity`` is the verified question in other
+    words: beside what ``same_meaning`` and ``bind`` compare, the two use the same words but
+    ``LIGHT_WORDS`` ("live in" and "are there in" alike).
+
+    Args:
+        row: the verified query or template.
+        question: the new question.
+        schema: the schema the role may read.
+        skip: the new question's phrases that are cell values or terms.
+        known_terms: ``(id, term)`` of every term the role may see.
+        bar: setting ``verified_min_similarity``.
+
+    Returns:
+        Why it is not, or None when it is.
+    """
+    vq = MARKER.sub(" ", row.question)
+    v_skip = list(row.info.get("value_phrases", [])) + [p for _, p in named_terms(vq, known_terms)]
+    a, b = other_words(question, schema, skip), other_words(vq, schema, v_skip)
+    if a == b:
+        return None
+    return (
+        f"similarity below verified_min_similarity {bar}, and the questions differ in "
+        f"{', '.join(sorted(a ^ b))}"
+    )
+
+
 @dataclass
 class FastPath:
-    """The fast path's outcome: ``candidate``, ``row``, ``bound`` (None when none answered) and
-    ``considered``: ``{id, kind, similarity, reason}`` per row that did not answer."""
+    """The fast path's outcome: ``candidate``, ``row``, ``bound`` (None when none answered),
+    ``considered``: ``{id, kind, similarity, reason}`` per row that did not answer, and
+    ``matched``: ``similarity`` or ``other words`` (``same_other_words``), how the row matched."""
 
     candidate: Any = None
     row: VerifiedRow | None = None
     bound: Bound | None = None
     considered: list[dict[str, Any]] = field(default_factory=list)
+    matched: str | None = None
 
     def trace(self) -> dict[str, Any]:
         """The trace's ``verified_query`` part.
 
         Returns:
-            ``{id, kind, question, similarity, bindings, considered}`` of the one that answered, else
-            ``{"considered": [...]}``.
+            ``{id, kind, question, similarity, matched, bindings, considered}`` of the one that
+            answered, else ``{"considered": [...]}``.
         """
         if self.row is None:
             return {"considered": self.considered}
@@ -244,6 +286,7 @@ class FastPath:
             "kind": self.row.kind,
             "question": self.row.question,
             "similarity": self.row.similarity,
+            "matched": self.matched,
             "bindings": self.bound.bindings,
             "considered": self.considered,
         }
@@ -284,15 +327,19 @@ def fast_path(
     strong = strong_values(values, schema, st.link_value_min)
     skip = list(strong) + [p for _, p in named]
     numbers = question_numbers(question, skip)
+    bar = st.verified_min_similarity
+    floor = bar - OTHER_WORDS_MARGIN if bar < 1 else bar
     for row in rows:
         seen = {"id": row.id, "kind": row.kind, "similarity": row.similarity}
         out.considered.append(seen)
-        if row.similarity < st.verified_min_similarity:
-            seen["reason"] = (
-                f"similarity below verified_min_similarity {st.verified_min_similarity}"
+        if row.similarity < floor:
+            seen["reason"] = f"similarity below verified_min_similarity {bar}" + (
+                f" less {OTHER_WORDS_MARGIN} (other words)" if floor < bar else ""
             )
             break
         seen["reason"] = same_meaning(row, question, schema, skip, known_terms, named)
+        if not seen["reason"] and row.similarity < bar:
+            seen["reason"] = same_other_words(row, question, schema, skip, known_terms, bar)
         if seen["reason"]:
             continue
         b = bind(row, question, strong, numbers)
@@ -304,6 +351,7 @@ def fast_path(
             continue
         out.considered.pop()
         out.candidate, out.row, out.bound = c, row, b
+        out.matched = "similarity" if row.similarity >= bar else "other words"
         return out
     return out
 
