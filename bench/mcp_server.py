@@ -8,8 +8,10 @@ question with its reference SQL. The ``mcp`` SDK's own client starts ``nl2sql-mc
 over stdio as that role.
 
 With ``--transcript`` it prints the session as a client sees it: the tools, then calls of
-``list_tables``, ``ask``, ``explain``, ``narrate``, ``explain_sql`` and two refused calls, each
-request and its result (long results cut). Then it times the demo questions ``--rounds`` times
+``list_tables``, ``ask``, ``explain``, ``narrate``, ``explain_sql`` and two refused calls, then
+the agent door with ``singer.name``'s values withheld (``ask``, ``describe_table``,
+``search_values``, ``execute_sql`` run, planned and refused), each request and its result (long
+results cut). Then it times the demo questions ``--rounds`` times
 each, through the server's ``sql`` tool and directly (``SELECT nl2sql(q)`` on a psycopg
 connection as the same role), alternating; one warm-up call each is not counted.
 
@@ -52,6 +54,26 @@ def _show(client_call, portal, name: str, args: dict) -> None:
     r = portal.call(client_call, name, args)
     body = r.structured_content if not r.is_error else r.content[0].text
     print(f"← {'isError: ' if r.is_error else ''}{_cut(body)}\n")
+
+
+def _agent_transcript(admin, call, portal, q: str) -> None:
+    """The agent door: singer.name's values withheld from models, then the same question and
+    an agent's own SQL (checked, run, refused), the lookups an agent makes first."""
+    admin.execute("SELECT nl2sql.set_value_policy('singer', false, 'name')")
+    print("-- a DBA withholds singer.name from models: SELECT nl2sql.set_value_policy(")
+    print("--     'singer', false, 'name')\n")
+    try:
+        _show(call, portal, "ask", {"question": q, "max_rows": 3})
+        _show(call, portal, "describe_table", {"table": "singer"})
+        _show(call, portal, "search_values", {"text": "france", "k": 3})
+        sql = "SELECT country, count(*) AS singers FROM singer GROUP BY country ORDER BY 2 DESC"
+        _show(call, portal, "execute_sql", {"sql": sql, "max_rows": 3})
+        _show(call, portal, "execute_sql", {"sql": "SELECT * FROM singer", "max_rows": 2})
+        _show(call, portal, "execute_sql", {"sql": sql, "dry_run": True})
+        _show(call, portal, "execute_sql", {"sql": "SELECT * FROM pg_read_file('/etc/passwd')"})
+        _show(call, portal, "execute_sql", {"sql": "COMMIT; DELETE FROM singer"})
+    finally:
+        admin.execute("SELECT nl2sql.set_value_policy('singer', true, 'name')")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 _show(client.call_tool, portal, "ask", {"question": ""})
                 _show(client.call_tool, portal, "explain_sql", {"sql": "DELETE FROM singer"})
+                _agent_transcript(admin, client.call_tool, portal, q)
             direct = cluster.connect(DB, user=ROLE)
             mcp_ms: list[float] = []
             direct_ms: list[float] = []
