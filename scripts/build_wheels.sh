@@ -65,10 +65,19 @@ cp "$STAGE/minilm/LICENSE" "$STAGE/minilm/NOTICE" "$pkg/"
 
 # 2. The wheels (setuptools of the venv: no build isolation, nothing fetched) ----------------------
 rm -f "$OUT"/nl2sql-*.whl "$OUT"/nl2sql_minilm_onnx-*.whl
-if "$PY" -I -c 'import build.__main__' 2>/dev/null; then  # -I: not the tree's build/ folder
-  "$PY" -m build -q --wheel --no-isolation --outdir "$OUT" "$ROOT" >/dev/null
+# from a copy of the working tree as a clone holds it (tracked and untracked files, not ignored
+# ones): setuptools' build/ folder of earlier builds keeps modules since deleted
+SRC="$ROOT"
+if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+  SRC="$STAGE/src"
+  mkdir -p "$SRC"
+  git -C "$ROOT" ls-files -co --exclude-standard -z \
+    | (cd "$ROOT" && tar --null -T - -cf - 2>/dev/null) | tar -C "$SRC" -xf -
+fi
+if "$PY" -I -c 'import build.__main__' 2>/dev/null; then  # -I: not a tree's build/ folder
+  "$PY" -m build -q --wheel --no-isolation --outdir "$OUT" "$SRC" >/dev/null
 else
-  "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$OUT" "$ROOT"
+  "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$OUT" "$SRC"
 fi
 "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$OUT" "$STAGE/minilm"
 ls "$OUT"/nl2sql-*.whl "$OUT"/nl2sql_minilm_onnx-*.whl
