@@ -9,6 +9,9 @@ refused, the database unchanged and no lock left."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +20,7 @@ import psycopg
 import pytest
 
 import nl2sql
-from conftest import add_models
+from conftest import ROOT, add_models
 from conftest import mcp_session as session
 from conftest import mcp_stdio as stdio
 from nl2sql_indexer.dev.demo_data import demo_sql
@@ -52,8 +55,9 @@ class Door:
 
     mode: str
     owner: psycopg.Connection
-    agent: Any  # tests.db.test_mcp.Session
+    agent: Any  # conftest.McpSession
     names: set[str]  # singer names: withheld from every model
+    dsn: str  # the agent role's
 
 
 def _prepare(owner: psycopg.Connection) -> set[str]:
@@ -85,7 +89,7 @@ def _extension_door(cluster):
     owner.execute("SELECT nl2sql.reindex()")
     _verify(owner)
     with session(stdio(cluster.dsn(name, AGENT))) as agent:
-        yield Door("extension", owner, agent, names)
+        yield Door("extension", owner, agent, names, cluster.dsn(name, AGENT))
     owner.close()
 
 
@@ -106,7 +110,7 @@ def _beside_door(cluster):
         _verify(owner)  # deferred beside the database: applied here, embedded
         assert [a.status for a in client.apply()] == ["done"]
     with session(stdio(cluster.dsn(db.name, AGENT))) as agent:
-        yield Door("beside", owner, agent, names)
+        yield Door("beside", owner, agent, names, cluster.dsn(db.name, AGENT))
     owner.close()
 
 
@@ -270,6 +274,35 @@ def test_the_settings_that_open_and_close_the_door(door, models):
         assert out["row_count"] > 0
     finally:
         door.owner.execute("SELECT nl2sql.reset_setting('send_values')")
+
+
+def test_the_python_api_and_the_cli_give_a_model_the_same_view(door, models):
+    if door.mode != "beside":
+        pytest.skip("the Python API and the CLI ask beside the database (the extension's log "
+                    "takes rows from its own pipeline only)")  # fmt: skip
+    with nl2sql.connect(door.dsn, for_model=True) as client:
+        answer = client.ask(Q)
+        assert answer.columns == ["age"] and answer.rows
+        assert answer.trace["agent_view"]["withheld_columns"] == ["name"]
+        assert client.execute_sql("SELECT name, age FROM singer")["withheld_columns"] == ["name"]
+        _clean(door, [answer.rows, answer.sql])
+    with nl2sql.connect(door.dsn) as client:  # a person reads: all the role may SELECT
+        assert client.ask(Q).columns == ["name", "age"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py_udf"))
+    cli = [sys.executable, "-m", "nl2sql.client.cli", "execute-sql", "--dsn", door.dsn]
+    sql = "SELECT name, age FROM singer"
+    out = subprocess.run([*cli, "--for-model", sql], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["withheld_columns"] == ["name"]
+    refused = subprocess.run([*cli, "SELECT pg_sleep(1)"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 1 and json.loads(refused.stdout)["status"] == "refused"
+
+
+def test_the_tools_declare_their_output(door):
+    tools = {t.name: t for t in door.agent.tools()}
+    for name, key in [("execute_sql", "withheld_columns"), ("ask", "data_notice"),
+                      ("search_values", "matches"), ("describe_table", "foreign_keys")]:  # fmt: skip
+        assert key in tools[name].output_schema["properties"], name
 
 
 # ---- the agent's own SQL: the bypasses published against database MCP servers ------------------

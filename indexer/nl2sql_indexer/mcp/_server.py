@@ -17,6 +17,14 @@ from pydantic import Field
 from nl2sql import __version__
 
 from ._database import Database, ToolFailure
+from ._outputs import (
+    AskOutput,
+    CuratedOutput,
+    ExecuteOutput,
+    SearchOutput,
+    TableOutput,
+    TablesOutput,
+)
 from ._tools import ASK_ROWS, MAX_ROWS, Tools
 
 INSTRUCTIONS = (
@@ -129,7 +137,7 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
         max_rows: Annotated[
             int, Field(description=f"most rows returned, 1..{MAX_ROWS}")
         ] = ASK_ROWS,
-    ) -> dict[str, Any]:
+    ) -> AskOutput:
         """Answer a question about the database: the chosen SQL and its rows (read-only, at
         most max_rows), its confidence and log_id."""
         return tools.ask(question, evidence, conversation, max_rows)
@@ -176,13 +184,13 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
         compact: Annotated[
             bool, Field(description="names only (table and column names), for large schemas")
         ] = False,
-    ) -> dict[str, Any]:
+    ) -> TablesOutput:
         """The tables this connection's role may read, with their comments and columns."""
         return tools.list_tables(schema, name, compact)
 
     def describe_table(
         table: Annotated[str, Field(description="a table name as list_tables shows it")],
-    ) -> dict[str, Any]:
+    ) -> TableOutput:
         """One table: columns (type, comment, key, sample values you may see), foreign keys to
         and from it (the join paths), its row estimate."""
         return tools.describe_table(table)
@@ -190,7 +198,7 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
     def search_values(
         text: Annotated[str, Field(description="a literal: a name, a code, a place")],
         k: Annotated[int, Field(description="most matches, 1..100")] = 10,
-    ) -> dict[str, Any]:
+    ) -> SearchOutput:
         """Which table.column holds values like this literal (exact, trigram and embedding
         matches in the value index), best first: use the value as stored in your SQL."""
         return tools.search_values(text, k)
@@ -200,7 +208,7 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
             str | None, Field(description="optional: verified queries near this question")
         ] = None,
         k: Annotated[int, Field(description="most verified queries, 1..20")] = 5,
-    ) -> dict[str, Any]:
+    ) -> CuratedOutput:
         """What the DBA curated: the semantic model's metrics, dimensions, facts, filters and
         relationships over the tables you may read, and verified queries (question and SQL)
         near a question: reuse them."""
@@ -212,7 +220,7 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
         dry_run: Annotated[
             bool, Field(description="plan it only: the planner's cost and row estimate")
         ] = False,
-    ) -> dict[str, Any]:
+    ) -> ExecuteOutput:
         """Run your own read-only query as nl2sql runs its candidates: one statement, checked
         (no writes, no locking, no functions that write, sleep, read files or call out), time-,
         cost-, row- and byte-limited, as this role; rows whose values are withheld are left
