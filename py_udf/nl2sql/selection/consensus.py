@@ -1,0 +1,211 @@
+"""The vote's rule beyond plain majority: equal answers vote together, near answers share
+weight, degenerate results weigh less, and a weak consensus is decided by the result's shape
+against the question (docs/benchmarks.md "Equal answers, near answers, weak consensus": the
+three parameters, how they were fitted). Sources: Spider's evaluator (Yu et al. 2018);
+MCS-SQL (Lee et al. 2024) §4.6; SQLens (2025); DeepEye-SQL (2025) (a judge only below a
+share of the candidates)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import answers
+from ..core.types import Candidate
+
+# Aggregate outputs and unnamed expressions: a question asks for them without naming them.
+_NEUTRAL_NAMES = frozenset({"count", "sum", "avg", "max", "min", "?column?", "round", "coalesce"})
+_ONE_VALUE = ("how many", "number of", "count ", "average", "total ", "maximum", "minimum", "sum ")
+_MANY = (" each ", " every ", " per ", " for all ", " by ", " different ", " respectively")
+
+
+@dataclass(frozen=True)
+class VoteRule:
+    """The parameters of the vote (fitted on the visible Spider databases, leave-one-database-
+    out; docs/benchmarks.md)."""
+
+    degenerate_weight: float = 0.5  # weight of an empty, all-NULL or all-zero result's vote
+    near_share: float = 0.5  # share of a near group's votes a group adds to its own
+    contender_ratio: float = 0.5  # weak consensus: groups with this share of the top compete
+
+
+def answer_key(c: Candidate) -> str | None:
+    """The key a candidate's answer votes under: ``answer["key"]``, else its ``result_hash``
+    (a candidate described before answers were).
+
+    Args:
+        c: an executed candidate.
+
+    Returns:
+        The key, or None when it has no result.
+    """
+    return (c.answer or {}).get("key") or c.result_hash
+
+
+def is_degenerate(c: Candidate) -> bool:
+    """Whether a candidate's result is empty, all NULL or all zero.
+
+    Args:
+        c: an executed candidate.
+
+    Returns:
+        True when degenerate (``answers.degenerate_kind``); an undescribed one: when empty.
+    """
+    if c.answer is not None:
+        return c.answer.get("degenerate") is not None
+    return c.row_count == 0
+
+
+def are_near(a: dict[str, Any] | None, b: dict[str, Any] | None, rows: tuple[int, int]) -> bool:
+    """Whether two answers are near without being equal: one a column subset of the other, or
+    equal once fractional numbers are rounded.
+
+    Args:
+        a: an answer (``answers.describe``), or None.
+        b: another, or None.
+        rows: their row counts.
+
+    Returns:
+        True when near; False when either is None or they are equal.
+    """
+    if not a or not b or a["key"] == b["key"]:
+        return False
+    if a["rounded"] == b["rounded"]:
+        return True
+    return answers.is_column_subset(a, b, rows) or answers.is_column_subset(b, a, rows[::-1])
+
+
+def voter_weight(
+    weights: dict[str, float] | None, rule: VoteRule, ok: list[Candidate]
+) -> Callable[[Candidate], float]:
+    """The weight of each candidate's vote: its model's (learned reliability, else 1), times
+    ``rule.degenerate_weight`` for a degenerate result while another candidate's is not.
+
+    Args:
+        weights: model name -> weight, or None.
+        rule: the vote's parameters.
+        ok: the executed candidates that vote.
+
+    Returns:
+        A function of a candidate to its weight.
+    """
+    sound = any(not is_degenerate(c) for c in ok)
+
+    def weigh(c: Candidate) -> float:
+        w = (weights or {}).get(c.model, 1.0)
+        return w * rule.degenerate_weight if sound and is_degenerate(c) else w
+
+    return weigh
+
+
+def form_members(members: list[Candidate], weigh: Callable[[Candidate], float]) -> list[Candidate]:
+    """The members of an answer group whose exact result (column order, text as written) holds
+    the most weight: the form the group answers with.
+
+    Args:
+        members: candidates with the same ``answer_key``, non-empty.
+        weigh: a candidate's vote weight.
+
+    Returns:
+        The members sharing that ``result_hash`` (ties: the form listed first).
+    """
+    by_form: dict[str, list[Candidate]] = {}
+    for c in members:
+        by_form.setdefault(c.result_hash, []).append(c)
+    return max(by_form.values(), key=lambda ms: sum(weigh(c) for c in ms))
+
+
+def share_near(groups: list[dict[str, Any]], rule: VoteRule) -> None:
+    """Add to each group's ``score`` ``rule.near_share`` of the own score of every group near it
+    (``are_near``); ``own_score`` keeps its own, ``near`` the keys of the groups near it.
+
+    Args:
+        groups: the vote's groups (``answer``, ``row_count``, ``score``), changed in place.
+        rule: the vote's parameters.
+    """
+    for g in groups:
+        g["own_score"], g["near"] = g["score"], []
+    if rule.near_share <= 0:
+        return
+    for g in groups:
+        for h in groups:
+            if h is not g and are_near(g["answer"], h["answer"], (g["row_count"], h["row_count"])):
+                g["near"].append(h["answer_key"])
+                g["score"] = round(g["score"] + rule.near_share * h["own_score"], 6)
+
+
+def expects_one_row(question: str | None) -> bool:
+    """Whether a question asks for one value (``how many``, ``the average``, …, not ``for
+    each``).
+
+    Args:
+        question: the question, or None.
+
+    Returns:
+        True when it reads as a single-value question.
+    """
+    q = f" {(question or '').lower().strip()} "
+    return any(w in q for w in _ONE_VALUE) and not any(w in q for w in _MANY)
+
+
+def _asked(name: str, words: list[str]) -> bool:
+    """Whether every part of a column name (split at ``_``) begins a word of the question (its
+    first four letters), or the name is an aggregate's."""
+    if name.lower() in _NEUTRAL_NAMES:
+        return True
+    parts = [p for p in name.lower().split("_") if p]
+    return all(any(w.startswith(p[:4]) for w in words) for p in parts)
+
+
+def shape_fit(question: str | None, answer: dict[str, Any] | None, rows: int) -> tuple[int, int]:
+    """How well a result's shape fits a question, compared as a tuple (higher is better).
+
+    Args:
+        question: the question, or None.
+        answer: the result's answer (``answers.describe``: ``names``), or None.
+        rows: its row count.
+
+    Returns:
+        (1 when the question does not ask one value or the result has one row, else 0; minus
+        the number of its columns the question does not ask for).
+    """
+    words = re.findall(r"[a-z0-9]+", (question or "").lower())
+    names = (answer or {}).get("names") or []
+    one = 0 if expects_one_row(question) and rows != 1 else 1
+    return one, -sum(1 for n in names if not _asked(n, words))
+
+
+def weigh_evidence(
+    kept: list[dict[str, Any]], total: float, question: str | None, rule: VoteRule
+) -> str:
+    """Where the top group holds less than a majority of the votes, let the groups within
+    ``rule.contender_ratio`` of its score compete on ``shape_fit``; the best fit goes first
+    (equal fits: the order of the vote).
+
+    Args:
+        kept: the vote's groups, best first (``score``, ``answer``, ``row_count``); reordered.
+        total: the summed own score of every group that voted.
+        question: the question, or None (no evidence: nothing changes).
+        rule: the vote's parameters.
+
+    Returns:
+        The note the vote's reason ends with ("" when the order stands).
+    """
+    if not kept or question is None or total <= 0 or kept[0]["score"] * 2 > total:
+        return ""
+    bar = rule.contender_ratio * kept[0]["score"]
+    contenders = [g for g in kept if g["score"] + 1e-9 >= bar]
+    fits = [shape_fit(question, g["answer"], g["row_count"] or 0) for g in contenders]
+    best = max(range(len(contenders)), key=lambda i: (fits[i], -i))
+    if best == 0:
+        return ""
+    win = contenders[best]
+    kept.remove(win)
+    kept.insert(0, win)
+    return (
+        f"; weak consensus (the top group {contenders[0]['score']:g} of {total:g}): "
+        f"the result's shape fits the question better (rows, columns asked: {fits[best]} "
+        f"against {fits[0]})"
+    )
