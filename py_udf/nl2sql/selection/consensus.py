@@ -17,6 +17,14 @@ from ..core.types import Candidate
 
 # Aggregate outputs and unnamed expressions: a question asks for them without naming them.
 _NEUTRAL_NAMES = frozenset({"count", "sum", "avg", "max", "min", "?column?", "round", "coalesce"})
+# Aggregate outputs as a question words them (a column named ``avg`` is asked as "average").
+_ALIASES = {
+    "avg": ("average", "mean"),
+    "max": ("maximum", "max", "most", "highest", "largest"),
+    "min": ("minimum", "min", "least", "lowest", "smallest"),
+    "count": ("number", "many", "count"),
+    "sum": ("total", "sum"),
+}
 _ONE_VALUE = ("how many", "number of", "count ", "average", "total ", "maximum", "minimum", "sum ")
 _MANY = (" each ", " every ", " per ", " for all ", " by ", " different ", " respectively")
 
@@ -100,13 +108,17 @@ def voter_weight(
     return weigh
 
 
-def form_members(members: list[Candidate], weigh: Callable[[Candidate], float]) -> list[Candidate]:
-    """The members of an answer group whose exact result (column order, text as written) holds
-    the most weight: the form the group answers with.
+def form_members(
+    members: list[Candidate], weigh: Callable[[Candidate], float], question: str | None = None
+) -> list[Candidate]:
+    """The members of an answer group whose exact result (column order, text as written) the
+    group answers with: the columns in the order the question names them
+    (``question_order``), then the form holding the most weight.
 
     Args:
         members: candidates with the same ``answer_key``, non-empty.
         weigh: a candidate's vote weight.
+        question: the question, or None.
 
     Returns:
         The members sharing that ``result_hash`` (ties: the form listed first).
@@ -114,7 +126,43 @@ def form_members(members: list[Candidate], weigh: Callable[[Candidate], float]) 
     by_form: dict[str, list[Candidate]] = {}
     for c in members:
         by_form.setdefault(c.result_hash, []).append(c)
-    return max(by_form.values(), key=lambda ms: sum(weigh(c) for c in ms))
+    if len(by_form) == 1:
+        return members
+    words = _words(question)
+
+    def rank(ms: list[Candidate]) -> tuple[int, float]:
+        names = (ms[0].answer or {}).get("names") or []
+        return question_order(names, words), sum(weigh(c) for c in ms)
+
+    return max(by_form.values(), key=rank)
+
+
+def _words(question: str | None) -> list[str]:
+    return re.findall(r"[a-z0-9]+", (question or "").lower())
+
+
+def _position(name: str, words: list[str]) -> int | None:
+    """Where the question first names a column (any part of its name, at ``_``, beginning a
+    word by its first four letters; an aggregate's by its words), or None."""
+    found = []
+    for p in (x for x in name.lower().split("_") if x):
+        stems = _ALIASES.get(p, (p[:4],))
+        found += [i for i, w in enumerate(words) if any(w.startswith(s) for s in stems)][:1]
+    return min(found) if found else None
+
+
+def question_order(names: list[str], words: list[str]) -> int:
+    """How far a result's columns follow the order the question names them in.
+
+    Args:
+        names: the result's column names, in order.
+        words: the question's words, lower case.
+
+    Returns:
+        The pairs of named columns in the question's order minus those out of it.
+    """
+    pos = [p for p in (_position(n, words) for n in names) if p is not None]
+    return sum((a < b) - (a > b) for i, a in enumerate(pos) for b in pos[i + 1 :])
 
 
 def share_near(groups: list[dict[str, Any]], rule: VoteRule) -> None:
@@ -156,7 +204,7 @@ def _asked(name: str, words: list[str]) -> bool:
     if name.lower() in _NEUTRAL_NAMES:
         return True
     parts = [p for p in name.lower().split("_") if p]
-    return all(any(w.startswith(p[:4]) for w in words) for p in parts)
+    return all(_position(p, words) is not None for p in parts)
 
 
 def shape_fit(question: str | None, answer: dict[str, Any] | None, rows: int) -> tuple[int, int]:
@@ -171,7 +219,7 @@ def shape_fit(question: str | None, answer: dict[str, Any] | None, rows: int) ->
         (1 when the question does not ask one value or the result has one row, else 0; minus
         the number of its columns the question does not ask for).
     """
-    words = re.findall(r"[a-z0-9]+", (question or "").lower())
+    words = _words(question)
     names = (answer or {}).get("names") or []
     one = 0 if expects_one_row(question) and rows != 1 else 1
     return one, -sum(1 for n in names if not _asked(n, words))
@@ -197,6 +245,8 @@ def weigh_evidence(
         return ""
     bar = rule.contender_ratio * kept[0]["score"]
     contenders = [g for g in kept if g["score"] + 1e-9 >= bar]
+    if len(contenders) < 2:
+        return ""
     fits = [shape_fit(question, g["answer"], g["row_count"] or 0) for g in contenders]
     best = max(range(len(contenders)), key=lambda i: (fits[i], -i))
     if best == 0:

@@ -148,7 +148,7 @@ def select(
             reason="no candidate executed successfully",
         )
     executed = len(ok) + len(aside)
-    groups = _groups(ok, priority, weights, executed, len(ok), rule)
+    groups = _groups(ok, priority, weights, executed, len(ok), rule, question)
     total = sum(g["score"] for g in groups)
     if rule is not None:
         consensus.share_near(groups, rule)
@@ -208,6 +208,7 @@ def _groups(
     executed: int,
     voters: int | None,
     rule: VoteRule | None = None,
+    question: str | None = None,
 ) -> list[dict[str, Any]]:
     """One group per result hash of ``members_of`` (per answer key under a ``rule``: the dict
     form ``select`` documents, with ``answer_key`` and the representative's ``answer``):
@@ -223,7 +224,7 @@ def _groups(
         by_key.setdefault(key(c), []).append(c)
     groups: list[dict[str, Any]] = []
     for k, members in by_key.items():
-        form = members if rule is None else consensus.form_members(members, weigh)
+        form = members if rule is None else consensus.form_members(members, weigh, question)
         fastest = representative(form, weights)
         groups.append(
             {
