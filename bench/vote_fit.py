@@ -43,7 +43,7 @@ from nl2sql.core.types import Candidate, Status
 from nl2sql.selection.consensus import VoteRule
 from nl2sql.selection.multiple_choice import select
 
-GRID = "0,0.25,0.5,0.75,1;0,0.25,0.5,1;0.5,0.75,1,2"
+GRID = "0.1,0.15,0.25,0.33,0.5,0.75,1;0,0.25,0.5,1;0.5,0.75,1,2"
 EQUAL_ONLY = VoteRule(0.0, 0.0, 2.0)
 
 

@@ -34,7 +34,7 @@ class VoteRule:
     """The parameters of the vote (fitted on the visible Spider databases, leave-one-database-
     out; docs/benchmarks.md)."""
 
-    degenerate_weight: float = 0.5  # weight of an empty, all-NULL or all-zero result's vote
+    degenerate_weight: float = 0.1  # weight of an empty, all-NULL or all-zero result's vote
     near_share: float = 0.5  # share of a near group's votes a group adds to its own
     contender_ratio: float = 0.5  # weak consensus: groups with this share of the top compete
 
@@ -89,7 +89,10 @@ def voter_weight(
     weights: dict[str, float] | None, rule: VoteRule, ok: list[Candidate]
 ) -> Callable[[Candidate], float]:
     """The weight of each candidate's vote: its model's (learned reliability, else 1), times
-    ``rule.degenerate_weight`` for a degenerate result while another candidate's is not.
+    ``rule.degenerate_weight`` for a degenerate result while another candidate's is not, unless
+    a result that is not degenerate bears it out (holds its NULL or zero column: ``are_near``).
+    A ``degenerate_weight`` of 0 is the rule before: ``select`` sets empty results aside while
+    others returned rows, and NULL or zero results weigh as any other.
 
     Args:
         weights: model name -> weight, or None.
@@ -99,11 +102,15 @@ def voter_weight(
     Returns:
         A function of a candidate to its weight.
     """
-    sound = any(not is_degenerate(c) for c in ok)
+    sound = [(c.answer, c.row_count or 0) for c in ok if not is_degenerate(c)]
+
+    def borne_out(c: Candidate) -> bool:
+        return any(are_near(c.answer, a, (c.row_count or 0, n)) for a, n in sound)
 
     def weigh(c: Candidate) -> float:
         w = (weights or {}).get(c.model, 1.0)
-        return w * rule.degenerate_weight if sound and is_degenerate(c) else w
+        lowered = rule.degenerate_weight > 0 and sound and is_degenerate(c) and not borne_out(c)
+        return w * rule.degenerate_weight if lowered else w
 
     return weigh
 
@@ -159,9 +166,11 @@ def question_order(names: list[str], words: list[str]) -> int:
         words: the question's words, lower case.
 
     Returns:
-        The pairs of named columns in the question's order minus those out of it.
+        The pairs of named columns in the question's order minus those out of it; a count is
+        not placed ("how many X for each Y" lists Y first as often as not).
     """
-    pos = [p for p in (_position(n, words) for n in names) if p is not None]
+    named = (_position(n, words) for n in names if n.lower() != "count")  # "how many … each"
+    pos = [p for p in named if p is not None]
     return sum((a < b) - (a > b) for i, a in enumerate(pos) for b in pos[i + 1 :])
 
 
@@ -199,12 +208,11 @@ def expects_one_row(question: str | None) -> bool:
 
 
 def _asked(name: str, words: list[str]) -> bool:
-    """Whether every part of a column name (split at ``_``) begins a word of the question (its
-    first four letters), or the name is an aggregate's."""
+    """Whether the question names a column (``_position``: a part of its name), or the name is
+    an aggregate's."""
     if name.lower() in _NEUTRAL_NAMES:
         return True
-    parts = [p for p in name.lower().split("_") if p]
-    return all(_position(p, words) is not None for p in parts)
+    return _position(name, words) is not None
 
 
 def shape_fit(question: str | None, answer: dict[str, Any] | None, rows: int) -> tuple[int, int]:
@@ -228,12 +236,13 @@ def shape_fit(question: str | None, answer: dict[str, Any] | None, rows: int) ->
 def weigh_evidence(
     kept: list[dict[str, Any]], total: float, question: str | None, rule: VoteRule
 ) -> str:
-    """Where the top group holds less than a majority of the votes, let the groups within
+    """Where the top group holds less than a majority of the votes (its own), let the groups within
     ``rule.contender_ratio`` of its score compete on ``shape_fit``; the best fit goes first
     (equal fits: the order of the vote).
 
     Args:
-        kept: the vote's groups, best first (``score``, ``answer``, ``row_count``); reordered.
+        kept: the vote's groups, best first (``score``, ``own_score``, ``answer``,
+            ``row_count``); reordered.
         total: the summed own score of every group that voted.
         question: the question, or None (no evidence: nothing changes).
         rule: the vote's parameters.
@@ -241,7 +250,7 @@ def weigh_evidence(
     Returns:
         The note the vote's reason ends with ("" when the order stands).
     """
-    if not kept or question is None or total <= 0 or kept[0]["score"] * 2 > total:
+    if not kept or question is None or total <= 0 or kept[0]["own_score"] * 2 > total:
         return ""
     bar = rule.contender_ratio * kept[0]["score"]
     contenders = [g for g in kept if g["score"] + 1e-9 >= bar]

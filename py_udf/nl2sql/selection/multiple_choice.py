@@ -66,10 +66,18 @@ def _check_arguments(threshold: float, tie_break: str) -> None:
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
 
 
-def _keep_confident(groups: list[dict], threshold: float) -> tuple[list, list, str]:
+def _keep_confident(
+    groups: list[dict], threshold: float, total: float | None = None
+) -> tuple[list, list, str]:
     """The groups ``select`` keeps (confidence at least ``threshold``; all when none does), those
-    it drops, and the note its reason ends with."""
-    kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
+    it drops, and the note its reason ends with. With ``total`` (under a ``VoteRule``) a group's
+    confidence here is its share of the votes as weighed, ``own_score / total``: a degenerate
+    result weighing less does not push a group with rows below the threshold."""
+
+    def share(g: dict) -> float:
+        return g["own_score"] / total if total else g["confidence"]
+
+    kept = [g for g in groups if share(g) + 1e-12 >= threshold]
     dropped = [g for g in groups if g not in kept]
     if not kept:
         return groups, [], f"; no group reaches confidence {threshold:g}, none dropped"
@@ -152,7 +160,7 @@ def select(
     total = sum(g["score"] for g in groups)
     if rule is not None:
         consensus.share_near(groups, rule)
-    kept, dropped, note = _keep_confident(groups, threshold)
+    kept, dropped, note = _keep_confident(groups, threshold, total if rule is not None else None)
     kept.sort(key=_order(tie_break))
     dropped.sort(key=_order(tie_break))
     how, n_top = _break_tie(kept, tie_break)

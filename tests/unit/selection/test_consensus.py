@@ -12,6 +12,7 @@ from nl2sql.selection.consensus import (
     VoteRule,
     are_near,
     expects_one_row,
+    question_order,
     shape_fit,
     weigh_evidence,
 )
@@ -138,7 +139,8 @@ def test_expects_one_row(question, one):
         ("How many singers are there?", ["count"], 1, (1, 0)),
         ("How many singers are there?", ["country", "count"], 3, (0, -1)),
         ("What are the names of the singers?", ["name"], 3, (1, 0)),
-        ("What are the names of the singers?", ["singer_id", "name"], 3, (1, -1)),
+        ("What are the names of the singers?", ["id", "name"], 3, (1, -1)),
+        ("What are the names and ids of the singers?", ["singer_id", "name"], 3, (1, 0)),
     ],
 )
 def test_shape_fit(question, names, rows, fit):
@@ -222,3 +224,46 @@ def test_weak_consensus_goes_to_the_shape_the_question_asks():
 def test_weigh_evidence_without_a_question_keeps_the_order():
     kept = [{"score": 1.0, "answer": None, "row_count": 2}, {"score": 1.0, "answer": None}]
     assert weigh_evidence(kept, 5.0, None, VoteRule()) == "" and kept[0]["row_count"] == 2
+
+
+@pytest.mark.parametrize(
+    ("names", "question", "order"),
+    [
+        (["max", "pet_type"], "List the maximum weight and type for each type of pet.", 1),
+        (["pet_type", "max"], "List the maximum weight and type for each type of pet.", -1),
+        (["fullname", "id"], "List full name and the id.", 1),
+        (["grade", "count"], "How many high schoolers are in each grade?", 0),  # a count: no place
+        (["name"], "Which name?", 0),
+    ],
+)
+def test_question_order(names, question, order):
+    words = question.lower().replace("?", "").replace(".", "").split()
+    assert question_order(names, words) == order
+
+
+def test_the_group_answers_in_the_column_order_the_question_names():
+    first = ('{"pet_type": "cat", "max": 3}', '{"pet_type": "dog", "max": 9}')
+    second = ('{"max": 3, "pet_type": "cat"}', '{"max": 9, "pet_type": "dog"}')
+    cands = [_cand("a", first), _cand("b", first), _cand("c", second)]
+    q = "List the maximum weight and type for each type of pet."
+    assert select(cands, threshold=0, rule=OFF, question=q).sql == "SELECT 'c'"
+    assert select(cands, threshold=0, rule=OFF, question="Pet types?").sql == "SELECT 'a'"
+
+
+def test_a_null_result_that_rows_bear_out_is_not_weighed_down():
+    nulls = ('{"details": null}', '{"details": null}')
+    whole = ('{"id": 1, "details": null}', '{"id": 2, "details": null}')
+    other = ('{"id": 5, "details": "x"}', '{"id": 6, "details": "y"}')
+    cands = [_cand(s, nulls, 1.0) for s in "abc"] + [_cand(s, whole, 2.0) for s in "de"]
+    cands += [_cand(s, other, 0.1) for s in "fg"]
+    v = select(cands, threshold=0, rule=VoteRule(0.1, 0.0, 2.0))
+    assert v.sql == "SELECT 'a'" and v.groups[0]["score"] == 3.0
+    lone = [_cand(s, nulls, 1.0) for s in "abc"] + [_cand(s, other, 0.1) for s in "fg"]
+    assert select(lone, threshold=0, rule=VoteRule(0.1, 0.0, 2.0)).sql == "SELECT 'f'"
+
+
+def test_the_threshold_reads_the_weighed_share():
+    empty = [_cand(s, ()) for s in "abcdefghij"]
+    rows = [_cand(s, OTHER) for s in "xy"]
+    # 2 of 12 candidates (0.17 < 0.2) but 2 of 3 votes as weighed: the rows are kept and win
+    assert select(empty + rows, threshold=0.2, rule=VoteRule(0.1, 0.0, 2.0)).sql == "SELECT 'x'"
