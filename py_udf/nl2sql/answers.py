@@ -58,14 +58,16 @@ def _digest(texts: list[str]) -> str:
 
 
 def _bag_key(columns: list[list[Any]], n_rows: int) -> tuple[str, list[str]]:
-    """The column-order-free key of a result given as columns, and each column's bag hash: a
-    row is the sorted multiset of (its column's bag hash, its value), the result the sorted
-    multiset of rows."""
-    col_hashes = [_digest(sorted(json.dumps(x, default=str) for x in col)) for col in columns]
-    rows = []
-    for i in range(n_rows):
-        cells = sorted(json.dumps([h, col[i]], default=str) for h, col in zip(col_hashes, columns))
-        rows.append("[" + ",".join(cells) + "]")
+    """The column-order-free key of a result given as columns, and each column's bag hash: the
+    columns in the order of their bag hashes (the cells of columns with equal bags sorted within
+    each row, so swapping them changes nothing), the rows as a sorted multiset."""
+    col_hashes = [_digest(sorted(map(repr, col))) for col in columns]
+    order = sorted(range(len(columns)), key=lambda j: col_hashes[j])
+    if len(set(col_hashes)) == len(col_hashes):
+        rows = [repr(r) for r in zip(*(columns[j] for j in order))] if columns else [""] * n_rows
+    else:
+        ties = [[j for j in order if col_hashes[j] == h] for h in dict.fromkeys(sorted(col_hashes))]
+        rows = [repr([sorted(repr(columns[j][i]) for j in t) for t in ties]) for i in range(n_rows)]
     return _digest(sorted(rows)), col_hashes
 
 

@@ -53,6 +53,12 @@ def _answer(*texts):
         (('{"c": "a"}', '{"c": "a"}'), ('{"c": "a"}',), False),
         # two columns with the same values: swapping them is the same answer
         (('{"a": 1, "b": 1}', '{"a": 2, "b": 2}'), ('{"b": 2, "a": 2}', '{"b": 1, "a": 1}'), True),
+        # ... but not pairing their values otherwise
+        (
+            ('{"a": 1, "b": 1, "c": "x"}', '{"a": 2, "b": 2, "c": "y"}'),
+            ('{"a": 1, "b": 2, "c": "x"}', '{"a": 2, "b": 1, "c": "y"}'),
+            False,
+        ),
     ],
 )
 def test_answer_key_is_equal_for_equal_answers_only(a, b, equal):
