@@ -712,6 +712,8 @@ def run_database(
                                     "cleaning",
                                     "alignments",
                                     "repairs",
+                                    "order_hash",
+                                    "answer",
                                 )
                             }
                             if c.get("status") == "ok" and c.get("sql"):

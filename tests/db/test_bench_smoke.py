@@ -75,11 +75,13 @@ CASES: dict[str, tuple[str, ...]] = {
     "values": ("--dbs", "demo", "--limit", "3", "--datadir", "{datadir}"),
     "vector_index": ("--rows", "500", "--clusters", "10", "--queries", "5")
     + ("--datadir", "{datadir}"),
+    "vote_fit": ("{tmp}/replay.json", "--grid", "0,0.5;0,0.5;0.5,2"),
 }
 # cases that read another bench's output: that bench's smoke run (with these arguments added)
 # comes first, in the same folder
 BEFORE: dict[str, tuple[str, tuple[str, ...]]] = {
     "misses": ("replay", ("--json", "{tmp}/replay.json")),
+    "vote_fit": ("replay", ("--json", "{tmp}/replay.json")),
 }
 # modules of bench/ that are libraries of the benches, not benches
 LIBRARIES = {"common", "soak_checks", "soak_setup"}

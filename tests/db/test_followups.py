@@ -189,14 +189,15 @@ def test_narrate_request_has_no_opted_out_column_values(db, llm):
     assert names[0] in body["messages"][-1]["content"]
 
 
-def test_ten_right_empty_results_and_one_wrong_row_give_the_wrong_one_its_true_confidence(db, llm):
-    # the shape of issue 31 §7: ten candidates agree on the right, empty result; one returns
-    # rows. Empty results do not vote while another candidate returned rows, so the rows win
-    # the vote — but with the confidence of 1 executed candidate of 11, not 1.00
+def test_eleven_right_empty_results_outweigh_one_wrong_row_with_their_true_confidence(db, llm):
+    # the shape of issue 31 §7: eleven candidates agree on the right, empty result; one returns
+    # rows. Empty results weigh 0.1 each while another candidate returned rows (issue 42 §2:
+    # weighed down, not dropped), so 1.1 against 1: the empty answer wins, with the confidence
+    # of 11 executed candidates of 12; the row is the other reading
     q = "Which singers are older than a thousand years?"
     empty = "SELECT name FROM singer WHERE age > 1000"
     wrong = "SELECT name FROM singer WHERE age > 10"
-    names = [f"right{i}" for i in range(10)] + ["wrong"]
+    names = [f"right{i}" for i in range(11)] + ["wrong"]
     add_models(db, llm, names)
     for n in names:
         llm.add_rule(Rule(model=n, question=q, response=wrong if n == "wrong" else empty))
@@ -204,24 +205,25 @@ def test_ten_right_empty_results_and_one_wrong_row_give_the_wrong_one_its_true_c
     db.execute("SELECT nl2sql.set_setting('repair_rounds', '0')")
     try:
         trace = db.execute("SELECT nl2sql.explain(%s)", (q,)).fetchone()[0]
-        assert "age > 10" in trace["sql"] and trace["confidence"] == pytest.approx(1 / 11)
+        assert "age > 1000" in trace["sql"] and trace["confidence"] == pytest.approx(11 / 12)
         vote = trace["vote"]
-        assert vote["groups"][0]["vote_share"] == 1.0 and vote["groups"][0]["size"] == 1
-        assert [(g["size"], g["row_count"]) for g in vote["set_aside"]] == [(10, 0)]
-        assert vote["set_aside"][0]["confidence"] == pytest.approx(10 / 11)
+        assert (vote["groups"][0]["size"], vote["groups"][0]["row_count"]) == (11, 0)
+        assert vote["groups"][0]["score"] == pytest.approx(1.1)
+        assert vote["groups"][1]["size"] == 1 and vote["groups"][1]["score"] == 1.0
+        assert vote["groups"][1]["row_count"] > 0 and vote["set_aside"] == []
         logged = db.execute(
             "SELECT confidence FROM nl2sql.query_log WHERE id = %s", (trace["log_id"],)
         ).fetchone()[0]
-        assert logged == pytest.approx(1 / 11)
+        assert logged == pytest.approx(11 / 12)
         # abstain_below reads that confidence: the question asks for clarification, and the
-        # readings show the ten empty results too
-        db.execute("SELECT nl2sql.set_setting('abstain_below', '0.5')")
+        # readings show the row too
+        db.execute("SELECT nl2sql.set_setting('abstain_below', '0.95')")
         with pytest.raises(psycopg.Error) as err:
             db.execute("SELECT nl2sql(%s)", (q,))
         msg = str(err.value)
-        assert "confidence 0.09 < abstain_below 0.5" in msg
-        assert "reading 1 (1 candidate(s), confidence 0.09)" in msg and "age > 10" in msg
-        assert "reading 2 (10 candidate(s), confidence 0.91)" in msg and "no rows" in msg
+        assert "confidence 0.92 < abstain_below 0.95" in msg
+        assert "reading 1 (11 candidate(s), confidence 0.92)" in msg and "no rows" in msg
+        assert "reading 2 (1 candidate(s), confidence 0.08)" in msg and "age > 10" in msg
     finally:
         db.execute("SELECT nl2sql.reset_setting('abstain_below')")
         db.execute("SELECT nl2sql.reset_setting('repair_rounds')")

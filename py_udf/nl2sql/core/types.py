@@ -196,6 +196,9 @@ class Candidate:
     # whether the outermost statement has an ORDER BY, read from the check's tree (None: not
     # known; the run parses ``sql`` again); not in the trace
     ordered: bool | None = None
+    # what its result says for the vote (``selection.answers.describe``): the column-order-free
+    # key, the rounded key, each column's bag hash, the column count, degenerate or not
+    answer: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the candidate as a JSON-able dict for the trace.

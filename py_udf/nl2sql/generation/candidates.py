@@ -337,7 +337,7 @@ class Evaluator:
             None,
             None,
         )
-        c.sample_rows, c.sqlstate, c.order_hash, c.rows = [], None, None, None
+        c.sample_rows, c.sqlstate, c.order_hash, c.rows, c.answer = [], None, None, None, None
         if self.prepare(c, text):
             t0 = time.perf_counter()
             if self._runs is None:
@@ -371,6 +371,7 @@ _RUN_FIELDS = (
     "reason",
     "result_hash",
     "order_hash",
+    "answer",
     "row_count",
     "truncated",
     "exec_ms",

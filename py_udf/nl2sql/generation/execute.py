@@ -1,5 +1,4 @@
-"""Executing candidates: read-only, rolled back, time-limited, rows and bytes capped
-(docs/internals/generation.md "Execution")."""
+"""Executing candidates: read-only, rolled back, time-limited, capped (internals/generation.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .. import answers
 from ..core import spi
 from ..core.errors import CandidateRefused, ResultTooLarge
 from ..core.sqlcheck import has_top_level_order
@@ -167,8 +167,7 @@ def result_signature(rows: list[tuple], ordered: bool = False, keyed: list[str] 
     Args:
         rows: the result's rows, values normalised (``row_from_json``).
         ordered: when True the row order counts; else the rows are a multiset (sorted first).
-        keyed: the rows' JSON texts (``json.dumps(row, default=str)``) when already written
-            (one serialisation for both signatures of a result); empty: written here.
+        keyed: the rows' JSON texts (``json.dumps(row, default=str)``); empty: written here.
 
     Returns:
         SHA-256 of the rows' JSON texts, 64 lower-case hex characters.
@@ -400,6 +399,7 @@ def run_candidate(
     if taken:
         cand.status, cand.reason = Status.REFUSED, session_state.refusal(taken)
         cand.result_hash, cand.row_count, cand.sample_rows, cand.rows = None, None, [], None
+        cand.answer = None
     return cand
 
 
@@ -464,7 +464,7 @@ def _run_and_record(
         return None
     cand.truncated = len(rows) > max_rows
     parsed = [row_from_json(r) for r in rows[:max_rows]]
-    cand.row_count = len(parsed)
+    cand.row_count, cand.answer = len(parsed), answers.describe(parsed, rows[0] if rows else None)
     # shown to a multiple-choice selector through gate.Gate.rows (whole rows parse as JSON)
     cand.sample_rows = [r[:2000] for r in rows[:3]]
     keyed = [json.dumps(r, default=str) for r in parsed]  # written once for both signatures

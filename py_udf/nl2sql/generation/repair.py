@@ -279,6 +279,7 @@ _TAKEN_OVER = (
     "reason",
     "result_hash",
     "order_hash",
+    "answer",
     "row_count",
     "truncated",
     "exec_ms",

@@ -2,6 +2,7 @@
 
 __all__ = [
     "abstain",
+    "consensus",
     "hardness",
     "learned_vote",
     "multiple_choice",

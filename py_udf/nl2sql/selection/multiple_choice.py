@@ -10,6 +10,8 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..core.types import Candidate, Status, Vote
 from ..model.prompts import QUESTION_MARKER, shown_sql
+from . import consensus
+from .consensus import VoteRule
 
 TIE_BREAKS = ("fastest", "priority")
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -64,10 +66,18 @@ def _check_arguments(threshold: float, tie_break: str) -> None:
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
 
 
-def _keep_confident(groups: list[dict], threshold: float) -> tuple[list, list, str]:
+def _keep_confident(
+    groups: list[dict], threshold: float, total: float | None = None
+) -> tuple[list, list, str]:
     """The groups ``select`` keeps (confidence at least ``threshold``; all when none does), those
-    it drops, and the note its reason ends with."""
-    kept = [g for g in groups if g["confidence"] + 1e-12 >= threshold]
+    it drops, and the note its reason ends with. With ``total`` (under a ``VoteRule``) a group's
+    confidence here is its share of the votes as weighed, ``own_score / total``: a degenerate
+    result weighing less does not push a group with rows below the threshold."""
+
+    def share(g: dict) -> float:
+        return g["own_score"] / total if total else g["confidence"]
+
+    kept = [g for g in groups if share(g) + 1e-12 >= threshold]
     dropped = [g for g in groups if g not in kept]
     if not kept:
         return groups, [], f"; no group reaches confidence {threshold:g}, none dropped"
@@ -100,6 +110,8 @@ def select(
     priority: list[str] | None = None,
     weights: dict[str, float] | None = None,
     empty_results_vote: bool = False,
+    rule: VoteRule | None = None,
+    question: str | None = None,
 ) -> Vote:
     """Select among executed candidates: filter, group by result, drop weak groups, vote. Source:
     MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li et al. 2024)
@@ -114,6 +126,11 @@ def select(
             summed weight wins. None: plain majority.
         empty_results_vote: True: an empty result votes like any other (the rule before empty
             results were set aside; the replay compares both).
+        rule: the vote beyond plain majority (``consensus.VoteRule``: equal answers vote
+            together, near answers share weight, degenerate results weigh less, a weak
+            consensus decided by the result's shape); None: groups by ``result_hash``, empty
+            results set aside while others returned rows.
+        question: the question (the shape evidence of ``rule``), or None.
 
     Returns:
         ``Vote`` (``method`` ``majority``): ``sql`` of the winner's representative (None when
@@ -128,7 +145,8 @@ def select(
         ConfigError: ``threshold`` is outside [0, 1] or ``tie_break`` is unknown.
     """
     _check_arguments(threshold, tie_break)
-    ok, failed, aside = _voters(candidates, empty_results_vote)
+    weighed = rule is not None and rule.degenerate_weight > 0
+    ok, failed, aside = _voters(candidates, empty_results_vote or weighed)
     if not ok:
         return Vote(
             sql=None,
@@ -138,22 +156,22 @@ def select(
             reason="no candidate executed successfully",
         )
     executed = len(ok) + len(aside)
-    groups = _groups(ok, priority, weights, executed, len(ok))
-    kept, dropped, note = _keep_confident(groups, threshold)
+    groups = _groups(ok, priority, weights, executed, len(ok), rule, question)
+    total = sum(g["score"] for g in groups)
+    if rule is not None:
+        consensus.share_near(groups, rule)
+    kept, dropped, note = _keep_confident(groups, threshold, total if rule is not None else None)
     kept.sort(key=_order(tie_break))
     dropped.sort(key=_order(tie_break))
     how, n_top = _break_tie(kept, tie_break)
+    if rule is not None:
+        note = consensus.weigh_evidence(kept, total, question, rule) + note
     win = kept[0]
     reason = _majority_reason(win, n_top, how, len(ok), len(aside), executed)
-    if weights:
-        reason += f" (votes weighted by learned reliability: score {win['score']:g})"
-    if failed:
-        reason += f"; {failed} candidate(s) refused, failed or timed out"
-    if aside:
-        reason += (
-            f"; {len(aside)} candidate(s) with an empty result set aside (others returned rows)"
-        )
+    reason += _reason_notes(win, weights, failed, len(aside))
     set_aside = _groups(aside, priority, weights, executed, None)
+    for g in [*kept, *dropped, *set_aside]:
+        g.pop("answer", None)
     set_aside.sort(key=lambda g: -g["size"])
     return Vote(
         sql=win["sql"],
@@ -165,6 +183,16 @@ def select(
         method="majority",
         set_aside=set_aside,
     )
+
+
+def _reason_notes(win: dict, weights: dict | None, failed: int, n_aside: int) -> str:
+    """What ``select``'s reason adds after the majority: weights, failures, results set aside."""
+    out = f" (votes weighted by learned reliability: score {win['score']:g})" if weights else ""
+    if failed:
+        out += f"; {failed} candidate(s) refused, failed or timed out"
+    if n_aside:
+        out += f"; {n_aside} candidate(s) with an empty result set aside (others returned rows)"
+    return out
 
 
 def _voters(
@@ -187,20 +215,30 @@ def _groups(
     weights: dict[str, float] | None,
     executed: int,
     voters: int | None,
+    rule: VoteRule | None = None,
+    question: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One group per result hash of ``members_of`` (the dict form ``select`` documents):
+    """One group per result hash of ``members_of`` (per answer key under a ``rule``: the dict
+    form ``select`` documents, with ``answer_key`` and the representative's ``answer``):
     ``confidence`` is the group's share of the ``executed`` candidates, ``vote_share`` its
     share of the ``voters`` (None for a group set aside)."""
     rank = {m: i for i, m in enumerate(priority or [])}
-    by_hash: dict[str, list[Candidate]] = {}
+    if rule is None:
+        weigh, key = (lambda c: (weights or {}).get(c.model, 1.0)), (lambda c: c.result_hash)
+    else:
+        weigh, key = consensus.voter_weight(weights, rule, members_of), consensus.answer_key
+    by_key: dict[str, list[Candidate]] = {}
     for c in members_of:
-        by_hash.setdefault(c.result_hash, []).append(c)
+        by_key.setdefault(key(c), []).append(c)
     groups: list[dict[str, Any]] = []
-    for h, members in by_hash.items():
-        fastest = representative(members, weights)
+    for k, members in by_key.items():
+        form = members if rule is None else consensus.form_members(members, weigh, question)
+        fastest = representative(form, weights)
         groups.append(
             {
-                "result_hash": h,
+                "result_hash": fastest.result_hash,
+                "answer_key": k,
+                "answer": fastest.answer,
                 "size": len(members),
                 "confidence": len(members) / executed,
                 "vote_share": len(members) / voters if voters else None,
@@ -210,7 +248,7 @@ def _groups(
                 "sql": fastest.sql,
                 "row_count": fastest.row_count,
                 "best_priority": min(rank.get(c.model, len(rank)) for c in members),
-                "score": round(sum((weights or {}).get(c.model, 1.0) for c in members), 6),
+                "score": round(sum(weigh(c) for c in members), 6),
             }
         )
     return groups

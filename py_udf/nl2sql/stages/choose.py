@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from ..core.types import Status
+from ..core.types import Status, Vote
 from ..model import prompts
 from ..model.llm import call_models, pick_model
 from ..model.quota import usage_of
 from ..selection import abstain as abstention
+from ..selection.consensus import VoteRule
 from ..selection.multiple_choice import apply_choice, multiple_choice_prompt, parse_choice, select
 from .run import MultipleChoice, Outcome, Run, Selected
 from .trace import gated_candidate
@@ -29,7 +30,7 @@ def vote(run: Run) -> None:
         weights = {
             m.name: round(link.reliability.weight(m.name, link.level), 6) for m in link.models
         }
-    v = select(cands, st.confidence_threshold, st.tie_break, [m.name for m in run.models], weights)
+    v = _majority(run, weights)
     run.selected = Selected(v, weights)
     if st.selection != "multiple_choice" or len(v.groups) <= 1:
         return
@@ -57,6 +58,22 @@ def vote(run: Run) -> None:
     choice = parse_choice(replies[0].text, len(v.groups))
     run.selected.vote = apply_choice(v, choice, mc_model.name, replies[0].text or replies[0].error)
     run.selected.choice = MultipleChoice(mc_model.name, mc_prompt, replies[0], choice)
+
+
+def _majority(run: Run, weights: dict[str, float] | None) -> Vote:
+    """The vote before any multiple choice (``multiple_choice.select`` under ``VoteRule``'s
+    fitted parameters, the question as the prompts show it)."""
+    st, names = run.st, [m.name for m in run.models]
+    return select(
+        run.candidates,
+        st.confidence_threshold,
+        st.tie_break,
+        names,
+        weights,
+        False,
+        VoteRule(),
+        run.prompt_question,
+    )
 
 
 def outcome(run: Run) -> None:
