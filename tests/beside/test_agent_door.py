@@ -130,6 +130,7 @@ def models(door, llm):
     llm.add_rule(Rule(question=Q, response="SELECT name, age FROM singer WHERE country = 'France'"))
     llm.add_rule(Rule(question=Q_STAR, response="SELECT * FROM singer WHERE country = 'France'"))
     llm.add_rule(Rule(contains="Answer the question in words", response="Seven singers."))
+    llm.add_rule(Rule(contains="Explain in words what this query does", response="Ages."))
     yield llm
 
 
@@ -228,7 +229,9 @@ RECEIVED = [
     ("execute_sql", {"sql": "SELECT count(*) AS n FROM singer"}, _count_shown),
     ("execute_sql", {"sql": "SELECT memo FROM ledger ORDER BY id"}, _own_ledger_rows),
     ("execute_sql", {"sql": "SELECT age FROM singer", "dry_run": True}, _plan_only),
+    ("sql", {"question": Q}, lambda o: o["sql"].startswith("SELECT name, age")),
     ("explain", {"question": Q}, _explained),
+    ("explain_sql", {"sql": "SELECT name, age FROM singer"}, lambda o: o["explanation"] == "Ages."),
     ("retrieve", {"question": Q}, _retrieved),
     ("narrate", {"question": Q}, _narrated),
     ("list_tables", {}, _no_salary),
@@ -257,6 +260,8 @@ def test_a_withheld_column_is_never_searched_and_errors_quote_no_value(door, mod
     assert "execute_sql error" in err and "invalid input syntax" in err and "withheld" in err
     _clean(door, err)
     assert "no indexed table 'salary'" in door.agent.error("describe_table", {"table": "salary"})
+    log_id = door.agent.ok("sql", {"question": Q})["log_id"]  # feedback is administrative
+    assert "permission denied" in door.agent.error("feedback", {"log_id": log_id, "correct": True})
 
 
 def test_the_settings_that_open_and_close_the_door(door, models):
@@ -296,6 +301,20 @@ def test_the_python_api_and_the_cli_give_a_model_the_same_view(door, models):
     assert json.loads(out.stdout)["withheld_columns"] == ["name"]
     refused = subprocess.run([*cli, "SELECT pg_sleep(1)"], capture_output=True, text=True, env=env)
     assert refused.returncode == 1 and json.loads(refused.stdout)["status"] == "refused"
+
+
+def test_the_sql_functions_take_null_for_their_defaults(door, models):
+    if door.mode != "extension":
+        pytest.skip("beside the database these functions' bodies run in the client")
+    with psycopg.connect(door.dsn, autocommit=True) as c:
+        out = c.execute(
+            "SELECT nl2sql.execute_sql('SELECT count(*) AS n FROM singer', NULL, NULL, NULL)"
+        ).fetchone()[0]
+        assert out["status"] == "ok" and out["rows"][0]["n"] > 0 and "data_notice" not in out
+        found = c.execute("SELECT nl2sql.search_values('France', NULL)").fetchone()[0]
+        assert found["matches"][0]["value"] == "France"
+        with pytest.raises(psycopg.Error, match="max_rows must be between"):
+            c.execute("SELECT nl2sql.execute_sql('SELECT 1', 0)")
 
 
 def test_the_tools_declare_their_output(door):

@@ -262,8 +262,13 @@ class Tools(AgentTools):
             ``{"explanation"}``.
         """
         sql = text_arg("sql", sql)
-        text = self.db.run(lambda conn: one(conn, "SELECT nl2sql.explain_sql(%s)", (sql,)))
-        return {"explanation": text}
+
+        def work(conn: psycopg.Connection) -> str:
+            if self.db.in_process:  # beside the database: its body runs here
+                return self.db.client().explain_sql(sql)
+            return one(conn, "SELECT nl2sql.explain_sql(%s)", (sql,))
+
+        return {"explanation": self.db.run(work)}
 
     def list_tables(
         self, schema: str | None = None, name: str | None = None, compact: bool = False

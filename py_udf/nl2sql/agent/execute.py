@@ -144,7 +144,8 @@ def execute_sql(
         NotIndexedError: no table the role may SELECT is indexed.
         plpy.SPIError: the user's own cancel (never swallowed).
     """
-    if not 1 <= int(max_rows) <= MAX_ROWS:
+    max_rows = 50 if max_rows is None else int(max_rows)  # SQL NULL: the default
+    if not 1 <= max_rows <= MAX_ROWS:
         raise CandidateRefused(f"max_rows must be between 1 and {MAX_ROWS}")
     st, t0 = get_settings(plpy), time.perf_counter()
     try:

@@ -57,7 +57,8 @@ def search_values(plpy, text: str | None, k: int, search_path: str) -> dict[str,
     text = (text or "").strip()
     if not text or len(text) > MAX_TEXT_CHARS:
         raise QuestionError(f"search_values: give a text of 1 to {MAX_TEXT_CHARS} characters")
-    if not 1 <= int(k) <= MAX_K:
+    k = 10 if k is None else int(k)  # SQL NULL: the default
+    if not 1 <= k <= MAX_K:
         raise QuestionError(f"search_values: k must be between 1 and {MAX_K}")
     view, st = AgentView(plpy, search_path, mode="gated"), get_settings(plpy)
     if not st.send_values:
@@ -221,7 +222,8 @@ def semantic_context(
         NotIndexedError: nothing the role may read is indexed.
         EmbeddingError: a question given and no embedding model.
     """
-    if not 1 <= int(k) <= 20:
+    k = 5 if k is None else int(k)  # SQL NULL: the default
+    if not 1 <= k <= 20:
         raise QuestionError("semantic_context: k must be between 1 and 20")
     if question is not None and len(question) > MAX_QUESTION_CHARS:
         raise QuestionError(
