@@ -94,9 +94,9 @@ def mcp_client(params: StdioServerParameters):
             yield lambda f, *a: portal.call(f, *a), c
 
 
-def ask_every_demo_question(params: StdioServerParameters, dsn: str) -> None:
+def ask_every_demo_question(params: StdioServerParameters, dsn: str) -> int:
     """Every demo question through the ``ask`` tool: the reference SQL's rows (the scripted
-    models' majority answers with it)."""
+    models' majority answers with it); returns how many were answered so."""
     with psycopg.connect(dsn, autocommit=True) as c:
         want = {q: len(c.execute(gold).fetchall()) for q, gold in DEMO_QUESTIONS}
     with mcp_client(params) as (call, c):
@@ -107,6 +107,7 @@ def ask_every_demo_question(params: StdioServerParameters, dsn: str) -> None:
             got = r.structured_content
             assert got["sql"].lstrip().upper().startswith(("SELECT", "WITH")), got
             assert len(got["rows"]) == want[q] and not got["truncated"], (q, got)
+    return len(want)
 
 
 def test_installs_as_a_user_without_torch(user_venv):
@@ -142,14 +143,15 @@ def test_install_reindex_ask_beside_the_database(user_venv, beside_demo):
         n = len(c.execute(gold).fetchall())
     out = u.ok("nl2sql", "ask", "--dsn", dsn, question)
     assert out.startswith("SELECT") and "France" in out and f"({n} rows)" in out
-    ask_every_demo_question(u.mcp(dsn), dsn)  # in process: no PL/Python nl2sql there
+    answered = ask_every_demo_question(u.mcp(dsn), dsn)  # in process: no PL/Python there
+    assert answered == len(DEMO_QUESTIONS)
 
 
 def test_mcp_through_the_extension(user_venv, cluster, demo_conn, llm):
     configure_models(demo_conn, llm)
     try:
         dsn = cluster.dsn(DEMO_DB)
-        ask_every_demo_question(user_venv.mcp(dsn), dsn)
+        assert ask_every_demo_question(user_venv.mcp(dsn), dsn) == len(DEMO_QUESTIONS)
     finally:
         demo_conn.execute("DELETE FROM nl2sql.model")
 
