@@ -9,7 +9,9 @@ from functools import lru_cache
 
 MASK = "<mask>"
 
-_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[^\sA-Za-z0-9]")
+# A word is a run of letters or digits in any script ("Sängerinnen", "Zürich" stay whole), else
+# one other visible character; ASCII-only classes split German words (issue 43 §3's bench).
+_WORD = re.compile(r"[^\W_]+(?:'[^\W\d_]+)?|\S")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Words that are no content on their own: left out of a name's single-word phrases here, of a
 # literal's words (example_pool), of value phrases (values) and of schema words (curated).
@@ -90,8 +92,8 @@ def tokenize(text: str) -> list[str]:
         text: the question (natural language).
 
     Returns:
-        Tokens in order: ASCII words (``'s`` suffix kept) and single non-space, non-alphanumeric
-        characters.
+        Tokens in order: words of letters or digits in any script (``'s`` suffix kept;
+        ``Sängerinnen`` is one word) and single non-space, non-alphanumeric characters.
     """
     return _WORD.findall(text)
 

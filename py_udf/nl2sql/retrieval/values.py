@@ -29,7 +29,7 @@ VALUE_STOP_WORDS = STOP_WORDS | {
     ).split(),
 }
 _JOINERS = {"", "-", ".", "&", "/", "'", "’"}
-_SPAN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+_SPAN_WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")  # letters or digits of any script
 
 
 @dataclass

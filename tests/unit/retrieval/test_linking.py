@@ -42,6 +42,12 @@ def test_ngrams_keep_written_form_and_skip_stop_words_and_operators():
     assert "name = 'Blue" not in ngram_phrases("colour_name = 'Blue'")
 
 
+def test_ngrams_keep_words_of_any_script_whole():
+    grams = ngram_phrases("Welche Sänger kommen aus São Paulo oder Zürich?")
+    assert "Sänger" in grams and "São Paulo" in grams and "Zürich" in grams
+    assert not any(g in {"S", "ä", "ngerinnen", "rich"} for g in grams)
+
+
 def test_candidate_phrases_put_evidence_spans_first_without_duplicates():
     ps = candidate_phrases("Which heroes have blue eyes?", "blue eyes refers to colour = 'Blue'")
     assert ps[0].text == "Blue" and ps[0].source == "evidence"
