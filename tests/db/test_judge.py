@@ -179,3 +179,13 @@ def test_judge_prompt_passes_the_gate_withheld_columns_and_send_values(jdb, llm)
         jdb.execute("DELETE FROM nl2sql.value_policy WHERE table_name = 'singer'")
         jdb.execute("SELECT nl2sql.reset_setting('send_values')")
         jdb.execute("SELECT nl2sql.reindex(force => true)")
+
+
+def test_a_judge_that_never_answers_times_out_and_keeps_the_vote(jdb, llm):
+    hang = [Rule(model="a", contains=MARK, hang=True)]
+    add_models(jdb, llm, _script(llm, hang), timeout_s=2)
+    trace = _explain(jdb)
+    j = trace["judge"]
+    assert j["skipped"] is None and set(j["errors"]) == {"AB", "BA"}
+    assert j["verdicts"] == {"AB": [], "BA": []} and j["winner"] == "vote"
+    assert "singer" in trace["sql"] and trace.get("error") is None
