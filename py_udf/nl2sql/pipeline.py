@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core import query_log
-from .stages import before_models, choose, finsql, presql, start
+from .stages import before_models, choose, finsql, judge, presql, start
 from .stages.run import LeaveOut, Run
 from .stages.trace import record_embedder, render, render_retrieval
 
@@ -49,6 +49,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("execute",       "execute_ms",        finsql.execute),
     Stage("repair",        "repair_ms",         finsql.repair, calls_model=True),
     Stage("vote",          "vote_ms",           choose.vote, calls_model=True),
+    Stage("judge",         "vote_ms",           judge.judge, calls_model=True, when=judge.wanted),
     Stage("outcome",       "trace_ms",          choose.outcome),
     Stage("abstain",       "trace_ms",          choose.abstain),
     Stage("embedder",      None,                record_embedder),

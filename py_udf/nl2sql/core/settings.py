@@ -228,14 +228,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _enum(
         "selection",
-        ("majority", "multiple_choice"),
-        "`majority`, or `multiple_choice` (a model picks among the remaining groups)",
+        ("majority", "multiple_choice", "judge"),
+        '`majority`, `multiple_choice` (a model picks a group) or `judge` (see "The judge")',
     ),
     Setting(
         "selection_model",
         "str",
         "",
-        "model for multiple-choice selection; empty = the PreSQL writer",
+        "model for multiple-choice selection and the judge; empty = the PreSQL writer",
     ),
     _unit(
         "abstain_below",

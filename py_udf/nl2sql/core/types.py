@@ -231,7 +231,7 @@ class Vote:
     groups: list[dict[str, Any]]
     reason: str  # why this group won
     dropped: list[dict[str, Any]] = field(default_factory=list)  # below the confidence threshold
-    method: str = "majority"  # or multiple_choice, or "majority (multiple choice unusable)"
+    method: str = "majority"  # or multiple_choice, judge, "majority (multiple choice unusable)"
     # groups of empty results set aside while other candidates returned rows (they do not vote)
     set_aside: list[dict[str, Any]] = field(default_factory=list)
 

@@ -1,9 +1,10 @@
-"""Choosing among candidates: vote, multiple choice, hardness, reliability, abstention."""
+"""Choosing among candidates: vote, multiple choice, the judge, hardness, reliability, abstention."""
 
 __all__ = [
     "abstain",
     "consensus",
     "hardness",
+    "judge",
     "learned_vote",
     "multiple_choice",
     "reliability",

@@ -6,6 +6,7 @@ __all__ = [
     "choose",
     "finsql",
     "gather",
+    "judge",
     "presql",
     "prompt_parts",
     "run",

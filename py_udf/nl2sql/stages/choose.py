@@ -89,6 +89,7 @@ def outcome(run: Run) -> None:
     presql = [run.presql.reply] if run.presql.reply is not None else []  # none in one round
     first = [*presql, *run.finsql_replies]
     replies = first + ([sel.choice.reply] if sel.choice else [])
+    replies += sel.judge.calls if sel.judge else []
     tokens = usage_of(replies, run.repair["calls"])
     error = None
     if v.sql is None:

@@ -25,6 +25,7 @@ from ..linking.schema_linking import Linked
 from ..model.gate import Gate
 from ..retrieval.example_selection import Selection
 from ..retrieval.rewriting import Rewritten
+from ..selection.judge import Judgement
 from ..selection.reliability import Reliability
 from .gather import Context
 
@@ -132,11 +133,12 @@ class MultipleChoice:
 @dataclass
 class Selected:
     """The vote, the calibrated weights it used (None: a plain majority), and the multiple
-    choice when a model was asked."""
+    choice or the judge when a model was asked."""
 
     vote: Vote
     weights: dict[str, float] | None = None
     choice: MultipleChoice | None = None
+    judge: Judgement | None = None  # the judge's comparison (``selection = judge``)
 
 
 @dataclass

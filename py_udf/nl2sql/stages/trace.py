@@ -9,7 +9,7 @@ from ..core.types import Candidate, LLMReply, Status
 from ..embedding import client as embed_client
 from ..model.gate import Gate
 from .gather import Context
-from .run import Linking, Run
+from .run import Linking, Run, Selected
 
 
 def record_embedder(run: Run) -> None:
@@ -175,8 +175,23 @@ def _models_part(run: Run) -> dict[str, Any]:
     return out
 
 
+def _model_choice(sel: Selected) -> dict[str, Any]:
+    """``multiple_choice`` and ``judge``: what a model asked after the vote chose, when one was."""
+    out: dict[str, Any] = {}
+    if (mc := sel.choice) is not None:
+        out["multiple_choice"] = {
+            "model": mc.model,
+            "prompt": mc.prompt,
+            "reply": _reply(mc.reply),
+            "choice": mc.choice,
+        }
+    if sel.judge is not None:
+        out["judge"] = sel.judge.to_json()
+    return out
+
+
 def _choice_part(run: Run) -> dict[str, Any]:
-    """``reliability``, ``multiple_choice``, and the outcome: ``candidates``, ``vote``,
+    """``reliability``, ``multiple_choice``, ``judge``, and the outcome: ``candidates``, ``vote``,
     ``sql``, ``confidence``, ``tokens``, ``error``, ``abstained``."""
     out: dict[str, Any] = {}
     if (sel := run.selected) is not None:
@@ -193,13 +208,7 @@ def _choice_part(run: Run) -> dict[str, Any]:
                 else "nothing calibrated, or calibration kept the plain majority"
             ),
         }
-        if (mc := sel.choice) is not None:
-            out["multiple_choice"] = {
-                "model": mc.model,
-                "prompt": mc.prompt,
-                "reply": _reply(mc.reply),
-                "choice": mc.choice,
-            }
+        out.update(_model_choice(sel))
     if (o := run.outcome) is not None:
         v = o.vote
         out["candidates"] = o.candidates_shown

@@ -22,6 +22,7 @@ from nl2sql.generation.explain_sql import Checked, explain_prompt
 from nl2sql.generation.repair import repair_prompt
 from nl2sql.model import prompts
 from nl2sql.model.gate import Gate
+from nl2sql.selection.judge import judge_prompt
 from nl2sql.selection.multiple_choice import multiple_choice_prompt
 
 PKG = Path(prompts.__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ SEAL_SITES = {
     "generation/candidates.py": {"as_call"},
     "generation/repair.py": {"repair_loop"},
     "stages/choose.py": {"vote"},
+    "stages/judge.py": {"judge"},
     "stages/presql.py": {"write_presql"},
     "curated/mining.py": {"mine"},
     "curated/narrate.py": {"write_answer"},
@@ -45,6 +47,7 @@ SQL_BUILDERS = {
     "model/prompts.py": {"_pairs", "render_business", "render_semantic"},
     "generation/repair.py": {"repair_prompt"},
     "selection/multiple_choice.py": {"multiple_choice_prompt"},
+    "selection/judge.py": {"judge_prompt"},
     "curated/narrate.py": {"narrate_prompt"},
     "curated/_mined_questions.py": {"question_prompt"},
     "generation/explain_sql.py": {"explain_prompt"},
@@ -146,6 +149,8 @@ def test_every_sql_builder_refuses_raw_sql():
     with pytest.raises(GateError):
         multiple_choice_prompt("Q?", [group], "schema")
     with pytest.raises(GateError):
+        judge_prompt("Q?", "schema", None, [group, group])
+    with pytest.raises(GateError):
         prompts.render_examples([Example(1, "local", "Q?", RAW)])
     with pytest.raises(GateError):
         prompts.render_semantic([("filter", "venue", "coded", "secret_code = 'x'", None, [])])
@@ -193,6 +198,8 @@ def _walk_prompts(gate: Gate, where: str = f"secret_code = '{MARK}'") -> dict[st
         "result_hash": "h",
     }
     out["multiple_choice"] = multiple_choice_prompt("Q?", [group], "schema")
+    pair = [{**group, "sql": gate.sql("judge", raw), "rows": []}, group]
+    out["judge"] = judge_prompt("Q?", "schema", None, pair)
     out["narrate"] = narrate_prompt("Q?", raw, NarrateRows(gate, [], None), False)
     mined = MinedCandidate(LoggedStatement(1, raw, 3), "query", raw, [], ["public.venue"])
     out["mining"] = question_prompt(gate, mined, schema)
@@ -205,7 +212,7 @@ def test_each_sealed_prompt_holds_no_literal_of_a_withheld_column(send_values):
     prompts_of = _walk_prompts(Gate(_schema(), send_values))
     for stage, text in prompts_of.items():
         assert MARK not in text, stage
-        assert "secret_code" in text or stage == "multiple_choice", stage
+        assert "secret_code" in text or stage in ("multiple_choice", "judge"), stage
 
 
 @pytest.mark.parametrize("send_values", [True, False])
