@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--model",
         default="gpt-4",
-        help="whose recorded SQL is the PreSQL: a PostgreSQL-dialect model "
+        help="whose recorded SQL is the PreSQL (several, comma-separated: one run each, "
+        "reported per database and model): a PostgreSQL-dialect model "
         "(predictions) or a SQLite-dialect one (predictions_sqlite, transpiled "
         "as the pipeline cleans a sqlite model's PreSQL)",
     )
@@ -105,12 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     if not dbs:
         ap.error(f"no bird_minidev_<db>.jsonl with a pg_dumps/<db>.sql in {args.data}")
     cluster = C.start_cluster(args.datadir)
+    models = [m.strip() for m in args.model.split(",") if m.strip()]
     runs = []
     for db in dbs:
         try:
-            runs.append(link_database(args, cluster, db))
+            runs.extend(link_database(args, cluster, db, models))
         except LookupError as e:
             ap.error(str(e))
+    if args.json:
+        args.json.write_text(json.dumps([d for r in runs for d in r["details"]], default=str))
+    if len(models) > 1:
+        return _report_models(runs, models)
     if len(runs) > 1:
         log("")
         log(
@@ -132,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
             reasons[k] = reasons.get(k, 0) + v
     ms = [x for r in runs for x in r["ms"]]
     misses = [(f"{r['db']}:{m[0]}", *m[1:]) for r in runs for m in r["misses"]]
-    details = [d for r in runs for d in r["details"]]
     mean = statistics.mean
     r_e, r_s = mean(agg["eq"]), mean(agg["sub"])
     tl, tg = mean(agg["n_linked"]), mean(agg["n_gold"])
@@ -152,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     log(f"retrieval ms p50 {C.percentile(ms, 50):.0f}, p90 {C.percentile(ms, 90):.0f}")
     for qid, g, lk, why in misses:
         log(f"   q{qid}: gold {g} linked {lk} why {json.dumps(why)[:300]}")
-    if args.json:
-        args.json.write_text(json.dumps(details, indent=1, default=str))
     log(
         f"RESULT r_e={r_e:.3f} r_s={r_s:.3f} tables_linked={tl:.2f} tables_gold={tg:.2f} "
         f"column_recall={colrec:.3f}"
@@ -180,29 +183,64 @@ def presql_text(row: dict, model: str, dialect: str) -> str:
     return clean(raw, dialect).sql if raw and dialect != "postgres" else raw
 
 
-def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
-    """Load one database, link every question's PreSQL and compare with the gold's tables.
+def _report_models(runs: list[dict], models: list[str]) -> int:
+    """Print, per database and PreSQL model, R_s and tables linked (and PreSQL's own), then
+    the misses of every model, and a RESULT line over all (database, model) runs."""
+    log("")
+    log(
+        f"{'database':<24} {'model':<28} {'n':>4} {'R_s':>6} {'linked':>7} {'gold':>6} {'pre R_s':>8}"
+    )
+    for r in runs:
+        a = r["agg"]
+        log(
+            f"{r['db']:<24} {r['model']:<28} {len(a['sub']):>4} {statistics.mean(a['sub']):>6.3f} "
+            f"{statistics.mean(a['n_linked']):>7.2f} {statistics.mean(a['n_gold']):>6.2f} "
+            f"{statistics.mean(a['pre_sub']):>8.3f}"
+        )
+    for r in runs:
+        for qid, g, lk, why in r["misses"]:
+            if not set(g) <= set(lk):
+                log(
+                    f"   {r['db']}:q{qid} [{r['model']}] gold {g} linked {lk} missing "
+                    f"{sorted(set(g) - set(lk))} why {json.dumps(why)[:300]}"
+                )
+    sub = [x for r in runs for x in r["agg"]["sub"]]
+    nl = [x for r in runs for x in r["agg"]["n_linked"]]
+    ng = [x for r in runs for x in r["agg"]["n_gold"]]
+    log(
+        f"RESULT models={len(models)} r_s={statistics.mean(sub):.3f} "
+        f"tables_linked={statistics.mean(nl):.2f} tables_gold={statistics.mean(ng):.2f} "
+        f"missed={sum(not x for x in sub)}"
+    )
+    return 0
+
+
+def link_database(args: argparse.Namespace, cluster, db: str, models: list[str]) -> list[dict]:
+    """Load one database once, link every question's PreSQL (of each model in turn) and
+    compare with the gold's tables.
 
     Args:
-        args: the command line (data, model, limit, set).
+        args: the command line (data, limit, set).
         cluster: the running bench cluster.
         db: the database name.
+        models: whose recorded SQL is the PreSQL, one run each.
 
     Returns:
-        ``{"db", "agg", "col", "reasons", "ms", "misses", "details"}``: per-question lists
-        under ``agg`` (eq, sub, n_linked, n_gold, pre_eq, pre_sub, pre_n), column counts
-        under ``col`` (hit, strict, pre, total).
+        One dict per model: ``{"db", "model", "agg", "col", "reasons", "ms", "misses",
+        "details"}``: per-question lists under ``agg`` (eq, sub, n_linked, n_gold, pre_eq,
+        pre_sub, pre_n), column counts under ``col`` (hit, strict, pre, total).
 
     Raises:
-        LookupError: the model has no recorded SQL in the database's question file.
+        LookupError: a model has no recorded SQL in the database's question file.
     """
     qfile = args.data / f"bird_minidev_{db}.jsonl"
     rows = [json.loads(x) for x in qfile.read_text().splitlines() if x.strip()]
     rows = [r for r in rows if r.get("gold_ok", True) is not False]
     rows = rows[: args.limit] if args.limit else rows
-    dialect = model_dialect(rows, args.model)
-    if dialect is None:
-        raise LookupError(f"no predictions of model {args.model!r} in {qfile}")
+    dialects = {m: model_dialect(rows, m) for m in models}
+    for m, d in dialects.items():
+        if d is None:
+            raise LookupError(f"no predictions of model {m!r} in {qfile}")
     rep = C.load_dump(cluster, db, args.data / "pg_dumps" / f"{db}.sql")
     conn = cluster.connect(db)
     schemas = list(C.user_schemas(conn))
@@ -220,10 +258,18 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
         if s.name.startswith(("link", "value"))
     }
     log(
-        f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model} ({dialect}); dump "
+        f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {', '.join(models)}; dump "
         f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}"
     )
     schema = schema_of(conn, schemas)
+    runs = [link_model(conn, schema, rows, db, m, dialects[m]) for m in models]
+    conn.close()
+    return runs
+
+
+def link_model(conn, schema: Schema, rows: list[dict], db: str, model: str, dialect: str) -> dict:
+    """Link every question of ``rows`` with ``model``'s recorded SQL as the PreSQL (see
+    ``link_database``, whose per-model dict this returns)."""
     all_tables = {t.name for t in schema.tables}
 
     n = 0
@@ -234,7 +280,7 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
     details = []
     col = {"hit": 0, "strict": 0, "pre": 0, "total": 0}
     for r in rows:
-        presql = presql_text(r, args.model, dialect)
+        presql = presql_text(r, model, dialect)
         gold_tabs, gold_cols = presql_links(r["gold_sql"], schema)
         gold = set(gold_tabs)
         res = conn.execute(
@@ -245,6 +291,7 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
         details.append(
             {
                 "db": db,
+                "model": model,
                 "question_id": r["question_id"],
                 "gold_tables": sorted(gold),
                 "gold_columns": gold_cols,
@@ -285,9 +332,9 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
                 )
             )
 
-    conn.close()
     return {
         "db": db,
+        "model": model,
         "agg": agg,
         "col": col,
         "reasons": reasons,
