@@ -205,9 +205,10 @@ def presql_stray_columns(presql: str | None, schema: Schema) -> list[str]:
     cars_data`` where ``model`` is a column of car_names): the model put a column of another
     table in this one (docs/internals/retrieval.md, "Stray columns").
 
-    A column counts when every relation it may belong to (``names.column_relations``) is a
-    schema table and none of them has a column of that name; names that the query itself
-    defines (output aliases, derived-table and CTE column names) never count.
+    A column counts when it may belong to some relation (``names.column_relations``) and none
+    of those is a schema table that has a column of that name (a table the schema lacks, as a
+    PreSQL written for another database reads, has none); names that the query itself defines
+    (output aliases, the columns of derived tables and CTEs) never count.
 
     Args:
         presql: the PreSQL's text (PostgreSQL), or None.
@@ -225,14 +226,16 @@ def presql_stray_columns(presql: str | None, schema: Schema) -> list[str]:
     defined = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
     for ta in tree.find_all(exp.TableAlias):
         defined |= {c.name.lower() for c in ta.columns} | {ta.name.lower()}
+    for q in tree.find_all(exp.Subquery, exp.CTE):
+        if isinstance(q.this, exp.Query):
+            defined |= {n.lower() for n in q.this.named_selects}
     out: list[str] = []
     for c in tree.find_all(exp.Column):
         cname = c.name.lower()
         if not cname or cname in defined or cname in out:
             continue
         rels = names.column_relations(c)
-        if not rels or any(r.key not in lookup for r in rels):
-            continue
-        if not any(col.name.lower() == cname for r in rels for col in lookup[r.key].columns):
+        tables = [lookup[r.key] for r in rels if r.key in lookup]
+        if rels and not any(col.name.lower() == cname for t in tables for col in t.columns):
             out.append(cname)
     return out

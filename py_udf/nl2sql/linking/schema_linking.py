@@ -235,12 +235,14 @@ def _link_stray_columns(
     linked: Linked, schema: Schema, lookup: dict[str, Table], presql: str | None, tabs: list[str]
 ) -> None:
     """Link, for each column PreSQL reads from a table that lacks it (``presql_stray_columns``),
-    the tables nearest to PreSQL's tables that have it (``nearest_with_column``). The rule
+    the table nearest to PreSQL's tables that has it (``nearest_with_column``), when one table
+    alone is nearest (a name such as ``id`` that several hold links nothing). The rule
     came from the commonest linking miss on the visible data (docs/benchmarks.md, "Stray
     columns"): with 13 systems' recorded SQL as PreSQL on 9 Spider databases, 64 of 209 gold
     tables left out held a column the PreSQL had put in another table."""
     for col in presql_stray_columns(presql, schema):
-        for t in nearest_with_column(schema, tabs, col):
+        nearest = nearest_with_column(schema, tabs, col)
+        for t in nearest if len(nearest) == 1 else []:
             name = next(c.name for c in lookup[t.lower()].columns if c.name.lower() == col)
             linked.add_column(t, name, f"stray column {col} -> {t}")
 

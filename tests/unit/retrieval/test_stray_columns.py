@@ -50,7 +50,9 @@ def _shop():
         ("SELECT price AS label FROM item ORDER BY label", []),  # an output alias
         ("SELECT d.label FROM (SELECT price AS label FROM item) AS d", []),  # derived table
         ("WITH c AS (SELECT price FROM item) SELECT label FROM c", []),  # a CTE's column
-        ("SELECT label FROM nowhere", []),  # a table not in the schema: not judged
+        ("SELECT label FROM nowhere", ["label"]),  # a table the schema lacks has no columns
+        ("SELECT x FROM (SELECT price AS x FROM item) AS d JOIN stock ON 1 = 1", []),
+        ("SELECT price FROM (SELECT price FROM item) AS d JOIN stock ON 1 = 1", []),
         ("SELEC nonsense", []),
         (None, []),
     ],
@@ -68,6 +70,7 @@ def test_stray_columns_are_the_ones_no_table_in_scope_has(presql, stray):
         (["stock"], "brand_name", ["brand"]),
         (["item"], "wid", []),  # only an unreachable table has it
         (["item"], "nothing", []),
+        (["orders", "item"], "id", ["product", "stock"]),  # a tie; unknown tables ignored
         (["stock", "brand"], "label", ["product"]),  # from several starts at once
     ],
 )
@@ -82,9 +85,21 @@ def test_nearest_with_column_walks_the_join_graph(start, column, nearest):
         ("SELECT label FROM item", {"item", "product"}, "product"),
         # two joins away: the holder and the bridge between them are linked
         ("SELECT label FROM stock", {"stock", "item", "product"}, "product"),
+        # two tables hold the column at the same distance: neither is linked
+        (
+            "SELECT o.id FROM orders AS o JOIN item AS i ON o.x = i.price",
+            {"item"},
+            None,
+        ),
         # a PreSQL that reads its columns where they are links nothing more
         ("SELECT price FROM item", {"item"}, None),
         ("SELECT price AS label FROM item ORDER BY label", {"item"}, None),
+        # a table the schema lacks (a PreSQL for another database) next to one it has
+        (
+            "SELECT label FROM orders WHERE id IN (SELECT product_id FROM item)",
+            {"item", "product"},
+            "product",
+        ),
     ],
 )
 def test_link_schema_links_the_table_a_stray_column_belongs_to(presql, linked, reason_table):
