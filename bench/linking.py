@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C
 from nl2sql.core.settings import SETTINGS
-from nl2sql.core.types import Column, Schema, Table
+from nl2sql.core.types import Column, ForeignKey, Schema, Table
 from nl2sql.generation.cleaning import clean
-from nl2sql.linking.presql_reading import presql_links
+from nl2sql.linking._schema_graph import fk_graph, inferred_joins
+from nl2sql.linking.presql_reading import presql_links, presql_stray_columns
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data"
 
@@ -56,6 +57,59 @@ def schema_of(conn, schemas: list[str]) -> Schema:
             Column(name=c, data_type=ty)
         )
     return Schema(tables=list(tables.values()))
+
+
+def with_keys(conn, schema: Schema) -> Schema:
+    """``schema`` with its primary-key flags and foreign keys from the catalog (tables by bare
+    name, as ``schema_of`` names them), for ``miss_kind``'s join graph."""
+    pk = conn.execute(
+        "SELECT c.conrelid::regclass::text, a.attname FROM pg_constraint c JOIN pg_attribute a "
+        "ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey) WHERE c.contype = 'p'"
+    ).fetchall()
+    pks = {(t.split(".")[-1].strip('"'), col) for t, col in pk}
+    for t in schema.tables:
+        for c in t.columns:
+            c.is_primary_key = (t.name, c.name) in pks
+    rows = conn.execute(
+        "SELECT conrelid::regclass::text, confrelid::regclass::text, "
+        "array(SELECT attname FROM pg_attribute WHERE attrelid = conrelid AND attnum = ANY(conkey)), "
+        "array(SELECT attname FROM pg_attribute WHERE attrelid = confrelid AND attnum = ANY(confkey)) "
+        "FROM pg_constraint WHERE contype = 'f'"
+    ).fetchall()
+    bare = [
+        (a.split(".")[-1].strip('"'), b.split(".")[-1].strip('"'), ac, bc) for a, b, ac, bc in rows
+    ]
+    names = {t.name for t in schema.tables}
+    schema.foreign_keys = [
+        ForeignKey(a, list(ac), b, list(bc)) for a, b, ac, bc in bare if a in names and b in names
+    ]
+    return schema
+
+
+def miss_kind(schema: Schema, linked: set[str], table: str, presql: str) -> str:
+    """How a gold table left out stands to the linked ones (issue 42 §5): ``stray column`` (it
+    has a column PreSQL reads from a table that lacks it, ``presql_stray_columns``), ``bridge``
+    (joined to two linked tables), ``lookup`` (a linked table's foreign key references it),
+    ``child`` (its foreign key references a linked table), ``inferred join`` (joined to one by
+    an inferred join only), ``far`` (joined to none), ``no presql`` (PreSQL read no table)."""
+    g = fk_graph(schema)
+    for a, b, _ in inferred_joins(schema):
+        g[a].add(b)
+        g[b].add(a)
+    near = g.get(table, set()) & linked
+    if not presql_links(presql, schema)[0]:
+        return "no presql"
+    if set(presql_stray_columns(presql, schema)) & {
+        c.name.lower() for t in schema.tables if t.name == table for c in t.columns
+    }:
+        return "stray column"
+    if len(near) >= 2:
+        return "bridge"
+    if any(f.table in near and f.ref_table == table for f in schema.foreign_keys):
+        return "lookup"
+    if any(f.table == table and f.ref_table in near for f in schema.foreign_keys):
+        return "child"
+    return "inferred join" if near else "far"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +258,14 @@ def _report_models(runs: list[dict], models: list[str]) -> int:
                     f"   {r['db']}:q{qid} [{r['model']}] gold {g} linked {lk} missing "
                     f"{sorted(set(g) - set(lk))} why {json.dumps(why)[:300]}"
                 )
+    kinds: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["kinds"].items():
+            kinds[k] = kinds.get(k, 0) + v
+    log(
+        "gold tables left out, by kind (miss_kind): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    )
     sub = [x for r in runs for x in r["agg"]["sub"]]
     nl = [x for r in runs for x in r["agg"]["n_linked"]]
     ng = [x for r in runs for x in r["agg"]["n_gold"]]
@@ -261,7 +323,7 @@ def link_database(args: argparse.Namespace, cluster, db: str, models: list[str])
         f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {', '.join(models)}; dump "
         f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}"
     )
-    schema = schema_of(conn, schemas)
+    schema = with_keys(conn, schema_of(conn, schemas))
     runs = [link_model(conn, schema, rows, db, m, dialects[m]) for m in models]
     conn.close()
     return runs
@@ -279,6 +341,7 @@ def link_model(conn, schema: Schema, rows: list[dict], db: str, model: str, dial
     ms = []
     details = []
     col = {"hit": 0, "strict": 0, "pre": 0, "total": 0}
+    kinds: dict[str, int] = {}
     for r in rows:
         presql = presql_text(r, model, dialect)
         gold_tabs, gold_cols = presql_links(r["gold_sql"], schema)
@@ -322,6 +385,9 @@ def link_model(conn, schema: Schema, rows: list[dict], db: str, model: str, dial
                     " " + w.split(" ")[1] if w.startswith(("fk", "column")) else ""
                 )
                 reasons[kind] = reasons.get(kind, 0) + 1
+        for t in sorted(gold - linked):
+            kind = miss_kind(schema, linked, t, presql)
+            kinds[kind] = kinds.get(kind, 0) + 1
         if not gold <= linked or len(linked) > len(gold) + 1:
             misses.append(
                 (
@@ -340,6 +406,7 @@ def link_model(conn, schema: Schema, rows: list[dict], db: str, model: str, dial
         "reasons": reasons,
         "ms": ms,
         "misses": misses,
+        "kinds": kinds,
         "details": details,
     }
 
