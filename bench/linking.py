@@ -14,7 +14,13 @@ question (``predictions[<model>]`` in ``bird_minidev_<db>.jsonl``, default gpt-4
 
 Goal: R_s >= 0.98 and mean linked <= gold mean + 0.3.
 
-Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero|all] [--model gpt-4]
+With several models (``--model a,b,c``, issue 42 §5) each database is loaded once and linked
+with each model's SQL as the PreSQL in turn; it prints R_s and tables linked per database and
+model, the misses, and the gold tables left out counted by kind (``miss_kind``: stray column,
+bridge, lookup, child, inferred join, far, no presql); last line
+``RESULT models=<n> r_s=<0..1> tables_linked=<mean> tables_gold=<mean> missed=<questions>``.
+
+Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero|all] [--model gpt-4[,m2…]]
        [--limit N] [--datadir DIR]
 Last line: ``RESULT r_e=<0..1> r_s=<0..1> tables_linked=<mean> tables_gold=<mean> column_recall=<0..1>``
 """
