@@ -14,7 +14,13 @@ question (``predictions[<model>]`` in ``bird_minidev_<db>.jsonl``, default gpt-4
 
 Goal: R_s >= 0.98 and mean linked <= gold mean + 0.3.
 
-Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero|all] [--model gpt-4]
+With several models (``--model a,b,c``, issue 42 §5) each database is loaded once and linked
+with each model's SQL as the PreSQL in turn; it prints R_s and tables linked per database and
+model, the misses, and the gold tables left out counted by kind (``miss_kind``: stray column,
+bridge, lookup, child, inferred join, far, no presql); last line
+``RESULT models=<n> r_s=<0..1> tables_linked=<mean> tables_gold=<mean> missed=<questions>``.
+
+Usage: python bench/linking.py [--data ../shared/bench-data] [--db superhero|all] [--model gpt-4[,m2…]]
        [--limit N] [--datadir DIR]
 Last line: ``RESULT r_e=<0..1> r_s=<0..1> tables_linked=<mean> tables_gold=<mean> column_recall=<0..1>``
 """
@@ -32,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C
 from nl2sql.core.settings import SETTINGS
-from nl2sql.core.types import Column, Schema, Table
+from nl2sql.core.types import Column, ForeignKey, Schema, Table
 from nl2sql.generation.cleaning import clean
-from nl2sql.linking.presql_reading import presql_links
+from nl2sql.linking._schema_graph import fk_graph, inferred_joins
+from nl2sql.linking.presql_reading import presql_links, presql_stray_columns
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data"
 
@@ -58,6 +65,59 @@ def schema_of(conn, schemas: list[str]) -> Schema:
     return Schema(tables=list(tables.values()))
 
 
+def with_keys(conn, schema: Schema) -> Schema:
+    """``schema`` with its primary-key flags and foreign keys from the catalog (tables by bare
+    name, as ``schema_of`` names them), for ``miss_kind``'s join graph."""
+    pk = conn.execute(
+        "SELECT c.conrelid::regclass::text, a.attname FROM pg_constraint c JOIN pg_attribute a "
+        "ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey) WHERE c.contype = 'p'"
+    ).fetchall()
+    pks = {(t.split(".")[-1].strip('"'), col) for t, col in pk}
+    for t in schema.tables:
+        for c in t.columns:
+            c.is_primary_key = (t.name, c.name) in pks
+    rows = conn.execute(
+        "SELECT conrelid::regclass::text, confrelid::regclass::text, "
+        "array(SELECT attname FROM pg_attribute WHERE attrelid = conrelid AND attnum = ANY(conkey)), "
+        "array(SELECT attname FROM pg_attribute WHERE attrelid = confrelid AND attnum = ANY(confkey)) "
+        "FROM pg_constraint WHERE contype = 'f'"
+    ).fetchall()
+    bare = [
+        (a.split(".")[-1].strip('"'), b.split(".")[-1].strip('"'), ac, bc) for a, b, ac, bc in rows
+    ]
+    names = {t.name for t in schema.tables}
+    schema.foreign_keys = [
+        ForeignKey(a, list(ac), b, list(bc)) for a, b, ac, bc in bare if a in names and b in names
+    ]
+    return schema
+
+
+def miss_kind(schema: Schema, linked: set[str], table: str, presql: str) -> str:
+    """How a gold table left out stands to the linked ones (issue 42 §5): ``stray column`` (it
+    has a column PreSQL reads from a table that lacks it, ``presql_stray_columns``), ``bridge``
+    (joined to two linked tables), ``lookup`` (a linked table's foreign key references it),
+    ``child`` (its foreign key references a linked table), ``inferred join`` (joined to one by
+    an inferred join only), ``far`` (joined to none), ``no presql`` (PreSQL read no table)."""
+    g = fk_graph(schema)
+    for a, b, _ in inferred_joins(schema):
+        g[a].add(b)
+        g[b].add(a)
+    near = g.get(table, set()) & linked
+    if not presql_links(presql, schema)[0]:
+        return "no presql"
+    if set(presql_stray_columns(presql, schema)) & {
+        c.name.lower() for t in schema.tables if t.name == table for c in t.columns
+    }:
+        return "stray column"
+    if len(near) >= 2:
+        return "bridge"
+    if any(f.table in near and f.ref_table == table for f in schema.foreign_keys):
+        return "lookup"
+    if any(f.table == table and f.ref_table in near for f in schema.foreign_keys):
+        return "child"
+    return "inferred join" if near else "far"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -71,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--model",
         default="gpt-4",
-        help="whose recorded SQL is the PreSQL: a PostgreSQL-dialect model "
+        help="whose recorded SQL is the PreSQL (several, comma-separated: one run each, "
+        "reported per database and model): a PostgreSQL-dialect model "
         "(predictions) or a SQLite-dialect one (predictions_sqlite, transpiled "
         "as the pipeline cleans a sqlite model's PreSQL)",
     )
@@ -105,12 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     if not dbs:
         ap.error(f"no bird_minidev_<db>.jsonl with a pg_dumps/<db>.sql in {args.data}")
     cluster = C.start_cluster(args.datadir)
+    models = [m.strip() for m in args.model.split(",") if m.strip()]
     runs = []
     for db in dbs:
         try:
-            runs.append(link_database(args, cluster, db))
+            runs.extend(link_database(args, cluster, db, models))
         except LookupError as e:
             ap.error(str(e))
+    if args.json:
+        args.json.write_text(json.dumps([d for r in runs for d in r["details"]], default=str))
+    if len(models) > 1:
+        return _report_models(runs, models)
     if len(runs) > 1:
         log("")
         log(
@@ -132,7 +198,6 @@ def main(argv: list[str] | None = None) -> int:
             reasons[k] = reasons.get(k, 0) + v
     ms = [x for r in runs for x in r["ms"]]
     misses = [(f"{r['db']}:{m[0]}", *m[1:]) for r in runs for m in r["misses"]]
-    details = [d for r in runs for d in r["details"]]
     mean = statistics.mean
     r_e, r_s = mean(agg["eq"]), mean(agg["sub"])
     tl, tg = mean(agg["n_linked"]), mean(agg["n_gold"])
@@ -152,8 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     log(f"retrieval ms p50 {C.percentile(ms, 50):.0f}, p90 {C.percentile(ms, 90):.0f}")
     for qid, g, lk, why in misses:
         log(f"   q{qid}: gold {g} linked {lk} why {json.dumps(why)[:300]}")
-    if args.json:
-        args.json.write_text(json.dumps(details, indent=1, default=str))
     log(
         f"RESULT r_e={r_e:.3f} r_s={r_s:.3f} tables_linked={tl:.2f} tables_gold={tg:.2f} "
         f"column_recall={colrec:.3f}"
@@ -180,29 +243,72 @@ def presql_text(row: dict, model: str, dialect: str) -> str:
     return clean(raw, dialect).sql if raw and dialect != "postgres" else raw
 
 
-def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
-    """Load one database, link every question's PreSQL and compare with the gold's tables.
+def _report_models(runs: list[dict], models: list[str]) -> int:
+    """Print, per database and PreSQL model, R_s and tables linked (and PreSQL's own), then
+    the misses of every model, and a RESULT line over all (database, model) runs."""
+    log("")
+    log(
+        f"{'database':<24} {'model':<28} {'n':>4} {'R_s':>6} {'linked':>7} {'gold':>6} {'pre R_s':>8}"
+    )
+    for r in runs:
+        a = r["agg"]
+        log(
+            f"{r['db']:<24} {r['model']:<28} {len(a['sub']):>4} {statistics.mean(a['sub']):>6.3f} "
+            f"{statistics.mean(a['n_linked']):>7.2f} {statistics.mean(a['n_gold']):>6.2f} "
+            f"{statistics.mean(a['pre_sub']):>8.3f}"
+        )
+    for r in runs:
+        for qid, g, lk, why in r["misses"]:
+            if not set(g) <= set(lk):
+                log(
+                    f"   {r['db']}:q{qid} [{r['model']}] gold {g} linked {lk} missing "
+                    f"{sorted(set(g) - set(lk))} why {json.dumps(why)[:300]}"
+                )
+    kinds: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["kinds"].items():
+            kinds[k] = kinds.get(k, 0) + v
+    log(
+        "gold tables left out, by kind (miss_kind): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    )
+    sub = [x for r in runs for x in r["agg"]["sub"]]
+    nl = [x for r in runs for x in r["agg"]["n_linked"]]
+    ng = [x for r in runs for x in r["agg"]["n_gold"]]
+    log(
+        f"RESULT models={len(models)} r_s={statistics.mean(sub):.3f} "
+        f"tables_linked={statistics.mean(nl):.2f} tables_gold={statistics.mean(ng):.2f} "
+        f"missed={sum(not x for x in sub)}"
+    )
+    return 0
+
+
+def link_database(args: argparse.Namespace, cluster, db: str, models: list[str]) -> list[dict]:
+    """Load one database once, link every question's PreSQL (of each model in turn) and
+    compare with the gold's tables.
 
     Args:
-        args: the command line (data, model, limit, set).
+        args: the command line (data, limit, set).
         cluster: the running bench cluster.
         db: the database name.
+        models: whose recorded SQL is the PreSQL, one run each.
 
     Returns:
-        ``{"db", "agg", "col", "reasons", "ms", "misses", "details"}``: per-question lists
-        under ``agg`` (eq, sub, n_linked, n_gold, pre_eq, pre_sub, pre_n), column counts
-        under ``col`` (hit, strict, pre, total).
+        One dict per model: ``{"db", "model", "agg", "col", "reasons", "ms", "misses",
+        "details"}``: per-question lists under ``agg`` (eq, sub, n_linked, n_gold, pre_eq,
+        pre_sub, pre_n), column counts under ``col`` (hit, strict, pre, total).
 
     Raises:
-        LookupError: the model has no recorded SQL in the database's question file.
+        LookupError: a model has no recorded SQL in the database's question file.
     """
     qfile = args.data / f"bird_minidev_{db}.jsonl"
     rows = [json.loads(x) for x in qfile.read_text().splitlines() if x.strip()]
     rows = [r for r in rows if r.get("gold_ok", True) is not False]
     rows = rows[: args.limit] if args.limit else rows
-    dialect = model_dialect(rows, args.model)
-    if dialect is None:
-        raise LookupError(f"no predictions of model {args.model!r} in {qfile}")
+    dialects = {m: model_dialect(rows, m) for m in models}
+    for m, d in dialects.items():
+        if d is None:
+            raise LookupError(f"no predictions of model {m!r} in {qfile}")
     rep = C.load_dump(cluster, db, args.data / "pg_dumps" / f"{db}.sql")
     conn = cluster.connect(db)
     schemas = list(C.user_schemas(conn))
@@ -220,10 +326,18 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
         if s.name.startswith(("link", "value"))
     }
     log(
-        f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {args.model} ({dialect}); dump "
+        f"{db}: {len(rows)} questions; PreSQL = recorded SQL of {', '.join(models)}; dump "
         f"{rep.seconds:.1f} s, reindex {time.perf_counter() - t0:.1f} s; settings {settings}"
     )
-    schema = schema_of(conn, schemas)
+    schema = with_keys(conn, schema_of(conn, schemas))
+    runs = [link_model(conn, schema, rows, db, m, dialects[m]) for m in models]
+    conn.close()
+    return runs
+
+
+def link_model(conn, schema: Schema, rows: list[dict], db: str, model: str, dialect: str) -> dict:
+    """Link every question of ``rows`` with ``model``'s recorded SQL as the PreSQL (see
+    ``link_database``, whose per-model dict this returns)."""
     all_tables = {t.name for t in schema.tables}
 
     n = 0
@@ -233,8 +347,9 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
     ms = []
     details = []
     col = {"hit": 0, "strict": 0, "pre": 0, "total": 0}
+    kinds: dict[str, int] = {}
     for r in rows:
-        presql = presql_text(r, args.model, dialect)
+        presql = presql_text(r, model, dialect)
         gold_tabs, gold_cols = presql_links(r["gold_sql"], schema)
         gold = set(gold_tabs)
         res = conn.execute(
@@ -245,6 +360,7 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
         details.append(
             {
                 "db": db,
+                "model": model,
                 "question_id": r["question_id"],
                 "gold_tables": sorted(gold),
                 "gold_columns": gold_cols,
@@ -275,6 +391,9 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
                     " " + w.split(" ")[1] if w.startswith(("fk", "column")) else ""
                 )
                 reasons[kind] = reasons.get(kind, 0) + 1
+        for t in sorted(gold - linked):
+            kind = miss_kind(schema, linked, t, presql)
+            kinds[kind] = kinds.get(kind, 0) + 1
         if not gold <= linked or len(linked) > len(gold) + 1:
             misses.append(
                 (
@@ -285,14 +404,15 @@ def link_database(args: argparse.Namespace, cluster, db: str) -> dict:
                 )
             )
 
-    conn.close()
     return {
         "db": db,
+        "model": model,
         "agg": agg,
         "col": col,
         "reasons": reasons,
         "ms": ms,
         "misses": misses,
+        "kinds": kinds,
         "details": details,
     }
 

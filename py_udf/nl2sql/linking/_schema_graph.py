@@ -227,3 +227,29 @@ def fk_bridges(
         tree.update(path)
         remaining -= set(path)
     return out
+
+
+def nearest_with_column(schema: Schema, start: list[str], column: str) -> list[str]:
+    """Find the tables nearest to ``start`` over the join graph that have a column ``column``
+    (where a PreSQL's stray column belongs; docs/internals/retrieval.md, "Stray columns").
+
+    Args:
+        schema: the schema (``catalog.load_schema``).
+        start: table prompt names (the PreSQL's tables); they themselves are never returned.
+        column: the lower-cased column name.
+
+    Returns:
+        Table prompt names, sorted: those with the column at the least number of joins (>= 1)
+        from any of ``start``; [] when no table reachable from ``start`` has it.
+    """
+    g = _join_graph(schema)
+    has = {t.name for t in schema.tables if any(c.name.lower() == column for c in t.columns)}
+    seen = {t for t in start if t in g}
+    frontier = set(seen)
+    while frontier:
+        frontier = {v for u in frontier for v in g[u]} - seen
+        found = sorted(frontier & has)
+        if found:
+            return found
+        seen |= frontier
+    return []

@@ -198,3 +198,44 @@ def _semi_join_outer(sel: exp.Select) -> exp.Select | None:
     if isinstance(pred, exp.In) and sub.arg_key == "query" or isinstance(pred, exp.EQ):
         return pred.find_ancestor(exp.Select)
     return None
+
+
+def presql_stray_columns(presql: str | None, schema: Schema) -> list[str]:
+    """Find the column names PreSQL reads from tables that lack them (``SELECT model FROM
+    cars_data`` where ``model`` is a column of car_names): the model put a column of another
+    table in this one (docs/internals/retrieval.md, "Stray columns").
+
+    A column counts when it may belong to some relation (``names.column_relations``) and none
+    of those is a schema table that has a column of that name (a table the schema lacks, as a
+    PreSQL written for another database reads, has none); names that the query itself defines
+    (output aliases, the columns of derived tables and CTEs) never count.
+
+    Args:
+        presql: the PreSQL's text (PostgreSQL), or None.
+        schema: the schema the calling role may see.
+
+    Returns:
+        Lower-cased column names in query order without duplicates; [] when PreSQL is empty or
+        does not parse.
+    """
+    tree = _presql_tree(presql)
+    if tree is None:
+        return []
+    lookup = table_lookup(schema)
+    names = resolve(tree)
+    defined = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
+    for ta in tree.find_all(exp.TableAlias):
+        defined |= {c.name.lower() for c in ta.columns} | {ta.name.lower()}
+    for q in tree.find_all(exp.Subquery, exp.CTE):
+        if isinstance(q.this, exp.Query):
+            defined |= {n.lower() for n in q.this.named_selects}
+    out: list[str] = []
+    for c in tree.find_all(exp.Column):
+        cname = c.name.lower()
+        if not cname or cname in defined or cname in out:
+            continue
+        rels = names.column_relations(c)
+        tables = [lookup[r.key] for r in rels if r.key in lookup]
+        if rels and not any(col.name.lower() == cname for t in tables for col in t.columns):
+            out.append(cname)
+    return out
