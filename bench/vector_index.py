@@ -11,7 +11,8 @@ prepared, ``hnsw.ef_search`` 40), recall@12 against the exact answer (float32, f
 plan node and buffers of one search (EXPLAIN (ANALYZE, BUFFERS)).
 
 Usage: python bench/vector_index.py [--rows 100000] [--queries 200] [--datadir DIR]
-                                    [--variants vector,halfvec,halfvec_64MB,halfvec_efc32]
+                                    [--variants vector,halfvec,halfvec_64MB,halfvec_efc32,
+                                                halfvec_ivfflat,halfvec_bq]
        python bench/vector_index.py --precision 20000   (halfvec's rounding on real embeddings)
 Last line: ``RESULT build_s_vector=… build_s_halfvec=… lookup_ms_p50_vector=… ...``.
 """
@@ -36,8 +37,29 @@ VARIANTS = [
     ("halfvec", "halfvec", "halfvec_cosine_ops", 64, "1GB"),
     ("halfvec_64MB", "halfvec", "halfvec_cosine_ops", 64, "64MB"),
     ("halfvec_efc32", "halfvec", "halfvec_cosine_ops", 32, "1GB"),
+    ("halfvec_ivfflat", "halfvec", "", 0, "1GB"),
+    ("halfvec_bq", "halfvec", "", 0, "1GB"),
 ]
 K = 12
+# Other index kinds on halfvec rows (issue 43: where the HNSW build dominates a reindex):
+# name -> (the index's USING clause, the search, the session setting of the search). IVFFlat
+# with sqrt(rows) lists, 10 probes; an HNSW graph over the sign bits (binary_quantize, Hamming
+# distance: 48 bytes a vector instead of 768) whose 10 x K nearest are re-ranked by cosine.
+_Q = "%(q)s::vector::halfvec(384)"
+OTHER = {
+    "halfvec_ivfflat": (
+        "ivfflat (embedding halfvec_cosine_ops) WITH (lists = {lists})",
+        f"SELECT id FROM bench.cv_{{name}} ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET ivfflat.probes = 10",
+    ),
+    "halfvec_bq": (
+        "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops)",
+        f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
+        f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {10 * K}) c "
+        f"ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET hnsw.ef_search = 120",
+    ),
+}
 
 
 def log(*a) -> None:
@@ -72,11 +94,12 @@ def build(conn, name: str, typ: str, ops: str, efc: int, mem: str) -> dict:
         f"CREATE TABLE bench.cv_{name} AS SELECT id, v::{typ}(384) AS embedding FROM bench.item"
     )
     conn.execute(f"SET maintenance_work_mem = '{mem}'")
+    using = f"hnsw (embedding {ops}) WITH (ef_construction = {efc})"
+    if name in OTHER:
+        n = conn.execute(f"SELECT count(*) FROM bench.cv_{name}").fetchone()[0]
+        using = OTHER[name][0].format(lists=max(10, round(n**0.5)))
     t0 = time.perf_counter()
-    conn.execute(
-        f"CREATE INDEX cv_{name}_hnsw ON bench.cv_{name} USING hnsw (embedding {ops}) "
-        f"WITH (ef_construction = {efc})"
-    )
+    conn.execute(f"CREATE INDEX cv_{name}_hnsw ON bench.cv_{name} USING {using}")
     secs = time.perf_counter() - t0
     conn.execute("RESET maintenance_work_mem")
     conn.execute(f"VACUUM ANALYZE bench.cv_{name}")
@@ -113,17 +136,22 @@ def probes(conn, n: int) -> tuple[list[str], list[set[int]]]:
 
 def search(conn, name: str, typ: str, qs: list[str], exact: list[set[int]]) -> dict:
     """p50 ms of the search, recall@K, and the plan of one search."""
-    sql = f"SELECT id FROM bench.cv_{name} ORDER BY embedding <=> %s::vector::{typ}(384) LIMIT {K}"
+    sql = (
+        f"SELECT id FROM bench.cv_{name} ORDER BY embedding <=> %(q)s::vector::{typ}(384) LIMIT {K}"
+    )
     conn.execute("SET hnsw.ef_search = 40")
+    if name in OTHER:
+        sql = OTHER[name][1].format(name=name)
+        conn.execute(OTHER[name][2])
     for q in qs[:20]:  # warm: the index's pages read once
-        conn.execute(sql, (q,), prepare=True).fetchall()
+        conn.execute(sql, {"q": q}, prepare=True).fetchall()
     ms, hits = [], 0
     for q, want in zip(qs, exact):
         t0 = time.perf_counter()
-        got = {r[0] for r in conn.execute(sql, (q,), prepare=True)}
+        got = {r[0] for r in conn.execute(sql, {"q": q}, prepare=True)}
         ms.append((time.perf_counter() - t0) * 1000)
         hits += len(got & want)
-    plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, (qs[0],))]
+    plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, {"q": qs[0]})]
     node = next(line.strip() for line in plan if "Scan" in line)
     bufs = next((line.strip() for line in plan if "Buffers" in line), "")
     return {

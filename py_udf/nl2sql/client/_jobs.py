@@ -5,6 +5,7 @@ claim batches), until none is left; docs/indexing.md "Several workers"."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import socket
@@ -15,7 +16,7 @@ from typing import Any
 
 __all__ = [
     "RETRY_SQLSTATES",
-    "client_worker",
+    "claim_loop",
     "run_pool",
     "server_worker",
     "wait_for_others",
@@ -41,11 +42,19 @@ def worker_name(i: int) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{i}"
 
 
-def _claim_loop(claim: Callable[[], Any]) -> list[dict]:
+def claim_loop(claim: Callable[[], Any]) -> list[dict]:
     """Call ``claim`` until it returns None, retrying the claims that rolled back for a
-    deadlock; returns the indexed tables' counts."""
-    import json
+    deadlock (``RETRY_SQLSTATES``, at most ``MAX_RETRIES`` in a row).
 
+    Args:
+        claim: one claim (``nl2sql._reindex_claim``): its counts (dict or JSON text) or None.
+
+    Returns:
+        The counts of each table claimed and indexed.
+
+    Raises:
+        Whatever ``claim`` raised other than a retried deadlock.
+    """
     results, retries = [], 0
     while True:
         try:
@@ -75,35 +84,14 @@ def server_worker(dsn: str | None, run_id: int | None, name: str) -> list[dict]:
     Raises:
         psycopg.Error: the server refused a claim (other than a deadlock, retried).
     """
-    import psycopg
+    import psycopg  # in the spawned worker only
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return _claim_loop(
+        return claim_loop(
             lambda: conn.execute("SELECT nl2sql._reindex_claim(%s, %s)", (run_id, name)).fetchone()[
                 0
             ]
         )
-
-
-def client_worker(dsn: str | None, run_id: int | None, name: str) -> list[dict]:
-    """A worker of ``nl2sql reindex``: this process embeds, as ``Client.reindex`` does.
-
-    Args:
-        dsn: libpq connection string of the database.
-        run_id: the run to work on; None: any run with tables left (``--join``).
-        name: the worker's name (``worker_name``).
-
-    Returns:
-        The counts of each table it indexed.
-
-    Raises:
-        ClientError: a claim was refused (other than a deadlock, retried).
-    """
-    from .. import udf
-    from .connection import connect
-
-    with connect(dsn) as client:
-        return _claim_loop(lambda: client._step(udf.reindex_claim, run_id, name))
 
 
 def run_pool(
@@ -116,7 +104,7 @@ def run_pool(
     """Run ``jobs`` worker processes (spawned: nothing of this process is shared) to the end.
 
     Args:
-        worker: ``server_worker`` or ``client_worker``.
+        worker: ``server_worker`` or ``connection.reindex_worker`` (module-level: spawned).
         dsn: libpq connection string of the database.
         run_id: the run.
         jobs: how many processes (>= 1).
@@ -149,7 +137,7 @@ def wait_for_others(
 
     Args:
         pending: the run's tables not yet done (``_reindex_pending``).
-        claim_all: claims until none is left (a ``_claim_loop`` in this process).
+        claim_all: claims until none is left (a ``claim_loop`` in this process).
         poll_s: seconds between looks.
 
     Returns:

@@ -362,9 +362,9 @@ class Client(Tools):
                 on_progress("tables", len(todo) - n)
             return n
 
-        out = _jobs.run_pool(_jobs.client_worker, dsn, run, jobs, pending)
+        out = _jobs.run_pool(reindex_worker, dsn, run, jobs, pending)
         return out + _jobs.wait_for_others(
-            pending, lambda: _jobs.client_worker(dsn, run, _jobs.worker_name(jobs))
+            pending, lambda: reindex_worker(dsn, run, _jobs.worker_name(jobs))
         )
 
     def _step(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -405,6 +405,25 @@ def _for_model(view: AgentView, question: str, trace: dict, columns, rows) -> An
     trace["agent_view"] = {k: v for k, v in shown.items() if k != "rows"}
     tuples = [tuple(r.get(c) for c in kept) for r in shown["rows"]]
     return Answer(trace["sql"], kept, tuples, trace.get("confidence"), trace, trace.get("log_id"))
+
+
+def reindex_worker(dsn: str | None, run_id: int | None, name: str) -> list[dict]:
+    """A worker of ``nl2sql reindex --jobs N`` (``client/_jobs.py``): claims queued tables
+    until none is left; this process embeds, as ``Client.reindex`` does.
+
+    Args:
+        dsn: libpq connection string (None: ``NL2SQL_DSN`` or libpq's environment).
+        run_id: the run to work on; None: any run with tables left.
+        name: the worker's name (``_jobs.worker_name``).
+
+    Returns:
+        The counts of each table it indexed.
+
+    Raises:
+        ClientError: a claim was refused (other than a deadlock, retried).
+    """
+    with connect(dsn) as client:
+        return _jobs.claim_loop(lambda: client._step(udf.reindex_claim, run_id, name))
 
 
 def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Client:
