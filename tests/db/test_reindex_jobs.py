@@ -90,3 +90,29 @@ def test_claims_are_disjoint_and_a_dead_workers_claim_is_claimed_again(jdb, clus
         assert live.execute("SELECT nl2sql._reindex_pending(%s)", (run,)).fetchone()[0] == 0
         assert live.execute("SELECT nl2sql._reindex_claim(%s)", (run,)).fetchone()[0] is None
     dead.close()
+
+
+def test_client_workers_beside_the_database_index_the_same(jdb, cluster):
+    from nl2sql import connect
+
+    _empty(jdb)
+    index_database(cluster.dsn(DB), None, True, progress=False, jobs=1)
+    before = _index(jdb)
+    _empty(jdb)
+    with connect(cluster.dsn(DB)) as client:
+        out = client.reindex(force=True, jobs=2, dsn=cluster.dsn(DB))
+    assert out["tables_indexed"] == len(TABLES)
+    after = _index(jdb)
+    assert after["mirror"] == before["mirror"]
+    assert after["values"].keys() == before["values"].keys()
+    # embedded in this process's encoder rather than the server's: the same model and precision
+    same = jdb.execute(
+        "SELECT min(1 - (a.embedding <=> b))::float8 FROM nl2sql.cell_value a "
+        "JOIN unnest(%s::text[], %s::text[]) AS u(v, e) ON u.v = a.value "
+        "CROSS JOIN LATERAL (SELECT u.e::halfvec(384) AS b) x",
+        (
+            [k[2] for k in before["values"]],
+            list(before["values"].values()),
+        ),
+    ).fetchone()[0]
+    assert same > 0.999
