@@ -12,7 +12,8 @@ plan node and buffers of one search (EXPLAIN (ANALYZE, BUFFERS)).
 
 Usage: python bench/vector_index.py [--rows 100000] [--queries 200] [--datadir DIR]
                                     [--variants vector,halfvec,halfvec_64MB,halfvec_efc32,
-                                                halfvec_ivfflat,halfvec_bq]
+                                                halfvec_ivfflat,halfvec_ivfflat_p40,halfvec_bq,
+                                                halfvec_bq_fast]
        python bench/vector_index.py --precision 20000   (halfvec's rounding on real embeddings)
 Last line: ``RESULT build_s_vector=… build_s_halfvec=… lookup_ms_p50_vector=… ...``.
 """
@@ -38,7 +39,9 @@ VARIANTS = [
     ("halfvec_64MB", "halfvec", "halfvec_cosine_ops", 64, "64MB"),
     ("halfvec_efc32", "halfvec", "halfvec_cosine_ops", 32, "1GB"),
     ("halfvec_ivfflat", "halfvec", "", 0, "1GB"),
+    ("halfvec_ivfflat_p40", "halfvec", "", 0, "1GB"),
     ("halfvec_bq", "halfvec", "", 0, "1GB"),
+    ("halfvec_bq_fast", "halfvec", "", 0, "1GB"),
 ]
 K = 12
 # Other index kinds on halfvec rows (issue 43: where the HNSW build dominates a reindex):
@@ -52,8 +55,21 @@ OTHER = {
         f"SELECT id FROM bench.cv_{{name}} ORDER BY embedding <=> {_Q} LIMIT {K}",
         "SET ivfflat.probes = 10",
     ),
+    "halfvec_ivfflat_p40": (
+        "ivfflat (embedding halfvec_cosine_ops) WITH (lists = {lists})",
+        f"SELECT id FROM bench.cv_{{name}} ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET ivfflat.probes = 40",
+    ),
     "halfvec_bq": (
         "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops)",
+        f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
+        f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {10 * K}) c "
+        f"ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET hnsw.ef_search = 120",
+    ),
+    "halfvec_bq_fast": (
+        "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops) "
+        "WITH (m = 8, ef_construction = 32)",
         f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
         f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {10 * K}) c "
         f"ORDER BY embedding <=> {_Q} LIMIT {K}",
@@ -257,7 +273,8 @@ def run(cluster: LocalCluster, args) -> dict:
             fig.update(search(conn, name, typ, qs, exact))
             out[name] = fig
             log(
-                f"{name} (ef_construction {efc}, maintenance_work_mem {mem}): build "
+                f"{name} ({OTHER[name][0] if name in OTHER else f'ef_construction {efc}'}, "
+                f"maintenance_work_mem {mem}): build "
                 f"{fig['build_s']:.1f} s, table {fig['table_mb']:.0f} MB, index "
                 f"{fig['index_mb']:.0f} MB, lookup p50 {fig['lookup_ms_p50']:.2f} ms, "
                 f"recall@{K} {fig['recall']:.3f} | {fig['plan']}"
