@@ -13,7 +13,8 @@ plan node and buffers of one search (EXPLAIN (ANALYZE, BUFFERS)).
 Usage: python bench/vector_index.py [--rows 100000] [--queries 200] [--datadir DIR]
                                     [--variants vector,halfvec,halfvec_64MB,halfvec_efc32,
                                                 halfvec_ivfflat,halfvec_ivfflat_p40,halfvec_bq,
-                                                halfvec_bq_fast]
+                                                halfvec_bq_fast,halfvec_bq_fast_r40]
+       python bench/vector_index.py --values-from DSN --variants …   (real value embeddings)
        python bench/vector_index.py --precision 20000   (halfvec's rounding on real embeddings)
 Last line: ``RESULT build_s_vector=… build_s_halfvec=… lookup_ms_p50_vector=… ...``.
 """
@@ -42,6 +43,7 @@ VARIANTS = [
     ("halfvec_ivfflat_p40", "halfvec", "", 0, "1GB"),
     ("halfvec_bq", "halfvec", "", 0, "1GB"),
     ("halfvec_bq_fast", "halfvec", "", 0, "1GB"),
+    ("halfvec_bq_fast_r40", "halfvec", "", 0, "1GB"),
 ]
 K = 12
 # Other index kinds on halfvec rows (issue 43: where the HNSW build dominates a reindex):
@@ -75,6 +77,14 @@ OTHER = {
         f"ORDER BY embedding <=> {_Q} LIMIT {K}",
         "SET hnsw.ef_search = 120",
     ),
+    "halfvec_bq_fast_r40": (
+        "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops) "
+        "WITH (m = 8, ef_construction = 32)",
+        f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
+        f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {40 * K}) c "
+        f"ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET hnsw.ef_search = 480",
+    ),
 }
 
 
@@ -101,6 +111,23 @@ def make_rows(conn, rows: int, clusters: int) -> None:
         f"AS v FROM generate_series(1, {rows}) i JOIN bench.centre c ON c.c = i % {clusters}"
     )
     log(f"made {rows:,} vectors in {time.perf_counter() - t0:.1f} s")
+
+
+def copy_values(conn, dsn: str) -> int:
+    """bench.item from the value index of the database at ``dsn`` (real all-MiniLM-L6-v2
+    embeddings of ``bench/scale.py``'s values instead of synthetic vectors); returns the rows."""
+    import psycopg
+
+    with psycopg.connect(dsn) as src:
+        vecs = [r[0] for r in src.execute("SELECT embedding::vector::text FROM nl2sql.cell_value")]
+    conn.execute("CREATE SCHEMA IF NOT EXISTS bench")
+    conn.execute("DROP TABLE IF EXISTS bench.item")
+    conn.execute("CREATE TABLE bench.item (id int PRIMARY KEY, v vector(384))")
+    with conn.cursor().copy("COPY bench.item (id, v) FROM STDIN") as cp:
+        for i, v in enumerate(vecs):
+            cp.write_row((i, v))
+    log(f"copied {len(vecs):,} value embeddings from {dsn}")
+    return len(vecs)
 
 
 def build(conn, name: str, typ: str, ops: str, efc: int, mem: str) -> dict:
@@ -229,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", default=",".join(v[0] for v in VARIANTS), help="names, comma-separated"
     )
     ap.add_argument(
+        "--values-from",
+        metavar="DSN",
+        help="the rows: the value index's embeddings of that database (e.g. bench/scale.py's)",
+    )
+    ap.add_argument(
         "--precision", type=int, metavar="N", help="only halfvec's rounding on N real values"
     )
     args = ap.parse_args(argv)
@@ -264,7 +296,10 @@ def run(cluster: LocalCluster, args) -> dict:
     out = {}
     with cluster.connect("vector_bench") as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        make_rows(conn, args.rows, args.clusters)
+        if args.values_from:
+            args.rows = copy_values(conn, args.values_from)
+        else:
+            make_rows(conn, args.rows, args.clusters)
         qs, exact = probes(conn, args.queries)
         for name, typ, ops, efc, mem in VARIANTS:
             if name not in args.variants.split(","):
