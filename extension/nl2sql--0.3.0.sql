@@ -1216,10 +1216,10 @@ BEGIN
 END
 $nl2sql_migration$;
 
--- ==== incremental 024-reindex-queue.sql ====
+-- ==== incremental 025-reindex-queue.sql ====
 DO $nl2sql_migration$
 DECLARE
-    _name text := $nl2sql_name$024-reindex-queue.sql$nl2sql_name$;
+    _name text := $nl2sql_name$025-reindex-queue.sql$nl2sql_name$;
     _body text := $nl2sql_body$-- The queue of a reindex run by several workers (`nl2sql-index --jobs N`, `nl2sql reindex
 -- --jobs N`, and `--join` workers on other machines; docs/indexing.md "Several workers"): one
 -- row per changed table of a run. A worker claims a row with FOR UPDATE SKIP LOCKED (as pgai's
@@ -2664,7 +2664,7 @@ return udf.reindex_begin(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
 
--- Several workers (sql/incremental/024-reindex-queue.sql): the coordinator queues the changed
+-- Several workers (sql/incremental/025-reindex-queue.sql): the coordinator queues the changed
 -- tables of a run (returns its run id; runs finished more than a day ago are removed); each
 -- worker calls _reindex_claim until it returns NULL (nothing left it could claim); the
 -- coordinator waits until _reindex_pending is 0, then calls _reindex_finish once (the HNSW

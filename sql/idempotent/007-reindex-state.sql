@@ -73,7 +73,7 @@ return udf.reindex_begin(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
 
--- Several workers (sql/incremental/024-reindex-queue.sql): the coordinator queues the changed
+-- Several workers (sql/incremental/025-reindex-queue.sql): the coordinator queues the changed
 -- tables of a run (returns its run id; runs finished more than a day ago are removed); each
 -- worker calls _reindex_claim until it returns NULL (nothing left it could claim); the
 -- coordinator waits until _reindex_pending is 0, then calls _reindex_finish once (the HNSW

@@ -1,4 +1,4 @@
-"""A reindex by several workers (``nl2sql-index --jobs N``, sql/incremental/024-reindex-queue.sql):
+"""A reindex by several workers (``nl2sql-index --jobs N``, sql/incremental/025-reindex-queue.sql):
 workers claim disjoint tables, a dead worker's claim is claimed again, and two workers leave the
 same value index as one. A database of its own (``nl2sql_jobs_test``)."""
 

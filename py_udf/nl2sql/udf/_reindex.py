@@ -108,7 +108,7 @@ def reindex_enqueue(plpy, tables: list[str], force: bool) -> int:
 
 
 # The largest unclaimed table of a run (of any run when $1 is NULL); SKIP LOCKED: the rows
-# other workers hold are passed over (sql/incremental/024-reindex-queue.sql).
+# other workers hold are passed over (sql/incremental/025-reindex-queue.sql).
 _CLAIM = (
     "SELECT q.run_id, q.schema_name, q.table_name, q.force FROM nl2sql.reindex_queue q "
     "WHERE q.done_at IS NULL AND ($1::int8 IS NULL OR q.run_id = $1) "
