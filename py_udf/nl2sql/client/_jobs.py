@@ -94,6 +94,14 @@ def server_worker(dsn: str | None, run_id: int | None, name: str) -> list[dict]:
         )
 
 
+def _split_threads(jobs: int) -> None:
+    """In a spawned worker: the bulk encoder's intra-op threads (``NL2SQL_EMBED_THREADS``,
+    unless set) are this machine's CPUs shared among the ``jobs`` workers, so that workers
+    embedding in this process (``nl2sql reindex --jobs``) do not oversubscribe the cores."""
+    if "NL2SQL_EMBED_THREADS" not in os.environ:
+        os.environ["NL2SQL_EMBED_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // jobs))
+
+
 def run_pool(
     worker: Callable[[str | None, int | None, str], list[dict]],
     dsn: str | None,
@@ -117,7 +125,9 @@ def run_pool(
         Whatever a worker raised (the others are waited for first).
     """
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=_split_threads, initargs=(jobs,)
+    ) as pool:
         futs = [pool.submit(worker, dsn, run_id, worker_name(i)) for i in range(jobs)]
         while True:
             done, running = wait(futs, timeout=1.0, return_when=FIRST_EXCEPTION)

@@ -60,3 +60,17 @@ def test_waits_for_tables_held_elsewhere_and_takes_those_released():
     claimed = iter([[], [{"table": "x"}], []])
     out = _jobs.wait_for_others(lambda: next(pending), lambda: next(claimed), poll_s=0)
     assert out == [{"table": "x"}]
+
+
+@pytest.mark.parametrize("jobs, cpus, want", [(1, 2, "2"), (2, 2, "1"), (3, 2, "1"), (2, 8, "4")])
+def test_workers_share_the_cpus_among_their_encoders(monkeypatch, jobs, cpus, want):
+    monkeypatch.delenv("NL2SQL_EMBED_THREADS", raising=False)
+    monkeypatch.setattr(_jobs.os, "sched_getaffinity", lambda _pid: set(range(cpus)))
+    _jobs._split_threads(jobs)
+    assert _jobs.os.environ["NL2SQL_EMBED_THREADS"] == want
+
+
+def test_a_set_thread_count_is_kept(monkeypatch):
+    monkeypatch.setenv("NL2SQL_EMBED_THREADS", "5")
+    _jobs._split_threads(2)
+    assert _jobs.os.environ["NL2SQL_EMBED_THREADS"] == "5"
