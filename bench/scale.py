@@ -33,8 +33,8 @@ Steps and figures:
 5. reindex after changing ``events`` (one row inserted: the 10-million-row table is read again,
    sampled).
 
-Usage: python bench/scale.py [--scale 1.0] [--full] [--datadir DIR] [--questions 40]
-                             [--shared-buffers 4GB]
+Usage: python bench/scale.py [--scale 1.0] [--full] [--jobs N] [--datadir DIR]
+                             [--questions 40] [--shared-buffers 4GB]
 The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,000 strings: at
 ~1,000 values/s, a full reindex takes about a quarter of an hour on a 2-core machine.
 ``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute; ``--scale
@@ -189,13 +189,15 @@ def index_size(conn) -> tuple[int, int]:
     ).fetchone()
 
 
-def full_reindex(cluster: LocalCluster, conn, db: str) -> dict:
-    """Empty the index and rebuild it with the nl2sql-index CLI (progress bar on stderr)."""
+def full_reindex(cluster: LocalCluster, conn, db: str, jobs: int = 1) -> dict:
+    """Empty the index and rebuild it with the nl2sql-index CLI (progress bar on stderr), with
+    ``jobs`` worker processes (``--jobs``)."""
     conn.execute(
         "TRUNCATE nl2sql.cell_value, nl2sql.schema_column, nl2sql.schema_fk, nl2sql.schema_table"
     )
     t0 = time.perf_counter()
-    out = index_database(cluster.dsn(db), None, True, progress=True)
+    load0 = os.getloadavg()[0]
+    out = index_database(cluster.dsn(db), None, True, progress=True, jobs=jobs)
     secs = time.perf_counter() - t0
     fig = {
         "full_reindex_s": round(secs, 1),
@@ -207,6 +209,12 @@ def full_reindex(cluster: LocalCluster, conn, db: str) -> dict:
         "tables": out["tables_indexed"],
         "columns_partial": out["columns_partial"],
         "embed_s": round(out["embed_seconds"], 1),
+        "tables_s": out["tables_s"],
+        "finish_s": out["finish_s"],
+        "jobs": jobs,
+        "cores": len(os.sched_getaffinity(0)),
+        "load_start": round(load0, 2),
+        "load_end": round(os.getloadavg()[0], 2),
     }
     conn.execute("INSERT INTO bench_scale.result (figures) VALUES (%s)", (json.dumps(fig),))
     return fig
@@ -316,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument(
+        "--jobs", type=int, default=1, help="worker processes of the full reindex (--jobs N)"
+    )
+    ap.add_argument(
         "--venv",
         default=None,
         help="venv the cluster's PL/Python imports nl2sql from (set at its initdb)",
@@ -356,16 +367,23 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["NL2SQL_EMBEDDING_PRECISION"] = args.precision
     if args.until == "extension":
         return 0
+    precision = conn.execute(
+        "SELECT COALESCE((SELECT value FROM nl2sql.setting WHERE key = 'embedding_precision'), "
+        "'fp32')"
+    ).fetchone()[0]
     n_values, n_tables = index_size(conn)
     ceiling = embedding_ceiling(conn, 4096 if args.scale >= 0.01 else 256)
     if args.full or n_values == 0:
-        fig = full_reindex(cluster, conn, db)
+        fig = full_reindex(cluster, conn, db, args.jobs)
         log(
             f"full reindex: {fig['tables']} tables, {fig['values']:,} values "
             f"({fig['values_embedded']:,} strings embedded, {fig['values_reused']:,} reused), "
             f"{fig['columns_partial']} columns partial, {fig['full_reindex_s']} s: "
             f"{fig['values_per_s']} values embedded/s, {fig['rows_per_s']} index rows/s; "
-            f"of the time, embedding {fig.get('embed_s')} s"
+            f"of the time, embedding {fig.get('embed_s')} s (summed over workers), tables "
+            f"written at {fig['tables_s']} s, then the HNSW build and ANALYZE "
+            f"{fig['finish_s']} s; {fig['jobs']} jobs, {fig['cores']} cores, model "
+            f"{precision} all-MiniLM-L6-v2, load average {fig['load_start']} -> {fig['load_end']}"
         )
     else:
         at, fig = conn.execute(
@@ -434,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         f"noop_reindex_s={statistics.median(noop):.3f} change_one_table_s={s:.3f} "
         f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} "
         f"lookup_after_reindex_ms_p50={C.percentile(after, 50):.1f} values={n_values} "
-        f"embed_only_per_s={ceiling:.0f} machine_reference_ms={ref0:.0f}/{ref1:.0f}"
+        f"embed_only_per_s={ceiling:.0f} jobs={fig.get('jobs')} tables_s={fig.get('tables_s')} "
+        f"finish_s={fig.get('finish_s')} cores={len(os.sched_getaffinity(0))} "
+        f"load={os.getloadavg()[0]:.2f} machine_reference_ms={ref0:.0f}/{ref1:.0f}"
     )
     return 0
 

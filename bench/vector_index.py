@@ -11,7 +11,10 @@ prepared, ``hnsw.ef_search`` 40), recall@12 against the exact answer (float32, f
 plan node and buffers of one search (EXPLAIN (ANALYZE, BUFFERS)).
 
 Usage: python bench/vector_index.py [--rows 100000] [--queries 200] [--datadir DIR]
-                                    [--variants vector,halfvec,halfvec_64MB,halfvec_efc32]
+                                    [--variants vector,halfvec,halfvec_64MB,halfvec_efc32,
+                                                halfvec_ivfflat,halfvec_ivfflat_p40,halfvec_bq,
+                                                halfvec_bq_fast,halfvec_bq_fast_r40]
+       python bench/vector_index.py --values-from DSN --variants …   (real value embeddings)
        python bench/vector_index.py --precision 20000   (halfvec's rounding on real embeddings)
 Last line: ``RESULT build_s_vector=… build_s_halfvec=… lookup_ms_p50_vector=… ...``.
 """
@@ -36,8 +39,53 @@ VARIANTS = [
     ("halfvec", "halfvec", "halfvec_cosine_ops", 64, "1GB"),
     ("halfvec_64MB", "halfvec", "halfvec_cosine_ops", 64, "64MB"),
     ("halfvec_efc32", "halfvec", "halfvec_cosine_ops", 32, "1GB"),
+    ("halfvec_ivfflat", "halfvec", "", 0, "1GB"),
+    ("halfvec_ivfflat_p40", "halfvec", "", 0, "1GB"),
+    ("halfvec_bq", "halfvec", "", 0, "1GB"),
+    ("halfvec_bq_fast", "halfvec", "", 0, "1GB"),
+    ("halfvec_bq_fast_r40", "halfvec", "", 0, "1GB"),
 ]
 K = 12
+# Other index kinds on halfvec rows (issue 43: where the HNSW build dominates a reindex):
+# name -> (the index's USING clause, the search, the session setting of the search). IVFFlat
+# with sqrt(rows) lists, 10 probes; an HNSW graph over the sign bits (binary_quantize, Hamming
+# distance: 48 bytes a vector instead of 768) whose 10 x K nearest are re-ranked by cosine.
+_Q = "%(q)s::vector::halfvec(384)"
+OTHER = {
+    "halfvec_ivfflat": (
+        "ivfflat (embedding halfvec_cosine_ops) WITH (lists = {lists})",
+        f"SELECT id FROM bench.cv_{{name}} ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET ivfflat.probes = 10",
+    ),
+    "halfvec_ivfflat_p40": (
+        "ivfflat (embedding halfvec_cosine_ops) WITH (lists = {lists})",
+        f"SELECT id FROM bench.cv_{{name}} ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET ivfflat.probes = 40",
+    ),
+    "halfvec_bq": (
+        "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops)",
+        f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
+        f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {10 * K}) c "
+        f"ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET hnsw.ef_search = 120",
+    ),
+    "halfvec_bq_fast": (
+        "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops) "
+        "WITH (m = 8, ef_construction = 32)",
+        f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
+        f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {10 * K}) c "
+        f"ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET hnsw.ef_search = 120",
+    ),
+    "halfvec_bq_fast_r40": (
+        "hnsw ((binary_quantize(embedding)::bit(384)) bit_hamming_ops) "
+        "WITH (m = 8, ef_construction = 32)",
+        f"SELECT id FROM (SELECT id, embedding FROM bench.cv_{{name}} ORDER BY "
+        f"binary_quantize(embedding)::bit(384) <~> binary_quantize({_Q}) LIMIT {40 * K}) c "
+        f"ORDER BY embedding <=> {_Q} LIMIT {K}",
+        "SET hnsw.ef_search = 480",
+    ),
+}
 
 
 def log(*a) -> None:
@@ -65,6 +113,23 @@ def make_rows(conn, rows: int, clusters: int) -> None:
     log(f"made {rows:,} vectors in {time.perf_counter() - t0:.1f} s")
 
 
+def copy_values(conn, dsn: str) -> int:
+    """bench.item from the value index of the database at ``dsn`` (real all-MiniLM-L6-v2
+    embeddings of ``bench/scale.py``'s values instead of synthetic vectors); returns the rows."""
+    import psycopg
+
+    with psycopg.connect(dsn) as src:
+        vecs = [r[0] for r in src.execute("SELECT embedding::vector::text FROM nl2sql.cell_value")]
+    conn.execute("CREATE SCHEMA IF NOT EXISTS bench")
+    conn.execute("DROP TABLE IF EXISTS bench.item")
+    conn.execute("CREATE TABLE bench.item (id int PRIMARY KEY, v vector(384))")
+    with conn.cursor().copy("COPY bench.item (id, v) FROM STDIN") as cp:
+        for i, v in enumerate(vecs):
+            cp.write_row((i, v))
+    log(f"copied {len(vecs):,} value embeddings from {dsn}")
+    return len(vecs)
+
+
 def build(conn, name: str, typ: str, ops: str, efc: int, mem: str) -> dict:
     """Table bench.cv_<name> with the rows as ``typ`` and its hnsw index, timed."""
     conn.execute(f"DROP TABLE IF EXISTS bench.cv_{name}")
@@ -72,11 +137,12 @@ def build(conn, name: str, typ: str, ops: str, efc: int, mem: str) -> dict:
         f"CREATE TABLE bench.cv_{name} AS SELECT id, v::{typ}(384) AS embedding FROM bench.item"
     )
     conn.execute(f"SET maintenance_work_mem = '{mem}'")
+    using = f"hnsw (embedding {ops}) WITH (ef_construction = {efc})"
+    if name in OTHER:
+        n = conn.execute(f"SELECT count(*) FROM bench.cv_{name}").fetchone()[0]
+        using = OTHER[name][0].format(lists=max(10, round(n**0.5)))
     t0 = time.perf_counter()
-    conn.execute(
-        f"CREATE INDEX cv_{name}_hnsw ON bench.cv_{name} USING hnsw (embedding {ops}) "
-        f"WITH (ef_construction = {efc})"
-    )
+    conn.execute(f"CREATE INDEX cv_{name}_hnsw ON bench.cv_{name} USING {using}")
     secs = time.perf_counter() - t0
     conn.execute("RESET maintenance_work_mem")
     conn.execute(f"VACUUM ANALYZE bench.cv_{name}")
@@ -113,17 +179,22 @@ def probes(conn, n: int) -> tuple[list[str], list[set[int]]]:
 
 def search(conn, name: str, typ: str, qs: list[str], exact: list[set[int]]) -> dict:
     """p50 ms of the search, recall@K, and the plan of one search."""
-    sql = f"SELECT id FROM bench.cv_{name} ORDER BY embedding <=> %s::vector::{typ}(384) LIMIT {K}"
+    sql = (
+        f"SELECT id FROM bench.cv_{name} ORDER BY embedding <=> %(q)s::vector::{typ}(384) LIMIT {K}"
+    )
     conn.execute("SET hnsw.ef_search = 40")
+    if name in OTHER:
+        sql = OTHER[name][1].format(name=name)
+        conn.execute(OTHER[name][2])
     for q in qs[:20]:  # warm: the index's pages read once
-        conn.execute(sql, (q,), prepare=True).fetchall()
+        conn.execute(sql, {"q": q}, prepare=True).fetchall()
     ms, hits = [], 0
     for q, want in zip(qs, exact):
         t0 = time.perf_counter()
-        got = {r[0] for r in conn.execute(sql, (q,), prepare=True)}
+        got = {r[0] for r in conn.execute(sql, {"q": q}, prepare=True)}
         ms.append((time.perf_counter() - t0) * 1000)
         hits += len(got & want)
-    plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, (qs[0],))]
+    plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, {"q": qs[0]})]
     node = next(line.strip() for line in plan if "Scan" in line)
     bufs = next((line.strip() for line in plan if "Buffers" in line), "")
     return {
@@ -185,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", default=",".join(v[0] for v in VARIANTS), help="names, comma-separated"
     )
     ap.add_argument(
+        "--values-from",
+        metavar="DSN",
+        help="the rows: the value index's embeddings of that database (e.g. bench/scale.py's)",
+    )
+    ap.add_argument(
         "--precision", type=int, metavar="N", help="only halfvec's rounding on N real values"
     )
     args = ap.parse_args(argv)
@@ -220,7 +296,10 @@ def run(cluster: LocalCluster, args) -> dict:
     out = {}
     with cluster.connect("vector_bench") as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        make_rows(conn, args.rows, args.clusters)
+        if args.values_from:
+            args.rows = copy_values(conn, args.values_from)
+        else:
+            make_rows(conn, args.rows, args.clusters)
         qs, exact = probes(conn, args.queries)
         for name, typ, ops, efc, mem in VARIANTS:
             if name not in args.variants.split(","):
@@ -229,7 +308,8 @@ def run(cluster: LocalCluster, args) -> dict:
             fig.update(search(conn, name, typ, qs, exact))
             out[name] = fig
             log(
-                f"{name} (ef_construction {efc}, maintenance_work_mem {mem}): build "
+                f"{name} ({OTHER[name][0] if name in OTHER else f'ef_construction {efc}'}, "
+                f"maintenance_work_mem {mem}): build "
                 f"{fig['build_s']:.1f} s, table {fig['table_mb']:.0f} MB, index "
                 f"{fig['index_mb']:.0f} MB, lookup p50 {fig['lookup_ms_p50']:.2f} ms, "
                 f"recall@{K} {fig['recall']:.3f} | {fig['plan']}"

@@ -1216,6 +1216,51 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 025-reindex-queue.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$025-reindex-queue.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- The queue of a reindex run by several workers (`nl2sql-index --jobs N`, `nl2sql reindex
+-- --jobs N`, and `--join` workers on other machines; docs/indexing.md "Several workers"): one
+-- row per changed table of a run. A worker claims a row with FOR UPDATE SKIP LOCKED (as pgai's
+-- vectorizer workers claim their batches) in the same transaction that indexes the table and
+-- marks it done, so a worker that dies rolls its claim back with its work and the row is
+-- claimed again by the next worker. weight (the table's estimated rows) orders the claims
+-- largest first, so the last table claimed is a small one.
+CREATE SEQUENCE nl2sql.reindex_run_seq;
+CREATE TABLE nl2sql.reindex_queue (
+    run_id      bigint NOT NULL,
+    schema_name name NOT NULL,
+    table_name  name NOT NULL,
+    force       boolean NOT NULL DEFAULT false,
+    weight      float8 NOT NULL DEFAULT 0,
+    queued_at   timestamptz NOT NULL DEFAULT now(),
+    done_at     timestamptz,
+    done_by     text,
+    result      jsonb,
+    PRIMARY KEY (run_id, schema_name, table_name)
+);
+CREATE INDEX reindex_queue_pending ON nl2sql.reindex_queue (run_id, weight DESC)
+    WHERE done_at IS NULL;
+REVOKE ALL ON nl2sql.reindex_queue FROM PUBLIC;
+REVOKE ALL ON SEQUENCE nl2sql.reindex_run_seq FROM PUBLIC;
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -2618,6 +2663,46 @@ from nl2sql import udf
 return udf.reindex_begin(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
+
+-- Several workers (sql/incremental/025-reindex-queue.sql): the coordinator queues the changed
+-- tables of a run (returns its run id; runs finished more than a day ago are removed); each
+-- worker calls _reindex_claim until it returns NULL (nothing left it could claim); the
+-- coordinator waits until _reindex_pending is 0, then calls _reindex_finish once (the HNSW
+-- build, the trigram tidy-up, ANALYZE).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_enqueue(tables text[], force boolean DEFAULT false)
+RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    run bigint := nextval('nl2sql.reindex_run_seq');
+BEGIN
+    DELETE FROM nl2sql.reindex_queue q WHERE q.run_id IN (SELECT r.run_id FROM
+        nl2sql.reindex_queue r GROUP BY r.run_id HAVING max(r.queued_at) < now() - interval '1 day');
+    INSERT INTO nl2sql.reindex_queue (run_id, schema_name, table_name, force, weight)
+    SELECT run, split_part(t, '.', 1), substr(t, length(split_part(t, '.', 1)) + 2), force,
+           GREATEST(COALESCE((SELECT c.reltuples FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = split_part(t, '.', 1)
+                AND c.relname = substr(t, length(split_part(t, '.', 1)) + 2)), 0), 0)
+      FROM unnest(tables) AS u(t)
+    ON CONFLICT DO NOTHING;
+    RETURN run;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_enqueue(text[], boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION nl2sql._reindex_claim(run_id bigint DEFAULT NULL, worker text DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.reindex_claim(plpy, run_id, worker)
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_claim(bigint, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION nl2sql._reindex_pending(run_id bigint)
+RETURNS int LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+    SELECT count(*)::int FROM nl2sql.reindex_queue q
+     WHERE q.run_id = _reindex_pending.run_id AND q.done_at IS NULL
+$$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_pending(bigint) FROM PUBLIC;
 
 -- ==== idempotent 008-evaluate.sql ====
 -- Evaluation on the user's own questions (docs/curated.md, "Evaluation on your own questions"):

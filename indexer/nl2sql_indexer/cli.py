@@ -16,6 +16,7 @@ import sys
 
 from tqdm import tqdm
 
+from nl2sql.client import _jobs as jobs_
 from nl2sql.ops.indexer import sum_table_counts
 
 PROGRESS = "nl2sql-progress "
@@ -37,7 +38,47 @@ def _progress_bar(conn, disable: bool) -> tqdm:
     return bar
 
 
-def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: bool = True) -> dict:
+def _index_here(conn, todo: list[tuple[str, str]], force: bool, progress: bool) -> list[dict]:
+    """Index ``todo``'s tables one after the other over ``conn`` (a values/s progress bar)."""
+    bar = _progress_bar(conn, disable=not progress)
+    results = []
+    for i, (s, t) in enumerate(todo, 1):
+        bar.set_postfix_str(f"table {i}/{len(todo)} {s}.{t}", refresh=False)
+        results.append(
+            conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)", (s, t, force)).fetchone()[0]
+        )
+    bar.close()
+    return results
+
+
+def _index_by_workers(
+    conn, dsn: str, todo: list[tuple[str, str]], force: bool, jobs: int, progress: bool
+) -> list[dict]:
+    """Queue ``todo``'s tables as one run and index them by ``jobs`` worker processes (each
+    a backend embedding), then wait for the run's tables held by ``--join`` workers elsewhere."""
+    run = conn.execute(
+        "SELECT nl2sql._reindex_enqueue(%s, %s)", ([f"{s}.{t}" for s, t in todo], force)
+    ).fetchone()[0]
+    bar = tqdm(total=len(todo), desc="tables", unit="table", disable=not progress)
+
+    def pending() -> int:
+        return conn.execute("SELECT nl2sql._reindex_pending(%s)", (run,)).fetchone()[0]
+
+    def tick() -> None:
+        bar.update(len(todo) - pending() - bar.n)
+
+    out = jobs_.run_pool(jobs_.server_worker, dsn, run, jobs, tick)
+    out += jobs_.wait_for_others(
+        pending, lambda: jobs_.server_worker(dsn, run, jobs_.worker_name(jobs))
+    )
+    tick()
+    bar.close()
+    return out
+
+
+def index_database(
+    dsn: str, schemas: list[str] | None, force: bool, progress: bool = True, jobs: int = 1
+) -> dict:
     """Index one database through the server's fast path, with a values/s progress bar.
 
     Args:
@@ -45,10 +86,13 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
         schemas: schemas to index; None uses the database's setting ``schemas``.
         force: re-read every table, not only those whose state changed.
         progress: show the progress bar (on stderr).
+        jobs: worker processes (each a database backend that reads and embeds); above 1 the
+            changed tables are queued (``nl2sql._reindex_enqueue``) and claimed by the workers.
 
     Returns:
         The summed counts (as ``nl2sql.reindex()`` returns them), plus ``values_per_s`` (new
-        values embedded per second of indexing).
+        values embedded per second of indexing), ``tables_s`` (seconds until every table was
+        written) and ``finish_s`` (seconds of ``_reindex_finish``: the HNSW build, ANALYZE).
 
     Raises:
         RuntimeError: the extension is not installed in that database (the message says to run
@@ -75,19 +119,15 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
         todo = [(s, t) for s, t, changed in tables if changed]
         if todo:  # a first index: the vector index is built once at the end (_reindex_finish)
             conn.execute("SELECT nl2sql._reindex_begin()")
-        bar = _progress_bar(conn, disable=not progress)
         results = [
             {"table": f"{s}.{t}", "skipped": True} for s, t, changed in tables if not changed
         ]
-        for i, (s, t) in enumerate(todo, 1):
-            bar.set_postfix_str(f"table {i}/{len(todo)} {s}.{t}", refresh=False)
-            results.append(
-                conn.execute("SELECT nl2sql._reindex_table(%s, %s, %s)", (s, t, force)).fetchone()[
-                    0
-                ]
-            )
-        bar.close()
+        if jobs > 1 and todo:
+            results += _index_by_workers(conn, dsn, todo, force, jobs, progress)
+        else:
+            results += _index_here(conn, todo, force, progress)
         out = sum_table_counts(results)
+        out["tables_s"] = round(time.perf_counter() - t0, 3)
         fin = conn.execute(
             "SELECT nl2sql._reindex_finish(%s, %s, %s)",
             (schemas, [f"{s}.{t}" for s, t, _ in tables], out["tables_indexed"] > 0),
@@ -95,6 +135,7 @@ def index_database(dsn: str, schemas: list[str] | None, force: bool, progress: b
         out.update(fin)
         secs = time.perf_counter() - t0
         out["seconds"] = round(secs, 3)
+        out["finish_s"] = round(secs - out["tables_s"], 3)  # the HNSW build, tidy-up, ANALYZE
         out["values_per_s"] = round(out["values_embedded"] / secs, 1) if secs > 0 else None
         return out
 
@@ -117,11 +158,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--force", action="store_true", help="redo every table, not only changed ones")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes claiming the changed tables from a queue in the database "
+        "(default 1: one after the other)",
+    )
+    ap.add_argument(
+        "--join",
+        action="store_true",
+        help="only work on the tables queued by a reindex run elsewhere (--jobs N there), "
+        "with --jobs processes, then exit; that run builds the vector index at its end",
+    )
     args = ap.parse_args(argv)
     rc = 0
     for dsn in args.dsn:
         try:
-            counts = index_database(dsn, args.schemas, args.force, progress=not args.quiet)
+            if args.join:
+                done = jobs_.run_pool(jobs_.server_worker, dsn, None, max(1, args.jobs))
+                print(json.dumps({"dsn": dsn, **sum_table_counts(done)}))
+                continue
+            counts = index_database(
+                dsn, args.schemas, args.force, progress=not args.quiet, jobs=max(1, args.jobs)
+            )
             print(json.dumps({"dsn": dsn, **counts}))
         except Exception as e:  # noqa: BLE001 - one database's failure is reported, the others go on
             print(f"nl2sql-index: {dsn}: {e}", file=sys.stderr)

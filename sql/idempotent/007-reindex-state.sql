@@ -72,3 +72,43 @@ from nl2sql import udf
 return udf.reindex_begin(plpy)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
+
+-- Several workers (sql/incremental/025-reindex-queue.sql): the coordinator queues the changed
+-- tables of a run (returns its run id; runs finished more than a day ago are removed); each
+-- worker calls _reindex_claim until it returns NULL (nothing left it could claim); the
+-- coordinator waits until _reindex_pending is 0, then calls _reindex_finish once (the HNSW
+-- build, the trigram tidy-up, ANALYZE).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_enqueue(tables text[], force boolean DEFAULT false)
+RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    run bigint := nextval('nl2sql.reindex_run_seq');
+BEGIN
+    DELETE FROM nl2sql.reindex_queue q WHERE q.run_id IN (SELECT r.run_id FROM
+        nl2sql.reindex_queue r GROUP BY r.run_id HAVING max(r.queued_at) < now() - interval '1 day');
+    INSERT INTO nl2sql.reindex_queue (run_id, schema_name, table_name, force, weight)
+    SELECT run, split_part(t, '.', 1), substr(t, length(split_part(t, '.', 1)) + 2), force,
+           GREATEST(COALESCE((SELECT c.reltuples FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = split_part(t, '.', 1)
+                AND c.relname = substr(t, length(split_part(t, '.', 1)) + 2)), 0), 0)
+      FROM unnest(tables) AS u(t)
+    ON CONFLICT DO NOTHING;
+    RETURN run;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_enqueue(text[], boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION nl2sql._reindex_claim(run_id bigint DEFAULT NULL, worker text DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.reindex_claim(plpy, run_id, worker)
+$py$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_claim(bigint, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION nl2sql._reindex_pending(run_id bigint)
+RETURNS int LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+    SELECT count(*)::int FROM nl2sql.reindex_queue q
+     WHERE q.run_id = _reindex_pending.run_id AND q.done_at IS NULL
+$$;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_pending(bigint) FROM PUBLIC;

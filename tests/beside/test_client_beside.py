@@ -148,3 +148,32 @@ def test_questions_beside_embed_with_the_index_s_recorded_precision(demo, llm):
             assert index_model.precision_of(recorded) == wanted
     finally:
         encode.set_precision(None)
+
+
+def test_reindex_by_two_workers_beside_the_database(installed):
+    """``nl2sql reindex --jobs 2`` without PL/Python: two client processes claim the tables
+    from nl2sql.reindex_queue and leave the value index one process leaves."""
+    with psycopg.connect(installed.dsn, autocommit=True) as c:
+        c.execute(demo_sql())
+    query = "SELECT table_name, column_name, value FROM nl2sql.cell_value ORDER BY 1, 2, 3"
+    with nl2sql.connect(installed.dsn) as client:
+        one = client.reindex()
+    with psycopg.connect(installed.dsn) as c:
+        before = c.execute(query).fetchall()
+    r = subprocess.run(
+        [sys.executable, "-m", "nl2sql.client.cli", "reindex", "--dsn", installed.dsn]
+        + ["--force", "--jobs", "2", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    two = json.loads(r.stdout.strip().splitlines()[-1])
+    assert two["tables_indexed"] == one["tables_indexed"] >= 4
+    with psycopg.connect(installed.dsn) as c:
+        assert c.execute(query).fetchall() == before
+        done = c.execute(
+            "SELECT count(*) = count(done_at) FROM nl2sql.reindex_queue WHERE run_id = "
+            "(SELECT max(run_id) FROM nl2sql.reindex_queue)"
+        ).fetchone()[0]
+    assert done

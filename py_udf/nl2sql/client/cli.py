@@ -127,7 +127,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """
     from tqdm import tqdm  # the bar only for this subcommand
 
-    bar = tqdm(desc="values", unit="value", unit_scale=True, disable=args.quiet)
+    unit = "table" if args.jobs > 1 else "value"  # workers report tables done
+    bar = tqdm(desc=unit + "s", unit=unit, unit_scale=True, disable=args.quiet)
     seen: dict[str, int] = {}
 
     def progress(table: str, values: int) -> None:
@@ -137,7 +138,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     try:
         with connect(args.dsn) as client:
-            counts = client.reindex(args.schemas, args.force, on_progress=progress)
+            counts = client.reindex(
+                args.schemas, args.force, on_progress=progress, jobs=args.jobs, dsn=args.dsn
+            )
     finally:
         bar.close()
     print(json.dumps(counts))
@@ -168,6 +171,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", action="append", dest="schemas", help="schema (repeatable)")
     p.add_argument("--force", action="store_true", help="redo every table, not only changed ones")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (each embeds) claiming the changed tables from a queue in "
+        "the database (default 1)",
+    )
     p.set_defaults(run=cmd_reindex)
     for name in SUBCOMMAND_MODULES:
         try:

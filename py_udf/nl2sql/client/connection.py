@@ -21,7 +21,7 @@ from ..core.settings import get_settings
 from ..curated.business import embed_pending
 from ..generation.execute import fetch_rows
 from ..ops.indexer import sum_table_counts
-from . import _plpy
+from . import _jobs, _plpy
 from ._tools import Tools
 from .deferred import Applied, apply_deferred
 
@@ -285,6 +285,8 @@ class Client(Tools):
         schemas: list[str] | None = None,
         force: bool = False,
         on_progress: Callable[[str, int], None] | None = None,
+        jobs: int = 1,
+        dsn: str | None = None,
     ) -> dict:
         """Index the database from this process (the embedding model runs here), table by
         table, each committed on its own, as ``nl2sql-index`` drives the server.
@@ -292,7 +294,11 @@ class Client(Tools):
         Args:
             schemas: the schemas; None: setting ``schemas``.
             force: re-read every table, not only changed ones.
-            on_progress: called with (``schema.table``, cell values written so far).
+            on_progress: called with (``schema.table``, cell values written so far; with
+                ``jobs`` above 1: ``"tables"`` and the tables done).
+            jobs: worker processes, each with its own connection and embedding model, claiming
+                the changed tables from a queue in the database (``client/_jobs.py``).
+            dsn: the workers' connection string (None: ``NL2SQL_DSN`` or libpq's environment).
 
         Returns:
             The counts ``nl2sql.reindex()`` returns, with ``seconds``.
@@ -308,7 +314,7 @@ class Client(Tools):
             if todo:
                 step(udf.reindex_begin)
             results = [{"table": f"{s}.{t}", "skipped": True} for s, t, c in tables if not c]
-            results += [json.loads(step(udf.reindex_table, s, t, force)) for s, t in todo]
+            results += self._index_tables(todo, force, jobs, dsn, on_progress)
             out = sum_table_counts(results)
             kept = [f"{s}.{t}" for s, t, _ in tables]
             fin = step(udf.reindex_finish, schemas, kept, out["tables_indexed"] > 0)
@@ -331,6 +337,35 @@ class Client(Tools):
         now = self._in_transaction(lambda _c: apply_deferred(self.plpy))
         first, self._applied = self._applied, []
         return first + now
+
+    def _index_tables(
+        self,
+        todo: list[tuple[str, str]],
+        force: bool,
+        jobs: int,
+        dsn: str | None,
+        on_progress: Callable[[str, int], None] | None,
+    ) -> list[dict]:
+        """``reindex``'s tables: here one after the other, or queued as one run for ``jobs``
+        worker processes (then tables held by ``--join`` workers elsewhere are waited for)."""
+        if jobs <= 1 or not todo:
+            return [json.loads(self._step(udf.reindex_table, s, t, force)) for s, t in todo]
+        run = self._step(udf.reindex_enqueue, [f"{s}.{t}" for s, t in todo], force)
+
+        def pending() -> int:
+            n = self._in_transaction(
+                lambda _c: self.plpy.execute(
+                    self.plpy.prepare("SELECT nl2sql._reindex_pending($1) AS n", ["int8"]), [run]
+                )[0]["n"]
+            )
+            if on_progress is not None:
+                on_progress("tables", len(todo) - n)
+            return n
+
+        out = _jobs.run_pool(reindex_worker, dsn, run, jobs, pending)
+        return out + _jobs.wait_for_others(
+            pending, lambda: reindex_worker(dsn, run, _jobs.worker_name(jobs))
+        )
 
     def _step(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One unit of ``reindex`` (``fn(plpy, *args)``, an entry point of ``nl2sql.udf``) in its
@@ -370,6 +405,25 @@ def _for_model(view: AgentView, question: str, trace: dict, columns, rows) -> An
     trace["agent_view"] = {k: v for k, v in shown.items() if k != "rows"}
     tuples = [tuple(r.get(c) for c in kept) for r in shown["rows"]]
     return Answer(trace["sql"], kept, tuples, trace.get("confidence"), trace, trace.get("log_id"))
+
+
+def reindex_worker(dsn: str | None, run_id: int | None, name: str) -> list[dict]:
+    """A worker of ``nl2sql reindex --jobs N`` (``client/_jobs.py``): claims queued tables
+    until none is left; this process embeds, as ``Client.reindex`` does.
+
+    Args:
+        dsn: libpq connection string (None: ``NL2SQL_DSN`` or libpq's environment).
+        run_id: the run to work on; None: any run with tables left.
+        name: the worker's name (``_jobs.worker_name``).
+
+    Returns:
+        The counts of each table it indexed.
+
+    Raises:
+        ClientError: a claim was refused (other than a deadlock, retried).
+    """
+    with connect(dsn) as client:
+        return _jobs.claim_loop(lambda: client._step(udf.reindex_claim, run_id, name))
 
 
 def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Client:

@@ -111,7 +111,9 @@ def _embed_and_insert(
         "ON CONFLICT DO NOTHING",
         ["name", "name", "name[]", "text[]", "text[]"],
     )
-    strings = list(by_value)
+    # in one order for every worker: two workers' transactions lock the trigram mirror's
+    # shared new strings (sql/idempotent/013-lookup-speed.sql) in the same order
+    strings = sorted(by_value)
     chunks = [strings[i : i + EMBED_CHUNK] for i in range(0, len(strings), EMBED_CHUNK)]
     embed_s, done = 0.0, 0
     # the next chunk is embedded in a thread (ONNX Runtime releases the GIL) while this one is

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 
+from ..core import spi
 from ..ops import value_policy
 from ._door import as_sql_errors, entry_point, schema_names
 
@@ -88,6 +89,73 @@ def reindex_table(plpy, schema_name: str, table_name: str, force: bool) -> str:
     return json.dumps(
         as_sql_errors(plpy, "_reindex_table", index_table, schema_name, table_name, force)
     )
+
+
+@entry_point
+def reindex_enqueue(plpy, tables: list[str], force: bool) -> int:
+    """Back ``nl2sql._reindex_enqueue(tables, force) → bigint``: queue a run for several workers.
+
+    Args:
+        tables: the changed tables as ``schema.table`` texts.
+        force: each worker rewrites its tables even when unchanged.
+
+    Returns:
+        The run id that ``reindex_claim`` takes.
+    """
+    return spi.query(
+        plpy, "SELECT nl2sql._reindex_enqueue($1, $2) AS r", [tables, force], ["text[]", "bool"]
+    )[0]["r"]
+
+
+# The largest unclaimed table of a run (of any run when $1 is NULL); SKIP LOCKED: the rows
+# other workers hold are passed over (sql/incremental/025-reindex-queue.sql).
+_CLAIM = (
+    "SELECT q.run_id, q.schema_name, q.table_name, q.force FROM nl2sql.reindex_queue q "
+    "WHERE q.done_at IS NULL AND ($1::int8 IS NULL OR q.run_id = $1) "
+    "ORDER BY q.run_id, q.weight DESC, q.schema_name, q.table_name LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED"
+)
+
+
+@entry_point
+def reindex_claim(plpy, run_id: int | None, worker: str | None) -> str | None:
+    """Back ``nl2sql._reindex_claim(run_id, worker) → jsonb``: claim one queued table, index it
+    (``table_index.index_table``) and mark it done, all in the caller's transaction: a worker
+    that dies rolls its claim back with its work, and the table is claimed again. Source: the
+    SKIP LOCKED work queue of pgai's vectorizer workers (timescale/pgai, 2024).
+
+    Args:
+        run_id: the run (``reindex_enqueue``), or None for the oldest run with work left.
+        worker: a name stored with the result (host and process of the worker).
+
+    Returns:
+        ``index_table``'s counts as JSON text with ``run_id``; None when no unclaimed table
+        is left (other workers may still hold some: ``_reindex_pending``).
+    """
+    from ..ops import table_index  # not loaded by a backend that only asks questions
+
+    rows = spi.query(plpy, _CLAIM, [run_id], ["int8"])
+    if not rows:
+        return None
+    q = rows[0]
+    out = as_sql_errors(
+        plpy,
+        "_reindex_claim",
+        table_index.index_table,
+        q["schema_name"],
+        q["table_name"],
+        q["force"],
+    )
+    out["run_id"] = q["run_id"]
+    text = json.dumps(out)
+    spi.query(
+        plpy,
+        "UPDATE nl2sql.reindex_queue SET done_at = now(), done_by = $4, result = $5::jsonb "
+        "WHERE run_id = $1 AND schema_name = $2 AND table_name = $3",
+        [q["run_id"], q["schema_name"], q["table_name"], worker, text],
+        ["int8", "name", "name", "text", "text"],
+    )
+    return text
 
 
 @entry_point
