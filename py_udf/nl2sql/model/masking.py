@@ -10,7 +10,7 @@ from functools import lru_cache
 MASK = "<mask>"
 
 # A word is a run of letters or digits in any script ("Sängerinnen", "Zürich" stay whole), else
-# one other visible character; ASCII-only classes split German words (issue 43 §3's bench).
+# one other visible character; ASCII-only classes split German words (bench/multilingual.py).
 _WORD = re.compile(r"[^\W_]+(?:'[^\W\d_]+)?|\S")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Words that are no content on their own: left out of a name's single-word phrases here, of a
