@@ -4,7 +4,8 @@ the documented reply shapes of OpenAI's ``/v1/embeddings``, Ollama's OpenAI comp
 Hugging Face TEI's OpenAI route, and the faults a test asks for (docs/embedding-models.md).
 
 Script it with ``set_embedding(llm, model, dims, profile, fault)`` or ``POST /_embedding``
-(``{"model", "dims", "profile", "fault"}``). Profiles: ``openai`` (``object: list``, each item
+(``{"model", "dims", "profile", "fault"}``); ``llm.embedding_requests`` lists ``(model, number
+of inputs)`` per request received. Profiles: ``openai`` (``object: list``, each item
 ``{"object": "embedding", "index", "embedding"}``, ``usage``; ``encoding_format: base64`` gets
 little-endian float32 in base64), ``ollama`` (the same shape, ``dimensions`` ignored), ``tei``
 (refuses more than ``TEI_MAX_BATCH`` inputs with 413 and TEI's flat error body
@@ -87,6 +88,7 @@ def reply(llm, body: Any) -> tuple[int, Any]:
     dims, profile, fault = models[model]
     texts = body.get("input")
     texts = [texts] if isinstance(texts, str) else texts
+    llm.__dict__.setdefault("embedding_requests", []).append((model, len(texts or ())))
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         return 400, {"error": {"message": "input must be a string or a list of strings"}}
     if profile == "tei" and len(texts) > TEI_MAX_BATCH:

@@ -22,7 +22,26 @@ COLUMNS = {
     "nl2sql.term": ("vector", None, True),
     "nl2sql.instruction": ("vector", None, True),
 }
-VIEW = "nl2sql.visible_cell_value"  # selects cell_value.embedding: dropped and made again
+# the views over those columns (visible_cell_value, visible_column, ...) and the views over
+# them, oldest first: dropped for the change of type and made again as they were, in the
+# extension, with their options and grants (the extension's owner runs a reindex)
+_VIEWS = """
+WITH RECURSIVE dep(oid, depth) AS (
+    SELECT r.ev_class, 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+     JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+    WHERE d.classid = 'pg_rewrite'::regclass AND a.attname = 'embedding'
+      AND d.refobjid = ANY($1::regclass[]::oid[]) AND r.ev_class <> d.refobjid
+    UNION
+    SELECT r.ev_class, dep.depth + 1 FROM dep JOIN pg_depend d ON d.refobjid = dep.oid
+     JOIN pg_rewrite r ON r.oid = d.objid
+    WHERE d.classid = 'pg_rewrite'::regclass AND r.ev_class <> dep.oid AND dep.depth < 8)
+SELECT c.oid::regclass::text AS name, pg_get_viewdef(c.oid) AS def,
+       coalesce(array_to_string(c.reloptions, ', '), '') AS opts,
+       (SELECT coalesce(array_agg(coalesce(nullif(g.grantee, 0)::regrole::text, 'PUBLIC')
+                                  || ' ' || g.privilege_type), '{}')
+          FROM aclexplode(c.relacl) g WHERE g.grantee <> c.relowner) AS grants
+  FROM (SELECT oid, max(depth) AS depth FROM dep GROUP BY oid) x JOIN pg_class c USING (oid)
+ ORDER BY x.depth, c.oid"""
 
 
 def dimensions(plpy) -> int:
@@ -44,7 +63,7 @@ def dimensions(plpy) -> int:
 
 def follow(plpy, n: int) -> bool:
     """Make every vector column ``n``-dimensional and emptied (the caller re-embeds), with its
-    HNSW index made again; the view over the value index is made again with its grant.
+    HNSW index made again; the views over them are made again as they were.
 
     Args:
         plpy: the PL/Python module (SPI access).
@@ -63,8 +82,10 @@ def follow(plpy, n: int) -> bool:
         )
     if dimensions(plpy) == n:
         return False
-    view = spi.query(plpy, f"SELECT pg_get_viewdef('{VIEW}'::regclass) AS d")[0]["d"]
-    spi.query(plpy, f"DROP VIEW {VIEW}")
+    views = _dependent_views(plpy)
+    for v in reversed(views):  # a view over another view goes first
+        spi.query(plpy, f"ALTER EXTENSION nl2sql DROP VIEW {v['name']}")
+        spi.query(plpy, f"DROP VIEW {v['name']}")
     for table, (typ, index, not_null) in COLUMNS.items():
         if index:
             spi.query(plpy, f"DROP INDEX IF EXISTS nl2sql.{index[0]}")
@@ -73,9 +94,24 @@ def follow(plpy, n: int) -> bool:
         spi.query(plpy, f"ALTER TABLE {table} ALTER COLUMN embedding TYPE {typ}({n}) USING NULL")
         if index and (typ == "halfvec" or n <= MAX_VECTOR_HNSW):
             spi.query(plpy, f"CREATE INDEX {index[0]} ON {table} USING hnsw (embedding {index[1]})")
-    spi.query(plpy, f"CREATE VIEW {VIEW} WITH (security_barrier) AS {view}")
-    spi.query(plpy, f"GRANT SELECT ON {VIEW} TO PUBLIC")
+    for v in views:
+        _create_view(plpy, v)
     return True
+
+
+def _dependent_views(plpy) -> list[dict]:
+    """The views over the vector columns, and over those, in the order they can be made."""
+    return spi.query(plpy, _VIEWS, [list(COLUMNS)], ["text[]"])
+
+
+def _create_view(plpy, v: dict) -> None:
+    """Make a view again as ``_dependent_views`` read it, back in the extension."""
+    opts = f" WITH ({v['opts']})" if v["opts"] else ""
+    spi.query(plpy, f"CREATE VIEW {v['name']}{opts} AS {v['def']}")
+    spi.query(plpy, f"ALTER EXTENSION nl2sql ADD VIEW {v['name']}")
+    for grant in v["grants"]:
+        role, privilege = grant.rsplit(" ", 1)
+        spi.query(plpy, f"GRANT {privilege} ON {v['name']} TO {role}")
 
 
 def restore_not_null(plpy) -> None:

@@ -192,3 +192,20 @@ def dimensions(plpy) -> int:
         n of the value index's ``halfvec(n)``.
     """
     return _columns.dimensions(plpy)
+
+
+def configure_recorded(plpy) -> None:
+    """``configure`` from the stored record (a caller that is no entry point: ``doctor()``).
+
+    Args:
+        plpy: the PL/Python module (SPI access).
+    """
+    rows = spi.query(
+        plpy,
+        "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)",
+        [[KEY, ENDPOINT_KEY]],
+        ["text[]"],
+    )
+    got = {r["key"]: r["value"] for r in rows}
+    prec = get_settings(plpy).embedding_precision
+    configure(plpy, got.get(KEY), got.get(ENDPOINT_KEY), prec)

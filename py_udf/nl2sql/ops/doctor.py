@@ -167,6 +167,7 @@ def _embedding_model(plpy) -> rows.Row:
     """Which model embeds questions (the index's), asked to embed one text: its dimensions
     against the value index's columns, and the time it took."""
     name = "embedding model"
+    index_model.configure_recorded(plpy)  # doctor() is no entry point: as a question would
     model = encode.current_model()
     if model.startswith("refused: "):
         return name, rows.FAIL, model[9:], "SELECT nl2sql.reindex(force => true)"
