@@ -103,6 +103,9 @@ def prepare_reindex(plpy, wanted: str, force: bool) -> bool:
     encode.set_precision(wanted)
     if name == want_name:
         encode.set_model(cfg)
+        # an empty index (its first reindex) takes the model's dimensions; else they agree
+        if _columns.follow(plpy, cfg.dimensions if cfg else encode.DIM):
+            _columns.restore_not_null(plpy)
         _record(plpy, name, cfg)
         return False
     if not force:
