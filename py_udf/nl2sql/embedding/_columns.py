@@ -24,7 +24,7 @@ COLUMNS = {
 }
 # the views over those columns (visible_cell_value, visible_column, ...) and the views over
 # them, oldest first: dropped for the change of type and made again as they were, in the
-# extension, with their options and grants (the extension's owner runs a reindex)
+# extension (when they were), with their options and grants (the owner runs a reindex)
 _VIEWS = """
 WITH RECURSIVE dep(oid, depth) AS (
     SELECT r.ev_class, 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
@@ -37,6 +37,8 @@ WITH RECURSIVE dep(oid, depth) AS (
     WHERE d.classid = 'pg_rewrite'::regclass AND r.ev_class <> dep.oid AND dep.depth < 8)
 SELECT c.oid::regclass::text AS name, pg_get_viewdef(c.oid) AS def,
        coalesce(array_to_string(c.reloptions, ', '), '') AS opts,
+       EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass
+                  AND e.objid = c.oid AND e.deptype = 'e') AS member,
        (SELECT coalesce(array_agg(coalesce(nullif(g.grantee, 0)::regrole::text, 'PUBLIC')
                                   || ' ' || g.privilege_type), '{}')
           FROM aclexplode(c.relacl) g WHERE g.grantee <> c.relowner) AS grants
@@ -84,7 +86,8 @@ def follow(plpy, n: int) -> bool:
         return False
     views = _dependent_views(plpy)
     for v in reversed(views):  # a view over another view goes first
-        spi.query(plpy, f"ALTER EXTENSION nl2sql DROP VIEW {v['name']}")
+        if v["member"]:  # beside the database (nl2sql install) there is no extension
+            spi.query(plpy, f"ALTER EXTENSION nl2sql DROP VIEW {v['name']}")
         spi.query(plpy, f"DROP VIEW {v['name']}")
     for table, (typ, index, not_null) in COLUMNS.items():
         if index:
@@ -108,7 +111,8 @@ def _create_view(plpy, v: dict) -> None:
     """Make a view again as ``_dependent_views`` read it, back in the extension."""
     opts = f" WITH ({v['opts']})" if v["opts"] else ""
     spi.query(plpy, f"CREATE VIEW {v['name']}{opts} AS {v['def']}")
-    spi.query(plpy, f"ALTER EXTENSION nl2sql ADD VIEW {v['name']}")
+    if v["member"]:
+        spi.query(plpy, f"ALTER EXTENSION nl2sql ADD VIEW {v['name']}")
     for grant in v["grants"]:
         role, privilege = grant.rsplit(" ", 1)
         spi.query(plpy, f"GRANT {privilege} ON {v['name']} TO {role}")
