@@ -7,6 +7,9 @@ reply during a forced reindex loses nothing; back to the local model at 384."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 
@@ -114,6 +117,46 @@ def test_a_changed_row_is_refused_not_compared(conn, llm):
     assert _doctor(conn)["embedding model"][0] == "fail"
     conn.execute("SELECT nl2sql.add_embedding_model('gpu', %s, %s, 768)", (llm.base_url, MODEL))
     assert _doctor(conn)["embedding model"][0] == "ok"
+
+
+@pytest.mark.parametrize("action", ["deadline", "cancel"])
+def test_a_hanging_endpoint_is_ended_by_its_deadline_or_a_cancel(conn, cluster, llm, action):
+    _loopback_embed.set_embedding(llm, MODEL, 768, "ollama", "hang")  # the same identity
+    timeout = 1 if action == "deadline" else 30
+    conn.execute(
+        "SELECT nl2sql.add_embedding_model('gpu', %s, %s, 768, timeout_s => %s)",
+        (llm.base_url, MODEL, timeout),
+    )
+    other = cluster.connect(DB)
+    pid, out = other.info.backend_pid, {}
+
+    def ask():
+        try:
+            other.execute("SELECT nl2sql.explain('How many harbours are in Greece?')")
+        except psycopg.Error as e:
+            out["error"] = e
+        out["done"] = time.monotonic()
+
+    th = threading.Thread(target=ask, daemon=True)
+    t0 = time.monotonic()
+    th.start()
+    try:
+        if action == "cancel":
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        th.join(40)
+        took = out.get("done", float("inf")) - t0
+        assert took < (timeout + 2.5 if action == "deadline" else 2.0), took
+        if action == "cancel":
+            assert out["error"].sqlstate == "57014", out["error"]
+        else:
+            assert "no complete answer within 1 s" in str(out["error"]), out["error"]
+    finally:
+        _loopback_embed.set_embedding(llm, MODEL, 768, "ollama")
+        conn.execute("SELECT nl2sql.add_embedding_model('gpu', %s, %s, 768)", (llm.base_url, MODEL))
+        other.close()
+    assert _doctor(conn)["embedding model"][0] == "ok"  # the next call answers
 
 
 @pytest.mark.parametrize("fault", ["nan", "count", "html"])
