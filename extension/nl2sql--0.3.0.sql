@@ -1467,7 +1467,8 @@ from nl2sql import udf
 return udf.reindex_finish(plpy, schemas, kept, tables_changed)
 $py$;
 
--- An OpenAI-compatible /v1/embeddings endpoint (docs/embedding-models.md); chosen with
+-- An OpenAI-compatible /v1/embeddings endpoint (docs/embedding-models.md; timeout_s: one request's
+-- deadline, retries included); chosen with
 -- SELECT nl2sql.set_setting('embedding_model', name) and SELECT nl2sql.reindex(force => true).
 CREATE OR REPLACE FUNCTION nl2sql.add_embedding_model(
     name text, base_url text, model text, dimensions int, api_key_env text DEFAULT NULL,

@@ -34,7 +34,7 @@ class EmbeddingModel:
     api_key_env: str | None = None
     batch_size: int = 64  # texts per request
     concurrency: int = 1  # requests in flight at once
-    timeout_s: float = 30.0  # the overall deadline of one embed() call, every batch included
+    timeout_s: float = 30.0  # one request's deadline (its retries included)
     send_dimensions: bool = False  # send ``dimensions`` (OpenAI text-embedding-3 shortening)
     max_retries: int = 1
 
@@ -95,7 +95,8 @@ def load(plpy, name: str) -> EmbeddingModel:
 
 def embed(cfg: EmbeddingModel, texts: list[str]) -> list[list[float]]:
     """Embed texts at the endpoint: ``batch_size`` texts a request, ``concurrency`` at once,
-    under one overall deadline ``timeout_s`` and the backend's cancel point (``net.deadline``).
+    each request under ``timeout_s``, the whole call under one overall deadline of ``timeout_s``
+    per round of ``concurrency`` requests, and the backend's cancel point (``net.deadline``).
 
     Args:
         cfg: the embedding model.
@@ -111,7 +112,8 @@ def embed(cfg: EmbeddingModel, texts: list[str]) -> list[list[float]]:
     what = f"embedding model {cfg.name!r} at {cfg.base_url}"
     batches = [texts[i : i + cfg.batch_size] for i in range(0, len(texts), cfg.batch_size)]
     try:
-        got = net_deadline.run(lambda d: _all(cfg, batches, d), cfg.timeout_s, what)
+        rounds = -(-len(batches) // max(1, cfg.concurrency))
+        got = net_deadline.run(lambda d: _all(cfg, batches, d), cfg.timeout_s * rounds, what)
     except EmbeddingError:
         raise
     except DeadlineExceeded as e:
@@ -166,7 +168,7 @@ def _one(cfg: EmbeddingModel, texts: list[str], at: float) -> list[list[float]]:
     """One request, its deadline the overall one's time left; its reply checked."""
     from ..model import openai_call  # heavy (openai, httpx): only where an endpoint is used
 
-    left = at - time.monotonic()
+    left = min(cfg.timeout_s, at - time.monotonic())
     if left <= 0:
         raise DeadlineExceeded(f"embedding model {cfg.name!r}: no time left for a request")
     dims = cfg.dimensions if cfg.send_dimensions else None
