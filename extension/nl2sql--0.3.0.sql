@@ -1216,6 +1216,45 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 024-embedding-model.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$024-embedding-model.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- Embedding models (docs/embedding-models.md): an OpenAI-compatible /v1/embeddings endpoint
+-- declared with nl2sql.add_embedding_model and chosen by setting embedding_model ('local': the
+-- in-process all-MiniLM-L6-v2, the default). The index records which model embedded it
+-- (nl2sql.setting keys _index_embedding_model and _index_embedding_endpoint); questions are
+-- embedded by that model; a forced reindex with another re-embeds everything and makes the
+-- vector columns follow its dimensions (halfvec up to 4,000 for the value index).
+CREATE TABLE nl2sql.embedding_model (
+    name            text PRIMARY KEY CHECK (name <> 'local' AND btrim(name) <> ''),
+    base_url        text NOT NULL,                -- e.g. http://gpu-box:8080/v1
+    model           text NOT NULL,                -- model id sent to the endpoint
+    dimensions      int NOT NULL CHECK (dimensions BETWEEN 1 AND 4000),
+    api_key_env     text,                         -- server environment variable holding the key
+    batch_size      int NOT NULL DEFAULT 64 CHECK (batch_size BETWEEN 1 AND 2048),
+    concurrency     int NOT NULL DEFAULT 1 CHECK (concurrency BETWEEN 1 AND 16),
+    timeout_s       float8 NOT NULL DEFAULT 30 CHECK (timeout_s > 0),
+    send_dimensions boolean NOT NULL DEFAULT false  -- send `dimensions` (text-embedding-3)
+);
+SELECT pg_catalog.pg_extension_config_dump('nl2sql.embedding_model', '');
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== incremental 025-reindex-queue.sql ====
 DO $nl2sql_migration$
 DECLARE
@@ -1473,6 +1512,51 @@ from nl2sql import udf
 return udf.reindex_finish(plpy, schemas, kept, tables_changed)
 $py$;
 
+-- An OpenAI-compatible /v1/embeddings endpoint (docs/embedding-models.md; timeout_s: one request's
+-- deadline, retries included); chosen with
+-- SELECT nl2sql.set_setting('embedding_model', name) and SELECT nl2sql.reindex(force => true).
+CREATE OR REPLACE FUNCTION nl2sql.add_embedding_model(
+    name text, base_url text, model text, dimensions int, api_key_env text DEFAULT NULL,
+    batch_size int DEFAULT 64, concurrency int DEFAULT 1, timeout_s float8 DEFAULT 30,
+    send_dimensions boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF name IS NULL OR btrim(name) = '' OR name = 'local' OR base_url IS NULL OR model IS NULL
+       OR dimensions IS NULL THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: name (not ''local''), base_url, model and dimensions are required'
+            USING HINT = 'e.g. SELECT nl2sql.add_embedding_model(''gpu'', ''http://gpu-box:8080/v1'', ''nomic-embed-text'', 768)';
+    END IF;
+    IF add_embedding_model.dimensions NOT BETWEEN 1 AND 4000 THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: dimensions must be 1 to 4000 (pgvector''s HNSW limit for halfvec), got %', add_embedding_model.dimensions
+            USING HINT = 'the length of the vectors the model returns, e.g. 768';
+    END IF;
+    IF api_key_env IS NOT NULL AND api_key_env !~ '^[A-Za-z_][A-Za-z0-9_]*$' THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: api_key_env must be the NAME of a server environment variable, not a key'
+            USING HINT = 'put the key in the PostgreSQL server''s environment and pass its name, e.g. OPENAI_API_KEY';
+    END IF;
+    IF add_embedding_model.base_url ~ '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@' OR add_embedding_model.base_url !~ '^https?://' THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: base_url must be an http(s) URL without credentials (user:password@host): every role can read nl2sql.embedding_model'
+            USING HINT = 'e.g. http://gpu-box:8080/v1; the key goes in the server''s environment, named by api_key_env';
+    END IF;
+    IF add_embedding_model.batch_size NOT BETWEEN 1 AND 2048 OR add_embedding_model.concurrency NOT BETWEEN 1 AND 16
+       OR add_embedding_model.timeout_s <= 0 THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: batch_size is 1 to 2048 texts, concurrency 1 to 16 requests, timeout_s > 0 seconds'
+            USING HINT = 'e.g. batch_size => 64, concurrency => 2, timeout_s => 30';
+    END IF;
+    INSERT INTO nl2sql.embedding_model AS m (name, base_url, model, dimensions, api_key_env,
+                                             batch_size, concurrency, timeout_s, send_dimensions)
+    VALUES (add_embedding_model.name, add_embedding_model.base_url, add_embedding_model.model,
+            add_embedding_model.dimensions, add_embedding_model.api_key_env,
+            add_embedding_model.batch_size, add_embedding_model.concurrency,
+            add_embedding_model.timeout_s, add_embedding_model.send_dimensions)
+    ON CONFLICT ON CONSTRAINT embedding_model_pkey DO UPDATE SET
+        base_url = EXCLUDED.base_url, model = EXCLUDED.model, dimensions = EXCLUDED.dimensions,
+        api_key_env = EXCLUDED.api_key_env, batch_size = EXCLUDED.batch_size,
+        concurrency = EXCLUDED.concurrency, timeout_s = EXCLUDED.timeout_s,
+        send_dimensions = EXCLUDED.send_dimensions;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
     temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT NULL,
@@ -1629,7 +1713,7 @@ REVOKE ALL ON nl2sql.schema_table, nl2sql.schema_column, nl2sql.schema_fk, nl2sq
               nl2sql.example_pool
     FROM PUBLIC;
 -- configuration is not secret (API keys are never stored: api_key_env names a server variable)
-GRANT SELECT ON nl2sql.setting, nl2sql.model TO PUBLIC;
+GRANT SELECT ON nl2sql.setting, nl2sql.model, nl2sql.embedding_model TO PUBLIC;
 
 -- Tables the caller may SELECT (any column is enough; columns are filtered below).
 CREATE OR REPLACE VIEW nl2sql.visible_table WITH (security_barrier) AS
@@ -1830,8 +1914,9 @@ BEGIN
                                    pg_catalog.floor(p.nt / trgm_min + 1e-9)::int END AS hi
                         FROM ph0 p),
     -- halfvec: the type of cell_value.embedding (sql/incremental/023-value-halfvec.sql), so
-    -- that its hnsw index (halfvec_cosine_ops) serves the nearest-value search
-    ev AS MATERIALIZED (SELECT e.q::halfvec(384) AS q, e.n::int AS n
+    -- that its hnsw index (halfvec_cosine_ops) serves the nearest-value search; no typmod: the
+    -- column follows the embedding model's dimensions (sql/incremental/024-embedding-model.sql)
+    ev AS MATERIALIZED (SELECT e.q::halfvec AS q, e.n::int AS n
                           FROM unnest(vecs) WITH ORDINALITY AS e(q, n) WHERE e.q IS NOT NULL),
     -- a phrase whose strings have at most 20 trigrams reads the partial index of those
     -- (sql/incremental/014-lookup-knn.sql); the others the whole one
@@ -2017,6 +2102,7 @@ REVOKE EXECUTE ON FUNCTION
     nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric, int, text, boolean, boolean, int),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
+    nl2sql.add_embedding_model(text, text, text, int, text, int, int, float8, boolean),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
     nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),
     nl2sql.calibrate(jsonb)
@@ -2057,6 +2143,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('send_values', 'bool', 'on', '`off`: no cell value (sample values, indexed values) reaches any prompt'),
     ('agent_values', 'enum', 'gated', 'what nl2sql-mcp and `connect(for_model=True)` hand an agent: `gated`: prompts'' value rules apply (docs/mcp.md); `role`: all the role may read'),
     ('embedder', 'enum', 'shared', '`shared`: backends ask the server''s one embedding process (started by the first backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: each backend loads the model itself'),
+    ('embedding_model', 'str', 'local', '`local` or a row of nl2sql.embedding_model'),
     ('embedding_precision', 'enum', 'fp32', '`int8`: the embedding model quantized per channel, 2x faster, its vectors close to `fp32`''s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`'),
     ('model_rounds', 'enum', 'auto', '`two`: the first model writes the PreSQL, then every model a FinSQL from the linked schema; `one`: every model writes once from the PreSQL prompt (no linking round); `auto`: one round when the PreSQL prompt holds the whole schema, two when it was pruned (see "One model round or two")'),
     ('prompt_variants', 'int', '1', 'FinSQL prompts per model (MCS-SQL multiple prompts); see "Generation and selection"'),

@@ -209,6 +209,51 @@ from nl2sql import udf
 return udf.reindex_finish(plpy, schemas, kept, tables_changed)
 $py$;
 
+-- An OpenAI-compatible /v1/embeddings endpoint (docs/embedding-models.md; timeout_s: one request's
+-- deadline, retries included); chosen with
+-- SELECT nl2sql.set_setting('embedding_model', name) and SELECT nl2sql.reindex(force => true).
+CREATE OR REPLACE FUNCTION nl2sql.add_embedding_model(
+    name text, base_url text, model text, dimensions int, api_key_env text DEFAULT NULL,
+    batch_size int DEFAULT 64, concurrency int DEFAULT 1, timeout_s float8 DEFAULT 30,
+    send_dimensions boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF name IS NULL OR btrim(name) = '' OR name = 'local' OR base_url IS NULL OR model IS NULL
+       OR dimensions IS NULL THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: name (not ''local''), base_url, model and dimensions are required'
+            USING HINT = 'e.g. SELECT nl2sql.add_embedding_model(''gpu'', ''http://gpu-box:8080/v1'', ''nomic-embed-text'', 768)';
+    END IF;
+    IF add_embedding_model.dimensions NOT BETWEEN 1 AND 4000 THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: dimensions must be 1 to 4000 (pgvector''s HNSW limit for halfvec), got %', add_embedding_model.dimensions
+            USING HINT = 'the length of the vectors the model returns, e.g. 768';
+    END IF;
+    IF api_key_env IS NOT NULL AND api_key_env !~ '^[A-Za-z_][A-Za-z0-9_]*$' THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: api_key_env must be the NAME of a server environment variable, not a key'
+            USING HINT = 'put the key in the PostgreSQL server''s environment and pass its name, e.g. OPENAI_API_KEY';
+    END IF;
+    IF add_embedding_model.base_url ~ '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@' OR add_embedding_model.base_url !~ '^https?://' THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: base_url must be an http(s) URL without credentials (user:password@host): every role can read nl2sql.embedding_model'
+            USING HINT = 'e.g. http://gpu-box:8080/v1; the key goes in the server''s environment, named by api_key_env';
+    END IF;
+    IF add_embedding_model.batch_size NOT BETWEEN 1 AND 2048 OR add_embedding_model.concurrency NOT BETWEEN 1 AND 16
+       OR add_embedding_model.timeout_s <= 0 THEN
+        RAISE EXCEPTION 'nl2sql.add_embedding_model: batch_size is 1 to 2048 texts, concurrency 1 to 16 requests, timeout_s > 0 seconds'
+            USING HINT = 'e.g. batch_size => 64, concurrency => 2, timeout_s => 30';
+    END IF;
+    INSERT INTO nl2sql.embedding_model AS m (name, base_url, model, dimensions, api_key_env,
+                                             batch_size, concurrency, timeout_s, send_dimensions)
+    VALUES (add_embedding_model.name, add_embedding_model.base_url, add_embedding_model.model,
+            add_embedding_model.dimensions, add_embedding_model.api_key_env,
+            add_embedding_model.batch_size, add_embedding_model.concurrency,
+            add_embedding_model.timeout_s, add_embedding_model.send_dimensions)
+    ON CONFLICT ON CONSTRAINT embedding_model_pkey DO UPDATE SET
+        base_url = EXCLUDED.base_url, model = EXCLUDED.model, dimensions = EXCLUDED.dimensions,
+        api_key_env = EXCLUDED.api_key_env, batch_size = EXCLUDED.batch_size,
+        concurrency = EXCLUDED.concurrency, timeout_s = EXCLUDED.timeout_s,
+        send_dimensions = EXCLUDED.send_dimensions;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION nl2sql.add_model(
     name text, model text, base_url text DEFAULT NULL, api_key_env text DEFAULT NULL,
     temperature float8 DEFAULT 0, timeout_s float8 DEFAULT NULL, max_tokens int DEFAULT NULL,

@@ -13,7 +13,7 @@ REVOKE ALL ON nl2sql.schema_table, nl2sql.schema_column, nl2sql.schema_fk, nl2sq
               nl2sql.example_pool
     FROM PUBLIC;
 -- configuration is not secret (API keys are never stored: api_key_env names a server variable)
-GRANT SELECT ON nl2sql.setting, nl2sql.model TO PUBLIC;
+GRANT SELECT ON nl2sql.setting, nl2sql.model, nl2sql.embedding_model TO PUBLIC;
 
 -- Tables the caller may SELECT (any column is enough; columns are filtered below).
 CREATE OR REPLACE VIEW nl2sql.visible_table WITH (security_barrier) AS
@@ -214,8 +214,9 @@ BEGIN
                                    pg_catalog.floor(p.nt / trgm_min + 1e-9)::int END AS hi
                         FROM ph0 p),
     -- halfvec: the type of cell_value.embedding (sql/incremental/023-value-halfvec.sql), so
-    -- that its hnsw index (halfvec_cosine_ops) serves the nearest-value search
-    ev AS MATERIALIZED (SELECT e.q::halfvec(384) AS q, e.n::int AS n
+    -- that its hnsw index (halfvec_cosine_ops) serves the nearest-value search; no typmod: the
+    -- column follows the embedding model's dimensions (sql/incremental/024-embedding-model.sql)
+    ev AS MATERIALIZED (SELECT e.q::halfvec AS q, e.n::int AS n
                           FROM unnest(vecs) WITH ORDINALITY AS e(q, n) WHERE e.q IS NOT NULL),
     -- a phrase whose strings have at most 20 trigrams reads the partial index of those
     -- (sql/incremental/014-lookup-knn.sql); the others the whole one
@@ -401,6 +402,7 @@ REVOKE EXECUTE ON FUNCTION
     nl2sql._reindex_table(text, text, boolean), nl2sql._reindex_finish(text[], text[], boolean),
     nl2sql.add_model(text, text, text, text, float8, float8, int, int, text, numeric, numeric, int, text, boolean, boolean, int),
     nl2sql.remove_model(text), nl2sql.set_setting(text, text),
+    nl2sql.add_embedding_model(text, text, text, int, text, int, int, float8, boolean),
     nl2sql.add_example(text, text, text, text), nl2sql.load_examples(text, text, text),
     nl2sql.feedback(bigint, boolean, text, boolean), nl2sql.set_value_policy(regclass, boolean, name),
     nl2sql.calibrate(jsonb)

@@ -191,3 +191,12 @@ def oai(llama_server):
     )
     yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def llama_server_embeddings(tmp_path_factory):
+    """llama-server with ``--embeddings --pooling mean`` (Gemma 3 270M, a decoder with no
+    pooling of its own: without ``--pooling`` its ``/v1/embeddings`` refuses, pooling ``none``
+    is not OpenAI-compatible). For the protocol only: its vectors are not a retrieval model's."""
+    flags = ("--ctx-size", "2048", "--embeddings", "--pooling", "mean", "--ubatch-size", "2048")
+    yield from _serve(tmp_path_factory, flags)

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from nl2sql_indexer.dev import _loopback_embed
 from nl2sql_indexer.dev._loopback_profiles import (
     Profile,
     context_refusal,
@@ -39,7 +40,7 @@ __all__ = ["ChatHandler", "LoopbackHTTPServer", "LoopbackHTTPServer6"]
 
 _HANG_MAX_S = 3600.0
 _MAX_BODY = 64 * 1024 * 1024
-_ADMIN = ("/_rules", "/_replay", "/_clear", "/_default", "/_profile")
+_ADMIN = ("/_rules", "/_replay", "/_clear", "/_default", "/_profile", "/_embedding")
 
 
 def _error_type(status: int) -> tuple[str, str]:
@@ -237,10 +238,12 @@ class ChatHandler(BaseHTTPRequestHandler):
         """POST /v1/chat/completions, /api/show (an Ollama-profiled model) and the admin
         endpoints."""
         path = self._path()
-        if path in ("/v1/chat/completions", "/api/show"):
+        if path in ("/v1/chat/completions", "/api/show", "/v1/embeddings"):
             ok, body = self._read_json()
             if ok and path == "/api/show":
                 self._show(body)
+            elif ok and path == "/v1/embeddings":
+                self._embeddings(body)
             elif ok:
                 self._chat(body)
             return
@@ -319,8 +322,19 @@ class ChatHandler(BaseHTTPRequestHandler):
                 options = {k: v for k, v in body.items() if k not in ("model", "profile")}
                 owner.set_profile(body["model"], body["profile"], **options)
                 self._send_json(200, {"ok": True, "model": body["model"]})
+            elif path == "/_embedding":
+                _loopback_embed.set_embedding(owner, **body)
+                self._send_json(200, {"ok": True})
         except (ValueError, TypeError) as e:
             self._send_error(400, str(e))
+
+    def _embeddings(self, body: Any) -> None:
+        """``POST /v1/embeddings`` (``_loopback_embed``): a JSON reply, or a scripted fault."""
+        status, obj = _loopback_embed.reply(self.server.owner, body)
+        if isinstance(obj, str):
+            _loopback_embed.send_fault(self, obj, self.server.owner.stop_event)
+        else:
+            self._send_json(status, obj)
 
     def _show(self, body: Any) -> None:
         """Ollama's ``POST /api/show`` for a model with the ollama profile; Ollama's 404 body

@@ -1,5 +1,4 @@
-"""Settings (table ``nl2sql.setting``): declared once in ``SETTINGS``, read typed
-(docs/internals/core.md "Settings"). Light imports only: the build script imports it."""
+"""Settings: declared once in ``SETTINGS``, read typed (docs/internals/core.md); light imports."""
 
 from __future__ import annotations
 
@@ -152,6 +151,7 @@ SETTINGS: tuple[Setting, ...] = (
         "backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: "
         "each backend loads the model itself",
     ),
+    Setting("embedding_model", "str", "local", "`local` or a row of nl2sql.embedding_model"),
     _enum(
         "embedding_precision",
         ("fp32", "int8"),

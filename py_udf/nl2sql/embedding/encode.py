@@ -32,6 +32,14 @@ CACHE_SIZE = 2048
 _CACHE: OrderedDict[tuple[str, str], object] = OrderedDict()  # (precision, text) -> vector
 _LOCK = threading.RLock()  # the cache and engine loading (embed_async embeds from a thread)
 _BACKGROUND: ThreadPoolExecutor | None = None
+_REMOTE: list = [None]  # the remote.EmbeddingModel embedding now (set_model), None: local
+
+
+class _Vec(list):
+    """An endpoint's vector with numpy's ``tolist`` (what ``embed`` calls on each)."""
+
+    def tolist(self) -> list[float]:
+        return list(self)
 
 
 # The client's model files (``nl2sql`` and ``nl2sql-mcp`` where agents run, without torch): the
@@ -341,9 +349,40 @@ def engine() -> str:
     return "onnxruntime" if _onnx() else "torch"
 
 
+def set_model(cfg) -> None:
+    """Embed with an endpoint (``remote.EmbeddingModel``) or, for None, the local model (the
+    door calls it per call from the index's record, ``index_model.configure``).
+
+    Args:
+        cfg: the ``remote.EmbeddingModel`` the index was embedded with, None for the local
+            model, or an ``EmbeddingError`` raised by every embedding (the index's model is
+            not usable: its row was dropped or changed).
+    """
+    _REMOTE[0] = cfg
+
+
+def current_model() -> str:
+    """The identity of the model this process embeds with now (what the index records).
+
+    Returns:
+        ``remote.EmbeddingModel.identity``, a value of ``MODEL_NAMES``, or ``"refused: ..."``.
+    """
+    got = _REMOTE[0]
+    if isinstance(got, Exception):
+        return f"refused: {got}"
+    return got.identity if got is not None else MODEL_NAMES[precision()]
+
+
 def _encode(texts: list[str], batch_size: int, bulk: bool, prec: str):
-    """The one place that computes embeddings: the shared process when in use and answering,
-    else this process's engine (torch only for fp32: without ONNX Runtime there is no int8)."""
+    """The one place that computes embeddings: the endpoint when one is configured, the shared
+    process when in use and answering, else this process's engine (torch only for fp32:
+    without ONNX Runtime there is no int8)."""
+    if isinstance(_REMOTE[0], Exception):
+        raise _REMOTE[0]
+    if _REMOTE[0] is not None:
+        from . import remote  # only where an endpoint is configured
+
+        return [_Vec(v) for v in remote.embed(_REMOTE[0], list(texts))]
     if embed_client.active():  # setting embedder = 'shared': the server's embedding process
         got = embed_client.encode(texts, MODEL_NAMES[prec])
         if got is not None:
@@ -388,6 +427,8 @@ def embed(
     if not texts:
         return []
     prec = prec or precision()
+    if _REMOTE[0] is not None:
+        prec = current_model()  # the cache key: an endpoint's vectors are its own
     if not cache:
         return [v.tolist() for v in _encode(list(texts), batch_size, bulk, prec)]
     keys = {t: (prec, t) for t in texts}  # one cache for both precisions (the shared process)
@@ -417,7 +458,7 @@ def embed_async(texts: list[str]) -> Future:
         A ``Future`` whose ``.result()`` is ``embed(texts)`` or raises its exception.
     """
     global _BACKGROUND
-    if not texts or (not embed_client.active() and _onnx() is None):
+    if not texts or (not embed_client.active() and _onnx() is None) or _REMOTE[0] is not None:
         f: Future = Future()
         try:
             f.set_result(embed(texts))

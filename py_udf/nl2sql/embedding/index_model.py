@@ -1,16 +1,20 @@
-"""Which embedding model file embedded the index (setting ``embedding_precision``): recorded in
-``nl2sql.setting`` under ``KEY`` (not a setting: dumped and restored with the user's rows),
-used for every question so that vectors of one model are never compared with the other's, and
-changed only by ``nl2sql.reindex(force => true)``, which re-embeds everything
-(docs/operations.md "Embedding precision")."""
+"""Which embedding model embedded the index (settings ``embedding_model`` and
+``embedding_precision``): recorded in ``nl2sql.setting`` under ``KEY`` (its identity) and
+``ENDPOINT_KEY`` (the ``nl2sql.embedding_model`` row, for an endpoint) — not settings: dumped
+and restored with the user's rows — used for every question so that vectors of one model are
+never compared with another's, and changed only by ``nl2sql.reindex(force => true)``, which
+re-embeds everything and makes the vector columns follow the model's dimensions
+(docs/embedding-models.md, docs/operations.md "Embedding precision")."""
 
 from __future__ import annotations
 
 from ..core import spi
-from ..core.errors import EmbeddingError
-from . import encode
+from ..core.errors import ConfigError, EmbeddingError
+from ..core.settings import get_settings
+from . import _columns, encode, remote
 
 KEY = "_index_embedding_model"  # a leading underscore: no setting may have this name
+ENDPOINT_KEY = "_index_embedding_endpoint"  # the nl2sql.embedding_model row (none: local)
 # vectors kept outside the value index and the catalog (which a forced reindex rewrites):
 # table -> the text embedded (as example_store, verified, business write them)
 KEPT = {
@@ -55,54 +59,71 @@ def _has_vectors(plpy) -> bool:
     return bool(spi.query(plpy, sql))
 
 
-def _record(plpy, name: str) -> None:
+def _record(plpy, name: str, cfg: remote.EmbeddingModel | None) -> None:
     spi.query(
         plpy,
-        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2) "
+        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2), ($3, $4) "
         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-        [KEY, name],
-        ["text", "text"],
+        [KEY, name, ENDPOINT_KEY, cfg.name if cfg else ""],
+        ["text", "text", "text", "text"],
     )
 
 
+def _wanted(plpy, prec: str) -> tuple[str, remote.EmbeddingModel | None]:
+    """The identity and endpoint (None: local) the settings ask for."""
+    name = get_settings(plpy).embedding_model
+    if name == remote.LOCAL:
+        return encode.MODEL_NAMES[prec], None
+    cfg = remote.load(plpy, name)
+    return cfg.identity, cfg
+
+
 def prepare_reindex(plpy, wanted: str, force: bool) -> bool:
-    """Before a reindex: embed with the recorded model; on a forced reindex whose setting asks
-    another, empty the value index and the catalog's vectors (the reindex rewrites them),
-    re-embed the examples and curated rows, and record the new model.
+    """Before a reindex: embed with the recorded model; on a forced reindex whose settings ask
+    another (``embedding_model``, ``embedding_precision``), empty the value index and the
+    catalog's vectors (the reindex rewrites them), make the vector columns follow the new
+    model's dimensions, re-embed the examples and curated rows, and record the new model.
 
     Args:
-        wanted: the setting ``embedding_precision``.
+        wanted: the setting ``embedding_precision`` (the local model's file).
         force: the reindex rewrites every table.
 
     Returns:
         True when the model changed (everything is re-embedded).
 
     Raises:
-        EmbeddingError: the setting differs from the index's model and ``force`` is false.
+        EmbeddingError: the settings differ from the index's model and ``force`` is false.
+        ConfigError: ``embedding_model`` names no row of ``nl2sql.embedding_model``.
     """
-    name, want_name = recorded(plpy), encode.MODEL_NAMES[wanted]
+    name = recorded(plpy)
+    want_name, cfg = _wanted(plpy, wanted)
     if name is None and not _has_vectors(plpy):
-        name = want_name  # an empty index: the setting decides
+        name = want_name  # an empty index: the settings decide
     name = name or encode.MODEL_NAMES["fp32"]
+    encode.set_precision(wanted)
     if name == want_name:
-        encode.set_precision(wanted)
-        _record(plpy, name)
+        encode.set_model(cfg)
+        # an empty index (its first reindex) takes the model's dimensions; else they agree
+        if _columns.follow(plpy, cfg.dimensions if cfg else encode.DIM):
+            _columns.restore_not_null(plpy)
+        _record(plpy, name, cfg)
         return False
     if not force:
         raise EmbeddingError(
-            f"nl2sql: the index was embedded with {name} but setting embedding_precision is "
-            f"{wanted}; run SELECT nl2sql.reindex(force => true) to re-embed everything with "
-            f"it, or SELECT nl2sql.set_setting('embedding_precision', "
-            f"'{precision_of(name)}') to keep the index"
+            f"nl2sql: the index was embedded with {name} but the settings ask for "
+            f"{want_name}; run SELECT nl2sql.reindex(force => true) to re-embed everything "
+            "with it, or set embedding_model and embedding_precision back to keep the index"
         )
-    encode.set_precision(wanted)
+    encode.set_model(cfg)
+    # embedded first: an endpoint's failure changes nothing (and the transaction undoes it all)
+    kept = {t: spi.query(plpy, f"SELECT id, {text} AS t FROM {t}") for t, text in KEPT.items()}
+    kept = {t: (r, encode.embed([x["t"] for x in r], cache=False)) for t, r in kept.items()}
     spi.query(plpy, "DELETE FROM nl2sql.cell_value")
     spi.query(plpy, "UPDATE nl2sql.schema_column SET embedding = NULL")
     spi.query(plpy, "UPDATE nl2sql.example SET embedding = NULL")  # index_examples embeds them
-    for table, text in KEPT.items():
-        rows = spi.query(plpy, f"SELECT id, {text} AS t FROM {table}")
+    _columns.follow(plpy, cfg.dimensions if cfg else encode.DIM)
+    for table, (rows, vecs) in kept.items():
         if rows:
-            vecs = encode.embed([r["t"] for r in rows], cache=False)
             spi.query(
                 plpy,
                 f"UPDATE {table} SET embedding = e::vector "
@@ -110,12 +131,40 @@ def prepare_reindex(plpy, wanted: str, force: bool) -> bool:
                 [[r["id"] for r in rows], [encode.to_pgvector(v) for v in vecs]],
                 ["int8[]", "text[]"],
             )
-    _record(plpy, want_name)
+    _columns.restore_not_null(plpy)
+    _record(plpy, want_name, cfg)
     return True
 
 
+def configure(plpy, name: str | None, endpoint: str | None, prec: str) -> None:
+    """Point this process's embeddings at the index's model (the door, per call): questions are
+    embedded by the model that embedded the index, or refused when its row changed since.
+
+    Args:
+        name: the recorded identity (``KEY``), None when none is recorded.
+        endpoint: the recorded ``nl2sql.embedding_model`` row (``ENDPOINT_KEY``), None: local.
+        prec: the setting ``embedding_precision`` (used when nothing is recorded).
+    """
+    encode.set_precision(precision_of(name) if name else prec)
+    if not endpoint:
+        encode.set_model(None)
+        return
+    try:
+        cfg = remote.load(plpy, endpoint)
+    except ConfigError as e:
+        encode.set_model(EmbeddingError(f"{e} (the index was embedded with {name})"))
+        return
+    if cfg.identity != name:
+        cfg = EmbeddingError(
+            f"nl2sql: the index was embedded with {name}, but embedding model {endpoint!r} is "
+            f"now {cfg.identity}; a question embedded by one is never compared with vectors "
+            "of the other: run SELECT nl2sql.reindex(force => true), or add the model back"
+        )
+    encode.set_model(cfg)
+
+
 def mismatch(plpy, wanted: str) -> str | None:
-    """Say (for doctor) when the setting differs from the index's model.
+    """Say (for doctor) when the settings differ from the index's model.
 
     Args:
         wanted: the setting ``embedding_precision``.
@@ -124,9 +173,42 @@ def mismatch(plpy, wanted: str) -> str | None:
         A sentence naming both and what to run, or None when they agree.
     """
     name = recorded(plpy) or (encode.MODEL_NAMES["fp32"] if _has_vectors(plpy) else None)
-    if name is None or name == encode.MODEL_NAMES[wanted]:
+    try:
+        want_name = _wanted(plpy, wanted)[0]
+    except ConfigError as e:
+        return str(e)
+    if name is None or name == want_name:
         return None
     return (
-        f"the index was embedded with {name} (questions use it); setting embedding_precision "
-        f"= {wanted} takes effect at SELECT nl2sql.reindex(force => true)"
+        f"the index was embedded with {name} (questions use it); the settings ask for "
+        f"{want_name}, which takes effect at SELECT nl2sql.reindex(force => true)"
     )
+
+
+def dimensions(plpy) -> int:
+    """The dimensions of the index's vector columns now (``_columns.dimensions``).
+
+    Args:
+        plpy: the PL/Python module (SPI access).
+
+    Returns:
+        n of the value index's ``halfvec(n)``.
+    """
+    return _columns.dimensions(plpy)
+
+
+def configure_recorded(plpy) -> None:
+    """``configure`` from the stored record (a caller that is no entry point: ``doctor()``).
+
+    Args:
+        plpy: the PL/Python module (SPI access).
+    """
+    rows = spi.query(
+        plpy,
+        "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)",
+        [[KEY, ENDPOINT_KEY]],
+        ["text[]"],
+    )
+    got = {r["key"]: r["value"] for r in rows}
+    prec = get_settings(plpy).embedding_precision
+    configure(plpy, got.get(KEY), got.get(ENDPOINT_KEY), prec)

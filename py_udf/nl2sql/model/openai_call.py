@@ -18,7 +18,7 @@ from ..core.types import LLMReply, ModelConfig
 from ..net import deadline as net_deadline
 from . import _exchange
 
-__all__ = ["call_here", "get_here", "relay_call"]
+__all__ = ["call_here", "embed_here", "get_here", "relay_call"]
 
 _SSL_CONTEXT = None  # one TLS context for every kept HTTP client (building one costs ms)
 MAX_REPLY_BYTES = 32 << 20  # the most of a reply's body read, bytes
@@ -327,6 +327,43 @@ def get_here(cfg: ModelConfig, path: str, timeout_s: float) -> object:
     d = kept.start(timeout_s)
     try:
         return kept.client.get(path, cast_to=object, options={"timeout": timeout_s})
+    except Exception:
+        if d.expired:
+            raise d.error() from None
+        raise
+    finally:
+        _give_back(kept, d.finish())
+
+
+def embed_here(cfg: ModelConfig, texts: list[str], timeout_s: float, dimensions: int | None):
+    """``POST /embeddings`` (OpenAI's shape) with a kept client under one overall deadline,
+    retries within it (the model's ``max_retries``), the body capped at ``MAX_REPLY_BYTES``.
+
+    Args:
+        cfg: the embedding endpoint as a model (base URL, model id, key variable, retries).
+        texts: the inputs, one request.
+        timeout_s: the overall deadline, seconds.
+        dimensions: sent as ``dimensions`` (OpenAI's text-embedding-3 shortening) when given.
+
+    Returns:
+        The reply's JSON as sent (``encoding_format`` ``float`` is asked; checking is the
+        caller's, ``embedding.remote``).
+
+    Raises:
+        DeadlineExceeded: no complete reply within ``timeout_s``.
+        ModelError: the API key's variable is not set.
+        openai.OpenAIError: the endpoint refused or could not be reached (secrets masked by
+            the caller).
+    """
+    kept = _take(cfg)
+    d = kept.start(timeout_s)
+    body: dict = {"model": cfg.model, "input": list(texts), "encoding_format": "float"}
+    if dimensions:
+        body["dimensions"] = int(dimensions)
+    try:
+        return kept.client.post(
+            "/embeddings", cast_to=object, body=body, options={"timeout": timeout_s}
+        )
     except Exception:
         if d.expired:
             raise d.error() from None

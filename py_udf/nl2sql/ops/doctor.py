@@ -8,6 +8,7 @@ import importlib.util
 import os
 import pwd
 import sys
+import time
 from pathlib import Path
 
 from .. import __version__
@@ -162,6 +163,30 @@ def _embedder(plpy) -> rows.Row:
     return rows.embedder_row(mode, info)
 
 
+def _embedding_model(plpy) -> rows.Row:
+    """Which model embeds questions (the index's), asked to embed one text: its dimensions
+    against the value index's columns, and the time it took."""
+    name = "embedding model"
+    index_model.configure_recorded(plpy)  # doctor() is no entry point: as a question would
+    model = encode.current_model()
+    if model.startswith("refused: "):
+        return name, rows.FAIL, model[9:], "SELECT nl2sql.reindex(force => true)"
+    t0 = time.perf_counter()
+    try:
+        vec = encode.embed(["nl2sql doctor"], cache=False)[0]
+    except EmbeddingError as e:
+        return name, rows.FAIL, f"{model}: {e}", "check the endpoint, then rerun doctor()"
+    ms, cols = (time.perf_counter() - t0) * 1000, index_model.dimensions(plpy)
+    if len(vec) != cols:
+        return (
+            name,
+            rows.FAIL,
+            f"{model}: {len(vec)} dimensions, the index {cols}",
+            ("SELECT nl2sql.reindex(force => true)"),
+        )
+    return name, rows.OK, f"{model} answered in {ms:.0f} ms ({cols} dimensions)", None
+
+
 def _extensions(plpy) -> list[rows.Row]:
     major = int(_settings(plpy, "server_version_num")) // 10000
     names = ["vector", "pg_trgm", "pg_cron", "pg_stat_statements"]
@@ -224,7 +249,10 @@ def _index(plpy) -> rows.Row:
 
 def _stored_settings(plpy) -> rows.Row:
     stored = spi.query(
-        plpy, "SELECT key, value FROM nl2sql.setting WHERE key <> $1", [index_model.KEY], ["text"]
+        plpy,
+        "SELECT key, value FROM nl2sql.setting WHERE key <> ALL($1)",
+        [[index_model.KEY, index_model.ENDPOINT_KEY]],
+        ["text[]"],
     )
     return rows.settings_row([(r["key"], r["value"]) for r in stored])
 
@@ -244,6 +272,7 @@ CHECKS = (
     ("venv", _venv),
     ("onnx model", _onnx),
     ("embedder", _embedder),
+    ("embedding model", _embedding_model),
     ("extensions", _extensions),
     ("models", _models),
     ("index", _index),

@@ -7,18 +7,19 @@ from typing import Any
 
 from ..core.types import Candidate, LLMReply, Status
 from ..embedding import client as embed_client
+from ..embedding import encode as embed_encode
 from ..model.gate import Gate
 from .gather import Context
 from .run import Linking, Run, Selected
 
 
 def record_embedder(run: Run) -> None:
-    """Note what served the call's embeddings (the trace's ``embedder``).
+    """Note what served the call's embeddings and which model (the trace's ``embedder``).
 
     Args:
         run: sets ``embedder``.
     """
-    run.embedder = embed_client.report()
+    run.embedder = {**embed_client.report(), "model": embed_encode.current_model()}
 
 
 def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from ..core.errors import (
 )
 from ..core.settings import lookup
 from ..embedding import client as embed_client
-from ..embedding import encode as embed_encode
 from ..embedding import index_model
 from ..net import deadline as net_deadline
 
@@ -96,7 +95,7 @@ def entry_point(fn):
 def _configure_embedder(plpy) -> str:
     """Point this backend's embeddings at the shared process or in-process per ``embedder`` (a
     stored value that does not parse counts as the default, so ``set_setting`` can repair it)."""
-    keys = ("embedder", "embedding_precision", index_model.KEY)
+    keys = ("embedder", "embedding_precision", index_model.KEY, index_model.ENDPOINT_KEY)
     rows = spi.query(
         plpy, "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)", [list(keys)], ["text[]"]
     )
@@ -106,8 +105,7 @@ def _configure_embedder(plpy) -> str:
     mode = getattr(plpy, "embedder", None) or mode
     embed_client.configure(mode)
     # the index's model when one is recorded: its vectors are only compared with its own
-    recorded = got.get(index_model.KEY)
-    embed_encode.set_precision(index_model.precision_of(recorded) if recorded else prec)
+    index_model.configure(plpy, got.get(index_model.KEY), got.get(index_model.ENDPOINT_KEY), prec)
     return mode
 
 

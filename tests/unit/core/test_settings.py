@@ -42,6 +42,7 @@ PREVIOUS_DEFAULTS = {
     "send_values": "on",
     "agent_values": "gated",
     "embedder": "shared",
+    "embedding_model": "local",
     "embedding_precision": "fp32",
     "prompt_variants": "1",
     "samples_per_model": "1",

@@ -11,7 +11,9 @@ import time
 
 import pytest
 
+from nl2sql.core.errors import EmbeddingError
 from nl2sql.core.types import ModelConfig
+from nl2sql.embedding import remote
 from nl2sql.embedding._unix_http import UnixClient
 from nl2sql.model import capability, openai_call, probe
 from nl2sql_indexer.dev.hostile import MODES, HostileServer
@@ -44,11 +46,19 @@ def _models(url: str):
     return reach.outcome
 
 
+def _embeddings(url: str):
+    cfg = remote.EmbeddingModel("e", url, "e", 8, timeout_s=DEADLINE_S, max_retries=2)
+    with pytest.raises(EmbeddingError) as e:
+        remote.embed(cfg, ["Marvel Comics"])
+    return str(e.value)
+
+
 PATHS = {  # path -> (the server's hostile paths, the call)
     "chat_completions": (("/chat/completions",), _chat),
     "props": (("/props",), _probe),
     "api_show": (("/api/show",), _probe),
     "doctor_models": (("/models",), _models),
+    "embeddings": (("/embeddings",), _embeddings),
 }
 
 
