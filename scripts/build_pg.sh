@@ -7,9 +7,10 @@
 # trixie` first when it is absent): there Python is 3.13 and PostgreSQL 17 is installed, so
 # pg_upgrade 17 -> 18 and 18 -> 19 run between real servers, and this machine's own apt state and
 # PostgreSQL 15 are left alone. The server goes to /var/cache/nl2sql/pg/MAJOR inside that root
-# (upstream's ./configure --with-python --with-icu, no docs, no regression run; contrib's pg_trgm,
-# which nl2sql needs, is built too). Sources come from a temporary deb-src list (Debian sid and
-# experimental) with its own apt lists and cache, apt-get source --download-only: the upstream
+# (upstream's ./configure --with-python --with-icu, no docs, no regression run; of contrib only
+# what nl2sql and its tests use: pg_trgm, pg_stat_statements, dblink). Sources come from a
+# temporary deb-src list (Debian sid and experimental) with its own apt lists and cache,
+# apt-get source --download-only: the upstream
 # tarball (the .orig) is what is built, Debian's packaging patches are not applied. Each tarball
 # is kept in $NL2SQL_CACHE/pg-src (default /var/cache/nl2sql/pg-src) so a rebuild needs no network;
 # a source the archive does not serve is fetched from its pool path at the pinned version below.
@@ -46,7 +47,7 @@ get() {
   f="$(ls -t "$SRC_CACHE/${pkg}"_*.orig.tar.* 2>/dev/null | head -n1 || true)"
   if [ -z "$f" ]; then
     [ -f "$T/lists/.updated" ] || { apt-get "${APT[@]}" update >/dev/null 2>&1 || true; touch "$T/lists/.updated"; }
-    (cd "$T" && apt-get "${APT[@]}" source --download-only "$pkg" >/dev/null 2>&1) || true
+    (cd "$T" && apt-get "${APT[@]}" source --download-only "$pkg" >"$T/apt-$pkg.log" 2>&1) || true
     f="$(ls "$T/${pkg}"_*.orig.tar.* 2>/dev/null | head -n1 || true)"
     if [ -z "$f" ] && [ -n "$pin" ]; then
       local d="${pkg:0:1}/$pkg" ext
@@ -62,11 +63,12 @@ get() {
   echo "$f"
 }
 PG_TAR="$(get "postgresql-$MAJOR" "")" || {
-  echo "build_pg.sh: BLOCKED: no source of postgresql-$MAJOR could be had (apt-get source from Debian sid/experimental failed: not listed, or its files not served by $MIRROR); PostgreSQL $MAJOR is not built" >&2
+  echo "build_pg.sh: BLOCKED: no source of postgresql-$MAJOR could be had (apt-get source from Debian sid/experimental: $(grep -m1 -E '^E:' "$T/apt-postgresql-$MAJOR.log" 2>/dev/null || echo 'no answer')); PostgreSQL $MAJOR is not built" >&2
   exit 3; }
 VEC_TAR="$(get pgvector "$PGVECTOR_PIN")" || { echo "build_pg.sh: no pgvector source (apt or pool $PGVECTOR_PIN)" >&2; exit 1; }
 CRON_TAR="$(get pg-cron "$PG_CRON_PIN")" || CRON_TAR=""
-STAMP="$(basename "$PG_TAR") $(basename "$VEC_TAR") $(basename "${CRON_TAR:-no-pg-cron}")"
+CONTRIB="pg_trgm pg_stat_statements dblink"
+STAMP="$(basename "$PG_TAR") $(basename "$VEC_TAR") $(basename "${CRON_TAR:-no-pg-cron}") contrib: $CONTRIB"
 if [ "$(cat "$R$PREFIX/.nl2sql-built" 2>/dev/null)" = "$STAMP" ]; then
   say "cached: $R$PREFIX ($STAMP)"; exit 0
 fi
@@ -75,7 +77,7 @@ fi
 in_root "dpkg-query -W bison flex libicu-dev libreadline-dev zlib1g-dev python3-dev pkg-config make gcc >/dev/null 2>&1 \
   || { apt-get update -qq && apt-get install -y -qq --no-install-recommends bison flex libicu-dev libreadline-dev zlib1g-dev python3-dev pkg-config make gcc perl >/dev/null; }"
 
-# 3. The server, contrib's pg_trgm, pgvector, pg_cron --------------------------------------------
+# 3. The server, contrib's modules, pgvector, pg_cron --------------------------------------------
 B="/var/tmp/nl2sql-build-pg$MAJOR"   # inside the root
 rm -rf "$R$B" "$R$PREFIX"
 mkdir -p "$R$B"
@@ -89,7 +91,7 @@ in_root "set -e; cd $B
     || { tail -30 ../configure.log; exit 1; }
   make -s -j2 >../make.log 2>&1 || { tail -40 ../make.log; exit 1; }
   make -s install >>../make.log 2>&1
-  make -s -C contrib/pg_trgm install >>../make.log 2>&1
+  for c in $CONTRIB; do make -s -C contrib/\$c install >>../make.log 2>&1; done
   for x in pgvector pg-cron; do
     [ -d ../\$x ] || continue
     make -s -C ../\$x PG_CONFIG=$PREFIX/bin/pg_config OPTFLAGS= >../\$x.log 2>&1 || { tail -30 ../\$x.log; exit 1; }

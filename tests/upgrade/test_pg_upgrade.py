@@ -1,15 +1,16 @@
-"""pg_upgrade keeps nl2sql: a cluster of an older major (PostgreSQL 15, with nl2sql installed for
-it and its own Python's venv) configured as a DBA and analysts would use it — models, changed
+"""pg_upgrade keeps nl2sql: a cluster of an older major (with nl2sql installed for it and its own
+Python's venv) configured as a DBA and analysts would use it — models, changed
 settings, examples, verified queries, templates, terms, instructions, a value policy, the log
 with a conversation, the index — is upgraded with ``pg_upgrade`` to this session's server
-(PostgreSQL 17 on Debian 13); afterwards every row of every nl2sql table and sequence is there,
+(15 -> 17 on Debian 13; 17 -> 18 and 18 -> 19 in scripts/majors_test.sh); afterwards every row of every nl2sql table and sequence is there,
 and ``nl2sql()`` answers with the upgraded index, then after ``reindex()`` too (the steps of
 docs/operations.md "Upgrading PostgreSQL").
 
 Needs the old server beside the new one, as Debian's ``pg_upgradecluster`` does:
 ``NL2SQL_PG_UPGRADE_FROM`` (its bindir) and ``NL2SQL_PG_UPGRADE_VENV`` (the venv made with the
 Python its PL/Python embeds); ``bash scripts/test.sh --distro trixie`` sets both up (bookworm's
-postgresql-15 beside trixie's 17, as on a machine upgraded from Debian 12). Skipped without them.
+postgresql-15 beside trixie's 17, as on a machine upgraded from Debian 12), and
+``bash scripts/majors_test.sh`` the previous major beside each built one. Skipped without them.
 Model answers come from the scripted loopback server (conftest), not from a model.
 """
 
