@@ -8,10 +8,10 @@
 # pg_upgrade 17 -> 18 and 18 -> 19 run between real servers, and this machine's own apt state and
 # PostgreSQL 15 are left alone. The server goes to /var/cache/nl2sql/pg/MAJOR inside that root
 # (upstream's ./configure --with-python --with-icu, no docs, no regression run; of contrib only
-# what nl2sql and its tests use: pg_trgm, pg_stat_statements, dblink). Sources come from a
-# temporary deb-src list (Debian sid and experimental) with its own apt lists and cache,
-# apt-get source --download-only: the upstream
-# tarball (the .orig) is what is built, Debian's packaging patches are not applied. Each tarball
+# what nl2sql and its tests use: pg_trgm, pg_stat_statements, dblink, auto_explain). Sources come
+# from a temporary deb-src list (Debian sid and experimental) with its own apt lists and cache,
+# apt-get source --download-only: the upstream tarball (the .orig) is what is built, Debian's
+# packaging patches are not applied. Each tarball
 # is kept in $NL2SQL_CACHE/pg-src (default /var/cache/nl2sql/pg-src) so a rebuild needs no network;
 # a source the archive does not serve is fetched from its pool path at the pinned version below.
 # Cached: a second run with the same versions does nothing. Exit 3 (not 1) when the server's
@@ -67,7 +67,7 @@ PG_TAR="$(get "postgresql-$MAJOR" "")" || {
   exit 3; }
 VEC_TAR="$(get pgvector "$PGVECTOR_PIN")" || { echo "build_pg.sh: no pgvector source (apt or pool $PGVECTOR_PIN)" >&2; exit 1; }
 CRON_TAR="$(get pg-cron "$PG_CRON_PIN")" || CRON_TAR=""
-CONTRIB="pg_trgm pg_stat_statements dblink"
+CONTRIB="pg_trgm pg_stat_statements dblink auto_explain"
 STAMP="$(basename "$PG_TAR") $(basename "$VEC_TAR") $(basename "${CRON_TAR:-no-pg-cron}") contrib: $CONTRIB"
 if [ "$(cat "$R$PREFIX/.nl2sql-built" 2>/dev/null)" = "$STAMP" ]; then
   say "cached: $R$PREFIX ($STAMP)"; exit 0
