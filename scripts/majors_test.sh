@@ -9,6 +9,7 @@
 # tests/beside — with loopback only. tests/unit and tests/llamacpp do not depend on the server's
 # major and run once (host and Debian 13). A major whose source cannot be had is reported
 # BLOCKED with why and does not fail the run; a failing build or suite does. Prints each step's time.
+# NL2SQL_MAJORS_TESTS: other pytest arguments instead of the three suites (a test file, -k ...).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ "$(id -u)" = 0 ] || { echo "majors_test.sh: run as root (chroot)" >&2; exit 1; }
@@ -67,7 +68,7 @@ for M in "$@"; do
   say "PostgreSQL $M: $(in_root "$bin/postgres --version"); tests/db tests/upgrade tests/beside, pg_upgrade from $prev_bin"
   set +e
   in_root --no-net "export NL2SQL_VENV=$venv NL2SQL_LLAMACPP=off NL2SQL_PG_UPGRADE_FROM=$prev_bin NL2SQL_PG_UPGRADE_VENV=$prev_venv
-    cd $SRC && bash scripts/test.sh tests/db tests/upgrade tests/beside -q -p no:cacheprovider ${NL2SQL_MAJORS_PYTEST_ARGS:-}"
+    cd $SRC && bash scripts/test.sh ${NL2SQL_MAJORS_TESTS:-tests/db tests/upgrade tests/beside} -q -p no:cacheprovider"
   rc=$?
   set -e
   t4=$(now)

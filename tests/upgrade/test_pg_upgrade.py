@@ -17,6 +17,7 @@ Model answers come from the scripted loopback server (conftest), not from a mode
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,17 @@ pytestmark = pytest.mark.skipif(
     reason="no older server beside this one (NL2SQL_PG_UPGRADE_FROM, NL2SQL_PG_UPGRADE_VENV): "
     "bash scripts/test.sh --distro trixie runs this test",
 )
+
+
+def checksum_args(old: str, bindir: Path) -> list[str]:
+    """initdb's options for a new cluster with the old one's data checksums (pg_upgrade refuses
+    a mismatch; PostgreSQL 18's initdb turns them on by default, as a DBA upgrading 17 -> 18
+    meets)."""
+    if old == "on":
+        return ["--data-checksums"]
+    out = subprocess.run([str(bindir / "initdb"), "--version"], capture_output=True, text=True)
+    major = int(re.match(r"\d+", out.stdout.split()[-1]).group())  # "18.6", "19rc1"
+    return ["--no-data-checksums"] if major >= 18 else []
 
 
 def every_row(conn) -> dict[str, list]:
@@ -96,6 +108,7 @@ def test_pg_upgrade_from_an_older_major_keeps_every_row_and_nl2sql_answers(clust
         old.create_database(DB)
         with old.connect(DB) as c:
             old_version = c.execute("SHOW server_version_num").fetchone()[0]
+            old_checksums = c.execute("SHOW data_checksums").fetchone()[0]
             c.execute(demo_sql())
             c.execute("CREATE EXTENSION nl2sql CASCADE")
             use_everything(c, llm)
@@ -105,7 +118,7 @@ def test_pg_upgrade_from_an_older_major_keeps_every_row_and_nl2sql_answers(clust
     assert before["query_log"] and before["verified_query"] and before["term"]
     assert before["cell_value"] and before["example"] and before["model"]
 
-    new.init()
+    new.init(checksum_args(old_checksums, new.bindir))
     cmd = [
         str(new.bindir / "pg_upgrade"),
         "-b",
