@@ -51,6 +51,13 @@ def checksum_args(old: str, bindir: Path) -> list[str]:
     return ["--no-data-checksums"] if major >= 18 else []
 
 
+def upgrade_logs(datadir: Path) -> str:
+    """The last lines of each log pg_upgrade kept in the new cluster (the cause of a failure it
+    names only by file)."""
+    logs = sorted((datadir / "pg_upgrade_output.d").glob("*/log/*.log"))
+    return "".join(f"\n== {f.name}\n" + f.read_text(errors="replace")[-1500:] for f in logs)
+
+
 def every_row(conn) -> dict[str, list]:
     """Every row of every nl2sql table (as text, vectors included) and every sequence's
     position, and the versions of the extensions."""
@@ -144,7 +151,7 @@ def test_pg_upgrade_from_an_older_major_keeps_every_row_and_nl2sql_answers(clust
             capture_output=True,
             text=True,
         )
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:] + upgrade_logs(new.datadir)
     new.start()
     try:
         with new.connect(DB) as c:
