@@ -13,6 +13,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 DEFAULT_VENV = os.environ.get("NL2SQL_VENV", "/opt/nl2sql/venv")
@@ -118,8 +119,18 @@ class LocalCluster:
         """True when ``datadir`` holds a cluster."""
         return (self.datadir / "PG_VERSION").exists()
 
-    def init(self) -> None:
-        """initdb (if needed) and write the cluster's settings."""
+    def init(self, initdb_args: Sequence[str] = ()) -> None:
+        """initdb (if needed) and write the cluster's settings.
+
+        Args:
+            initdb_args: more initdb options, e.g. ``["--no-data-checksums"]`` for a cluster
+                that pg_upgrade fills from one without checksums (PostgreSQL 18's initdb turns
+                them on by default; pg_upgrade refuses a mismatch).
+
+        Raises:
+            ClusterError: the folder is not empty, the postgres OS user cannot reach it, or
+                initdb failed (its message).
+        """
         if self.initialized:
             return
         if self.datadir.is_dir() and any(self.datadir.iterdir()):
@@ -150,6 +161,7 @@ class LocalCluster:
                 "-E",
                 "UTF8",
                 "--locale=C.UTF-8",
+                *initdb_args,
             ]
         )
         if r.returncode != 0:

