@@ -31,6 +31,7 @@ from nl2sql.generation.db_checks import (
     function_names,
 )
 from nl2sql.model.prompts import QUESTION_MARKER
+from nl2sql.selection import literals
 from nl2sql_indexer.dev.demo_data import demo_sql
 from nl2sql_indexer.dev.loopback import Rule
 
@@ -371,6 +372,25 @@ def test_value_lookup_acts_only_for_a_role_the_session_may_be(sdb, analyst_conn)
     assert (
         analyst_conn.execute(col, (ROLE, "singer", "country", "france")).fetchone()[1] == "France"
     )
+
+
+def test_literal_evidence_lookup_reads_the_index_as_the_role_may(sdb, analyst_conn):
+    """The weak consensus's one statement (selection.literals): per pair the column's count of
+    values the role may read and the value equal to the literal, as written first."""
+    sql = literals._LOOKUP
+    for i in range(1, 5):
+        sql = sql.replace(f"${i}", "%s", 1)
+    pairs = [
+        ("singer", "country", "France"),
+        ("singer", "country", "france"),
+        ("payroll", "employee_label", "Zorblax Quuxington"),
+    ]
+    args = (["public"] * 3, [t for t, _, _ in pairs], [c for _, c, _ in pairs])
+    lits = [x for _, _, x in pairs]
+    got = {r[0]: (r[1] > 0, r[2]) for r in analyst_conn.execute(sql, (*args, lits))}
+    assert got == {1: (True, "France"), 2: (True, "France"), 3: (False, None)}
+    owner = {r[0]: r[2] for r in sdb.execute(sql, (*args, lits))}
+    assert owner[3] == "Zorblax Quuxington"
 
 
 def test_views_show_the_calling_role_only_what_it_may_select(sdb, analyst_conn):

@@ -234,18 +234,25 @@ def shape_fit(question: str | None, answer: dict[str, Any] | None, rows: int) ->
 
 
 def weigh_evidence(
-    kept: list[dict[str, Any]], total: float, question: str | None, rule: VoteRule
+    kept: list[dict[str, Any]],
+    total: float,
+    question: str | None,
+    rule: VoteRule,
+    misses: Callable[[list[dict[str, Any]]], list[int]] | None = None,
 ) -> str:
     """Where the top group holds less than a majority of the votes (its own), let the groups within
-    ``rule.contender_ratio`` of its score compete on ``shape_fit``; the best fit goes first
-    (equal fits: the order of the vote).
+    ``rule.contender_ratio`` of its score compete: fewest string literals missing from the value
+    index first (``misses``, when given), then ``shape_fit``; the best goes first (equal: the
+    order of the vote).
 
     Args:
         kept: the vote's groups, best first (``score``, ``own_score``, ``answer``,
-            ``row_count``); reordered.
+            ``row_count``, ``sql``); reordered.
         total: the summed own score of every group that voted.
         question: the question, or None (no evidence: nothing changes).
         rule: the vote's parameters.
+        misses: the contenders' counts of missing literals (``literals.literal_misses``), or
+            None for no literal evidence.
 
     Returns:
         The note the vote's reason ends with ("" when the order stands).
@@ -257,14 +264,15 @@ def weigh_evidence(
     if len(contenders) < 2:
         return ""
     fits = [shape_fit(question, g["answer"], g["row_count"] or 0) for g in contenders]
-    best = max(range(len(contenders)), key=lambda i: (fits[i], -i))
+    lost = misses(contenders) if misses is not None else [0] * len(contenders)
+    best = max(range(len(contenders)), key=lambda i: (-lost[i], fits[i], -i))
     if best == 0:
         return ""
     win = contenders[best]
     kept.remove(win)
     kept.insert(0, win)
-    return (
-        f"; weak consensus (the top group {contenders[0]['score']:g} of {total:g}): "
-        f"the result's shape fits the question better (rows, columns asked: {fits[best]} "
-        f"against {fits[0]})"
-    )
+    why = f"fewer literals missing from the value index ({lost[best]} against {lost[0]})"
+    if lost[best] == lost[0]:
+        why = f"the result's shape fits the question better (rows, columns asked: {fits[best]} "
+        why += f"against {fits[0]})"
+    return f"; weak consensus (the top group {contenders[0]['score']:g} of {total:g}): {why}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import ConfigError
@@ -112,6 +113,7 @@ def select(
     empty_results_vote: bool = False,
     rule: VoteRule | None = None,
     question: str | None = None,
+    misses: Callable[[list[dict[str, Any]]], list[int]] | None = None,
 ) -> Vote:
     """Select among executed candidates: filter, group by result, drop weak groups, vote. Source:
     MCS-SQL (Lee et al. 2024) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.6; PET-SQL (Li et al. 2024)
@@ -131,6 +133,8 @@ def select(
             consensus decided by the result's shape); None: groups by ``result_hash``, empty
             results set aside while others returned rows.
         question: the question (the shape evidence of ``rule``), or None.
+        misses: the literal evidence of ``rule``'s weak consensus (``literals.literal_misses``:
+            per contending group, its literals missing from the value index), or None.
 
     Returns:
         ``Vote`` (``method`` ``majority``): ``sql`` of the winner's representative (None when
@@ -165,7 +169,7 @@ def select(
     dropped.sort(key=_order(tie_break))
     how, n_top = _break_tie(kept, tie_break)
     if rule is not None:
-        note = consensus.weigh_evidence(kept, total, question, rule) + note
+        note = consensus.weigh_evidence(kept, total, question, rule, misses) + note
     win = kept[0]
     reason = _majority_reason(win, n_top, how, len(ok), len(aside), executed)
     reason += _reason_notes(win, weights, failed, len(aside))

@@ -7,8 +7,10 @@ from ..core.types import Status, Vote
 from ..model import prompts
 from ..model.llm import call_models, pick_model
 from ..model.quota import usage_of
+from ..ops import value_policy
 from ..selection import abstain as abstention
 from ..selection.consensus import VoteRule
+from ..selection.literals import literal_misses
 from ..selection.multiple_choice import apply_choice, multiple_choice_prompt, parse_choice, select
 from .run import MultipleChoice, Outcome, Run, Selected
 from .trace import gated_candidate
@@ -62,8 +64,13 @@ def vote(run: Run) -> None:
 
 def _majority(run: Run, weights: dict[str, float] | None) -> Vote:
     """The vote before any multiple choice (``multiple_choice.select`` under ``VoteRule``'s
-    fitted parameters, the question as the prompts show it)."""
+    fitted parameters, the question as the prompts show it; a weak consensus weighs the
+    candidates' literals against the value index as the role reads it)."""
     st, names = run.st, [m.name for m in run.models]
+    misses = None
+    if run.schema is not None:
+        partial = value_policy.partial_columns(run.schema)
+        misses = literal_misses(run.plpy, run.schema, st.values_per_column, partial)
     return select(
         run.candidates,
         st.confidence_threshold,
@@ -73,6 +80,7 @@ def _majority(run: Run, weights: dict[str, float] | None) -> Vote:
         False,
         VoteRule(),
         run.prompt_question,
+        misses,
     )
 
 
