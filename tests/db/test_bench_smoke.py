@@ -46,6 +46,7 @@ CASES: dict[str, tuple[str, ...]] = {
     + ("--datadir", "{datadir}"),
     "ddl": ("--tables", "3", "--datadir", "{datadir}"),
     "deadline": ("--requests", "200"),
+    "embed_endpoint": ("--n", "200", "--dims", "16"),
     "embed_speed": ("--n", "64", "--rounds", "1"),
     "embedder_rss": ("--requests", "40", "--threads", "2", "--sample-every", "10")
     + ("--relay-every", "5"),
