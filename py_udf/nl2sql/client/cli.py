@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import sys
 from typing import Any
 
@@ -201,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         interrupted (the running statement is cancelled).
     """
     args = parser().parse_args(argv)
+    # psycopg logs "error ignored in rollback" when Ctrl-C lands while a statement runs (the
+    # transaction cannot roll back a busy connection); the cancel below is the answer to that,
+    # so its warning would only put a library's traceback-like line before ours on stderr.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     try:
         return args.run(args)
     except ClientError as e:
