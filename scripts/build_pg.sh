@@ -24,7 +24,10 @@ SRC_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}/pg-src"
 PREFIX="/var/cache/nl2sql/pg/$MAJOR"   # inside the root
 PGVECTOR_PIN=0.8.6   # fetched from the pool when apt's current one is not served
 PG_CRON_PIN=1.6.7
-MIRROR=http://deb.debian.org/debian
+# the mirror: this machine's own apt source (as install.sh takes it), else NL2SQL_DEBIAN_MIRROR
+MIRROR="${NL2SQL_DEBIAN_MIRROR:-$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)}"
+[ -n "$MIRROR" ] || MIRROR="$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)"
+[ -n "$MIRROR" ] || { echo "build_pg.sh: no Debian mirror in this machine's apt sources; set NL2SQL_DEBIAN_MIRROR" >&2; exit 1; }
 [ -f "$R/.nl2sql-root" ] || { echo "build_pg.sh: no Debian 13 root at $R: run bash scripts/test.sh --distro trixie first" >&2; exit 1; }
 say() { printf '=== [build_pg %s] %s\n' "$MAJOR" "$*"; }
 in_root() {
