@@ -89,20 +89,7 @@ fi
 
 # in_root [--no-net] CMD: CMD by bash -c in the root, with /proc, /sys, /dev; its processes end
 # with it (own PID namespace); --no-net: a network namespace with loopback only
-in_root() {
-  local net=()
-  if [ "$1" = --no-net ]; then net=(--net); shift; fi
-  unshare --mount --pid --fork "${net[@]}" bash -c '
-    set -e
-    R="$1"; shift
-    ip link set lo up 2>/dev/null || true
-    mount -t proc proc "$R/proc"
-    mount -t sysfs sysfs "$R/sys"
-    mount --rbind /dev "$R/dev"
-    exec chroot "$R" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c "$1"
-  ' in_root "$R" "$1"
-}
+. "$ROOT/scripts/_in_root.sh"  # in_root [--no-net] COMMAND
 
 # 3. Install as a user would, then the demo ------------------------------------------------------
 if [ "$NO_ONNX" = 1 ]; then

@@ -19,21 +19,7 @@ R="${NL2SQL_DISTRO_CACHE:-/var/cache/nl2sql}/trixie/root"
 SRC=/src/nl2sql-majors   # inside the root (distro_test.sh's /src/nl2sql is left to it)
 now() { date +%s; }
 say() { printf '\n=== [majors] %s\n' "$*"; }
-# in_root [--no-net] CMD: as in distro_test.sh (own mount and PID namespaces, /proc, /sys, /dev)
-in_root() {
-  local net=()
-  if [ "$1" = --no-net ]; then net=(--net); shift; fi
-  unshare --mount --pid --fork "${net[@]}" bash -c '
-    set -e
-    R="$1"; shift
-    ip link set lo up 2>/dev/null || true
-    mount -t proc proc "$R/proc"
-    mount -t sysfs sysfs "$R/sys"
-    mount --rbind /dev "$R/dev"
-    exec chroot "$R" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c "$1"
-  ' in_root "$R" "$1"
-}
+. "$ROOT/scripts/_in_root.sh"  # in_root [--no-net] COMMAND
 
 # This checkout (its history too: the upgrade tests need the released commits) into the root
 rm -rf "${R:?}$SRC"
