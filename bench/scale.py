@@ -34,7 +34,8 @@ Steps and figures:
    sampled).
 
 Usage: python bench/scale.py [--scale 1.0] [--full] [--jobs N] [--datadir DIR]
-                             [--questions 40] [--shared-buffers 4GB]
+                             [--questions 40] [--shared-buffers 4GB] [--precision fp32|int8]
+                             [--value-embedding model|static]
 The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,000 strings: at
 ~1,000 values/s, a full reindex takes about a quarter of an hour on a 2-core machine.
 ``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute; ``--scale
@@ -322,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=("fp32", "int8"),
         help="setting embedding_precision for this run (with --full: the whole index re-embedded)",
     )
+    ap.add_argument(
+        "--value-embedding",
+        choices=("model", "static"),
+        help="setting value_embedding for this run (with --full: the values re-embedded)",
+    )
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument(
         "--jobs", type=int, default=1, help="worker processes of the full reindex (--jobs N)"
@@ -365,11 +371,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.precision:  # the embedding model file; the ceiling below embeds with it too
         conn.execute("SELECT nl2sql.set_setting('embedding_precision', %s)", (args.precision,))
         os.environ["NL2SQL_EMBEDDING_PRECISION"] = args.precision
+    if args.value_embedding:
+        conn.execute("SELECT nl2sql.set_setting('value_embedding', %s)", (args.value_embedding,))
     if args.until == "extension":
         return 0
     precision = conn.execute(
         "SELECT COALESCE((SELECT value FROM nl2sql.setting WHERE key = 'embedding_precision'), "
         "'fp32')"
+    ).fetchone()[0]
+    values_by = conn.execute(
+        "SELECT COALESCE((SELECT value FROM nl2sql.settings WHERE name = 'value_embedding'), "
+        "'model')"
     ).fetchone()[0]
     n_values, n_tables = index_size(conn)
     ceiling = embedding_ceiling(conn, 4096 if args.scale >= 0.01 else 256)
@@ -383,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             f"of the time, embedding {fig.get('embed_s')} s (summed over workers), tables "
             f"written at {fig['tables_s']} s, then the HNSW build and ANALYZE "
             f"{fig['finish_s']} s; {fig['jobs']} jobs, {fig['cores']} cores, model "
-            f"{precision} all-MiniLM-L6-v2, load average {fig['load_start']} -> {fig['load_end']}"
+            f"{precision} all-MiniLM-L6-v2, values by {values_by}, load average {fig['load_start']} -> {fig['load_end']}"
         )
     else:
         at, fig = conn.execute(
@@ -452,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         f"noop_reindex_s={statistics.median(noop):.3f} change_one_table_s={s:.3f} "
         f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} "
         f"lookup_after_reindex_ms_p50={C.percentile(after, 50):.1f} values={n_values} "
-        f"embed_only_per_s={ceiling:.0f} jobs={fig.get('jobs')} tables_s={fig.get('tables_s')} "
+        f"embed_only_per_s={ceiling:.0f} value_embedding={values_by} jobs={fig.get('jobs')} tables_s={fig.get('tables_s')} "
         f"finish_s={fig.get('finish_s')} cores={len(os.sched_getaffinity(0))} "
         f"load={os.getloadavg()[0]:.2f} machine_reference_ms={ref0:.0f}/{ref1:.0f}"
     )

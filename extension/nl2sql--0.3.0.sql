@@ -2145,6 +2145,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('embedder', 'enum', 'shared', '`shared`: backends ask the server''s one embedding process (started by the first backend that needs it; in-process ONNX Runtime when it is unavailable); `local`: each backend loads the model itself'),
     ('embedding_model', 'str', 'local', '`local` or a row of nl2sql.embedding_model'),
     ('embedding_precision', 'enum', 'fp32', '`int8`: the embedding model quantized per channel, 2x faster, its vectors close to `fp32`''s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`'),
+    ('value_embedding', 'enum', 'model', 'cell values'' vectors: `model` or `static` (its tokens distilled: 30x faster to index, misses abbreviations; docs/embedding-models.md); a change needs a forced reindex'),
     ('model_rounds', 'enum', 'auto', '`two`: the first model writes the PreSQL, then every model a FinSQL from the linked schema; `one`: every model writes once from the PreSQL prompt (no linking round); `auto`: one round when the PreSQL prompt holds the whole schema, two when it was pruned (see "One model round or two")'),
     ('prompt_variants', 'int', '1', 'FinSQL prompts per model (MCS-SQL multiple prompts); see "Generation and selection"'),
     ('samples_per_model', 'int', '1', 'samples per prompt and model, one request with `n` (self-consistency)'),

@@ -61,6 +61,13 @@ for f in tokenizer.json sentence_bert_config.json config.json special_tokens_map
   cp "$tok/$f" "$pkg/$f"
 done
 cp "$tok/README.md" "$pkg/MODEL_CARD.md"
+# the static value table (setting value_embedding), distilled from the fp32 file as install.sh does
+static="$(dirname "$fp32")/all-MiniLM-L6-v2.static128.npy"
+if [ -f "$static" ]; then
+  cp "$static" "$pkg/all-MiniLM-L6-v2.static128.npy"
+else
+  NL2SQL_ONNX_MODEL="$pkg/all-MiniLM-L6-v2.onnx" "$PY" -m nl2sql.embedding.export --static >/dev/null
+fi
 cp "$STAGE/minilm/LICENSE" "$STAGE/minilm/NOTICE" "$pkg/"
 
 # 2. The wheels (setuptools of the venv: no build isolation, nothing fetched) ----------------------

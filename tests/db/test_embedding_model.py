@@ -84,7 +84,11 @@ def test_an_endpoint_model_embeds_the_index_and_the_questions(conn, llm):
     conn.execute("SELECT nl2sql.reindex(force => true)")
     identity = f"{MODEL} (768 dimensions) at {llm.base_url}"
     got = dict(conn.execute("SELECT key, value FROM nl2sql.setting WHERE key LIKE '\\_index%'"))
-    assert got == {index_model.KEY: identity, index_model.ENDPOINT_KEY: "gpu"}
+    assert got == {
+        index_model.KEY: identity,
+        index_model.ENDPOINT_KEY: "gpu",
+        index_model.VALUE_KEY: "",
+    }
     cols = _columns(conn)
     assert cols.pop("nl2sql.cell_value") == "halfvec(768)"
     assert set(cols.values()) == {"vector(768)"}

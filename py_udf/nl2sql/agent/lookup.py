@@ -14,6 +14,7 @@ from ..core.errors import QuestionError
 from ..core.settings import get_settings
 from ..curated.verified import as_examples, nearest
 from ..embedding.encode import embed, to_pgvector
+from ..embedding.value_vectors import embed_values
 from ..model.masking import masked_question
 from ..retrieval.values import (
     Phrase,
@@ -66,7 +67,7 @@ def search_values(plpy, text: str | None, k: int, search_path: str) -> dict[str,
     phrases = [Phrase(text, "quoted")]
     found = string_matches(plpy, phrases, st.value_trgm_min)
     if st.value_vector_min <= 1:
-        vec = {0: to_pgvector(embed([text])[0])}
+        vec = {0: to_pgvector(embed_values([text])[0])}
         found += match_values(
             plpy, phrases, exact=False, vectors=vec, vector_min=st.value_vector_min, per_phrase=k
         )

@@ -14,8 +14,10 @@ __all__ = [
     "TYPES",
     "MAX_VALUE_CHARS",
     "Setting",
+    "enum_setting",
     "parse_hardness_voters",
     "shown",
+    "unit_setting",
 ]
 
 # The kinds a setting can have; the Python type of its value in ``Settings``.
@@ -256,3 +258,28 @@ class Setting:
             ConfigError: as ``parse``.
         """
         return self.format(self.parse(text))
+
+
+def unit_setting(name: str, default: float, meaning: str) -> Setting:
+    """A similarity/threshold setting in 0..1.
+
+    Args:
+        name, default, meaning: as ``Setting``'s.
+
+    Returns:
+        The Setting (type float, bounds 0 and 1).
+    """
+    return Setting(name, "float", default, meaning, minimum=0, maximum=1)
+
+
+def enum_setting(name: str, choices: tuple[str, ...], meaning: str) -> Setting:
+    """A setting of named choices; the first is its default.
+
+    Args:
+        name, meaning: as ``Setting``'s.
+        choices: the values it may take, the default first.
+
+    Returns:
+        The Setting (type enum).
+    """
+    return Setting(name, "enum", choices[0], meaning, choices=choices)

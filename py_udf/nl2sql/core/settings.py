@@ -8,20 +8,12 @@ from collections.abc import Iterable, Mapping
 
 from . import spi
 from ._setting_declaration import Setting, shown
+from ._setting_declaration import enum_setting as _enum
+from ._setting_declaration import unit_setting as _unit
 from .errors import ConfigError
 
 __all__ = ["BY_NAME", "SETTINGS", "Settings", "default_settings", "get_settings", "lookup"]
 __all__ += ["settings_from_texts", "validate_setting"]
-
-
-def _unit(name: str, default: float, meaning: str) -> Setting:
-    """A similarity/threshold setting in 0..1."""
-    return Setting(name, "float", default, meaning, minimum=0, maximum=1)
-
-
-def _enum(name: str, choices: tuple[str, ...], meaning: str) -> Setting:
-    """A setting of named choices; the first is its default."""
-    return Setting(name, "enum", choices[0], meaning, choices=choices)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -157,6 +149,12 @@ SETTINGS: tuple[Setting, ...] = (
         ("fp32", "int8"),
         "`int8`: the embedding model quantized per channel, 2x faster, its vectors close to "
         "`fp32`'s (docs/benchmarks.md); a change needs `nl2sql.reindex(force => true)`",
+    ),
+    _enum(
+        "value_embedding",
+        ("model", "static"),
+        "cell values' vectors: `model` or `static` (its tokens distilled: 30x faster to index, "
+        "misses abbreviations; docs/embedding-models.md); a change needs a forced reindex",
     ),
     # generation and selection (docs/pipeline.md "Generation and selection")
     Setting(

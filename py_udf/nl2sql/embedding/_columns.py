@@ -46,33 +46,39 @@ SELECT c.oid::regclass::text AS name, pg_get_viewdef(c.oid) AS def,
  ORDER BY x.depth, c.oid"""
 
 
-def dimensions(plpy) -> int:
-    """The dimensions of the value index's column now.
+def dimensions(plpy, table: str = "nl2sql.schema_column") -> int:
+    """The dimensions of one of the vector columns now.
 
     Args:
         plpy: the PL/Python module (SPI access).
+        table: a table of ``COLUMNS``: ``nl2sql.schema_column`` (the embedding model's) or
+            ``nl2sql.cell_value`` (the value index's, ``value_vectors``).
 
     Returns:
-        n of ``halfvec(n)`` (384 as installed).
+        n of its ``vector(n)`` or ``halfvec(n)`` (384 as installed).
     """
     rows = spi.query(
         plpy,
         "SELECT atttypmod AS n FROM pg_attribute "
-        "WHERE attrelid = 'nl2sql.cell_value'::regclass AND attname = 'embedding'",
+        "WHERE attrelid = $1::regclass AND attname = 'embedding'",
+        [table],
+        ["text"],
     )
     return int(rows[0]["n"])
 
 
-def follow(plpy, n: int) -> bool:
-    """Make every vector column ``n``-dimensional and emptied (the caller re-embeds), with its
-    HNSW index made again; the views over them are made again as they were.
+def follow(plpy, n: int, value_n: int | None = None) -> bool:
+    """Make every vector column ``n``-dimensional (the value index's ``value_n``) and emptied
+    (the caller re-embeds), with its HNSW index made again; the views over them are made
+    again as they were. Columns that have their dimensions already are left as they are.
 
     Args:
         plpy: the PL/Python module (SPI access).
         n: the model's dimensions.
+        value_n: the value index's (``value_vectors.dimensions``); None: ``n``.
 
     Returns:
-        True when the columns changed (False: they had ``n`` dimensions already).
+        True when a column changed.
 
     Raises:
         EmbeddingError: ``n`` is outside 1..4,000.
@@ -82,24 +88,32 @@ def follow(plpy, n: int) -> bool:
             f"nl2sql: an embedding model of {n} dimensions cannot be indexed (1 to "
             f"{MAX_HALFVEC}, pgvector's HNSW limit for halfvec); declare a model with fewer"
         )
-    if dimensions(plpy) == n:
+    want = {t: (value_n or n) if t == "nl2sql.cell_value" else n for t in COLUMNS}
+    todo = [t for t in COLUMNS if dimensions(plpy, t) != want[t]]
+    if not todo:
         return False
     views = _dependent_views(plpy)
     for v in reversed(views):  # a view over another view goes first
         if v["member"]:  # beside the database (nl2sql install) there is no extension
             spi.query(plpy, f"ALTER EXTENSION nl2sql DROP VIEW {v['name']}")
         spi.query(plpy, f"DROP VIEW {v['name']}")
-    for table, (typ, index, not_null) in COLUMNS.items():
-        if index:
-            spi.query(plpy, f"DROP INDEX IF EXISTS nl2sql.{index[0]}")
-        if not_null:
-            spi.query(plpy, f"ALTER TABLE {table} ALTER COLUMN embedding DROP NOT NULL")
-        spi.query(plpy, f"ALTER TABLE {table} ALTER COLUMN embedding TYPE {typ}({n}) USING NULL")
-        if index and (typ == "halfvec" or n <= MAX_VECTOR_HNSW):
-            spi.query(plpy, f"CREATE INDEX {index[0]} ON {table} USING hnsw (embedding {index[1]})")
+    for table in todo:
+        _retype(plpy, table, want[table])
     for v in views:
         _create_view(plpy, v)
     return True
+
+
+def _retype(plpy, table: str, n: int) -> None:
+    """Make one table's vector column ``n``-dimensional and emptied, its index made again."""
+    typ, index, not_null = COLUMNS[table]
+    if index:
+        spi.query(plpy, f"DROP INDEX IF EXISTS nl2sql.{index[0]}")
+    if not_null:
+        spi.query(plpy, f"ALTER TABLE {table} ALTER COLUMN embedding DROP NOT NULL")
+    spi.query(plpy, f"ALTER TABLE {table} ALTER COLUMN embedding TYPE {typ}({n}) USING NULL")
+    if index and (typ == "halfvec" or n <= MAX_VECTOR_HNSW):
+        spi.query(plpy, f"CREATE INDEX {index[0]} ON {table} USING hnsw (embedding {index[1]})")
 
 
 def _dependent_views(plpy) -> list[dict]:

@@ -337,6 +337,22 @@ def _load_onnx(bulk: bool, prec: str):
     return _ONNX.get((prec, bulk), one)
 
 
+def fp32_session():
+    """The fp32 model's ONNX Runtime session (the indexer's encoder), for the static table's
+    distillation (``static.distill``).
+
+    Returns:
+        An ``onnxruntime.InferenceSession``.
+
+    Raises:
+        EmbeddingError: no fp32 ONNX model, or onnxruntime is missing.
+    """
+    got = _onnx(bulk=True, prec="fp32")
+    if got is None:
+        raise EmbeddingError(f"nl2sql: no ONNX model {onnx_path('fp32')} (or no onnxruntime)")
+    return got.session
+
+
 def engine() -> str:
     """Name the engine ``embed`` uses in this process (loading the ONNX encoder if needed).
 
@@ -479,10 +495,12 @@ def to_pgvector(vec: list[float]) -> str:
     Returns:
         The text ``[x,y,...]``, each component with 6 decimals.
     """
-    if len(vec) == DIM:
-        return _PGVECTOR_FORMAT % tuple(vec)
-    return "[" + ",".join(f"{x:.6f}" for x in vec) + "]"
+    fmt = _PGVECTOR_FORMATS.get(len(vec))
+    if fmt is None:
+        fmt = _PGVECTOR_FORMATS.setdefault(len(vec), "[" + ",".join(["%.6f"] * len(vec)) + "]")
+    return fmt % tuple(vec)
 
 
-# to_pgvector's format for DIM components: one % operation (51 us a vector, 67 with a join)
-_PGVECTOR_FORMAT = "[" + ",".join(["%.6f"] * DIM) + "]"
+# to_pgvector's format per number of components: one % operation (51 us a 384-float vector, 67
+# with a join)
+_PGVECTOR_FORMATS: dict[int, str] = {}

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import EmbeddingError
-from .encode import OnnxEncoder, engine, get_model, model_dir, onnx_path
+from . import static
+from .encode import OnnxEncoder, engine, fp32_session, get_model, model_dir, onnx_path
 
 
 def quantize_onnx(src: Path | None = None, dest: Path | None = None) -> Path:
@@ -41,6 +42,34 @@ def quantize_onnx(src: Path | None = None, dest: Path | None = None) -> Path:
             f"nl2sql: int8 quantization failed ({type(e).__name__}: {e}); pip install onnx "
             "into the venv and rerun, or SELECT nl2sql.set_setting('embedding_precision', 'fp32')"
         ) from e
+    return dest
+
+
+def write_static(dest: Path | None = None) -> Path:
+    """Write the static table of cell values (``static.distill`` of the fp32 ONNX model, ~15 s
+    on 2 cores); ``dest`` is replaced only on success.
+
+    Args:
+        dest: the ``.npy`` file; default ``static.static_path(onnx_path("fp32"))``.
+
+    Returns:
+        Path of the written file.
+
+    Raises:
+        EmbeddingError: no fp32 ONNX model, or onnxruntime is missing.
+    """
+    # heavy: the install step only
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    dest = Path(dest or static.static_path(onnx_path("fp32")))
+    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    cls_id, sep_id = (tok.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+    table = static.distill(fp32_session(), tok.get_vocab_size(), cls_id, sep_id)
+    tmp = dest.with_name(dest.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, table)
+    tmp.replace(dest)
     return dest
 
 
@@ -138,8 +167,8 @@ def _check_export(model, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line ``python -m nl2sql.embedding.export [--export-onnx] [--quantize] [--force]
-    [--engine]``.
+    """Command line ``python -m nl2sql.embedding.export [--export-onnx] [--quantize] [--static]
+    [--force] [--engine]``.
 
     Args:
         argv: command-line arguments without the program name; None reads ``sys.argv``.
@@ -156,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export-onnx", action="store_true")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--quantize", action="store_true", help="write the int8 model (if missing)")
+    ap.add_argument("--static", action="store_true", help="write the static value table")
     ap.add_argument("--engine", action="store_true")
     args = ap.parse_args(argv)
     if args.export_onnx:
@@ -170,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"int8 ONNX model present: {path}")
         else:
             print(f"int8 ONNX model written: {quantize_onnx(onnx_path('fp32'), path)}")
+    if args.static:
+        path = static.static_path(onnx_path("fp32"))
+        if path.exists() and not args.force:
+            print(f"static value table present: {path}")
+        else:
+            print(f"static value table written: {write_static(path)}")
     if args.engine:
         print(engine())
     return 0

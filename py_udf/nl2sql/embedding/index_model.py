@@ -11,10 +11,13 @@ from __future__ import annotations
 from ..core import spi
 from ..core.errors import ConfigError, EmbeddingError
 from ..core.settings import get_settings
-from . import _columns, encode, remote
+from . import _columns, encode, remote, static, value_vectors
 
 KEY = "_index_embedding_model"  # a leading underscore: no setting may have this name
 ENDPOINT_KEY = "_index_embedding_endpoint"  # the nl2sql.embedding_model row (none: local)
+# how the value index is embedded: static.NAME (setting value_embedding = 'static'), or ''
+# (the model above); not recorded and values present: '' (the only way before the setting)
+VALUE_KEY = "_index_value_embedding"
 # vectors kept outside the value index and the catalog (which a forced reindex rewrites):
 # table -> the text embedded (as example_store, verified, business write them)
 KEPT = {
@@ -62,11 +65,38 @@ def _has_vectors(plpy) -> bool:
 def _record(plpy, name: str, cfg: remote.EmbeddingModel | None) -> None:
     spi.query(
         plpy,
-        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2), ($3, $4) "
+        "INSERT INTO nl2sql.setting (key, value) VALUES ($1, $2), ($3, $4), ($5, $6) "
         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-        [KEY, name, ENDPOINT_KEY, cfg.name if cfg else ""],
-        ["text", "text", "text", "text"],
+        [
+            KEY,
+            name,
+            ENDPOINT_KEY,
+            cfg.name if cfg else "",
+            VALUE_KEY,
+            value_vectors.current() or "",
+        ],
+        ["text"] * 6,
     )
+
+
+def _setting_value(plpy, key: str) -> str | None:
+    rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = $1", [key], ["text"])
+    return rows[0]["value"] if rows else None
+
+
+def _prepare_values(plpy, rewrite: bool) -> None:
+    """Choose the value index's embedder for a reindex: the recorded one, or the setting
+    ``value_embedding``'s when the value index is empty or ``rewrite`` (a forced reindex, or a
+    new model), emptying the value index for it (the reindex re-embeds every value)."""
+    want = static.NAME if get_settings(plpy).value_embedding == value_vectors.STATIC else ""
+    got = _setting_value(plpy, VALUE_KEY)
+    empty = not spi.query(plpy, "SELECT 1 FROM nl2sql.cell_value LIMIT 1")
+    if got is None:
+        got = want if empty else ""
+    if got != want and (rewrite or empty):
+        spi.query(plpy, "DELETE FROM nl2sql.cell_value")
+        got = want
+    value_vectors.configure(got)
 
 
 def _wanted(plpy, prec: str) -> tuple[str, remote.EmbeddingModel | None]:
@@ -101,10 +131,12 @@ def prepare_reindex(plpy, wanted: str, force: bool) -> bool:
         name = want_name  # an empty index: the settings decide
     name = name or encode.MODEL_NAMES["fp32"]
     encode.set_precision(wanted)
+    dims = cfg.dimensions if cfg else encode.DIM
     if name == want_name:
         encode.set_model(cfg)
+        _prepare_values(plpy, force)
         # an empty index (its first reindex) takes the model's dimensions; else they agree
-        if _columns.follow(plpy, cfg.dimensions if cfg else encode.DIM):
+        if _columns.follow(plpy, dims, value_vectors.dimensions(dims)):
             _columns.restore_not_null(plpy)
         _record(plpy, name, cfg)
         return False
@@ -121,7 +153,8 @@ def prepare_reindex(plpy, wanted: str, force: bool) -> bool:
     spi.query(plpy, "DELETE FROM nl2sql.cell_value")
     spi.query(plpy, "UPDATE nl2sql.schema_column SET embedding = NULL")
     spi.query(plpy, "UPDATE nl2sql.example SET embedding = NULL")  # index_examples embeds them
-    _columns.follow(plpy, cfg.dimensions if cfg else encode.DIM)
+    _prepare_values(plpy, True)
+    _columns.follow(plpy, dims, value_vectors.dimensions(dims))
     for table, (rows, vecs) in kept.items():
         if rows:
             spi.query(
@@ -136,15 +169,20 @@ def prepare_reindex(plpy, wanted: str, force: bool) -> bool:
     return True
 
 
-def configure(plpy, name: str | None, endpoint: str | None, prec: str) -> None:
+def configure(
+    plpy, name: str | None, endpoint: str | None, prec: str, values: str | None = None
+) -> None:
     """Point this process's embeddings at the index's model (the door, per call): questions are
-    embedded by the model that embedded the index, or refused when its row changed since.
+    embedded by the model that embedded the index, or refused when its row changed since; value
+    lookups the way the value index was embedded.
 
     Args:
         name: the recorded identity (``KEY``), None when none is recorded.
         endpoint: the recorded ``nl2sql.embedding_model`` row (``ENDPOINT_KEY``), None: local.
         prec: the setting ``embedding_precision`` (used when nothing is recorded).
+        values: the recorded value embedder (``VALUE_KEY``): ``static.NAME``, or None / "".
     """
+    value_vectors.configure(values)
     encode.set_precision(precision_of(name) if name else prec)
     if not endpoint:
         encode.set_model(None)
@@ -186,13 +224,14 @@ def mismatch(plpy, wanted: str) -> str | None:
 
 
 def dimensions(plpy) -> int:
-    """The dimensions of the index's vector columns now (``_columns.dimensions``).
+    """The dimensions of the embedding model's vector columns now (``_columns.dimensions``;
+    the value index's may differ: ``value_vectors``).
 
     Args:
         plpy: the PL/Python module (SPI access).
 
     Returns:
-        n of the value index's ``halfvec(n)``.
+        n of the catalog's ``vector(n)``.
     """
     return _columns.dimensions(plpy)
 
@@ -206,9 +245,9 @@ def configure_recorded(plpy) -> None:
     rows = spi.query(
         plpy,
         "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)",
-        [[KEY, ENDPOINT_KEY]],
+        [[KEY, ENDPOINT_KEY, VALUE_KEY]],
         ["text[]"],
     )
     got = {r["key"]: r["value"] for r in rows}
     prec = get_settings(plpy).embedding_precision
-    configure(plpy, got.get(KEY), got.get(ENDPOINT_KEY), prec)
+    configure(plpy, got.get(KEY), got.get(ENDPOINT_KEY), prec, got.get(VALUE_KEY))

@@ -11,7 +11,8 @@ from sqlglot import exp
 from ..core import spi
 from ..core.names import Names, resolve
 from ..core.types import Schema
-from ..embedding.encode import embed, to_pgvector
+from ..embedding.encode import to_pgvector
+from ..embedding.value_vectors import embed_values
 
 # Most literals of one candidate looked up for alignment (the first ones, in tree order). Each
 # lookup may be an SPI query and an embedding; a model's IN list of thousands of strings would
@@ -208,7 +209,7 @@ class ValueIndex:
             return Lookup(v, "trigram", round(float(rows[0]["score"]), 4))
         if self.min_cosine > 1.0:
             return Lookup(None, reason="no value within the trigram threshold")
-        vec = to_pgvector(embed([literal])[0])
+        vec = to_pgvector(embed_values([literal])[0])
         rows = spi.query(
             self.plpy,
             "SELECT value, 1 - (embedding <=> $4::halfvec) AS cos "

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from ..core import spi
-from ..embedding.encode import embed, to_pgvector
+from ..embedding.encode import to_pgvector
+from ..embedding.value_vectors import embed_values
 
 # Distinct strings embedded and written per chunk (bounds memory: 4,096 x 384 floats; the CLI's
 # progress bar moves once per chunk).
@@ -25,7 +26,7 @@ def _progress(plpy, on: bool, table: str, done: int) -> None:
 
 def _embed_texts(texts: list[str]) -> list[str]:
     """Bulk embeddings of ``texts`` as pgvector text (runs in the indexer's helper thread)."""
-    return [to_pgvector(v) for v in embed(texts, cache=False, bulk=True)]
+    return [to_pgvector(v) for v in embed_values(texts, bulk=True)]
 
 
 def _insert_chunk(

@@ -17,7 +17,7 @@ from ..core.errors import ConfigError, EmbeddingError
 from ..core.redaction import configured_secrets, redact, url_secrets
 from ..core.settings import get_settings
 from ..embedding import client as embed_client
-from ..embedding import encode, index_model
+from ..embedding import encode, index_model, value_vectors
 from ..model import capability, probe
 from ..model.config import get_models
 from ..net import deadline
@@ -184,7 +184,9 @@ def _embedding_model(plpy) -> rows.Row:
             f"{model}: {len(vec)} dimensions, the index {cols}",
             ("SELECT nl2sql.reindex(force => true)"),
         )
-    return name, rows.OK, f"{model} answered in {ms:.0f} ms ({cols} dimensions)", None
+    values = value_vectors.current() or model
+    detail = f"{model} answered in {ms:.0f} ms ({cols} dimensions); cell values: {values}"
+    return name, rows.OK, detail, None
 
 
 def _extensions(plpy) -> list[rows.Row]:
@@ -251,7 +253,7 @@ def _stored_settings(plpy) -> rows.Row:
     stored = spi.query(
         plpy,
         "SELECT key, value FROM nl2sql.setting WHERE key <> ALL($1)",
-        [[index_model.KEY, index_model.ENDPOINT_KEY]],
+        [[index_model.KEY, index_model.ENDPOINT_KEY, index_model.VALUE_KEY]],
         ["text[]"],
     )
     return rows.settings_row([(r["key"], r["value"]) for r in stored])

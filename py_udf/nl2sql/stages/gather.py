@@ -13,7 +13,8 @@ from ..core.timing import StageTimer
 from ..core.types import Example, Schema
 from ..curated.business import BusinessContext, retrieve_business
 from ..curated.verified import VerifiedRow, as_examples, nearest
-from ..embedding.encode import embed, embed_async, to_pgvector
+from ..embedding.encode import embed, to_pgvector
+from ..embedding.value_vectors import embed_values, embed_values_async
 from ..linking.pruning import column_similarities, table_scores
 from ..linking.schema_linking import schema_words
 from ..model.masking import masked_question
@@ -147,7 +148,7 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
         m_text = to_pgvector(m_vec)
     with timer.stage("verified_lookup_ms"):
         near = nearest(plpy, m_text, max(st.verified_examples, 3))
-    pending = embed_async([phrases[i].text for i in vec_idx]) if vec_idx else None
+    pending = embed_values_async([phrases[i].text for i in vec_idx]) if vec_idx else None
     return Context(
         question,
         evidence,
@@ -209,7 +210,7 @@ def add_vector_values(plpy, ctx: Context, schema: Schema, st: Settings) -> float
     p_vecs = (
         ctx.pending_vectors.result()
         if ctx.pending_vectors is not None
-        else embed([ctx.phrases[i].text for i in ctx.vector_phrases])
+        else embed_values([ctx.phrases[i].text for i in ctx.vector_phrases])
     )
     found = ctx.found + visible_matches(
         schema,

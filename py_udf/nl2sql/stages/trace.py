@@ -8,6 +8,7 @@ from typing import Any
 from ..core.types import Candidate, LLMReply, Status
 from ..embedding import client as embed_client
 from ..embedding import encode as embed_encode
+from ..embedding import value_vectors
 from ..model.gate import Gate
 from .gather import Context
 from .run import Linking, Run, Selected
@@ -19,7 +20,11 @@ def record_embedder(run: Run) -> None:
     Args:
         run: sets ``embedder``.
     """
-    run.embedder = {**embed_client.report(), "model": embed_encode.current_model()}
+    run.embedder = {
+        **embed_client.report(),
+        "model": embed_encode.current_model(),
+        "values": value_vectors.current() or embed_encode.current_model(),
+    }
 
 
 def gated_candidate(gate: Gate, c: Candidate) -> dict[str, Any]:

@@ -96,6 +96,7 @@ def _configure_embedder(plpy) -> str:
     """Point this backend's embeddings at the shared process or in-process per ``embedder`` (a
     stored value that does not parse counts as the default, so ``set_setting`` can repair it)."""
     keys = ("embedder", "embedding_precision", index_model.KEY, index_model.ENDPOINT_KEY)
+    keys += (index_model.VALUE_KEY,)
     rows = spi.query(
         plpy, "SELECT key, value FROM nl2sql.setting WHERE key = ANY($1)", [list(keys)], ["text[]"]
     )
@@ -105,7 +106,13 @@ def _configure_embedder(plpy) -> str:
     mode = getattr(plpy, "embedder", None) or mode
     embed_client.configure(mode)
     # the index's model when one is recorded: its vectors are only compared with its own
-    index_model.configure(plpy, got.get(index_model.KEY), got.get(index_model.ENDPOINT_KEY), prec)
+    index_model.configure(
+        plpy,
+        got.get(index_model.KEY),
+        got.get(index_model.ENDPOINT_KEY),
+        prec,
+        got.get(index_model.VALUE_KEY),
+    )
     return mode
 
 

@@ -44,6 +44,7 @@ PREVIOUS_DEFAULTS = {
     "embedder": "shared",
     "embedding_model": "local",
     "embedding_precision": "fp32",
+    "value_embedding": "model",
     "prompt_variants": "1",
     "samples_per_model": "1",
     "sample_temperature": "1.0",
