@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in overrides:
             conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
             log(f"{db}: setting {k} = {v}")
-        if any(k == "embedding_precision" for k, _ in overrides):  # re-embeds everything
+        if any(k in ("embedding_precision", "value_embedding") for k, _ in overrides):  # re-embeds
             conn.execute("SELECT nl2sql.reindex(force => true)")
         top_k = C.setting_value(conn, "value_top_k")
         lits = {q["id"]: string_literals(q["gold"]) for q in qs}
