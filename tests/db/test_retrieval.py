@@ -450,4 +450,46 @@ def test_one_value_lookup_is_served_by_the_exact_trigram_and_hnsw_indexes(db):
     assert "Index Scan using cell_value_embedding_hnsw" in plan, plan
     assert "cell_value_lower_id" in plan, plan
     assert "cell_value_text_trgm" in plan, plan
+    assert "cell_value_text_words" in plan, plan
     assert "Seq Scan on cell_value" not in plan, plan
+
+
+def _trigram_scans(db, phrase: str) -> tuple[list, list[str]]:
+    """``_match_values``' trigram rows for one phrase, and the plan lines of its trigram
+    index scans (auto_explain, nested, analyzed)."""
+    plans: list[str] = []
+    db.execute("LOAD 'auto_explain'")
+    db.execute(
+        "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; "
+        "SET auto_explain.log_analyze = on; SET client_min_messages = log"
+    )
+    db.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+    try:
+        rows = db.execute(
+            "SELECT value, score FROM nl2sql._match_values(current_user, NULL, %s, NULL, 0.5, "
+            "1.1, 3) WHERE how = 'trigram'",
+            ([phrase],),
+        ).fetchall()
+    finally:
+        db.execute("RESET client_min_messages; SET auto_explain.log_min_duration = -1")
+    lines = [x for p in plans for x in p.splitlines() if "cell_value_text_trgm" in x]
+    return rows, lines
+
+
+@pytest.mark.parametrize(
+    "phrase, value, trigram_read",
+    [
+        ("Untied Kingdom", "United Kingdom", False),  # "kingdom" is a word of the index
+        ("Unitedd Kingdomm", "United Kingdom", True),  # no word known: the trigram indexes
+        ("France Kingdom", None, False),  # known words, nothing similar: no trigram scan
+    ],
+)
+def test_words_first_then_trigrams_for_unknown_words(db, phrase, value, trigram_read):
+    """A phrase is looked up by the words it shares with the strings (the word index), scored
+    by trigram similarity; the trigram indexes are read only when the words found nothing and
+    the phrase has a word no string holds (sql/incremental/026-lookup-words.sql)."""
+    rows, lines = _trigram_scans(db, phrase)
+    assert (value in [r[0] for r in rows]) if value else rows == [], rows
+    assert lines, "the plan names a trigram index"
+    read = any("never executed" not in x for x in lines)
+    assert read == trigram_read, lines

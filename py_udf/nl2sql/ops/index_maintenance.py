@@ -106,7 +106,7 @@ INDEX_TABLES = (
 
 
 def tidy_indexes(plpy) -> dict:
-    """Fold the trigram index's pending list in and ANALYZE ``INDEX_TABLES`` (skipped for a role
+    """Fold the trigram and word indexes' pending lists in and ANALYZE ``INDEX_TABLES`` (skipped for a role
     that does not own them).
 
     Args:
@@ -121,8 +121,9 @@ def tidy_indexes(plpy) -> dict:
         with plpy.subtransaction():
             pages = spi.query(
                 plpy,
-                "SELECT pg_catalog.gin_clean_pending_list("
-                "'nl2sql.cell_value_text_trgm'::regclass) AS n",
+                "SELECT pg_catalog.gin_clean_pending_list('nl2sql.cell_value_text_trgm'::regclass)"
+                " + pg_catalog.gin_clean_pending_list('nl2sql.cell_value_text_words'::regclass)"
+                " AS n",
             )[0]["n"]
     except plpy.SPIError:
         pass
