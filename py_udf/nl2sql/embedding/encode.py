@@ -475,15 +475,29 @@ def embed_async(texts: list[str]) -> Future:
     """
     global _BACKGROUND
     if not texts or (not embed_client.active() and _onnx() is None) or _REMOTE[0] is not None:
-        f: Future = Future()
-        try:
-            f.set_result(embed(texts))
-        except Exception as e:  # noqa: BLE001 - delivered by .result(), as from the thread
-            f.set_exception(e)
-        return f
+        return done_now(embed, texts)
     if _BACKGROUND is None:
         _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nl2sql-embed")
     return _BACKGROUND.submit(embed, list(texts))
+
+
+def done_now(fn, texts: list[str]) -> Future:
+    """``fn(texts)`` run now, as a finished Future (what ``embed_async`` returns when there is
+    nothing to run in the background).
+
+    Args:
+        fn: an embedding function of a list of texts.
+        texts: its argument.
+
+    Returns:
+        A done ``Future``: its result, or the exception it raised.
+    """
+    f: Future = Future()
+    try:
+        f.set_result(fn(texts))
+    except Exception as e:  # noqa: BLE001 - delivered by .result(), as from the thread
+        f.set_exception(e)
+    return f
 
 
 def to_pgvector(vec: list[float]) -> str:

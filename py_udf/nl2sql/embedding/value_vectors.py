@@ -82,9 +82,4 @@ def embed_values_async(texts: list[str]) -> Future:
     """
     if _CURRENT[0] != static.NAME:
         return encode.embed_async(texts)
-    f: Future = Future()
-    try:
-        f.set_result(embed_values(texts))
-    except Exception as e:  # noqa: BLE001 - delivered by .result(), as from a thread
-        f.set_exception(e)
-    return f
+    return encode.done_now(embed_values, texts)
