@@ -161,6 +161,7 @@ def test_local_setting_embeds_in_process(shared, cluster):
             "started_process": None,
             "relayed_model_calls": 0,
             "model": "all-MiniLM-L6-v2",  # the index's model (docs/embedding-models.md)
+            "values": "all-MiniLM-L6-v2",  # setting value_embedding's default: the model
         }
         assert "onnxruntime" in _heavy_modules(c)  # the model is in this backend
 
