@@ -41,16 +41,18 @@ def precision_of(name: str | None) -> str:
     return next((p for p, n in encode.MODEL_NAMES.items() if n == name), "fp32")
 
 
-def recorded(plpy) -> str | None:
-    """The model name the index was embedded with.
+def recorded(plpy, key: str = KEY) -> str | None:
+    """What the index records of how it was embedded.
 
     Args:
         plpy: the PL/Python module of the calling backend (SPI access).
+        key: ``KEY`` (the model), ``ENDPOINT_KEY`` or ``VALUE_KEY`` (the value index's embedder).
 
     Returns:
-        A value of ``encode.MODEL_NAMES``, or None when none is recorded.
+        The recorded text (for ``KEY`` a value of ``encode.MODEL_NAMES`` or an endpoint's
+        identity), or None when none is recorded.
     """
-    rows = spi.query(plpy, f"SELECT value FROM nl2sql.setting WHERE key = '{KEY}'")
+    rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = $1", [key], ["text"])
     return rows[0]["value"] if rows else None
 
 
@@ -79,17 +81,12 @@ def _record(plpy, name: str, cfg: remote.EmbeddingModel | None) -> None:
     )
 
 
-def _setting_value(plpy, key: str) -> str | None:
-    rows = spi.query(plpy, "SELECT value FROM nl2sql.setting WHERE key = $1", [key], ["text"])
-    return rows[0]["value"] if rows else None
-
-
 def _prepare_values(plpy, rewrite: bool) -> None:
     """Choose the value index's embedder for a reindex: the recorded one, or the setting
     ``value_embedding``'s when the value index is empty or ``rewrite`` (a forced reindex, or a
     new model), emptying the value index for it (the reindex re-embeds every value)."""
     want = static.NAME if get_settings(plpy).value_embedding == value_vectors.STATIC else ""
-    got = _setting_value(plpy, VALUE_KEY)
+    got = recorded(plpy, VALUE_KEY)
     empty = not spi.query(plpy, "SELECT 1 FROM nl2sql.cell_value LIMIT 1")
     if got is None:
         got = want if empty else ""
