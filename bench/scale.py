@@ -35,12 +35,18 @@ Steps and figures:
 
 Usage: python bench/scale.py [--scale 1.0] [--full] [--jobs N] [--datadir DIR]
                              [--questions 40] [--shared-buffers 4GB] [--precision fp32|int8]
-                             [--value-embedding model|static]
+                             [--value-embedding model|static] [--embedding-model local|loopback]
 The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,000 strings: at
 ~1,000 values/s, a full reindex takes about a quarter of an hour on a 2-core machine.
 ``--scale 0.05`` (50 tables, 500,000 rows, ~50,000 values) takes about a minute; ``--scale
 0.0001`` (1 table, 1,000 rows, ~600 values) seconds: the test suite's smoke run
 (tests/db/test_bench_smoke.py), whose figures mean nothing.
+``--embedding-model loopback`` embeds through an embedding endpoint instead of in the backends:
+the loopback server's ``/v1/embeddings`` in this process (vectors NOT a model's: hashed trigrams
+and words, ~2,400 values/s of this machine's Python, docs/benchmarks.md "An embedding
+endpoint"), added with ``nl2sql.add_embedding_model`` and made the setting ``embedding_model``
+for the run: the figure is the reindex's own cost with the model's work moved off the backends,
+on the same cores here (a real endpoint's speed is its model's and machine's).
 Last line: ``RESULT values_per_s=… full_reindex_s=… noop_reindex_s=… lookup_ms_p50=… …
 machine_reference_ms=<start>/<end>`` (``bench.common.machine_reference_ms``: this shared
 machine's speed during the run).
@@ -49,6 +55,7 @@ machine's speed during the run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -66,6 +73,7 @@ from nl2sql_indexer.cli import index_database
 from nl2sql_indexer.cluster import LocalCluster
 
 DEFAULT_DATADIR = Path("/var/tmp/nl2sql-scale-cluster")
+LOOPBACK_MODEL = "bench_loopback"  # the nl2sql.embedding_model row of --embedding-model loopback
 TABLES, TABLE_ROWS, EVENT_ROWS = 1000, 600, 10_000_000
 
 
@@ -181,6 +189,33 @@ def ensure_extension(conn, db: str, scale: float) -> None:
             (str(max(1000, round(1_000_000 * scale))),),
         )
     conn.execute(f"ALTER DATABASE \"{db}\" SET maintenance_work_mem = '2GB'")
+
+
+def use_embedding_model(conn, which: str, stack: contextlib.ExitStack) -> None:
+    """Make ``which`` (``local`` or ``loopback``) the setting ``embedding_model``; for
+    ``loopback`` start the loopback server (kept by ``stack``) and add its endpoint."""
+    if which == "loopback":
+        # the dev package is loaded only for this option (the bench needs no server otherwise)
+        from nl2sql_indexer.dev import _loopback_embed
+        from nl2sql_indexer.dev.loopback import LoopbackLLM
+
+        llm = stack.enter_context(LoopbackLLM())
+        _loopback_embed.set_embedding(llm, "bench-loopback", 384, "openai")
+        conn.execute(
+            "SELECT nl2sql.add_embedding_model(%s, %s, 'bench-loopback', 384, "
+            "batch_size => 256, concurrency => 2, timeout_s => 120)",
+            (LOOPBACK_MODEL, llm.base_url),
+        )
+    name = LOOPBACK_MODEL if which == "loopback" else "local"
+    conn.execute("SELECT nl2sql.set_setting('embedding_model', %s)", (name,))
+    log(f"embedding model: {name}")
+
+
+def model_words(which: str, precision: str) -> str:
+    """What embedded the run, for the log line."""
+    if which == "loopback":
+        return "the loopback endpoint (not a model's vectors)"
+    return f"{precision} all-MiniLM-L6-v2 in the backends"
 
 
 def index_size(conn) -> tuple[int, int]:
@@ -311,7 +346,7 @@ def set_shared_buffers(cluster: LocalCluster, size: str) -> None:
         log(f"shared_buffers {c.execute('SHOW shared_buffers').fetchone()[0]}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -327,6 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         "--value-embedding",
         choices=("model", "static"),
         help="setting value_embedding for this run (with --full: the values re-embedded)",
+    )
+    ap.add_argument(
+        "--embedding-model",
+        choices=("local", "loopback"),
+        default="local",
+        help="setting embedding_model for this run: the in-process model, or the loopback "
+        "server's endpoint (vectors not a model's; with --full: everything re-embedded)",
     )
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument(
@@ -352,7 +394,16 @@ def main(argv: list[str] | None = None) -> int:
         "developer machine with several checkouts runs the extension step "
         "under scripts/dev_locked.sh)",
     )
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with contextlib.ExitStack() as stack:  # the loopback server, when --embedding-model asks
+        return run(args, stack)
+
+
+def run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     ref0 = C.machine_reference_ms()
     log(f"machine speed reference: {ref0:.0f} ms for 10^6 Python additions (bench.common)")
     db = "nl2sql_scale" if args.scale >= 1 else f"nl2sql_scale_{str(args.scale).replace('.', '_')}"
@@ -373,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["NL2SQL_EMBEDDING_PRECISION"] = args.precision
     if args.value_embedding:
         conn.execute("SELECT nl2sql.set_setting('value_embedding', %s)", (args.value_embedding,))
+    use_embedding_model(conn, args.embedding_model, stack)
     if args.until == "extension":
         return 0
     precision = conn.execute(
@@ -395,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             f"of the time, embedding {fig.get('embed_s')} s (summed over workers), tables "
             f"written at {fig['tables_s']} s, then the HNSW build and ANALYZE "
             f"{fig['finish_s']} s; {fig['jobs']} jobs, {fig['cores']} cores, model "
-            f"{precision} all-MiniLM-L6-v2, values by {values_by}, load average {fig['load_start']} -> {fig['load_end']}"
+            f"{model_words(args.embedding_model, precision)}, values by {values_by}, load average {fig['load_start']} -> {fig['load_end']}"
         )
     else:
         at, fig = conn.execute(
@@ -464,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         f"noop_reindex_s={statistics.median(noop):.3f} change_one_table_s={s:.3f} "
         f"events_reindex_s={s_big:.1f} lookup_ms_p50={p50:.1f} "
         f"lookup_after_reindex_ms_p50={C.percentile(after, 50):.1f} values={n_values} "
-        f"embed_only_per_s={ceiling:.0f} value_embedding={values_by} jobs={fig.get('jobs')} tables_s={fig.get('tables_s')} "
+        f"embed_only_per_s={ceiling:.0f} value_embedding={values_by} embedding_model={args.embedding_model} jobs={fig.get('jobs')} tables_s={fig.get('tables_s')} "
         f"finish_s={fig.get('finish_s')} cores={len(os.sched_getaffinity(0))} "
         f"load={os.getloadavg()[0]:.2f} machine_reference_ms={ref0:.0f}/{ref1:.0f}"
     )
