@@ -1329,6 +1329,40 @@ BEGIN
 END
 $nl2sql_migration$;
 
+-- ==== incremental 027-reindex-parts.sql ====
+DO $nl2sql_migration$
+DECLARE
+    _name text := $nl2sql_name$027-reindex-parts.sql$nl2sql_name$;
+    _body text := $nl2sql_body$-- A large table in several parts (docs/indexing.md "Several workers"): a reindex by N workers
+-- queues a table of at least `reindex_part_rows` rows (its statistics' estimate) as N rows of
+-- nl2sql.reindex_queue, part 0 .. N - 1. Each worker that claims a part reads the table and
+-- writes the cell values whose string falls in its part (a CRC-32 of the string modulo parts);
+-- part 0 also writes the table's catalog rows and deletes its values no longer there. The
+-- table's data state is recorded only when every part is done (nl2sql._reindex_claim), so a
+-- run that fails halfway leaves the table to be read again by the next reindex.
+ALTER TABLE nl2sql.reindex_queue
+    ADD COLUMN part int NOT NULL DEFAULT 0,
+    ADD COLUMN parts int NOT NULL DEFAULT 1;
+ALTER TABLE nl2sql.reindex_queue DROP CONSTRAINT reindex_queue_pkey,
+    ADD PRIMARY KEY (run_id, schema_name, table_name, part);
+DROP FUNCTION IF EXISTS nl2sql._reindex_enqueue(text[], boolean);
+$nl2sql_body$;
+    _done nl2sql.migration%ROWTYPE;
+BEGIN
+    SELECT * INTO _done FROM nl2sql.migration m WHERE m.name OPERATOR(pg_catalog.=) _name;
+    IF FOUND THEN
+        IF _done.body OPERATOR(pg_catalog.<>) _body THEN
+            RAISE WARNING 'nl2sql: migration % changed after it ran (at version %)',
+                _name, _done.applied_at_version;
+        END IF;
+        RETURN;
+    END IF;
+    EXECUTE _body;
+    INSERT INTO nl2sql.migration (name, applied_at_version, body)
+    VALUES (_name, $nl2sql_version$0.3.0$nl2sql_version$, _body);
+END
+$nl2sql_migration$;
+
 -- ==== idempotent 001-functions.sql ====
 -- Re-runnable function definitions (CREATE OR REPLACE). Each PL/Python body calls one Python
 -- entry point in nl2sql.udf; nl2sql._boot() puts the venv named by the setting nl2sql.venv
@@ -2180,14 +2214,15 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('max_plan_rows', 'float', '1000000000.0', 'a candidate whose planner estimate of its rows is higher is refused before it runs; 0: no limit (docs/guardrails.md)'),
     ('schemas', 'list', 'public', 'comma-separated schemas `reindex()` covers'),
     ('sample_values', 'int', '3', 'cell values per column shown in the prompt'),
-    ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (it then counts twice for the first model; no gain in the replay, see "Generation and selection")'),
+    ('presql_votes', 'bool', 'off', 'the PreSQL is a candidate too (no gain in the replay: "Generation and selection")'),
     ('question_max_chars', 'int', '4000', 'longer questions are refused'),
-    ('request_expire_s', 'int', '600', 'seconds until an unanswered request expires'),
+    ('request_expire_s', 'int', '600', 'seconds an unanswered request lives'),
     ('request_time_limit_s', 'int', '120', 'seconds the worker gives one request'),
     ('request_rows', 'int', '1000', 'rows of an answer kept for `nl2sql.answer()`'),
     ('values_per_column', 'int', '100000', 'distinct string values indexed per column; a column with more is partially indexed: its most frequent values (see "Indexing")'),
     ('value_sample_rows', 'int', '1000000', 'a table with more rows (statistics estimate) reads a string column with more distinct values than `values_per_column` (or no statistics) from a block sample of about this many rows, plus its pg_stats most common values ("Indexing")'),
     ('value_max_chars', 'int', '200', 'longer strings are not indexed'),
+    ('reindex_part_rows', 'int', '100000', '`--jobs N` queues a table of at least this many rows (estimate) as N parts, each worker embedding a share of its values (docs/indexing.md "Several workers")'),
     ('llm_timeout_s', 'float', '60', 'model call timeout (seconds) when the model has no `timeout_s`'),
     ('llm_max_retries', 'int', '2', 'retries (exponential backoff, Retry-After honoured) on HTTP 408/409/429/5xx and connection errors, by the openai client'),
     ('llm_reasoning_max_tokens', 'int', '8192', 'output cap of a model that thinks before answering (known from its name, given a `reasoning_effort`, or learned from a reply cut while thinking) when `add_model` sets none; the thinking and the SQL share it (docs/models.md)'),
@@ -2808,26 +2843,44 @@ REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
 -- tables of a run (returns its run id; runs finished more than a day ago are removed); each
 -- worker calls _reindex_claim until it returns NULL (nothing left it could claim); the
 -- coordinator waits until _reindex_pending is 0, then calls _reindex_finish once (the HNSW
--- build, the trigram tidy-up, ANALYZE).
-CREATE OR REPLACE FUNCTION nl2sql._reindex_enqueue(tables text[], force boolean DEFAULT false)
+-- build, the trigram tidy-up, ANALYZE). With parts above 1, a table of at least the setting
+-- reindex_part_rows rows (reltuples) is queued as that many parts
+-- (sql/incremental/027-reindex-parts.sql).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_enqueue(tables text[], force boolean DEFAULT false,
+                                                   parts int DEFAULT 1)
 RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     run bigint := nextval('nl2sql.reindex_run_seq');
+    part_rows float8 := COALESCE((SELECT s.value::float8 FROM nl2sql.settings s
+                                   WHERE s.name = 'reindex_part_rows'), 100000);
 BEGIN
     DELETE FROM nl2sql.reindex_queue q WHERE q.run_id IN (SELECT r.run_id FROM
         nl2sql.reindex_queue r GROUP BY r.run_id HAVING max(r.queued_at) < now() - interval '1 day');
-    INSERT INTO nl2sql.reindex_queue (run_id, schema_name, table_name, force, weight)
-    SELECT run, split_part(t, '.', 1), substr(t, length(split_part(t, '.', 1)) + 2), force,
-           GREATEST(COALESCE((SELECT c.reltuples FROM pg_catalog.pg_class c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              WHERE n.nspname = split_part(t, '.', 1)
-                AND c.relname = substr(t, length(split_part(t, '.', 1)) + 2)), 0), 0)
-      FROM unnest(tables) AS u(t)
+    INSERT INTO nl2sql.reindex_queue (run_id, schema_name, table_name, force, weight, part, parts)
+    SELECT run, w.s, w.t, force, w.weight, p.part, w.n
+      FROM (SELECT x.s, x.t, x.weight,
+                   CASE WHEN x.weight >= part_rows THEN GREATEST(COALESCE(parts, 1), 1)
+                        ELSE 1 END AS n
+              FROM (SELECT split_part(t, '.', 1) AS s,
+                           substr(t, length(split_part(t, '.', 1)) + 2) AS t
+                      FROM unnest(tables) AS u(t)) y
+             CROSS JOIN LATERAL (SELECT y.s, y.t, GREATEST(COALESCE((SELECT c.reltuples
+                   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
+                     ON n.oid = c.relnamespace
+                  WHERE n.nspname = y.s AND c.relname = y.t), 0), 0) AS weight) x) w
+     CROSS JOIN LATERAL generate_series(0, w.n - 1) AS p(part)
     ON CONFLICT DO NOTHING;
+    -- a table in parts has its schema_table row before any part runs (each part's cell values
+    -- reference it; a part waiting for part 0 to write it would wait for part 0's whole
+    -- transaction), its data state NULL until every part is done (read again otherwise)
+    INSERT INTO nl2sql.schema_table (schema_name, table_name)
+    SELECT DISTINCT q.schema_name, q.table_name FROM nl2sql.reindex_queue q
+     WHERE q.run_id = run AND q.parts > 1
+    ON CONFLICT (schema_name, table_name) DO UPDATE SET data_state = NULL;
     RETURN run;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION nl2sql._reindex_enqueue(text[], boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_enqueue(text[], boolean, int) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION nl2sql._reindex_claim(run_id bigint DEFAULT NULL, worker text DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
@@ -2837,9 +2890,10 @@ return udf.reindex_claim(plpy, run_id, worker)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_claim(bigint, text) FROM PUBLIC;
 
+-- The run's tables with a part not done.
 CREATE OR REPLACE FUNCTION nl2sql._reindex_pending(run_id bigint)
 RETURNS int LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
-    SELECT count(*)::int FROM nl2sql.reindex_queue q
+    SELECT count(DISTINCT (q.schema_name, q.table_name))::int FROM nl2sql.reindex_queue q
      WHERE q.run_id = _reindex_pending.run_id AND q.done_at IS NULL
 $$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_pending(bigint) FROM PUBLIC;

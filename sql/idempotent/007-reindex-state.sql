@@ -77,26 +77,44 @@ REVOKE EXECUTE ON FUNCTION nl2sql._reindex_begin() FROM PUBLIC;
 -- tables of a run (returns its run id; runs finished more than a day ago are removed); each
 -- worker calls _reindex_claim until it returns NULL (nothing left it could claim); the
 -- coordinator waits until _reindex_pending is 0, then calls _reindex_finish once (the HNSW
--- build, the trigram tidy-up, ANALYZE).
-CREATE OR REPLACE FUNCTION nl2sql._reindex_enqueue(tables text[], force boolean DEFAULT false)
+-- build, the trigram tidy-up, ANALYZE). With parts above 1, a table of at least the setting
+-- reindex_part_rows rows (reltuples) is queued as that many parts
+-- (sql/incremental/027-reindex-parts.sql).
+CREATE OR REPLACE FUNCTION nl2sql._reindex_enqueue(tables text[], force boolean DEFAULT false,
+                                                   parts int DEFAULT 1)
 RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     run bigint := nextval('nl2sql.reindex_run_seq');
+    part_rows float8 := COALESCE((SELECT s.value::float8 FROM nl2sql.settings s
+                                   WHERE s.name = 'reindex_part_rows'), 100000);
 BEGIN
     DELETE FROM nl2sql.reindex_queue q WHERE q.run_id IN (SELECT r.run_id FROM
         nl2sql.reindex_queue r GROUP BY r.run_id HAVING max(r.queued_at) < now() - interval '1 day');
-    INSERT INTO nl2sql.reindex_queue (run_id, schema_name, table_name, force, weight)
-    SELECT run, split_part(t, '.', 1), substr(t, length(split_part(t, '.', 1)) + 2), force,
-           GREATEST(COALESCE((SELECT c.reltuples FROM pg_catalog.pg_class c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              WHERE n.nspname = split_part(t, '.', 1)
-                AND c.relname = substr(t, length(split_part(t, '.', 1)) + 2)), 0), 0)
-      FROM unnest(tables) AS u(t)
+    INSERT INTO nl2sql.reindex_queue (run_id, schema_name, table_name, force, weight, part, parts)
+    SELECT run, w.s, w.t, force, w.weight, p.part, w.n
+      FROM (SELECT x.s, x.t, x.weight,
+                   CASE WHEN x.weight >= part_rows THEN GREATEST(COALESCE(parts, 1), 1)
+                        ELSE 1 END AS n
+              FROM (SELECT split_part(t, '.', 1) AS s,
+                           substr(t, length(split_part(t, '.', 1)) + 2) AS t
+                      FROM unnest(tables) AS u(t)) y
+             CROSS JOIN LATERAL (SELECT y.s, y.t, GREATEST(COALESCE((SELECT c.reltuples
+                   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
+                     ON n.oid = c.relnamespace
+                  WHERE n.nspname = y.s AND c.relname = y.t), 0), 0) AS weight) x) w
+     CROSS JOIN LATERAL generate_series(0, w.n - 1) AS p(part)
     ON CONFLICT DO NOTHING;
+    -- a table in parts has its schema_table row before any part runs (each part's cell values
+    -- reference it; a part waiting for part 0 to write it would wait for part 0's whole
+    -- transaction), its data state NULL until every part is done (read again otherwise)
+    INSERT INTO nl2sql.schema_table (schema_name, table_name)
+    SELECT DISTINCT q.schema_name, q.table_name FROM nl2sql.reindex_queue q
+     WHERE q.run_id = run AND q.parts > 1
+    ON CONFLICT (schema_name, table_name) DO UPDATE SET data_state = NULL;
     RETURN run;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION nl2sql._reindex_enqueue(text[], boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION nl2sql._reindex_enqueue(text[], boolean, int) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION nl2sql._reindex_claim(run_id bigint DEFAULT NULL, worker text DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$
@@ -106,9 +124,10 @@ return udf.reindex_claim(plpy, run_id, worker)
 $py$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_claim(bigint, text) FROM PUBLIC;
 
+-- The run's tables with a part not done.
 CREATE OR REPLACE FUNCTION nl2sql._reindex_pending(run_id bigint)
 RETURNS int LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
-    SELECT count(*)::int FROM nl2sql.reindex_queue q
+    SELECT count(DISTINCT (q.schema_name, q.table_name))::int FROM nl2sql.reindex_queue q
      WHERE q.run_id = _reindex_pending.run_id AND q.done_at IS NULL
 $$;
 REVOKE EXECUTE ON FUNCTION nl2sql._reindex_pending(bigint) FROM PUBLIC;

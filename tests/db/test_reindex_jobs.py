@@ -116,3 +116,63 @@ def test_client_workers_beside_the_database_index_the_same(jdb, cluster):
         ),
     ).fetchone()[0]
     assert same > 0.999
+
+
+def _catalog(conn) -> list[tuple]:
+    """The schema index rows a reindex writes per table (the data state aside)."""
+    return conn.execute(
+        "SELECT c.table_name, c.column_name, c.values_indexed, c.values_complete, "
+        "c.sample_values, t.fingerprint FROM nl2sql.schema_column c JOIN nl2sql.schema_table t "
+        "USING (schema_name, table_name) ORDER BY 1, 2"
+    ).fetchall()
+
+
+@pytest.fixture
+def part_rows(jdb):
+    """Tables of at least 20 rows are queued in parts (t2 .. t5 of TABLES); reset after."""
+    jdb.execute("ANALYZE")  # reltuples: what _reindex_enqueue weighs tables by
+    jdb.execute("SELECT nl2sql.set_setting('reindex_part_rows', '20')")
+    yield 20
+    jdb.execute("SELECT nl2sql.reset_setting('reindex_part_rows')")
+
+
+def test_large_tables_in_parts_index_what_one_worker_does(jdb, cluster, part_rows):
+    _empty(jdb)
+    index_database(cluster.dsn(DB), None, True, progress=False, jobs=1)
+    before, cat_before = _index(jdb), _catalog(jdb)
+    _empty(jdb)
+    many = index_database(cluster.dsn(DB), None, True, progress=False, jobs=2)
+    assert _index(jdb) == before and _catalog(jdb) == cat_before
+    assert many["tables_indexed"] == len(TABLES) and many["values"] == len(before["values"])
+    run = jdb.execute("SELECT max(run_id) FROM nl2sql.reindex_queue").fetchone()[0]
+    parts = dict(
+        jdb.execute(
+            "SELECT table_name, array_agg(part ORDER BY part) FILTER (WHERE done_at IS NOT NULL) "
+            "FROM nl2sql.reindex_queue WHERE run_id = %s AND parts = 2 GROUP BY 1",
+            (run,),
+        ).fetchall()
+    )
+    assert parts == {t: [0, 1] for t in TABLES[2:]}
+    # each table's data state recorded once its parts were done: nothing left to reindex
+    changed = jdb.execute("SELECT count(*) FILTER (WHERE changed) FROM nl2sql._reindex_changed()")
+    assert changed.fetchone()[0] == 0
+
+
+def test_a_table_with_a_part_not_done_is_read_again(jdb, cluster, part_rows):
+    index_database(cluster.dsn(DB), None, True, progress=False, jobs=1)
+    run = jdb.execute("SELECT nl2sql._reindex_enqueue(%s, true, 2)", (["public.t5"],))
+    run = run.fetchone()[0]
+    with cluster.connect(DB) as w:  # one worker does part 0 and commits, part 1 is never done
+        w.autocommit = True
+        got = w.execute("SELECT nl2sql._reindex_claim(%s, 'w')", (run,)).fetchone()[0]
+        assert (got["table"], got["part"], got["columns"]) == ("public.t5", 0, 3)
+        assert w.execute("SELECT nl2sql._reindex_pending(%s)", (run,)).fetchone()[0] == 1
+    state = jdb.execute(
+        "SELECT data_state FROM nl2sql.schema_table WHERE table_name = 't5'"
+    ).fetchone()[0]
+    assert state is None
+    changed = dict(
+        jdb.execute("SELECT table_name, changed FROM nl2sql._reindex_changed()").fetchall()
+    )
+    assert changed == {t: t == "t5" for t in TABLES}
+    jdb.execute("DELETE FROM nl2sql.reindex_queue WHERE run_id = %s", (run,))

@@ -350,7 +350,7 @@ class Client(Tools):
         worker processes (then tables held by ``--join`` workers elsewhere are waited for)."""
         if jobs <= 1 or not todo:
             return [json.loads(self._step(udf.reindex_table, s, t, force)) for s, t in todo]
-        run = self._step(udf.reindex_enqueue, [f"{s}.{t}" for s, t in todo], force)
+        run = self._step(udf.reindex_enqueue, [f"{s}.{t}" for s, t in todo], force, jobs)
 
         def pending() -> int:
             n = self._in_transaction(

@@ -62,13 +62,10 @@ SETTINGS: tuple[Setting, ...] = (
         "presql_votes",
         "bool",
         False,
-        "the PreSQL is a candidate too (it then counts twice for the first model; no gain "
-        'in the replay, see "Generation and selection")',
+        'the PreSQL is a candidate too (no gain in the replay: "Generation and selection")',
     ),
     Setting("question_max_chars", "int", 4000, "longer questions are refused", minimum=1),
-    Setting(
-        "request_expire_s", "int", 600, "seconds until an unanswered request expires", minimum=1
-    ),
+    Setting("request_expire_s", "int", 600, "seconds an unanswered request lives", minimum=1),
     Setting("request_time_limit_s", "int", 120, "seconds the worker gives one request", minimum=1),
     Setting("request_rows", "int", 1000, "rows of an answer kept for `nl2sql.answer()`", minimum=0),
     Setting(
@@ -89,6 +86,14 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1000,
     ),
     Setting("value_max_chars", "int", 200, "longer strings are not indexed", minimum=0),
+    Setting(
+        "reindex_part_rows",
+        "int",
+        100_000,
+        "`--jobs N` queues a table of at least this many rows (estimate) as N parts, each "
+        'worker embedding a share of its values (docs/indexing.md "Several workers")',
+        minimum=1,
+    ),
     Setting(
         "llm_timeout_s",
         "float",
@@ -418,15 +423,11 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 if len(BY_NAME) != len(SETTINGS):
     raise ConfigError("nl2sql.settings: a setting is declared twice")
 
-# The typed settings: one attribute per declared setting, in declaration order.
 Settings = dataclasses.make_dataclass(
     "Settings", [(s.name, s.python_type) for s in SETTINGS], frozen=True
 )
 Settings.__module__ = __name__
-Settings.__doc__ = (
-    "Every setting's effective value, typed (built from ``SETTINGS``): the "
-    "user's value from ``nl2sql.setting`` or the declared default."
-)
+Settings.__doc__ = "Every setting's effective value, typed: the stored one or the default."
 
 
 def lookup(key: str) -> Setting:

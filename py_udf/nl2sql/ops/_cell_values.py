@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -15,6 +16,24 @@ from ..embedding.value_vectors import embed_values
 # Distinct strings embedded and written per chunk (bounds memory: 4,096 x 384 floats; the CLI's
 # progress bar moves once per chunk).
 EMBED_CHUNK = 4096
+
+# (k, n): part k of a table indexed in n parts (sql/incremental/027-reindex-parts.sql); the
+# whole table is part 0 of 1.
+WHOLE = (0, 1)
+
+
+def in_part(value: str, part: tuple[int, int]) -> bool:
+    """Whether cell value ``value`` is written by ``part`` of its table: the CRC-32 of its
+    UTF-8 bytes modulo the parts (the same in every process, unlike ``hash``).
+
+    Args:
+        value: the string.
+        part: ``(k, n)``, 0 <= k < n.
+
+    Returns:
+        True when ``crc32(value) % n == k`` (always for ``WHOLE``).
+    """
+    return part[1] <= 1 or zlib.crc32(value.encode("utf-8", "surrogatepass")) % part[1] == part[0]
 
 
 def _progress(plpy, on: bool, table: str, done: int) -> None:
@@ -133,7 +152,12 @@ def _embed_and_insert(
 
 
 def write_values(
-    plpy, schema: str, table: str, pairs: list[tuple[str, str]], progress: bool
+    plpy,
+    schema: str,
+    table: str,
+    pairs: list[tuple[str, str]],
+    progress: bool,
+    part: tuple[int, int] = WHOLE,
 ) -> dict:
     """Make the table's rows of ``nl2sql.cell_value`` equal ``pairs``, reusing embeddings.
 
@@ -142,6 +166,8 @@ def write_values(
         table: the table's name.
         pairs: ``(column, value)`` pairs, the table's value index as it should be.
         progress: send the CLI's progress NOTICEs.
+        part: ``(k, n)``: insert only the pairs ``in_part`` k; part 0 deletes the values
+            no longer among all ``pairs`` (the other parts delete nothing).
 
     Returns:
         ``{"values_embedded", "values_reused", "values_deleted"}`` (counts) and
@@ -149,7 +175,10 @@ def write_values(
     """
     cols = [p[0] for p in pairs]
     vals = [p[1] for p in pairs]
-    n_gone = _delete_gone(plpy, schema, table, cols, vals)
+    n_gone = _delete_gone(plpy, schema, table, cols, vals) if part[0] == 0 else 0
+    if part != WHOLE:
+        mine = [p for p in pairs if in_part(p[1], part)]
+        cols, vals = [p[0] for p in mine], [p[1] for p in mine]
     new = _insert_reused(plpy, schema, table, cols, vals)
     embed_s = _embed_and_insert(plpy, schema, table, new.by_value, progress)
     return {

@@ -149,7 +149,7 @@ def drop_missing(plpy, keep: list[tuple[str, str]], schemas: list[str] | None) -
 
 
 def sum_table_counts(results) -> dict:
-    """Add up ``index_table`` results.
+    """Add up ``index_table`` results (a table indexed in parts counts once).
 
     Args:
         results: an iterable of ``index_table`` result dicts.
@@ -173,7 +173,7 @@ def sum_table_counts(results) -> dict:
         if r["skipped"]:
             out["tables_skipped"] += 1
             continue
-        out["tables_indexed"] += 1
+        out["tables_indexed"] += r.get("part", 0) == 0  # a table in parts counts once
         for k in keys:
             out[k] += r.get(k, 0)
     return out

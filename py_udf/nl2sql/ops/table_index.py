@@ -12,22 +12,29 @@ from ..core.settings import get_settings
 from ..embedding.encode import embed, to_pgvector
 from . import _citus as citus
 from . import _ddl_queue as ddl_queue
-from ._cell_values import write_values
+from ._cell_values import WHOLE, in_part, write_values
 from ._table_reader import read_table
 from .table_state import needs_reindex, state_of
 
 
 def index_table(
-    plpy, schema: str, table: str, force: bool = False, state: dict | None = None
+    plpy,
+    schema: str,
+    table: str,
+    force: bool = False,
+    state: dict | None = None,
+    part: tuple[int, int] = WHOLE,
 ) -> dict:
     """(Re)index one table, as ``write_table`` does, rewriting it (as with ``force``) when DDL
-    queued it (``ddl_queue``: created, altered, renamed); its queue rows are removed after.
+    queued it (``ddl_queue``: created, altered, renamed); its queue rows are removed after
+    (by part 0 of a table indexed in parts).
 
     Args:
         schema: the table's schema name.
         table: the table's name.
         force: rewrite even when the state is unchanged.
         state: the table's ``table_states`` row when the caller has it (else it is read).
+        part: ``(k, n)``: write part k of n of the table (``write_table``).
 
     Returns:
         ``write_table``'s result with ``queued`` (DDL queued it).
@@ -37,8 +44,8 @@ def index_table(
         EmbeddingError: the embedding model is missing.
         plpy.SPIError: the table cannot be read (e.g. dropped meanwhile).
     """
-    mark = ddl_queue.table_mark(plpy, schema, table)
-    out = write_table(plpy, schema, table, force or mark is not None, state)
+    mark = ddl_queue.table_mark(plpy, schema, table) if part[0] == 0 else None
+    out = write_table(plpy, schema, table, force or mark is not None, state, part)
     out["queued"] = mark is not None
     if mark is not None and not out.get("gone"):
         ddl_queue.mark_done(plpy, schema, table, mark)
@@ -60,7 +67,12 @@ def _with_shard_state(plpy, schema: str, table: str, state: dict) -> dict:
 
 
 def write_table(
-    plpy, schema: str, table: str, force: bool = False, state: dict | None = None
+    plpy,
+    schema: str,
+    table: str,
+    force: bool = False,
+    state: dict | None = None,
+    part: tuple[int, int] = WHOLE,
 ) -> dict:
     """(Re)index one table's rows of the schema and value index, unless unchanged and not
     ``force``.
@@ -70,12 +82,18 @@ def write_table(
         table: the table's name.
         force: rewrite even when the state is unchanged.
         state: the table's ``table_states`` row when the caller has it (else it is read).
+        part: ``(k, n)``: of a table indexed in n parts by several workers
+            (sql/incremental/027-reindex-parts.sql), write the cell values of part k
+            (``_cell_values.in_part``); part 0 also writes the catalog rows, with the data
+            state NULL (``nl2sql._reindex_claim`` records it when every part is done), and
+            deletes the values gone. ``WHOLE`` (0, 1): the whole table.
 
     Returns:
         ``{"table": "schema.table", "skipped": True}`` when unchanged; else ``table``,
         ``skipped`` (False), ``columns``, ``values``, ``values_embedded``, ``values_reused``,
         ``columns_partial``, ``fks``, ``rows`` (the statistics' row estimate, None for a view
-        or a table never analyzed), ``seconds`` and ``embed_seconds`` (of it, embedding).
+        or a table never analyzed), ``seconds`` and ``embed_seconds`` (of it, embedding); of a
+        part, also ``part`` (k) and ``data_state``, and the catalog counts of part 0 only.
 
     Raises:
         ConfigError: a stored setting is invalid.
@@ -96,6 +114,37 @@ def write_table(
         spi.query(plpy, "SELECT current_setting('nl2sql.progress', true) AS p")[0]["p"] == "on"
     )
     rows_est = None if state["rows_est"] is None else int(state["rows_est"])
+    if part[0] == 0:
+        _write_catalog(plpy, schema, table, cat, rows_est, state, part)
+    pairs = [(c["name"], v) for c in cat["columns"] for v in c["values"]]
+    wrote = write_values(plpy, schema, table, pairs, progress, part)
+    out = {
+        "table": f"{schema}.{table}",
+        "skipped": False,
+        "columns": len(cat["columns"]),
+        "values": sum(1 for p in pairs if in_part(p[1], part)),  # of this part
+        "values_embedded": wrote["values_embedded"],
+        "values_reused": wrote["values_reused"],
+        "embed_seconds": wrote["embed_seconds"],
+        "columns_partial": sum(1 for c in cat["columns"] if c["complete"] is False),
+        "fks": len(cat["fks"]),
+        "rows": rows_est,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    if part != WHOLE:
+        out.update(part=part[0], data_state=state["data_state"])
+        if part[0] > 0:
+            out.update(columns=0, columns_partial=0, fks=0)
+    return out
+
+
+def _write_catalog(
+    plpy, schema: str, table: str, cat: dict, rows_est: int | None, state: dict, part: tuple
+) -> None:
+    """Rewrite the table's ``schema_table``, ``schema_column`` and ``schema_fk`` rows (the data
+    state NULL for a table indexed in parts: recorded when all parts are done)."""
+    if part != WHOLE:
+        state = dict(state, data_state=None)
     _write_table_row(plpy, schema, table, cat["comment"], rows_est, state)
     for index_table in ("schema_column", "schema_fk"):  # rewritten whole below
         spi.query(
@@ -105,22 +154,7 @@ def write_table(
             ["name", "name"],
         )
     _write_columns(plpy, schema, table, cat["columns"])
-    pairs = [(c["name"], v) for c in cat["columns"] for v in c["values"]]
-    wrote = write_values(plpy, schema, table, pairs, progress)
     _write_fks(plpy, schema, table, cat["fks"])
-    return {
-        "table": f"{schema}.{table}",
-        "skipped": False,
-        "columns": len(cat["columns"]),
-        "values": len(pairs),
-        "values_embedded": wrote["values_embedded"],
-        "values_reused": wrote["values_reused"],
-        "embed_seconds": wrote["embed_seconds"],
-        "columns_partial": sum(1 for c in cat["columns"] if c["complete"] is False),
-        "fks": len(cat["fks"]),
-        "rows": rows_est,
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
 
 
 class _Release(Exception):

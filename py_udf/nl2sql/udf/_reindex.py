@@ -92,45 +92,74 @@ def reindex_table(plpy, schema_name: str, table_name: str, force: bool) -> str:
 
 
 @entry_point
-def reindex_enqueue(plpy, tables: list[str], force: bool) -> int:
-    """Back ``nl2sql._reindex_enqueue(tables, force) → bigint``: queue a run for several workers.
+def reindex_enqueue(plpy, tables: list[str], force: bool, parts: int = 1) -> int:
+    """Back ``nl2sql._reindex_enqueue(tables, force, parts) → bigint``: queue a run for several
+    workers.
 
     Args:
         tables: the changed tables as ``schema.table`` texts.
         force: each worker rewrites its tables even when unchanged.
+        parts: the parts a table of at least ``reindex_part_rows`` rows is queued as (the
+            number of workers).
 
     Returns:
         The run id that ``reindex_claim`` takes.
     """
     return spi.query(
-        plpy, "SELECT nl2sql._reindex_enqueue($1, $2) AS r", [tables, force], ["text[]", "bool"]
+        plpy,
+        "SELECT nl2sql._reindex_enqueue($1, $2, $3) AS r",
+        [tables, force, parts],
+        ["text[]", "bool", "int4"],
     )[0]["r"]
 
 
-# The largest unclaimed table of a run (of any run when $1 is NULL); SKIP LOCKED: the rows
-# other workers hold are passed over (sql/incremental/025-reindex-queue.sql).
+# The largest unclaimed table (or part of one) of a run (of any run when $1 is NULL); SKIP
+# LOCKED: the rows other workers hold are passed over (sql/incremental/025-reindex-queue.sql).
 _CLAIM = (
-    "SELECT q.run_id, q.schema_name, q.table_name, q.force FROM nl2sql.reindex_queue q "
-    "WHERE q.done_at IS NULL AND ($1::int8 IS NULL OR q.run_id = $1) "
-    "ORDER BY q.run_id, q.weight DESC, q.schema_name, q.table_name LIMIT 1 "
+    "SELECT q.run_id, q.schema_name, q.table_name, q.force, q.part, q.parts "
+    "FROM nl2sql.reindex_queue q WHERE q.done_at IS NULL AND ($1::int8 IS NULL OR q.run_id = $1) "
+    "ORDER BY q.run_id, q.weight DESC, q.schema_name, q.table_name, q.part LIMIT 1 "
     "FOR UPDATE SKIP LOCKED"
+)
+
+_KEY_TYPES = ["int8", "name", "name"]  # run_id, schema_name, table_name
+_DONE = (
+    "UPDATE nl2sql.reindex_queue SET done_at = now(), done_by = $5, result = $6::jsonb "
+    "WHERE run_id = $1 AND schema_name = $2 AND table_name = $3 AND part = $4"
+)
+
+# A table's parts finish one after the other (this lock, until commit): the last one sees the
+# others' results committed and records the table's data state when they all read the same
+# (sql/incremental/027-reindex-parts.sql); until then the state stays NULL (read again).
+_PARTS_LOCK = (
+    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('nl2sql.reindex_parts'), "
+    "pg_catalog.hashtext($1 || '.' || $2))"
+)
+_PARTS_SETTLE = (
+    "UPDATE nl2sql.schema_table t SET data_state = q.ds FROM (SELECT "
+    "min(r.result ->> 'data_state') AS ds, count(*) FILTER (WHERE r.done_at IS NULL) AS open, "
+    "count(DISTINCT r.result ->> 'data_state') AS n_ds, count(r.result ->> 'data_state') AS n "
+    "FROM nl2sql.reindex_queue r WHERE r.run_id = $1 AND r.schema_name = $2 "
+    "AND r.table_name = $3) q WHERE t.schema_name = $2 AND t.table_name = $3 "
+    "AND q.open = 0 AND q.n_ds = 1 AND q.n = $4 RETURNING 1"
 )
 
 
 @entry_point
 def reindex_claim(plpy, run_id: int | None, worker: str | None) -> str | None:
-    """Back ``nl2sql._reindex_claim(run_id, worker) → jsonb``: claim one queued table, index it
-    (``table_index.index_table``) and mark it done, all in the caller's transaction: a worker
-    that dies rolls its claim back with its work, and the table is claimed again. Source: the
-    SKIP LOCKED work queue of pgai's vectorizer workers (timescale/pgai, 2024).
+    """Back ``nl2sql._reindex_claim(run_id, worker) → jsonb``: claim one queued table (or part of
+    one), index it (``table_index.index_table``) and mark it done, all in the caller's
+    transaction: a worker that dies rolls its claim back with its work, and the table is
+    claimed again. The last part of a table records its data state (``_PARTS_SETTLE``).
+    Source: the SKIP LOCKED work queue of pgai's vectorizer workers (timescale/pgai, 2024).
 
     Args:
         run_id: the run (``reindex_enqueue``), or None for the oldest run with work left.
         worker: a name stored with the result (host and process of the worker).
 
     Returns:
-        ``index_table``'s counts as JSON text with ``run_id``; None when no unclaimed table
-        is left (other workers may still hold some: ``_reindex_pending``).
+        ``index_table``'s counts as JSON text with ``run_id`` (and ``part`` for a part of a
+        table); None when no unclaimed table is left (other workers may still hold some: ``_reindex_pending``).
     """
     from ..ops import table_index  # not loaded by a backend that only asks questions
 
@@ -138,23 +167,24 @@ def reindex_claim(plpy, run_id: int | None, worker: str | None) -> str | None:
     if not rows:
         return None
     q = rows[0]
+    part = (q["part"], q["parts"])
     out = as_sql_errors(
         plpy,
         "_reindex_claim",
         table_index.index_table,
         q["schema_name"],
         q["table_name"],
-        q["force"],
+        q["force"] or q["parts"] > 1,  # a part of a table the run found changed
+        None,  # its state: read now
+        part,
     )
     out["run_id"] = q["run_id"]
     text = json.dumps(out)
-    spi.query(
-        plpy,
-        "UPDATE nl2sql.reindex_queue SET done_at = now(), done_by = $4, result = $5::jsonb "
-        "WHERE run_id = $1 AND schema_name = $2 AND table_name = $3",
-        [q["run_id"], q["schema_name"], q["table_name"], worker, text],
-        ["int8", "name", "name", "text", "text"],
-    )
+    key = [q["run_id"], q["schema_name"], q["table_name"]]
+    spi.query(plpy, _DONE, [*key, q["part"], worker, text], _KEY_TYPES + ["int4", "text", "text"])
+    if q["parts"] > 1:
+        spi.query(plpy, _PARTS_LOCK, key[1:], ["text", "text"])
+        spi.query(plpy, _PARTS_SETTLE, [*key, q["parts"]], _KEY_TYPES + ["int4"])
     return text
 
 

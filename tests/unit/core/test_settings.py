@@ -35,6 +35,7 @@ PREVIOUS_DEFAULTS = {
     "request_rows": "1000",
     "values_per_column": "100000",
     "value_max_chars": "200",
+    "reindex_part_rows": "100000",
     "llm_timeout_s": "60",
     "llm_max_retries": "2",
     "llm_reasoning_max_tokens": "8192",
