@@ -57,7 +57,8 @@ def _index_by_workers(
     """Queue ``todo``'s tables as one run and index them by ``jobs`` worker processes (each
     a backend embedding), then wait for the run's tables held by ``--join`` workers elsewhere."""
     run = conn.execute(  # a large table in one part per worker (reindex_part_rows)
-        "SELECT nl2sql._reindex_enqueue(%s, %s, %s)", ([f"{s}.{t}" for s, t in todo], force, jobs)
+        "SELECT nl2sql._reindex_enqueue(%s::text[], %s, %s::int)",
+        ([f"{s}.{t}" for s, t in todo], force, jobs),
     ).fetchone()[0]
     bar = tqdm(total=len(todo), desc="tables", unit="table", disable=not progress)
 
