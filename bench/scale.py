@@ -43,8 +43,8 @@ The full run (scale 1) builds ~1.5 GB of data (a few minutes) and embeds ~800,00
 (tests/db/test_bench_smoke.py), whose figures mean nothing.
 ``--embedding-model loopback`` embeds through an embedding endpoint instead of in the backends:
 the loopback server's ``/v1/embeddings`` in this process (vectors NOT a model's: hashed trigrams
-and words, ~2,400 values/s of this machine's Python, docs/benchmarks.md "An embedding
-endpoint"), added with ``nl2sql.add_embedding_model`` and made the setting ``embedding_model``
+and words, ~2,400 values/s of this machine's Python, docs/benchmarks.md "Embedding
+endpoint: the client's cost"), added with ``nl2sql.add_embedding_model`` and made the setting ``embedding_model``
 for the run: the figure is the reindex's own cost with the model's work moved off the backends,
 on the same cores here (a real endpoint's speed is its model's and machine's).
 Last line: ``RESULT values_per_s=… full_reindex_s=… noop_reindex_s=… lookup_ms_p50=… …

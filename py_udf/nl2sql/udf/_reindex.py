@@ -159,7 +159,8 @@ def reindex_claim(plpy, run_id: int | None, worker: str | None) -> str | None:
 
     Returns:
         ``index_table``'s counts as JSON text with ``run_id`` (and ``part`` for a part of a
-        table); None when no unclaimed table is left (other workers may still hold some: ``_reindex_pending``).
+        table); None when no unclaimed table is left (other workers may still hold some:
+        ``_reindex_pending``).
     """
     from ..ops import table_index  # not loaded by a backend that only asks questions
 
