@@ -176,3 +176,24 @@ def test_a_table_with_a_part_not_done_is_read_again(jdb, cluster, part_rows):
     )
     assert changed == {t: t == "t5" for t in TABLES}
     jdb.execute("DELETE FROM nl2sql.reindex_queue WHERE run_id = %s", (run,))
+
+
+def test_client_workers_index_large_tables_in_parts_the_same(jdb, cluster, part_rows):
+    from nl2sql import connect
+
+    _empty(jdb)
+    index_database(cluster.dsn(DB), None, True, progress=False, jobs=1)
+    before, cat_before = _index(jdb), _catalog(jdb)
+    _empty(jdb)
+    with connect(cluster.dsn(DB)) as client:
+        out = client.reindex(force=True, jobs=2, dsn=cluster.dsn(DB))
+    assert out["tables_indexed"] == len(TABLES) and out["values"] == len(before["values"])
+    assert _index(jdb)["values"].keys() == before["values"].keys()
+    assert _catalog(jdb) == cat_before
+    split = jdb.execute(
+        "SELECT count(*) FROM nl2sql.reindex_queue WHERE parts = 2 AND done_at IS NOT NULL "
+        "AND run_id = (SELECT max(run_id) FROM nl2sql.reindex_queue)"
+    ).fetchone()[0]
+    assert split == 2 * len(TABLES[2:])
+    changed = jdb.execute("SELECT count(*) FILTER (WHERE changed) FROM nl2sql._reindex_changed()")
+    assert changed.fetchone()[0] == 0
