@@ -170,7 +170,8 @@ def write_values(
             no longer among all ``pairs`` (the other parts delete nothing).
 
     Returns:
-        ``{"values_embedded", "values_reused", "values_deleted"}`` (counts) and
+        ``{"values", "values_embedded", "values_reused", "values_deleted"}`` (counts:
+        ``values`` the pairs of this part) and
         ``embed_seconds`` (time spent waiting for embeddings).
     """
     cols = [p[0] for p in pairs]
@@ -182,6 +183,7 @@ def write_values(
     new = _insert_reused(plpy, schema, table, cols, vals)
     embed_s = _embed_and_insert(plpy, schema, table, new.by_value, progress)
     return {
+        "values": len(vals),
         "values_embedded": len(new.by_value),
         "values_reused": new.reused,
         "values_deleted": n_gone,

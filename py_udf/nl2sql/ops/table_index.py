@@ -12,7 +12,7 @@ from ..core.settings import get_settings
 from ..embedding.encode import embed, to_pgvector
 from . import _citus as citus
 from . import _ddl_queue as ddl_queue
-from ._cell_values import WHOLE, in_part, write_values
+from ._cell_values import WHOLE, write_values
 from ._table_reader import read_table
 from .table_state import needs_reindex, state_of
 
@@ -122,7 +122,7 @@ def write_table(
         "table": f"{schema}.{table}",
         "skipped": False,
         "columns": len(cat["columns"]),
-        "values": sum(1 for p in pairs if in_part(p[1], part)),  # of this part
+        "values": wrote["values"],  # of this part
         "values_embedded": wrote["values_embedded"],
         "values_reused": wrote["values_reused"],
         "embed_seconds": wrote["embed_seconds"],
