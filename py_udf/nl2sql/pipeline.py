@@ -48,6 +48,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("one_round_route", "finsql_prompt_ms", presql.route_one_round, when=Run.one_round),
     Stage("execute",       "execute_ms",        finsql.execute),
     Stage("repair",        "repair_ms",         finsql.repair, calls_model=True),
+    Stage("last_resort",   "repair_ms",         finsql.last_resort, calls_model=True),
     Stage("vote",          "vote_ms",           choose.vote, calls_model=True),
     Stage("judge",         "vote_ms",           judge.judge, calls_model=True, when=judge.wanted),
     Stage("outcome",       "trace_ms",          choose.outcome),

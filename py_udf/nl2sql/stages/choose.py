@@ -98,6 +98,7 @@ def outcome(run: Run) -> None:
     first = [*presql, *run.finsql_replies]
     replies = first + ([sel.choice.reply] if sel.choice else [])
     replies += sel.judge.calls if sel.judge else []
+    replies += [run.last_resort[1]] if run.last_resort else []
     tokens = usage_of(replies, run.repair["calls"])
     error = None
     if v.sql is None:

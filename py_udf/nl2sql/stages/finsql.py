@@ -12,7 +12,8 @@ from ..generation.alignment import ValueIndex
 from ..generation.candidates import Evaluator, GenCall, candidates_from, finsql_calls
 from ..generation.execute import PlanLimits
 from ..generation.repair import repair_loop
-from ..model.llm import call_models_during
+from ..model import prompts
+from ..model.llm import call_models, call_models_during
 from ..ops import value_policy
 from .before_models import late_lookups_overlapped
 from .prompt_parts import context_text, first_examples, value_triples
@@ -243,3 +244,44 @@ def repair(run: Run) -> None:
     )
     run.timer.waited("repair", rep["llm_wait_ms"])
     run.repair = rep
+
+
+def last_resort(run: Run) -> None:
+    """When no candidate executed after repair: one more request to the first model with the
+    schema the PreSQL prompt showed and nothing retrieved (no examples, no matched values),
+    what asking the model plainly sends. Few-shot examples from other schemas lead a small
+    model to names the database lacks (bench/live.py's misses, issue 51); its plain answer
+    often runs.
+
+    Args:
+        run: a ``last_resort:<model>`` candidate added to ``candidates``; sets ``last_resort``
+            (the reply), or nothing when some candidate executed or every model failed.
+
+    Raises:
+        plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
+    """
+    if not run.models or any(c.status == Status.OK for c in run.candidates):
+        return
+    if run.finsql_replies and all(r.error for r in run.finsql_replies):
+        return  # the endpoint is down or refuses: one more call would fail the same way
+    ctx, model = run.context, run.models[0]
+    schema = ctx.presql_schema or run.schema
+    prompt = prompts.build_prompt(
+        ctx.question,
+        schema,
+        [],
+        run.st.sample_values,
+        ctx.evidence,
+        None,
+        context_text(ctx, {t.name for t in schema.tables}, run.gate, "last_resort"),
+        run.gate.turns("last_resort", ctx.turns),
+    )
+    call = GenCall(model, prompt, 0, stage="last_resort")
+    with run.timer.model_wait("last_resort"):
+        reply = call_models([call.as_call(run.gate)], run.on_wait, run.budget_s())[0]
+    run.last_resort = (prompt, reply)
+    for c in candidates_from([call], [reply]):
+        c.source = f"last_resort:{reply.model}"
+        if c.status == Status.PENDING:
+            run.plan.evaluator.run(c, c.raw_text)
+        run.candidates.append(c)

@@ -194,6 +194,7 @@ class Run:
     finsql_replies: list[LLMReply] = field(default_factory=list)  # in call order
     candidates: list[Candidate] = field(default_factory=list)
     repair: dict[str, Any] | None = None  # ``repair_loop``'s summary
+    last_resort: tuple[str, LLMReply] | None = None  # its prompt and reply, when it was asked
     selected: Selected | None = None
     outcome: Outcome | None = None
     embedder: dict[str, Any] | None = None  # what served the embeddings

@@ -178,6 +178,8 @@ def _models_part(run: Run) -> dict[str, Any]:
         }
     if run.repair is not None:
         out["repair"] = run.repair
+    if run.last_resort is not None:
+        out["last_resort"] = {"prompt": run.last_resort[0], "reply": _reply(run.last_resort[1])}
     return out
 
 
