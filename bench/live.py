@@ -198,7 +198,10 @@ def ask_nl2sql(conn, question: str) -> dict:
         "prompt_tokens": tokens.get("prompt", 0),
         "completion_tokens": tokens.get("completion", 0),
         "no_candidate": not trace.get("sql") and bool(err),
-        "candidates": [{k: c.get(k) for k in ("source", "status", "reason", "sql")} for c in cands],
+        "candidates": [
+            {k: c.get(k) for k in ("source", "status", "reason", "sql", "repairs")} for c in cands
+        ],
+        "repair": {k: (trace.get("repair") or {}).get(k) for k in ("rounds", "llm_wait_ms")},
         "timings": trace.get("timings"),
         "model_calls": len(cands),
     }

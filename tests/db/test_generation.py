@@ -91,26 +91,26 @@ def test_failing_candidate_is_repaired_in_round_2(gen, llm):
         Rule(model="m1", contains="Repair round 2", response="SELECT count(*) FROM singer")
     )
     llm.add_rule(
-        Rule(model="m1", contains="Repair round 1", response="SELECT count(nme) FROM singer")
+        Rule(model="m1", contains="Repair round 1", response="SELECT count(qwrtz) FROM singer")
     )
-    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
     trace = explain(gen)
     c = cand(trace, "finsql:m1")
     assert c["status"] == "ok" and c["row_count"] == 1
     assert [r["round"] for r in c["repairs"]] == [1, 2]
-    assert c["repairs"][0]["status"] == "error" and "nme" in c["repairs"][0]["reason"]
+    assert c["repairs"][0]["status"] == "error" and "qwrtz" in c["repairs"][0]["reason"]
     assert c["repairs"][1]["status"] == "ok"
     assert trace["sql"].lower().replace(" ", "") == "selectcount(*)fromsinger"
     reqs = [r["messages"][-1]["content"] for r in llm.requests]
     assert len(reqs) == 4  # PreSQL, FinSQL, 2 repair rounds
-    assert "nmae" in reqs[2] and "does not exist" in reqs[2] and "Repair round 1 of 3" in reqs[2]
-    assert "nme" in reqs[3] and "Repair round 2 of 3" in reqs[3]
+    assert "xyzzy" in reqs[2] and "does not exist" in reqs[2] and "Repair round 1 of 3" in reqs[2]
+    assert "qwrtz" in reqs[3] and "Repair round 2 of 3" in reqs[3]
     assert [r["repaired"] for r in trace["repair"]["rounds"]] == [0, 1]
     n = gen.execute("SELECT count(*) FROM singer").fetchone()[0]
     assert gen.execute(trace["sql"]).fetchone()[0] == n
 
 
-def test_repair_loop_stops_after_three_rounds(gen, llm):
+def test_repair_loop_stops_after_three_rounds_then_asks_the_last_resort(gen, llm):
     add_models(gen, llm, ["m1"])
     for r in (3, 2, 1):
         llm.add_rule(
@@ -126,8 +126,73 @@ def test_repair_loop_stops_after_three_rounds(gen, llm):
     assert [r["round"] for r in c["repairs"]] == [1, 2, 3]
     assert all(r["status"] == "error" for r in c["repairs"])
     assert c["status"] == "error" and trace["sql"] is None
-    assert len(llm.requests) == 5  # PreSQL, FinSQL, 3 repairs and no 4th
+    # PreSQL, FinSQL, 3 repairs and no 4th, then the last resort (which fails the same way)
+    assert len(llm.requests) == 6
+    assert cand(trace, "last_resort:m1")["status"] == "error"
     assert "no candidate executed" in trace["error"]
+
+
+def test_a_misspelt_name_is_snapped_without_a_model_call(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    trace = explain(gen)
+    c = cand(trace, "finsql:m1")
+    assert c["status"] == "ok" and c["row_count"] == 1
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [(0, ["nmae → name"])]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL: no repair call
+
+
+def test_the_last_resort_answers_from_the_schema_alone_when_nothing_ran(gen, llm):
+    setting(gen, "repair_rounds", "1")
+    add_models(gen, llm, ["m1"])
+    # every prompt with the few-shot examples (PreSQL, FinSQL, repair) gets a failing query;
+    # the last resort's prompt has none
+    llm.add_rule(
+        Rule(
+            model="m1",
+            contains="Some example questions",
+            response="SELECT count(xyzzy) FROM singer",
+        )
+    )
+    llm.add_rule(Rule(model="m1", response="SELECT count(*) FROM singer"))
+    trace = explain(gen)
+    last = cand(trace, "last_resort:m1")
+    assert last["status"] == "ok" and trace["sql"] == last["sql"]
+    prompt = trace["last_resort"]["prompt"]
+    assert "CREATE TABLE singer" in prompt and "Some example questions" not in prompt
+    assert (
+        trace["tokens"]["prompt"]
+        == sum(
+            r["prompt_tokens"]
+            for r in [
+                trace["presql"]["reply"],
+                *trace["finsql"]["replies"],
+                trace["last_resort"]["reply"],
+            ]
+        )
+        + trace["repair"]["prompt_tokens"]
+    )
+
+
+def test_repair_asks_once_more_warmer_when_the_model_repeats_itself(gen, llm):
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
+    trace = explain(gen)
+    c = cand(trace, "finsql:m1")
+    assert [r["status"] for r in c["repairs"]] == ["unchanged", "unchanged"]
+    assert "asked again at temperature 0.7" in c["repairs"][0]["reason"]
+    assert c["repairs"][1]["reason"].endswith("repair stopped")
+    # PreSQL, FinSQL, the repair, the same repair warmer, the last resort
+    assert len(llm.requests) == 5
+    assert llm.requests[3]["temperature"] == 0.7
+
+
+def test_repair_off_makes_no_extra_call(gen, llm):
+    setting(gen, "repair_rounds", "0")
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
+    trace = explain(gen)
+    assert cand(trace, "finsql:m1")["repairs"] == [] and len(llm.requests) == 2
 
 
 def test_empty_result_gets_a_repair_round_with_cell_values(gen, llm):
@@ -147,23 +212,6 @@ def test_empty_result_gets_a_repair_round_with_cell_values(gen, llm):
     assert c["status"] == "ok" and c["row_count"] > 0 and "'France'" in c["sql"]
     repair_prompt = llm.requests[2]["messages"][-1]["content"]
     assert "Relevant cell values:" in repair_prompt and "singer.country:" in repair_prompt
-
-
-def test_repair_stops_when_the_model_repeats_itself(gen, llm):
-    add_models(gen, llm, ["m1"])
-    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
-    trace = explain(gen)
-    c = cand(trace, "finsql:m1")
-    assert len(c["repairs"]) == 1 and c["repairs"][0]["status"] == "unchanged"
-    assert len(llm.requests) == 3
-
-
-def test_repair_off_makes_no_extra_call(gen, llm):
-    setting(gen, "repair_rounds", "0")
-    add_models(gen, llm, ["m1"])
-    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
-    trace = explain(gen)
-    assert cand(trace, "finsql:m1")["repairs"] == [] and len(llm.requests) == 2
 
 
 # --- value alignment ---------------------------------------------------------------------------

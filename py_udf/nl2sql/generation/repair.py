@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import difflib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlglot import exp
-
 from ..core.errors import CandidateRefused
 from ..core.spi import quote_literal
 from ..core.sqlcheck import parse_one
-from ..core.types import Candidate, ModelConfig, Schema, Status
+from ..core.types import Candidate, ModelConfig, Status
+from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
@@ -23,8 +21,9 @@ from .alignment import literal_comparisons
 from .cleaning import clean
 
 MAX_ROUNDS = 3
-NEAREST = 3  # real names shown for an unknown one
-CUTOFF = 0.6  # difflib ratio a real name needs to be shown as near
+# a model that repeats its failing SQL (at temperature 0 it will) is asked once more at this
+# temperature: Qwen2.5-Coder-0.5B/1.5B repeated most failing answers (bench/live.py, issue 51)
+RETRY_TEMPERATURE = 0.7
 
 
 class RepairOutcome(StrEnum):
@@ -150,69 +149,6 @@ def relevant_values(
     return [f"{t}.{col}: {', '.join(vals)}" for (t, col), vals in lines.items()]
 
 
-def schema_hints(sql: str | None, schema: Schema) -> list[str]:
-    """Say which tables and columns of a query do not exist and which real ones are nearest:
-    a small model misspells names (``semester`` for ``semesters``), takes a column from the wrong
-    table or invents one. Rule from bench/live.py's misses (issue 51), not from one database.
-
-    Args:
-        sql: the candidate's SQL (or raw answer); None or unparsable gives no hint.
-        schema: what the calling role may see (the evaluator's schema).
-
-    Returns:
-        One line per unknown table (its nearest tables, with their columns) and per unknown
-        column (the nearest columns of the query's tables, and the tables that have a column of
-        that very name); at most 6 lines, ``[]`` when every name exists.
-    """
-    try:
-        tree = parse_one(sql or "")
-    except CandidateRefused:
-        return []
-    tables = {t.name.lower(): t for t in schema.tables}
-    tables.update({t.table.lower(): t for t in schema.tables if t.table.lower() not in tables})
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    used, hints = [], []
-    for node in tree.find_all(exp.Table):
-        name = node.name.lower()
-        if name in ctes or not name:
-            continue
-        if name in tables:
-            used.append(tables[name])
-            continue
-        near = difflib.get_close_matches(name, list(tables), NEAREST, CUTOFF)
-        shown = "; ".join(f"{n}({', '.join(c.name for c in tables[n].columns)})" for n in near)
-        hints.append(f"there is no table {name}" + (f"; the nearest: {shown}" if shown else ""))
-    hints += _column_hints(tree, used, schema)
-    return list(dict.fromkeys(hints))[:6]
-
-
-def _column_hints(tree: exp.Expression, used: list, schema: Schema) -> list[str]:
-    """The unknown-column lines of ``schema_hints`` (columns of the query's tables only)."""
-    if not used:
-        return []
-    own = {f"{t.name}.{c.name}".lower(): c.name.lower() for t in used for c in t.columns}
-    names = set(own.values())
-    names |= {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
-    names |= {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    out = []
-    for col in tree.find_all(exp.Column):
-        name = col.name.lower()
-        if not name or name in names or isinstance(col.this, exp.Star):
-            continue
-        near = difflib.get_close_matches(name, list(own), NEAREST, CUTOFF)
-        near += [q for q, c in own.items() if c in difflib.get_close_matches(name, [c], 1, CUTOFF)]
-        elsewhere = [
-            t.name for t in schema.tables if any(c.name.lower() == name for c in t.columns)
-        ]
-        line = f"no table of the query has a column {name}"
-        if near:
-            line += f"; the nearest: {', '.join(dict.fromkeys(near[:NEAREST]))}"
-        if elsewhere:
-            line += f"; {name} is a column of {', '.join(elsewhere[:NEAREST])} (join it)"
-        out.append(line)
-    return out
-
-
 def repair_loop(
     cands: list[Candidate],
     models: dict[str, ModelConfig],
@@ -253,7 +189,7 @@ def repair_loop(
         "completion_tokens": 0,
         "calls": [],
     }
-    active = _to_repair(cands, models, ev, gate)
+    active = [a for a in _to_repair(cands, models, ev, gate) if not _snapped(a, ev, gate)]
     for r in range(1, max_rounds + 1):
         if not active:
             break
@@ -262,7 +198,10 @@ def repair_loop(
         ]
         t0 = time.perf_counter()
         replies = call_models(
-            [(models[a.cand.model], gate.seal("repair", p)) for a, p in zip(active, prompts)],
+            [
+                (models[a.cand.model], gate.seal("repair", p), 1, a.temperature)
+                for a, p in zip(active, prompts)
+            ],
             on_wait,
             budget_s() if budget_s else None,
         )
@@ -319,6 +258,29 @@ def _round_prompt(
     )
 
 
+def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
+    """Round 0, without a model: the failing candidate's unknown names snapped to the one real
+    name each must have meant (``linking.names.snap_names``), checked and executed; the
+    candidate takes it over when it ranks better. Returns True when that fixed it."""
+    c = a.cand
+    if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
+        return False
+    snapped = snap_names(c.sql, ev.schema)
+    if snapped is None:
+        return False
+    text, changes = snapped
+    entry: dict[str, Any] = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
+    trial = _tried(c, text, text, ev, entry)
+    if _rank(trial) > _rank(c):
+        for f in _TAKEN_OVER:
+            setattr(c, f, getattr(trial, f))
+    if _rank(trial) == 2:
+        return True
+    a.problem = feedback(trial, gate) or a.problem
+    a.shown_sql = trial.sql or text
+    return False
+
+
 def _count_reply(summary: dict[str, Any], rep) -> None:
     """Add one repair reply's tokens and call record to ``repair_loop``'s summary."""
     summary["prompt_tokens"] += rep.prompt_tokens
@@ -345,6 +307,7 @@ class _Repairing:
     problem: str
     shown_sql: str | None
     last_answer: str | None
+    temperature: float | None = None  # None: the model's own; RETRY_TEMPERATURE once it repeated
 
 
 _TAKEN_OVER = (
@@ -383,6 +346,11 @@ def _tried(c: Candidate, text: str, answer: str, ev, entry: dict[str, Any]) -> C
     return trial
 
 
+def _sent_temperature(rep) -> float | None:
+    """The temperature the reply's request was sent with (its ``request.sent``), if known."""
+    return ((rep.request or {}).get("sent") or {}).get("temperature")
+
+
 def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
     """Record one repair reply; the candidate takes over a better attempt. Returns ``fixed``,
     ``again`` or ``stop``."""
@@ -399,12 +367,20 @@ def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
         return "again"
     answer = clean(rep.text, ev.dialects.get(c.model, "postgres"), ev.schema).sql
     if answer == a.last_answer:
+        again = a.temperature is None and (_sent_temperature(rep) or 0) < RETRY_TEMPERATURE
         entry.update(
             status=RepairOutcome.UNCHANGED,
             sql=answer,
-            reason="the model answered with the same SQL; repair stopped",
+            reason=(
+                f"the model answered with the same SQL; asked again at temperature {RETRY_TEMPERATURE}"
+                if again
+                else "the model answered with the same SQL; repair stopped"
+            ),
         )
         c.repairs.append(entry)
+        if again:  # a model at temperature 0 repeats itself: one sample off its first choice
+            a.temperature = RETRY_TEMPERATURE
+            return "again"
         return "stop"
     a.last_answer = answer
     trial = _tried(c, rep.text, answer, ev, entry)

@@ -2,6 +2,7 @@
 token budget before PreSQL."""
 
 __all__ = [
+    "names",
     "presql_reading",
     "pruning",
     "schema_linking",

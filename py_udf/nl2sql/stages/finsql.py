@@ -255,12 +255,15 @@ def last_resort(run: Run) -> None:
 
     Args:
         run: a ``last_resort:<model>`` candidate added to ``candidates``; sets ``last_resort``
-            (the reply), or nothing when some candidate executed or every model failed.
+            (the reply), or nothing when some candidate executed, every model failed or
+            ``repair_rounds`` is 0.
 
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
     """
-    if not run.models or any(c.status == Status.OK for c in run.candidates):
+    if run.st.repair_rounds == 0 or not run.models:
+        return  # repair off: no call beyond the rounds
+    if any(c.status == Status.OK for c in run.candidates):
         return
     if run.finsql_replies and all(r.error for r in run.finsql_replies):
         return  # the endpoint is down or refuses: one more call would fail the same way

@@ -6,7 +6,8 @@ import pytest
 
 from conftest import candidate as _c
 from nl2sql.core.types import Column, Schema, Table
-from nl2sql.generation.repair import feedback, repair_prompt, schema_hints
+from nl2sql.generation.repair import feedback, repair_prompt
+from nl2sql.linking.names import schema_hints, snap_names
 from nl2sql.model.gate import open_gate
 
 
@@ -93,3 +94,53 @@ def test_the_repair_prompt_carries_the_hints_before_the_question():
     )
     assert "/* Names: there is no table semester; the nearest: semesters(semester_id) */" in p
     assert p.rstrip().endswith("How many? */")
+
+
+SNAP_SCHEMA = Schema(
+    [
+        *HINT_SCHEMA.tables,
+        Table(
+            "pets",
+            "public",
+            "pets",
+            [Column("petid", "integer"), Column("pet_age", "integer"), Column("weight", "real")],
+        ),
+        Table(
+            "has_pet", "public", "has_pet", [Column("stuid", "integer"), Column("petid", "integer")]
+        ),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "sql, snapped",
+    [
+        # the only table alike: renamed, the old name kept as its alias
+        (
+            "SELECT count(*) FROM semester",
+            ("SELECT COUNT(*) FROM semesters AS semester", ["semester → semesters"]),
+        ),
+        # a column shortened to a word of the real one
+        (
+            "SELECT weight FROM pets ORDER BY age LIMIT 1",
+            ("SELECT weight FROM pets ORDER BY pet_age LIMIT 1", ["age → pet_age"]),
+        ),
+        # a column through the wrong alias: the one table of the query that has it
+        (
+            "SELECT T2.weight FROM pets AS T1 JOIN has_pet AS T2 ON T1.petid = T2.petid",
+            (
+                "SELECT t1.weight FROM pets AS T1 JOIN has_pet AS T2 ON T1.petid = T2.petid",
+                ["t2.weight → t1.weight"],
+            ),
+        ),
+        # nothing alike, or a name alike in two tables of the query (battle.name, ship.name)
+        ("SELECT zzz FROM pets", None),
+        ("SELECT nme FROM battle JOIN ship ON ship.id = battle.id", None),
+        # every name real: nothing to snap; a CTE's columns are not ours to judge
+        ("SELECT weight FROM pets", None),
+        ("WITH x AS (SELECT petid AS p FROM pets) SELECT x.q FROM x", None),
+        ("not a query", None),
+    ],
+)
+def test_unknown_names_are_snapped_only_to_the_one_real_name_meant(sql, snapped):
+    assert snap_names(sql, SNAP_SCHEMA) == snapped

@@ -1,0 +1,180 @@
+"""A candidate's names against the schema: which tables and columns it names that do not exist,
+the real ones nearest to them (for the repair prompt), and the query with each such name snapped
+to the one real name it must have meant, where only one fits (a candidate of its own).
+
+Small local models misspell names (``semester`` for ``semesters``), shorten them (``age`` for
+``pet_age``), take a column through the wrong alias (``T2.weight`` where ``weight`` is ``T1``'s)
+and repeat the mistake when asked to repair it at temperature 0 (bench/live.py's misses with
+Qwen2.5-Coder-0.5B/1.5B-Instruct, issue 51). The rule is the schema's, never one database's.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sqlglot import exp
+
+from ..core.errors import CandidateRefused
+from ..core.sqlcheck import parse_one, to_sql
+from ..core.types import Schema, Table
+
+__all__ = ["schema_hints", "snap_names"]
+
+NEAREST = 3  # real names shown for an unknown one
+CUTOFF = 0.6  # difflib ratio a real name needs to be shown as near
+SNAP_TABLE = 0.8  # ratio a table name needs to be snapped to (``semester`` → ``semesters``)
+
+
+class _Query:
+    """A parsed query's relations: alias or name → schema table, the CTE names, the names it
+    defines itself (output aliases, CTEs)."""
+
+    def __init__(self, tree: exp.Expression, schema: Schema):
+        self.tables = {t.name.lower(): t for t in schema.tables}
+        self.tables.update(
+            {t.table.lower(): t for t in schema.tables if t.table.lower() not in self.tables}
+        )
+        self.ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        self.own = self.ctes | {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
+        self.by_alias: dict[str, Table] = {}
+        self.unknown: list[exp.Table] = []
+        for node in tree.find_all(exp.Table):
+            name = node.name.lower()
+            if not name or name in self.ctes:
+                continue
+            if name in self.tables:
+                self.by_alias[node.alias_or_name.lower()] = self.tables[name]
+            else:
+                self.unknown.append(node)
+
+    def used(self) -> list[Table]:
+        return list({id(t): t for t in self.by_alias.values()}.values())
+
+    def has_column(self, name: str) -> bool:
+        return name in self.own or any(
+            c.name.lower() == name for t in self.used() for c in t.columns
+        )
+
+
+def _parsed(sql: str | None) -> exp.Expression | None:
+    try:
+        return parse_one(sql or "")
+    except CandidateRefused:
+        return None
+
+
+def schema_hints(sql: str | None, schema: Schema) -> list[str]:
+    """Say which tables and columns of a query do not exist and which real ones are nearest.
+
+    Args:
+        sql: the candidate's SQL (or raw answer); None or unparsable gives no hint.
+        schema: what the calling role may see (the evaluator's schema).
+
+    Returns:
+        One line per unknown table (its nearest tables, with their columns) and per unknown
+        column (the nearest columns of the query's tables, and the tables that have a column of
+        that very name); at most 6 lines, ``[]`` when every name exists.
+    """
+    tree = _parsed(sql)
+    if tree is None:
+        return []
+    q, hints = _Query(tree, schema), []
+    for node in q.unknown:
+        name = node.name.lower()
+        near = difflib.get_close_matches(name, list(q.tables), NEAREST, CUTOFF)
+        shown = "; ".join(f"{n}({', '.join(c.name for c in q.tables[n].columns)})" for n in near)
+        hints.append(f"there is no table {name}" + (f"; the nearest: {shown}" if shown else ""))
+    if q.used():
+        hints += _column_hints(tree, q, schema)
+    return list(dict.fromkeys(hints))[:6]
+
+
+def _column_hints(tree: exp.Expression, q: _Query, schema: Schema) -> list[str]:
+    """The unknown-column lines of ``schema_hints`` (columns of the query's tables only)."""
+    own = {f"{t.name}.{c.name}".lower(): c.name.lower() for t in q.used() for c in t.columns}
+    out = []
+    for col in tree.find_all(exp.Column):
+        name = col.name.lower()
+        if not name or isinstance(col.this, exp.Star) or q.has_column(name):
+            continue
+        near = difflib.get_close_matches(name, list(own), NEAREST, CUTOFF)
+        near += [k for k, c in own.items() if difflib.get_close_matches(name, [c], 1, CUTOFF)]
+        elsewhere = [
+            t.name for t in schema.tables if any(c.name.lower() == name for c in t.columns)
+        ]
+        line = f"no table of the query has a column {name}"
+        if near:
+            line += f"; the nearest: {', '.join(dict.fromkeys(near[:NEAREST]))}"
+        if elsewhere:
+            line += f"; {name} is a column of {', '.join(elsewhere[:NEAREST])} (join it)"
+        out.append(line)
+    return out
+
+
+def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
+    """The query with each unknown name replaced by the one real name it must have meant: a
+    table by the only table at least ``SNAP_TABLE`` alike; a column that another table of the
+    query has under that very name, through that table; else by the only column of the query's
+    tables (of the alias's table when qualified) whose name is alike (``CUTOFF``) or holds it
+    as a word (``age`` in ``pet_age``). A name with no such single answer is left as it is.
+
+    Args:
+        sql: the failing candidate's SQL.
+        schema: what the calling role may see.
+
+    Returns:
+        ``(snapped SQL, ["old → new", ...])``, or None when nothing could be snapped (or the
+        query does not parse).
+    """
+    tree = _parsed(sql)
+    if tree is None:
+        return None
+    changes = _snap_tables(tree, schema)
+    q = _Query(tree, schema)
+    for col in list(tree.find_all(exp.Column)):
+        change = _snap_column(col, q)
+        if change:
+            changes.append(change)
+    return (to_sql(tree), changes) if changes else None
+
+
+def _snap_tables(tree: exp.Expression, schema: Schema) -> list[str]:
+    q, changes = _Query(tree, schema), []
+    for node in q.unknown:
+        near = difflib.get_close_matches(node.name.lower(), list(q.tables), 2, SNAP_TABLE)
+        if len(near) == 1:
+            changes.append(f"{node.name} → {near[0]}")
+            if not node.alias:  # the old name may qualify columns: keep it as the alias
+                node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+            real = q.tables[near[0]]
+            node.set("this", exp.to_identifier(real.table))
+            if real.name != real.table:  # the prompt names it schema-qualified
+                node.set("db", exp.to_identifier(real.schema))
+    return changes
+
+
+def _snap_column(col: exp.Column, q: _Query) -> str | None:
+    name, alias = col.name.lower(), col.table.lower()
+    if not name or isinstance(col.this, exp.Star):
+        return None
+    table = q.by_alias.get(alias) if alias else None
+    if table is not None and any(c.name.lower() == name for c in table.columns):
+        return None
+    if table is None and (alias or q.has_column(name)):
+        return None  # an alias of a CTE or subquery, or a name the query has: not ours to judge
+    holders = [a for a, t in q.by_alias.items() if any(c.name.lower() == name for c in t.columns)]
+    if alias and len(holders) == 1:
+        col.set("table", exp.to_identifier(holders[0]))
+        return f"{alias}.{name} → {holders[0]}.{name}"
+    pool = table.columns if table is not None else [c for t in q.used() for c in t.columns]
+    fits = [c.name for c in pool if _alike(name, c.name.lower())]
+    if len(fits) != 1:  # none, or two (in one table or in two: ambiguous either way)
+        return None
+    new = fits[0]
+    col.set("this", exp.to_identifier(new))
+    return f"{name} → {new}"
+
+
+def _alike(name: str, real: str) -> bool:
+    """``real`` is the name meant: alike by difflib, or holding it as a ``_``-separated word."""
+    return name in real.split("_") or difflib.SequenceMatcher(None, name, real).ratio() >= CUTOFF
