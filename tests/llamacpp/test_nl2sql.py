@@ -110,12 +110,14 @@ def _refusals(found) -> list[str]:
 
 def _model_replies(trace: dict) -> list[dict]:
     """Every model call a trace records: PreSQL and FinSQL replies, repair calls (these have
-    tokens only: a failed repair call is in its candidate's ``repairs``)."""
+    tokens only: a failed repair call is in its candidate's ``repairs``), the last resort."""
     out = []
     if (pre := trace.get("presql")) is not None:
         out.append(pre["reply"])
     out += (trace.get("finsql") or {}).get("replies", [])
     out += (trace.get("repair") or {}).get("calls", [])
+    if (last := trace.get("last_resort")) is not None:
+        out.append(last["reply"])
     return out
 
 
