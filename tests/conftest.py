@@ -64,14 +64,17 @@ LOCK_FILE = "/tmp/nl2sql-install.lock"
 # the short ones fill in around them (scripts/test.sh passes --no-loadscope-reorder)
 SLOW_FIRST = (
     "tests/llamacpp",  # one unit: one llama-server (CPU-bound) at a time, as without workers
-    "tests/db/test_bench_smoke.py",
     "tests/db/test_hostile_backend.py",
+    "tests/db/test_bench_smoke.py",
     "tests/beside/test_wheel_user.py",
+    "tests/beside/test_hostile_beside.py",
+    "tests/beside/test_tools_beside.py",
     "tests/db/test_safety.py",
-    "tests/db/test_reindex_jobs.py",
-    "tests/db/test_schedule.py",
     "tests/upgrade/test_pg_upgrade.py",
     "tests/upgrade/test_upgrade.py",
+    "tests/beside/test_agent_door.py",
+    "tests/db/test_reindex_jobs.py",
+    "tests/db/test_client.py",
 )
 
 
