@@ -5,6 +5,7 @@
 #                                 (db, llamacpp and upgrade start and remove their own PostgreSQL
 #                                 cluster; llamacpp its llama-server: scripts/llama_server.sh first)
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
+#   NL2SQL_TEST_WORKERS=N         the files over N pytest-xdist workers (default 3; 0: one process)
 #   bash scripts/test.sh tests/db/test_x.py   only the tests named (a path under tests/)
 #   bash scripts/test.sh --distro trixie [--fresh]   the demo and every test on Debian 13 with its
 #                                 PostgreSQL 17 and Python 3.13, in a cached debootstrap root
@@ -40,7 +41,20 @@ if [ "$llamacpp" = 1 ] && [ "$(id -u)" = 0 ] && [ "${NL2SQL_LLAMACPP:-}" != off 
   bash "$ROOT/scripts/llama_server.sh" \
     || echo "test.sh: scripts/llama_server.sh failed: the llama.cpp suite fails under CI=true, skips otherwise" >&2
 fi
-"$NL2SQL_VENV/bin/python" -m pytest ${where:+"$where"} ${args[@]+"${args[@]}"}
+# pytest-xdist (pyproject's test extra): the test files spread over NL2SQL_TEST_WORKERS workers
+# (default 3; 0: one process), a file's tests together on one worker (--dist loadfile: module
+# fixtures made once; tests/llamacpp all on one; the slowest files first: conftest.py's SLOW_FIRST), each worker a session with its own cluster (port and data directory), loopback
+# server and embedding process; the installation lock taken and the checkout installed once, by
+# the controller (tests/conftest.py). An -n, -p no:xdist or --pdb given wins.
+workers="${NL2SQL_TEST_WORKERS:-3}"
+xdist=()
+if [ "$workers" != 0 ] && "$NL2SQL_VENV/bin/python" -c 'import xdist' 2>/dev/null; then
+  xdist=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+  for a in ${args[@]+"${args[@]}"}; do
+    case "$a" in -n | -n[0-9]* | --numprocesses* | no:xdist | --pdb) xdist=() ;; esac
+  done
+fi
+"$NL2SQL_VENV/bin/python" -m pytest ${xdist[@]+"${xdist[@]}"} ${where:+"$where"} ${args[@]+"${args[@]}"}
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "test.sh: pytest collected no tests (exit 5)" >&2

@@ -59,15 +59,59 @@ TEST_API_KEY = "sk-nl2sql-test-0123456789abcdef"
 LOCK_FILE = "/tmp/nl2sql-install.lock"
 
 
+# The files that take longest (docs/benchmarks.md, "The test suite's time"), first: under
+# pytest-xdist a worker takes the next file when it is done, so the long ones start at once and
+# the short ones fill in around them (scripts/test.sh passes --no-loadscope-reorder)
+SLOW_FIRST = (
+    "tests/llamacpp",  # one unit: one llama-server (CPU-bound) at a time, as without workers
+    "tests/db/test_hostile_backend.py",
+    "tests/db/test_bench_smoke.py",
+    "tests/beside/test_wheel_user.py",
+    "tests/beside/test_hostile_beside.py",
+    "tests/beside/test_tools_beside.py",
+    "tests/db/test_safety.py",
+    "tests/upgrade/test_pg_upgrade.py",
+    "tests/upgrade/test_upgrade.py",
+    "tests/beside/test_agent_door.py",
+    "tests/db/test_reindex_jobs.py",
+    "tests/db/test_client.py",
+)
+
+
+def _unit_of_work(nodeid: str) -> str:
+    """What one pytest-xdist worker runs whole: the test's file (its module fixtures made
+    once), or all of tests/llamacpp."""
+    path = nodeid.split("::", 1)[0]
+    return "tests/llamacpp" if path.startswith("tests/llamacpp/") else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (scripts/test.sh): a file per unit, tests/llamacpp one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # lazy: only under pytest-xdist
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of_work(nodeid)
+
+    return FileScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Refuse a test under ``tests/unit`` that asks for a cluster fixture: unit tests run
-    without PostgreSQL (``scripts/test.sh --unit``); such a test belongs in ``tests/db``."""
+    without PostgreSQL (``scripts/test.sh --unit``); such a test belongs in ``tests/db``.
+    In a pytest-xdist worker: the slowest files first (``SLOW_FIRST``), the rest in order."""
     for item in items:
         if item.path.is_relative_to(UNIT_DIR) and CLUSTER_FIXTURES & set(item.fixturenames):
             raise pytest.UsageError(
                 f"{item.nodeid} uses {sorted(CLUSTER_FIXTURES & set(item.fixturenames))}: "
                 "a unit test runs without PostgreSQL; move it to tests/db/"
             )
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {u: i for i, u in enumerate(SLOW_FIRST)}
+        items.sort(key=lambda item: rank.get(_unit_of_work(item.nodeid), len(SLOW_FIRST)))
 
 
 def _sync_installation() -> None:
@@ -93,19 +137,54 @@ def _sync_installation() -> None:
     )
 
 
+def _unit_only(config) -> bool:
+    """True when every path pytest was given lies under tests/unit (no cluster is needed)."""
+    paths = [a.split("::")[0] for a in config.args if not a.startswith("-")]
+    return bool(paths) and all(
+        (Path(config.invocation_params.dir) / p).resolve().is_relative_to(UNIT_DIR) for p in paths
+    )
+
+
+def pytest_configure(config):
+    """pytest-xdist's controller (``-n N``; scripts/test.sh passes it): takes the installation
+    lock and installs this checkout once, for all its workers (each a session of its own, with
+    its own cluster: a port and a data directory of its own); the workers inherit
+    ``NL2SQL_LOCK_HELD`` and ``NL2SQL_INSTALLED`` and do neither."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        return
+    if _unit_only(config) or not (PG_BIN / "initdb").exists():
+        return
+    if not os.environ.get("NL2SQL_LOCK_HELD"):
+        config._nl2sql_lock = open(LOCK_FILE, "a")
+        fcntl.flock(config._nl2sql_lock, fcntl.LOCK_EX)
+        os.environ["NL2SQL_LOCK_HELD"] = "1"
+    if not os.environ.get("NL2SQL_INSTALLED"):
+        _sync_installation()
+        os.environ["NL2SQL_INSTALLED"] = "1"
+
+
+def pytest_unconfigure(config):
+    lock = getattr(config, "_nl2sql_lock", None)
+    if lock is not None:
+        lock.close()
+
+
 @pytest.fixture(scope="session")
 def cluster():
-    """A fresh cluster in /tmp for the whole session; destroyed afterwards."""
+    """A fresh cluster in /tmp for the whole session (under pytest-xdist: for the worker);
+    destroyed afterwards."""
     if not (PG_BIN / "initdb").exists():
         pytest.skip(f"PostgreSQL is not installed ({PG_BIN}/initdb); run scripts/install.sh")
     # One test session at a time installs into the shared extension directory: hold a lock
-    # for the whole session (scripts/dev_locked.sh sets NL2SQL_LOCK_HELD when it holds it).
+    # for the whole session (scripts/dev_locked.sh sets NL2SQL_LOCK_HELD when it holds it;
+    # pytest-xdist's controller holds it for its workers and installs once: pytest_configure).
     lock = None
     if not os.environ.get("NL2SQL_LOCK_HELD"):
         lock = open(LOCK_FILE, "a")
         fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-        _sync_installation()
+        if not os.environ.get("NL2SQL_INSTALLED"):
+            _sync_installation()
         base = Path(tempfile.mkdtemp(prefix="nl2sql-test-", dir="/tmp"))
         base.chmod(0o755)
         # a key in the server's environment, as a DBA would set one (tests/db/test_safety.py)

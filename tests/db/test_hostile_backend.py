@@ -20,6 +20,7 @@ from nl2sql_indexer.dev.loopback import Rule
 
 TIMEOUT_S = 1  # the model's timeout_s (the issue's case)
 PROBE_S = 1  # a probe's budget: min(PROBE_TIMEOUT_S, timeout_s)
+WAIT_S = 120  # the most a wait on an event (the server's first hit) may take: a bound, not a delay
 MARGIN_S = 2.5  # the statement's own work (embedding, prompts, the log) on a loaded 2-core machine
 QUESTION = "How many singers do we have?"
 ANSWER = "SELECT count(*) FROM singer"
@@ -65,19 +66,24 @@ def _report(line: str) -> None:
             f.write(line + "\n")
 
 
-def _use(conn, url: str, extra: str, embedder: str) -> None:
+def _use(conn, url: str, extra: str, embedder: str, timeout_s: float = TIMEOUT_S) -> None:
     conn.execute("DELETE FROM nl2sql.model")
     conn.execute(
         f"SELECT nl2sql.add_model('h', 'h', base_url => %s, timeout_s => %s{extra})",
-        (url, TIMEOUT_S),
+        (url, timeout_s),
     )
     conn.execute("SELECT nl2sql.set_setting('embedder', %s)", (embedder,))
 
 
-def _run(cluster, sql: str) -> tuple[int, threading.Thread, dict]:
-    """Start ``sql`` (with the question) on a new connection; its pid, thread and outcome."""
+def _run(cluster, sql: str, warm: bool = False) -> tuple[int, threading.Thread, dict]:
+    """Start ``sql`` (with the question) on a new connection; its pid, thread and outcome.
+    ``warm``: the backend first embeds a text (``nl2sql.retrieve``: no model call), so that
+    the time measured is the statement's own and not a new backend's model load (seconds on a
+    loaded machine)."""
     conn = cluster.connect(DEMO_DB)
     pid = conn.info.backend_pid
+    if warm:
+        conn.execute("SELECT nl2sql.retrieve(%s)", ("a text that loads the embedding model",))
     out: dict = {"conn": conn}
 
     def go():
@@ -119,13 +125,18 @@ def test_a_hostile_endpoint_never_holds_a_backend(cluster, hostile_db, llm, path
     hostile, extra, embedder, sql, most_s = PATHS[path]
     started = hostile_db.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
     with HostileServer(mode, paths=hostile, interval_s=0.3) as server:
-        _use(hostile_db, server.url, extra, embedder)
-        pid, th, out = _run(cluster, sql)
+        # a cancel or terminate is what ends the call: the model's own deadline far off, so
+        # that a loaded machine's slow start cannot end the statement before the call is made
+        _use(hostile_db, server.url, extra, embedder, TIMEOUT_S if action == "deadline" else WAIT_S)
+        pid, th, out = _run(cluster, sql, warm=True)
         t0 = time.monotonic()
         if action != "deadline":
-            while not server.hits and time.monotonic() - t0 < 30:
+            # the event itself (the hostile server holds the call, or the statement ended
+            # first), with a generous bound: a loaded machine may take seconds to get there
+            while not server.hits and th.is_alive() and time.monotonic() - t0 < WAIT_S:
                 time.sleep(0.02)
-            assert server.hits, "the call never reached the hostile server"
+            why = f"not in {WAIT_S} s" if th.is_alive() else f"it ended: {out.get('error')!r}"
+            assert server.hits, f"the call never reached the hostile server ({why})"
             time.sleep(0.3)  # mid-request
             t0 = time.monotonic()
             fn = "pg_cancel_backend" if action == "cancel" else "pg_terminate_backend"
