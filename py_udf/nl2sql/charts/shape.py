@@ -1,0 +1,95 @@
+"""A result's shape as a chart reads it: each column's kind (``quantitative``, ``temporal``,
+``nominal``), its NULLs and the values that do not fit its kind (a column of mixed types)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+QUANTITATIVE = "quantitative"
+TEMPORAL = "temporal"
+NOMINAL = "nominal"
+ORDINAL = "ordinal"
+
+_DATE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}(:?\d{2})?|Z)?)?$"
+)
+_MEASURE_WORDS = re.compile(r"(count|sum|avg|mean|total|number|num|amount|max|min|price|age)")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One result column: its ``name``, ``kind``, ``nulls``, ``misfits`` (non-NULL values not of
+    its kind), ``distinct`` values and whether its integers look like years (``years``)."""
+
+    name: str
+    kind: str
+    nulls: int
+    misfits: int
+    distinct: int
+    years: bool = False
+
+    @property
+    def measure_named(self) -> bool:
+        """Whether the name reads as an aggregate or a measure (``count``, ``avg_price``)."""
+        return bool(_MEASURE_WORDS.search(self.name.lower()))
+
+
+def is_number(v: Any) -> bool:
+    """A JSON number (not a boolean)."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def is_date(v: Any) -> bool:
+    """An ISO date or timestamp as ``row_to_json`` writes it."""
+    return isinstance(v, str) and bool(_DATE.match(v))
+
+
+def parse_rows(rows: list[str] | list[dict[str, Any]]) -> tuple[list[str], list[dict], int]:
+    """Rows as ``row_to_json`` texts (or dicts) → the column names in order, the rows as
+    dicts, and how many column names were given twice (the later value kept)."""
+    out: list[dict[str, Any]] = []
+    names: list[str] = []
+    dup = 0
+    for i, r in enumerate(rows):
+        pairs = json.loads(r, object_pairs_hook=list) if isinstance(r, str) else list(r.items())
+        if i == 0:
+            counts = Counter(k for k, _ in pairs)
+            dup = sum(n - 1 for n in counts.values())
+            names = list(dict.fromkeys(k for k, _ in pairs))
+        out.append(dict(pairs))
+    return names, out, dup
+
+
+def _kind(values: list[Any]) -> tuple[str, int]:
+    """The kind most non-NULL values have, and how many do not have it."""
+    n = len(values)
+    nums = sum(1 for v in values if is_number(v))
+    dates = sum(1 for v in values if is_date(v))
+    if n and nums * 2 > n:
+        return QUANTITATIVE, n - nums
+    if n and dates * 2 > n:
+        return TEMPORAL, n - dates
+    return NOMINAL, 0
+
+
+def column(name: str, rows: list[dict[str, Any]]) -> Column:
+    """The shape of column ``name`` over ``rows``."""
+    values = [r.get(name) for r in rows]
+    present = [v for v in values if v is not None]
+    kind, misfits = _kind(present)
+    distinct = len({json.dumps(v, sort_keys=True, default=str) for v in present})
+    years = kind == QUANTITATIVE and all(
+        isinstance(v, int) and 1000 <= v <= 2999 for v in present if is_number(v)
+    )
+    return Column(
+        name, kind, len(values) - len(present), misfits, distinct, years and bool(present)
+    )
+
+
+def columns(names: list[str], rows: list[dict[str, Any]]) -> list[Column]:
+    """Every column's shape, in the result's order."""
+    return [column(n, rows) for n in names]
