@@ -20,11 +20,18 @@ OTHER = "other"
 
 
 def unit_order(unit: str) -> list[str]:
-    """The labels of a month or weekday bin in calendar order (the axis's sort)."""
+    """The labels of a month or weekday bin in calendar order (the axis's sort).
+
+    Args:
+        unit: ``month`` or ``weekday``.
+
+    Returns:
+        The labels, January or Monday first.
+    """
     return MONTHS if unit == "month" else WEEKDAYS
 
 
-def bin_label(v: Any, unit: str) -> str:
+def _bin_label(v: Any, unit: str) -> str:
     """A date (ISO text) or a year (int) as its bin's label."""
     if isinstance(v, int):
         return str(v)
@@ -54,10 +61,18 @@ def bin_rows(
     rows: list[dict], x: str, measure: str | None, color: Column | None, unit: str
 ) -> list[dict]:
     """Rows grouped by ``x``'s bin (and the colour); the measure combined, or rows counted
-    (field ``count``) when there is none. Bins in order of their first date."""
+    (field ``count``) when there is none.
+
+    Args:
+        rows: the rows (dicts). x: the date column. measure: the measure column, or None.
+        color: the colour column, or None. unit: ``year``, ``month``, ``weekday`` or ``day``.
+
+    Returns:
+        One row per bin (and colour), in order of the bins' first dates.
+    """
     groups: dict[tuple, list] = defaultdict(list)
     for r in sorted(rows, key=lambda r: str(r[x])):
-        key = (bin_label(r[x], unit), r[color.name] if color else None)
+        key = (_bin_label(r[x], unit), r[color.name] if color else None)
         groups[key].append(r[measure] if measure else 1)
     op = _op(measure)
     out = []
@@ -71,7 +86,14 @@ def bin_rows(
 
 def fold_tail(rows: list[dict], x: str, y: str, pie: bool) -> tuple[list[dict], int]:
     """Rows of more categories of ``x`` than drawn: the largest kept (in their order), the rest
-    summed into one ``other`` category. Returns the rows and how many categories were folded."""
+    summed into one ``other`` category.
+
+    Args:
+        rows: the rows. x: the category column. y: the measure. pie: a pie's limit, not a bar's.
+
+    Returns:
+        The rows, and how many categories were folded.
+    """
     limit = PIE_SLICES if pie else BAR_CATEGORIES
     totals: dict[Any, float] = defaultdict(float)
     for r in rows:

@@ -42,7 +42,14 @@ class Layout:
 
 
 def named_chart(question: str) -> str | None:
-    """The chart type the question names ("as a pie chart", "the trend"), or None."""
+    """The chart type the question names ("as a pie chart", "the trend").
+
+    Args:
+        question: the question as asked.
+
+    Returns:
+        One of the chart names, or None.
+    """
     q = question.lower()
     for chart, pattern in _NAMED:
         if pattern.search(q):
@@ -51,7 +58,14 @@ def named_chart(question: str) -> str | None:
 
 
 def asked_binning(question: str) -> str | None:
-    """The date unit the question groups by ("by year", "per weekday"), or None."""
+    """The date unit the question groups by ("by year", "per weekday").
+
+    Args:
+        question: the question as asked.
+
+    Returns:
+        ``year``, ``month``, ``weekday``, ``day``, or None.
+    """
     q = question.lower()
     m = _BIN_INTERVAL.search(q)
     if m:
@@ -99,7 +113,14 @@ def _by_shape(x: Column | None, y: Column | None, color: Column | None, binning)
 
 
 def choose(question: str, cols: list[Column], n_rows: int) -> Layout:
-    """The chart for a result of ``cols`` with ``n_rows`` rows, asked by ``question``."""
+    """The chart for a result: the chart the question names, else the result's shape.
+
+    Args:
+        question: the question. cols: the result's columns. n_rows: its row count.
+
+    Returns:
+        The ``Layout`` (chart ``none`` with why when no chart fits).
+    """
     if n_rows == 0:
         return Layout(NONE, None, None, None, None, "the query returned no rows")
     x, y, color = _roles(cols)

@@ -39,18 +39,39 @@ class Column:
 
 
 def is_number(v: Any) -> bool:
-    """A JSON number (not a boolean)."""
+    """Whether a JSON value is a number (not a boolean).
+
+    Args:
+        v: the value.
+
+    Returns:
+        True for an int or float.
+    """
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def is_date(v: Any) -> bool:
-    """An ISO date or timestamp as ``row_to_json`` writes it."""
+    """Whether a JSON value is an ISO date or timestamp as ``row_to_json`` writes it.
+
+    Args:
+        v: the value.
+
+    Returns:
+        True for such a text.
+    """
     return isinstance(v, str) and bool(_DATE.match(v))
 
 
 def parse_rows(rows: list[str] | list[dict[str, Any]]) -> tuple[list[str], list[dict], int]:
-    """Rows as ``row_to_json`` texts (or dicts) → the column names in order, the rows as
-    dicts, and how many column names were given twice (the later value kept)."""
+    """Rows as ``row_to_json`` texts (or dicts), read.
+
+    Args:
+        rows: the rows.
+
+    Returns:
+        The column names in order, the rows as dicts, and how many column names were given
+        twice (the later value kept).
+    """
     out: list[dict[str, Any]] = []
     names: list[str] = []
     dup = 0
@@ -77,7 +98,14 @@ def _kind(values: list[Any]) -> tuple[str, int]:
 
 
 def column(name: str, rows: list[dict[str, Any]]) -> Column:
-    """The shape of column ``name`` over ``rows``."""
+    """The shape of one column.
+
+    Args:
+        name: the column. rows: the rows (dicts).
+
+    Returns:
+        Its ``Column``.
+    """
     values = [r.get(name) for r in rows]
     present = [v for v in values if v is not None]
     kind, misfits = _kind(present)
@@ -91,5 +119,12 @@ def column(name: str, rows: list[dict[str, Any]]) -> Column:
 
 
 def columns(names: list[str], rows: list[dict[str, Any]]) -> list[Column]:
-    """Every column's shape, in the result's order."""
+    """Every column's shape, in the result's order.
+
+    Args:
+        names: the column names. rows: the rows (dicts).
+
+    Returns:
+        The ``Column`` of each.
+    """
     return [column(n, rows) for n in names]

@@ -38,7 +38,14 @@ _MARKS = {
 
 
 def field(name: str) -> str:
-    """A column name as a Vega-Lite field (dots and brackets are paths there: escaped)."""
+    """A column name as a Vega-Lite field (dots and brackets are paths there: escaped).
+
+    Args:
+        name: the column name.
+
+    Returns:
+        The field text.
+    """
     for c in ("\\", ".", "[", "]"):
         name = name.replace(c, "\\" + c)
     return name
@@ -63,7 +70,14 @@ def _other_last(rows: list[dict], x: str, y: str, ordered: bool) -> list[str]:
 
 
 def message_spec(question: Any, text: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """A spec that draws ``text`` instead of a chart (``usermeta.chart`` ``none``)."""
+    """A spec that draws ``text`` instead of a chart (``usermeta.chart`` ``none``).
+
+    Args:
+        question: the title (text, or a title object). text: what to say. meta: the usermeta.
+
+    Returns:
+        The spec.
+    """
     if isinstance(question, dict):
         question = question.get("text", "")
     return {
@@ -105,7 +119,11 @@ def _fits(v: Any, col: Column) -> bool:
 
 
 def build(question: str, sql: str | None, rows: list, cap: int = MAX_VALUES) -> dict[str, Any]:
-    """The spec of ``sql``'s ``rows`` (``row_to_json`` texts or dicts) asked by ``question``.
+    """The spec of ``sql``'s rows asked by ``question``.
+
+    Args:
+        question: the question. sql: the chosen SQL. rows: its rows (``row_to_json`` texts or
+            dicts). cap: most rows carried.
 
     Returns:
         A Vega-Lite v5 spec; ``usermeta``: ``sql``, ``chart``, ``reason``, ``cap``, ``rows``,
@@ -231,7 +249,14 @@ def _ordered(sql: str | None) -> bool:
 
 def withhold(spec: dict[str, Any], names: list[str], why: str | None = None) -> dict[str, Any]:
     """The spec with the values of columns ``names`` removed (a model reader may not see them):
-    a chart that needs one of them becomes a message saying so."""
+    a chart that needs one of them becomes a message saying so.
+
+    Args:
+        spec: the spec. names: the withheld columns. why: the message, or None.
+
+    Returns:
+        The spec as it may be shown.
+    """
     if not names:
         return spec
     drawn = {enc.get("field") for enc in spec.get("encoding", {}).values() if isinstance(enc, dict)}
