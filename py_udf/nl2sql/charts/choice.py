@@ -81,7 +81,9 @@ def _binnable(col: Column | None, unit: str | None, n_rows: int) -> bool:
     more than once by year."""
     if col is None or unit is None:
         return False
-    return col.kind == TEMPORAL or (col.years and unit == "year" and col.distinct < n_rows)
+    if col.kind == TEMPORAL:
+        return unit != "day" or col.timed
+    return col.years and unit == "year" and col.distinct < n_rows
 
 
 def _roles(cols: list[Column]) -> tuple[Column | None, Column | None, Column | None]:
@@ -108,7 +110,7 @@ def _by_shape(x: Column | None, y: Column | None, color: Column | None, binning)
     if x.kind == QUANTITATIVE and not x.years:
         return SCATTER
     if x.kind == TEMPORAL or x.years:
-        return GROUPED_LINE if color else LINE if not binning or binning == "year" else BAR
+        return GROUPED_LINE if color else LINE if binning in (None, "year", "day") else BAR
     return STACKED_BAR if color else BAR
 
 

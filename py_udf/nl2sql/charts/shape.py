@@ -23,7 +23,8 @@ _MEASURE_WORDS = re.compile(r"(count|sum|avg|mean|total|number|num|amount|max|mi
 @dataclass(frozen=True)
 class Column:
     """One result column: its ``name``, ``kind``, ``nulls``, ``misfits`` (non-NULL values not of
-    its kind), ``distinct`` values and whether its integers look like years (``years``)."""
+    its kind), ``distinct`` values, whether its integers look like years (``years``) and whether
+    its dates carry a time of day (``timed``)."""
 
     name: str
     kind: str
@@ -31,6 +32,7 @@ class Column:
     misfits: int
     distinct: int
     years: bool = False
+    timed: bool = False
 
     @property
     def measure_named(self) -> bool:

@@ -1,0 +1,237 @@
+"""nvBench on the visible Spider databases: ``nl2sql.chart`` with the gold SQL as the model's
+answer (one loopback model replays nvBench's SQL part, SQLite dialect, which the pipeline
+transpiles), scored against nvBench's gold chart: chart type, axes (x, y and colour fields in
+the gold's column order, the date binning) and data after nvBench's normalisation (NULLs
+dropped, dates cut, duplicates removed, empty bins dropped, numbers to 4 significant digits).
+
+The replayed SQL is nvBench's ``sql_part`` with what SQLite tolerates and PostgreSQL refuses
+made explicit (sqlglot): a ``BIN`` item's bare aggregate gets a ``GROUP BY`` of its other
+selected columns (the chart then bins the dates, as ``BIN`` does), a nested aggregate
+(``SUM(avg(x))``) keeps its inner one, and a grouping chart's group column is selected last.
+
+  bash scripts/dev_locked.sh python bench/charts.py --data ../shared/bench-data [--per-vis 1]
+
+Prints per-class figures, the misses by class, and a last line starting ``RESULT``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_udf"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "indexer"))
+
+import psycopg
+import sqlglot
+from sqlglot import exp
+
+import common as C
+from nl2sql_indexer.dev.loopback import LoopbackLLM
+
+MODEL = "gold"
+_KIND = {"grouping line": "grouped line", "grouping scatter": "scatter"}
+
+
+def replay_sql(item: dict) -> str:
+    """nvBench's SQL part as PostgreSQL will take it (module docstring)."""
+    try:
+        tree = sqlglot.parse_one(item["sql_part"], read="sqlite")
+    except sqlglot.errors.ParseError:  # nvBench's "... ) name BIN ..." (2 items): as it is
+        return item["sql_part"]
+    for agg in list(tree.find_all(exp.AggFunc)):
+        inner = agg.this.find(exp.AggFunc) if isinstance(agg.this, exp.Expression) else None
+        if inner is not None and agg.parent is not None:
+            agg.replace(inner)
+    sel = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    grouping = item["chart"].startswith("grouping") or item["chart"] == "stacked bar"
+    group = sel.args.get("group")
+    if grouping and group and len(sel.expressions) == 2:
+        sel.select(group.expressions[0].copy(), copy=False)
+    if item["binning"] and not group:
+        plain = [e.unalias() for e in sel.expressions if not e.find(exp.AggFunc)]
+        if plain and any(e.find(exp.AggFunc) for e in sel.expressions):
+            sel.group_by(*[p.copy() for p in plain], copy=False)
+    return tree.sql(dialect="sqlite")
+
+
+def _norm(v) -> object:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return float(f"{float(v):.4g}")
+    t = str(v).strip()
+    if re.match(r"^\d{4}-01-01$", t):
+        return float(t[:4])
+    if re.match(r"^\d{4}-\d{2}-\d{2}", t):
+        return t[:10]
+    try:
+        return float(f"{float(t):.4g}")
+    except ValueError:
+        return t.lower()
+
+
+def _cells(rows: list[dict], fields: list[str | None], binned: bool) -> set[tuple]:
+    out = set()
+    for r in rows:
+        t = tuple(_norm(r.get(f)) if f else None for f in fields)
+        if any(v is None for v, f in zip(t, fields) if f):
+            continue
+        if binned and t[1] == 0:
+            continue
+        out.add(t)
+    return out
+
+
+def _fields(spec: dict) -> tuple[str | None, str | None, str | None]:
+    enc = spec.get("encoding", {})
+
+    def f(ch):
+        return (enc.get(ch) or {}).get("field", "").replace("\\", "") or None
+
+    if "theta" in enc:
+        return f("color"), f("theta"), None
+    return f("x"), f("y"), f("color")
+
+
+def judge(item: dict, spec: dict) -> dict[str, bool]:
+    """Chart type, axes and data of our spec against the gold's."""
+    meta = spec.get("usermeta", {})
+    gold_kind = _KIND.get(item["chart"], item["chart"])
+    gold_color = "classify" in json.dumps(item["vega_lite"]["encoding"])
+    kind_ok = meta.get("chart") == gold_kind
+    cols = meta.get("columns") or []
+    x, y, color = _fields(spec)
+    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    bin_ok = meta.get("binning") == unit or (unit == "year" and meta.get("binning") is None)
+    want = cols[:3] if gold_color else cols[:2]
+    got = [x, y, color] if gold_color else [x, y]
+    if not gold_color and color is not None:
+        got.append(color)
+    axes_ok = kind_ok and got == want and bin_ok
+    gold_rows = item["vega_lite"]["data"]["values"]
+    g = _cells(gold_rows, ["x_data", "y_data", "classify" if gold_color else None], bool(unit))
+    values = spec.get("data", {}).get("values", [])
+    o = _cells(values, [x, y, color if gold_color else None], bool(unit))
+    if unit == "day":  # nvBench's DAY bin is the day of the month ("24th")
+        g = {(re.sub(r"\D", "", str(a)), b, c) for a, b, c in g}
+        o = {(str(int(str(a)[8:10])) if len(str(a)) >= 10 else a, b, c) for a, b, c in o}
+    return {"type": kind_ok, "axes": axes_ok, "data": g == o}
+
+
+def setup(cluster, llm: LoopbackLLM, data: Path, db: str, items: list[dict]) -> str:
+    """One Spider database loaded, indexed, its requests' gold SQL on the loopback."""
+    C.load_dump(cluster, db, data / "spider_dev" / "pg_dumps" / f"{db}.sql")
+    answers = {}
+    for it in items:
+        sql = replay_sql(it)
+        for q in it["nl_queries"]:
+            answers[q] = sql
+    llm.set_replay(MODEL, answers)
+    with cluster.connect(db) as conn:
+        schemas = list(C.user_schemas(conn))
+        conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
+        conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
+        conn.execute("SELECT nl2sql.reindex()")
+        conn.execute("DELETE FROM nl2sql.model")
+        conn.execute(
+            "SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => 'sqlite')",
+            (MODEL, MODEL, llm.base_url),
+        )
+        names = [psycopg.sql.Identifier(n).as_string(conn) for n in schemas]
+    return ", ".join(names + ([] if "public" in schemas else ["public"]))
+
+
+def run_db(cluster, llm, data, db, items, per_vis, out) -> None:
+    path = setup(cluster, llm, data, db, items)
+    with cluster.connect(db) as conn:
+        for it in items:
+            for q in it["nl_queries"][: per_vis or None]:
+                named = "chart" in q.lower() or "plot" in q.lower() or "graph" in q.lower()
+                try:
+                    spec = conn.execute(
+                        "SELECT nl2sql.chart(%s, search_path => %s)", (q, path)
+                    ).fetchone()[0]
+                except psycopg.Error as e:
+                    spec = {"usermeta": {"chart": "error", "reason": str(e).splitlines()[0]}}
+                got = judge(it, spec)
+                out.append(
+                    {
+                        "db": db,
+                        "vis": it["vis_id"],
+                        "q": q,
+                        "gold": it["chart"],
+                        "named": named,
+                        "ours": spec["usermeta"].get("chart"),
+                        "reason": spec["usermeta"].get("reason"),
+                        **got,
+                    }
+                )
+
+
+def report(out: list[dict], secs: float) -> None:
+    n = len(out)
+    named = [r for r in out if r["named"]]
+    print(
+        f"nvBench visible: {n} requests, {len({(r['db'], r['vis']) for r in out})} charts, "
+        f"{secs:.0f} s"
+    )
+    for key in ("type", "axes", "data"):
+        ok = sum(r[key] for r in out)
+        print(f"  {key:<5} {C.pct(ok, n):5.1f} % ({ok}/{n})")
+    nt = sum(r["type"] for r in named)
+    print(
+        f"  type where the request names the chart: {C.pct(nt, len(named)):.1f} % "
+        f"({nt}/{len(named)})"
+    )
+    by = Counter((r["gold"], r["ours"]) for r in out if not r["type"])
+    print("  type misses (gold → ours):", dict(by.most_common(10)))
+    for key in ("axes", "data"):
+        miss = Counter(r["gold"] for r in out if r["type"] and not r[key])
+        print(f"  {key} misses by gold chart (type right):", dict(miss))
+    for r in [r for r in out if not r["type"]][:8]:
+        print(f"    miss: {r['q'][:90]!r} gold {r['gold']} ours {r['ours']} ({r['reason']})")
+    t, a, d = (C.pct(sum(r[k] for r in out), n) for k in ("type", "axes", "data"))
+    print(
+        f"RESULT charts nvbench-visible n={n} type={t:.1f} named_type="
+        f"{C.pct(nt, len(named)):.1f} axes={a:.1f} data={d:.1f}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
+    ap.add_argument("--per-vis", type=int, default=0, help="requests per chart (0: all)")
+    ap.add_argument("--db", action="append", help="only these databases")
+    ap.add_argument("--out", type=Path, help="write each request's verdict here (JSONL)")
+    args = ap.parse_args()
+    items = [json.loads(x) for x in (args.data / "nvbench" / "nvbench_visible.jsonl").open()]
+    dbs = sorted({i["db_id"] for i in items} & set(args.db or [i["db_id"] for i in items]))
+    cluster = C.start_cluster()
+    out: list[dict] = []
+    t0 = time.perf_counter()
+    with LoopbackLLM() as llm:
+        for db in dbs:
+            run_db(
+                cluster,
+                llm,
+                args.data,
+                db,
+                [i for i in items if i["db_id"] == db],
+                args.per_vis,
+                out,
+            )
+            print(f"  {db}: {sum(r['db'] == db for r in out)} requests", flush=True)
+    if args.out:
+        args.out.write_text("".join(json.dumps(r) + "\n" for r in out))
+    report(out, time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()
