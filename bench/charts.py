@@ -10,6 +10,8 @@ selected columns (the chart then bins the dates, as ``BIN`` does), a nested aggr
 (``SUM(avg(x))``) keeps its inner one, and a grouping chart's group column is selected last.
 
   bash scripts/dev_locked.sh python bench/charts.py --data ../shared/bench-data [--per-vis 1]
+  python bench/charts.py --beside ...   (nl2sql installed beside each database, no PL/Python:
+                                          the pipeline in this process, nl2sql.connect().chart)
 
 Prints per-class figures, the misses by class, and a last line starting ``RESULT``."""
 
@@ -31,6 +33,8 @@ import sqlglot
 from sqlglot import exp
 
 import common as C
+from nl2sql.client import connect
+from nl2sql.client.install import install
 from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 MODEL = "gold"
@@ -125,9 +129,15 @@ def judge(item: dict, spec: dict) -> dict[str, bool]:
     return {"type": kind_ok, "axes": axes_ok, "data": g == o}
 
 
-def setup(cluster, llm: LoopbackLLM, data: Path, db: str, items: list[dict]) -> str:
+def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool) -> str:
     """One Spider database loaded, indexed, its requests' gold SQL on the loopback."""
     C.load_dump(cluster, db, data / "spider_dev" / "pg_dumps" / f"{db}.sql")
+    if beside:
+        with cluster.connect(db) as conn:
+            conn.execute(
+                "CREATE EXTENSION IF NOT EXISTS vector; CREATE EXTENSION IF NOT EXISTS pg_trgm"
+            )
+        install(cluster.dsn(db), say=lambda _m: None)
     answers = {}
     for it in items:
         sql = replay_sql(it)
@@ -136,9 +146,11 @@ def setup(cluster, llm: LoopbackLLM, data: Path, db: str, items: list[dict]) -> 
     llm.set_replay(MODEL, answers)
     with cluster.connect(db) as conn:
         schemas = list(C.user_schemas(conn))
-        conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
+        if not beside:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
         conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
-        conn.execute("SELECT nl2sql.reindex()")
+        if not beside:
+            conn.execute("SELECT nl2sql.reindex()")
         conn.execute("DELETE FROM nl2sql.model")
         conn.execute(
             "SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => 'sqlite')",
@@ -148,17 +160,30 @@ def setup(cluster, llm: LoopbackLLM, data: Path, db: str, items: list[dict]) -> 
     return ", ".join(names + ([] if "public" in schemas else ["public"]))
 
 
-def run_db(cluster, llm, data, db, items, per_vis, out) -> None:
-    path = setup(cluster, llm, data, db, items)
-    with cluster.connect(db) as conn:
+def _asker(cluster, db: str, beside: bool):
+    """``(question, search_path) → spec`` in the server, or beside it in this process."""
+    if beside:
+        client = connect(cluster.dsn(db))
+        client.reindex()
+        return lambda q, path: client.chart(q, search_path=path), client
+    conn = cluster.connect(db)
+
+    def ask(q: str, path: str) -> dict:
+        return conn.execute("SELECT nl2sql.chart(%s, search_path => %s)", (q, path)).fetchone()[0]
+
+    return ask, conn
+
+
+def run_db(cluster, llm, data, db, items, per_vis, out, beside=False) -> None:
+    path = setup(cluster, llm, data, db, items, beside)
+    ask, closing = _asker(cluster, db, beside)
+    with closing:
         for it in items:
             for q in it["nl_queries"][: per_vis or None]:
                 named = "chart" in q.lower() or "plot" in q.lower() or "graph" in q.lower()
                 try:
-                    spec = conn.execute(
-                        "SELECT nl2sql.chart(%s, search_path => %s)", (q, path)
-                    ).fetchone()[0]
-                except psycopg.Error as e:
+                    spec = ask(q, path)
+                except Exception as e:  # noqa: BLE001 - a failed request is a miss, said
                     spec = {"usermeta": {"chart": "error", "reason": str(e).splitlines()[0]}}
                 got = judge(it, spec)
                 out.append(
@@ -171,6 +196,7 @@ def run_db(cluster, llm, data, db, items, per_vis, out) -> None:
                         "ours": spec["usermeta"].get("chart"),
                         "reason": spec["usermeta"].get("reason"),
                         **got,
+                        "spec": spec,
                     }
                 )
 
@@ -209,11 +235,13 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
     ap.add_argument("--per-vis", type=int, default=0, help="requests per chart (0: all)")
     ap.add_argument("--db", action="append", help="only these databases")
-    ap.add_argument("--out", type=Path, help="write each request's verdict here (JSONL)")
+    ap.add_argument("--beside", action="store_true", help="nl2sql beside each database")
+    ap.add_argument("--datadir", type=Path, default=None, help="the cluster's data directory")
+    ap.add_argument("--out", type=Path, help="write each request's verdict and spec (JSONL)")
     args = ap.parse_args()
     items = [json.loads(x) for x in (args.data / "nvbench" / "nvbench_visible.jsonl").open()]
     dbs = sorted({i["db_id"] for i in items} & set(args.db or [i["db_id"] for i in items]))
-    cluster = C.start_cluster()
+    cluster = C.start_cluster(args.datadir)
     out: list[dict] = []
     t0 = time.perf_counter()
     with LoopbackLLM() as llm:
@@ -226,10 +254,11 @@ def main() -> None:
                 [i for i in items if i["db_id"] == db],
                 args.per_vis,
                 out,
+                args.beside,
             )
             print(f"  {db}: {sum(r['db'] == db for r in out)} requests", flush=True)
     if args.out:
-        args.out.write_text("".join(json.dumps(r) + "\n" for r in out))
+        args.out.write_text("".join(json.dumps(r, default=str) + "\n" for r in out))
     report(out, time.perf_counter() - t0)
 
 
