@@ -131,7 +131,8 @@ def judge(item: dict, spec: dict) -> dict[str, bool]:
 
 def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool) -> str:
     """One Spider database loaded, indexed, its requests' gold SQL on the loopback."""
-    C.load_dump(cluster, db, data / "spider_dev" / "pg_dumps" / f"{db}.sql")
+    dump = data / "spider_dev" / "pg_dumps" / f"{db}.sql"
+    C.load_dump(cluster, db, dump if dump.exists() else data / "pg_dumps" / f"{db}.sql")
     if beside:
         with cluster.connect(db) as conn:
             conn.execute(

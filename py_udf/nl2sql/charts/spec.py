@@ -169,6 +169,8 @@ def _chart_spec(question: str, lay: ch.Layout, rows: list[dict], meta: dict) -> 
     if any(r[lay.x.name] == OTHER for r in rows) and lay.x.kind == NOMINAL:
         key = "color" if lay.chart == ch.PIE else "x"
         enc[key]["sort"] = _other_last(rows, lay.x.name, y_name, _ordered(meta["sql"]))
+    if lay.chart == ch.PIE:
+        rows = _pie_order(enc, rows, lay.x.name, y_name, meta["sql"])
     return {
         "$schema": SCHEMA,
         "title": _title(question, notes),
@@ -178,6 +180,17 @@ def _chart_spec(question: str, lay: ch.Layout, rows: list[dict], meta: dict) -> 
         "encoding": enc,
         "usermeta": {**meta, "chart": lay.chart, "reason": lay.reason},
     }
+
+
+def _pie_order(enc: dict, rows: list[dict], x: str, y: str, sql: str | None) -> list[dict]:
+    """The pie's rows in its legend's order (slices are stacked in data order): the SQL's
+    order, else largest first; "other" last."""
+    order = enc["color"].get("sort")
+    if not isinstance(order, list):
+        order = _other_last(rows, x, y, _ordered(sql))[:-1]
+        enc["color"]["sort"] = order
+    rank = {c: i for i, c in enumerate(order)}
+    return sorted(rows, key=lambda r: rank.get(r[x], len(rank)))
 
 
 def _size(lay: ch.Layout, rows: list[dict]) -> dict[str, Any]:
@@ -236,7 +249,7 @@ def _x_channel(lay: ch.Layout, rows: list[dict], title: str, sql: str | None) ->
                 "order": "descending",
             }
         )
-    if lay.chart != ch.PIE and out["type"] != TEMPORAL:
+    if lay.chart != ch.PIE and out["type"] in (NOMINAL, ORDINAL):
         long = any(len(str(r[lay.x.name])) > 10 for r in rows) or len(rows) > 12
         out["axis"] = {"labelAngle": -45 if long else 0, "labelLimit": 160}
     return out
