@@ -26,7 +26,7 @@ OUT = Path(__file__).resolve().parent.parent / "docs" / "images" / "charts"
 DB = "nl2sql_chart_gallery"
 DEMO = {
     "demo_line": (
-        "How many concerts were held each year?",
+        "Show the trend of concerts per year",
         "SELECT year, count(*) AS concerts FROM concert GROUP BY year ORDER BY year",
     ),
     "demo_bar": (

@@ -15,7 +15,7 @@ CASES = [
     # (question, SQL the models answer, chart, x field, y field)
     ("How many concerts were held each year?",
      "SELECT year, count(*) AS concerts FROM concert GROUP BY year ORDER BY year",
-     "line", "year", "concerts"),
+     "bar", "year", "concerts"),
     ("How many singers come from each country? As a pie chart.",
      "SELECT country, count(*) AS singers FROM singer GROUP BY country", "pie", "country",
      "singers"),

@@ -13,7 +13,7 @@ STACKED_BAR, GROUPED_LINE, NONE = "stacked bar", "grouped line", "none"
 
 _NAMED: list[tuple[str, re.Pattern]] = [
     (STACKED_BAR, re.compile(r"\bstack(ed)?\b")),
-    (GROUPED_LINE, re.compile(r"\bgroup(ed|ing)? line\b|\bline charts? .*\bgroup(ed|s)? by\b")),
+    (GROUPED_LINE, re.compile(r"\bgroup(ed|ing)? (a )?line\b|\bmulti-?line\b")),
     (PIE, re.compile(r"\bpie\b|\bdonut\b|\bproportions?\b|\bshare of\b|\bpercentages? of\b")),
     (SCATTER, re.compile(r"\bscatter|\bcorrelation\b|\brelationship between\b")),
     (LINE, re.compile(r"\bline\b|\btrends?\b|\bover time\b|\btime series\b")),
@@ -109,7 +109,7 @@ def _by_shape(x: Column | None, y: Column | None, color: Column | None, binning)
         return NONE
     if x.kind == QUANTITATIVE and not x.years:
         return SCATTER
-    if x.kind == TEMPORAL or x.years:
+    if x.kind == TEMPORAL:
         return GROUPED_LINE if color else LINE if binning in (None, "year", "day") else BAR
     return STACKED_BAR if color else BAR
 

@@ -24,7 +24,10 @@ DAILY = [{"day": f"2018-03-{d:02d}", "n": d} for d in range(1, 6)]
 
 CASES = [
     # (question, rows, chart, x field, y field, colour field, binning)
-    ("How many concerts per year?", YEARS, "line", "year", "concerts", None, None),
+    ("How many concerts per year?", YEARS, "bar", "year", "concerts", None, None),
+    ("The trend of concerts per year", YEARS, "line", "year", "concerts", None, None),
+    ("Treatments per day, a line chart that groups by date", DAILY, "line", "day", "n", None,
+     None),
     ("Concerts per year as a bar chart", YEARS, "bar", "year", "concerts", None, None),
     ("Singers per country", COUNTRIES, "bar", "country", "n", None, None),
     ("Show the share of singers per country", COUNTRIES, "pie", "country", "n", None, None),
