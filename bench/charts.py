@@ -5,9 +5,11 @@ the gold's column order, the date binning) and data after nvBench's normalisatio
 dropped, dates cut, duplicates removed, empty bins dropped, numbers to 4 significant digits).
 
 The replayed SQL is nvBench's ``sql_part`` with what SQLite tolerates and PostgreSQL refuses
-made explicit (sqlglot): a ``BIN`` item's bare aggregate gets a ``GROUP BY`` of its other
-selected columns (the chart then bins the dates, as ``BIN`` does), a nested aggregate
-(``SUM(avg(x))``) keeps its inner one, and a grouping chart's group column is selected last.
+made explicit (sqlglot): a select that aggregates gets a ``GROUP BY`` of its other selected
+columns (SQLite takes an arbitrary row's value of a bare column; for a ``BIN`` item the chart
+then bins the dates, as ``BIN`` does), a nested aggregate (``SUM(avg(x))``) keeps its inner
+one, and a grouping chart's group column is selected last. Numbers of 10 or more are compared
+as their whole part (nvBench cuts binned aggregates).
 
   bash scripts/dev_locked.sh python bench/charts.py --data ../shared/bench-data [--per-vis 1]
   python bench/charts.py --beside ...   (nl2sql installed beside each database, no PL/Python:
@@ -41,11 +43,36 @@ MODEL = "gold"
 _KIND = {"grouping line": "grouped line", "grouping scatter": "scatter"}
 
 
+def _parse(sql_part: str) -> tuple[exp.Expression, str | None]:
+    """The SQL part parsed, and the group column nvBench's VQL sometimes writes after it
+    ("... ) name BIN ..."), which is selected last and grouped by."""
+    try:
+        return sqlglot.parse_one(sql_part, read="sqlite"), None
+    except sqlglot.errors.ParseError:
+        m = re.match(r"^(.*\))\s+(\w+)\s*$", sql_part.strip(), re.S)
+        if not m:
+            raise
+        return sqlglot.parse_one(m.group(1), read="sqlite"), m.group(2)
+
+
+def _group_bare_columns(sel: exp.Select) -> None:
+    """SQLite's grouping made explicit: a select that aggregates groups by its other columns
+    (SQLite takes an arbitrary row's value of a bare column; nvBench's data come from SQLite)."""
+    if not any(e.find(exp.AggFunc) for e in sel.expressions):
+        return
+    plain = [e.unalias() for e in sel.expressions if not e.find(exp.AggFunc)]
+    group = sel.args.get("group")
+    have = {g.sql().lower() for g in group.expressions} if group else set()
+    missing = [p for p in plain if p.sql().lower() not in have]
+    if missing:
+        sel.group_by(*[p.copy() for p in missing], copy=False)
+
+
 def replay_sql(item: dict) -> str:
     """nvBench's SQL part as PostgreSQL will take it (module docstring)."""
     try:
-        tree = sqlglot.parse_one(item["sql_part"], read="sqlite")
-    except sqlglot.errors.ParseError:  # nvBench's "... ) name BIN ..." (2 items): as it is
+        tree, extra = _parse(item["sql_part"])
+    except sqlglot.errors.ParseError:
         return item["sql_part"]
     for agg in list(tree.find_all(exp.AggFunc)):
         inner = agg.this.find(exp.AggFunc) if isinstance(agg.this, exp.Expression) else None
@@ -54,12 +81,12 @@ def replay_sql(item: dict) -> str:
     sel = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     grouping = item["chart"].startswith("grouping") or item["chart"] == "stacked bar"
     group = sel.args.get("group")
-    if grouping and group and len(sel.expressions) == 2:
+    if extra:
+        sel.select(exp.column(extra), copy=False)
+    elif grouping and group and len(sel.expressions) == 2:
         sel.select(group.expressions[0].copy(), copy=False)
-    if item["binning"] and not group:
-        plain = [e.unalias() for e in sel.expressions if not e.find(exp.AggFunc)]
-        if plain and any(e.find(exp.AggFunc) for e in sel.expressions):
-            sel.group_by(*[p.copy() for p in plain], copy=False)
+    for s in tree.find_all(exp.Select):
+        _group_bare_columns(s)
     return tree.sql(dialect="sqlite")
 
 
@@ -68,15 +95,15 @@ def _norm(v) -> object:
         return None
     if isinstance(v, bool):
         return v
-    if isinstance(v, int | float):
-        return float(f"{float(v):.4g}")
+    if isinstance(v, int | float):  # nvBench cuts binned aggregates to whole numbers
+        return float(int(v)) if abs(v) >= 10 else float(f"{float(v):.4g}")
     t = str(v).strip()
     if re.match(r"^\d{4}-01-01$", t):
         return float(t[:4])
     if re.match(r"^\d{4}-\d{2}-\d{2}", t):
         return t[:10]
     try:
-        return float(f"{float(t):.4g}")
+        return _norm(float(t))
     except ValueError:
         return t.lower()
 
