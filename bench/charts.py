@@ -56,14 +56,25 @@ def _parse(sql_part: str) -> tuple[exp.Expression, str | None]:
 
 
 def _group_bare_columns(sel: exp.Select) -> None:
-    """SQLite's grouping made explicit: a select that aggregates groups by its other columns
-    (SQLite takes an arbitrary row's value of a bare column; nvBench's data come from SQLite)."""
-    if not any(e.find(exp.AggFunc) for e in sel.expressions):
+    """SQLite's grouping made explicit: a select that aggregates or groups also groups by its
+    other selected and ordered-by columns (SQLite takes an arbitrary row's value of a bare
+    column; nvBench's data come from SQLite)."""
+    group = sel.args.get("group")
+    if not group and not any(e.find(exp.AggFunc) for e in sel.expressions):
         return
     plain = [e.unalias() for e in sel.expressions if not e.find(exp.AggFunc)]
-    group = sel.args.get("group")
+    order = sel.args.get("order")
+    for o in order.expressions if order else []:
+        if not o.find(exp.AggFunc) and isinstance(o.this, exp.Column):
+            plain.append(o.this)
+    aliases = {e.alias.lower() for e in sel.expressions if e.alias}
     have = {g.sql().lower() for g in group.expressions} if group else set()
-    missing = [p for p in plain if p.sql().lower() not in have]
+    missing = []
+    for p in plain:
+        key = p.sql().lower()
+        if key not in have and key not in aliases and not isinstance(p, exp.Literal):
+            have.add(key)
+            missing.append(p)
     if missing:
         sel.group_by(*[p.copy() for p in missing], copy=False)
 

@@ -16,7 +16,7 @@ _NAMED: list[tuple[str, re.Pattern]] = [
     (GROUPED_LINE, re.compile(r"\bgroup(ed|ing)? (a )?line\b|\bmulti-?line\b")),
     (PIE, re.compile(r"\bpie\b|\bdonut\b|\bproportions?\b|\bshare of\b|\bpercentages? of\b")),
     (SCATTER, re.compile(r"\bscatter|\bcorrelation\b|\brelationship between\b")),
-    (LINE, re.compile(r"\bline\b|\btrends?\b|\bover time\b|\btime series\b")),
+    (LINE, re.compile(r"\bline\b|\btrends?\b|\btendenc(y|ies)\b|\bover time\b|\btime series\b")),
     (BAR, re.compile(r"\bbars?\b|\bhistogram\b|\bcolumn chart\b")),
 ]
 _BINS: list[tuple[str, re.Pattern]] = [

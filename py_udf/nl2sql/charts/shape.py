@@ -115,9 +115,9 @@ def column(name: str, rows: list[dict[str, Any]]) -> Column:
     years = kind == QUANTITATIVE and all(
         isinstance(v, int) and 1000 <= v <= 2999 for v in present if is_number(v)
     )
-    return Column(
-        name, kind, len(values) - len(present), misfits, distinct, years and bool(present)
-    )
+    timed = kind == TEMPORAL and any(is_date(v) and len(v) > 10 for v in present)
+    nulls = len(values) - len(present)
+    return Column(name, kind, nulls, misfits, distinct, years and bool(present), timed)
 
 
 def columns(names: list[str], rows: list[dict[str, Any]]) -> list[Column]:

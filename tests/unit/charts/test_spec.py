@@ -147,3 +147,12 @@ def test_a_model_reader_sees_no_withheld_columns_values_in_a_chart():
     assert _view().chart(ok)["data"] == ok["data"]
     off = _view(send_values=False).chart(ok)
     assert off["usermeta"]["chart"] == "none" and "France" not in json.dumps(off)
+
+
+def test_timestamps_are_binned_by_day_when_asked_and_dates_are_not():
+    rows = [{"at": f"2018-03-0{d}T0{h}:00:00", "n": 1} for d in (1, 2) for h in (1, 2, 3)]
+    spec = S.build("Treatments in each day, line chart", "SELECT at, n FROM t", rows)
+    assert spec["usermeta"]["binning"] == "day"
+    assert spec["data"]["values"] == [{"at": "2018-03-01", "n": 3}, {"at": "2018-03-02", "n": 3}]
+    days = [{"at": r["at"][:10], "n": 1} for r in rows[::3]]
+    assert S.build("Treatments in each day", "SELECT …", days)["usermeta"]["binning"] is None
