@@ -40,6 +40,7 @@ from nl2sql.client.install import install
 from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 MODEL = "gold"
+_DAY_NAMES = {"thur": "thu", "thurs": "thu", "tues": "tue", "weds": "wed"}
 _KIND = {"grouping line": "grouped line", "grouping scatter": "scatter"}
 
 
@@ -109,6 +110,8 @@ def _norm(v) -> object:
     if isinstance(v, int | float):  # nvBench cuts binned aggregates to whole numbers
         return float(int(v)) if abs(v) >= 10 else float(f"{float(v):.4g}")
     t = str(v).strip()
+    if t.lower() in _DAY_NAMES:  # nvBench writes "Thur", "Tues"
+        return _DAY_NAMES[t.lower()]
     if re.match(r"^\d{4}-01-01$", t):
         return float(t[:4])
     if re.match(r"^\d{4}-\d{2}-\d{2}", t):
@@ -269,6 +272,15 @@ def report(out: list[dict], secs: float) -> None:
     )
 
 
+def rescore(path: Path, items: list[dict]) -> None:
+    """The verdicts of an earlier run's specs (``--out``) judged again, reported."""
+    by_id = {i["vis_id"]: i for i in items}
+    out = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in out:
+        r.update(judge(by_id[r["vis"]], r["spec"]))
+    report(out, 0.0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
@@ -276,9 +288,13 @@ def main() -> None:
     ap.add_argument("--db", action="append", help="only these databases")
     ap.add_argument("--beside", action="store_true", help="nl2sql beside each database")
     ap.add_argument("--datadir", type=Path, default=None, help="the cluster's data directory")
+    ap.add_argument("--rescore", type=Path, help="score the specs of an earlier --out again")
     ap.add_argument("--out", type=Path, help="write each request's verdict and spec (JSONL)")
     args = ap.parse_args()
     items = [json.loads(x) for x in (args.data / "nvbench" / "nvbench_visible.jsonl").open()]
+    if args.rescore:
+        rescore(args.rescore, items)
+        return
     dbs = sorted({i["db_id"] for i in items} & set(args.db or [i["db_id"] for i in items]))
     cluster = C.start_cluster(args.datadir)
     out: list[dict] = []
