@@ -221,7 +221,7 @@ def _encoding(lay: ch.Layout, y_name: str, rows: list[dict], sql: str | None) ->
     x_title = f"{lay.x.name} ({lay.binning})" if lay.binning else lay.x.name
     y = {"field": field(y_name), "type": QUANTITATIVE, "title": y_name}
     if lay.chart != ch.PIE and all(isinstance(r.get(y_name), int) for r in rows):
-        y["axis"] = {"tickMinStep": 1, "format": ",d"}
+        y["axis"] = {"tickMinStep": 1}
     if lay.chart == ch.PIE:
         return {"theta": {**y, "stack": True}, "color": _x_channel(lay, rows, x_title, sql)}
     x = _x_channel(lay, rows, x_title, sql)
