@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections import Counter
@@ -61,7 +62,13 @@ def is_date(v: Any) -> bool:
     Returns:
         True for such a text.
     """
-    return isinstance(v, str) and bool(_DATE.match(v))
+    if not (isinstance(v, str) and _DATE.match(v)):
+        return False
+    try:
+        dt.date.fromisoformat(v[:10])
+    except ValueError:  # 2018-13-45: a text that only looks like a date
+        return False
+    return True
 
 
 def parse_rows(rows: list[str] | list[dict[str, Any]]) -> tuple[list[str], list[dict], int]:
@@ -83,8 +90,13 @@ def parse_rows(rows: list[str] | list[dict[str, Any]]) -> tuple[list[str], list[
             counts = Counter(k for k, _ in pairs)
             dup = sum(n - 1 for n in counts.values())
             names = list(dict.fromkeys(k for k, _ in pairs))
-        out.append(dict(pairs))
+        out.append({k: _scalar(v) for k, v in pairs})
     return names, out, dup
+
+
+def _scalar(v: Any) -> Any:
+    """A JSON object or array cell (a json, array or composite column) as its text."""
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, dict | list) else v
 
 
 def _kind(values: list[Any]) -> tuple[str, int]:

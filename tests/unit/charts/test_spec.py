@@ -6,6 +6,7 @@ reader's view of a chart (a withheld column's values not drawn)."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from tests.unit.agent.test_view import _view
@@ -156,3 +157,35 @@ def test_timestamps_are_binned_by_day_when_asked_and_dates_are_not():
     assert spec["data"]["values"] == [{"at": "2018-03-01", "n": 3}, {"at": "2018-03-02", "n": 3}]
     days = [{"at": r["at"][:10], "n": 1} for r in rows[::3]]
     assert S.build("Treatments in each day", "SELECT …", days)["usermeta"]["binning"] is None
+
+
+def test_json_and_array_cells_are_drawn_as_their_text():
+    rows = [{"tags": ["a", "b"], "n": 2}, {"tags": {"k": 1}, "n": 3}, {"tags": ["a", "b"], "n": 1}]
+    spec = S.build("Count per tags", "SELECT tags, n FROM t", rows)
+    assert spec["usermeta"]["chart"] == "bar"
+    assert {r["tags"] for r in spec["data"]["values"]} == {'["a", "b"]', '{"k": 1}'}
+
+
+ODD = [None, 0, -5, 2.5, float("nan"), True, "x", "", "2018-01-01", "2018-01-01T10:00:00",
+       "2018-13-45", [1], {"a": 1}, 10**20, "1e5"]  # fmt: skip
+QUESTIONS = ["", "pie", "bar chart by year", "per weekday", "stacked bar", "scatter", "by day"]
+
+
+def test_any_result_gets_a_spec_never_an_error():
+    rnd = random.Random(7)
+    charts = set()
+    for _ in range(2000):
+        names = [
+            rnd.choice(["a", "b", "a.b", "count", "year", ""]) for _ in range(rnd.randint(0, 4))
+        ]
+        rows = [{n: rnd.choice(ODD) for n in names} for _ in range(rnd.randint(0, 20))]
+        spec = S.build(rnd.choice(QUESTIONS), "SELECT …", rows, cap=rnd.choice([5, 5000]))
+        json.dumps(spec)
+        charts.add(spec["usermeta"]["chart"])
+    assert {"none", "bar", "pie"} <= charts
+
+
+def test_a_text_that_only_looks_like_a_date_is_no_date():
+    rows = [{"d": "2018-13-45", "n": 1}, {"d": "2018-02-30", "n": 2}]
+    spec = S.build("n per d by month", "SELECT d, n FROM t", rows)
+    assert spec["usermeta"]["binning"] is None and spec["encoding"]["x"]["type"] == "nominal"
