@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import add_models
+from nl2sql.charts.binning import PIE_SLICES
 from nl2sql_indexer.dev.demo_data import demo_sql
 from nl2sql_indexer.dev.loopback import Rule
 
@@ -67,7 +68,10 @@ def test_chart_in_the_server(cdb, models, question, sql, chart, x, y):
     assert meta["log_id"] > 0 and meta["truncated"] is False
     if chart != "none":
         rows = cdb.execute(f"SELECT row_to_json(t) FROM ({sql}) t").fetchall()
-        assert len(spec["data"]["values"]) == len([r for r in rows if None not in r[0].values()])
+        drawn = [r[0] for r in rows if None not in r[0].values()]
+        # every row drawn (a pie past its slices folds the rest into "other": same total)
+        assert sum(v[y] for v in spec["data"]["values"]) == sum(r[y] for r in drawn)
+        assert len(spec["data"]["values"]) == (len(drawn) if chart != "pie" else PIE_SLICES)
 
 
 def test_no_sql_chosen_is_a_spec_that_says_why(cdb, models):
