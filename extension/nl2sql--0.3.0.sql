@@ -1542,6 +1542,24 @@ AS $$ SELECT nl2sql._narrate(question, search_path, evidence, conversation) $$;
 COMMENT ON FUNCTION nl2sql.narrate(text, text, text, text) IS
     'nl2sql: a short answer in words, written by a model from the chosen SQL''s first rows';
 
+-- A chart of the answer: a Vega-Lite v5 spec with the chosen SQL's rows inline (capped).
+CREATE OR REPLACE FUNCTION nl2sql._chart(question text, caller_search_path text, evidence text,
+                                         conversation text)
+RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT
+SET plan_cache_mode = force_custom_plan AS $py$
+if "nl2sql_boot" not in GD: plpy.execute("SELECT nl2sql._boot()")
+from nl2sql import udf
+return udf.chart(plpy, question, caller_search_path, evidence, conversation)
+$py$;
+
+CREATE OR REPLACE FUNCTION nl2sql.chart(question text, evidence text DEFAULT NULL,
+                                        search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                        conversation text DEFAULT NULL)
+RETURNS jsonb LANGUAGE sql VOLATILE SECURITY INVOKER SET search_path FROM CURRENT
+AS $$ SELECT nl2sql._chart(question, search_path, evidence, conversation) $$;
+COMMENT ON FUNCTION nl2sql.chart(text, text, text, text) IS
+    'nl2sql: a Vega-Lite v5 chart of the chosen SQL''s rows (chart chosen by rule), as jsonb';
+
 
 CREATE OR REPLACE FUNCTION nl2sql.reindex(schemas text[] DEFAULT NULL, force boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpython3u SET search_path FROM CURRENT AS $py$

@@ -87,6 +87,15 @@ CASES = [
         lambda r: set(r) == {"deleted", "retention_days", "statements"} and r["deleted"] == 0,
     ),
     ("calibrate", (None,), None, lambda r: isinstance(r, dict)),
+    (
+        "chart",
+        ("How many singers?",),
+        None,
+        lambda r: (
+            (r["usermeta"]["chart"], r["usermeta"]["sql"].lower()) == ("none", COUNT_SQL.lower())
+            and r["data"]["values"][0]["nl2sql_message"].startswith("n: ")
+        ),
+    ),
 ]
 
 
@@ -150,6 +159,18 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+def test_ask_chart_draws_the_answer_beside_the_database(scripted, capsys, tmp_path):
+    code, out, _ = _run(capsys, "ask", "--dsn", scripted.dsn, "--chart", str(tmp_path / "a.png"),
+                        "How many singers?")  # fmt: skip
+    assert code == 0 and "none chart (n: " in out and "written to" in out
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    code, _, _ = _run(capsys, "ask", "--dsn", scripted.dsn, "--chart", str(tmp_path / "a.svg"),
+                      "How many singers?")  # fmt: skip
+    assert code == 0 and (tmp_path / "a.svg").read_text().lstrip().startswith("<svg")
+    code, _, err = _run(capsys, "ask", "--dsn", scripted.dsn, "--chart", "a.gif", "q")
+    assert code == 1 and "written as .png or .svg" in err
+
+
 def test_subcommands(scripted, capsys):
     dsn = scripted.dsn
     code, out, _ = _run(capsys, "doctor", "--json", "--dsn", dsn)
@@ -186,6 +207,7 @@ def test_a_refused_subcommand_exits_1_with_the_hint(cluster, scripted, capsys):
 
 STUB_HINTS = [
     ("SELECT nl2sql.narrate('q')", "nl2sql narrate"),
+    ("SELECT nl2sql.chart('q')", "nl2sql ask --chart"),
     ("SELECT nl2sql.explain_sql('SELECT 1')", "nl2sql explain-sql"),
     ("SELECT nl2sql.evaluate()", "nl2sql evaluate"),
     ("SELECT nl2sql.export_semantic_model()", "nl2sql export-semantic-model"),

@@ -41,6 +41,8 @@ TIMEOUT_S = 180
 # script (bench/<name>.py) -> its smoke arguments. {datadir}: the case's own cluster folder;
 # {data}: the bench-data folder made from the demo database; {tmp}: the case's scratch folder.
 CASES: dict[str, tuple[str, ...]] = {
+    "chart_gallery": ("--out", "{tmp}/gallery", "--datadir", "{datadir}"),
+    "charts": ("--data", "{data}", "--datadir", "{datadir}", "--beside"),
     "client": ("--rounds", "1", "--datadir", "{datadir}"),
     "concurrency": ("--sessions", "2", "--questions", "2", "--latency-ms", "10")
     + ("--datadir", "{datadir}"),
@@ -95,6 +97,20 @@ PG_MODELS = ("gpt-4-turbo", "gpt-4", "gpt-35-turbo")
 SQLITE_MODELS = ("gpt-4-o", "dail-sql-gpt4")
 
 
+# one nvBench visualization on the demo database, for bench/charts.py
+NVBENCH_DEMO = {
+    "vis_id": 1, "nvbench_key": "1", "hardness": "Easy", "chart": "bar", "db_id": "demo",
+    "nl_queries": ["How many singers come from each country? Show a bar chart."],
+    "vql": "Visualize BAR SELECT country, count(*) FROM singer GROUP BY country",
+    "vis_type": "bar", "sql_part": "SELECT country, count(*) FROM singer GROUP BY country",
+    "binning": None, "main_table": "singer", "n_values": 1,
+    "vega_lite": {"data": {"values": [{"x_data": "France", "y_data": 2}]}, "mark": "bar",
+                  "encoding": {"x": {"field": "x_data", "type": "nominal", "title": "country"},
+                               "y": {"field": "y_data", "type": "quantitative",
+                                     "title": "count(*)"}}},
+}  # fmt: skip
+
+
 def runnable_benches() -> set[str]:
     """The scripts of bench/ that run as a program (they have a ``__main__`` block)."""
     main = re.compile(r"^if __name__ == [\"']__main__[\"']:", re.M)
@@ -128,6 +144,8 @@ def demo_bench_data(folder: Path) -> Path:
     rows = [demo_question(i, q, g) for i, (q, g) in enumerate(DEMO_QUESTIONS)]
     text = "".join(json.dumps(r) + "\n" for r in rows)
     (folder / "bird_minidev_demo.jsonl").write_text(text, encoding="utf-8")
+    (folder / "nvbench").mkdir()
+    (folder / "nvbench" / "nvbench_visible.jsonl").write_text(json.dumps(NVBENCH_DEMO) + "\n")
     return folder
 
 

@@ -6,6 +6,7 @@ extension, a connection lost mid-session): clear MCP tool errors, and the server
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import time
@@ -25,7 +26,7 @@ BARE_DB = "nl2sql_mcp_bare"
 ROLE = "nl2sql_mcp_analyst"
 SECRET = "SALARY-SECRET-9917"
 TOOLS = {
-    "ask", "sql", "explain", "narrate", "retrieve", "explain_sql", "list_tables", "feedback",
+    "ask", "sql", "explain", "narrate", "chart", "retrieve", "explain_sql", "list_tables", "feedback",
     "describe_table", "search_values", "execute_sql", "semantic_context",
 }  # fmt: skip
 Q = "What are the names and ages of the singers from France?"
@@ -148,6 +149,31 @@ def test_sql_explain_narrate_retrieve_and_explain_sql(analyst, models, mcp_admin
     found = analyst.ok("retrieve", {"question": Q})
     assert found["question"] == Q and "singer" in found["presql_tables"]
     assert analyst.ok("explain_sql", {"sql": SQL}) == {"explanation": EXPLAINED}
+
+
+BY_COUNTRY = "How many singers come from each country?"
+BY_COUNTRY_SQL = "SELECT country, count(*) AS singers FROM singer GROUP BY country"
+
+
+def test_chart_returns_a_png_and_the_spec_without_withheld_values(analyst, models, mcp_admin):
+    models.add_rule(Rule(question=BY_COUNTRY, response=BY_COUNTRY_SQL))
+    r = analyst.call("chart", {"question": BY_COUNTRY})
+    assert not r.is_error and [c.type for c in r.content] == ["image", "text"]
+    png = base64.b64decode(r.content[0].data)
+    assert r.content[0].mime_type == "image/png" and png[:8] == b"\x89PNG\r\n\x1a\n"
+    spec = json.loads(r.content[1].text)
+    meta = spec["usermeta"]
+    assert meta["chart"] == "bar" and spec["encoding"]["x"]["field"] == "country"
+    assert meta["sql"].lower() == BY_COUNTRY_SQL.lower()  # the pipeline writes COUNT
+    assert {v["country"] for v in spec["data"]["values"]} >= {"France"} and meta["log_id"] > 0
+    mcp_admin.execute("SELECT nl2sql.set_value_policy('singer', false, 'country')")
+    try:
+        held = analyst.call("chart", {"question": BY_COUNTRY})
+    finally:
+        mcp_admin.execute("SELECT nl2sql.set_value_policy('singer', true, 'country')")
+    spec = json.loads(held.content[1].text)
+    assert spec["usermeta"]["chart"] == "none" and "France" not in held.content[1].text
+    assert spec["usermeta"]["withheld_columns"] == ["country"] and held.content[0].type == "image"
 
 
 def test_a_conversation_key_makes_follow_ups(analyst, models, mcp_admin):

@@ -335,6 +335,27 @@ FACTS: list[Fact] = [
     ),
     Fact(
         "docs/sql-reference.md",
+        "`data.values` inline (at most {} rows)",
+        lambda: n(const("py_udf/nl2sql/charts/spec.py", "MAX_VALUES")),
+        "py_udf/nl2sql/charts/spec.py MAX_VALUES",
+    ),
+    Fact(
+        "docs/charts.md",
+        "at most {} rows of the result are carried",
+        lambda: n(const("py_udf/nl2sql/charts/spec.py", "MAX_VALUES")),
+        "py_udf/nl2sql/charts/spec.py MAX_VALUES",
+    ),
+    Fact(
+        "docs/charts.md",
+        "past {} bars or {} pie slices",
+        lambda: (
+            n(const("py_udf/nl2sql/charts/binning.py", "BAR_CATEGORIES")),
+            n(const("py_udf/nl2sql/charts/binning.py", "PIE_SLICES")),
+        ),
+        "py_udf/nl2sql/charts/binning.py BAR_CATEGORIES, PIE_SLICES",
+    ),
+    Fact(
+        "docs/sql-reference.md",
         "three sentences, at most {} characters)",
         lambda: n(const("py_udf/nl2sql/curated/narrate.py", "ANSWER_MAX_CHARS")),
         "py_udf/nl2sql/curated/narrate.py ANSWER_MAX_CHARS",

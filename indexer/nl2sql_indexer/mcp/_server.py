@@ -4,17 +4,20 @@ streamable HTTP transport; its tools call the extension's SQL functions as the D
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import ipaddress
+import json
 import sys
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from nl2sql import __version__
+from nl2sql.charts import render
 
 from ._database import Database, ToolFailure
 from ._outputs import (
@@ -27,12 +30,15 @@ from ._outputs import (
 )
 from ._tools import ASK_ROWS, MAX_ROWS, Tools
 
+CHART_TEXT_VALUES = ASK_ROWS
+"""Rows of ``data.values`` the ``chart`` tool's text (the spec) carries; the image draws all."""
+
 INSTRUCTIONS = (
     "nl2sql answers questions about one PostgreSQL database with SQL, inside the database, as "
     "the role this server connects as: it sees only what that role may SELECT, and values the "
     "DBA withholds from models are withheld from you. Two ways to work: ask nl2sql (ask returns "
     "the chosen SQL and its rows, sql only the SQL, explain how it was chosen, narrate an "
-    "answer in words), or write the SQL yourself: list_tables, describe_table (columns, keys, "
+    "answer in words, chart a chart of the answer as an image with its Vega-Lite spec), or write the SQL yourself: list_tables, describe_table (columns, keys, "
     "join paths), search_values (which column holds a literal), semantic_context (metrics and "
     "verified queries), then execute_sql (one "
     "read-only query, checked and limited; dry_run for the plan's estimate). explain_sql says "
@@ -161,6 +167,14 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
         """Answer a question in words (one to three sentences), with the SQL behind it."""
         return tools.narrate(question, evidence, conversation)
 
+    def chart(
+        question: Question, evidence: Evidence = None, conversation: Conversation = None
+    ) -> CallToolResult:
+        """Draw the answer: a chart chosen from the question ("as a pie chart", "per month")
+        and the result's shape, as a PNG image, and its Vega-Lite v5 spec as text (usermeta:
+        the SQL, the chart type and why, what was done to the rows)."""
+        return chart_result(tools.chart(question, evidence, conversation))
+
     def retrieve(
         question: Question,
         evidence: Evidence = None,
@@ -238,13 +252,30 @@ def build_server(dsn: str, in_process: bool = False) -> MCPServer:
         return tools.feedback(log_id, correct, sql, verify)
 
     for fn, notes in [
-        *((f, _READ_ONLY) for f in (ask, sql, explain, narrate, retrieve, explain_sql)),
+        *((f, _READ_ONLY) for f in (ask, sql, explain, narrate, chart, retrieve, explain_sql)),
         *((f, _READ_ONLY) for f in (list_tables, describe_table, search_values, execute_sql)),
         (semantic_context, _READ_ONLY),
         (feedback, ToolAnnotations(read_only_hint=False, destructive_hint=False)),
     ]:
         server.add_tool(_failing_as_tool_errors(fn, tools), annotations=notes)
     return server
+
+
+def chart_result(spec: dict[str, Any]) -> CallToolResult:
+    """The ``chart`` tool's result: the spec drawn as a PNG (MCP image content), then the spec
+    as JSON text with at most ``CHART_TEXT_VALUES`` rows of its data."""
+    png = base64.b64encode(render.to_png(spec)).decode()
+    values = spec.get("data", {}).get("values", [])
+    shown = {**spec, "data": {"values": values[:CHART_TEXT_VALUES]}}
+    if len(values) > CHART_TEXT_VALUES:
+        note = f"data.values cut to {CHART_TEXT_VALUES} of {len(values)} here; the image draws all"
+        shown["usermeta"] = {**spec["usermeta"], "text_cut": note}
+    return CallToolResult(
+        content=[
+            ImageContent(type="image", data=png, mime_type="image/png"),
+            TextContent(type="text", text=json.dumps(shown, default=str)),
+        ]
+    )
 
 
 def _http_address(text: str) -> tuple[str, int]:

@@ -197,6 +197,32 @@ class Tools(AgentTools):
             "data_notice": DATA_NOTICE,
         }
 
+    def chart(
+        self, question: str, evidence: str | None = None, conversation: str | None = None
+    ) -> dict[str, Any]:
+        """A chart of the answer (``nl2sql.chart``), as a model reader may see it: a withheld
+        column's values are not drawn (``AgentView.chart``).
+
+        Args:
+            question, evidence, conversation: as for ``ask``.
+
+        Returns:
+            The Vega-Lite v5 spec (``usermeta.log_id`` this call's).
+        """
+        spec, turn = self._asked(
+            "SELECT nl2sql.chart(%(q)s, %(e)s, conversation => %(c)s)",
+            question,
+            evidence,
+            conversation,
+            lambda cur: cur.fetchone()[0],
+            lambda client, q, e, c: client.chart(q, e, c),
+        )
+        view: AgentView = turn["view"]
+        spec = view.chart(spec, question)
+        spec["usermeta"] = {**spec["usermeta"], "log_id": turn["log_id"]}
+        spec["usermeta"]["data_notice"] = DATA_NOTICE
+        return spec
+
     def explain(
         self, question: str, evidence: str | None = None, conversation: str | None = None
     ) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
+from ..charts.spec import withhold
 from ..core import catalog
 from ..core.errors import CandidateRefused
 from ..core.settings import get_settings
@@ -131,6 +132,28 @@ class AgentView:
         if self.gate is None or sql is None or _constants_within(sql, known):
             return sql
         return str(self.gate.sql(STAGE, sql))
+
+    def chart(self, spec: dict[str, Any], question: str = "") -> dict[str, Any]:
+        """A chart's spec as a model reader may see it: a withheld column's values not drawn
+        (the rules of ``rows`` on the result's columns), its SQL through ``sql``.
+
+        Args:
+            spec: ``nl2sql.chart``'s spec (``usermeta.sql`` and ``usermeta.columns``).
+            question: the reader's question (constants it wrote stay in the SQL).
+
+        Returns:
+            The spec; one that needs a withheld column says so instead of drawing it.
+        """
+        meta = spec.get("usermeta") or {}
+        names = meta.get("columns") or []
+        if self.gate is None:
+            return spec
+        shown = self.rows(meta.get("sql"), [dict.fromkeys(names)] if names else [])
+        if not names and not self.gate.send_values:
+            shown = {"withheld_columns": ["*"], "rows_withheld": SEND_VALUES_OFF}
+        out = withhold(spec, shown["withheld_columns"], shown.get("rows_withheld"))
+        out["usermeta"] = {**out["usermeta"], "sql": self.sql(meta.get("sql"), question)}
+        return out
 
     def trace(self, trace: dict[str, Any], question: str = "") -> dict[str, Any]:
         """A trace as a model reader may see it: its SQL texts (the chosen SQL, the candidates',

@@ -41,6 +41,7 @@ STUB_HINTS = {
     "nl2sql._ask": _QUESTION_HINT.format(cmd="nl2sql ask", method="ask"),
     "nl2sql._explain": _QUESTION_HINT.format(cmd="nl2sql explain", method="explain"),
     "nl2sql._narrate": _QUESTION_HINT.format(cmd="nl2sql narrate", method="narrate"),
+    "nl2sql._chart": _QUESTION_HINT.format(cmd="nl2sql ask --chart out.png", method="chart"),
     "nl2sql._explain_sql": _ADMIN_HINT.format(cmd="nl2sql explain-sql", method="explain_sql"),
     "nl2sql._retrieve": _API_HINT.format(method="retrieve"),
     "nl2sql._doctor": _ADMIN_HINT.format(cmd="nl2sql doctor", method="doctor"),

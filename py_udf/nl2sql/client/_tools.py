@@ -1,5 +1,5 @@
 """The rest of the SQL surface beside the database: ``Client`` methods for the extension's
-read/run functions whose PL/Python bodies are stubs there (``narrate``, ``explain_sql``,
+read/run functions whose PL/Python bodies are stubs there (``narrate``, ``chart``, ``explain_sql``,
 ``execute_sql``, ``search_values``, ``describe_table``,
 ``retrieve``, ``doctor``, ``evaluate``, ``export_semantic_model``, ``mine_queries``,
 ``calibrate``, ``prune_query_log``), each calling the same ``nl2sql.udf`` entry point in this
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import udf
+from ..agent.view import AgentView
 from ..core.errors import ClientError
 
 # may the current role EXECUTE the SQL function (the stub beside the database keeps the
@@ -77,6 +78,35 @@ class Tools:
             return udf.narrate(self.plpy, question, caller, evidence, conversation)
 
         return self._gated("nl2sql.narrate(text,text,text,text)", run, search_path)
+
+    def chart(
+        self,
+        question: str,
+        evidence: str | None = None,
+        conversation: str | None = None,
+        search_path: str | None = None,
+    ) -> dict[str, Any]:
+        """A chart of the answer, as ``nl2sql.chart`` makes it: the question answered as ``ask``
+        does (logged), the chosen SQL's rows in a Vega-Lite v5 spec
+        (``nl2sql.charts.render.write(spec, "out.png")`` draws it). With ``for_model``, a
+        withheld column's values are not drawn (``AgentView.chart``).
+
+        Args:
+            question, evidence, conversation, search_path: as for ``narrate``.
+
+        Returns:
+            The spec (``usermeta``: ``sql``, ``chart``, ``reason``, ``cap``, ``truncated``,
+            ``notes``, ``log_id``).
+
+        Raises:
+            ClientError: what ``ask`` raises for the question, key or models.
+        """
+
+        def run(caller: str) -> dict[str, Any]:
+            spec = json.loads(udf.chart(self.plpy, question, caller, evidence, conversation))
+            return AgentView(self.plpy, caller).chart(spec, question) if self.for_model else spec
+
+        return self._gated("nl2sql.chart(text,text,text,text)", run, search_path)
 
     def explain_sql(self, sql: str, search_path: str | None = None) -> str:
         """What a read-only query does, in words, as ``nl2sql.explain_sql`` writes it.

@@ -1,6 +1,7 @@
 """The ``nl2sql`` command: nl2sql beside the database (docs/client.md).
 
-  nl2sql ask --dsn DSN "question"        the chosen SQL and the first rows (--json: the trace)
+  nl2sql ask --dsn DSN "question"        the chosen SQL and the first rows (--json: the trace;
+                                         --chart out.png|out.svg: the answer drawn, docs/charts.md)
   nl2sql explain --dsn DSN "question"    the whole trace as JSON
   nl2sql reindex --dsn DSN               index the database from this process (progress bar)
   nl2sql doctor, narrate, explain-sql, evaluate, export-semantic-model, prune-query-log
@@ -23,6 +24,12 @@ from .connection import Answer, connect
 # modules adding subcommands (``add_subcommands(subparsers)``): install, upgrade, uninstall and
 # the worker live in ``admin``; one absent is skipped
 SUBCOMMAND_MODULES = ("nl2sql.client.admin", "nl2sql.client.tools_cli")
+
+
+CHART_HELP = (
+    "draw the answer into PATH (.png or .svg): a chart chosen from the question and the result "
+    "(nl2sql.chart)"
+)
 
 
 def dsn_argument(p: argparse.ArgumentParser) -> None:
@@ -96,9 +103,35 @@ def cmd_ask(args: argparse.Namespace) -> int:
     Returns:
         The exit status (0; errors are raised as ``ClientError``).
     """
+    if args.chart:
+        return _chart(args)
     with connect(args.dsn, for_model=getattr(args, "for_model", False)) as client:
         a = client.ask(args.question, args.evidence, args.conversation)
     _print_answer(a, args.json, args.rows)
+    return 0
+
+
+def _chart(args: argparse.Namespace) -> int:
+    """``nl2sql ask --chart PATH``: the answer drawn into PATH (PNG or SVG); the SQL and what
+    was drawn printed (``--json``: the spec)."""
+    from ..charts import render  # vl-convert only for this option
+
+    try:
+        render.image_format(args.chart)
+    except ValueError as e:
+        raise ClientError(str(e), hint="give a path ending in .png or .svg") from None
+    with connect(args.dsn, for_model=getattr(args, "for_model", False)) as client:
+        spec = client.chart(args.question, args.evidence, args.conversation)
+    render.write(spec, args.chart)
+    meta = spec.get("usermeta", {})
+    if args.json:
+        print(json.dumps(spec, default=str, indent=2))
+        return 0
+    if meta.get("sql"):
+        print(meta["sql"].rstrip().rstrip(";") + ";\n")
+    print(f"{meta.get('chart')} chart ({meta.get('reason')}) written to {args.chart}")
+    for note in meta.get("notes") or []:
+        print(f"  {note}")
     return 0
 
 
@@ -163,6 +196,7 @@ def parser() -> argparse.ArgumentParser:
     question_arguments(p)
     p.add_argument("--json", action="store_true", help="print the trace (with the rows) as JSON")
     p.add_argument("--rows", type=int, default=20, help="rows shown (default 20)")
+    p.add_argument("--chart", metavar="PATH", default=None, help=CHART_HELP)
     p.set_defaults(run=cmd_ask)
     p = sub.add_parser("explain", help="the whole trace of answering a question, as JSON")
     question_arguments(p)

@@ -22,7 +22,7 @@ from ._admin import (
     write_log,
 )
 from ._agent import describe_table, execute_sql, search_values, semantic_context
-from ._questions import ask, explain, explain_sql, narrate, nl2sql, retrieve, trace
+from ._questions import ask, chart, explain, explain_sql, narrate, nl2sql, retrieve, trace
 from ._reindex import (
     reindex,
     reindex_begin,
@@ -44,6 +44,7 @@ __all__ = [
     "approve_mined",
     "ask",
     "calibrate",
+    "chart",
     "describe_table",
     "doctor",
     "evaluate",

@@ -1,5 +1,5 @@
-"""The entry points of a question: ``nl2sql()``, ``explain``, ``ask``, ``narrate``, ``retrieve``,
-and ``explain_sql``."""
+"""The entry points of a question: ``nl2sql()``, ``explain``, ``ask``, ``narrate``, ``chart``,
+``retrieve``, and ``explain_sql``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from .. import pipeline
+from ..charts import spec as chart_spec
 from ..core.errors import (
     GONE_HINT,
     GONE_SQLSTATES,
@@ -210,6 +211,34 @@ def narrate(
         fail(plpy, redact(str(e), secrets), MODELS_HINT)
     except (Nl2sqlError, RuntimeError) as e:
         fail(plpy, redact(str(e), secrets))
+
+
+@entry_point
+def chart(
+    plpy, question: str, search_path: str, evidence: str | None, conversation: str | None
+) -> str:
+    """Back ``nl2sql.chart(...) → jsonb``: answer as ``nl2sql.ask`` does, then draw the rows.
+
+    Args:
+        question, search_path, evidence, conversation: as for ``nl2sql``.
+
+    Returns:
+        A Vega-Lite v5 spec as JSON text (``charts.spec.build``; ``usermeta.log_id``); when no
+        SQL was chosen, a spec that says why (the trace is logged).
+
+    Raises:
+        plpy.Error: as ``nl2sql`` for an invalid question, key, setting or model configuration.
+    """
+    trace, rows = _run(plpy, question, search_path, evidence, conversation, with_rows=True)
+    sql = trace.get("sql")
+    if sql is None:
+        why = trace.get("error") or "nl2sql: no SQL chosen"
+        out = chart_spec.message_spec(question, f"no chart: {why}", {"sql": None})
+    else:
+        got = rows if rows is not None else _fetch_again(plpy, sql, search_path)
+        out = chart_spec.build(question, sql, got)
+    out["usermeta"]["log_id"] = trace.get("log_id")
+    return json.dumps(out, default=str)
 
 
 @entry_point

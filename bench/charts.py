@@ -1,0 +1,329 @@
+"""nvBench on the visible Spider databases: ``nl2sql.chart`` with the gold SQL as the model's
+answer (one loopback model replays nvBench's SQL part, SQLite dialect, which the pipeline
+transpiles), scored against nvBench's gold chart: chart type, axes (x, y and colour fields in
+the gold's column order, the date binning) and data after nvBench's normalisation (NULLs
+dropped, dates cut, duplicates removed, empty bins dropped, numbers to 4 significant digits).
+
+The replayed SQL is nvBench's ``sql_part`` with what SQLite tolerates and PostgreSQL refuses
+made explicit (sqlglot): a select that aggregates gets a ``GROUP BY`` of its other selected
+columns (SQLite takes an arbitrary row's value of a bare column; for a ``BIN`` item the chart
+then bins the dates, as ``BIN`` does), a nested aggregate (``SUM(avg(x))``) keeps its inner
+one, and a grouping chart's group column is selected last. Numbers of 10 or more are compared
+as their whole part (nvBench cuts binned aggregates).
+
+  bash scripts/dev_locked.sh python bench/charts.py --data ../shared/bench-data [--per-vis 1]
+  python bench/charts.py --beside ...   (nl2sql installed beside each database, no PL/Python:
+                                          the pipeline in this process, nl2sql.connect().chart)
+
+Prints per-class figures, the misses by class, and a last line starting ``RESULT``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_udf"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "indexer"))
+
+import psycopg
+import sqlglot
+from sqlglot import exp
+
+import common as C
+from nl2sql.client import connect
+from nl2sql.client.install import install
+from nl2sql_indexer.dev.loopback import LoopbackLLM
+
+MODEL = "gold"
+_NAMES_A_CHART = re.compile(r"\b(chart|plot|graph)s?\b", re.I)
+_DAY_NAMES = {"thur": "thu", "thurs": "thu", "tues": "tue", "weds": "wed"}
+_KIND = {"grouping line": "grouped line", "grouping scatter": "scatter"}
+
+
+def _parse(sql_part: str) -> tuple[exp.Expression, str | None]:
+    """The SQL part parsed, and the group column nvBench's VQL sometimes writes after it
+    ("... ) name BIN ..."), which is selected last and grouped by."""
+    try:
+        return sqlglot.parse_one(sql_part, read="sqlite"), None
+    except sqlglot.errors.ParseError:
+        m = re.match(r"^(.*\))\s+(\w+)\s*$", sql_part.strip(), re.S)
+        if not m:
+            raise
+        return sqlglot.parse_one(m.group(1), read="sqlite"), m.group(2)
+
+
+def _group_bare_columns(sel: exp.Select) -> None:
+    """SQLite's grouping made explicit (it takes an arbitrary row's value of a bare column;
+    nvBench's data come from SQLite): a select that aggregates without ``GROUP BY`` groups by
+    its other columns (a ``BIN`` item's dates, binned by the chart); in one with ``GROUP BY``,
+    a bare selected or ordered-by column becomes ``min(column)``, one row's value per group."""
+    group = sel.args.get("group")
+    if not group:
+        if any(e.find(exp.AggFunc) for e in sel.expressions):
+            plain = [e.unalias() for e in sel.expressions if not e.find(exp.AggFunc)]
+            if plain:
+                sel.group_by(*[p.copy() for p in plain], copy=False)
+        return
+    grouped = {g.sql().lower() for g in group.expressions}
+    grouped |= {g.name.lower() for g in group.expressions if isinstance(g, exp.Column)}
+    order = sel.args.get("order")
+    targets = list(sel.expressions) + [o.this for o in (order.expressions if order else [])]
+    for t in targets:
+        col = t.this if isinstance(t, exp.Alias) else t
+        bare = isinstance(col, exp.Column) and col.sql().lower() not in grouped
+        if bare and col.name.lower() not in grouped:
+            wrapped = exp.Min(this=col.copy())
+            col.replace(
+                exp.alias_(wrapped, col.name) if t is col and t in sel.expressions else wrapped
+            )
+
+
+def replay_sql(item: dict) -> str:
+    """nvBench's SQL part as PostgreSQL will take it (module docstring)."""
+    try:
+        tree, extra = _parse(item["sql_part"])
+    except sqlglot.errors.ParseError:
+        return item["sql_part"]
+    for agg in list(tree.find_all(exp.AggFunc)):
+        inner = agg.this.find(exp.AggFunc) if isinstance(agg.this, exp.Expression) else None
+        if inner is not None and agg.parent is not None:
+            agg.replace(inner)
+    sel = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    grouping = item["chart"].startswith("grouping") or item["chart"] == "stacked bar"
+    group = sel.args.get("group")
+    if extra:
+        sel.select(exp.column(extra), copy=False)
+    elif grouping and group and len(sel.expressions) == 2:
+        sel.select(group.expressions[0].copy(), copy=False)
+    for s in tree.find_all(exp.Select):
+        _group_bare_columns(s)
+    return tree.sql(dialect="sqlite")
+
+
+def _norm(v) -> object:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):  # nvBench cuts binned aggregates to whole numbers
+        return float(int(v)) if abs(v) >= 10 else float(f"{float(v):.4g}")
+    t = str(v).strip()
+    if t.lower() in _DAY_NAMES:  # nvBench writes "Thur", "Tues"
+        return _DAY_NAMES[t.lower()]
+    if re.match(r"^\d{4}-01-01$", t):
+        return float(t[:4])
+    if re.match(r"^\d{4}-\d{2}-\d{2}", t):
+        return t[:10]
+    try:
+        return _norm(float(t))
+    except ValueError:
+        return t.lower()
+
+
+def _cells(rows: list[dict], fields: list[str | None], binned: bool) -> set[tuple]:
+    out = set()
+    for r in rows:
+        t = tuple(_norm(r.get(f)) if f else None for f in fields)
+        if any(v is None for v, f in zip(t, fields) if f):
+            continue
+        if binned and t[1] == 0:
+            continue
+        out.add(t)
+    return out
+
+
+def _fields(spec: dict) -> tuple[str | None, str | None, str | None]:
+    enc = spec.get("encoding", {})
+
+    def f(ch):
+        return (enc.get(ch) or {}).get("field", "").replace("\\", "") or None
+
+    if "theta" in enc:
+        return f("color"), f("theta"), None
+    return f("x"), f("y"), f("color")
+
+
+def judge(item: dict, spec: dict) -> dict[str, bool]:
+    """Chart type, axes and data of our spec against the gold's."""
+    meta = spec.get("usermeta", {})
+    gold_kind = _KIND.get(item["chart"], item["chart"])
+    gold_color = "classify" in json.dumps(item["vega_lite"]["encoding"])
+    kind_ok = meta.get("chart") == gold_kind
+    cols = meta.get("columns") or []
+    x, y, color = _fields(spec)
+    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    ours_bin = meta.get("binning")
+    # a year column given once per year needs no binning; nvBench cuts datetimes to dates, so
+    # its unbinned data of a timestamp column are binned by day
+    bin_ok = ours_bin == unit or (unit, ours_bin) in (("year", None), (None, "day"))
+    want = cols[:3] if gold_color else cols[:2]
+    got = [x, y, color] if gold_color else [x, y]
+    if not gold_color and color is not None:
+        got.append(color)
+    axes_ok = kind_ok and got == want and bin_ok
+    gold_rows = item["vega_lite"]["data"]["values"]
+    g = _cells(gold_rows, ["x_data", "y_data", "classify" if gold_color else None], bool(unit))
+    values = spec.get("data", {}).get("values", [])
+    o = _cells(values, [x, y, color if gold_color else None], bool(unit))
+    if unit == "day":  # nvBench's DAY bin is the day of the month ("24th")
+        g = {(re.sub(r"\D", "", str(a)), b, c) for a, b, c in g}
+        o = {(str(int(str(a)[8:10])) if len(str(a)) >= 10 else a, b, c) for a, b, c in o}
+    return {"type": kind_ok, "axes": axes_ok, "data": g == o}
+
+
+def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool) -> str:
+    """One Spider database loaded, indexed, its requests' gold SQL on the loopback."""
+    dump = data / "spider_dev" / "pg_dumps" / f"{db}.sql"
+    C.load_dump(cluster, db, dump if dump.exists() else data / "pg_dumps" / f"{db}.sql")
+    if beside:
+        with cluster.connect(db) as conn:
+            conn.execute(
+                "CREATE EXTENSION IF NOT EXISTS vector; CREATE EXTENSION IF NOT EXISTS pg_trgm"
+            )
+        install(cluster.dsn(db), say=lambda _m: None)
+    answers = {}
+    for it in items:
+        sql = replay_sql(it)
+        for q in it["nl_queries"]:
+            answers[q] = sql
+    llm.set_replay(MODEL, answers)
+    with cluster.connect(db) as conn:
+        schemas = list(C.user_schemas(conn))
+        if not beside:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS nl2sql CASCADE")
+        conn.execute("SELECT nl2sql.set_setting('schemas', %s)", (",".join(schemas),))
+        if not beside:
+            conn.execute("SELECT nl2sql.reindex()")
+        conn.execute("DELETE FROM nl2sql.model")
+        conn.execute(
+            "SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => 'sqlite')",
+            (MODEL, MODEL, llm.base_url),
+        )
+        names = [psycopg.sql.Identifier(n).as_string(conn) for n in schemas]
+    return ", ".join(names + ([] if "public" in schemas else ["public"]))
+
+
+def _asker(cluster, db: str, beside: bool):
+    """``(question, search_path) → spec`` in the server, or beside it in this process."""
+    if beside:
+        client = connect(cluster.dsn(db))
+        client.reindex()
+        return lambda q, path: client.chart(q, search_path=path), client
+    conn = cluster.connect(db)
+
+    def ask(q: str, path: str) -> dict:
+        return conn.execute("SELECT nl2sql.chart(%s, search_path => %s)", (q, path)).fetchone()[0]
+
+    return ask, conn
+
+
+def run_db(cluster, llm, data, db, items, per_vis, out, beside=False) -> None:
+    path = setup(cluster, llm, data, db, items, beside)
+    ask, closing = _asker(cluster, db, beside)
+    with closing:
+        for it in items:
+            for q in it["nl_queries"][: per_vis or None]:
+                named = bool(_NAMES_A_CHART.search(q))
+                try:
+                    spec = ask(q, path)
+                except Exception as e:  # noqa: BLE001 - a failed request is a miss, said
+                    spec = {"usermeta": {"chart": "error", "reason": str(e).splitlines()[0]}}
+                got = judge(it, spec)
+                out.append(
+                    {
+                        "db": db,
+                        "vis": it["vis_id"],
+                        "q": q,
+                        "gold": it["chart"],
+                        "named": named,
+                        "ours": spec["usermeta"].get("chart"),
+                        "reason": spec["usermeta"].get("reason"),
+                        **got,
+                        "spec": spec,
+                    }
+                )
+
+
+def report(out: list[dict], secs: float) -> None:
+    n = len(out)
+    named = [r for r in out if r["named"]]
+    print(
+        f"nvBench visible: {n} requests, {len({(r['db'], r['vis']) for r in out})} charts, "
+        f"{secs:.0f} s"
+    )
+    for key in ("type", "axes", "data"):
+        ok = sum(r[key] for r in out)
+        print(f"  {key:<5} {C.pct(ok, n):5.1f} % ({ok}/{n})")
+    nt = sum(r["type"] for r in named)
+    print(
+        f"  type where the request names the chart: {C.pct(nt, len(named)):.1f} % "
+        f"({nt}/{len(named)})"
+    )
+    by = Counter((r["gold"], r["ours"]) for r in out if not r["type"])
+    print("  type misses (gold → ours):", dict(by.most_common(10)))
+    for key in ("axes", "data"):
+        miss = Counter(r["gold"] for r in out if r["type"] and not r[key])
+        print(f"  {key} misses by gold chart (type right):", dict(miss))
+    for r in [r for r in out if not r["type"]][:8]:
+        print(f"    miss: {r['q'][:90]!r} gold {r['gold']} ours {r['ours']} ({r['reason']})")
+    refused = [r for r in out if "no chart: nl2sql:" in (r["reason"] or "")]
+    print(f"  gold SQL PostgreSQL refuses (no SQL chosen): {len(refused)} requests")
+    t, a, d = (C.pct(sum(r[k] for r in out), n) for k in ("type", "axes", "data"))
+    print(
+        f"RESULT charts nvbench-visible n={n} type={t:.1f} named_type="
+        f"{C.pct(nt, len(named)):.1f} axes={a:.1f} data={d:.1f}"
+    )
+
+
+def rescore(path: Path, items: list[dict]) -> None:
+    """The verdicts of an earlier run's specs (``--out``) judged again, reported."""
+    by_id = {i["vis_id"]: i for i in items}
+    out = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in out:
+        r.update(judge(by_id[r["vis"]], r["spec"]))
+    report(out, 0.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
+    ap.add_argument("--per-vis", type=int, default=0, help="requests per chart (0: all)")
+    ap.add_argument("--db", action="append", help="only these databases")
+    ap.add_argument("--beside", action="store_true", help="nl2sql beside each database")
+    ap.add_argument("--datadir", type=Path, default=None, help="the cluster's data directory")
+    ap.add_argument("--rescore", type=Path, help="score the specs of an earlier --out again")
+    ap.add_argument("--out", type=Path, help="write each request's verdict and spec (JSONL)")
+    args = ap.parse_args()
+    items = [json.loads(x) for x in (args.data / "nvbench" / "nvbench_visible.jsonl").open()]
+    if args.rescore:
+        rescore(args.rescore, items)
+        return
+    dbs = sorted({i["db_id"] for i in items} & set(args.db or [i["db_id"] for i in items]))
+    cluster = C.start_cluster(args.datadir)
+    out: list[dict] = []
+    t0 = time.perf_counter()
+    with LoopbackLLM() as llm:
+        for db in dbs:
+            run_db(
+                cluster,
+                llm,
+                args.data,
+                db,
+                [i for i in items if i["db_id"] == db],
+                args.per_vis,
+                out,
+                args.beside,
+            )
+            print(f"  {db}: {sum(r['db'] == db for r in out)} requests", flush=True)
+    if args.out:
+        args.out.write_text("".join(json.dumps(r, default=str) + "\n" for r in out))
+    report(out, time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()
