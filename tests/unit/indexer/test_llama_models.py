@@ -25,15 +25,15 @@ def _wheel(folder: Path, i: int, data: bytes, member: str | None = None) -> Path
 
 def _model(parts: list[bytes], **kw) -> lm.GgufModel:
     whole = b"".join(parts)
-    fields = dict(
-        name="tiny",
-        file="tiny.gguf",
-        package="chunk-part{}",
-        version="1.0",
-        parts=len(parts),
-        size=len(whole),
-        sha256=hashlib.sha256(whole).hexdigest(),
-    )
+    fields = {
+        "name": "tiny",
+        "file": "tiny.gguf",
+        "package": "chunk-part{}",
+        "version": "1.0",
+        "parts": len(parts),
+        "size": len(whole),
+        "sha256": hashlib.sha256(whole).hexdigest(),
+    }
     fields.update(kw)
     return lm.GgufModel(**fields)
 
@@ -96,7 +96,10 @@ def test_the_pins_are_the_issue_s_files():
 @pytest.mark.parametrize(
     "cpuinfo, flags",
     [
-        ("processor\t: 0\nflags\t\t: fpu avx avx2 avx512f amx_bf16 amx_tile amx_int8\n", ["--no-repack"]),
+        (
+            "processor\t: 0\nflags\t\t: fpu avx avx2 avx512f amx_bf16 amx_tile amx_int8\n",
+            ["--no-repack"],
+        ),
         ("processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma\n", []),
         ("processor\t: 0\nFeatures\t: fp asimd\n", []),  # no flags line (arm64)
     ],
