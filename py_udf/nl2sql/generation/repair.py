@@ -22,7 +22,7 @@ from .cleaning import clean
 
 MAX_ROUNDS = 3
 # a model that repeats its failing SQL (at temperature 0 it will) is asked once more at this
-# temperature: Qwen2.5-Coder-0.5B/1.5B repeated most failing answers (bench/live.py, issue 51)
+# temperature: Qwen2.5-Coder-0.5B/1.5B repeated most failing answers (bench/live.py)
 RETRY_TEMPERATURE = 0.7
 
 

@@ -5,7 +5,7 @@ to the one real name it must have meant, where only one fits (a candidate of its
 Small local models misspell names (``semester`` for ``semesters``), shorten them (``age`` for
 ``pet_age``), take a column through the wrong alias (``T2.weight`` where ``weight`` is ``T1``'s)
 and repeat the mistake when asked to repair it at temperature 0 (bench/live.py's misses with
-Qwen2.5-Coder-0.5B/1.5B-Instruct, issue 51). The rule is the schema's, never one database's.
+Qwen2.5-Coder-0.5B/1.5B-Instruct). The rule is the schema's, never one database's.
 """
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def last_resort(run: Run) -> None:
     """When no candidate executed after repair: one more request to the first model with the
     schema the PreSQL prompt showed and nothing retrieved (no examples, no matched values),
     what asking the model plainly sends. Few-shot examples from other schemas lead a small
-    model to names the database lacks (bench/live.py's misses, issue 51); its plain answer
+    model to names the database lacks (bench/live.py's misses); its plain answer
     often runs.
 
     Args:
