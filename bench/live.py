@@ -383,12 +383,12 @@ def main(argv: list[str] | None = None) -> int:
         summaries[short] = {w: summary(recs, w) for w in args.ways}
         results += recs
         log(f"{alias}: {json.dumps(summaries[short])}")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"settings": args.set, "summaries": summaries, "questions": results}, indent=1
+        if args.json:  # after each model: a long run stopped later keeps what it measured
+            args.json.write_text(
+                json.dumps(
+                    {"settings": args.set, "summaries": summaries, "questions": results}, indent=1
+                )
             )
-        )
     parts = []
     for short, s in summaries.items():
         kv = [f"model={short}"]
