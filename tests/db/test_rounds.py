@@ -137,14 +137,14 @@ def test_one_round_repairs_a_failing_candidate_with_its_prompt(rdb, llm):
     setting(rdb, "model_rounds", "one")
     llm.clear()
     llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
-    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
     for m in ("m2", "m3"):
         llm.add_rule(Rule(model=m, response=SINGERS))
     trace = explain(rdb)
     sent = prompts(llm)
     assert [r["model"] for r in llm.requests].count("m1") == 2 and len(sent) == 4
     repair = next(p for p in sent if "Repair round 1" in p)
-    assert "nmae" in repair and "CREATE TABLE stadium (" in repair  # the one round's prompt
+    assert "xyzzy" in repair and "CREATE TABLE stadium (" in repair  # the one round's prompt
     c = next(c for c in trace["candidates"] if c["source"] == "finsql:m1")
     assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]
     assert trace["confidence"] == 1.0
