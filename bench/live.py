@@ -28,7 +28,7 @@ Usage (as root, the llama.cpp kit installed by ``bash scripts/llama_server.sh``)
       --data ../shared/bench-data [--models 0.5b,1.5b] [--ways plain,nl2sql] [--set k=v ...]
       [--plain-from OLD.json] [--json OUT.json] [--dbs car_1,...]
 
-``--smoke`` runs one database, two questions, one way each, with the 0.5B.
+``--smoke`` runs one database, one question, each way, with the 0.5B.
 The last line is ``RESULT model=… ex_plain=… ex_nl2sql=… p50_plain_s=… p50_nl2sql_s=… …`` (one
 pair per model, joined).
 """
@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     models = args.models.split(",")
     if args.smoke:
-        dbs, models, args.limit = dbs[:1], ["0.5b"], 2
+        dbs, models, args.limit = dbs[:1], ["0.5b"], 1
     plain_old: dict = {}
     if args.plain_from:
         for r in json.loads(args.plain_from.read_text())["questions"]:

@@ -57,7 +57,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "large_schema": ("--tables", "25", "--questions", "4", "--datadir", "{datadir}"),
     "learn": ("--data", "{data}", "--dbs", "demo", "--models", "all")
     + ("--cache", "{tmp}/learn-cache", "--datadir", "{datadir}"),
-    "live": ("--smoke", "--data", "{data}", "--datadir", "{datadir}"),
+    "live": ("--smoke", "--threads", "1", "--data", "{data}", "--datadir", "{datadir}"),
     "linking": ("--data", "{data}", "--db", "demo", "--limit", "3", "--datadir", "{datadir}"),
     "mcp_server": ("--rounds", "1", "--transcript", "--datadir", "{datadir}"),
     "memory": ("--backends", "2", "--breakdown", "--datadir", "{datadir}"),
