@@ -141,6 +141,9 @@ def _serve(tmp_path_factory, flags: tuple[str, ...], model: Path | None = None, 
         *("--host", "127.0.0.1", "--port", str(port)),
         *flags,
         *server_flags(),  # --no-repack on a CPU with AMX (its repacked kernel dies by SIGILL)
+        # a core left to PostgreSQL and the suite's other workers: with every core busy,
+        # llama.cpp's threads wait on each other (1-3 tokens/s on 2 loaded cores, 10-12 with 1)
+        *("--threads", str(max(1, (os.cpu_count() or 2) - 1))),
         "--metrics",  # GET /metrics: the tokens the server counted (test_nl2sql.py)
     ]
     with log.open("wb") as out:
