@@ -150,8 +150,10 @@ say "server: $(in_root 'pg=$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir); $pg/p
 say "the suite (network namespace: loopback only)"
 args=(-q -p no:cacheprovider "$@")
 set +e
-# the llama.cpp suite runs in the host's suite (.ci/run), not here: its build is the host's
-in_root --no-net "$UPGRADE_ENV export NL2SQL_LLAMACPP=off;
+# the llama.cpp suite runs in the host's suite (.ci/run), not here: its build is the host's.
+# One pytest process in the root unless NL2SQL_ROOT_TEST_WORKERS says otherwise: the workers of
+# scripts/test.sh are proven on the host, not yet inside a root's namespaces
+in_root --no-net "$UPGRADE_ENV export NL2SQL_LLAMACPP=off NL2SQL_TEST_WORKERS=${NL2SQL_ROOT_TEST_WORKERS:-0};
   cd /src/nl2sql && bash scripts/test.sh $(printf '%q ' "${args[@]}")"
 rc=$?
 set -e
