@@ -36,8 +36,10 @@ pair per model, joined).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -81,7 +83,9 @@ class Server:
         cmd += server_flags() + (["--threads", str(threads)] if threads else [])
         self.cmd = cmd
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
         self._wait()
 
     @property
@@ -110,6 +114,12 @@ class Server:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def _die_with_parent() -> None:
+    """In the server's process before exec: SIGTERM when the bench dies (a smoke run killed at
+    its time limit must not leave a llama-server behind)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
