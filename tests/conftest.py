@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,11 +79,30 @@ SLOW_FIRST = (
 )
 
 
+# Files whose cases wait more than they compute, each case on its own (its own hostile server,
+# bench cluster or client process): split into this many units, so that workers share them
+SPLIT_FILES = {
+    "tests/db/test_hostile_backend.py": 3,
+    "tests/db/test_bench_smoke.py": 3,
+    "tests/beside/test_hostile_beside.py": 2,
+}
+
+
+def _file_of(nodeid: str) -> str:
+    """The unit's file, or tests/llamacpp for any of its files."""
+    path = nodeid.split("::", 1)[0].split("#", 1)[0]
+    return "tests/llamacpp" if path.startswith("tests/llamacpp/") else path
+
+
 def _unit_of_work(nodeid: str) -> str:
     """What one pytest-xdist worker runs whole: the test's file (its module fixtures made
-    once), or all of tests/llamacpp."""
-    path = nodeid.split("::", 1)[0]
-    return "tests/llamacpp" if path.startswith("tests/llamacpp/") else path
+    once), all of tests/llamacpp, or a share of a file of ``SPLIT_FILES`` (by a stable hash of
+    the test's id: each share makes the module fixtures once more)."""
+    path = _file_of(nodeid)
+    parts = SPLIT_FILES.get(path)
+    if parts:
+        return f"{path}#{zlib.crc32(nodeid.encode()) % parts}"
+    return path
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -111,7 +131,7 @@ def pytest_collection_modifyitems(config, items):
             )
     if os.environ.get("PYTEST_XDIST_WORKER"):
         rank = {u: i for i, u in enumerate(SLOW_FIRST)}
-        items.sort(key=lambda item: rank.get(_unit_of_work(item.nodeid), len(SLOW_FIRST)))
+        items.sort(key=lambda item: rank.get(_file_of(item.nodeid), len(SLOW_FIRST)))
 
 
 def _sync_installation() -> None:
