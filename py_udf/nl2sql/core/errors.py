@@ -64,6 +64,11 @@ class EmbedderTimeout(EmbedderTransportError):
     """The shared embedder did not answer within the request's time limit."""
 
 
+class LogNotKept(Nl2sqlError, RuntimeError):
+    """The shared process did not write a failed call's query log row (no Unix socket, no
+    connection, the insert failed); the message, for the caller's hint, names no path."""
+
+
 class NoCandidateError(Nl2sqlError, RuntimeError):
     """Models answered, but no candidate passed the checks and executed."""
 
