@@ -69,6 +69,11 @@ class LogNotKept(Nl2sqlError, RuntimeError):
     connection, the insert failed); the message, for the caller's hint, names no path."""
 
 
+class LogRowInvalid(LogNotKept, ValueError):
+    """A query log row posted to the shared process is malformed (a field missing or of the
+    wrong type, a trace that is not a JSON object)."""
+
+
 class NoCandidateError(Nl2sqlError, RuntimeError):
     """Models answered, but no candidate passed the checks and executed."""
 

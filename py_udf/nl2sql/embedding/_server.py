@@ -19,6 +19,7 @@ from typing import Literal
 
 from ..core.errors import LogNotKept
 from . import encode as embed
+from . import query_log_relay  # light: psycopg is imported when a row comes
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 SOCKET_NAME = "embed.sock"
@@ -265,10 +266,10 @@ def _log_endpoint(data_dir: Path):
     """The ``POST /nl2sql/v1/log`` handler: a failed call's query log row, written on this
     process's own connection and committed at once (``query_log_relay.write_row``, in a thread:
     psycopg blocks); ``{"id"}``, else 400 (a bad row) or 503 (not written: why)."""
-    from . import query_log_relay  # light: psycopg is imported when a row comes
 
     async def log(request):
-        from starlette.concurrency import run_in_threadpool  # web stack: after main's fork
+        # web stack: imported after main's fork and pid file
+        from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
 
         try:

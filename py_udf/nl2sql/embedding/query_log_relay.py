@@ -18,13 +18,13 @@ import threading
 import time
 from pathlib import Path
 
-from ..core.errors import EmbedderConnectError, EmbedderTimeout, LogNotKept
+from ..core.errors import EmbedderConnectError, EmbedderTimeout, LogNotKept, LogRowInvalid
 from ..net import deadline as net_deadline
 from . import client
 from ._unix_http import UnixClient
 
 ROUTE = "/nl2sql/v1/log"
-LOG_TIMEOUT_S = 5.0  # the backend's wait: more than the process's own limits below
+LOG_TIMEOUT_S = 6.0  # the backend's wait: more than the process's own limits below (5 s)
 CONNECT_TIMEOUT_S = 2  # libpq's connect_timeout (whole seconds, 2 at least)
 STATEMENT_TIMEOUT_MS = 2000  # the insert's limit (a lock held on the table: given up)
 MAX_WRITERS = 4  # connections the process opens at once (each failed call: one, briefly)
@@ -136,21 +136,22 @@ def row_values(payload: dict) -> tuple[str, list]:
         ``(database, [role_name, question, sql, confidence, error, trace, conversation])``.
 
     Raises:
-        ValueError: a field is missing, of the wrong type, or ``trace`` is not a JSON object.
+        LogRowInvalid: a field is missing, of the wrong type, or ``trace`` is not a JSON object.
+        ValueError: ``trace`` is not JSON.
     """
     if not isinstance(payload, dict):
-        raise ValueError("the row is not a JSON object")
+        raise LogRowInvalid("the row is not a JSON object")
     for k in _TEXT_FIELDS:
         if not isinstance(payload.get(k), str) or (k != "question" and not payload[k]):
-            raise ValueError(f"{k} must be a non-empty text")
+            raise LogRowInvalid(f"{k} must be a non-empty text")
     for k in _OPTIONAL_TEXT:
         if not isinstance(payload.get(k), str | None):
-            raise ValueError(f"{k} must be a text or null")
+            raise LogRowInvalid(f"{k} must be a text or null")
     conf = payload.get("confidence")
     if conf is not None and (isinstance(conf, bool) or not isinstance(conf, int | float)):
-        raise ValueError("confidence must be a number or null")
+        raise LogRowInvalid("confidence must be a number or null")
     if not isinstance(json.loads(payload["trace"]), dict):
-        raise ValueError("trace must be a JSON object")
+        raise LogRowInvalid("trace must be a JSON object")
     p = payload
     return p["db"], [
         p["role_name"],
@@ -176,7 +177,7 @@ def write_row(data_dir: Path, payload: dict) -> int:
         The new row's id.
 
     Raises:
-        ValueError: the row is invalid (``row_values``).
+        ValueError: the row is invalid (``row_values``: ``LogRowInvalid``, a ``LogNotKept``).
         LogNotKept: no socket, no connection, or the insert failed; the message, for the
             backend, names no path (the detail goes to this process's log).
     """
