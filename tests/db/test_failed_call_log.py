@@ -19,6 +19,19 @@ from nl2sql_indexer.dev.loopback import Rule
 
 BAD_SQL = "SELECT no_such_column FROM singer"  # every candidate fails: no SQL is chosen
 ANALYST = "nl2sql_failed_log_analyst"
+# the shared process's insert fails (as a full disk, a lock held too long or a privilege
+# revoked would make it): only the rows of its connection are refused
+REFUSE_PROCESS_ROWS = """
+CREATE FUNCTION nl2sql_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('application_name') LIKE 'nl2sql shared process%' THEN
+        RAISE EXCEPTION 'refused by the test';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER nl2sql_test_refuse BEFORE INSERT ON nl2sql.query_log
+    FOR EACH ROW EXECUTE FUNCTION nl2sql_test_refuse();
+"""
 
 
 @pytest.fixture
@@ -108,11 +121,7 @@ def test_explain_writes_its_row_as_before(failing):
             "SELECT nl2sql.reset_setting('embedder')",
             "the shared process is not in use",
         ),
-        (
-            f"ALTER DATABASE {DEMO_DB} WITH ALLOW_CONNECTIONS false",
-            f"ALTER DATABASE {DEMO_DB} WITH ALLOW_CONNECTIONS true",
-            "could not connect to the database",
-        ),
+        (REFUSE_PROCESS_ROWS, "DROP FUNCTION nl2sql_test_refuse() CASCADE", "insert failed"),
     ],
 )
 def test_without_the_shared_process_the_row_rolls_back_and_the_hint_says_why(
