@@ -1,7 +1,8 @@
 """A project-local PostgreSQL cluster (the server scripts/install.sh installed into) for the demo,
 tests and benchmarks.
 
-initdb into a folder, a free loopback port, trust authentication on loopback only, the setting
+initdb into a folder, a free loopback port, trust authentication on loopback and on the Unix
+socket in the data directory (mode 0700: the server's OS user only), the setting
 ``nl2sql.venv`` pointing at the venv PL/Python imports from. Run as root, the server runs as the
 ``postgres`` OS user (initdb/postgres refuse root).
 """
@@ -169,7 +170,8 @@ class LocalCluster:
         self.port = free_port()
         conf = (
             f"\n# nl2sql local cluster\nport = {self.port}\nlisten_addresses = '127.0.0.1'\n"
-            f"unix_socket_directories = ''\nnl2sql.venv = '{self.venv}'\n"
+            f"unix_socket_directories = '{self.socket_directory()}'\n"
+            f"nl2sql.venv = '{self.venv}'\n"
             f"shared_preload_libraries = '{','.join(PRELOAD)}'\ncron.database_name = 'postgres'\n"
             "max_connections = 60\nfsync = off\nsynchronous_commit = off\n"
             "full_page_writes = off\nlog_min_messages = warning\n"
@@ -177,6 +179,17 @@ class LocalCluster:
         with open(self.datadir / "postgresql.conf", "a") as f:
             f.write(conf)
         self.port_file.write_text(str(self.port))
+
+    def socket_directory(self) -> str:
+        """Where the server's Unix socket goes: the data directory (mode 0700: only the server's
+        OS user reaches it, so its trust authentication is the server's own), or nowhere ('')
+        when the socket's path would be too long for a socket address.
+
+        Returns:
+            The setting ``unix_socket_directories``'s value.
+        """
+        where = str(self.datadir)
+        return where if len(where) + len("/.s.PGSQL.65535") < 100 and "'" not in where else ""
 
     def preloaded(self) -> list[str]:
         """The ``shared_preload_libraries`` the cluster's configuration names (``postgres -C``:

@@ -318,3 +318,25 @@ def test_the_extensions_log_writer_refuses_a_client_and_says_why(cluster, db, ll
     assert str(e.value).startswith("nl2sql") and e.value.sqlstate == "42501"
     assert "inside the server" in e.value.hint and "docs/client.md" in e.value.hint
     assert db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0] == before
+
+
+def test_a_failed_question_beside_the_database_keeps_its_log_row(cluster, cdb, llm):
+    # as in the server (tests/db/test_failed_call_log.py): sql() and narrate() raise inside the
+    # call's transaction, so the client writes the row once it rolled back and names it; ask()
+    # commits the trace first and names it too
+    add_models(cdb, llm, ["m1"])
+    llm.set_default("SELECT no_such_column FROM singer")
+    with nl2sql.connect(cluster.dsn(CLIENT_DB, READER)) as client:
+        for n, call in enumerate((client.sql, client.ask, client.narrate)):
+            question = f"How many singers do we have? (beside, failed {n})"
+            with pytest.raises(nl2sql.ClientError) as e:
+                call(question)
+            assert "no candidate executed" in str(e.value), str(e.value)
+            rows = cdb.execute(
+                "SELECT id, role_name, sql, error FROM nl2sql.query_log WHERE question = %s",
+                (question,),
+            ).fetchall()
+            assert len(rows) == 1, (call.__name__, rows)
+            log_id, role, sql, error = rows[0]
+            assert role == READER and sql is None and "no candidate executed" in error
+            assert f"logged as nl2sql.query_log id {log_id}" in (e.value.hint or ""), e.value.hint

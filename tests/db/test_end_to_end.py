@@ -441,17 +441,19 @@ def test_oversized_nul_and_nested_answers_cost_their_candidate_only(db, llm):
     assert trace["sql"].lower().replace(" ", "") == "selectcount(*)fromsinger"
 
 
-def test_a_failed_question_promises_no_log_row_that_rolled_back_with_it(db, llm):
-    """Issue 31 §8: the hint of a failed nl2sql() named a log id whose row rolled back with the
-    error; it now points to nl2sql.explain, which returns (and logs) the trace."""
+def test_a_failed_question_names_only_a_log_row_that_is_kept(db, llm):
+    """A failed nl2sql()'s hint once named a log id whose row rolled back with the error; it
+    names the row only now that the shared process keeps it (tests/db/test_failed_call_log.py),
+    and points to nl2sql.explain, which returns (and logs) the trace."""
     add_models(db, llm, ["m1"])
     llm.add_rule(Rule(model="m1", response="SELECT no_such_column FROM singer"))
-    before = db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0]
+    before = db.execute("SELECT max(id) FROM nl2sql.query_log").fetchone()[0] or 0
     with pytest.raises(psycopg.Error) as e:
         db.execute("SELECT nl2sql(%s)", (Q_COUNT,))
     hint = e.value.diag.message_hint or ""
-    assert "nl2sql.explain" in hint and "log id" not in hint
-    assert db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0] == before
+    assert "nl2sql.explain" in hint
+    kept = db.execute("SELECT id FROM nl2sql.query_log WHERE id > %s", (before,)).fetchall()
+    assert len(kept) == 1 and f"logged as nl2sql.query_log id {kept[0][0]}" in hint, hint
     trace = db.execute("SELECT nl2sql.explain(%s)", (Q_COUNT,)).fetchone()[0]
     assert trace["sql"] is None and trace["log_id"] is not None
     logged = db.execute("SELECT count(*) FROM nl2sql.query_log WHERE id = %s", (trace["log_id"],))

@@ -263,6 +263,10 @@ class Plpy:
     ):
         self.conn = conn
         self.on_notice = on_notice
+        # the trace of a call that raises because no SQL was chosen (``udf._failed_log.keep``):
+        # ``Client`` logs it once the call's transaction rolled back, where the error cannot
+        # undo it (as the shared process does inside PostgreSQL)
+        self.rows_after_rollback: list[dict] = []
         self._cur = psycopg.RawCursor(conn, row_factory=dict_row)
         self._cur.adapters.register_dumper(_Typed, _TypedDumper)
         for name in _AS_TEXT:

@@ -16,6 +16,7 @@ import psycopg
 
 from .. import udf
 from ..agent.view import AgentView
+from ..core import query_log
 from ..core.errors import CandidateRefused, ClientError, Nl2sqlError
 from ..core.settings import get_settings
 from ..curated.business import embed_pending
@@ -148,22 +149,47 @@ class Client(Tools):
         """
         with _as_client_errors():
             p = self.plpy
-            caller = search_path or p.execute("SHOW search_path")[0]["search_path"]
-            pinned = self._pinned_path()
-            with self.conn.transaction():
-                set_path = p.prepare(
-                    "SELECT pg_catalog.set_config('search_path', $1, true)", ["text"]
-                )
-                p.execute(set_path, [pinned])
-                p.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-                if not self._pending_done:
-                    self._applied = apply_deferred(p)
-                    embed_pending(p)
-                    self._pending_done = True
-                with p.call_timeout():  # statement_timeout bounds the whole call
-                    out = fn(caller)
-                p.execute(set_path, [caller])  # kept past a savepoint's release otherwise
-            return out
+            p.rows_after_rollback.clear()
+            try:
+                return self._run_in_transaction(fn, search_path)
+            except _plpy.Error as e:
+                self._log_after_rollback(e)
+                raise
+
+    def _run_in_transaction(self, fn: Callable[[str], Any], search_path: str | None) -> Any:
+        """``_in_transaction``'s transaction."""
+        p = self.plpy
+        caller = search_path or p.execute("SHOW search_path")[0]["search_path"]
+        pinned = self._pinned_path()
+        with self.conn.transaction():
+            set_path = p.prepare("SELECT pg_catalog.set_config('search_path', $1, true)", ["text"])
+            p.execute(set_path, [pinned])
+            p.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+            if not self._pending_done:
+                self._applied = apply_deferred(p)
+                embed_pending(p)
+                self._pending_done = True
+            with p.call_timeout():  # statement_timeout bounds the whole call
+                out = fn(caller)
+            p.execute(set_path, [caller])  # kept past a savepoint's release otherwise
+        return out
+
+    def _log_after_rollback(self, e: _plpy.Error) -> None:
+        """Log the trace of a call that raised because no SQL was chosen, now that its
+        transaction rolled back (a transaction of its own: with a connection in autocommit
+        mode, committed at once); the error's hint names the row, or says why none was kept."""
+        p = self.plpy
+        traces = list(p.rows_after_rollback)
+        p.rows_after_rollback.clear()
+        for trace in traces:
+            try:
+                with self.conn.transaction():
+                    log_id = query_log.log_query(p, trace)
+            except (_plpy.SPIError, psycopg.Error) as err:
+                why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                e.hint = query_log.failed_hint(None, f"the log write failed ({why})")
+                return
+            e.hint = query_log.failed_hint(log_id, None)
 
     def explain(
         self,
@@ -213,7 +239,8 @@ class Client(Tools):
             The SQL text.
 
         Raises:
-            ClientError: as ``explain``; no SQL was chosen (the message says why).
+            ClientError: as ``explain``; no SQL was chosen (the message says why; the call is
+                logged once its transaction rolled back, the hint names the row's id).
         """
 
         def run(caller: str) -> str:
@@ -246,10 +273,10 @@ class Client(Tools):
         )
         if isinstance(trace, Answer):
             return trace
-        err = ClientError(
-            trace.get("error") or "nl2sql: no SQL chosen",
-            hint="the trace (.trace, or nl2sql explain) says why",
-        )
+        why = "the trace (.trace, or nl2sql explain) says why"
+        if trace.get("log_id") is not None:  # committed with the transaction: kept
+            why = f"logged as nl2sql.query_log id {trace['log_id']}; {why}"
+        err = ClientError(trace.get("error") or "nl2sql: no SQL chosen", hint=why)
         err.trace = trace
         raise err
 

@@ -64,6 +64,16 @@ class EmbedderTimeout(EmbedderTransportError):
     """The shared embedder did not answer within the request's time limit."""
 
 
+class LogNotKept(Nl2sqlError, RuntimeError):
+    """The shared process did not write a failed call's query log row (no Unix socket, no
+    connection, the insert failed); the message, for the caller's hint, names no path."""
+
+
+class LogRowInvalid(LogNotKept, ValueError):
+    """A query log row posted to the shared process is malformed (a field missing or of the
+    wrong type, a trace that is not a JSON object)."""
+
+
 class NoCandidateError(Nl2sqlError, RuntimeError):
     """Models answered, but no candidate passed the checks and executed."""
 

@@ -109,6 +109,30 @@ def write_log(
     ]["id"]
 
 
+EXPLAIN_HINT = (
+    "SELECT nl2sql.explain(...) with the same question returns the whole trace without raising"
+)
+
+
+def failed_hint(log_id: int | None, why: str | None) -> str:
+    """The hint of a call that raised because no SQL was chosen: the log row kept for it (the
+    shared process wrote it where the error cannot undo it), or why none was.
+
+    Args:
+        log_id: the kept row's id, or None.
+        why: why no row was kept (it rolled back with the error); None on a read replica,
+            where nothing is logged.
+
+    Returns:
+        The hint text (it names the row's id when one was kept; no path).
+    """
+    if log_id is not None:
+        return f"logged as nl2sql.query_log id {log_id}; {EXPLAIN_HINT}"
+    if why is None:
+        return f"{EXPLAIN_HINT} (a read replica writes no query log)"
+    return f"{EXPLAIN_HINT}, and logs it; this call's log row rolled back with the error: {why}"
+
+
 PRUNE_BATCH = 10_000  # rows one DELETE statement removes
 _PRUNE_SQL = (
     "WITH old AS (SELECT id FROM nl2sql.query_log "

@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from ..core.errors import LogNotKept
 from . import encode as embed
+from . import query_log_relay  # light: psycopg is imported when a row comes
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 SOCKET_NAME = "embed.sock"
@@ -119,8 +121,12 @@ def _encode_vector(vec: list[float], fmt: str):
     return base64.b64encode(array.array("f", vec).tobytes()).decode("ascii")
 
 
-def create_app():
+def create_app(data_dir: Path | None = None):
     """Build the starlette application.
+
+    Args:
+        data_dir: the cluster's data directory (the query log's writer reads its
+            ``postmaster.pid``); None: the working directory, where the client starts it.
 
     Returns:
         A ``starlette.applications.Starlette`` ASGI application.
@@ -138,6 +144,7 @@ def create_app():
             Route("/nl2sql/v1/chat", chat, methods=["POST"]),
             Route("/nl2sql/v1/capabilities", _capabilities, methods=["GET"]),
             Route("/nl2sql/v1/quota", _quota_endpoint(), methods=["POST"]),
+            Route("/nl2sql/v1/log", _log_endpoint(data_dir or Path.cwd()), methods=["POST"]),
         ]
     )
 
@@ -253,6 +260,30 @@ def _quota_endpoint():
             return _error(400, f"bad quota request: {type(e).__name__}: {e}")
 
     return quota
+
+
+def _log_endpoint(data_dir: Path):
+    """The ``POST /nl2sql/v1/log`` handler: a failed call's query log row, written on this
+    process's own connection and committed at once (``query_log_relay.write_row``, in a thread:
+    psycopg blocks); ``{"id"}``, else 400 (a bad row) or 503 (not written: why)."""
+
+    async def log(request):
+        # web stack: imported after main's fork and pid file
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        try:
+            payload = json.loads(await request.body())
+            query_log_relay.row_values(payload)
+        except (ValueError, TypeError) as e:
+            return _error(400, f"bad query log row: {e}")
+        try:
+            got = await run_in_threadpool(query_log_relay.write_row, data_dir, payload)
+        except LogNotKept as e:
+            return _error(503, str(e), "server_error")
+        return JSONResponse({"id": got})
+
+    return log
 
 
 async def _capabilities(request):
@@ -382,7 +413,11 @@ def serve(directory: Path, postmaster_pid: int) -> int:
         flush=True,
     )
     config = uvicorn.Config(
-        create_app(), lifespan="off", log_level="warning", access_log=False, timeout_keep_alive=300
+        create_app(directory.parent),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=300,
     )
     server = uvicorn.Server(config)
     threading.Thread(

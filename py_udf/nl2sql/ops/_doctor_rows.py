@@ -177,14 +177,19 @@ def embedder_row(mode: str, info: dict) -> Row:
 
     Args:
         mode: setting ``embedder`` (``shared`` or ``local``).
-        info: ``client.probe()``'s dict.
+        info: ``client.probe()``'s dict, with ``log_not_kept``: why the shared process did not
+            write this backend's last failed call's log row (``query_log_relay``), or None.
 
     Returns:
         ``ok`` when local or answering; ``warn`` when this backend currently embeds
-        in-process after a failure; ``fail`` when the process cannot be reached or started.
+        in-process after a failure, or its last failed call's log row was not kept; ``fail``
+        when the process cannot be reached or started.
     """
     if mode != "shared":
         return "embedder", OK, "setting embedder = local: every backend embeds in-process", ""
+    if info.get("log_not_kept") and not info.get("error") and info.get("answers"):
+        why = f"this backend's last failed call's log row rolled back: {info['log_not_kept']}"
+        return "embedder", WARN, why, "see embedder.log; docs/operations.md, 'Failed calls'"
     if info.get("error") or not info.get("answers"):
         why = info.get("error") or "the process does not answer"
         return (

@@ -17,7 +17,7 @@ from ..core.errors import ConfigError, EmbeddingError
 from ..core.redaction import configured_secrets, redact, url_secrets
 from ..core.settings import get_settings
 from ..embedding import client as embed_client
-from ..embedding import encode, index_model, value_vectors
+from ..embedding import encode, index_model, query_log_relay, value_vectors
 from ..model import capability, probe
 from ..model.config import get_models
 from ..net import deadline
@@ -160,6 +160,7 @@ def _onnx(plpy) -> rows.Row:
 def _embedder(plpy) -> rows.Row:
     mode = get_settings(plpy).embedder
     info = embed_client.probe(start=True) if mode == "shared" else {}
+    info["log_not_kept"] = query_log_relay.last_not_kept()["why"]
     return rows.embedder_row(mode, info)
 
 

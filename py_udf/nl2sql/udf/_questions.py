@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import pipeline
 from ..charts import spec as chart_spec
+from ..core import query_log
 from ..core.errors import (
     GONE_HINT,
     GONE_SQLSTATES,
@@ -25,6 +26,7 @@ from ..generation import explain_sql as xs
 from ..generation.execute import fetch_rows
 from ..pipeline import log_trace
 from ._door import MODELS_HINT, entry_point, fail
+from ._failed_log import keep as keep_failed_row
 
 
 def _run(
@@ -35,10 +37,13 @@ def _run(
     conversation: str | None = None,
     explained: bool = False,
     with_rows: bool = False,
+    raises: bool = False,
 ) -> tuple[dict[str, Any], list[str] | None]:
     # every error message raised here and the whole trace (logged, returned by explain, its
     # ``error`` raised by nl2sql/ask) are redacted: no configured key, no key-like token.
     # Returns the trace and, ``with_rows``, the chosen SQL's rows from its checked execution.
+    # ``raises``: the caller raises when no SQL was chosen, so that call's row is written where
+    # the error cannot undo it (``_failed_log.keep``: its ``log_not_kept`` says why it was not).
     secrets = configured_secrets(plpy)
     rows = None
     try:
@@ -57,18 +62,20 @@ def _run(
     if explained and trace.get("sql") and get_settings(plpy).explain_sql_in_trace:
         trace["sql_explanation"] = _explanation(plpy, trace["sql"], search_path)
     trace = redact_obj(trace, secrets)
-    trace["log_id"] = log_trace(plpy, trace)
+    if raises and trace.get("sql") is None:
+        trace["log_id"], why = keep_failed_row(plpy, trace)
+        if why:
+            trace["log_not_kept"] = why
+    else:
+        trace["log_id"] = log_trace(plpy, trace)
     return trace, rows
 
 
 def _chosen_sql(plpy, trace: dict[str, Any]) -> str:
-    """The trace's SQL; raises the trace's error when nothing was chosen."""
+    """The trace's SQL; raises the trace's error when nothing was chosen, the hint naming the log
+    row kept for the call (``_run(raises=True)``) or why none was."""
     if trace.get("sql") is None:
-        # the log row written for this call rolls back with the error: promise no log id
-        hint = (
-            "SELECT nl2sql.explain(...) with the same question returns the whole trace without "
-            "raising, and logs it"
-        )
+        hint = query_log.failed_hint(trace.get("log_id"), trace.get("log_not_kept"))
         fail(plpy, trace.get("error") or "nl2sql: no SQL chosen", hint)
     return trace["sql"]
 
@@ -121,10 +128,11 @@ def nl2sql(
     Raises:
         plpy.Error: an invalid question, key, setting or model configuration, a missing index
             or embedding model, no candidate executed (naming why), or the vote abstained; the
-            hint names ``nl2sql.explain`` (the failed call's log row rolls back with the
-            error: no log id is promised).
+            hint names the call's log row (``nl2sql.query_log`` id, written by the shared
+            process: the error does not undo it), or why it rolled back with the error, and
+            ``nl2sql.explain``.
     """
-    trace, _ = _run(plpy, question, search_path, evidence, conversation)
+    trace, _ = _run(plpy, question, search_path, evidence, conversation, raises=True)
     return _chosen_sql(plpy, trace)
 
 
@@ -162,7 +170,9 @@ def ask(
         plpy.Error: as ``nl2sql``; or, where the rows were not kept, the chosen SQL failed when
             fetched again (a relation gone since: said so, with what to do).
     """
-    trace, rows = _run(plpy, question, search_path, evidence, conversation, with_rows=True)
+    trace, rows = _run(
+        plpy, question, search_path, evidence, conversation, with_rows=True, raises=True
+    )
     sql = _chosen_sql(plpy, trace)
     if rows is not None:
         return rows
@@ -204,7 +214,9 @@ def narrate(
     secrets = configured_secrets(plpy)
     try:
         nr.check_allowed(st)
-        trace, rows = _run(plpy, question, search_path, evidence, conversation, with_rows=True)
+        trace, rows = _run(
+            plpy, question, search_path, evidence, conversation, with_rows=True, raises=True
+        )
         sql = _chosen_sql(plpy, trace)
         return nr.answer_from_sql(plpy, st, question, sql, search_path, rows)
     except ConfigError as e:

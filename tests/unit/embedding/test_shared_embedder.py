@@ -285,3 +285,26 @@ def test_backend_client_embeds_over_the_standard_library_and_reconnects(service,
     assert statuses == [200] * 60
     with pytest.raises(EmbedderConnectError):
         UnixClient(str(d / "absent.sock")).get("/v1/models", timeout=1.0)
+
+
+def test_log_route_refuses_bad_rows_and_says_why_a_row_was_not_written(service, monkeypatch):
+    # POST /nl2sql/v1/log: a bad row is a 400; without a server's postmaster.pid in the data
+    # directory (here the folder above the process's), or with one naming no Unix socket, the
+    # row is not written and the backend's relay says why (it then writes in its transaction)
+    import json
+
+    from nl2sql.embedding import client as embed_client
+    from nl2sql.embedding import query_log_relay as relay
+    from nl2sql.embedding._unix_http import UnixClient
+
+    d, _, _ = service
+    monkeypatch.setitem(embed_client._STATE, "mode", "shared")
+    monkeypatch.setattr(relay, "_HTTP", [UnixClient(str(d / "embed.sock"))])
+    row = {"db": "x", "role_name": "r", "question": "q", "trace": json.dumps({"question": "q"})}
+    bad = relay._http().post(relay.ROUTE, json={**row, "trace": "[]"})
+    assert bad.status_code == 400 and "JSON object" in bad.text
+    got, why = relay.relay_log(row)
+    assert got is None and "postmaster.pid" in why
+    (d.parent / "postmaster.pid").write_text("1\n/data\n0\n5432\n\n*\n")
+    got, why = relay.relay_log(row)
+    assert got is None and "no Unix socket" in why

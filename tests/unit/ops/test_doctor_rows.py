@@ -80,6 +80,10 @@ def test_embedder_row():
     assert rows.embedder_row("shared", {**up, "fallback": "it hung"})[1] == "warn"
     down = rows.embedder_row("shared", {"answers": False, "error": "did not start within 30 s"})
     assert down[1] == "fail" and "did not start" in down[2] and "embedder.log" in down[3]
+    lost = rows.embedder_row("shared", {**up, "log_not_kept": "the shared process's insert failed"})
+    assert lost[1] == "warn" and "insert failed" in lost[2] and "rolled back" in lost[2]
+    assert "embedder.log" in lost[3]
+    assert rows.embedder_row("local", {"log_not_kept": "not in use"})[1] == "ok"
 
 
 @pytest.mark.parametrize(
