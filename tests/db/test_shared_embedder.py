@@ -218,3 +218,13 @@ def test_a_new_backend_relays_its_model_calls_and_never_imports_openai(shared, c
         trace = c.execute("SELECT nl2sql.explain(%s)", (DEMO_QUESTIONS[4][0],)).fetchone()[0]
         assert trace["sql"] and trace["embedder"]["relayed_model_calls"] == 0
         assert _imported(c, "openai")
+
+
+def test_a_question_never_imports_the_agent_door_nor_charts(shared, cluster):
+    # every new backend's first question pays its imports: the doors it does not use stay out
+    doors = ("nl2sql.agent", "nl2sql.charts", "sqlglot.optimizer.qualify")
+    with cluster.connect("nl2sql_test") as c:
+        assert c.execute("SELECT nl2sql(%s)", (DEMO_QUESTIONS[0][0],)).fetchone()[0]
+        assert [m for m in doors if _imported(c, m)] == []
+        assert c.execute("SELECT nl2sql.describe_table('singer')").fetchone()[0]
+        assert _imported(c, "nl2sql.agent")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from ..agent import execute, lookup
 from ..core.errors import CandidateRefused, EmbeddingError, NotIndexedError, QuestionError
 from ._door import entry_point, fail
 
@@ -43,6 +42,8 @@ def execute_sql(
     Raises:
         plpy.Error: (through ``plpy.error``) ``max_rows`` out of range, nothing indexed.
     """
+    from ..agent import execute  # not loaded by a backend that only asks questions
+
     args = (sql, search_path, max_rows, bool(dry_run), bool(for_model))
     return _call(plpy, "execute_sql", execute.execute_sql, *args)
 
@@ -64,6 +65,8 @@ def search_values(plpy, text: str | None, k: int, search_path: str) -> str:
         plpy.Error: (through ``plpy.error``) an empty or long text, nothing indexed, no
             embedding model.
     """
+    from ..agent import lookup  # not loaded by a backend that only asks questions
+
     return _call(plpy, "search_values", lookup.search_values, text, k, search_path)
 
 
@@ -83,6 +86,8 @@ def describe_table(plpy, name: str | None, for_model: bool, search_path: str) ->
     Raises:
         plpy.Error: (through ``plpy.error``) no such table the role may read.
     """
+    from ..agent import lookup  # not loaded by a backend that only asks questions
+
     args = (name, search_path, bool(for_model))
     return _call(plpy, "describe_table", lookup.describe_table, *args)
 
@@ -104,5 +109,7 @@ def semantic_context(plpy, question: str | None, k: int, for_model: bool, search
     Raises:
         plpy.Error: (through ``plpy.error``) ``k`` out of range, nothing indexed.
     """
+    from ..agent import lookup  # not loaded by a backend that only asks questions
+
     args = (question, k, search_path, bool(for_model))
     return _call(plpy, "semantic_context", lookup.semantic_context, *args)

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from .. import pipeline
-from ..charts import spec as chart_spec
 from ..core import query_log
 from ..core.errors import (
     GONE_HINT,
@@ -241,6 +240,8 @@ def chart(
     Raises:
         plpy.Error: as ``nl2sql`` for an invalid question, key, setting or model configuration.
     """
+    from ..charts import spec as chart_spec  # not loaded by a backend that only asks questions
+
     trace, rows = _run(plpy, question, search_path, evidence, conversation, with_rows=True)
     sql = trace.get("sql")
     if sql is None:
