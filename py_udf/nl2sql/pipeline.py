@@ -75,6 +75,7 @@ def answer(
     conversation: str | None = None,
     leave_out: LeaveOut | None = None,
     keep_rows: bool = False,
+    usage_if_failed: bool = True,
 ) -> Run:
     """Answer one question: walk ``STAGES`` in order (the fast path may end the walk early).
     Model failures are not raised: they end in the outcome's ``error``.
@@ -85,6 +86,9 @@ def answer(
         conversation: the conversation key (its earlier turns go into the prompts), or None.
         leave_out: evaluation only (``nl2sql.evaluate``); None for every ordinary call.
         keep_rows: every execution keeps its rows (``Run.chosen_rows``: ``nl2sql.ask``).
+        usage_if_failed: False: when no SQL was chosen the call's question and tokens are not
+            added to the role's day here (the caller raises, which would roll them back: it
+            has them written where the error cannot undo them, with the log row).
 
     Returns:
         The run, every stage's output in its fields (``run.outcome.sql``: the chosen query).
@@ -104,7 +108,8 @@ def answer(
         _run_stage(run, stage)
         if run.finished:
             break
-    start.record_usage(run)
+    if usage_if_failed or (run.outcome is not None and run.outcome.sql is not None):
+        start.record_usage(run)
     return run
 
 
@@ -115,11 +120,13 @@ def explain(
     evidence: str | None = None,
     conversation: str | None = None,
     leave_out: LeaveOut | None = None,
+    usage_if_failed: bool = True,
 ) -> dict[str, Any]:
     """Answer one question (``answer``) and render its trace from the run.
 
     Args:
-        plpy, question, search_path, evidence, conversation, leave_out: as for ``answer``.
+        plpy, question, search_path, evidence, conversation, leave_out, usage_if_failed: as
+            for ``answer``.
 
     Returns:
         The JSON-able trace: ``sql`` (None with ``error`` when nothing executed or the vote
@@ -128,7 +135,16 @@ def explain(
     Raises:
         As ``answer``.
     """
-    return render(answer(plpy, question, search_path, evidence, conversation, leave_out))
+    run = answer(
+        plpy,
+        question,
+        search_path,
+        evidence,
+        conversation,
+        leave_out,
+        usage_if_failed=usage_if_failed,
+    )
+    return render(run)
 
 
 def ask(
@@ -137,13 +153,15 @@ def ask(
     search_path: str,
     evidence: str | None = None,
     conversation: str | None = None,
+    usage_if_failed: bool = True,
 ) -> tuple[dict[str, Any], list[str] | None]:
     """Answer one question, keeping the rows of the chosen SQL's checked execution: the rows
     ``nl2sql.ask`` returns are those the vote saw, read while the candidate's subtransaction
     held its locks (a re-run could meet a table dropped or renamed since).
 
     Args:
-        plpy, question, search_path, evidence, conversation: as for ``answer``.
+        plpy, question, search_path, evidence, conversation, usage_if_failed: as for
+            ``answer``.
 
     Returns:
         ``(trace, rows)``: the trace as ``explain`` renders it, and the chosen SQL's rows (at
@@ -152,7 +170,15 @@ def ask(
     Raises:
         As ``answer``.
     """
-    run = answer(plpy, question, search_path, evidence, conversation, keep_rows=True)
+    run = answer(
+        plpy,
+        question,
+        search_path,
+        evidence,
+        conversation,
+        keep_rows=True,
+        usage_if_failed=usage_if_failed,
+    )
     return render(run), run.chosen_rows()
 
 

@@ -326,11 +326,18 @@ def test_a_failed_question_beside_the_database_keeps_its_log_row(cluster, cdb, l
     # commits the trace first and names it too
     add_models(cdb, llm, ["m1"])
     llm.set_default("SELECT no_such_column FROM singer")
+    day = (
+        "SELECT coalesce(sum(questions), 0) FROM nl2sql.usage_day WHERE role_name = %s "
+        "AND day = (pg_catalog.clock_timestamp() AT TIME ZONE 'UTC')::date"
+    )
     with nl2sql.connect(cluster.dsn(CLIENT_DB, READER)) as client:
         for n, call in enumerate((client.sql, client.ask, client.narrate)):
             question = f"How many singers do we have? (beside, failed {n})"
+            before = cdb.execute(day, (READER,)).fetchone()[0]
             with pytest.raises(nl2sql.ClientError) as e:
                 call(question)
+            # the failed question counts on the role's day, once
+            assert cdb.execute(day, (READER,)).fetchone()[0] == before + 1, call.__name__
             assert "no candidate executed" in str(e.value), str(e.value)
             rows = cdb.execute(
                 "SELECT id, role_name, sql, error FROM nl2sql.query_log WHERE question = %s",

@@ -51,6 +51,16 @@ def _rows(conn, question: str) -> list[tuple]:
     ).fetchall()
 
 
+def _day(conn, role: str) -> tuple[int, int, int]:
+    """The role's questions, prompt and completion tokens of today (UTC) in nl2sql.usage_day."""
+    got = conn.execute(
+        "SELECT questions, prompt_tokens, completion_tokens FROM nl2sql.usage_day "
+        "WHERE role_name = %s AND day = (pg_catalog.clock_timestamp() AT TIME ZONE 'UTC')::date",
+        (role,),
+    ).fetchone()
+    return tuple(got) if got else (0, 0, 0)
+
+
 def _logged_id(hint: str | None) -> int:
     found = re.search(r"logged as nl2sql\.query_log id (\d+)", hint or "")
     assert found, hint
@@ -68,6 +78,7 @@ def _logged_id(hint: str | None) -> int:
 def test_failed_call_keeps_one_row_with_error_role_and_tokens(cluster, failing, statement, tag):
     question = f"How many singers do we have? (failed {tag})"
     login_role(failing, ANALYST, "singer")
+    before = _day(failing, ANALYST)
     with cluster.connect(DEMO_DB, user=ANALYST, autocommit=False) as conn:
         with pytest.raises(psycopg.Error) as e:
             conn.execute(statement, (question,))
@@ -82,6 +93,10 @@ def test_failed_call_keeps_one_row_with_error_role_and_tokens(cluster, failing, 
     assert error and "no candidate executed" in error
     assert trace["question"] == question and trace["error"] == error
     assert trace["tokens"]["total"] > 0 and trace["tokens"]["by_model"]["m1"]["calls"] >= 1
+    # the question and its tokens count on the role's day (quotas, nl2sql.usage), as an answered
+    # call's: committed with the row, not rolled back with the error
+    spent = (1, trace["tokens"]["prompt"], trace["tokens"]["completion"])
+    assert _day(failing, ANALYST) == tuple(b + d for b, d in zip(before, spent, strict=True))
 
 
 def _trapped(question: str) -> sql.Composed:
@@ -128,7 +143,9 @@ def test_without_the_shared_process_the_row_rolls_back_and_the_hint_says_why(
     failing, setup, undo, why
 ):
     question = f"How many singers do we have? (not kept: {why})"
+    role = failing.execute("SELECT current_user").fetchone()[0]
     failing.execute(setup)
+    before = _day(failing, role)
     try:
         with pytest.raises(psycopg.Error) as e:
             failing.execute("SELECT nl2sql(%s)", (question,))
@@ -138,3 +155,4 @@ def test_without_the_shared_process_the_row_rolls_back_and_the_hint_says_why(
     assert "rolled back with the error" in hint and why in hint, hint
     assert "logged as" not in hint and "nl2sql.explain" in hint
     assert _rows(failing, question) == []  # today's in-transaction row, undone by the error
+    assert _day(failing, role) == before  # and its usage with it

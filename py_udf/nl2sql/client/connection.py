@@ -21,6 +21,7 @@ from ..core.errors import CandidateRefused, ClientError, Nl2sqlError
 from ..core.settings import get_settings
 from ..curated.business import embed_pending
 from ..generation.execute import fetch_rows
+from ..model import quota
 from ..ops.indexer import sum_table_counts
 from . import _jobs, _plpy
 from ._tools import Tools
@@ -175,9 +176,10 @@ class Client(Tools):
         return out
 
     def _log_after_rollback(self, e: _plpy.Error) -> None:
-        """Log the trace of a call that raised because no SQL was chosen, now that its
-        transaction rolled back (a transaction of its own: with a connection in autocommit
-        mode, committed at once); the error's hint names the row, or says why none was kept."""
+        """Log the trace of a call that raised because no SQL was chosen, and add its question
+        and tokens to the role's day, now that its transaction rolled back (a transaction of
+        its own: with a connection in autocommit mode, committed at once); the error's hint
+        names the row, or says why none was kept."""
         p = self.plpy
         traces = list(p.rows_after_rollback)
         p.rows_after_rollback.clear()
@@ -185,6 +187,9 @@ class Client(Tools):
             try:
                 with self.conn.transaction():
                     log_id = query_log.log_query(p, trace)
+                    # the question and tokens the rollback undid count, as an answered call's
+                    spent = quota.failed_call(trace.get("tokens"))
+                    quota.add_usage(p, spent["questions"], spent)
             except (_plpy.SPIError, psycopg.Error) as err:
                 why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 e.hint = query_log.failed_hint(None, f"the log write failed ({why})")

@@ -27,6 +27,7 @@ ROUTE = "/nl2sql/v1/log"
 LOG_TIMEOUT_S = 6.0  # the backend's wait: more than the process's own limits below (5 s)
 CONNECT_TIMEOUT_S = 2  # libpq's connect_timeout (whole seconds, 2 at least)
 STATEMENT_TIMEOUT_MS = 2000  # the insert's limit (a lock held on the table: given up)
+USAGE_LOCK_TIMEOUT_MS = 500  # the role's day locked by another session: the usage given up
 MAX_WRITERS = 4  # connections the process opens at once (each failed call: one, briefly)
 WAIT_WRITER_S = 1.0  # how long a row waits for one of them before it is refused
 APPLICATION_NAME = "nl2sql shared process (query log)"
@@ -34,6 +35,10 @@ _INSERT = (
     "INSERT INTO nl2sql.query_log (role_name, question, sql, confidence, error, trace, "
     "conversation) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id"
 )
+# the call's use, added to its role's day in the same transaction as the row (a failed call's
+# question and tokens count against its quotas and show in nl2sql.usage, as an answered one's)
+_USAGE_ADD = "SELECT nl2sql._usage_add(%s, %s, %s, %s, %s, %s::numeric)"
+_USAGE_FIELDS = ("questions", "prompt", "completion", "estimated")  # whole numbers >= 0
 _TEXT_FIELDS = ("db", "role_name", "question", "trace")  # required, text
 _OPTIONAL_TEXT = ("sql", "error", "conversation")
 NOT_IN_USE = "the shared process is not in use (setting embedder = 'local')"
@@ -49,7 +54,8 @@ def relay_log(row: dict) -> tuple[int | None, str | None]:
 
     Args:
         row: ``{"db", "role_name", "question", "sql", "confidence", "error", "trace",
-            "conversation"}``: ``trace`` as JSON text, every value already redacted.
+            "conversation", "usage"}``: ``trace`` as JSON text, every value already redacted;
+            ``usage`` (``usage_values``) the call's question and tokens, or None.
 
     Returns:
         ``(id, None)`` when the row was written and committed; ``(None, why)`` when it was not
@@ -164,10 +170,43 @@ def row_values(payload: dict) -> tuple[str, list]:
     ]
 
 
+def usage_values(payload: dict) -> list | None:
+    """Check a posted row's ``usage`` (the call's question and tokens, ``model.quota.record``'s
+    amounts) and give ``nl2sql._usage_add``'s parameters.
+
+    Args:
+        payload: the body of ``POST /nl2sql/v1/log``; its ``usage`` is optional.
+
+    Returns:
+        ``[role_name, questions, prompt, completion, estimated, cost_usd text]``, or None when
+        the row carries no usage.
+
+    Raises:
+        LogRowInvalid: ``usage`` is not an object of whole numbers >= 0 (``cost_usd`` a number
+            >= 0 or null).
+    """
+    usage = payload.get("usage")
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise LogRowInvalid("usage must be a JSON object or null")
+    out = [payload["role_name"]]
+    for k in _USAGE_FIELDS:
+        v = usage.get(k, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise LogRowInvalid(f"usage.{k} must be a whole number >= 0")
+        out.append(v)
+    cost = usage.get("cost_usd") or 0
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+        raise LogRowInvalid("usage.cost_usd must be a number >= 0 or null")
+    return [*out, str(cost)]
+
+
 def write_row(data_dir: Path, payload: dict) -> int:
-    """Insert a posted row into ``nl2sql.query_log`` on a connection of this process's own, as
-    the OS user's role, committed at once; the connection is closed afterwards (an idle session
-    would keep DROP DATABASE, a rename, or CREATE DATABASE from it as a template from working).
+    """Insert a posted row into ``nl2sql.query_log`` and add its ``usage`` to the role's day
+    (``nl2sql._usage_add``) on a connection of this process's own, as the OS user's role, in one
+    transaction committed at once; the connection is closed afterwards (an idle session would
+    keep DROP DATABASE, a rename, or CREATE DATABASE from it as a template from working).
 
     Args:
         data_dir: the cluster's data directory (``postmaster.pid`` names the socket).
@@ -184,6 +223,7 @@ def write_row(data_dir: Path, payload: dict) -> int:
     import psycopg  # the shared process only: backends never import it
 
     db, values = row_values(payload)
+    usage = usage_values(payload)
     try:
         host, port = server_socket((data_dir / "postmaster.pid").read_text())
     except OSError as e:
@@ -208,8 +248,11 @@ def write_row(data_dir: Path, payload: dict) -> int:
         except psycopg.Error as e:
             _log_detail(db, e)
             raise LogNotKept("the shared process could not connect to the database") from None
-        with conn:
-            return conn.execute(_INSERT, values).fetchone()[0]
+        with conn, conn.transaction():
+            got = conn.execute(_INSERT, values).fetchone()[0]
+            if usage is not None:
+                _add_usage(conn, db, usage)
+            return got
     except psycopg.Error as e:
         _log_detail(db, e)
         raise LogNotKept(f"the shared process's insert failed ({type(e).__name__})") from None
@@ -217,10 +260,23 @@ def write_row(data_dir: Path, payload: dict) -> int:
         _WRITERS.release()
 
 
-def _log_detail(db: str, e: Exception) -> None:
-    """Say in the process's log (``embedder.log``) why a row was not written."""
+def _add_usage(conn, db: str, usage: list) -> None:
+    """Add the call's usage in a savepoint: a role's day locked elsewhere (a session counting
+    with the row lock) or a refused amount costs the usage, never the row (said in the log)."""
+    import psycopg  # the shared process only: backends never import it
+
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = {USAGE_LOCK_TIMEOUT_MS}")
+            conn.execute(_USAGE_ADD, usage)
+    except psycopg.Error as e:
+        _log_detail(db, e, "its usage was not added")
+
+
+def _log_detail(db: str, e: Exception, what: str = "not written") -> None:
+    """Say in the process's log (``embedder.log``) why a row was not written (``what``)."""
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     print(
-        f"nl2sql embedder {os.getpid()}: query log row for database {db!r} not written: {first}",
+        f"nl2sql embedder {os.getpid()}: query log row for database {db!r} {what}: {first}",
         flush=True,
     )

@@ -17,7 +17,17 @@ from ..core.errors import ConfigError, QuotaExceeded
 from ..core.types import LLMReply
 from .config import RELAYS
 
-__all__ = ["QUESTION", "TOKENS", "Ledger", "message", "record", "take", "usage_of"]
+__all__ = [
+    "QUESTION",
+    "TOKENS",
+    "Ledger",
+    "add_usage",
+    "failed_call",
+    "message",
+    "record",
+    "take",
+    "usage_of",
+]
 
 QUESTION = "question"  # the questions_per_minute check; the question is counted
 TOKENS = "tokens"  # the tokens_per_day check, before the first model request
@@ -266,6 +276,21 @@ def record(plpy, questions: int, usage: dict[str, Any]) -> None:
     if _IN_FLIGHT.get("xid") is not None and usage.get("total"):
         # other sessions of the role see these tokens in the ledger until this one commits
         _relay_quota({"op": "add", "tokens": usage["total"], **_IN_FLIGHT})
+    add_usage(plpy, questions, usage)
+
+
+def add_usage(plpy, questions: int, usage: dict[str, Any]) -> None:
+    """Add amounts to the calling role's day (``nl2sql._usage_add``), in the caller's
+    transaction: ``record`` without the ledger.
+
+    Args:
+        questions: questions to count (0 or 1).
+        usage: ``usage_of``'s dict (its ``prompt``, ``completion``, ``estimated``,
+            ``cost_usd``).
+
+    Raises:
+        plpy.SPIError: the write failed.
+    """
     spi.query(
         plpy,
         _ADD,
@@ -278,3 +303,24 @@ def record(plpy, questions: int, usage: dict[str, Any]) -> None:
         ],
         ["int4", "int8", "int8", "int8", "text"],
     )
+
+
+def failed_call(tokens: dict[str, Any] | None) -> dict[str, Any]:
+    """What a call that raised had added to its role's day (``record``, rolled back with the
+    error), for a write that the error cannot undo: the question, counted once (the quota
+    check's count rolled back too), and its tokens and cost.
+
+    Args:
+        tokens: the trace's ``tokens`` (``usage_of``'s dict), or None (no model was called).
+
+    Returns:
+        ``{"questions": 1, "prompt", "completion", "estimated", "cost_usd"}`` (numbers).
+    """
+    tokens = tokens or {}
+    return {
+        "questions": 1,
+        "prompt": int(tokens.get("prompt") or 0),
+        "completion": int(tokens.get("completion") or 0),
+        "estimated": int(tokens.get("estimated") or 0),
+        "cost_usd": tokens.get("cost_usd"),
+    }

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core import query_log, spi
 from ..embedding import query_log_relay
+from ..model import quota
 
 # what the in-transaction writer (nl2sql._log_query) would write: the role it attributes the row
 # to, read in the caller's context
@@ -56,6 +57,7 @@ def keep(plpy, trace: dict[str, Any]) -> tuple[int | None, str | None]:
             "error": trace.get("error"),
             "trace": json.dumps(trace, default=str),
             "conversation": trace.get("conversation"),
+            "usage": quota.failed_call(trace.get("tokens")),
         }
     )
     if got is not None:

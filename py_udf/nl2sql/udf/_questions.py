@@ -46,10 +46,13 @@ def _run(
     secrets = configured_secrets(plpy)
     rows = None
     try:
+        # a call that raises when no SQL was chosen has its usage written with its log row
+        # (``keep_failed_row``), where the error cannot undo it
+        how = {"usage_if_failed": not raises}
         if with_rows:
-            trace, rows = pipeline.ask(plpy, question, search_path, evidence, conversation)
+            trace, rows = pipeline.ask(plpy, question, search_path, evidence, conversation, **how)
         else:
-            trace = pipeline.explain(plpy, question, search_path, evidence, conversation)
+            trace = pipeline.explain(plpy, question, search_path, evidence, conversation, **how)
     except QuestionError as e:
         fail(plpy, redact(str(e), secrets))
     except ConfigError as e:

@@ -1,5 +1,6 @@
 """The failed call's log row relay (nl2sql.embedding.query_log_relay) without a server: the
-socket read from postmaster.pid, the posted row's checks, the backend's fallbacks (not in use,
+socket read from postmaster.pid, the posted row's checks and its usage (the failed call's
+question and tokens), the backend's fallbacks (not in use,
 no process, a process that never answers) and the hint that names the row or says why there is
 none. tests/db/test_failed_call_log.py writes rows through a real server."""
 
@@ -11,11 +12,12 @@ import time
 
 import pytest
 
-from nl2sql.core.errors import LogNotKept
+from nl2sql.core.errors import LogNotKept, LogRowInvalid
 from nl2sql.core.query_log import failed_hint
 from nl2sql.embedding import client as embed_client
 from nl2sql.embedding import query_log_relay as relay
 from nl2sql.embedding._unix_http import UnixClient
+from nl2sql.model import quota
 
 PID_FILE = "4242\n/var/lib/postgresql/16/main\n1700000000\n{port}\n{sock}\n{listen}\n  1 2\nready\n"
 
@@ -100,6 +102,46 @@ def test_row_values_refuses_bad_rows(changes, match):
 def test_row_values_refuses_what_is_no_object():
     with pytest.raises(ValueError, match="not a JSON object"):
         relay.row_values([1])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "want"),
+    [
+        (None, ["analyst", 1, 0, 0, 0, "0"]),  # failed before any model call: the question
+        (
+            {"prompt": 900, "completion": 40, "estimated": 0, "cost_usd": None, "total": 940},
+            ["analyst", 1, 900, 40, 0, "0"],
+        ),
+        (
+            {"prompt": 10, "completion": 2, "estimated": 12, "cost_usd": 0.0015, "total": 12},
+            ["analyst", 1, 10, 2, 12, "0.0015"],
+        ),
+    ],
+)
+def test_a_failed_calls_usage_is_its_question_and_tokens(tokens, want):
+    usage = quota.failed_call(tokens)
+    assert relay.usage_values(_row(usage=usage)) == want
+
+
+def test_a_row_without_usage_adds_none():
+    assert relay.usage_values(_row()) is None
+
+
+@pytest.mark.parametrize(
+    ("usage", "match"),
+    [
+        ([1], "usage must be"),
+        ({"questions": -1}, "usage.questions"),
+        ({"prompt": 1.5}, "usage.prompt"),
+        ({"completion": "9"}, "usage.completion"),
+        ({"estimated": True}, "usage.estimated"),
+        ({"cost_usd": -0.1}, "usage.cost_usd"),
+        ({"cost_usd": "free"}, "usage.cost_usd"),
+    ],
+)
+def test_usage_values_refuse_what_could_lower_or_garble_a_day(usage, match):
+    with pytest.raises(LogRowInvalid, match=match):
+        relay.usage_values(_row(usage=usage))
 
 
 @pytest.mark.parametrize(
