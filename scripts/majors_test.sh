@@ -53,9 +53,9 @@ for M in "$@"; do
   t3=$(now)
   say "PostgreSQL $M: $(in_root "$bin/postgres --version"); tests/db tests/upgrade tests/beside, pg_upgrade from $prev_bin"
   set +e
-  # NL2SQL_ROOT_TEST_WORKERS pytest-xdist workers (default 3), without the benches' smoke runs,
+  # one pytest process (NL2SQL_ROOT_TEST_WORKERS: workers), without the benches' smoke runs,
   # as scripts/distro_test.sh says
-  in_root --no-net "export NL2SQL_VENV=$venv NL2SQL_LLAMACPP=off NL2SQL_PG_UPGRADE_FROM=$prev_bin NL2SQL_PG_UPGRADE_VENV=$prev_venv NL2SQL_TEST_WORKERS=${NL2SQL_ROOT_TEST_WORKERS:-3}
+  in_root --no-net "export NL2SQL_VENV=$venv NL2SQL_LLAMACPP=off NL2SQL_PG_UPGRADE_FROM=$prev_bin NL2SQL_PG_UPGRADE_VENV=$prev_venv NL2SQL_TEST_WORKERS=${NL2SQL_ROOT_TEST_WORKERS:-0}
     cd $SRC && bash scripts/test.sh ${NL2SQL_MAJORS_TESTS:-tests/db tests/upgrade tests/beside --ignore=tests/db/test_bench_smoke.py} -q -p no:cacheprovider"
   rc=$?
   set -e

@@ -24,10 +24,7 @@ from .conftest import make_db, nl2sql_admin
 
 TIMEOUT_S = 1
 WAIT_S = 120  # the most a wait on an event (the server's first hit) may take: a bound, not a delay
-# the deadline is timed from the client's first request to the hostile server, not from its
-# start (imports, connection, the embedding model loaded: 2 to 6 s on a loaded machine, which
-# made an 8 s bound from the start fail at 8.07 s): the call's two deadlines and the client's end
-EXIT_S = 2.0  # the client's end after its deadline: the error printed, the interpreter's exit
+STARTUP_S = 6.0  # the client's own start: imports, connection, the embedding model loaded
 QUESTION = "How many singers do we have?"
 CLI_WITH_CTRL_C = (
     "import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1); "
@@ -87,11 +84,10 @@ def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, a
             text=True,
             env=env,
         )
-        while not server.hits and proc.poll() is None and time.monotonic() - t0 < WAIT_S:
-            time.sleep(0.02)
-        assert server.hits, f"the client never reached the hostile server: {proc.poll()}"
-        t0 = time.monotonic()  # the call is under way: its deadline runs from here
         if action == "ctrl_c":
+            while not server.hits and proc.poll() is None and time.monotonic() - t0 < WAIT_S:
+                time.sleep(0.02)
+            assert server.hits, f"the client never reached the hostile server: {proc.poll()}"
             time.sleep(0.3)  # mid-request
             t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
@@ -106,7 +102,7 @@ def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, a
         assert err.startswith("nl2sql: interrupted" if proc.returncode == 130 else "nl2sql: "), err
         assert "Traceback" not in err, err
     else:
-        limit = 2 * TIMEOUT_S + EXIT_S
+        limit = STARTUP_S + 2 * TIMEOUT_S
         assert took < limit, f"{path} × {mode}: {took:.2f} s (limit {limit:g} s)"
         assert proc.returncode != 0 and "Traceback" not in err, err
 
