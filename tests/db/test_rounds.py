@@ -12,6 +12,9 @@ from conftest import add_models
 from nl2sql_indexer.dev.loopback import Rule
 
 ROUND_KEYS = ["model_rounds", "prompt_token_budget", "hardness_voters", "repair_rounds"]
+ROUND_KEYS += ["examples_when"]
+EXAMPLES = "/* Some example questions"
+INSTRUCTION = "/* Complete PostgreSQL SQL query only"
 Q = "How many singers do we have?"
 SINGERS = "SELECT count(*) FROM singer"
 CONCERTS = "SELECT count(*) FROM concert"
@@ -148,3 +151,28 @@ def test_one_round_repairs_a_failing_candidate_with_its_prompt(rdb, llm):
     c = next(c for c in trace["candidates"] if c["source"] == "finsql:m1")
     assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]
     assert trace["confidence"] == 1.0
+
+
+@pytest.mark.parametrize("when", ["always", "on_failure"])
+def test_examples_when_on_failure_come_with_the_repair_only(rdb, llm, when):
+    """``examples_when``: with ``on_failure`` the one round's prompt holds no retrieved example
+    and the repair of the failed candidate adds them after all the first prompt shared (the
+    schema, values, instruction stay the prefix a server's prompt cache keeps)."""
+    setting(rdb, "model_rounds", "one")
+    setting(rdb, "examples_when", when)
+    llm.clear()
+    llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
+    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
+    for m in ("m2", "m3"):
+        llm.add_rule(Rule(model=m, response=SINGERS))
+    trace = explain(rdb)
+    sent = prompts(llm)
+    first = [p for p in sent if "Repair round" not in p]
+    repair = next(p for p in sent if "Repair round 1" in p)
+    assert len(first) == 3 and len(set(first)) == 1 and "xyzzy" in repair
+    assert (EXAMPLES in first[0]) == (when == "always")
+    assert EXAMPLES in repair  # the demo's pool has examples for this question
+    head = first[0][: first[0].index(EXAMPLES if when == "always" else INSTRUCTION)]
+    assert repair.startswith(head.rstrip())
+    c = next(c for c in trace["candidates"] if c["source"] == "finsql:m1")
+    assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]

@@ -1,4 +1,5 @@
-"""One setting's declaration (``Setting``): kind, default, bounds, parsing and formatting.
+"""One setting's declaration (``Setting``): kind, default, bounds, parsing and formatting; and
+the settings of generation and selection (``GENERATION``, part of ``settings.SETTINGS``).
 Standard library and ``errors`` only: the build script imports it through ``settings``."""
 
 from __future__ import annotations
@@ -283,3 +284,155 @@ def enum_setting(name: str, choices: tuple[str, ...], meaning: str) -> Setting:
         The Setting (type enum).
     """
     return Setting(name, "enum", choices[0], meaning, choices=choices)
+
+
+# The settings of generation and selection (docs/pipeline.md "Generation and selection"):
+# part of ``settings.SETTINGS``, declared here to keep that module short.
+GENERATION: tuple[Setting, ...] = (
+    # generation and selection (docs/pipeline.md "Generation and selection")
+    Setting(
+        "model_rounds",
+        "enum",
+        "auto",
+        "`two`: the first model writes the PreSQL, then every model a FinSQL from the linked "
+        "schema; `one`: every model writes once from the PreSQL prompt (no linking round); "
+        "`auto`: one round when the PreSQL prompt holds the whole schema, two when it was "
+        'pruned (see "One model round or two")',
+        choices=("two", "one", "auto"),
+    ),
+    Setting(
+        "prompt_variants",
+        "int",
+        1,
+        'FinSQL prompts per model (MCS-SQL multiple prompts); see "Generation and selection"',
+        minimum=1,
+        maximum=8,
+    ),
+    Setting(
+        "samples_per_model",
+        "int",
+        1,
+        "samples per prompt and model, one request with `n` (self-consistency)",
+        minimum=1,
+        maximum=16,
+    ),
+    Setting(
+        "sample_temperature",
+        "float",
+        1.0,
+        "temperature of those samples for a model configured at temperature 0",
+        minimum=0,
+        maximum=2,
+    ),
+    Setting(
+        "repair_rounds",
+        "int",
+        3,
+        "repair rounds for failing or empty candidates (ReBoost)",
+        minimum=0,
+        maximum=3,
+    ),
+    Setting(
+        "value_alignment",
+        "bool",
+        True,
+        "string literals compared with a column are snapped to its indexed cell values",
+    ),
+    unit_setting("align_min_trigram", 0.4, "minimum pg_trgm similarity for value alignment"),
+    unit_setting(
+        "align_min_cosine",
+        0.8,
+        "minimum embedding cosine similarity for value alignment (tried after trigrams)",
+    ),
+    unit_setting(
+        "confidence_threshold",
+        0.2,
+        "result groups with a smaller share of the executed candidates are dropped (MCS-SQL)",
+    ),
+    enum_setting(
+        "tie_break",
+        ("fastest", "priority"),
+        "equal-size groups: `fastest` execution (times within max(0.5 ms, 10 %) of the "
+        "fastest count as equal, and priority decides among those, so that the same "
+        "candidates always give the same answer), or `priority` (group holding the "
+        "highest-priority model)",
+    ),
+    enum_setting(
+        "selection",
+        ("majority", "multiple_choice", "judge"),
+        '`majority`, `multiple_choice` (a model picks a group) or `judge` (see "The judge")',
+    ),
+    Setting(
+        "selection_model",
+        "str",
+        "",
+        "model for multiple-choice selection and the judge; empty = the PreSQL writer",
+    ),
+    unit_setting(
+        "abstain_below",
+        0,
+        "clarify or abstain: when the chosen group's confidence is below this, `nl2sql()` "
+        "raises a message listing the competing readings instead of answering (0 = off)",
+    ),
+    Setting(
+        "abstain_readings",
+        "int",
+        3,
+        "readings (top result groups) an abstention lists, each with its SQL and first rows",
+        minimum=1,
+        maximum=10,
+    ),
+    Setting(
+        "conversation_turns",
+        "int",
+        5,
+        "earlier turns of a conversation (their questions and chosen SQL) shown in the "
+        "prompts of a follow-up question",
+        minimum=0,
+        maximum=50,
+    ),
+    Setting(
+        "narrate_model",
+        "str",
+        "",
+        "model that writes `nl2sql.narrate` answers; empty = the first configured model "
+        "(the PreSQL writer)",
+    ),
+    Setting(
+        "narrate_rows",
+        "int",
+        20,
+        "first rows of the chosen SQL that `nl2sql.narrate` shows the model",
+        minimum=1,
+        maximum=1000,
+    ),
+    Setting(
+        "explain_sql_in_trace",
+        "bool",
+        False,
+        "`nl2sql.explain` adds `sql_explanation`: the chosen SQL explained in words by the model "
+        "of `narrate_model`, as `nl2sql.explain_sql` does (one more model call)",
+    ),
+    Setting(
+        "hardness_voters",
+        "json",
+        {},
+        'PET-SQL fine-grained voting: JSON `{"easy": [models], "medium": …, "hard": …, '
+        '"extra": …}`; empty = every model votes',
+    ),
+    Setting(
+        "reliability_vote",
+        "bool",
+        True,
+        "the vote weights each model by the reliability `nl2sql.calibrate()` learned from "
+        "judged answers (and, when `hardness_voters` is empty, lets the learned voter sets "
+        "vote); nothing calibrated, or `off`: plain majority",
+    ),
+    Setting(
+        "rewrite_time",
+        "bool",
+        True,
+        'relative time in the question ("this month", "today", "currently") made '
+        "explicit from the database's `now()`",
+    ),
+)

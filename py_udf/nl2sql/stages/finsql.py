@@ -16,7 +16,7 @@ from ..model import prompts
 from ..model.llm import call_models, call_models_during
 from ..ops import value_policy
 from .before_models import late_lookups_overlapped
-from .prompt_parts import context_text, first_examples, value_triples
+from .prompt_parts import context_text, first_examples, prompt_with_examples, value_triples
 from .run import FinsqlPlan, Run
 
 
@@ -230,11 +230,10 @@ def repair(run: Run) -> None:
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
-    default_prompt = run.presql.prompt
     rep = repair_loop(
         run.candidates,
         {m.name: m for m in run.models},
-        lambda c: c.prompt or default_prompt,
+        _repair_base(run),
         run.plan.evaluator,
         [v.to_json() for v in run.context.values],
         run.st.repair_rounds,
@@ -244,6 +243,27 @@ def repair(run: Run) -> None:
     )
     run.timer.waited("repair", rep["llm_wait_ms"])
     run.repair = rep
+
+
+def _repair_base(run: Run) -> Callable[[Candidate], str]:
+    """Candidate -> the prompt its repair starts from: the one it answered, except that with
+    ``examples_when`` = ``on_failure`` in one round the first prompt's candidates are repaired
+    from that prompt with the retrieved examples added (``prompt_parts.prompt_with_examples``,
+    built once, when the first candidate needs it)."""
+    first = run.presql.prompt
+    if run.st.examples_when != "on_failure" or not run.one_round():
+        return lambda c: c.prompt or first
+    built: list[str | None] = []
+
+    def prompt_of(c: Candidate) -> str:
+        p = c.prompt or first
+        if p != first:
+            return p
+        if not built:
+            built.append(prompt_with_examples(run.context, run.st, run.gate))
+        return built[0] or p
+
+    return prompt_of
 
 
 def last_resort(run: Run) -> None:

@@ -72,23 +72,13 @@ def presql_prompt(
     Raises:
         EmbeddingError: pruning needed the question's embedding and the model is missing.
     """
-    examples = gate.examples("presql", first_examples(ctx.verified, ctx.candidates, st.k_examples))
-    shown = gate.values("presql", value_triples(schema, ctx.values))
-    business = ctx.business.prompt_text(gate, "presql")
-    semantic = ctx.semantic.gated(gate, "presql")
+    retrieved = [] if st.examples_when == "on_failure" else ctx.candidates
+    examples = gate.examples("presql", first_examples(ctx.verified, retrieved, st.k_examples))
+
+    parts = _parts(ctx, schema, gate, "presql")
 
     def render(s: Schema) -> str:
-        tables = {t.name for t in s.tables}
-        return prompts.build_prompt(
-            ctx.question,
-            s,
-            examples,
-            st.sample_values,
-            ctx.evidence,
-            [v for v in shown if v[0] in tables],
-            _context_text(business, ctx.semantic.prompt_text(tables, semantic)),
-            gate.turns("presql", ctx.turns),
-        )
+        return _render(ctx, s, st, gate, examples, parts)
 
     keep = [t for t, _why in ctx.semantic.links()]
     for name, _c, _v in value_triples(
@@ -106,6 +96,54 @@ def presql_prompt(
     used, info = prune_schema(schema, scores, st.prompt_token_budget, render, keep, model=model)
     ctx.presql_schema = used
     return render(used), used, info
+
+
+def _parts(ctx: Context, schema: Schema, gate: Gate, stage: str) -> tuple:
+    """What the gate lets ``stage`` show beside the schema: the values, the business context
+    and the semantic model's objects (each gated once, for every render of the prompt)."""
+    return (
+        gate.values(stage, value_triples(schema, ctx.values)),
+        ctx.business.prompt_text(gate, stage),
+        ctx.semantic.gated(gate, stage),
+    )
+
+
+def _render(
+    ctx: Context, s: Schema, st: Settings, gate: Gate, examples: list[Example], parts: tuple
+) -> str:
+    """The PreSQL prompt over ``s`` with ``examples`` (gated) and ``parts`` (``_parts``)."""
+    shown, business, semantic = parts
+    tables = {t.name for t in s.tables}
+    return prompts.build_prompt(
+        ctx.question,
+        s,
+        examples,
+        st.sample_values,
+        ctx.evidence,
+        [v for v in shown if v[0] in tables],
+        _context_text(business, ctx.semantic.prompt_text(tables, semantic)),
+        gate.turns("presql", ctx.turns),
+    )
+
+
+def prompt_with_examples(ctx: Context, st: Settings, gate: Gate) -> str | None:
+    """The PreSQL prompt as setting ``examples_when`` = ``always`` builds it: the schema the
+    first prompt showed (``ctx.presql_schema``) with the retrieved examples. With
+    ``on_failure`` the repair of a failed candidate starts from it.
+
+    Args:
+        ctx, st, gate: the question's context (after ``presql_prompt``), the settings, the
+            call's gate.
+
+    Returns:
+        The prompt, or None when there is no retrieved example to add (or no PreSQL schema).
+    """
+    examples = first_examples(ctx.verified, ctx.candidates, st.k_examples)
+    if ctx.presql_schema is None or len(examples) <= len(ctx.verified[: st.k_examples]):
+        return None
+    schema = ctx.presql_schema
+    shown = gate.examples("repair", examples)
+    return _render(ctx, schema, st, gate, shown, _parts(ctx, schema, gate, "repair"))
 
 
 def link_and_select(

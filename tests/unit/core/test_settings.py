@@ -87,6 +87,7 @@ PREVIOUS_DEFAULTS = {
     "narrate_rows": "20",
     "explain_sql_in_trace": "off",
     "model_rounds": "auto",
+    "examples_when": "always",
 }
 
 
