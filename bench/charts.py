@@ -14,6 +14,11 @@ as their whole part (nvBench cuts binned aggregates).
   bash scripts/dev_locked.sh python bench/charts.py --data ../shared/bench-data [--per-vis 1]
   python bench/charts.py --beside ...   (nl2sql installed beside each database, no PL/Python:
                                           the pipeline in this process, nl2sql.connect().chart)
+  ... --live 1.5b --per-vis 1 --charts-per-db 8 [--set examples_when=on_failure]
+      a REAL MODEL writes the SQL (Qwen2.5-Coder-1.5B- or 0.5B-Instruct in llama.cpp's
+      llama-server on this CPU, bench/live.py's server; small models: their figures are
+      theirs); each request also scored by execution accuracy (its chosen SQL's rows against
+      the gold SQL's, bench/common.py's rule)
 
 Prints per-class figures, the misses by class, and a last line starting ``RESULT``."""
 
@@ -35,8 +40,10 @@ import sqlglot
 from sqlglot import exp
 
 import common as C
+from live import MODELS, Server, free_port
 from nl2sql.client import connect
 from nl2sql.client.install import install
+from nl2sql_indexer.dev.llama_models import fetch
 from nl2sql_indexer.dev.loopback import LoopbackLLM
 
 MODEL = "gold"
@@ -176,8 +183,9 @@ def judge(item: dict, spec: dict) -> dict[str, bool]:
     return {"type": kind_ok, "axes": axes_ok, "data": g == o}
 
 
-def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool) -> str:
-    """One Spider database loaded, indexed, its requests' gold SQL on the loopback."""
+def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool, live=None) -> str:
+    """One Spider database loaded, indexed, its requests' gold SQL on the loopback (or, with
+    ``live``, a ``(name, base_url, settings)`` real model added instead)."""
     dump = data / "spider_dev" / "pg_dumps" / f"{db}.sql"
     C.load_dump(cluster, db, dump if dump.exists() else data / "pg_dumps" / f"{db}.sql")
     if beside:
@@ -200,10 +208,19 @@ def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool) ->
         if not beside:
             conn.execute("SELECT nl2sql.reindex()")
         conn.execute("DELETE FROM nl2sql.model")
-        conn.execute(
-            "SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => 'sqlite')",
-            (MODEL, MODEL, llm.base_url),
-        )
+        if live is None:
+            conn.execute(
+                "SELECT nl2sql.add_model(%s, %s, base_url => %s, dialect => 'sqlite')",
+                (MODEL, MODEL, llm.base_url),
+            )
+        else:
+            name, url, settings = live
+            conn.execute(
+                "SELECT nl2sql.add_model(%s, %s, base_url => %s, timeout_s => 300)",
+                (name, name, url),
+            )
+            for k, v in settings:
+                conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
         names = [psycopg.sql.Identifier(n).as_string(conn) for n in schemas]
     return ", ".join(names + ([] if "public" in schemas else ["public"]))
 
@@ -222,18 +239,24 @@ def _asker(cluster, db: str, beside: bool):
     return ask, conn
 
 
-def run_db(cluster, llm, data, db, items, per_vis, out, beside=False) -> None:
-    path = setup(cluster, llm, data, db, items, beside)
+def run_db(cluster, llm, data, db, items, per_vis, out, beside=False, live=None) -> None:
+    path = setup(cluster, llm, data, db, items, beside, live)
     ask, closing = _asker(cluster, db, beside)
-    with closing:
+    score_conn = cluster.connect(db)
+    score_conn.execute(f"SET search_path TO {path}")
+    with closing, score_conn:
         for it in items:
             for q in it["nl_queries"][: per_vis or None]:
                 named = bool(_NAMES_A_CHART.search(q))
+                t0 = time.perf_counter()
                 try:
                     spec = ask(q, path)
                 except Exception as e:  # noqa: BLE001 - a failed request is a miss, said
                     spec = {"usermeta": {"chart": "error", "reason": str(e).splitlines()[0]}}
                 got = judge(it, spec)
+                got["s"] = round(time.perf_counter() - t0, 2)
+                if live is not None:
+                    got["ex"] = _ex(score_conn, it, spec["usermeta"].get("sql"))
                 out.append(
                     {
                         "db": db,
@@ -247,6 +270,18 @@ def run_db(cluster, llm, data, db, items, per_vis, out, beside=False) -> None:
                         "spec": spec,
                     }
                 )
+
+
+def _ex(conn, item: dict, sql: str | None) -> bool:
+    """The chosen SQL's rows against the gold SQL's (``bench/common.py``'s rule); no SQL or a
+    gold the database refuses: False."""
+    if not sql:
+        return False
+    try:
+        return C.execution_match(conn, replay_sql(item), sql)
+    except Exception:  # noqa: BLE001 - a gold SQL PostgreSQL refuses scores no match
+        conn.rollback()
+        return False
 
 
 def report(out: list[dict], secs: float) -> None:
@@ -274,9 +309,13 @@ def report(out: list[dict], secs: float) -> None:
     refused = [r for r in out if "no chart: nl2sql:" in (r["reason"] or "")]
     print(f"  gold SQL PostgreSQL refuses (no SQL chosen): {len(refused)} requests")
     t, a, d = (C.pct(sum(r[k] for r in out), n) for k in ("type", "axes", "data"))
+    live = ""
+    if out and "ex" in out[0]:
+        p50 = C.percentile([r["s"] for r in out], 50)
+        live = f" ex={C.pct(sum(r['ex'] for r in out), n):.1f} p50_s={p50:.1f}"
     print(
         f"RESULT charts nvbench-visible n={n} type={t:.1f} named_type="
-        f"{C.pct(nt, len(named)):.1f} axes={a:.1f} data={d:.1f}"
+        f"{C.pct(nt, len(named)):.1f} axes={a:.1f} data={d:.1f}{live}"
     )
 
 
@@ -289,6 +328,12 @@ def rescore(path: Path, items: list[dict]) -> None:
     report(out, 0.0)
 
 
+def _live_server(args):
+    """bench/live.py's ``llama-server`` for ``--live`` (its log in /tmp)."""
+    alias = MODELS[args.live]
+    return Server(alias, fetch(alias), free_port(), Path("/tmp"), args.threads)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
@@ -298,6 +343,10 @@ def main() -> None:
     ap.add_argument("--datadir", type=Path, default=None, help="the cluster's data directory")
     ap.add_argument("--rescore", type=Path, help="score the specs of an earlier --out again")
     ap.add_argument("--out", type=Path, help="write each request's verdict and spec (JSONL)")
+    ap.add_argument("--live", choices=sorted(MODELS), help="a real model writes the SQL")
+    ap.add_argument("--charts-per-db", type=int, default=0, help="charts per database (0: all)")
+    ap.add_argument("--threads", type=int, help="llama-server's --threads (live)")
+    ap.add_argument("--set", action="append", default=[], help="an nl2sql setting k=v (live)")
     args = ap.parse_args()
     items = [json.loads(x) for x in (args.data / "nvbench" / "nvbench_visible.jsonl").open()]
     if args.rescore:
@@ -307,19 +356,19 @@ def main() -> None:
     cluster = C.start_cluster(args.datadir)
     out: list[dict] = []
     t0 = time.perf_counter()
-    with LoopbackLLM() as llm:
-        for db in dbs:
-            run_db(
-                cluster,
-                llm,
-                args.data,
-                db,
-                [i for i in items if i["db_id"] == db],
-                args.per_vis,
-                out,
-                args.beside,
-            )
-            print(f"  {db}: {sum(r['db'] == db for r in out)} requests", flush=True)
+    server = _live_server(args) if args.live else None
+    live = None
+    if server is not None:
+        live = (server.alias, server.base_url, [kv.split("=", 1) for kv in args.set])
+    try:
+        with LoopbackLLM() as llm:
+            for db in dbs:
+                mine = [i for i in items if i["db_id"] == db][: args.charts_per_db or None]
+                run_db(cluster, llm, args.data, db, mine, args.per_vis, out, args.beside, live)
+                print(f"  {db}: {sum(r['db'] == db for r in out)} requests", flush=True)
+    finally:
+        if server is not None:
+            server.stop()
     if args.out:
         args.out.write_text("".join(json.dumps(r, default=str) + "\n" for r in out))
     report(out, time.perf_counter() - t0)

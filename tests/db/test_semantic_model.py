@@ -229,10 +229,10 @@ def test_a_question_uses_a_metric_and_undeclared_relationships(sdb, llm):
         assert "-- metric sm_orders.total_revenue: SUM(sm_orders.amount) -- the sum of" in p
         assert "(also: turnover, sales)" in p
         assert (
-            "-- sm_orders(cust_code) REFERENCES sm_customers(code) -- relationship "
+            "FOREIGN KEY (cust_code) REFERENCES sm_customers(code) -- relationship "
             "orders_to_customers, many_to_one, left_outer join"
         ) in p
-        assert "-- sm_customers(area_code) REFERENCES sm_areas(acode) -- relationship" in p
+        assert "FOREIGN KEY (area_code) REFERENCES sm_areas(acode) -- relationship" in p
     assert trace["sql"].startswith("SELECT a.area_name")
     rows = sdb.execute(trace["sql"]).fetchall()
     assert [(r[0], float(r[1])) for r in rows] == [("North", 150.0), ("South", 80.0)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.errors import GateError
 from ..core.spi import quote_literal
-from ..core.types import Example, Schema, Table, Turn
+from ..core.types import Example, ForeignKey, Schema, Table, Turn
 
 
 class ShownSQL(str):
@@ -66,13 +66,15 @@ def _quote_value(v: str, data_type: str) -> str:
     return quote_literal(v if len(v) <= 60 else v[:57] + "...")
 
 
-def render_table(table: Table, n_values: int = 3) -> str:
+def render_table(table: Table, n_values: int = 3, foreign_keys: list[ForeignKey] = ()) -> str:
     """Render one table as a commented CREATE TABLE (types, primary key, comments, cell values).
     Source: PET-SQL (Li et al. 2024) §3.1; DAIL-SQL (Gao et al. 2023) §3.1.
 
     Args:
         table: the table (its ``name`` is the prompt name).
         n_values: most cell values shown per column (text quoted, cut at 60 characters); 0: none.
+        foreign_keys: the table's own foreign keys, each a ``FOREIGN KEY (...) REFERENCES``
+            line after the primary key (a semantic model's note as its comment).
 
     Returns:
         The ``CREATE TABLE ... );`` text, one line per column.
@@ -94,6 +96,10 @@ def render_table(table: Table, n_values: int = 3) -> str:
         body.append((f"  {c.name} {c.data_type}", " -- " + "; ".join(notes) if notes else ""))
     if pks:
         body.append((f"  PRIMARY KEY ({', '.join(pks)})", ""))
+    for fk in foreign_keys:
+        ref = f"{fk.ref_table}({', '.join(fk.ref_columns)})"
+        note = f" -- {_one_line(fk.note)}" if fk.note else ""
+        body.append((f"  FOREIGN KEY ({', '.join(fk.columns)}) REFERENCES {ref}", note))
     for i, (decl, note) in enumerate(body):
         comma = "," if i < len(body) - 1 else ""
         lines.append(decl + comma + note)
@@ -102,28 +108,23 @@ def render_table(table: Table, n_values: int = 3) -> str:
 
 
 def render_schema(schema: Schema, n_values: int = 3) -> str:
-    """Render the schema in code representation followed by foreign-key lines. Source: PET-SQL (Li
-    et al. 2024) §3.1 and Listing 2.
+    """Render the schema in code representation, each table's foreign keys inside its CREATE
+    TABLE as a DDL dump writes them. Source: PET-SQL (Li et al. 2024) §3.1 and Listing 2;
+    DAIL-SQL (Gao et al. 2023) §3.1 (code representation with foreign keys).
 
     Args:
         schema: the tables and foreign keys to show.
         n_values: most cell values shown per column.
 
     Returns:
-        The tables' ``CREATE TABLE`` texts, then (when there are any) a ``/* Foreign keys: */``
-        line and one ``-- t(c) REFERENCES r(rc)`` line per foreign key; a semantic model's
-        relationship (``ForeignKey.note``) is such a line with its note after it.
+        The tables' ``CREATE TABLE`` texts; a foreign key is a ``FOREIGN KEY (c) REFERENCES
+        r(rc)`` line of its table, a semantic model's relationship (``ForeignKey.note``) such a
+        line with its note as a comment.
     """
-    parts = [render_table(t, n_values) for t in schema.tables]
-    if schema.foreign_keys:
-        parts.append("/* Foreign keys: */")
-        for fk in schema.foreign_keys:
-            note = f" -- {_one_line(fk.note)}" if fk.note else ""
-            parts.append(
-                f"-- {fk.table}({', '.join(fk.columns)}) REFERENCES "
-                f"{fk.ref_table}({', '.join(fk.ref_columns)}){note}"
-            )
-    return "\n".join(parts)
+    by_table: dict[str, list[ForeignKey]] = {}
+    for fk in schema.foreign_keys:
+        by_table.setdefault(fk.table, []).append(fk)
+    return "\n".join(render_table(t, n_values, by_table.get(t.name, [])) for t in schema.tables)
 
 
 def render_examples(examples: list[Example]) -> str:

@@ -31,7 +31,8 @@ def test_prompt_has_schema_values_fks_examples_instruction_and_question_last():
     assert (
         "CREATE TABLE singer" in p and "values: 'Ann', 'Bo', 'Cy'" in p and "values: 1, 2, 3" in p
     )
-    assert "singer(stadium_id) REFERENCES stadium(stadium_id)" in p
+    singer = p[p.index("CREATE TABLE singer") : p.index("CREATE TABLE stadium")]
+    assert "  FOREIGN KEY (stadium_id) REFERENCES stadium(stadium_id)\n);" in singer
     assert "minimize SQL execution time while ensuring correctness" in p
     assert p.index("How many books") < p.index("minimize") < p.index("How many singers?")
     assert p.rstrip().endswith("How many singers? */")
