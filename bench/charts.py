@@ -278,7 +278,7 @@ def _ex(conn, item: dict, sql: str | None) -> bool:
     if not sql:
         return False
     try:
-        return C.execution_match(conn, replay_sql(item), sql)
+        return C.execution_match(conn, replay_sql(item), sql, role=None)
     except Exception:  # noqa: BLE001 - a gold SQL PostgreSQL refuses scores no match
         conn.rollback()
         return False

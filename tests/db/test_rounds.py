@@ -176,3 +176,21 @@ def test_examples_when_on_failure_come_with_the_repair_only(rdb, llm, when):
     assert repair.startswith(head.rstrip())
     c = next(c for c in trace["candidates"] if c["source"] == "finsql:m1")
     assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]
+
+
+def test_a_join_compared_with_itself_is_repaired_though_it_ran(rdb, llm):
+    """A candidate whose join condition compares a column with itself runs (a cross product)
+    and is still sent to repair; the repaired query takes its place."""
+    setting(rdb, "model_rounds", "one")
+    llm.clear()
+    cross = "SELECT count(*) FROM singer AS s JOIN concert AS c ON s.singer_id = s.singer_id"
+    llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
+    llm.add_rule(Rule(model="m1", response=cross))
+    for m in ("m2", "m3"):
+        llm.add_rule(Rule(model=m, response=SINGERS))
+    trace = explain(rdb)
+    repair = next(p for p in prompts(llm) if "Repair round 1" in p)
+    assert "s.singer_id = s.singer_id compares a column with itself" in repair
+    c = next(c for c in trace["candidates"] if c["source"] == "finsql:m1")
+    assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]
+    assert normalized(c["sql"]) == normalized(SINGERS)

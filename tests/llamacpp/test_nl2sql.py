@@ -54,7 +54,7 @@ def _add_models(conn, base_url: str, model: str) -> None:
 @pytest.fixture(scope="module")
 def instruct_db(qwen_server, cluster):
     """The demo database indexed, with the two models on the instruct model's server; one
-    repair round."""
+    repair round; the examples only on failure, as docs/models.md tells a user of a local model."""
     cluster.create_database(DB, drop=True)
     conn = cluster.connect(DB)
     conn.execute(demo_sql())
@@ -62,6 +62,7 @@ def instruct_db(qwen_server, cluster):
     conn.execute("SELECT nl2sql.reindex()")
     _add_models(conn, qwen_server.base_url, INSTRUCT)
     conn.execute("SELECT nl2sql.set_setting('repair_rounds', '1')")
+    conn.execute("SELECT nl2sql.set_setting('examples_when', 'on_failure')")
     yield conn
     conn.close()
 

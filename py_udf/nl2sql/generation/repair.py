@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sqlglot import exp
+
 from ..core.errors import CandidateRefused
 from ..core.spi import quote_literal
-from ..core.sqlcheck import parse_one
+from ..core.sqlcheck import parse_one, parse_shared
 from ..core.types import Candidate, ModelConfig, Status
 from ..linking.names import schema_hints, snap_names
 from ..model import prompts
@@ -46,7 +48,15 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
         when the candidate needs no repair or cannot be repaired (no answer, refused unparsed).
     """
     if c.status == Status.OK:
-        return "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
+        if c.row_count == 0:
+            return "the query ran but returned no rows (empty result)"
+        same = self_compared_join(c.sql)
+        if same is None:
+            return None
+        return (
+            f"the join condition {same} compares a column with itself, so every row of one "
+            "table is joined with every row of the other; join on the columns that relate them"
+        )
     if c.status == Status.REFUSED and (
         (c.reason or "").startswith("no answer") or c.cleaning[-1:] == ["refused"]
     ):
@@ -61,9 +71,51 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     return None
 
 
+def self_compared_join(sql: str | None) -> str | None:
+    """Find a join condition that compares a column with itself (``T1.id = t1.id``: true for
+    every pair of rows, so the join is a cross product): a query that runs and is wrong, which
+    small models write when they mix up their aliases (bench/live.py's misses).
+
+    Args:
+        sql: the candidate's SQL (PostgreSQL), or None.
+
+    Returns:
+        The condition's text, or None when there is none (or the SQL does not parse).
+    """
+    try:
+        tree = parse_shared(sql) if sql else None
+    except CandidateRefused:
+        return None
+    for join in tree.find_all(exp.Join) if tree is not None else ():
+        on = join.args.get("on")
+        for eq in on.find_all(exp.EQ) if on is not None else ():
+            left, right = eq.this, eq.expression
+            if isinstance(left, exp.Column) and _same_column(left, right):
+                return eq.sql(dialect="postgres")
+    return None
+
+
+def _same_column(a: exp.Column, b: exp.Expression) -> bool:
+    """Both name the same column of the same table (unquoted names compared as PostgreSQL folds
+    them)."""
+    if not isinstance(b, exp.Column):
+        return False
+
+    def key(c: exp.Column) -> tuple[str, ...]:
+        return tuple(
+            i.name if i.args.get("quoted") else i.name.lower()
+            for i in (c.args.get("table"), c.args.get("this"))
+            if isinstance(i, exp.Identifier)
+        )
+
+    return key(a) == key(b) and len(key(a)) == 2
+
+
 def _rank(c: Candidate) -> int:
     if c.status == Status.OK:
-        return 2 if (c.row_count or 0) > 0 else 1
+        if not c.row_count:
+            return 1
+        return 1 if self_compared_join(c.sql) else 2
     return 0
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import candidate as _c
 from nl2sql.core.types import Column, Schema, Table
-from nl2sql.generation.repair import feedback, repair_prompt
+from nl2sql.generation.repair import feedback, repair_prompt, self_compared_join
 from nl2sql.linking.names import schema_hints, snap_names
 from nl2sql.model.gate import open_gate
 
@@ -144,3 +144,37 @@ SNAP_SCHEMA = Schema(
 )
 def test_unknown_names_are_snapped_only_to_the_one_real_name_meant(sql, snapped):
     assert snap_names(sql, SNAP_SCHEMA) == snapped
+
+
+@pytest.mark.parametrize(
+    "sql, found",
+    [
+        # the aliases mixed up: the condition compares a column with itself (case folded)
+        (
+            "SELECT DISTINCT T2.state FROM owners AS T1 JOIN professionals AS T2 "
+            "ON T1.owner_id = t1.owner_id",
+            "T1.owner_id = t1.owner_id",
+        ),
+        ("SELECT * FROM a JOIN b ON b.x = b.x AND a.y = b.y", "b.x = b.x"),
+        # two tables' columns, or the same name in two tables: a real join
+        ("SELECT * FROM a AS t1 JOIN b AS t2 ON t1.id = t2.id", None),
+        ("SELECT * FROM a JOIN b ON a.id = b.id", None),
+        # quoted names keep their case: "T1" and t1 are two aliases
+        ('SELECT * FROM a AS "T1" JOIN a AS t1 ON "T1".id = t1.id', None),
+        # a filter in WHERE is not a join condition; unparsable text finds nothing
+        ("SELECT * FROM a WHERE a.x = a.x", None),
+        ("SELECT FROM WHERE", None),
+        (None, None),
+    ],
+)
+def test_a_join_on_a_column_compared_with_itself_is_found(sql, found):
+    assert self_compared_join(sql) == found
+
+
+def test_a_self_compared_join_that_ran_is_sent_to_repair():
+    c = _c("a", "h", 1, rows=12)
+    c.sql = "SELECT t2.name FROM owners AS t1 JOIN dogs AS t2 ON t1.owner_id = t1.owner_id"
+    said = feedback(c)
+    assert "t1.owner_id = t1.owner_id compares a column with itself" in said
+    c.sql = "SELECT t2.name FROM owners AS t1 JOIN dogs AS t2 ON t1.owner_id = t2.owner_id"
+    assert feedback(c) is None
