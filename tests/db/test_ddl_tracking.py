@@ -81,7 +81,7 @@ def test_renamed_and_dropped_names_never_reach_a_prompt(ddb, llm):
     ddb.execute("ALTER TABLE vocalist RENAME TO performer")
     text = _prompts(ddb, llm)
     assert not _has(text, "vocalist") and "CREATE TABLE performer" in text
-    assert "-- gig(vid) REFERENCES performer(vid)" in text
+    assert "FOREIGN KEY (vid) REFERENCES performer(vid)" in text
     ddb.execute("ALTER TABLE gig DROP COLUMN venue")
     text = _prompts(ddb, llm)
     assert not _has(text, "venue") and "Olympia Hall" not in text
