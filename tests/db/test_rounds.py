@@ -136,13 +136,18 @@ def test_one_round_routes_the_voters_by_the_first_answer_after_the_round(rdb, ll
     assert normalized(trace["sql"]) == normalized(CONCERTS)
 
 
-def test_one_round_repairs_a_failing_candidate_with_its_prompt(rdb, llm):
-    setting(rdb, "model_rounds", "one")
+def m1_repaired(llm, first: str) -> None:
+    """m1 answers ``first``, then (asked to repair) counts singers; m2 and m3 count singers."""
     llm.clear()
     llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
-    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
+    llm.add_rule(Rule(model="m1", response=first))
     for m in ("m2", "m3"):
         llm.add_rule(Rule(model=m, response=SINGERS))
+
+
+def test_one_round_repairs_a_failing_candidate_with_its_prompt(rdb, llm):
+    setting(rdb, "model_rounds", "one")
+    m1_repaired(llm, "SELECT count(xyzzy) FROM singer")
     trace = explain(rdb)
     sent = prompts(llm)
     assert [r["model"] for r in llm.requests].count("m1") == 2 and len(sent) == 4
@@ -160,11 +165,7 @@ def test_examples_when_on_failure_come_with_the_repair_only(rdb, llm, when):
     schema, values, instruction stay the prefix a server's prompt cache keeps)."""
     setting(rdb, "model_rounds", "one")
     setting(rdb, "examples_when", when)
-    llm.clear()
-    llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
-    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
-    for m in ("m2", "m3"):
-        llm.add_rule(Rule(model=m, response=SINGERS))
+    m1_repaired(llm, "SELECT count(xyzzy) FROM singer")
     trace = explain(rdb)
     sent = prompts(llm)
     first = [p for p in sent if "Repair round" not in p]
@@ -182,12 +183,9 @@ def test_a_join_compared_with_itself_is_repaired_though_it_ran(rdb, llm):
     """A candidate whose join condition compares a column with itself runs (a cross product)
     and is still sent to repair; the repaired query takes its place."""
     setting(rdb, "model_rounds", "one")
-    llm.clear()
-    cross = "SELECT count(*) FROM singer AS s JOIN concert AS c ON s.singer_id = s.singer_id"
-    llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
-    llm.add_rule(Rule(model="m1", response=cross))
-    for m in ("m2", "m3"):
-        llm.add_rule(Rule(model=m, response=SINGERS))
+    m1_repaired(
+        llm, "SELECT count(*) FROM singer AS s JOIN concert AS c ON s.singer_id = s.singer_id"
+    )
     trace = explain(rdb)
     repair = next(p for p in prompts(llm) if "Repair round 1" in p)
     assert "s.singer_id = s.singer_id compares a column with itself" in repair
