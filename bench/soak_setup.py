@@ -8,7 +8,7 @@ site-packages after them (onnxruntime, openai, the model files); the soak cluste
 ``nl2sql.venv`` names it, so every backend and the shared embedder import this checkout
 whatever other checkouts install meanwhile. Only installing the extension's SQL files into
 PostgreSQL's shared extension directory and ``CREATE EXTENSION`` in a template database run
-under the lock (``/tmp/nl2sql-install.lock``, as scripts/dev_locked.sh takes it), once for the
+under the lock (``install_lock_path()``, as scripts/dev_locked.sh takes it), once for the
 checkout's extension files; each run copies the template.
 """
 
@@ -25,11 +25,12 @@ from pathlib import Path
 
 from psycopg import sql as psql
 
+from nl2sql_indexer.cluster import install_lock_path
 from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, DEMO_TABLES, demo_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_VENV = Path("/opt/nl2sql/venv")
-LOCK = "/tmp/nl2sql-install.lock"
+LOCK = install_lock_path()
 DB = "nl2sql_soak"
 TEMPLATE = "nl2sql_soak_template"  # built once per checkout's extension files, under the lock
 ANALYST, VIEWER = "soak_analyst", "soak_viewer"

@@ -13,6 +13,8 @@
 # The ONNX model is a build artifact: this machine's exported file is copied into the root's
 # cache, so the root needs no torch. Prints the server's version, pytest's summary and the time
 # of each step.
+# --no-suite stops before the suite; --suite-only runs the suite alone in the root such a run set
+# up (.ci/run: the set-up first, then this suite beside scripts/majors_test.sh).
 #   bash scripts/test.sh --distro bookworm --fresh --no-onnx [pytest args]
 # The fresh-machine check of README's first command: --no-onnx copies no ONNX file (install.sh
 # installs the torch extra and exports it) into a root of its own ($NL2SQL_DISTRO_CACHE/<release>-fresh)
@@ -20,14 +22,18 @@
 # PostgreSQL 15, Python 3.11) there is no older server beside it: the pg_upgrade test skips.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DISTRO="${1:?usage: distro_test.sh RELEASE [--fresh] [--no-onnx] [pytest args]}"
+DISTRO="${1:?usage: distro_test.sh RELEASE [--fresh] [--no-onnx] [--no-suite | --suite-only] [pytest args]}"
 shift
 FRESH=0
 NO_ONNX=0
+SETUP=1
+SUITE=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --fresh) FRESH=1; shift ;;
     --no-onnx) NO_ONNX=1; shift ;;
+    --no-suite) SUITE=0; shift ;;
+    --suite-only) SETUP=0; shift ;;
     *) break ;;
   esac
 done
@@ -43,8 +49,19 @@ ONNX_FILE=all-MiniLM-L6-v2.onnx
 now() { date +%s; }
 say() { printf '\n=== [%s] %s\n' "$DISTRO" "$*"; }
 
-# 1. The root (cached) ---------------------------------------------------------------------------
 t0=$(now)
+if [ "$SETUP" = 0 ]; then
+  # --suite-only: the root as an earlier --no-suite run left it (checkout, install, wheelhouse)
+  [ -f "$R/.nl2sql-root" ] && [ -x "$R/opt/nl2sql/venv/bin/python" ] \
+    || { echo "distro_test.sh: --suite-only needs the root set up: run it with --no-suite first" >&2; exit 1; }
+  . "$ROOT/scripts/_in_root.sh"  # in_root [--no-net] COMMAND
+  t1=$t0 t2=$t0 t3=$t0 t35=$t0 t36=$t0
+  UPGRADE_ENV=""
+  if [ "$DISTRO" != bookworm ]; then
+    UPGRADE_ENV="export NL2SQL_PG_UPGRADE_FROM=/usr/lib/postgresql/15/bin NL2SQL_PG_UPGRADE_VENV=/opt/nl2sql/venv-15;"
+  fi
+else  # the set-up, steps 1 to 4b (left out by --suite-only)
+# 1. The root (cached) ---------------------------------------------------------------------------
 if [ "$FRESH" = 1 ]; then rm -rf "$R"; fi
 if [ ! -f "$R/.nl2sql-root" ]; then
   command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
@@ -144,6 +161,11 @@ say "the client's wheelhouse (scripts/build_wheels.sh --wheelhouse)"
 in_root "cd /src/nl2sql && py=\$(/opt/nl2sql/venv/bin/python -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')
   bash scripts/build_wheels.sh --out /tmp/nl2sql-dist --wheelhouse /var/cache/nl2sql/client-wheels/py\$py && rm -rf /tmp/nl2sql-dist"
 t36=$(now)
+fi
+if [ "$SUITE" = 0 ]; then
+  say "times: root $((t1 - t0)) s, install $((t2 - t1)) s, demo $((t3 - t2)) s, PostgreSQL 15 beside / PGXS $((t35 - t3)) s, client wheelhouse $((t36 - t35)) s; the suite left out (--no-suite)"
+  exit 0
+fi
 
 # 5. The suite, loopback only --------------------------------------------------------------------
 say "server: $(in_root 'pg=$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir); $pg/postgres --version; /opt/nl2sql/venv/bin/python --version')"

@@ -47,7 +47,12 @@ sys.path.insert(0, str(ROOT / "py_udf"))
 sys.path.insert(0, str(ROOT / "indexer"))
 
 from nl2sql.core.types import Candidate  # noqa: E402
-from nl2sql_indexer.cluster import DEFAULT_VENV, PG_BIN, LocalCluster  # noqa: E402
+from nl2sql_indexer.cluster import (  # noqa: E402
+    DEFAULT_VENV,
+    PG_BIN,
+    LocalCluster,
+    install_lock_path,
+)
 from nl2sql_indexer.dev.demo_data import demo_sql  # noqa: E402
 from nl2sql_indexer.dev.loopback import LoopbackLLM, Rule  # noqa: E402
 
@@ -57,7 +62,7 @@ CLUSTER_FIXTURES = frozenset({"cluster", "demo_conn", "db"})
 DEMO_DB = "nl2sql_test"
 TEST_KEY_ENV = "NL2SQL_TEST_API_KEY"
 TEST_API_KEY = "sk-nl2sql-test-0123456789abcdef"
-LOCK_FILE = "/tmp/nl2sql-install.lock"
+LOCK_FILE = install_lock_path()  # one per server: suites on two servers run side by side
 
 
 # The files that take longest (docs/benchmarks.md, "The test suite's time"), first: under

@@ -42,6 +42,25 @@ def server_bindir() -> Path:
 
 
 PG_BIN = server_bindir()
+
+
+def install_lock_path(bindir: Path = PG_BIN) -> str:
+    """The lock file a test session, ``scripts/dev_locked.sh`` and the soak bench hold while they
+    install a checkout into a server's extension directory and run against it.
+
+    One lock per server: checkouts sharing a server's extension directory (and the venv
+    installed for it) take turns, while suites on different servers (Debian 13's PostgreSQL 17
+    and a built 18 in one root, scripts/majors_test.sh) run side by side.
+
+    Args:
+        bindir: the server's binaries (default: the one nl2sql is installed into).
+
+    Returns:
+        ``/tmp/nl2sql-install-<bindir, slashes as dashes>.lock``.
+    """
+    return "/tmp/nl2sql-install" + str(bindir).replace("/", "-") + ".lock"
+
+
 PRELOAD = ("pg_cron", "pg_stat_statements")
 """Libraries every local cluster preloads: pg_cron (``schedule_reindex``) and
 pg_stat_statements (``mine_queries``)."""

@@ -1,6 +1,7 @@
 """A candidate's names against the schema: which tables and columns it names that do not exist,
 the real ones nearest to them (for the repair prompt), and the query with each such name snapped
-to the one real name it must have meant, where only one fits (a candidate of its own).
+to the one real name it must have meant, where only one fits (a candidate of its own); a
+column no table of its SELECT has, taken from the one table that has it, joined in.
 
 Small local models misspell names (``semester`` for ``semesters``), shorten them (``age`` for
 ``pet_age``), take a column through the wrong alias (``T2.weight`` where ``weight`` is ``T1``'s)
@@ -117,6 +118,11 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     query has under that very name, through that table; else by the only column of the query's
     tables (of the alias's table when qualified) whose name is alike (``CUTOFF``) or holds it
     as a word (``age`` in ``pet_age``). A name with no such single answer is left as it is.
+    Then a column that no table of its SELECT has, but one table of the schema has (and that
+    SELECT does not read), is taken from that table, joined in on the one declared foreign key
+    between it and a table the SELECT reads (``SELECT model FROM cars_data`` where ``model`` is
+    ``car_names``'s: ``JOIN car_names ON cars_data.id = car_names.makeid``); the SELECT's bare
+    columns are qualified first, so that none becomes ambiguous.
 
     Args:
         sql: the failing candidate's SQL.
@@ -133,6 +139,10 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     q = _Query(tree, schema)
     for col in list(tree.find_all(exp.Column)):
         change = _snap_column(col, q)
+        if change:
+            changes.append(change)
+    for col in list(tree.find_all(exp.Column)):
+        change = _join_holder(col, q, schema)
         if change:
             changes.append(change)
     return (to_sql(tree), changes) if changes else None
@@ -178,3 +188,81 @@ def _snap_column(col: exp.Column, q: _Query) -> str | None:
 def _alike(name: str, real: str) -> bool:
     """``real`` is the name meant: alike by difflib, or holding it as a ``_``-separated word."""
     return name in real.split("_") or difflib.SequenceMatcher(None, name, real).ratio() >= CUTOFF
+
+
+def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
+    """``snap_names``'s join: ``col`` taken from the one table that has it, joined into its
+    SELECT; the change as ``"name → table.name (joined)"``, or None when that is not the case."""
+    name = col.name.lower()
+    select = col.find_ancestor(exp.Select)
+    if not name or isinstance(col.this, exp.Star) or name in q.own or select is None:
+        return None
+    read = _read_by(select, q)
+    qualifier = read.get(col.table.lower()) if col.table else None
+    if (col.table and qualifier is None) or any(_has(t, name) for t in read.values()):
+        return None  # another relation's alias (a CTE, a subquery), or a column it has
+    holders = [t for t in q.tables.values() if _has(t, name)]
+    holders = list({id(t): t for t in holders}.values())
+    if len(holders) != 1 or holders[0].table.lower() in read.keys() | q.ctes:
+        return None  # none or two; or its name an alias or a CTE there: not ours to add
+    h = holders[0]
+    links = [(a, fk) for a, t in read.items() for fk in schema.foreign_keys if _links(fk, t, h)]
+    if len(links) != 1:
+        return None
+    alias, fk = links[0]
+    _qualify_bare(select, read)
+    mine, theirs = (fk.columns, fk.ref_columns)
+    if fk.table.lower() != read[alias].name.lower():
+        mine, theirs = theirs, mine
+    by = _alias_ident(select, alias)
+    on = exp.and_(
+        *(exp.column(a, by.copy()).eq(exp.column(b, h.table)) for a, b in zip(mine, theirs))
+    )
+    node = exp.Table(this=exp.to_identifier(h.table))
+    if h.name != h.table:  # the prompt names it schema-qualified
+        node.set("db", exp.to_identifier(h.schema))
+    select.join(node, on=on, copy=False)
+    col.set("table", exp.to_identifier(h.table))
+    return f"{name} → {h.table}.{name} (joined)"
+
+
+def _read_by(select: exp.Select, q: _Query) -> dict[str, Table]:
+    """The schema tables a SELECT reads itself (its FROM and JOINs): alias or name → table."""
+    # the FROM by its type: sqlglot names its key "from" or "from_" by version
+    nodes = [v for v in select.args.values() if isinstance(v, exp.From)]
+    out = {}
+    for n in nodes + list(select.args.get("joins") or []):
+        t = n.this
+        if isinstance(t, exp.Table) and t.name.lower() in q.tables:
+            out[t.alias_or_name.lower()] = q.tables[t.name.lower()]
+    return out
+
+
+def _alias_ident(select: exp.Select, alias: str) -> exp.Identifier:
+    """The identifier (its case and quotes as written) of the relation ``alias`` the SELECT
+    reads."""
+    for t in select.find_all(exp.Table):
+        if t.alias_or_name.lower() == alias and t.find_ancestor(exp.Select) is select:
+            return t.args["alias"].this if t.alias else t.this
+    return exp.to_identifier(alias)
+
+
+def _has(t: Table, name: str) -> bool:
+    return any(c.name.lower() == name for c in t.columns)
+
+
+def _links(fk, a: Table, b: Table) -> bool:
+    """The foreign key joins tables ``a`` and ``b`` (either way; not a table with itself)."""
+    ends = {fk.table.lower(), fk.ref_table.lower()}
+    return a is not b and ends == {a.name.lower(), b.name.lower()}
+
+
+def _qualify_bare(select: exp.Select, read: dict[str, Table]) -> None:
+    """Qualify each bare column of ``select`` (not of its subqueries) that one table it reads
+    has, so that a table joined in makes none ambiguous."""
+    for c in select.find_all(exp.Column):
+        if c.table or isinstance(c.this, exp.Star) or c.find_ancestor(exp.Select) is not select:
+            continue
+        by = [a for a, t in read.items() if _has(t, c.name.lower())]
+        if len(by) == 1:
+            c.set("table", exp.to_identifier(by[0]))

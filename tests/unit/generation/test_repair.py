@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import candidate as _c
-from nl2sql.core.types import Column, Schema, Table
+from nl2sql.core.types import Column, ForeignKey, Schema, Table
 from nl2sql.generation.repair import feedback, repair_prompt, self_compared_join
 from nl2sql.linking.names import schema_hints, snap_names
 from nl2sql.model.gate import open_gate
@@ -144,6 +144,65 @@ SNAP_SCHEMA = Schema(
 )
 def test_unknown_names_are_snapped_only_to_the_one_real_name_meant(sql, snapped):
     assert snap_names(sql, SNAP_SCHEMA) == snapped
+
+
+def _t(name: str, *cols: str) -> Table:
+    return Table(name, "public", name, [Column(c, "integer") for c in cols])
+
+
+JOIN_SCHEMA = Schema(
+    [
+        _t("cars_data", "id", "horsepower"),
+        _t("car_names", "makeid", "model"),
+        _t("singer", "singer_id", "song_name", "age"),
+        _t("singer_in_concert", "concert_id", "singer_id"),
+        _t("car_makers", "id", "maker"),
+        _t("model_list", "modelid", "maker"),
+    ],
+    [
+        ForeignKey("cars_data", ["id"], "car_names", ["makeid"]),
+        ForeignKey("singer_in_concert", ["singer_id"], "singer", ["singer_id"]),
+        ForeignKey("model_list", ["maker"], "car_makers", ["id"]),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    "sql, snapped",
+    [
+        # the one table that has the column, joined on the one foreign key to the query's table
+        (
+            "SELECT model FROM cars_data ORDER BY horsepower LIMIT 1",
+            "SELECT car_names.model FROM cars_data JOIN car_names ON cars_data.id = "
+            "car_names.makeid ORDER BY cars_data.horsepower LIMIT 1",
+        ),
+        # the SELECT's bare columns qualified first (singer_id would be ambiguous); the
+        # subquery's own table is left alone
+        (
+            "SELECT song_name, age FROM singer_in_concert WHERE singer_id = "
+            "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
+            "SELECT singer.song_name, age FROM singer_in_concert JOIN singer ON "
+            "singer_in_concert.singer_id = singer.singer_id WHERE singer_in_concert.singer_id = "
+            "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
+        ),
+        # two tables have it (car_makers.maker, model_list.maker): not ours to choose
+        ("SELECT maker FROM cars_data", None),
+        # no foreign key between the query's table and the holder; another relation's alias
+        ("SELECT model FROM singer", None),
+        ("SELECT x.model FROM cars_data AS t1", None),
+    ],
+)
+def test_a_column_of_another_table_is_joined_in_on_its_foreign_key(sql, snapped):
+    got = snap_names(sql, JOIN_SCHEMA)
+    assert (got[0] if got else None) == snapped
+
+
+def test_the_joined_in_column_keeps_the_alias_as_written():
+    text, changes = snap_names('SELECT "T1".model FROM cars_data AS "T1"', JOIN_SCHEMA)
+    assert text == (
+        'SELECT car_names.model FROM cars_data AS "T1" JOIN car_names ON "T1".id = car_names.makeid'
+    )
+    assert changes == ["model → car_names.model (joined)"]
 
 
 @pytest.mark.parametrize(
