@@ -8,8 +8,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 export NL2SQL_VENV NL2SQL_LOCK_HELD=1
-# the server's lock (one per server: nl2sql_indexer.cluster.install_lock_path)
-exec 9>>"$("$NL2SQL_VENV/bin/python" -c 'from nl2sql_indexer.cluster import install_lock_path; print(install_lock_path())')"
+# the server's lock (one per server: nl2sql_indexer.cluster.install_lock_path, this checkout's:
+# the venv may hold an older one until the install below)
+exec 9>>"$(PYTHONPATH="$ROOT/indexer" "$NL2SQL_VENV/bin/python" -c 'from nl2sql_indexer.cluster import install_lock_path; print(install_lock_path())')"
 flock 9
 "$NL2SQL_VENV/bin/pip" install -q --no-deps --no-build-isolation "$ROOT" >/dev/null
 "$NL2SQL_VENV/bin/python" "$ROOT/scripts/build_extension.py" --install \
