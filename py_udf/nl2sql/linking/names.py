@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from ..core.errors import CandidateRefused
 from ..core.sqlcheck import parse_one, to_sql
-from ..core.types import Schema, Table
+from ..core.types import Column, Schema, Table
 
 __all__ = ["schema_hints", "snap_names"]
 
@@ -116,8 +116,9 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     """The query with each unknown name replaced by the one real name it must have meant: a
     table by the only table at least ``SNAP_TABLE`` alike; a column that another table of the
     query has under that very name, through that table; else by the only column of the query's
-    tables (of the alias's table when qualified) whose name is alike (``CUTOFF``) or holds it
-    as a word (``age`` in ``pet_age``). A name with no such single answer is left as it is.
+    tables (of the alias's table when qualified) whose name is alike (``CUTOFF``), holds it
+    as a word (``age`` in ``pet_age``) or is a word of it, not a key (``name`` in ``first_name``).
+    A name with no such single answer is left as it is.
     Then a column that no table of its SELECT has, but one table of the schema has (and that
     SELECT does not read), is taken from that table, joined in on the one declared foreign key
     between it and a table the SELECT reads (``SELECT model FROM cars_data`` where ``model`` is
@@ -177,12 +178,19 @@ def _snap_column(col: exp.Column, q: _Query) -> str | None:
         col.set("table", exp.to_identifier(holders[0]))
         return f"{alias}.{name} → {holders[0]}.{name}"
     pool = table.columns if table is not None else [c for t in q.used() for c in t.columns]
-    fits = [c.name for c in pool if _alike(name, c.name.lower())]
+    fits = [c.name for c in pool if _alike(name, c.name.lower()) or _word_of(c, name)]
     if len(fits) != 1:  # none, or two (in one table or in two: ambiguous either way)
         return None
     new = fits[0]
     col.set("this", exp.to_identifier(new))
     return f"{name} → {new}"
+
+
+def _word_of(real: Column, name: str) -> bool:
+    """``real`` is a ``_``-separated word of the name written (``first_name`` for a table whose
+    column is ``name``), and not a key (``country_id`` is not the table's own ``id``)."""
+    words = name.split("_")
+    return len(words) > 1 and not real.is_primary_key and real.name.lower() in words
 
 
 def _alike(name: str, real: str) -> bool:

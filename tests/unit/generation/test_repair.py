@@ -108,6 +108,12 @@ SNAP_SCHEMA = Schema(
         Table(
             "has_pet", "public", "has_pet", [Column("stuid", "integer"), Column("petid", "integer")]
         ),
+        Table(
+            "city",
+            "public",
+            "city",
+            [Column("id", "integer", is_primary_key=True), Column("name", "text")],
+        ),
     ]
 )
 
@@ -133,6 +139,14 @@ SNAP_SCHEMA = Schema(
                 ["t2.weight → t1.weight"],
             ),
         ),
+        # the real column a word of the name written; never a key (``country_id`` is not the
+        # city's own ``id``)
+        (
+            "SELECT first_name FROM battle",
+            ("SELECT name FROM battle", ["first_name → name"]),
+        ),
+        ("SELECT country_id FROM city", None),
+        ("SELECT city_name FROM city", ("SELECT name FROM city", ["city_name → name"])),
         # nothing alike, or a name alike in two tables of the query (battle.name, ship.name)
         ("SELECT zzz FROM pets", None),
         ("SELECT nme FROM battle JOIN ship ON ship.id = battle.id", None),
