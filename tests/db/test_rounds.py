@@ -179,6 +179,27 @@ def test_examples_when_on_failure_come_with_the_repair_only(rdb, llm, when):
     assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]
 
 
+@pytest.mark.parametrize("profile", ["llamacpp", None])
+def test_examples_when_auto_leaves_them_out_for_local_servers_only(db, llm, profile):
+    """``examples_when`` = ``auto`` (the default): models whose server states its window as
+    llama.cpp does (``GET /props``) get the first prompt without retrieved examples; a model on
+    another endpoint gets them. Model names of their own: each backend keeps what it learned of
+    a server."""
+    names = [f"auto-{profile}-1", f"auto-{profile}-2"]
+    for n in names:
+        if profile:
+            llm.set_profile(n, profile)
+        llm.add_rule(Rule(model=n, response=SINGERS))
+    add_models(db, llm, names)
+    setting(db, "model_rounds", "one")  # (the db fixture sets it back, and drops the models)
+    setting(db, "presql_votes", "off")
+    trace = explain(db)
+    first = prompts(llm)
+    assert len(first) == 2 and len(set(first)) == 1 and INSTRUCTION in first[0]
+    assert (EXAMPLES in first[0]) == (profile is None)
+    assert normalized(trace["sql"]) == normalized(SINGERS)
+
+
 def test_a_join_compared_with_itself_is_repaired_though_it_ran(rdb, llm):
     """A candidate whose join condition compares a column with itself runs (a cross product)
     and is still sent to repair; the repaired query takes its place."""

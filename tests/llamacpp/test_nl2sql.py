@@ -54,7 +54,8 @@ def _add_models(conn, base_url: str, model: str) -> None:
 @pytest.fixture(scope="module")
 def instruct_db(qwen_server, cluster):
     """The demo database indexed, with the two models on the instruct model's server; one
-    repair round; the examples only on failure, as docs/models.md tells a user of a local model."""
+    repair round; ``examples_when`` at its default (``auto``: the server's ``/props`` makes
+    the models local, so the examples come only on failure)."""
     cluster.create_database(DB, drop=True)
     conn = cluster.connect(DB)
     conn.execute(demo_sql())
@@ -62,7 +63,6 @@ def instruct_db(qwen_server, cluster):
     conn.execute("SELECT nl2sql.reindex()")
     _add_models(conn, qwen_server.base_url, INSTRUCT)
     conn.execute("SELECT nl2sql.set_setting('repair_rounds', '1')")
-    conn.execute("SELECT nl2sql.set_setting('examples_when', 'on_failure')")
     yield conn
     conn.close()
 
@@ -127,6 +127,14 @@ def _model_replies(trace: dict) -> list[dict]:
     if (last := trace.get("last_resort")) is not None:
         out.append(last["reply"])
     return out
+
+
+def test_the_real_server_counts_as_local_so_the_first_prompt_holds_no_examples(asked):
+    """``examples_when`` = ``auto``: llama-server states its window at ``GET /props``, so the
+    PreSQL prompt of every question holds no retrieved example (its cache keeps the rest)."""
+    traced = [a["trace"] for a in asked if a["trace"] is not None]
+    assert traced
+    assert all("/* Some example questions" not in t["presql_prompt"] for t in traced)
 
 
 def test_every_question_ends_in_an_answer_a_clear_error_or_an_abstention(asked):

@@ -26,10 +26,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _enum(
         "examples_when",
-        ("always", "on_failure"),
+        ("auto", "always", "on_failure"),
         "`always`: the retrieved examples are in the first prompt; `on_failure`: the first "
         "prompt holds none (a local server's prompt cache then keeps all of it but the "
-        "question) and the repair of a failed candidate adds them (docs/models.md)",
+        "question) and the repair of a failed candidate adds them; `auto`: `on_failure` when "
+        "every model is served by llama.cpp or Ollama (their window read from the server), "
+        "else `always` (docs/models.md)",
     ),
     Setting(
         "candidate_timeout_ms",

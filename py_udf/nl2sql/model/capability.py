@@ -29,6 +29,7 @@ __all__ = [
     "request_args",
     "server_facts",
     "window_of",
+    "local_server",
 ]
 
 MAX_TOKENS, MAX_COMPLETION_TOKENS = "max_tokens", "max_completion_tokens"
@@ -424,6 +425,27 @@ def window_of(cfg: ModelConfig) -> tuple[int | None, str]:
     with _WIN_LOCK:
         _WINDOWS[key] = got
     return got
+
+
+LOCAL_SERVERS = ("llama.cpp", "Ollama")
+"""Servers that run a model on the user's own hardware, known by the endpoint that stated the
+window (``window_of``'s ``how``): they read a prompt at tens to hundreds of tokens a second on
+a CPU and keep the prefix they last read (docs/models.md, llama.cpp: "A small model on the
+database's own CPU")."""
+
+
+def local_server(cfg: ModelConfig) -> str | None:
+    """The kind of local server that serves a model, from what its server said of its window.
+
+    Args:
+        cfg: the model (``window_of`` asks its server once per process).
+
+    Returns:
+        ``"llama.cpp"`` or ``"Ollama"``; None for any other endpoint, one whose window is
+        configured (not asked) or one that does not say.
+    """
+    window, how = window_of(cfg)
+    return next((k for k in LOCAL_SERVERS if window and how.startswith(k)), None)
 
 
 def remember_window(cfg: ModelConfig, tokens: int, how: str) -> None:

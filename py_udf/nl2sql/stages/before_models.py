@@ -9,6 +9,7 @@ from ..core.types import Vote
 from ..curated.fast_path import FastPath
 from ..curated.fast_path import fast_path as fast_path_of
 from ..generation.candidates import rounds_for
+from ..model import capability
 from ..model.llm import fitted_budget
 from ..model.quota import usage_of
 from ..retrieval.conversation import visible_turns
@@ -137,6 +138,8 @@ def presql_prompt(run: Run) -> None:
     """
     ctx = run.context
     model = run.models[0].model if run.models else ""
+    if run.st.examples_when == "auto":  # resolved once: the repair (stages.finsql) reads it too
+        run.st = dataclasses.replace(run.st, examples_when=_examples_when(run))
     st, window = run.st, None
     # a server that states its context window bounds the prompt too; every model's, as one
     # round sends this prompt to each of them
@@ -150,6 +153,16 @@ def presql_prompt(run: Run) -> None:
     run.presql = PreSQL(prompt, pruning)
     run.timer.add_all(ctx.timings)
     run.timer.exclude(ctx.timings.get("columns_ms", 0.0))
+
+
+def _examples_when(run: Run) -> str:
+    """Setting ``examples_when`` = ``auto``: ``on_failure`` when every model is served by a
+    local server (``capability.local_server``), whose prompt cache then keeps all of the first
+    prompt but the question; else ``always``. Where it came from: bench/live.py with
+    Qwen2.5-Coder-0.5B and 1.5B-Instruct on llama.cpp (docs/benchmarks.md): the same EX, the
+    time a question 3 to 6 times lower."""
+    local = [capability.local_server(m) for m in run.models]
+    return "on_failure" if local and all(local) else "always"
 
 
 def choose_rounds(run: Run) -> None:

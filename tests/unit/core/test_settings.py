@@ -87,7 +87,8 @@ PREVIOUS_DEFAULTS = {
     "narrate_rows": "20",
     "explain_sql_in_trace": "off",
     "model_rounds": "auto",
-    "examples_when": "always",
+    # "always" until 2026-11-29; "auto" gives a model on a local server its examples on failure
+    "examples_when": "auto",
 }
 
 
