@@ -2225,7 +2225,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     FROM (
     VALUES
     ('k_examples', 'int', '9', 'examples retrieved by masked-question similarity (PET-SQL uses 9)'),
-    ('examples_when', 'enum', 'always', '`always`: the retrieved examples are in the first prompt; `on_failure`: the first prompt holds none (a local server''s prompt cache then keeps all of it but the question) and the repair of a failed candidate adds them (docs/models.md)'),
+    ('examples_when', 'enum', 'auto', '`always`: the retrieved examples are in the first prompt; `on_failure`: the first prompt holds none (a local server''s prompt cache then keeps all of it but the question) and the repair of a failed candidate adds them; `auto`: `on_failure` when every model is served by llama.cpp or Ollama (their window read from the server), else `always` (docs/models.md)'),
     ('candidate_timeout_ms', 'int', '5000', 'wall-clock limit per candidate execution (ms)'),
     ('max_rows', 'int', '10000', 'rows fetched per candidate for voting'),
     ('max_result_bytes', 'int', '50000000', 'bytes of row_to_json text fetched per candidate (and by `nl2sql.ask`); a larger result is abandoned in the database and the candidate refused ("Safety")'),
