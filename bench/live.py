@@ -28,6 +28,8 @@ Usage (as root, the llama.cpp kit installed by ``bash scripts/llama_server.sh``)
       --data ../shared/bench-data [--models 0.5b,1.5b] [--ways plain,nl2sql] [--set k=v ...]
       [--plain-from OLD.json] [--json OUT.json] [--dbs car_1,...]
 
+``--models 1.5b+0.5b`` starts both servers and adds both models to nl2sql (the first writes the
+PreSQL; PET-SQL's cross-consistency), the plain request asking the first.
 ``--smoke`` runs one database, one question, each way, with the 0.5B.
 The last line is ``RESULT model=… ex_plain=… ex_nl2sql=… p50_plain_s=… p50_nl2sql_s=… …`` (one
 pair per model, joined).
@@ -256,13 +258,19 @@ def prepare_db(cluster, data: Path, db: str):
     return conn, schemas, path
 
 
-def run_db(args, cluster, server: Server, db: str, rows: list[dict], plain_old: dict) -> list[dict]:
+def run_db(
+    args, cluster, servers: list[Server], db: str, rows: list[dict], plain_old: dict
+) -> list[dict]:
+    """Ask ``rows`` each way; nl2sql with every server's model added (in order: the first writes
+    the PreSQL), the plain request of the first."""
     conn, schemas, path = prepare_db(cluster, args.data, db)
     conn.execute("DELETE FROM nl2sql.model")
-    conn.execute(
-        "SELECT nl2sql.add_model(%s, %s, base_url => %s, temperature => 0)",
-        (server.alias, server.alias, server.base_url),
-    )
+    for i, s in enumerate(servers):
+        conn.execute(
+            "SELECT nl2sql.add_model(%s, %s, base_url => %s, temperature => 0, priority => %s)",
+            (s.alias, s.alias, s.base_url, i),
+        )
+    server = servers[0]
     for kv in args.set:
         k, v = kv.split("=", 1)
         conn.execute("SELECT nl2sql.set_setting(%s, %s)", (k, v))
@@ -377,19 +385,24 @@ def main(argv: list[str] | None = None) -> int:
     logdir = Path("/tmp")
     results, summaries = [], {}
     for short in models:
-        alias = MODELS[short]
-        server = Server(alias, fetch(alias), args.port or free_port(), logdir, args.threads)
-        log(f"{alias}: {' '.join(server.cmd[1:])}")
+        servers: list[Server] = []
         try:
+            for i, one in enumerate(short.split("+")):  # 1.5b+0.5b: both servers, both models
+                alias = MODELS[one]
+                port = (args.port if i == 0 else 0) or free_port()
+                servers.append(Server(alias, fetch(alias), port, logdir, args.threads))
+                log(f"{alias}: {' '.join(servers[-1].cmd[1:])}")
             recs = []
             for db in dbs:
                 rows = [json.loads(x) for x in (spider / f"bird_minidev_{db}.jsonl").open()]
                 rows = sample([r for r in rows if r.get("gold_ok", True)], args.sample, args.limit)
-                for rec in run_db(args, cluster, server, db, rows, plain_old):
-                    rec["model"] = alias
+                for rec in run_db(args, cluster, servers, db, rows, plain_old):
+                    rec["model"] = servers[0].alias  # the plain request's
+                    rec["models"] = [s.alias for s in servers]
                     recs.append(rec)
         finally:
-            server.stop()
+            for s in servers:
+                s.stop()
         summaries[short] = {w: summary(recs, w) for w in args.ways}
         results += recs
         log(f"{alias}: {json.dumps(summaries[short])}")
