@@ -1,7 +1,9 @@
 """Beside the database, every outbound path against the hostile servers (``dev.hostile``): the
 ``nl2sql ask`` client ends within its deadline and on Ctrl-C within 2 s, and the worker's
 answer fails within its deadline (docs/internals/net.md "The rule"; the same table inside the
-server: tests/db/test_hostile_backend.py)."""
+server: tests/db/test_hostile_backend.py). The client's times run from the event each claim is
+about (SIGINT; the request's arrival at the hostile server) to its message that it gave up, so
+that neither its start nor its exit, both slowed on a loaded machine, is counted."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -66,6 +69,22 @@ def _use(dsn: str, url: str, extra: str, timeout_s: float = TIMEOUT_S) -> None:
         )
 
 
+class _Said(threading.Thread):
+    """Reads a process's stderr to its end; ``first_at``: when its first ``nl2sql:`` line came
+    (the client's message that it gave up: the event the claims are about, not its exit, whose
+    interpreter teardown a loaded machine slows)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        super().__init__(daemon=True)
+        self.proc, self.first_at, self.text = proc, None, ""
+
+    def run(self) -> None:
+        for line in self.proc.stderr:
+            if self.first_at is None and line.startswith("nl2sql"):
+                self.first_at = time.monotonic()
+            self.text += line
+
+
 @pytest.mark.parametrize("action", ["deadline", "ctrl_c"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("path", sorted(PATHS))
@@ -79,30 +98,39 @@ def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, a
         t0 = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-c", CLI_WITH_CTRL_C, "ask", "--dsn", demo_beside.dsn, QUESTION],
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
-        if action == "ctrl_c":
-            while not server.hits and proc.poll() is None and time.monotonic() - t0 < WAIT_S:
-                time.sleep(0.02)
-            assert server.hits, f"the client never reached the hostile server: {proc.poll()}"
-            time.sleep(0.3)  # mid-request
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGINT)
+        said = _Said(proc)
+        said.start()
+        hit_at = None  # when the client's request reached the hostile server
+        while said.first_at is None and proc.poll() is None and time.monotonic() - t0 < WAIT_S:
+            if hit_at is None and server.hits:
+                hit_at = time.monotonic()
+                if action == "ctrl_c":
+                    time.sleep(0.3)  # mid-request
+                    t0 = time.monotonic()
+                    proc.send_signal(signal.SIGINT)
+            time.sleep(0.02)
         try:
-            _, err = proc.communicate(timeout=60)
+            proc.wait(timeout=60)
         finally:
             proc.kill()
-        took = time.monotonic() - t0
+        said.join(10)
+        err = said.text
+        took = (said.first_at or time.monotonic()) - (t0 if action == "ctrl_c" else hit_at or t0)
     _report(f"client {path}\t{mode}\t{action}\t{took:.2f}")
-    if action == "ctrl_c":  # or the client ended by itself (a quick refusal) meanwhile
-        assert took < 2.0, f"{path} × {mode}: Ctrl-C took {took:.2f} s"
+    if action == "ctrl_c":
+        assert hit_at is not None, f"the client never reached the hostile server: {err}"
+        assert took < 2.0, f"{path} × {mode}: Ctrl-C answered after {took:.2f} s"
         assert err.startswith("nl2sql: interrupted" if proc.returncode == 130 else "nl2sql: "), err
         assert "Traceback" not in err, err
     else:
-        limit = STARTUP_S + 2 * TIMEOUT_S
+        # from the request's arrival, the call's deadline and the probe's, with room; when the
+        # client's own deadline passed before any request arrived, from the client's start
+        limit = 2 * TIMEOUT_S + 1.5 if hit_at else STARTUP_S + 2 * TIMEOUT_S
         assert took < limit, f"{path} × {mode}: {took:.2f} s (limit {limit:g} s)"
         assert proc.returncode != 0 and "Traceback" not in err, err
 
