@@ -52,7 +52,8 @@ say() { printf '\n=== [%s] %s\n' "$DISTRO" "$*"; }
 t0=$(now)
 if [ "$SETUP" = 0 ]; then
   # --suite-only: the root as an earlier --no-suite run left it (checkout, install, wheelhouse)
-  [ -f "$R/.nl2sql-root" ] && [ -x "$R/opt/nl2sql/venv/bin/python" ] \
+  # (the venv's python links to the root's /usr/bin: not a path the host resolves)
+  [ -f "$R/.nl2sql-root" ] && [ -f "$R/opt/nl2sql/venv/share/nl2sql/pg_bindir" ] \
     || { echo "distro_test.sh: --suite-only needs the root set up: run it with --no-suite first" >&2; exit 1; }
   . "$ROOT/scripts/_in_root.sh"  # in_root [--no-net] COMMAND
   t1=$t0 t2=$t0 t3=$t0 t35=$t0 t36=$t0
