@@ -133,8 +133,10 @@ def test_the_real_server_counts_as_local_so_the_first_prompt_holds_no_examples(a
     """``examples_when`` = ``auto``: llama-server states its window at ``GET /props``, so the
     PreSQL prompt of every question holds no retrieved example (its cache keeps the rest)."""
     traced = [a["trace"] for a in asked if a["trace"] is not None]
-    assert traced
-    assert all("/* Some example questions" not in t["presql_prompt"] for t in traced)
+    # the first prompt: the PreSQL's in two rounds, the one round's FinSQL prompt else
+    first = [(t.get("presql") or t.get("finsql") or {}).get("prompt") for t in traced]
+    assert first and all(first), [sorted(t) for t in traced]
+    assert all("/* Some example questions" not in p for p in first)
 
 
 def test_every_question_ends_in_an_answer_a_clear_error_or_an_abstention(asked):
