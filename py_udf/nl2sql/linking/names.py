@@ -100,9 +100,7 @@ def _column_hints(tree: exp.Expression, q: _Query, schema: Schema) -> list[str]:
             continue
         near = difflib.get_close_matches(name, list(own), NEAREST, CUTOFF)
         near += [k for k, c in own.items() if difflib.get_close_matches(name, [c], 1, CUTOFF)]
-        elsewhere = [
-            t.name for t in schema.tables if any(c.name.lower() == name for c in t.columns)
-        ]
+        elsewhere = [t.name for t in schema.tables if _has(t, name)]
         line = f"no table of the query has a column {name}"
         if near:
             line += f"; the nearest: {', '.join(dict.fromkeys(near[:NEAREST]))}"
@@ -169,11 +167,11 @@ def _snap_column(col: exp.Column, q: _Query) -> str | None:
     if not name or isinstance(col.this, exp.Star):
         return None
     table = q.by_alias.get(alias) if alias else None
-    if table is not None and any(c.name.lower() == name for c in table.columns):
+    if table is not None and _has(table, name):
         return None
     if table is None and (alias or q.has_column(name)):
         return None  # an alias of a CTE or subquery, or a name the query has: not ours to judge
-    holders = [a for a, t in q.by_alias.items() if any(c.name.lower() == name for c in t.columns)]
+    holders = [a for a, t in q.by_alias.items() if _has(t, name)]
     if alias and len(holders) == 1:
         col.set("table", exp.to_identifier(holders[0]))
         return f"{alias}.{name} → {holders[0]}.{name}"
@@ -206,8 +204,7 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     if not name or isinstance(col.this, exp.Star) or name in q.own or select is None:
         return None
     read = _read_by(select, q)
-    qualifier = read.get(col.table.lower()) if col.table else None
-    if (col.table and qualifier is None) or any(_has(t, name) for t in read.values()):
+    if (col.table and col.table.lower() not in read) or any(_has(t, name) for t in read.values()):
         return None  # another relation's alias (a CTE, a subquery), or a column it has
     holders = [t for t in q.tables.values() if _has(t, name)]
     holders = list({id(t): t for t in holders}.values())
@@ -256,6 +253,7 @@ def _alias_ident(select: exp.Select, alias: str) -> exp.Identifier:
 
 
 def _has(t: Table, name: str) -> bool:
+    """The table has a column ``name`` (lower-cased)."""
     return any(c.name.lower() == name for c in t.columns)
 
 
