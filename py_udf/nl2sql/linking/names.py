@@ -117,11 +117,12 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     tables (of the alias's table when qualified) whose name is alike (``CUTOFF``), holds it
     as a word (``age`` in ``pet_age``) or is a word of it, not a key (``name`` in ``first_name``).
     A name with no such single answer is left as it is.
-    Then a column that no table of its SELECT has, but one table of the schema has (and that
-    SELECT does not read), is taken from that table, joined in on the one declared foreign key
-    between it and a table the SELECT reads (``SELECT model FROM cars_data`` where ``model`` is
-    ``car_names``'s: ``JOIN car_names ON cars_data.id = car_names.makeid``); the SELECT's bare
-    columns are qualified first, so that none becomes ambiguous.
+    Then a column that no table of its SELECT has is taken from the one table that has it one
+    declared foreign key away from a table the SELECT reads (other tables further away may have
+    it too), joined in on that key (``SELECT model FROM cars_data`` where ``car_names`` and
+    ``model_list`` have ``model`` and only ``car_names`` is a key away: ``JOIN car_names ON
+    cars_data.id = car_names.makeid``); the SELECT's bare columns are qualified first, so that
+    none becomes ambiguous. Two such tables, or two keys to one: left alone.
 
     Args:
         sql: the failing candidate's SQL.
@@ -197,8 +198,8 @@ def _alike(name: str, real: str) -> bool:
 
 
 def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
-    """``snap_names``'s join: ``col`` taken from the one table that has it, joined into its
-    SELECT; the change as ``"name → table.name (joined)"``, or None when that is not the case."""
+    """``snap_names``'s join: ``col`` taken from the one table one key away that has it, joined
+    into its SELECT; the change as ``"name → table.name (joined)"``, or None when that is not the case."""
     name = col.name.lower()
     select = col.find_ancestor(exp.Select)
     if not name or isinstance(col.this, exp.Star) or name in q.own or select is None:
@@ -206,15 +207,10 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     read = _read_by(select, q)
     if (col.table and col.table.lower() not in read) or any(_has(t, name) for t in read.values()):
         return None  # another relation's alias (a CTE, a subquery), or a column it has
-    holders = [t for t in q.tables.values() if _has(t, name)]
-    holders = list({id(t): t for t in holders}.values())
-    if len(holders) != 1 or holders[0].table.lower() in read.keys() | q.ctes:
-        return None  # none or two; or its name an alias or a CTE there: not ours to add
-    h = holders[0]
-    links = [(a, fk) for a, t in read.items() for fk in schema.foreign_keys if _links(fk, t, h)]
-    if len(links) != 1:
+    near = _holder_near(name, read, q, schema)
+    if near is None:
         return None
-    alias, fk = links[0]
+    h, alias, fk = near
     _qualify_bare(select, read)
     mine, theirs = (fk.columns, fk.ref_columns)
     if fk.table.lower() != read[alias].name.lower():
@@ -229,6 +225,21 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     select.join(node, on=on, copy=False)
     col.set("table", exp.to_identifier(h.table))
     return f"{name} → {h.table}.{name} (joined)"
+
+
+def _holder_near(name: str, read: dict[str, Table], q: _Query, schema: Schema):
+    """The one schema table one declared foreign key away from a table the SELECT reads that has
+    column ``name``, with that alias and key: ``(table, alias, key)``; None when there is no such
+    table, two, or two keys to it, or its name is an alias or a CTE of the query."""
+    found = []
+    for h in {id(t): t for t in q.tables.values() if _has(t, name)}.values():
+        links = [(a, fk) for a, t in read.items() for fk in schema.foreign_keys if _links(fk, t, h)]
+        if links:
+            found.append((h, links))
+    if len(found) != 1 or len(found[0][1]) != 1:
+        return None
+    h, [(alias, fk)] = found[0]
+    return None if h.table.lower() in read.keys() | q.ctes else (h, alias, fk)
 
 
 def _read_by(select: exp.Select, q: _Query) -> dict[str, Table]:

@@ -168,14 +168,16 @@ JOIN_SCHEMA = Schema(
     [
         _t("cars_data", "id", "horsepower"),
         _t("car_names", "makeid", "model"),
-        _t("singer", "singer_id", "song_name", "age"),
+        _t("singer", "singer_id", "song_name", "age", "name"),
         _t("singer_in_concert", "concert_id", "singer_id"),
+        _t("concert", "concert_id", "name"),
         _t("car_makers", "id", "maker"),
-        _t("model_list", "modelid", "maker"),
+        _t("model_list", "modelid", "maker", "model"),
     ],
     [
         ForeignKey("cars_data", ["id"], "car_names", ["makeid"]),
         ForeignKey("singer_in_concert", ["singer_id"], "singer", ["singer_id"]),
+        ForeignKey("singer_in_concert", ["concert_id"], "concert", ["concert_id"]),
         ForeignKey("model_list", ["maker"], "car_makers", ["id"]),
     ],
 )
@@ -184,7 +186,8 @@ JOIN_SCHEMA = Schema(
 @pytest.mark.parametrize(
     "sql, snapped",
     [
-        # the one table that has the column, joined on the one foreign key to the query's table
+        # the one table one key away that has the column (model_list has it too, further
+        # away), joined on that foreign key
         (
             "SELECT model FROM cars_data ORDER BY horsepower LIMIT 1",
             "SELECT car_names.model FROM cars_data JOIN car_names ON cars_data.id = "
@@ -199,8 +202,10 @@ JOIN_SCHEMA = Schema(
             "singer_in_concert.singer_id = singer.singer_id WHERE singer_in_concert.singer_id = "
             "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
         ),
-        # two tables have it (car_makers.maker, model_list.maker): not ours to choose
+        # two tables have it, neither a key away (car_makers.maker, model_list.maker); two a
+        # key away (singer.name, concert.name): not ours to choose
         ("SELECT maker FROM cars_data", None),
+        ("SELECT name FROM singer_in_concert", None),
         # no foreign key between the query's table and the holder; another relation's alias
         ("SELECT model FROM singer", None),
         ("SELECT x.model FROM cars_data AS t1", None),
