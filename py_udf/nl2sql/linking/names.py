@@ -113,16 +113,19 @@ def _column_hints(tree: exp.Expression, q: _Query, schema: Schema) -> list[str]:
 def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     """The query with each unknown name replaced by the one real name it must have meant: a
     table by the only table at least ``SNAP_TABLE`` alike; a column that another table of the
-    query has under that very name, through that table; else by the only column of the query's
-    tables (of the alias's table when qualified) whose name is alike (``CUTOFF``), holds it
-    as a word (``age`` in ``pet_age``) or is a word of it, not a key (``name`` in ``first_name``).
-    A name with no such single answer is left as it is.
-    Then a column that no table of its SELECT has is taken from the one table that has it one
-    declared foreign key away from a table the SELECT reads (other tables further away may have
-    it too), joined in on that key (``SELECT model FROM cars_data`` where ``car_names`` and
-    ``model_list`` have ``model`` and only ``car_names`` is a key away: ``JOIN car_names ON
-    cars_data.id = car_names.makeid``); the SELECT's bare columns are qualified first, so that
-    none becomes ambiguous. Two such tables, or two keys to one: left alone.
+    query has under that very name, through that table (not the table it is compared with in
+    a join condition); else, unless a table one declared foreign key away has that very name,
+    by the only column of the query's tables (of the alias's table when qualified) whose name
+    is alike (``CUTOFF``), holds it as a word (``age`` in ``pet_age``) or is a word of it, not
+    a key (``name`` in ``first_name``). A name with no such single answer is left as it is.
+    Then a column that no table of its SELECT has is taken from the one table nearest to the
+    SELECT's tables that has it, joined in: one declared foreign key away (``SELECT model FROM
+    cars_data`` where ``car_names`` and ``model_list`` have ``model`` and only ``car_names`` is a
+    key away: ``JOIN car_names ON cars_data.id = car_names.makeid``), else two, through one
+    table between (``pettype`` of ``pets`` for ``student``, through ``has_pet``); a qualified
+    column only from its alias's table. The SELECT's bare columns are qualified first, so that
+    none becomes ambiguous; then the columns are snapped once more, the joined tables among the
+    query's. Two such tables or two ways to one: left alone.
 
     Args:
         sql: the failing candidate's SQL.
@@ -137,15 +140,19 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
         return None
     changes = _snap_tables(tree, schema)
     q = _Query(tree, schema)
-    for col in list(tree.find_all(exp.Column)):
-        change = _snap_column(col, q)
-        if change:
-            changes.append(change)
-    for col in list(tree.find_all(exp.Column)):
-        change = _join_holder(col, q, schema)
-        if change:
-            changes.append(change)
+    changes += _snap_columns(tree, q, schema)
+    joined = [c for c in (_join_holder(col, q, schema) for col in _columns(tree)) if c]
+    if joined:
+        changes += joined + _snap_columns(tree, _Query(tree, schema), schema)
     return (to_sql(tree), changes) if changes else None
+
+
+def _columns(tree: exp.Expression) -> list[exp.Column]:
+    return list(tree.find_all(exp.Column))
+
+
+def _snap_columns(tree: exp.Expression, q: _Query, schema: Schema) -> list[str]:
+    return [c for c in (_snap_column(col, q, schema) for col in _columns(tree)) if c]
 
 
 def _snap_tables(tree: exp.Expression, schema: Schema) -> list[str]:
@@ -163,7 +170,7 @@ def _snap_tables(tree: exp.Expression, schema: Schema) -> list[str]:
     return changes
 
 
-def _snap_column(col: exp.Column, q: _Query) -> str | None:
+def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     name, alias = col.name.lower(), col.table.lower()
     if not name or isinstance(col.this, exp.Star):
         return None
@@ -172,10 +179,12 @@ def _snap_column(col: exp.Column, q: _Query) -> str | None:
         return None
     if table is None and (alias or q.has_column(name)):
         return None  # an alias of a CTE or subquery, or a name the query has: not ours to judge
-    holders = [a for a, t in q.by_alias.items() if _has(t, name)]
+    holders = [a for a, t in q.by_alias.items() if _has(t, name) and a != _compared_with(col)]
     if alias and len(holders) == 1:
         col.set("table", exp.to_identifier(holders[0]))
         return f"{alias}.{name} → {holders[0]}.{name}"
+    if _path(col, q, schema, keys=1):
+        return None  # that very name a key away: joined in later, not snapped to a near one
     pool = table.columns if table is not None else [c for t in q.used() for c in t.columns]
     fits = [c.name for c in pool if _alike(name, c.name.lower()) or _word_of(c, name)]
     if len(fits) != 1:  # none, or two (in one table or in two: ambiguous either way)
@@ -183,6 +192,16 @@ def _snap_column(col: exp.Column, q: _Query) -> str | None:
     new = fits[0]
     col.set("this", exp.to_identifier(new))
     return f"{name} → {new}"
+
+
+def _compared_with(col: exp.Column) -> str | None:
+    """The alias of the column ``col`` is compared with for equality (``T2.x = T3.x``: ``t3``):
+    a join condition compares two tables, so ``col`` is not that one's."""
+    eq = col.parent
+    if not isinstance(eq, exp.EQ):
+        return None
+    other = eq.right if eq.left is col else eq.left
+    return other.table.lower() or None if isinstance(other, exp.Column) else None
 
 
 def _word_of(real: Column, name: str) -> bool:
@@ -198,48 +217,73 @@ def _alike(name: str, real: str) -> bool:
 
 
 def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
-    """``snap_names``'s join: ``col`` taken from the one table one key away that has it, joined
-    into its SELECT; the change as ``"name → table.name (joined)"``, or None when that is not the case."""
-    name = col.name.lower()
+    """``snap_names``'s join: ``col`` taken from the one table nearest to its SELECT's that has
+    it, joined in; the change as ``"name → table.name (joined)"``, or None when that is not the
+    case."""
+    path = _path(col, q, schema, keys=2)
+    if path is None:
+        return None
     select = col.find_ancestor(exp.Select)
+    alias, steps = path
+    _qualify_bare(select, _read_by(select, q))
+    by = _alias_ident(select, alias)
+    for fk, src, dst in steps:
+        mine, theirs = (fk.columns, fk.ref_columns)
+        if fk.table.lower() != src.name.lower():
+            mine, theirs = theirs, mine
+        on = exp.and_(
+            *(exp.column(a, by.copy()).eq(exp.column(b, dst.table)) for a, b in zip(mine, theirs))
+        )
+        node = exp.Table(this=exp.to_identifier(dst.table))
+        if dst.name != dst.table:  # the prompt names it schema-qualified
+            node.set("db", exp.to_identifier(dst.schema))
+        select.join(node, on=on, copy=False)
+        by = exp.to_identifier(dst.table)
+    col.set("table", exp.to_identifier(steps[-1][2].table))
+    via = f" through {steps[0][2].table}" if len(steps) > 1 else ""
+    return f"{col.name.lower()} → {steps[-1][2].table}.{col.name.lower()} (joined{via})"
+
+
+def _path(col: exp.Column, q: _Query, schema: Schema, keys: int):
+    """The one way to a table that has ``col``'s name from a table its SELECT reads (its
+    alias's, when qualified), none of whose tables the SELECT reads: ``(alias, [(key, from,
+    to), ...])`` over one declared foreign key, else (``keys`` = 2) two through one table
+    between; None when no table the SELECT reads lacks it, none is that near, or two are, or
+    two ways lead to one, or a table's name is an alias or CTE of the query."""
+    name, select = col.name.lower(), col.find_ancestor(exp.Select)
     if not name or isinstance(col.this, exp.Star) or name in q.own or select is None:
         return None
     read = _read_by(select, q)
-    if (col.table and col.table.lower() not in read) or any(_has(t, name) for t in read.values()):
-        return None  # another relation's alias (a CTE, a subquery), or a column it has
-    near = _holder_near(name, read, q, schema)
-    if near is None:
+    if any(_has(t, name) for t in read.values()):
+        return None  # a column the SELECT has
+    taken, names = {t.name.lower() for t in read.values()}, read.keys() | q.ctes
+    if col.table:  # from its alias's table only (none: another relation's, a CTE's, a subquery's)
+        read = {a: t for a, t in read.items() if a == col.table.lower()}
+    free = [
+        t for t in {id(t): t for t in q.tables.values()}.values() if t.name.lower() not in taken
+    ]
+    holders = [t for t in free if _has(t, name)]
+    ways = [
+        (a, [(fk, t, h)]) for a, t in read.items() for h in holders for fk in _keys(schema, t, h)
+    ]
+    if not ways and keys > 1:
+        ways = [
+            (a, [(k1, t, b), (k2, b, h)])
+            for a, t in read.items()
+            for b in free
+            if b not in holders
+            for k1 in _keys(schema, t, b)
+            for h in holders
+            for k2 in _keys(schema, b, h)
+        ]
+    if len(ways) != 1 or any(s[2].table.lower() in names for s in ways[0][1]):
         return None
-    h, alias, fk = near
-    _qualify_bare(select, read)
-    mine, theirs = (fk.columns, fk.ref_columns)
-    if fk.table.lower() != read[alias].name.lower():
-        mine, theirs = theirs, mine
-    by = _alias_ident(select, alias)
-    on = exp.and_(
-        *(exp.column(a, by.copy()).eq(exp.column(b, h.table)) for a, b in zip(mine, theirs))
-    )
-    node = exp.Table(this=exp.to_identifier(h.table))
-    if h.name != h.table:  # the prompt names it schema-qualified
-        node.set("db", exp.to_identifier(h.schema))
-    select.join(node, on=on, copy=False)
-    col.set("table", exp.to_identifier(h.table))
-    return f"{name} → {h.table}.{name} (joined)"
+    return ways[0]
 
 
-def _holder_near(name: str, read: dict[str, Table], q: _Query, schema: Schema):
-    """The one schema table one declared foreign key away from a table the SELECT reads that has
-    column ``name``, with that alias and key: ``(table, alias, key)``; None when there is no such
-    table, two, or two keys to it, or its name is an alias or a CTE of the query."""
-    found = []
-    for h in {id(t): t for t in q.tables.values() if _has(t, name)}.values():
-        links = [(a, fk) for a, t in read.items() for fk in schema.foreign_keys if _links(fk, t, h)]
-        if links:
-            found.append((h, links))
-    if len(found) != 1 or len(found[0][1]) != 1:
-        return None
-    h, [(alias, fk)] = found[0]
-    return None if h.table.lower() in read.keys() | q.ctes else (h, alias, fk)
+def _keys(schema: Schema, a: Table, b: Table) -> list:
+    """The declared foreign keys that join tables ``a`` and ``b``, either way."""
+    return [fk for fk in schema.foreign_keys if _links(fk, a, b)]
 
 
 def _read_by(select: exp.Select, q: _Query) -> dict[str, Table]:

@@ -216,6 +216,67 @@ def test_a_column_of_another_table_is_joined_in_on_its_foreign_key(sql, snapped)
     assert (got[0] if got else None) == snapped
 
 
+BRIDGE_SCHEMA = Schema(
+    [
+        _t("student", "stuid", "lname", "fname", "age"),
+        _t("has_pet", "stuid", "petid"),
+        _t("pets", "petid", "pettype", "pet_age"),
+        _t("documents", "document_id", "document_name"),
+        _t("paragraphs", "paragraph_id", "document_id", "paragraph_text"),
+        _t("concert", "concert_id", "stadium_id", "year"),
+        _t("singer_in_concert", "concert_id", "singer_id"),
+        _t("stadium", "stadium_id", "name", "location"),
+    ],
+    [
+        ForeignKey("has_pet", ["stuid"], "student", ["stuid"]),
+        ForeignKey("has_pet", ["petid"], "pets", ["petid"]),
+        ForeignKey("paragraphs", ["document_id"], "documents", ["document_id"]),
+        ForeignKey("singer_in_concert", ["concert_id"], "concert", ["concert_id"]),
+        ForeignKey("concert", ["stadium_id"], "stadium", ["stadium_id"]),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    "sql, snapped",
+    [
+        # two keys away, through the one table between (a many-to-many's table)
+        (
+            "SELECT lname FROM student WHERE pettype = 'cat' AND age = 3",
+            "SELECT student.lname FROM student JOIN has_pet ON student.stuid = has_pet.stuid "
+            "JOIN pets ON has_pet.petid = pets.petid WHERE pets.pettype = 'cat' AND student.age = 3",
+        ),
+        # a near name in the query's own table beats that very name two keys away
+        ("SELECT AVG(age) FROM pets", "SELECT AVG(pet_age) FROM pets"),
+        # that very name one key away beats a near name in the query's table (document_id)
+        (
+            "SELECT paragraph_text FROM paragraphs WHERE document_name = 'x'",
+            "SELECT paragraphs.paragraph_text FROM paragraphs JOIN documents ON "
+            "paragraphs.document_id = documents.document_id WHERE documents.document_name = 'x'",
+        ),
+        # a join condition compares two tables: the holder is the one not on the other side
+        (
+            "SELECT T3.name FROM concert AS T1 JOIN singer_in_concert AS T2 ON T1.concert_id = "
+            "T2.concert_id JOIN stadium AS T3 ON T2.stadium_id = T3.stadium_id",
+            "SELECT T3.name FROM concert AS T1 JOIN singer_in_concert AS T2 ON T1.concert_id = "
+            "T2.concert_id JOIN stadium AS T3 ON t1.stadium_id = T3.stadium_id",
+        ),
+        # snapped once more after the join: the joined table is the query's now
+        (
+            "SELECT T2.name, location FROM concert AS T1 JOIN singer_in_concert AS T2 ON "
+            "T1.concert_id = T2.concert_id",
+            "SELECT stadium.name, stadium.location FROM concert AS T1 JOIN singer_in_concert AS T2 "
+            "ON T1.concert_id = T2.concert_id JOIN stadium ON T1.stadium_id = stadium.stadium_id",
+        ),
+        # a qualified column only from its alias's table: none of concert's neighbours has it
+        ("SELECT T1.pettype FROM concert AS T1", None),
+    ],
+)
+def test_names_nearest_first(sql, snapped):
+    got = snap_names(sql, BRIDGE_SCHEMA)
+    assert (got[0] if got else None) == snapped
+
+
 def test_the_joined_in_column_keeps_the_alias_as_written():
     text, changes = snap_names('SELECT "T1".model FROM cars_data AS "T1"', JOIN_SCHEMA)
     assert text == (
