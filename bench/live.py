@@ -216,6 +216,10 @@ def ask_nl2sql(conn, question: str) -> dict:
         "repair": {k: (trace.get("repair") or {}).get(k) for k in ("rounds", "llm_wait_ms")},
         "timings": trace.get("timings"),
         "model_calls": len(cands),
+        # the first round's replies as the models wrote them (what a reply spends its tokens on)
+        "replies": [
+            (r.get("text") or "")[:2000] for r in (trace.get("finsql") or {}).get("replies") or []
+        ],
     }
 
 

@@ -122,10 +122,10 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     SELECT's tables that has it, joined in: one declared foreign key away (``SELECT model FROM
     cars_data`` where ``car_names`` and ``model_list`` have ``model`` and only ``car_names`` is a
     key away: ``JOIN car_names ON cars_data.id = car_names.makeid``), else two, through one
-    table between (``pettype`` of ``pets`` for ``student``, through ``has_pet``); a qualified
-    column only from its alias's table. The SELECT's bare columns are qualified first, so that
-    none becomes ambiguous; then the columns are snapped once more, the joined tables among the
-    query's. Two such tables or two ways to one: left alone.
+    table between (``pettype`` of ``pets`` for ``student``, through ``has_pet``). The SELECT's
+    bare columns are qualified first, so that none becomes ambiguous (one the join makes
+    ambiguous is the joined key's, equal on both sides: the side already read); then the columns
+    are snapped once more, the joined tables among the query's. Two such tables or two ways to one: left alone.
 
     Args:
         sql: the failing candidate's SQL.
@@ -141,7 +141,8 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     changes = _snap_tables(tree, schema)
     q = _Query(tree, schema)
     changes += _snap_columns(tree, q, schema)
-    joined = [c for c in (_join_holder(col, q, schema) for col in _columns(tree)) if c]
+    unknown = [c for c in _columns(tree) if not _known(c, q)]  # before any join
+    joined = [c for c in (_join_holder(col, q, schema) for col in unknown) if c]
     if joined:
         changes += joined + _snap_columns(tree, _Query(tree, schema), schema)
     return (to_sql(tree), changes) if changes else None
@@ -238,6 +239,7 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
         if dst.name != dst.table:  # the prompt names it schema-qualified
             node.set("db", exp.to_identifier(dst.schema))
         select.join(node, on=on, copy=False)
+        _qualify_key(select, by, [a for a, b in zip(mine, theirs) if a.lower() == b.lower()])
         by = exp.to_identifier(dst.table)
     col.set("table", exp.to_identifier(steps[-1][2].table))
     via = f" through {steps[0][2].table}" if len(steps) > 1 else ""
@@ -245,8 +247,9 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
 
 
 def _path(col: exp.Column, q: _Query, schema: Schema, keys: int):
-    """The one way to a table that has ``col``'s name from a table its SELECT reads (its
-    alias's, when qualified), none of whose tables the SELECT reads: ``(alias, [(key, from,
+    """The one way to a table that has ``col``'s name from a table its SELECT reads (any of them,
+    whatever alias it is written with: the alias is what the model got wrong), none of whose
+    tables the SELECT reads: ``(alias, [(key, from,
     to), ...])`` over one declared foreign key, else (``keys`` = 2) two through one table
     between; None when no table the SELECT reads lacks it, none is that near, or two are, or
     two ways lead to one, or a table's name is an alias or CTE of the query."""
@@ -256,9 +259,9 @@ def _path(col: exp.Column, q: _Query, schema: Schema, keys: int):
     read = _read_by(select, q)
     if any(_has(t, name) for t in read.values()):
         return None  # a column the SELECT has
+    if col.table and col.table.lower() not in read:
+        return None  # another relation's alias (a CTE, a subquery)
     taken, names = {t.name.lower() for t in read.values()}, read.keys() | q.ctes
-    if col.table:  # from its alias's table only (none: another relation's, a CTE's, a subquery's)
-        read = {a: t for a, t in read.items() if a == col.table.lower()}
     free = [
         t for t in {id(t): t for t in q.tables.values()}.values() if t.name.lower() not in taken
     ]
@@ -279,6 +282,26 @@ def _path(col: exp.Column, q: _Query, schema: Schema, keys: int):
     if len(ways) != 1 or any(s[2].table.lower() in names for s in ways[0][1]):
         return None
     return ways[0]
+
+
+def _known(col: exp.Column, q: _Query) -> bool:
+    """A table of ``col``'s SELECT, or of a SELECT it is inside (a correlated reference), has a
+    column of its name."""
+    name, select = col.name.lower(), col.find_ancestor(exp.Select)
+    while select is not None:
+        if any(_has(t, name) for t in _read_by(select, q).values()):
+            return True
+        select = select.parent.find_ancestor(exp.Select) if select.parent else None
+    return False
+
+
+def _qualify_key(select: exp.Select, by: exp.Identifier, names: list[str]) -> None:
+    """Qualify the SELECT's bare columns named as a joined key column that both sides of the
+    join have (equal there, so either side's is the same): with ``by``, the side already read."""
+    for c in select.find_all(exp.Column):
+        if not c.table and c.name.lower() in {n.lower() for n in names}:
+            if c.find_ancestor(exp.Select) is select:
+                c.set("table", by.copy())
 
 
 def _keys(schema: Schema, a: Table, b: Table) -> list:

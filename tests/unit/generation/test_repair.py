@@ -226,6 +226,7 @@ BRIDGE_SCHEMA = Schema(
         _t("concert", "concert_id", "stadium_id", "year"),
         _t("singer_in_concert", "concert_id", "singer_id"),
         _t("stadium", "stadium_id", "name", "location"),
+        _t("singer", "singer_id", "name"),
     ],
     [
         ForeignKey("has_pet", ["stuid"], "student", ["stuid"]),
@@ -233,6 +234,7 @@ BRIDGE_SCHEMA = Schema(
         ForeignKey("paragraphs", ["document_id"], "documents", ["document_id"]),
         ForeignKey("singer_in_concert", ["concert_id"], "concert", ["concert_id"]),
         ForeignKey("concert", ["stadium_id"], "stadium", ["stadium_id"]),
+        ForeignKey("singer_in_concert", ["singer_id"], "singer", ["singer_id"]),
     ],
 )
 
@@ -261,14 +263,26 @@ BRIDGE_SCHEMA = Schema(
             "SELECT T3.name FROM concert AS T1 JOIN singer_in_concert AS T2 ON T1.concert_id = "
             "T2.concert_id JOIN stadium AS T3 ON t1.stadium_id = T3.stadium_id",
         ),
-        # snapped once more after the join: the joined table is the query's now
+        # T2.name: two tables a key away have it (singer from T2, stadium from T1), whatever
+        # the alias written; location's join decides it, snapped once more after the join
         (
             "SELECT T2.name, location FROM concert AS T1 JOIN singer_in_concert AS T2 ON "
             "T1.concert_id = T2.concert_id",
             "SELECT stadium.name, stadium.location FROM concert AS T1 JOIN singer_in_concert AS T2 "
             "ON T1.concert_id = T2.concert_id JOIN stadium ON T1.stadium_id = stadium.stadium_id",
         ),
-        # a qualified column only from its alias's table: none of concert's neighbours has it
+        # the outer petid, student's nowhere, is the joined key's: equal on both sides
+        (
+            "SELECT fname FROM student WHERE pettype = 'dog' AND NOT petid IN "
+            "(SELECT petid FROM has_pet WHERE pettype = 'cat')",
+            "SELECT student.fname FROM student JOIN has_pet ON student.stuid = has_pet.stuid "
+            "JOIN pets ON has_pet.petid = pets.petid WHERE pets.pettype = 'dog' AND NOT "
+            "has_pet.petid IN (SELECT has_pet.petid FROM has_pet JOIN pets ON has_pet.petid = "
+            "pets.petid WHERE pets.pettype = 'cat')",
+        ),
+        # a column of the SELECT it is inside: a correlated reference, not ours to join
+        ("SELECT fname FROM student WHERE EXISTS (SELECT 1 FROM has_pet WHERE lname = 'x')", None),
+        # no table near the query's has it
         ("SELECT T1.pettype FROM concert AS T1", None),
     ],
 )
