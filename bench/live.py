@@ -26,10 +26,13 @@ per database after sampling.
 Usage (as root, the llama.cpp kit installed by ``bash scripts/llama_server.sh``):
   bash scripts/dev_locked.sh /opt/nl2sql/venv/bin/python bench/live.py \
       --data ../shared/bench-data [--models 0.5b,1.5b] [--ways plain,nl2sql] [--set k=v ...]
-      [--plain-from OLD.json] [--json OUT.json] [--dbs car_1,...]
+      [--plain-from OLD.json | --repaired-from OLD.json] [--json OUT.json] [--dbs car_1,...]
 
 ``--models 1.5b+0.5b`` starts both servers and adds both models to nl2sql (the first writes the
 PreSQL; PET-SQL's cross-consistency), the plain request asking the first.
+``--repaired-from OLD.json`` reuses OLD's answers but asks nl2sql again where repair touched the
+question (a candidate repaired, or none chosen): a change to repair alone changes no other
+answer, since repair runs only after a candidate failed or came back empty.
 ``--smoke`` runs one database, one question, each way, with the 0.5B.
 The last line is ``RESULT model=… ex_plain=… ex_nl2sql=… p50_plain_s=… p50_nl2sql_s=… …`` (one
 pair per model, joined).
@@ -223,6 +226,14 @@ def ask_nl2sql(conn, question: str) -> dict:
     }
 
 
+def went_to_repair(answer: dict | None) -> bool:
+    """An nl2sql answer whose question repair touched: a candidate repaired, or none chosen."""
+    if not answer:
+        return True
+    cands = answer.get("candidates") or []
+    return bool(answer.get("no_candidate") or any(c.get("repairs") for c in cands))
+
+
 def apply_config(conn, configs: dict[str, list[tuple[str, str]]], way: str) -> None:
     """Set the settings of configuration ``way`` (``nl2sql`` or ``nl2sql:<label>``), resetting
     those the other configurations set."""
@@ -295,6 +306,9 @@ def run_db(
             if way == "plain" and key in plain_old:
                 rec[way] = plain_old[key]
                 continue
+            if way == "nl2sql" and f"{key}|nl2sql" in plain_old:
+                rec[way] = plain_old[f"{key}|nl2sql"]
+                continue
             if way == "plain":
                 a = ask_plain(client, server.alias, ddl, q)
             else:
@@ -353,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         help="label:k=v,k=v — a way nl2sql:label with these settings (repeatable; ablations)",
     )
     p.add_argument("--plain-from", type=Path, help="reuse the plain answers of an earlier --json")
+    p.add_argument(
+        "--repaired-from",
+        type=Path,
+        help="reuse every answer of an earlier --json but nl2sql's where a candidate went to "
+        "repair, asked again (all a change to repair can change; implies --plain-from)",
+    )
     p.add_argument("--json", type=Path)
     p.add_argument("--port", type=int, default=0, help="llama-server's port (0: a free one)")
     p.add_argument(
@@ -379,10 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         dbs, models, args.limit = dbs[:1], ["0.5b"], 1
     plain_old: dict = {}
-    if args.plain_from:
-        for r in json.loads(args.plain_from.read_text())["questions"]:
+    for path in filter(None, (args.plain_from, args.repaired_from)):
+        for r in json.loads(path.read_text())["questions"]:
+            key = f"{r['model']}|{r['db']}|{r['question']}"
             if "plain" in r:
-                plain_old[f"{r['model']}|{r['db']}|{r['question']}"] = r["plain"]
+                plain_old[key] = r["plain"]
+            if path == args.repaired_from and not went_to_repair(r.get("nl2sql")):
+                plain_old[key + "|nl2sql"] = r["nl2sql"]
     log("NOTE: live answers of small local models (Qwen2.5-Coder-0.5B/1.5B-Instruct, Q4_K_M, CPU)")
     log(f"machine reference: {C.machine_reference_ms():.1f} ms (10^6 additions)")
     cluster = C.start_cluster(args.datadir)
