@@ -112,8 +112,9 @@ def _column_hints(tree: exp.Expression, q: _Query, schema: Schema) -> list[str]:
 
 def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     """The query with each unknown name replaced by the one real name it must have meant: a
-    table by the only table at least ``SNAP_TABLE`` alike; a column that another table of the
-    query has under that very name, through that table (not the table it is compared with in
+    table by the only table at least ``SNAP_TABLE`` alike; a column of a join condition that its
+    table lacks, by its side of the one declared foreign key to the other side's column; a
+    column that another table of the query has under that very name, through that table (not the table it is compared with in
     a join condition); else, unless a table one declared foreign key away has that very name,
     by the only column of the query's tables (of the alias's table when qualified) whose name
     is alike (``CUTOFF``), holds it as a word (``age`` in ``pet_age``) or is a word of it, not
@@ -180,6 +181,10 @@ def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
         return None
     if table is None and (alias or q.has_column(name)):
         return None  # an alias of a CTE or subquery, or a name the query has: not ours to judge
+    key = _key_side(col, table, q, schema) if table is not None else None
+    if key:
+        col.set("this", exp.to_identifier(key))
+        return f"{alias}.{name} → {alias}.{key}"
     holders = [a for a, t in q.by_alias.items() if _has(t, name) and a != _compared_with(col)]
     if alias and len(holders) == 1:
         col.set("table", exp.to_identifier(holders[0]))
@@ -203,6 +208,25 @@ def _compared_with(col: exp.Column) -> str | None:
         return None
     other = eq.right if eq.left is col else eq.left
     return other.table.lower() or None if isinstance(other, exp.Column) else None
+
+
+def _key_side(col: exp.Column, table: Table, q: _Query, schema: Schema) -> str | None:
+    """In a join condition ``A.x = B.y`` where ``A`` has no ``x``: ``A``'s column of the one
+    declared foreign key between the two tables whose ``B`` side is ``y`` (``T1.makeid =
+    T2.makeid`` over ``cars_data.id → car_names.makeid``: ``id``); None otherwise."""
+    eq, other = col.parent, None
+    if isinstance(eq, exp.EQ):
+        other = eq.right if eq.left is col else eq.left
+    peer = q.by_alias.get(other.table.lower()) if isinstance(other, exp.Column) else None
+    if peer is None or peer is table:
+        return None
+    found = set()
+    for fk in _keys(schema, table, peer):
+        mine, theirs = (fk.columns, fk.ref_columns)
+        if fk.table.lower() != table.name.lower():
+            mine, theirs = theirs, mine
+        found |= {a for a, b in zip(mine, theirs) if b.lower() == other.name.lower()}
+    return found.pop() if len(found) == 1 else None
 
 
 def _word_of(real: Column, name: str) -> bool:

@@ -202,6 +202,13 @@ JOIN_SCHEMA = Schema(
             "singer_in_concert.singer_id = singer.singer_id WHERE singer_in_concert.singer_id = "
             "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
         ),
+        # a join condition's column its table lacks: its side of the declared key to the other
+        # side's column (makeid is no near name of cars_data's id)
+        (
+            "SELECT T1.horsepower FROM cars_data AS T1 JOIN car_names AS T2 ON T1.makeid = "
+            "T2.makeid",
+            "SELECT T1.horsepower FROM cars_data AS T1 JOIN car_names AS T2 ON T1.id = T2.makeid",
+        ),
         # two tables have it, neither a key away (car_makers.maker, model_list.maker); two a
         # key away (singer.name, concert.name): not ours to choose
         ("SELECT maker FROM cars_data", None),
