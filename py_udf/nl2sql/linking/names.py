@@ -203,30 +203,39 @@ def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
 def _compared_with(col: exp.Column) -> str | None:
     """The alias of the column ``col`` is compared with for equality (``T2.x = T3.x``: ``t3``):
     a join condition compares two tables, so ``col`` is not that one's."""
+    other = _eq_other(col)
+    return (other.table.lower() or None) if other is not None else None
+
+
+def _eq_other(col: exp.Column) -> exp.Column | None:
+    """The column on the other side of the equality ``col`` is one side of, if any."""
     eq = col.parent
     if not isinstance(eq, exp.EQ):
         return None
     other = eq.right if eq.left is col else eq.left
-    return other.table.lower() or None if isinstance(other, exp.Column) else None
+    return other if isinstance(other, exp.Column) else None
 
 
 def _key_side(col: exp.Column, table: Table, q: _Query, schema: Schema) -> str | None:
     """In a join condition ``A.x = B.y`` where ``A`` has no ``x``: ``A``'s column of the one
     declared foreign key between the two tables whose ``B`` side is ``y`` (``T1.makeid =
     T2.makeid`` over ``cars_data.id → car_names.makeid``: ``id``); None otherwise."""
-    eq, other = col.parent, None
-    if isinstance(eq, exp.EQ):
-        other = eq.right if eq.left is col else eq.left
-    peer = q.by_alias.get(other.table.lower()) if isinstance(other, exp.Column) else None
+    other = _eq_other(col)
+    peer = q.by_alias.get(other.table.lower()) if other is not None else None
     if peer is None or peer is table:
         return None
     found = set()
     for fk in _keys(schema, table, peer):
-        mine, theirs = (fk.columns, fk.ref_columns)
-        if fk.table.lower() != table.name.lower():
-            mine, theirs = theirs, mine
+        mine, theirs = _sides(fk, table)
         found |= {a for a, b in zip(mine, theirs) if b.lower() == other.name.lower()}
     return found.pop() if len(found) == 1 else None
+
+
+def _sides(fk, table: Table) -> tuple[list[str], list[str]]:
+    """A foreign key's columns as ``(table's side, the other table's side)``, in key order."""
+    if fk.table.lower() == table.name.lower():
+        return fk.columns, fk.ref_columns
+    return fk.ref_columns, fk.columns
 
 
 def _word_of(real: Column, name: str) -> bool:
@@ -253,9 +262,7 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     _qualify_bare(select, _read_by(select, q))
     by = _alias_ident(select, alias)
     for fk, src, dst in steps:
-        mine, theirs = (fk.columns, fk.ref_columns)
-        if fk.table.lower() != src.name.lower():
-            mine, theirs = theirs, mine
+        mine, theirs = _sides(fk, src)
         on = exp.and_(
             *(exp.column(a, by.copy()).eq(exp.column(b, dst.table)) for a, b in zip(mine, theirs))
         )
