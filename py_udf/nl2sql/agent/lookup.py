@@ -15,6 +15,7 @@ from ..core.settings import get_settings
 from ..curated.verified import as_examples, nearest
 from ..embedding.encode import embed, to_pgvector
 from ..embedding.value_vectors import embed_values
+from ..linking.schema_linking import schema_words
 from ..model.masking import masked_question
 from ..retrieval.values import (
     Phrase,
@@ -187,7 +188,8 @@ def _verified_part(plpy, view: AgentView, question: str, k: int) -> list[dict[st
     lookup), shown as examples are shown to a model (``Gate.examples``) when values are gated."""
     st = get_settings(plpy)
     phrases = candidate_phrases(question, None)
-    values = merge_matches(string_matches(plpy, phrases, st.value_trgm_min), st.value_top_k)
+    found = string_matches(plpy, phrases, st.value_trgm_min, schema_words(view.schema))
+    values = merge_matches(found, st.value_top_k)
     masked = masked_question(question, view.schema, values, st.link_value_min)
     rows = nearest(plpy, to_pgvector(embed([masked])[0]), k)
     examples = as_examples(rows, k)

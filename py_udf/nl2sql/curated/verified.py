@@ -17,6 +17,7 @@ from ..core.sqlcheck import parse_one, to_sql, transpile
 from ..core.types import Example, Schema
 from ..embedding.encode import embed, to_pgvector
 from ..generation.db_checks import check_candidate_in_db, relation_targets
+from ..linking.schema_linking import schema_words
 from ..model.gate import VERIFIED_DB
 from ..model.masking import masked_question
 from ..retrieval.values import (
@@ -136,7 +137,8 @@ def _question_values(plpy, question: str, schema: Schema, st) -> list:
     """The cell values a question names as ``nl2sql()`` finds them before PreSQL: exact and
     trigram matches, merged, at most ``st.value_top_k``, as the calling role may see them.
     """
-    found = string_matches(plpy, candidate_phrases(question), st.value_trgm_min)
+    phrases = candidate_phrases(question)
+    found = string_matches(plpy, phrases, st.value_trgm_min, schema_words(schema))
     return merge_matches(visible_matches(schema, found), st.value_top_k)
 
 

@@ -49,6 +49,12 @@ INSTRUCTION = (
     "/* Complete PostgreSQL SQL query only and with no explanation, "
     "and minimize SQL execution time while ensuring correctness. */"
 )
+BASIC_INSTRUCTION = (
+    "-- Using valid PostgreSQL, answer the following question for the tables provided above."
+)
+"""The last resort's instruction (``stages.finsql.last_resort``): the prompt format of
+NumbersStation's NSQL (2023) and of a user pasting CREATE TABLE statements into a chat, after
+the schema without cell values (DAIL-SQL's basic representation, Gao et al. 2023 §3.1)."""
 
 
 def _quote_value(v: str, data_type: str) -> str:
@@ -278,6 +284,7 @@ def build_prompt(
     values: list[tuple[str, str, str]] | None = None,
     business: str | None = None,
     turns: list[Turn] | tuple[Turn, ...] = (),
+    instruction: str = INSTRUCTION,
 ) -> str:
     """Build the reference-enhanced prompt (the user message) for PreSQL or FinSQL.
 
@@ -292,11 +299,16 @@ def build_prompt(
         values: retrieved ``(table prompt name, column, value)`` triples, or None.
         business: the rendered business context (``render_business``), or None.
         turns: earlier turns of the question's conversation, oldest first.
+        instruction: the line after the schema (``INSTRUCTION``; the last resort's
+            ``BASIC_INSTRUCTION``).
 
     Returns:
-        The user message text.
+        The user message text: the schema and the instruction first (the same for every
+        question on one schema, so a server's prompt cache keeps them), then the values,
+        business context, examples, turns and hint, the question line last.
     """
     parts = ["/* Given the following database schema: */", render_schema(schema, n_values)]
+    parts.append(instruction)  # before all that changes with the question: a cached prefix
     if values:
         parts.append(render_values(values))
     if business:
@@ -308,7 +320,6 @@ def build_prompt(
         parts.append(render_turns(turns))
     if evidence:
         parts.append(f"/* Hint: {evidence.strip()} */")
-    parts.append(INSTRUCTION)
     parts.append(f"{QUESTION_MARKER}{question.strip()} */")
     return "\n\n".join(parts)
 

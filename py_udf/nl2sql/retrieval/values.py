@@ -277,12 +277,18 @@ def match_values(
     return _rows_to_matches(rows, phrases)
 
 
-def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[int]:
+def fuzzy_phrases(
+    phrases: list[Phrase], found: list[ValueMatch] = (), schema_words: frozenset[str] = frozenset()
+) -> list[int]:
     """Choose the phrases worth a trigram lookup (10-45 ms each at 1,000,000 strings).
 
     Args:
         phrases: the candidate phrases.
         found: the matches already found for these phrases (``match_values``); empty for none.
+        schema_words: lower-cased words of the table and column names (``linking.schema_words``):
+            a question n-gram of such words only (and stop words, numbers) names the schema, not
+            a value, and is not looked up ("orchestras" scores 0.5 against 'Kirov Orchestra');
+            empty: no such rule.
 
     Returns:
         0-based positions in ``phrases`` of those with 3+ characters that are not evidence n-grams
@@ -298,7 +304,9 @@ def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[i
         words = tuple(_SPAN_WORD.findall(p.text.lower()))
         if len(p.text) < 3 or p.source == "evidence_ngram":
             continue
-        if p.source == "question" and len(words) > MAX_FUZZY_WORDS:
+        if p.source == "question" and (
+            len(words) > MAX_FUZZY_WORDS or schema_words and names_only(words, schema_words)
+        ):
             continue
         if words and any(_inside(words, h) for h in hit):
             continue
@@ -306,6 +314,12 @@ def fuzzy_phrases(phrases: list[Phrase], found: list[ValueMatch] = ()) -> list[i
             continue
         out.append(i)
     return out
+
+
+def names_only(words: tuple[str, ...] | list[str], schema_words: frozenset[str]) -> bool:
+    """Whether every word (lower-cased) is a word of a table or column name (in any inflection),
+    a stop word or a number: a phrase that names the schema, not a cell value."""
+    return all(inflections(w) & schema_words or w in VALUE_STOP_WORDS or w.isdigit() for w in words)
 
 
 def _straddles(words: tuple, span: tuple) -> bool:
@@ -323,12 +337,16 @@ def _inside(words: tuple, outer: tuple) -> bool:
     return any(outer[j : j + n] == words for j in range(len(outer) - n + 1))
 
 
-def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMatch]:
+def string_matches(
+    plpy, phrases: list[Phrase], trgm_min: float, schema_words: frozenset[str] = frozenset()
+) -> list[ValueMatch]:
     """Exact and trigram matches of the phrases, as the calling role may see them.
 
     Args:
         phrases: the candidate phrases (``candidate_phrases``).
         trgm_min: minimum pg_trgm similarity, 0..1 (setting ``value_trgm_min``).
+        schema_words: the schema's name words (``fuzzy_phrases``): question n-grams of these
+            only get no trigram lookup; empty: every phrase may.
 
     Returns:
         List of ``ValueMatch``, unmerged (``merge_matches``).
@@ -338,7 +356,11 @@ def string_matches(plpy, phrases: list[Phrase], trgm_min: float) -> list[ValueMa
         return found
     done: set[int] = set()
     for in_round in (_longest_content, _longest, lambda p: True):
-        batch = [i for i in fuzzy_phrases(phrases, found) if i not in done and in_round(phrases[i])]
+        batch = [
+            i
+            for i in fuzzy_phrases(phrases, found, schema_words)
+            if i not in done and in_round(phrases[i])
+        ]
         found = found + _trigram_matches(plpy, phrases, batch, trgm_min)
         done.update(batch)
     return found
@@ -369,7 +391,7 @@ def _longest_content(p: Phrase) -> bool:
 
 
 def vector_phrases(
-    phrases: list[Phrase], found: list[ValueMatch], schema_words: set[str], limit: int
+    phrases: list[Phrase], found: list[ValueMatch], schema_words: frozenset[str], limit: int
 ) -> list[int]:
     """Choose the phrases that get an embedding lookup (paraphrases: "USA" → 'United States').
 
@@ -395,9 +417,7 @@ def vector_phrases(
             continue
         if any(text.lower() in h for h in hit):
             continue  # "Marvel" inside the matched "Marvel Comics"
-        if all(
-            inflections(w) & schema_words or w in VALUE_STOP_WORDS or w.isdigit() for w in words
-        ):
+        if names_only(words, schema_words):
             continue
         out.append(i)
         if len(out) >= limit:

@@ -267,11 +267,14 @@ def _repair_base(run: Run) -> Callable[[Candidate], str]:
 
 
 def last_resort(run: Run) -> None:
-    """When no candidate executed after repair: one more request to the first model with the
-    schema the PreSQL prompt showed and nothing retrieved (no examples, no matched values),
-    what asking the model plainly sends. Few-shot examples from other schemas lead a small
-    model to names the database lacks (bench/live.py's misses); its plain answer
-    often runs.
+    """When no candidate executed after repair: one more request to the first model, asked
+    as a user asks plainly: the schema the PreSQL prompt showed without cell values, nothing
+    retrieved (no examples, no matched values) and the basic instruction
+    (``prompts.BASIC_INSTRUCTION``). Few-shot examples from other schemas lead a small model to
+    names the database lacks (bench/live.py's misses); asked with the values and the
+    reference-enhanced instruction, as the first prompt is, it repeated that prompt's failing
+    answer in 22 of 33 such questions and rescued none (160 questions, both Qwen2.5-Coder
+    models, 2026-11-29).
 
     Args:
         run: a ``last_resort:<model>`` candidate added to ``candidates``; sets ``last_resort``
@@ -293,11 +296,12 @@ def last_resort(run: Run) -> None:
         ctx.question,
         schema,
         [],
-        run.st.sample_values,
+        0,
         ctx.evidence,
         None,
         context_text(ctx, {t.name for t in schema.tables}, run.gate, "last_resort"),
         run.gate.turns("last_resort", ctx.turns),
+        prompts.BASIC_INSTRUCTION,
     )
     call = GenCall(model, prompt, 0, stage="last_resort")
     with run.timer.model_wait("last_resort"):

@@ -139,7 +139,9 @@ def gather(plpy, question: str, evidence: str | None, schema: Schema, st: Settin
         semantic.name_in(question)
     with timer.stage("values_ms"):
         phrases = candidate_phrases(question, evidence)
-        found = visible_matches(schema, string_matches(plpy, phrases, st.value_trgm_min))
+        found = visible_matches(
+            schema, string_matches(plpy, phrases, st.value_trgm_min, schema_words(schema))
+        )
         vec_idx = _vector_lookups(phrases, found, schema, st)
         values = merge_matches(found, st.value_top_k)
         masked = masked_question(question, schema, values, st.link_value_min, business.mask_phrases)

@@ -25,16 +25,25 @@ def _schema():
     )
 
 
-def test_prompt_has_schema_values_fks_examples_instruction_and_question_last():
+def test_prompt_has_schema_instruction_values_fks_examples_and_question_last():
+    """The schema and the instruction lead (the part every question on one schema shares: a
+    server's prompt cache keeps it), then the question's values and examples, the question last."""
     ex = [Example(1, "lib", "How many books are there?", "SELECT count(*) FROM book")]
-    p = build_prompt("How many singers?", _schema(), open_gate().examples("finsql", ex), n_values=3)
+    values = [("singer", "name", "Ann")]
+    p = build_prompt(
+        "How many singers?", _schema(), open_gate().examples("finsql", ex), 3, None, values
+    )
     assert (
         "CREATE TABLE singer" in p and "values: 'Ann', 'Bo', 'Cy'" in p and "values: 1, 2, 3" in p
     )
     singer = p[p.index("CREATE TABLE singer") : p.index("CREATE TABLE stadium")]
     assert "  FOREIGN KEY (stadium_id) REFERENCES stadium(stadium_id)\n);" in singer
     assert "minimize SQL execution time while ensuring correctness" in p
-    assert p.index("How many books") < p.index("minimize") < p.index("How many singers?")
+    assert p.index("CREATE TABLE stadium") < p.index("minimize") < p.index("-- singer.name")
+    assert p.index("-- singer.name") < p.index("How many books") < p.index("How many singers?")
+    other = build_prompt("How many stadiums?", _schema(), [], 3)
+    shared = p[: p.index("minimize")]
+    assert other.startswith(shared) and other.index("minimize") == len(shared)
     assert p.rstrip().endswith("How many singers? */")
     assert "full name" in p and "people who sing" in p
 

@@ -627,6 +627,25 @@ def test_trigram_lookups_skip_long_ngrams_and_phrases_inside_an_exact_match():
     assert "Group Inc" in {texts[i] for i in fuzzy_phrases(phrases, one_word)}
 
 
+def test_trigram_lookups_skip_question_phrases_that_only_name_the_schema():
+    """fuzzy_phrases with the schema's name words: a question n-gram of schema words only (and
+    stop words) names a table or column, not a value ("orchestras" scores 0.5 by trigrams against
+    'Kirov Orchestra'), and gets no trigram lookup; an n-gram with another word, and a quoted
+    span, keep theirs; without the schema's words nothing is left out for this reason."""
+    from nl2sql.retrieval.values import fuzzy_phrases
+
+    phrases = candidate_phrases('Show the orchestras of Kirov and the "orchestra" records')
+    texts = [p.text for p in phrases]
+    words = frozenset({"orchestra", "orchestras", "record", "records", "id"})
+    kept = [texts[i] for i in fuzzy_phrases(phrases, (), words)]
+    assert "orchestras" not in kept and "records" not in kept and "orchestras of" not in kept
+    assert "orchestras of Kirov" in kept and "Kirov" in kept
+    assert [p.source for p in phrases if p.text == "orchestra"] == ["quoted"]
+    assert "orchestra" in kept  # quoted: the asker marked it as a value
+    everything = {texts[i] for i in fuzzy_phrases(phrases)}
+    assert {"orchestras", "records"} <= everything
+
+
 def _scripted_string_matches(monkeypatch, question, phrase, value, score):
     """Run retrieval.string_matches on ``question`` with match_values scripted: only a trigram
     lookup that includes ``phrase`` finds something (``value`` at ``score``). Returns the

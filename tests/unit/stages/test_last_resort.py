@@ -1,5 +1,5 @@
 """The last resort (``stages.finsql.last_resort``) without a database: asked only when no
-candidate executed and some model answered; its prompt shows the schema and nothing retrieved;
+candidate executed and some model answered; its prompt shows the schema without cell values, nothing retrieved and the basic instruction;
 its answer becomes a candidate that is evaluated like any other."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from nl2sql.core.types import (
     Status,
     Table,
 )
+from nl2sql.model import prompts
 from nl2sql.model.gate import open_gate
 from nl2sql.stages import finsql
 from nl2sql.stages.gather import Context
@@ -48,7 +49,8 @@ def _run(statuses, replies_ok=True):
         None,
         StageTimer(),
     )
-    schema = Schema([Table("semesters", "public", "semesters", [Column("semester_id", "integer")])])
+    col = Column("semester_id", "integer", sample_values=["101", "102"])
+    schema = Schema([Table("semesters", "public", "semesters", [col])])
     run.schema, run.gate = schema, open_gate()
     run.budget_s = lambda: None  # no statement_timeout to read: there is no database here
     run.context = Context("How many semesters?", None, [EXAMPLE], "How many semesters?", [], {})
@@ -87,6 +89,8 @@ def test_when_nothing_executed_the_first_model_is_asked_with_the_schema_alone(as
     prompt = messages.messages[-1]["content"]
     assert "CREATE TABLE semesters" in prompt and "How many semesters?" in prompt
     assert "How many books?" not in prompt  # no few-shot example from another schema
+    assert "101" not in prompt and "minimize SQL execution time" not in prompt  # asked plainly
+    assert prompts.BASIC_INSTRUCTION in prompt
     added = run.candidates[-1]
     assert added.source == "last_resort:m1" and added.status == Status.OK
     assert run.plan.evaluator.ran == ["SELECT count(*) FROM semesters"]
