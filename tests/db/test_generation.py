@@ -174,6 +174,26 @@ def test_the_last_resort_answers_from_the_schema_alone_when_nothing_ran(gen, llm
     )
 
 
+def test_the_last_resort_answer_has_its_names_snapped(gen, llm):
+    """The last resort is asked plainly (no cell values, the basic instruction); its failing
+    answer gets repair's round 0 — the misspelt name snapped, no further model call."""
+    setting(gen, "repair_rounds", "1")
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(
+        Rule(
+            model="m1", contains="Using valid PostgreSQL", response="SELECT count(nmae) FROM singer"
+        )
+    )
+    llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))
+    trace = explain(gen)
+    last = cand(trace, "last_resort:m1")
+    assert last["status"] == "ok" and trace["sql"] == last["sql"]
+    assert [(r["round"], r["snapped"]) for r in last["repairs"]] == [(0, ["nmae → name"])]
+    prompt = trace["last_resort"]["prompt"]
+    assert "minimize SQL execution time" not in prompt and "values:" not in prompt
+    assert len(llm.requests) == 4  # PreSQL, FinSQL, one repair round, the last resort
+
+
 def test_repair_asks_once_more_warmer_when_the_model_repeats_itself(gen, llm):
     add_models(gen, llm, ["m1"])
     llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))

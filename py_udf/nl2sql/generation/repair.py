@@ -333,6 +333,27 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
     return False
 
 
+def snap_failed(c: Candidate, ev, gate: Gate) -> bool:
+    """Round 0 alone for a candidate that no model round will repair (the last resort's): its
+    unknown names snapped to the one real name each must have meant, checked and executed like
+    ``repair_loop``'s round 0 (``linking.names.snap_names``).
+
+    Args:
+        c: an executed candidate; takes the snapped attempt over when that ranks better, with
+            the attempt in ``c.repairs``.
+        ev: the question's ``Evaluator``.
+        gate: the call's gate (error texts).
+
+    Returns:
+        True when the snapped query ran with rows; False otherwise (nothing to snap, or it still
+        fails).
+    """
+    problem = feedback(c, gate)
+    if not problem:
+        return False
+    return _snapped(_Repairing(c, problem, c.sql or c.raw_text, None), ev, gate)
+
+
 def _count_reply(summary: dict[str, Any], rep) -> None:
     """Add one repair reply's tokens and call record to ``repair_loop``'s summary."""
     summary["prompt_tokens"] += rep.prompt_tokens

@@ -11,7 +11,7 @@ from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Stat
 from ..generation.alignment import ValueIndex
 from ..generation.candidates import Evaluator, GenCall, candidates_from, finsql_calls
 from ..generation.execute import PlanLimits
-from ..generation.repair import repair_loop
+from ..generation.repair import repair_loop, snap_failed
 from ..model import prompts
 from ..model.llm import call_models, call_models_during
 from ..ops import value_policy
@@ -274,7 +274,7 @@ def last_resort(run: Run) -> None:
     names the database lacks (bench/live.py's misses); asked with the values and the
     reference-enhanced instruction, as the first prompt is, it repeated that prompt's failing
     answer in 22 of 33 such questions and rescued none (160 questions, both Qwen2.5-Coder
-    models, 2026-11-29).
+    models, 2026-11-29). A failing answer gets repair's round 0 (names snapped, no model call).
 
     Args:
         run: a ``last_resort:<model>`` candidate added to ``candidates``; sets ``last_resort``
@@ -311,4 +311,5 @@ def last_resort(run: Run) -> None:
         c.source = f"last_resort:{reply.model}"
         if c.status == Status.PENDING:
             run.plan.evaluator.run(c, c.raw_text)
+            snap_failed(c, run.plan.evaluator, run.gate)
         run.candidates.append(c)
