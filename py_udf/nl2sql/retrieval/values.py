@@ -317,8 +317,15 @@ def fuzzy_phrases(
 
 
 def names_only(words: tuple[str, ...] | list[str], schema_words: frozenset[str]) -> bool:
-    """Whether every word (lower-cased) is a word of a table or column name (in any inflection),
-    a stop word or a number: a phrase that names the schema, not a cell value."""
+    """Whether a phrase names the schema, not a cell value.
+
+    Args:
+        words: the phrase's words, lower-cased.
+        schema_words: lower-cased words of the table and column names (``linking.schema_words``).
+
+    Returns:
+        True when every word is a schema word (in any inflection), a stop word or a number.
+    """
     return all(inflections(w) & schema_words or w in VALUE_STOP_WORDS or w.isdigit() for w in words)
 
 
