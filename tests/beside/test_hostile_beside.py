@@ -121,10 +121,17 @@ def test_the_client_never_hangs_on_a_hostile_endpoint(demo_beside, path, mode, a
         said.join(10)
         err = said.text
         took = (said.first_at or time.monotonic()) - (t0 if action == "ctrl_c" else hit_at or t0)
+        reached = bool(server.hits)
     _report(f"client {path}\t{mode}\t{action}\t{took:.2f}")
     if action == "ctrl_c":
-        assert hit_at is not None, f"the client never reached the hostile server: {err}"
-        assert took < 2.0, f"{path} × {mode}: Ctrl-C answered after {took:.2f} s"
+        assert reached, f"the client never reached the hostile server: {err}"
+        if hit_at is None:
+            # the client gave up on its own between the request's arrival and the next look at
+            # the server (a reply refused at its headers, say): it did not hang, and its message
+            # is checked below; Ctrl-C had nothing left to end
+            assert proc.returncode not in (0, 130), err
+        else:
+            assert took < 2.0, f"{path} × {mode}: Ctrl-C answered after {took:.2f} s"
         assert err.startswith("nl2sql: interrupted" if proc.returncode == 130 else "nl2sql: "), err
         assert "Traceback" not in err, err
     else:
