@@ -194,6 +194,34 @@ def test_the_last_resort_answer_has_its_names_snapped(gen, llm):
     assert len(llm.requests) == 4  # PreSQL, FinSQL, one repair round, the last resort
 
 
+@pytest.mark.parametrize(
+    "answer, fixed, change",
+    [
+        # more than one row from a scalar subquery (SQLSTATE 21000): each of its rows
+        (
+            "SELECT name FROM singer WHERE singer_id = (SELECT singer_id FROM singer_in_concert)",
+            "SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM singer_in_concert)",
+            "= (subquery) → IN",
+        ),
+        # a bare column beside an aggregate, ungrouped (42803): grouped by it
+        (
+            "SELECT country FROM singer ORDER BY count(*) DESC",
+            "SELECT country FROM singer GROUP BY country ORDER BY COUNT(*) DESC",
+            "GROUP BY country added",
+        ),
+    ],
+)
+def test_an_error_with_one_reading_is_fixed_in_round_0(gen, llm, answer, fixed, change):
+    """What SQLite runs and PostgreSQL refuses, rewritten by the error's SQLSTATE without a
+    model call: the candidate runs, and no repair round asks the model."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response=answer))
+    c = cand(explain(gen), "finsql:m1")
+    assert c["status"] == "ok" and c["sql"] == fixed
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [(0, [change])]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
 def test_repair_asks_once_more_warmer_when_the_model_repeats_itself(gen, llm):
     add_models(gen, llm, ["m1"])
     llm.add_rule(Rule(model="m1", response="SELECT count(xyzzy) FROM singer"))

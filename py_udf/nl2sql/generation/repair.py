@@ -19,6 +19,7 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
+from ._sqlite_rules import fix_by_sqlstate
 from .alignment import literal_comparisons
 from .cleaning import clean
 
@@ -317,7 +318,7 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
     c = a.cand
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return False
-    snapped = snap_names(c.sql, ev.schema)
+    snapped = snap_names(c.sql, ev.schema) or fix_by_sqlstate(c.sql, c.sqlstate)
     if snapped is None:
         return False
     text, changes = snapped

@@ -48,6 +48,10 @@ class _Query:
             else:
                 self.unknown.append(node)
 
+    def every(self) -> list[Table]:
+        """Every table of the schema, once each."""
+        return list({id(t): t for t in self.tables.values()}.values())
+
     def used(self) -> list[Table]:
         return list({id(t): t for t in self.by_alias.values()}.values())
 
@@ -112,13 +116,16 @@ def _column_hints(tree: exp.Expression, q: _Query, schema: Schema) -> list[str]:
 
 def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     """The query with each unknown name replaced by the one real name it must have meant: a
-    table by the only table at least ``SNAP_TABLE`` alike; a column of a join condition that its
+    table by the only table at least ``SNAP_TABLE`` alike; a SELECT's one table, that has some
+    of the columns the SELECT names but not all, by the one table that has them all (``SELECT
+    maker, model FROM car_names`` → ``FROM model_list``); a column of a join condition that its
     table lacks, by its side of the one declared foreign key to the other side's column; a
     column that another table of the query has under that very name, through that table (not the table it is compared with in
     a join condition); else, unless a table one declared foreign key away has that very name,
     by the only column of the query's tables (of the alias's table when qualified) whose name
     is alike (``CUTOFF``), holds it as a word (``age`` in ``pet_age``) or is a word of it, not
-    a key (``name`` in ``first_name``). A name with no such single answer is left as it is.
+    a key (``name`` in ``first_name``), an identifier's name (ending in ``id``) only for one
+    (``maker`` is never ``makeid``). A name with no such single answer is left as it is.
     Then a column that no table of its SELECT has is taken from the one table nearest to the
     SELECT's tables that has it, joined in: one declared foreign key away (``SELECT model FROM
     cars_data`` where ``car_names`` and ``model_list`` have ``model`` and only ``car_names`` is a
@@ -140,6 +147,7 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     if tree is None:
         return None
     changes = _snap_tables(tree, schema)
+    changes += _swap_tables(tree, _Query(tree, schema))
     q = _Query(tree, schema)
     changes += _snap_columns(tree, q, schema)
     unknown = [c for c in _columns(tree) if not _known(c, q)]  # before any join
@@ -172,6 +180,74 @@ def _snap_tables(tree: exp.Expression, schema: Schema) -> list[str]:
     return changes
 
 
+def _swap_tables(tree: exp.Expression, q: _Query) -> list[str]:
+    """Each SELECT that reads one table having some but not all of the columns it names, where
+    exactly one other table has every one of them: that table read instead (``SELECT maker,
+    model FROM car_names`` → ``FROM model_list``: the names together point to the table the
+    model meant; ``maker`` is no misspelt ``make``). A SELECT none of whose names its table has
+    keeps its table (the names are snapped)."""
+    changes = []
+    for select in list(tree.find_all(exp.Select)):
+        read = _read_by(select, q)
+        node = _only_table(select)
+        if len(read) != 1 or node is None:
+            continue
+        table, names = next(iter(read.values())), _own_names(select, q, node)
+        own = [n for n in names if _has(table, n)]
+        if not own or len(own) == len(names) or _outer_names(select, q, names):
+            continue  # nothing amiss, or no name of its own (a name to snap, not a table)
+        fits = [t for t in q.every() if t is not table and all(_has(t, n) for n in names)]
+        if len(fits) != 1:
+            continue
+        if not node.alias:  # columns qualified by the old name: by the new one
+            _requalify(select, node.name.lower(), fits[0].table)
+        node.set("this", exp.to_identifier(fits[0].table))
+        node.set("db", exp.to_identifier(fits[0].schema) if fits[0].name != fits[0].table else None)
+        changes.append(f"{table.name} → {fits[0].name}")
+    return changes
+
+
+def _requalify(select: exp.Select, old: str, new: str) -> None:
+    """The SELECT's own columns qualified by ``old`` qualified by ``new``."""
+    for col in select.find_all(exp.Column):
+        if col.table.lower() == old and col.find_ancestor(exp.Select) is select:
+            col.set("table", exp.to_identifier(new))
+
+
+def _only_table(select: exp.Select) -> exp.Table | None:
+    """The table node of a SELECT that reads one table and joins nothing; else None."""
+    froms = [v for v in select.args.values() if isinstance(v, exp.From)]
+    if len(froms) != 1 or select.args.get("joins") or not isinstance(froms[0].this, exp.Table):
+        return None
+    return froms[0].this
+
+
+def _own_names(select: exp.Select, q: _Query, node: exp.Table) -> set[str]:
+    """The column names a SELECT that reads only ``node`` names itself (not its subqueries'),
+    output aliases left out; empty when one is qualified by another relation (a correlated
+    reference)."""
+    read, names = {node.alias_or_name.lower(), node.name.lower()}, set()
+    for col in select.find_all(exp.Column):
+        if col.find_ancestor(exp.Select) is not select or isinstance(col.this, exp.Star):
+            continue
+        if col.table and col.table.lower() not in read:
+            return set()
+        if col.name and col.name.lower() not in q.own:
+            names.add(col.name.lower())
+    return names
+
+
+def _outer_names(select: exp.Select, q: _Query, names: set[str]) -> bool:
+    """A SELECT that ``select`` is inside reads a table with one of ``names`` (a correlated
+    reference may be meant)."""
+    outer = select.parent.find_ancestor(exp.Select) if select.parent else None
+    while outer is not None:
+        if any(_has(t, n) for t in _read_by(outer, q).values() for n in names):
+            return True
+        outer = outer.parent.find_ancestor(exp.Select) if outer.parent else None
+    return False
+
+
 def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     name, alias = col.name.lower(), col.table.lower()
     if not name or isinstance(col.this, exp.Star):
@@ -192,7 +268,11 @@ def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
     if _path(col, q, schema, keys=1):
         return None  # that very name a key away: joined in later, not snapped to a near one
     pool = table.columns if table is not None else [c for t in q.used() for c in t.columns]
-    fits = [c.name for c in pool if _alike(name, c.name.lower()) or _word_of(c, name)]
+    fits = [
+        c.name
+        for c in pool
+        if (_alike(name, c.name.lower()) or _word_of(c, name)) and _idlike(c.name) == _idlike(name)
+    ]
     if len(fits) != 1:  # none, or two (in one table or in two: ambiguous either way)
         return None
     new = fits[0]
@@ -236,6 +316,12 @@ def _sides(fk, table: Table) -> tuple[list[str], list[str]]:
     if fk.table.lower() == table.name.lower():
         return fk.columns, fk.ref_columns
     return fk.ref_columns, fk.columns
+
+
+def _idlike(name: str) -> bool:
+    """The name is an identifier's (``id``, ``makeid``, ``stu_id``): never snapped to a name that
+    is not, nor the other way (``maker`` is no misspelt ``makeid``)."""
+    return name.lower().endswith("id")
 
 
 def _word_of(real: Column, name: str) -> bool:

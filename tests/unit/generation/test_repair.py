@@ -196,12 +196,32 @@ JOIN_SCHEMA = Schema(
         # the SELECT's bare columns qualified first (singer_id would be ambiguous); the
         # subquery's own table is left alone
         (
+            "SELECT song_name, concert_id FROM singer_in_concert WHERE singer_id = "
+            "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
+            "SELECT singer.song_name, singer_in_concert.concert_id FROM singer_in_concert JOIN "
+            "singer ON singer_in_concert.singer_id = singer.singer_id WHERE "
+            "singer_in_concert.singer_id = (SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
+        ),
+        # the SELECT's one table has some of its columns, another has all: read that one
+        # (singer has song_name, age and singer_id; maker beside model is model_list's), the
+        # columns qualified by the old name qualified by the new
+        (
             "SELECT song_name, age FROM singer_in_concert WHERE singer_id = "
             "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
-            "SELECT singer.song_name, age FROM singer_in_concert JOIN singer ON "
-            "singer_in_concert.singer_id = singer.singer_id WHERE singer_in_concert.singer_id = "
+            "SELECT song_name, age FROM singer WHERE singer_id = "
             "(SELECT singer_id FROM singer ORDER BY age LIMIT 1)",
         ),
+        ("SELECT maker, model FROM car_names", "SELECT maker, model FROM model_list"),
+        (
+            "SELECT car_names.maker FROM car_names WHERE car_names.model = 'x'",
+            "SELECT model_list.maker FROM model_list WHERE model_list.model = 'x'",
+        ),
+        ("SELECT T.maker, model FROM car_names AS T", "SELECT T.maker, model FROM model_list AS T"),
+        ("SELECT maker, id FROM cars_data", "SELECT maker, id FROM car_makers"),
+        # none of the names its own: snapped or joined instead, never swapped
+        ("SELECT horsepower FROM concert", None),
+        # an identifier's name is never snapped to a name that is not one, nor the other way
+        ("SELECT maker FROM car_names", None),
         # a join condition's column its table lacks: its side of the declared key to the other
         # side's column (makeid is no near name of cars_data's id)
         (
@@ -278,14 +298,21 @@ BRIDGE_SCHEMA = Schema(
             "SELECT stadium.name, stadium.location FROM concert AS T1 JOIN singer_in_concert AS T2 "
             "ON T1.concert_id = T2.concert_id JOIN stadium ON T1.stadium_id = stadium.stadium_id",
         ),
-        # the outer petid, student's nowhere, is the joined key's: equal on both sides
+        # the outer petid, student's nowhere, is the joined key's: equal on both sides; the
+        # subquery's has_pet has petid, pets has petid and pettype: pets read instead
         (
             "SELECT fname FROM student WHERE pettype = 'dog' AND NOT petid IN "
             "(SELECT petid FROM has_pet WHERE pettype = 'cat')",
             "SELECT student.fname FROM student JOIN has_pet ON student.stuid = has_pet.stuid "
             "JOIN pets ON has_pet.petid = pets.petid WHERE pets.pettype = 'dog' AND NOT "
-            "has_pet.petid IN (SELECT has_pet.petid FROM has_pet JOIN pets ON has_pet.petid = "
-            "pets.petid WHERE pets.pettype = 'cat')",
+            "has_pet.petid IN (SELECT petid FROM pets WHERE pettype = 'cat')",
+        ),
+        # the same through a key of the subquery's own: joined, not swapped (stuid is has_pet's)
+        (
+            "SELECT fname FROM student WHERE stuid IN "
+            "(SELECT stuid FROM has_pet WHERE pettype = 'cat')",
+            "SELECT fname FROM student WHERE stuid IN (SELECT has_pet.stuid FROM has_pet JOIN "
+            "pets ON has_pet.petid = pets.petid WHERE pets.pettype = 'cat')",
         ),
         # a column of the SELECT it is inside: a correlated reference, not ours to join
         ("SELECT fname FROM student WHERE EXISTS (SELECT 1 FROM has_pet WHERE lname = 'x')", None),
