@@ -23,6 +23,7 @@ __all__ = ["schema_hints", "snap_names"]
 
 NEAREST = 3  # real names shown for an unknown one
 CUTOFF = 0.6  # difflib ratio a real name needs to be shown as near
+_INTEGERS = {"integer", "bigint", "smallint", "int", "int4", "int8", "int2"}
 SNAP_TABLE = 0.8  # ratio a table name needs to be snapped to (``semester`` → ``semesters``)
 
 
@@ -124,8 +125,8 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     a join condition); else, unless a table one declared foreign key away has that very name,
     by the only column of the query's tables (of the alias's table when qualified) whose name
     is alike (``CUTOFF``), holds it as a word (``age`` in ``pet_age``) or is a word of it, not
-    a key (``name`` in ``first_name``), an identifier's name (ending in ``id``) only for one
-    (``maker`` is never ``makeid``). A name with no such single answer is left as it is.
+    a key (``name`` in ``first_name``), a name ending in ``id`` only for a column of keys and
+    another never for a name ending in ``id`` (``maker`` is never ``makeid``: ``_key_fits``). A name with no such single answer is left as it is.
     Then a column that no table of its SELECT has is taken from the one table nearest to the
     SELECT's tables that has it, joined in: one declared foreign key away (``SELECT model FROM
     cars_data`` where ``car_names`` and ``model_list`` have ``model`` and only ``car_names`` is a
@@ -267,11 +268,11 @@ def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
         return f"{alias}.{name} → {holders[0]}.{name}"
     if _path(col, q, schema, keys=1):
         return None  # that very name a key away: joined in later, not snapped to a near one
-    pool = table.columns if table is not None else [c for t in q.used() for c in t.columns]
+    pool = [(t, c) for t in ([table] if table is not None else q.used()) for c in t.columns]
     fits = [
         c.name
-        for c in pool
-        if (_alike(name, c.name.lower()) or _word_of(c, name)) and _idlike(c.name) == _idlike(name)
+        for t, c in pool
+        if (_alike(name, c.name.lower()) or _word_of(c, name)) and _key_fits(name, t, c, schema)
     ]
     if len(fits) != 1:  # none, or two (in one table or in two: ambiguous either way)
         return None
@@ -318,10 +319,29 @@ def _sides(fk, table: Table) -> tuple[list[str], list[str]]:
     return fk.ref_columns, fk.columns
 
 
-def _idlike(name: str) -> bool:
-    """The name is an identifier's (``id``, ``makeid``, ``stu_id``): never snapped to a name that
-    is not, nor the other way (``maker`` is no misspelt ``makeid``)."""
-    return name.lower().endswith("id")
+def _key_fits(name: str, t: Table, c: Column, schema: Schema) -> bool:
+    """A name written ending in ``id`` is snapped only to a column of identifiers
+    (``_key_like``: ``makerid`` → ``model_list.maker``, a key to ``car_makers.id``, but never to
+    the name ``car_makers.maker``), and another name never to a column whose name ends in ``id``
+    (``maker`` is no misspelt ``makeid``)."""
+    if name.endswith("id"):
+        return _key_like(t, c, schema)
+    return not c.name.lower().endswith("id")
+
+
+def _key_like(t: Table, c: Column, schema: Schema) -> bool:
+    """The column holds identifiers: its name ends in ``id``, or it is an integer primary key or
+    in a declared foreign key (``model_list.maker`` → ``car_makers.id``)."""
+    n = c.name.lower()
+    if n.endswith("id"):
+        return True
+    if c.data_type.lower() not in _INTEGERS:
+        return False
+    return c.is_primary_key or any(
+        (fk.table.lower() == t.name.lower() and n in {x.lower() for x in fk.columns})
+        or (fk.ref_table.lower() == t.name.lower() and n in {x.lower() for x in fk.ref_columns})
+        for fk in schema.foreign_keys
+    )
 
 
 def _word_of(real: Column, name: str) -> bool:

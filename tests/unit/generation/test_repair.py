@@ -220,8 +220,12 @@ JOIN_SCHEMA = Schema(
         ("SELECT maker, id FROM cars_data", "SELECT maker, id FROM car_makers"),
         # none of the names its own: snapped or joined instead, never swapped
         ("SELECT horsepower FROM concert", None),
-        # an identifier's name is never snapped to a name that is not one, nor the other way
+        # a name is never snapped to one ending in id; one ending in id only to a column of
+        # keys (model_list.maker is a key to car_makers.id; car_makers.maker a name)
         ("SELECT maker FROM car_names", None),
+        ("SELECT makerid FROM model_list", "SELECT maker FROM model_list"),
+        ("SELECT makeid FROM car_makers WHERE id = 1", None),
+        ("SELECT makers FROM model_list", "SELECT maker FROM model_list"),
         # a join condition's column its table lacks: its side of the declared key to the other
         # side's column (makeid is no near name of cars_data's id)
         (
