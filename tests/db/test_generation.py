@@ -209,6 +209,12 @@ def test_the_last_resort_answer_has_its_names_snapped(gen, llm):
             "SELECT country FROM singer GROUP BY country ORDER BY COUNT(*) DESC",
             "GROUP BY country added",
         ),
+        # a misspelt name first, then the error the snapped query gives
+        (
+            "SELECT countyr FROM singer ORDER BY count(*) DESC",
+            "SELECT country FROM singer GROUP BY country ORDER BY COUNT(*) DESC",
+            "countyr → country|GROUP BY country added",
+        ),
     ],
 )
 def test_an_error_with_one_reading_is_fixed_in_round_0(gen, llm, answer, fixed, change):
@@ -218,7 +224,9 @@ def test_an_error_with_one_reading_is_fixed_in_round_0(gen, llm, answer, fixed, 
     llm.add_rule(Rule(model="m1", response=answer))
     c = cand(explain(gen), "finsql:m1")
     assert c["status"] == "ok" and c["sql"] == fixed
-    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [(0, [change])]
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [
+        (0, [step]) for step in change.split("|")
+    ]
     assert len(llm.requests) == 2  # PreSQL and FinSQL only
 
 

@@ -24,6 +24,7 @@ from .alignment import literal_comparisons
 from .cleaning import clean
 
 MAX_ROUNDS = 3
+ROUND_0_TRIES = 2  # round 0's attempts: the names snapped, then the error the result gives
 # a model that repeats its failing SQL (at temperature 0 it will) is asked once more at this
 # temperature: Qwen2.5-Coder-0.5B/1.5B repeated most failing answers (bench/live.py)
 RETRY_TEMPERATURE = 0.7
@@ -313,24 +314,35 @@ def _round_prompt(
 
 def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
     """Round 0, without a model: the failing candidate's unknown names snapped to the one real
-    name each must have meant (``linking.names.snap_names``), checked and executed; the
-    candidate takes it over when it ranks better. Returns True when that fixed it."""
+    name each must have meant (``linking.names.snap_names``), else its error's one reading
+    (``_sqlite_rules.fix_by_sqlstate``), checked and executed; once more on what that gives
+    (names snapped, then the error the snapped query gives). The candidate takes an attempt
+    over when it ranks better. Returns True when that fixed it."""
     c = a.cand
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return False
-    snapped = snap_names(c.sql, ev.schema) or fix_by_sqlstate(c.sql, c.sqlstate)
-    if snapped is None:
-        return False
-    text, changes = snapped
-    entry: dict[str, Any] = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
-    trial = _tried(c, text, text, ev, entry)
-    if _rank(trial) > _rank(c):
-        for f in _TAKEN_OVER:
-            setattr(c, f, getattr(trial, f))
-    if _rank(trial) == 2:
-        return True
-    a.problem = feedback(trial, gate) or a.problem
-    a.shown_sql = trial.sql or text
+    current = c
+    for _ in range(ROUND_0_TRIES):
+        fixed = snap_names(current.sql, ev.schema) or fix_by_sqlstate(current.sql, current.sqlstate)
+        if fixed is None:
+            return False
+        text, changes = fixed
+        entry: dict[str, Any] = {
+            "round": 0,
+            "problem": a.problem,
+            "model": None,
+            "snapped": changes,
+        }
+        current = _tried(c, text, text, ev, entry)
+        if _rank(current) > _rank(c):
+            for f in _TAKEN_OVER:
+                setattr(c, f, getattr(current, f))
+        if _rank(current) == 2:
+            return True
+        a.problem = feedback(current, gate) or a.problem
+        a.shown_sql = current.sql or text
+        if current.status not in (Status.ERROR, Status.REFUSED) or not current.sql:
+            return False
     return False
 
 
