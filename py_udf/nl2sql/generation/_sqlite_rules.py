@@ -10,9 +10,9 @@ error has one reading:
   → ``x IN (SELECT …)`` (``<>`` → ``NOT … IN``); SQLite takes the subquery's first row, an
   arbitrary one, where the question asks for each.
 - ``42803`` "must appear in the GROUP BY clause": a lone ``max``/``min`` beside bare columns →
-  the row holding it (``minmax_rows``); else an ungrouped SELECT with aggregates grouped by its
-  select list's expressions that hold none (``SELECT format FROM t ORDER BY count(*)`` →
-  ``… GROUP BY format``).
+  the row holding it (``minmax_rows``); else a SELECT with aggregates grouped by its select
+  list's expressions that hold none, added to its GROUP BY when it has one (``SELECT format
+  FROM t ORDER BY count(*)`` → ``… GROUP BY format``).
 
 Seen with Qwen2.5-Coder-0.5B/1.5B-Instruct in bench/live.py (docs/internals/generation.md
 "Repair"); the rules are the SQL's, never one database's."""
@@ -308,8 +308,9 @@ def _subquery_in(tree: exp.Expression) -> list[str]:
 
 
 def _grouped(tree: exp.Expression) -> list[str]:
-    """A lone max/min's row (``minmax_rows``), else the ungrouped SELECTs with aggregates grouped
-    by their select lists' expressions that hold no aggregate."""
+    """A lone max/min's row (``minmax_rows``), else each SELECT with aggregates grouped by its
+    select list's expressions that hold no aggregate (added to a GROUP BY it has: what the
+    error asks)."""
     _, changed = minmax_rows(tree)
     if changed:
         return ["max/min beside bare columns → the row holding it"]
@@ -323,16 +324,22 @@ def _grouped(tree: exp.Expression) -> list[str]:
 
 
 def _group_keys(sel: exp.Select) -> list[exp.Expression]:
-    """The expressions an ungrouped SELECT with aggregates is to be grouped by: those of its
-    select list that hold a column and no aggregate; [] when it is grouped or has none."""
+    """The expressions a SELECT with aggregates is to be grouped by as well: those of its select
+    list that hold a column and no aggregate and are not in its GROUP BY; [] when it has no
+    aggregate (a window's is none)."""
     aggregates = [a for a in sel.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is sel]
-    if sel.args.get("group") or not any(not isinstance(a.parent, exp.Window) for a in aggregates):
+    if not any(not isinstance(a.parent, exp.Window) for a in aggregates):
         return []
+    group = sel.args.get("group")
+    grouped = {g.sql().lower() for g in group.expressions} if group else set()
     keys = []
     for e in sel.expressions:
         e = e.this if isinstance(e, exp.Alias) else e
-        if _own_in(e, sel, exp.Column) and not _own_in(e, sel, exp.AggFunc, exp.Window):
+        if e.sql().lower() in grouped or not _own_in(e, sel, exp.Column):
+            continue
+        if not _own_in(e, sel, exp.AggFunc, exp.Window):
             keys.append(e.copy())
+            grouped.add(e.sql().lower())
     return keys
 
 

@@ -268,17 +268,42 @@ def _snap_column(col: exp.Column, q: _Query, schema: Schema) -> str | None:
         return f"{alias}.{name} → {holders[0]}.{name}"
     if _path(col, q, schema, keys=1):
         return None  # that very name a key away: joined in later, not snapped to a near one
-    pool = [(t, c) for t in ([table] if table is not None else q.used()) for c in t.columns]
+    pool = [(t, c) for t in ([table] if table is not None else _pool(col, q)) for c in t.columns]
     fits = [
         c.name
         for t, c in pool
-        if (_alike(name, c.name.lower()) or _word_of(c, name)) and _key_fits(name, t, c, schema)
+        if (_alike(name, c.name.lower()) or _word_of(c, name))
+        and _key_fits(name, t, c, schema)
+        or _own_key(name, t, c)
     ]
     if len(fits) != 1:  # none, or two (in one table or in two: ambiguous either way)
         return None
     new = fits[0]
     col.set("this", exp.to_identifier(new))
     return f"{name} → {new}"
+
+
+def _pool(col: exp.Column, q: _Query) -> list[Table]:
+    """The tables an unqualified column may be snapped into: its SELECT's own (a subquery's
+    tables are not its), else, when that reads none of the schema's, the query's."""
+    select = col.find_ancestor(exp.Select)
+    own = list(_read_by(select, q).values()) if select is not None else []
+    return own or q.used()
+
+
+def _own_key(name: str, t: Table, c: Column) -> bool:
+    """``name`` is ``<the table's name>id`` for its one primary key column (``makerid`` in
+    ``car_makers``, whose key is ``id``; ``stadium_id`` in ``stadium``): the table's own
+    identifier, as models write it."""
+    if not name.endswith("id") or not c.is_primary_key:
+        return False
+    if sum(k.is_primary_key for k in t.columns) != 1:
+        return False
+    stem = name[:-2].rstrip("_")
+    words = [t.table.lower(), *t.table.lower().split("_")]
+    return bool(stem) and any(
+        difflib.SequenceMatcher(None, stem, w).ratio() >= SNAP_TABLE for w in words
+    )
 
 
 def _compared_with(col: exp.Column) -> str | None:

@@ -369,3 +369,57 @@ def test_a_self_compared_join_that_ran_is_sent_to_repair():
     assert "t1.owner_id = t1.owner_id compares a column with itself" in said
     c.sql = "SELECT t2.name FROM owners AS t1 JOIN dogs AS t2 ON t1.owner_id = t2.owner_id"
     assert feedback(c) is None
+
+
+KEY_SCHEMA = Schema(
+    [
+        Table(
+            "car_makers",
+            "public",
+            "car_makers",
+            [Column("id", "integer", is_primary_key=True), Column("maker", "text")],
+        ),
+        Table(
+            "model_list",
+            "public",
+            "model_list",
+            [
+                Column("modelid", "integer", is_primary_key=True),
+                Column("maker", "integer"),
+                Column("model", "text"),
+            ],
+        ),
+        Table(
+            "stadium",
+            "public",
+            "stadium",
+            [Column("stadium_id", "integer", is_primary_key=True), Column("name", "text")],
+        ),
+    ],
+    [ForeignKey("model_list", ["maker"], "car_makers", ["id"])],
+)
+
+
+@pytest.mark.parametrize(
+    "sql, snapped",
+    [
+        # <table>id for the table's one key; a key column (an integer foreign key) for a name
+        # ending in id, within each SELECT's own tables (the subquery's maker is not the
+        # outer SELECT's, whose maker is a name)
+        (
+            "SELECT maker, id FROM car_makers WHERE makerid IN "
+            "(SELECT makerid FROM model_list GROUP BY makerid HAVING COUNT(modelid) > 3)",
+            "SELECT maker, id FROM car_makers WHERE id IN "
+            "(SELECT maker FROM model_list GROUP BY maker HAVING COUNT(modelid) > 3)",
+        ),
+        (
+            "SELECT name FROM stadium WHERE stadiumid = 1",
+            "SELECT name FROM stadium WHERE stadium_id = 1",
+        ),
+        # not the table's name: not its key
+        ("SELECT name FROM stadium WHERE singerid = 1", None),
+    ],
+)
+def test_a_tables_own_identifier_is_its_key(sql, snapped):
+    got = snap_names(sql, KEY_SCHEMA)
+    assert (got[0] if got else None) == snapped

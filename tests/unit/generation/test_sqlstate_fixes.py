@@ -49,11 +49,16 @@ from nl2sql.generation._sqlite_rules import fix_by_sqlstate
             "42803",
             "SELECT maker, year FROM cars_data ORDER BY year ASC LIMIT 1",
         ),
-        # no bare column in the select list (it is in ORDER BY), a window's aggregate, grouped
-        # already: no one reading
+        # no bare column in the select list (it is in ORDER BY), a window's aggregate: no one
+        # reading
         ("SELECT count(*) FROM t ORDER BY name", "42803", None),
         ("SELECT a, count(*) OVER () FROM t", "42803", None),
-        ("SELECT a, b, count(*) FROM t GROUP BY a", "42803", None),
+        # a bare column beside a GROUP BY: added to it (what the error asks)
+        (
+            "SELECT a, b, count(*) FROM t GROUP BY a",
+            "42803",
+            "SELECT a, b, COUNT(*) FROM t GROUP BY a, b",
+        ),
         # another error, no error, or no query
         ("SELECT a FROM t WHERE a = (SELECT b FROM u)", "42P01", None),
         ("SELECT a FROM t WHERE a = (SELECT b FROM u)", None, None),
