@@ -28,8 +28,8 @@ KEYS = ("max_plan_cost", "max_plan_rows", "repair_rounds", "presql_votes")
 
 @pytest.fixture
 def gdb(db):
-    """The demo database: PreSQL not voting, no repair; guardrail settings, quotas and usage
-    reset before and after."""
+    """The demo database, its tables analyzed: PreSQL not voting, no repair; guardrail settings,
+    quotas and usage reset before and after."""
 
     def reset():
         for k in KEYS:
@@ -39,6 +39,9 @@ def gdb(db):
         db.execute("DELETE FROM nl2sql.verified_query")
 
     reset()
+    # the planner's estimates from statistics taken now, not from whenever autovacuum's ANALYZE
+    # comes: a cost the test reads must be the cost the candidate is planned with
+    db.execute(f"ANALYZE {TABLES}")
     db.execute("SELECT nl2sql.set_setting('presql_votes', 'off')")
     db.execute("SELECT nl2sql.set_setting('repair_rounds', '0')")
     for role in (ASKER, OTHER):
