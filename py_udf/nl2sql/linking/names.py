@@ -23,8 +23,8 @@ __all__ = ["schema_hints", "snap_names"]
 
 NEAREST = 3  # real names shown for an unknown one
 CUTOFF = 0.6  # difflib ratio a real name needs to be shown as near
-_INTEGERS = {"integer", "bigint", "smallint", "int", "int4", "int8", "int2"}
 SNAP_TABLE = 0.8  # ratio a table name needs to be snapped to (``semester`` → ``semesters``)
+_INTEGERS = {"integer", "bigint", "smallint", "int", "int4", "int8", "int2"}  # key column types
 
 
 class _Query:
@@ -126,7 +126,9 @@ def snap_names(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
     by the only column of the query's tables (of the alias's table when qualified) whose name
     is alike (``CUTOFF``), holds it as a word (``age`` in ``pet_age``) or is a word of it, not
     a key (``name`` in ``first_name``), a name ending in ``id`` only for a column of keys and
-    another never for a name ending in ``id`` (``maker`` is never ``makeid``: ``_key_fits``). A name with no such single answer is left as it is.
+    another never for a name ending in ``id`` (``maker`` is never ``makeid``: ``_key_fits``);
+    ``<table>id`` for that table's one key (``_own_key``). A name with no such single answer is
+    left as it is.
     Then a column that no table of its SELECT has is taken from the one table nearest to the
     SELECT's tables that has it, joined in: one declared foreign key away (``SELECT model FROM
     cars_data`` where ``car_names`` and ``model_list`` have ``model`` and only ``car_names`` is a
