@@ -251,6 +251,27 @@ def test_repair_off_makes_no_extra_call(gen, llm):
     assert cand(trace, "finsql:m1")["repairs"] == [] and len(llm.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("failing", "repaired"),
+    [
+        (["m3"], False),  # m1 and m2 agree: 2 of 3, a majority a repaired m3 cannot outvote
+        (["m2", "m3"], True),  # m1 alone: 1 of 3, so the failed two are repaired
+    ],
+)
+def test_repair_is_skipped_when_one_answer_holds_a_majority(gen, llm, failing, repaired):
+    add_models(gen, llm, ["m1", "m2", "m3"])
+    for m in failing:
+        llm.add_rule(Rule(model=m, contains="Repair round", response="SELECT count(*) FROM singer"))
+        llm.add_rule(Rule(model=m, response="SELECT count(xyzzy) FROM singer"))
+    llm.set_default("SELECT count(*) FROM singer")
+    trace = explain(gen)
+    asked = [r for r in llm.requests if "Repair round" in r["messages"][-1]["content"]]
+    assert trace["sql"] is not None and trace["vote"]["groups"][0]["size"] == (3 if repaired else 2)
+    assert len(asked) == (len(failing) if repaired else 0)
+    assert ("skipped" in trace["repair"]) is not repaired
+    assert all(cand(trace, f"finsql:{m}")["repairs"] == [] for m in failing) is not repaired
+
+
 def test_empty_result_gets_a_repair_round_with_cell_values(gen, llm):
     setting(gen, "value_alignment", "off")
     add_models(gen, llm, ["m1"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import answers
-from ..core.types import Candidate
+from ..core.types import Candidate, Status
 
 # Aggregate outputs and unnamed expressions: a question asks for them without naming them.
 _NEUTRAL_NAMES = frozenset({"count", "sum", "avg", "max", "min", "?column?", "round", "coalesce"})
@@ -64,6 +64,42 @@ def is_degenerate(c: Candidate) -> bool:
     if c.answer is not None:
         return c.answer.get("degenerate") is not None
     return c.row_count == 0
+
+
+def held_by_majority(
+    cands: list[Candidate],
+    weights: dict[str, float] | None = None,
+    settled: Callable[[Candidate], bool] | None = None,
+) -> str | None:
+    """The answer that more than half of the candidates' vote weight already holds, counting
+    every candidate (failed, refused and empty ones too, as if each could still join another
+    answer). Repairing the others cannot outvote it: a repaired group, near it or not, weighs
+    less than it does (``near_share`` < 1). Source: self-consistency's majority vote (Wang et
+    al. 2023); docs/internals/generation.md "Repair".
+
+    Args:
+        cands: the question's candidates, executed.
+        weights: model name -> vote weight (learned reliability), or None: each weighs 1.
+        settled: whether a candidate's answer is final (repair would not touch it), or None:
+            every executed one is.
+
+    Returns:
+        The answer key (``answer_key``) of an executed, not degenerate, settled answer holding
+        a strict majority of the weight, or None.
+    """
+
+    def weight(c: Candidate) -> float:
+        return (weights or {}).get(c.model, 1.0)
+
+    held: dict[str, float] = {}
+    for c in cands:
+        ok = c.status == Status.OK and not is_degenerate(c) and (settled is None or settled(c))
+        key = answer_key(c) if ok else None
+        if key:
+            held[key] = held.get(key, 0.0) + weight(c)
+    best = max(held, key=held.__getitem__, default=None)
+    total = sum(weight(c) for c in cands)
+    return best if best is not None and held[best] * 2 > total else None
 
 
 def are_near(a: dict[str, Any] | None, b: dict[str, Any] | None, rows: tuple[int, int]) -> bool:

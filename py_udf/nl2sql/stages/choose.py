@@ -27,11 +27,7 @@ def vote(run: Run) -> None:
         plpy.SPIError: QueryCanceled when the caller cancelled during the wait.
     """
     st, link, cands = run.st, run.linking, run.candidates
-    weights = None
-    if link.reliability is not None:
-        weights = {
-            m.name: round(link.reliability.weight(m.name, link.level), 6) for m in link.models
-        }
+    weights = link.weights()
     v = _majority(run, weights)
     run.selected = Selected(v, weights)
     if st.selection != "multiple_choice" or len(v.groups) <= 1:

@@ -11,10 +11,11 @@ from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Stat
 from ..generation.alignment import ValueIndex
 from ..generation.candidates import Evaluator, GenCall, candidates_from, finsql_calls
 from ..generation.execute import PlanLimits
-from ..generation.repair import repair_loop, snap_failed
+from ..generation.repair import feedback, repair_loop, snap_failed
 from ..model import prompts
 from ..model.llm import call_models, call_models_during
 from ..ops import value_policy
+from ..selection.consensus import held_by_majority
 from .before_models import late_lookups_overlapped
 from .prompt_parts import context_text, first_examples, prompt_with_examples, value_triples
 from .run import FinsqlPlan, Run
@@ -222,16 +223,21 @@ def execute(run: Run) -> None:
 
 def repair(run: Run) -> None:
     """Repair failing or empty candidates with the error and the relevant cell values
-    (at most ``repair_rounds`` rounds).
+    (at most ``repair_rounds`` rounds) — none when one answer already holds a majority of the
+    candidates' vote (``consensus.held_by_majority``: several samples or models agreeing, the
+    rest failed), which repairs could not outvote.
 
     Args:
-        run: its ``candidates`` change in place; sets ``repair`` (``repair_loop``'s summary).
+        run: its ``candidates`` change in place; sets ``repair`` (``repair_loop``'s summary,
+            with ``skipped`` when the majority made repair moot).
 
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
+    weights = run.linking.weights() if run.linking is not None else None
+    held = held_by_majority(run.candidates, weights, lambda c: feedback(c) is None)
     rep = repair_loop(
-        run.candidates,
+        [] if held else run.candidates,
         {m.name: m for m in run.models},
         _repair_base(run),
         run.plan.evaluator,
@@ -241,6 +247,8 @@ def repair(run: Run) -> None:
         run.budget_s,
         gate=run.gate,
     )
+    if held:
+        rep["skipped"] = "one answer already holds a majority of the candidates' vote"
     run.timer.waited("repair", rep["llm_wait_ms"])
     run.repair = rep
 

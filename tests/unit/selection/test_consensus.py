@@ -12,6 +12,7 @@ from nl2sql.selection.consensus import (
     VoteRule,
     are_near,
     expects_one_row,
+    held_by_majority,
     question_order,
     shape_fit,
     weigh_evidence,
@@ -273,3 +274,56 @@ def test_the_threshold_reads_the_weighed_share():
     rows = [_cand(s, OTHER) for s in "xy"]
     # 2 of 12 candidates (0.17 < 0.2) but 2 of 3 votes as weighed: the rows are kept and win
     assert select(empty + rows, threshold=0.2, rule=VoteRule(0.1, 0.0, 2.0)).sql == "SELECT 'x'"
+
+
+def _failed(src, model=None):
+    return Candidate(source=src, model=model or src, raw_text="x", sql="SELECT 1", status="error")
+
+
+_ONE = ('{"n": 1}',)
+_TWO = ('{"n": 2}',)
+_EMPTY: tuple = ()
+_AB = {"a": 0.5, "b": 0.5, "c": 2.0}  # a heavy model's failure outweighs two light ones agreeing
+_AB_HEAVY = {"a": 1.0, "b": 1.0, "c": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("cands", "weights", "holder"),
+    [
+        # self-consistency: two samples agree, the third failed: repairing it cannot outvote them
+        ([("ok", _ONE, "m"), ("ok", _ONE, "m"), ("error", None, "m")], None, 0),
+        ([("ok", _ONE, "m"), ("ok", NAME_AGE, "m"), ("error", None, "m")], None, None),
+        # equal answers whatever their column order hold together
+        ([("ok", NAME_AGE, "m"), ("ok", AGE_NAME, "m"), ("error", None, "m")], None, 1),
+        # half is not more than half: two of four, two failed
+        (
+            [("ok", _ONE, "m"), ("ok", _ONE, "m"), ("error", None, "m"), ("error", None, "m")],
+            None,
+            None,
+        ),
+        # a lone candidate that answered holds its own majority; one that failed holds nothing
+        ([("ok", _ONE, "m")], None, 0),
+        ([("error", None, "m")], None, None),
+        # an empty result is degenerate: it holds nothing, so the failed one is repaired
+        ([("ok", _EMPTY, "m"), ("ok", _EMPTY, "m"), ("error", None, "m")], None, None),
+        # learned weights count, not heads
+        ([("ok", _ONE, "a"), ("ok", _ONE, "b"), ("error", None, "c")], _AB, None),
+        ([("ok", _ONE, "a"), ("ok", _ONE, "b"), ("error", None, "c")], _AB_HEAVY, 0),
+        # two answers, neither with a majority
+        ([("ok", _ONE, "m"), ("ok", _TWO, "m"), ("error", None, "m")], None, None),
+    ],
+)
+def test_held_by_majority(cands, weights, holder):
+    built = [
+        _cand(f"s{i}", rows, model=model) if status == "ok" else _failed(f"s{i}", model)
+        for i, (status, rows, model) in enumerate(cands)
+    ]
+    key = held_by_majority(built, weights)
+    assert key == (None if holder is None else built[holder].answer["key"])
+
+
+def test_held_by_majority_counts_only_settled_answers():
+    """An answer repair would still touch (``settled`` false) holds no vote."""
+    built = [_cand("a", _ONE, model="m"), _cand("b", _ONE, model="m"), _failed("c", "m")]
+    assert held_by_majority(built) == built[0].answer["key"]
+    assert held_by_majority(built, settled=lambda c: c.source != "a") is None
