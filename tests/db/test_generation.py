@@ -269,6 +269,10 @@ def test_repair_is_skipped_when_one_answer_holds_a_majority(gen, llm, failing, r
     assert trace["sql"] is not None and trace["vote"]["groups"][0]["size"] == (3 if repaired else 2)
     assert len(asked) == (len(failing) if repaired else 0)
     assert ("skipped" in trace["repair"]) is not repaired
+    if not repaired:  # nothing to repair: nothing skipped
+        llm.clear()
+        llm.set_default("SELECT count(*) FROM singer")
+        assert "skipped" not in explain(gen)["repair"]
     assert all(cand(trace, f"finsql:{m}")["repairs"] == [] for m in failing) is not repaired
 
 

@@ -137,12 +137,13 @@ def test_one_round_routes_the_voters_by_the_first_answer_after_the_round(rdb, ll
 
 
 def m1_repaired(llm, first: str) -> None:
-    """m1 answers ``first``, then (asked to repair) counts singers; m2 and m3 count singers."""
+    """m1 answers ``first``, then (asked to repair) counts singers; m2 counts singers, m3
+    concerts: no answer holds a majority before the repair, so m1's candidate is repaired."""
     llm.clear()
     llm.add_rule(Rule(model="m1", contains="Repair round 1", response=SINGERS))
     llm.add_rule(Rule(model="m1", response=first))
-    for m in ("m2", "m3"):
-        llm.add_rule(Rule(model=m, response=SINGERS))
+    llm.add_rule(Rule(model="m2", response=SINGERS))
+    llm.add_rule(Rule(model="m3", response=CONCERTS))
 
 
 def test_one_round_repairs_a_failing_candidate_with_its_prompt(rdb, llm):
@@ -155,7 +156,7 @@ def test_one_round_repairs_a_failing_candidate_with_its_prompt(rdb, llm):
     assert "xyzzy" in repair and "CREATE TABLE stadium (" in repair  # the one round's prompt
     c = next(c for c in trace["candidates"] if c["source"] == "finsql:m1")
     assert c["status"] == "ok" and [r["round"] for r in c["repairs"]] == [1]
-    assert trace["confidence"] == 1.0
+    assert normalized(trace["sql"]) == normalized(SINGERS) and trace["confidence"] == 2 / 3
 
 
 @pytest.mark.parametrize("when", ["always", "on_failure"])

@@ -236,8 +236,9 @@ def repair(run: Run) -> None:
     """
     weights = run.linking.weights() if run.linking is not None else None
     held = held_by_majority(run.candidates, weights, lambda c: feedback(c) is None)
+    moot = held is not None and any(feedback(c) is not None for c in run.candidates)
     rep = repair_loop(
-        [] if held else run.candidates,
+        [] if moot else run.candidates,
         {m.name: m for m in run.models},
         _repair_base(run),
         run.plan.evaluator,
@@ -247,7 +248,7 @@ def repair(run: Run) -> None:
         run.budget_s,
         gate=run.gate,
     )
-    if held:
+    if moot:
         rep["skipped"] = "one answer already holds a majority of the candidates' vote"
     run.timer.waited("repair", rep["llm_wait_ms"])
     run.repair = rep

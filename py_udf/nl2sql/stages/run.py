@@ -107,8 +107,12 @@ class Linking:
     reliability: Reliability | None = None  # calibrated per-model reliability, when used
 
     def weights(self) -> dict[str, float] | None:
-        """Each routed model's vote weight (its calibrated reliability at the PreSQL's level),
-        or None when no reliability is used (every vote weighs 1)."""
+        """The routed models' vote weights, for the vote and for repair's majority.
+
+        Returns:
+            Model name -> its calibrated reliability at the PreSQL's level, or None when no
+            reliability is used (every vote weighs 1).
+        """
         if self.reliability is None:
             return None
         return {m.name: round(self.reliability.weight(m.name, self.level), 6) for m in self.models}
