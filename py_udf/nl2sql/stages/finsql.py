@@ -234,9 +234,11 @@ def repair(run: Run) -> None:
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
+    due = {id(c) for c in run.candidates if feedback(c) is not None}  # each read once
     weights = run.linking.weights() if run.linking is not None else None
-    held = held_by_majority(run.candidates, weights, lambda c: feedback(c) is None)
-    moot = held is not None and any(feedback(c) is not None for c in run.candidates)
+    moot = bool(due) and (
+        held_by_majority(run.candidates, weights, lambda c: id(c) not in due) is not None
+    )
     rep = repair_loop(
         [] if moot else run.candidates,
         {m.name: m for m in run.models},
