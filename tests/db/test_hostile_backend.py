@@ -6,6 +6,7 @@ database: tests/db/test_hostile_client.py; the calls alone: tests/unit/net/."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -58,6 +59,35 @@ def hostile_db(demo_conn, llm):
     demo_conn.execute("SELECT nl2sql.reset_setting('embedder')")
 
 
+@pytest.fixture(scope="module")
+def warm_backends(cluster):
+    """Backends that have embedded a text (with ``embedder`` ``local``: loaded the embedding
+    model, about a second of CPU), by embedder, reused from case to case: a case whose backend
+    lives on (deadline, cancel) asks on one of them and gives it back, and the next question
+    after a terminate is asked on one (every case in a new backend loaded the model 96 times
+    more, a fifth of the file's CPU). A backend that served many hostile calls still answering
+    is the claim at its strongest."""
+    pool: dict[str, psycopg.Connection] = {}
+    yield pool
+    for conn in pool.values():
+        conn.close()
+
+
+def _warm(cluster, pool: dict, embedder: str) -> psycopg.Connection:
+    """The pooled backend of ``embedder`` (made and warmed when there is none)."""
+    conn = pool.get(embedder)
+    if conn is None or conn.closed:
+        conn = pool[embedder] = cluster.connect(DEMO_DB)
+        conn.execute("SELECT nl2sql.retrieve(%s)", ("a text that loads the embedding model",))
+    return conn
+
+
+# a path of its own in each case's base URL: a backend reused from case to case keeps what it
+# learned of an endpoint (its window, its parameters: model.capability), and the kernel may hand
+# a later hostile server an earlier one's port
+_CASE = itertools.count()
+
+
 def _report(line: str) -> None:
     """Add a case's measured time to the file ``NL2SQL_HOSTILE_REPORT`` names (the table of
     docs/internals/net.md), when set."""
@@ -75,15 +105,18 @@ def _use(conn, url: str, extra: str, embedder: str, timeout_s: float = TIMEOUT_S
     conn.execute("SELECT nl2sql.set_setting('embedder', %s)", (embedder,))
 
 
-def _run(cluster, sql: str, warm: bool = False) -> tuple[int, threading.Thread, dict]:
-    """Start ``sql`` (with the question) on a new connection; its pid, thread and outcome.
-    ``warm``: the backend first embeds a text (``nl2sql.retrieve``: no model call), so that
-    the time measured is the statement's own and not a new backend's model load (seconds on a
-    loaded machine)."""
-    conn = cluster.connect(DEMO_DB)
+def _run(
+    cluster, sql: str, warm: bool = False, conn: psycopg.Connection | None = None
+) -> tuple[int, threading.Thread, dict]:
+    """Start ``sql`` (with the question) on ``conn`` or a new connection; its pid, thread and
+    outcome. ``warm``: a new backend first embeds a text (``nl2sql.retrieve``: no model call),
+    so that the time measured is the statement's own and not a new backend's model load
+    (seconds on a loaded machine)."""
+    if conn is None:
+        conn = cluster.connect(DEMO_DB)
+        if warm:
+            conn.execute("SELECT nl2sql.retrieve(%s)", ("a text that loads the embedding model",))
     pid = conn.info.backend_pid
-    if warm:
-        conn.execute("SELECT nl2sql.retrieve(%s)", ("a text that loads the embedding model",))
     out: dict = {"conn": conn}
 
     def go():
@@ -121,14 +154,21 @@ def _next_question_answered(cluster, llm, conn=None) -> None:
 @pytest.mark.parametrize("action", ["deadline", "cancel", "terminate"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_a_hostile_endpoint_never_holds_a_backend(cluster, hostile_db, llm, path, mode, action):
+def test_a_hostile_endpoint_never_holds_a_backend(
+    cluster, hostile_db, llm, warm_backends, path, mode, action
+):
     hostile, extra, embedder, sql, most_s = PATHS[path]
     started = hostile_db.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    # a terminated backend is gone: that case asks on a new one (warmed like the pooled ones)
+    pooled = None if action == "terminate" else _warm(cluster, warm_backends, embedder)
     with HostileServer(mode, paths=hostile, interval_s=0.3) as server:
         # a cancel or terminate is what ends the call: the model's own deadline far off, so
         # that a loaded machine's slow start cannot end the statement before the call is made
-        _use(hostile_db, server.url, extra, embedder, TIMEOUT_S if action == "deadline" else WAIT_S)
-        pid, th, out = _run(cluster, sql, warm=True)
+        url = server.url.replace("/v1", f"/case-{next(_CASE)}/v1")
+        _use(hostile_db, url, extra, embedder, TIMEOUT_S if action == "deadline" else WAIT_S)
+        pid, th, out = _run(cluster, sql, warm=True, conn=pooled)
+        if pooled is not None:
+            warm_backends.pop(embedder)  # given back below, once it is known to be free
         t0 = time.monotonic()
         if action != "deadline":
             # the event itself (the hostile server holds the call, or the statement ended
@@ -154,10 +194,10 @@ def test_a_hostile_endpoint_never_holds_a_backend(cluster, hostile_db, llm, path
         assert out.get("error") is None or out["error"].sqlstate == "57014", out["error"]
     if action == "terminate":
         out["conn"].close()
-        _next_question_answered(cluster, llm)
+        _next_question_answered(cluster, llm, _warm(cluster, warm_backends, embedder))
     else:
         _next_question_answered(cluster, llm, out["conn"])
-        out["conn"].close()
+        warm_backends[embedder] = out["conn"]  # free again: the next case may ask on it
     now = hostile_db.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
     assert now == started, "the postmaster restarted (a backend needed kill -9 or crashed)"
 
