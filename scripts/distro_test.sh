@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole suite on another Debian release, in a root of its own (run by scripts/test.sh):
+# The demo and the suites that differ by release on another Debian release, in a root of its own
+# (run by scripts/test.sh):
 #   bash scripts/test.sh --distro trixie [pytest args]
 # As root: builds with debootstrap (installed from Debian's packages when absent) a Debian 13
 # root once and caches it in $NL2SQL_DISTRO_CACHE/<release>/root (default /var/cache/nl2sql,
@@ -171,7 +172,15 @@ fi
 # 5. The suite, loopback only --------------------------------------------------------------------
 say "server: $(in_root 'pg=$(cat /opt/nl2sql/venv/share/nl2sql/pg_bindir); $pg/postgres --version; /opt/nl2sql/venv/bin/python --version')"
 say "the suite (network namespace: loopback only)"
-args=(-q -p no:cacheprovider --ignore=tests/db/test_bench_smoke.py "$@")
+# the suites whose result can differ by distribution (docs/install.md "Which suites run where"):
+# tests/db, tests/upgrade and tests/beside, unless tests or --unit are named. Not tests/unit: the
+# host runs it; here the same modules run under this release's Python inside the server and in
+# the clients of tests/beside
+suites=(tests/db tests/upgrade tests/beside)
+for a in "$@"; do
+  case "$a" in tests/* | --unit) suites=() ;; esac
+done
+args=(${suites[@]+"${suites[@]}"} -q -p no:cacheprovider --ignore=tests/db/test_bench_smoke.py "$@")
 set +e
 # the llama.cpp suite runs in the host's suite (.ci/run), not here: its build is the host's; the
 # benches' smoke runs (tests/db/test_bench_smoke.py) too: they check the developer's tools on

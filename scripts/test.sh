@@ -7,7 +7,8 @@
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
 #   NL2SQL_TEST_WORKERS=N         the files over N pytest-xdist workers (default 3; 0: one process)
 #   bash scripts/test.sh tests/db/test_x.py   only the tests named (a path under tests/)
-#   bash scripts/test.sh --distro trixie [--fresh]   the demo and every test on Debian 13 with its
+#   bash scripts/test.sh --distro trixie [--fresh]   the demo, tests/db, tests/upgrade and
+#                                 tests/beside (tests/unit with --unit) on Debian 13 with its
 #                                 PostgreSQL 17 and Python 3.13, in a cached debootstrap root
 #                                 (scripts/distro_test.sh; root, about 15 minutes)
 #   bash scripts/test.sh --distro bookworm --fresh --no-onnx [--unit]   README's bash scripts/demo.sh
