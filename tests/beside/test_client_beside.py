@@ -19,31 +19,22 @@ import nl2sql
 if not (Path(__file__).parent / "conftest.py").exists():  # the install branch's fixtures
     pytest.skip("tests/beside/conftest.py (nl2sql install) is not merged", allow_module_level=True)
 
-from conftest import ROOT, add_models
+from conftest import ROOT
 from nl2sql_indexer.dev.demo_data import demo_sql
 
-READER = "nl2sql_beside_reader"
+from .conftest import READER, copy_db
 
 
 @pytest.fixture
-def demo(cluster, installed, llm):
-    """The installed database with the demo tables, indexed from this process, a loopback
-    model, and a login role that may read singer only."""
+def demo(cluster, owner, demo_template, llm):
+    """A copy of ``demo_template`` (tests/beside/conftest.py): the installed database with the
+    demo tables, indexed from this process, a loopback model, and a login role that may read
+    singer only; ``counts`` is what its reindex returned."""
     llm.clear()
-    with psycopg.connect(installed.dsn, autocommit=True) as c:
-        c.execute(demo_sql())
-    with nl2sql.connect(installed.dsn) as client:
-        counts = client.reindex()
-    with cluster.connect(installed.name) as su:
-        su.execute(
-            f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
-            f"THEN CREATE ROLE {READER} LOGIN; END IF; END$$"
-        )
-    with psycopg.connect(installed.dsn, autocommit=True) as c:
-        c.execute(f"GRANT SELECT ON singer TO {READER}")
-        add_models(c, llm, ["beside-m1"])
-    installed.counts = counts
-    return installed
+    template, counts = demo_template
+    db = copy_db(cluster, template, owner)
+    db.counts = counts
+    return db
 
 
 def test_reindex_ask_and_privileges_beside_the_database(cluster, demo, llm):
