@@ -325,7 +325,11 @@ engine="$(HF_HUB_OFFLINE=1 "$NL2SQL_VENV/bin/python" -m nl2sql.embedding.export 
 [ "$engine" = onnxruntime ] || die "the venv embeds with $engine, not ONNX Runtime: check $dest"
 # where the tests, the demo and scripts/dev_locked.sh find this server's binaries
 echo "$BINDIR" > "$NL2SQL_VENV/share/nl2sql/pg_bindir"
-chmod -R o+rX "$(dirname "$NL2SQL_VENV")"
+# this venv and its folder, not the folder's other venvs: another install or a test's pip may be
+# writing one of those at the same time (CI: Debian 13's suite beside the majors' installs), and
+# chmod -R fails on the files pip renames under it
+chmod o+rX "$(dirname "$NL2SQL_VENV")"
+chmod -R o+rX "$NL2SQL_VENV"
 
 # 6. Extension files -------------------------------------------------------------------------------
 log "installing extension files into $EXTDIR"
