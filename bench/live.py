@@ -31,8 +31,9 @@ Usage (as root, the llama.cpp kit installed by ``bash scripts/llama_server.sh``)
 ``--models 1.5b+0.5b`` starts both servers and adds both models to nl2sql (the first writes the
 PreSQL; PET-SQL's cross-consistency), the plain request asking the first.
 ``--repaired-from OLD.json`` reuses OLD's answers but asks nl2sql again where repair touched the
-question (a candidate repaired, or none chosen): a change to repair alone changes no other
-answer, since repair runs only after a candidate failed or came back empty.
+question (a candidate repaired, or none chosen) or would now (a candidate that ran and whose SQL
+shows it wrong: ``repair.shown_wrong``): a change to repair alone changes no other answer, since
+repair runs only after a candidate failed, came back empty or shows itself wrong.
 ``--smoke`` runs one database, one question, each way, with the 0.5B.
 The last line is ``RESULT model=… ex_plain=… ex_nl2sql=… p50_plain_s=… p50_nl2sql_s=… …`` (one
 pair per model, joined).
@@ -58,6 +59,7 @@ import openai
 import psycopg
 
 import common as C
+from nl2sql.generation.repair import shown_wrong
 from nl2sql_indexer.dev.llama_models import fetch, server_flags
 
 MODELS = {"0.5b": "qwen2.5-coder-0.5b-instruct", "1.5b": "qwen2.5-coder-1.5b-instruct"}
@@ -227,11 +229,13 @@ def ask_nl2sql(conn, question: str) -> dict:
 
 
 def went_to_repair(answer: dict | None) -> bool:
-    """An nl2sql answer whose question repair touched: a candidate repaired, or none chosen."""
+    """An nl2sql answer whose question repair touched, or would now: a candidate repaired, or
+    none chosen, or one that ran and whose SQL shows it wrong (``repair.shown_wrong``)."""
     if not answer:
         return True
     cands = answer.get("candidates") or []
-    return bool(answer.get("no_candidate") or any(c.get("repairs") for c in cands))
+    shown = any(c.get("status") == "ok" and shown_wrong(c.get("sql")) for c in cands)
+    return bool(answer.get("no_candidate") or shown or any(c.get("repairs") for c in cands))
 
 
 def apply_config(conn, configs: dict[str, list[tuple[str, str]]], way: str) -> None:

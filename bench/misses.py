@@ -3,7 +3,7 @@
 was right, read from its ``--json`` details, each with the groups as the vote saw them.
 
 What the selection rules of ``selection.py`` (empty results set aside, ties, thresholds) and the
-SQLite rules of ``generation/_sqlite_rules.py`` were built from: run it over every database of a data set,
+SQLite rules of ``generation/_sqlite/rules.py`` were built from: run it over every database of a data set,
 never tune to one question.
 
 Each miss is classed by what stood between the vote and a right candidate:

@@ -215,11 +215,19 @@ def test_the_last_resort_answer_has_its_names_snapped(gen, llm):
             "SELECT country FROM singer GROUP BY country ORDER BY COUNT(*) DESC",
             "countyr → country|GROUP BY country added",
         ),
+        # an empty result no row could give (one column held to two ranges): an INTERSECT
+        (
+            "SELECT country FROM singer WHERE age > 40 AND age < 30",
+            "SELECT country FROM singer WHERE age > 40 INTERSECT "
+            "SELECT country FROM singer WHERE age < 30",
+            "age > 40 AND age < 30 (no row at once) -> INTERSECT",
+        ),
     ],
 )
 def test_an_error_with_one_reading_is_fixed_in_round_0(gen, llm, answer, fixed, change):
-    """What SQLite runs and PostgreSQL refuses, rewritten by the error's SQLSTATE without a
-    model call: the candidate runs, and no repair round asks the model."""
+    """What SQLite runs and PostgreSQL refuses, rewritten by the error's SQLSTATE, and a WHERE no
+    row satisfies, split, without a model call: the candidate runs with rows, and no repair
+    round asks the model."""
     add_models(gen, llm, ["m1"])
     llm.add_rule(Rule(model="m1", response=answer))
     c = cand(explain(gen), "finsql:m1")
@@ -228,6 +236,18 @@ def test_an_error_with_one_reading_is_fixed_in_round_0(gen, llm, answer, fixed, 
         (0, [step]) for step in change.split("|")
     ]
     assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
+def test_an_output_named_twice_is_repaired(gen, llm):
+    """A select list naming one column twice ran with rows, and is wrong: sent to repair, the
+    problem said."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains="twice", response="SELECT name, country FROM singer"))
+    llm.add_rule(Rule(model="m1", response="SELECT name, name FROM singer"))
+    c = cand(explain(gen), "finsql:m1")
+    assert c["status"] == "ok" and c["sql"] == "SELECT name, country FROM singer"
+    assert "names name twice" in c["repairs"][0]["problem"]
+    assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
 
 
 def test_repair_asks_once_more_warmer_when_the_model_repeats_itself(gen, llm):

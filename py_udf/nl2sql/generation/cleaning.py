@@ -16,7 +16,7 @@ from ..core.errors import CandidateRefused, ConfigError
 from ..core.sqlcheck import DIALECT as _PG
 from ..core.sqlcheck import parse_shared, parse_single, transpile
 from ..core.types import Schema
-from ._sqlite_rules import apply_sqlite_rules
+from ._sqlite.rules import apply_sqlite_rules
 from ._statement_kinds import TOO_MANY, is_one_statement, write_kinds
 
 TARGET = "postgres"
@@ -339,7 +339,7 @@ def transpile_to_postgres(sql: str, read: str) -> str:
 
 def sqlite_to_postgres(sql: str, schema: Schema, steps: list[str]) -> tuple[str, str | None]:
     """Transpile one SQLite statement to PostgreSQL keeping SQLite's meaning
-    (``sqlite_rules.apply_sqlite_rules``).
+    (``_sqlite.rules.apply_sqlite_rules``).
 
     Args:
         sql: one statement in SQLite dialect.

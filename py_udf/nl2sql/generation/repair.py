@@ -9,17 +9,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlglot import exp
-
 from ..core.errors import CandidateRefused
 from ..core.spi import quote_literal
-from ..core.sqlcheck import parse_one, parse_shared
+from ..core.sqlcheck import parse_one
 from ..core.types import Candidate, ModelConfig, Status
 from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._sqlite_rules import fix_by_sqlstate
+from ._shown_wrong import shown_wrong, split_contradiction
+from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
 from .cleaning import clean
 
@@ -52,13 +51,7 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     if c.status == Status.OK:
         if c.row_count == 0:
             return "the query ran but returned no rows (empty result)"
-        same = self_compared_join(c.sql)
-        if same is None:
-            return None
-        return (
-            f"the join condition {same} compares a column with itself, so every row of one "
-            "table is joined with every row of the other; join on the columns that relate them"
-        )
+        return shown_wrong(c.sql)
     if c.status == Status.REFUSED and (
         (c.reason or "").startswith("no answer") or c.cleaning[-1:] == ["refused"]
     ):
@@ -73,51 +66,12 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     return None
 
 
-def self_compared_join(sql: str | None) -> str | None:
-    """Find a join condition that compares a column with itself (``T1.id = t1.id``: true for
-    every pair of rows, so the join is a cross product): a query that runs and is wrong, which
-    small models write when they mix up their aliases (bench/live.py's misses).
-
-    Args:
-        sql: the candidate's SQL (PostgreSQL), or None.
-
-    Returns:
-        The condition's text, or None when there is none (or the SQL does not parse).
-    """
-    try:
-        tree = parse_shared(sql) if sql else None
-    except CandidateRefused:
-        return None
-    for join in tree.find_all(exp.Join) if tree is not None else ():
-        on = join.args.get("on")
-        for eq in on.find_all(exp.EQ) if on is not None else ():
-            left, right = eq.this, eq.expression
-            if isinstance(left, exp.Column) and _same_column(left, right):
-                return eq.sql(dialect="postgres")
-    return None
-
-
-def _same_column(a: exp.Column, b: exp.Expression) -> bool:
-    """Both name the same column of the same table (unquoted names compared as PostgreSQL folds
-    them)."""
-    if not isinstance(b, exp.Column):
-        return False
-
-    def key(c: exp.Column) -> tuple[str, ...]:
-        return tuple(
-            i.name if i.args.get("quoted") else i.name.lower()
-            for i in (c.args.get("table"), c.args.get("this"))
-            if isinstance(i, exp.Identifier)
-        )
-
-    return key(a) == key(b) and len(key(a)) == 2
-
-
 def _rank(c: Candidate) -> int:
+    """2: ran with rows and nothing its SQL shows wrong; 1: ran, empty or shown wrong; 0: failed."""
     if c.status == Status.OK:
         if not c.row_count:
             return 1
-        return 1 if self_compared_join(c.sql) else 2
+        return 1 if shown_wrong(c.sql) else 2
     return 0
 
 
@@ -315,10 +269,13 @@ def _round_prompt(
 def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
     """Round 0, without a model: the failing candidate's unknown names snapped to the one real
     name each must have meant (``linking.names.snap_names``), else its error's one reading
-    (``_sqlite_rules.fix_by_sqlstate``), checked and executed; once more on what that gives
-    (names snapped, then the error the snapped query gives). The candidate takes an attempt
-    over when it ranks better. Returns True when that fixed it."""
+    (``_sqlite.rules.fix_by_sqlstate``), checked and executed; once more on what that gives
+    (names snapped, then the error the snapped query gives); for an empty result, its
+    contradictory WHERE split (``_intersected``). The candidate takes an attempt over when it
+    ranks better. Returns True when that fixed it."""
     c = a.cand
+    if c.status == Status.OK and c.row_count == 0:
+        return _intersected(a, ev)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return False
     current = c
@@ -344,6 +301,24 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
         if current.status not in (Status.ERROR, Status.REFUSED) or not current.sql:
             return False
     return False
+
+
+def _intersected(a: _Repairing, ev) -> bool:
+    """Round 0 for an empty result whose WHERE holds one column to values no row has at once:
+    the INTERSECT of one query per value (``_shown_wrong.split_contradiction``), executed;
+    the candidate takes it over when it has rows. Returns True when it did."""
+    c = a.cand
+    split = split_contradiction(c.sql)
+    if split is None:
+        return False
+    text, changes = split
+    entry = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
+    trial = _tried(c, text, text, ev, entry)
+    if _rank(trial) <= _rank(c):
+        return False
+    for f in _TAKEN_OVER:
+        setattr(c, f, getattr(trial, f))
+    return _rank(trial) == 2
 
 
 def snap_failed(c: Candidate, ev, gate: Gate) -> bool:

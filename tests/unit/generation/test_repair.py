@@ -6,7 +6,8 @@ import pytest
 
 from conftest import candidate as _c
 from nl2sql.core.types import Column, ForeignKey, Schema, Table
-from nl2sql.generation.repair import feedback, repair_prompt, self_compared_join
+from nl2sql.generation._shown_wrong import self_compared_join
+from nl2sql.generation.repair import feedback, repair_prompt
 from nl2sql.linking.names import schema_hints, snap_names
 from nl2sql.model.gate import open_gate
 

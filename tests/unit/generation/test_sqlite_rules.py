@@ -1,4 +1,4 @@
-"""SQLite's semantics resolved against the schema (nl2sql.generation._sqlite_rules, through
+"""SQLite's semantics resolved against the schema (nl2sql.generation._sqlite.rules, through
 cleaning): table-driven from tests/fixtures/sqlite_rules.sql (a new case is one block there),
 then refusals, dialects and the fallback when the rules fail."""
 

@@ -1,11 +1,11 @@
-"""Repair's round 0 by the error's SQLSTATE (``generation._sqlite_rules.fix_by_sqlstate``): SQL that SQLite runs
+"""Repair's round 0 by the error's SQLSTATE (``generation._sqlite.rules.fix_by_sqlstate``): SQL that SQLite runs
 and PostgreSQL refuses, rewritten where the error has one reading, and left alone elsewhere."""
 
 from __future__ import annotations
 
 import pytest
 
-from nl2sql.generation._sqlite_rules import fix_by_sqlstate
+from nl2sql.generation._sqlite.rules import fix_by_sqlstate
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
-from ..core.types import Schema, Table
+from ...core.types import Schema, Table
 
 __all__ = [
     "column_type",

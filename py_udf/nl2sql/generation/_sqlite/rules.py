@@ -25,11 +25,11 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import traverse_scope
 
-from ..core.errors import CandidateRefused
-from ..core.sqlcheck import parse_one, to_sql
-from ..core.types import Schema, Table
-from ._sqlite_aggregates import group_by_dependent, minmax_rows
-from ._sqlite_scope import column_type, schema_table, source_table, tables_by_name, type_kind
+from ...core.errors import CandidateRefused
+from ...core.sqlcheck import parse_one, to_sql
+from ...core.types import Schema, Table
+from .aggregates import group_by_dependent, minmax_rows
+from .scope import column_type, schema_table, source_table, tables_by_name, type_kind
 
 __all__ = [
     "SqliteRewrite",

@@ -7,8 +7,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from ..core.types import Schema, Table
-from ._sqlite_scope import resolve_column, tables_by_name
+from ...core.types import Schema, Table
+from .scope import resolve_column, tables_by_name
 
 __all__ = ["group_by_dependent", "minmax_rows"]
 
