@@ -222,6 +222,13 @@ def test_the_last_resort_answer_has_its_names_snapped(gen, llm):
             "SELECT country FROM singer WHERE age < 30",
             "age > 40 AND age < 30 (no row at once) -> INTERSECT",
         ),
+        # a misspelt name first, then the empty result's WHERE split
+        (
+            "SELECT country FROM singer WHERE agee > 40 AND age < 30",
+            "SELECT country FROM singer WHERE age > 40 INTERSECT "
+            "SELECT country FROM singer WHERE age < 30",
+            "agee → age|age > 40 AND age < 30 (no row at once) -> INTERSECT",
+        ),
     ],
 )
 def test_an_error_with_one_reading_is_fixed_in_round_0(gen, llm, answer, fixed, change):
@@ -248,6 +255,21 @@ def test_an_output_named_twice_is_repaired(gen, llm):
     assert c["status"] == "ok" and c["sql"] == "SELECT name, country FROM singer"
     assert "names name twice" in c["repairs"][0]["problem"]
     assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
+
+
+def test_a_snap_that_names_an_output_twice_leaves_the_model_its_own_error(gen, llm):
+    """Round 0 snapped an unknown name to a column the select list already has: the query runs
+    and shows itself wrong, so the model is shown its own SQL and error, and the snapped query
+    is kept only as the fallback."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains="nmae", response="SELECT name, country FROM singer"))
+    llm.add_rule(Rule(model="m1", response="SELECT name, singer.nmae FROM singer"))
+    c = cand(explain(gen), "finsql:m1")
+    assert c["sql"] == "SELECT name, country FROM singer" and c["status"] == "ok"
+    r0, r1 = c["repairs"][:2]
+    assert r0["round"] == 0 and r0["snapped"] == ["nmae → name"]
+    assert r0["row_count"] > 0
+    assert r1["round"] == 1 and "column singer.nmae does not exist" in r1["problem"]
 
 
 def test_repair_asks_once_more_warmer_when_the_model_repeats_itself(gen, llm):

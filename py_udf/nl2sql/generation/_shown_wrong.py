@@ -129,7 +129,9 @@ def split_contradiction(sql: str | None) -> tuple[str, list[str]] | None:
 
 
 def repeated_output(sql: str | None) -> str | None:
-    """The first select-list expression a SELECT names twice (``SELECT c.name, c.name``).
+    """The first select-list expression a SELECT names twice (``SELECT c.name, c.name``; in a
+    SELECT of one table, with or without its qualifier: ``SELECT name, singer.name FROM
+    singer``).
 
     Args:
         sql: a candidate's SQL (PostgreSQL).
@@ -141,16 +143,29 @@ def repeated_output(sql: str | None) -> str | None:
         tree = parse_shared(sql) if sql else None
     except CandidateRefused:
         return None
+    if not isinstance(tree, exp.Select):
+        return None
+    # the FROM by its type: sqlglot names its key "from" or "from_" by version
+    froms = [v for v in tree.args.values() if isinstance(v, exp.From)]
+    one_table = not tree.args.get("joins") and [type(f.this) for f in froms] == [exp.Table]
     seen: set[str] = set()
-    for e in tree.expressions if isinstance(tree, exp.Select) else ():
+    for e in tree.expressions:
         inner = e.this if isinstance(e, exp.Alias) else e
         if isinstance(inner, exp.Star):
             continue
-        key = inner.sql(dialect="postgres", normalize=True)
+        key = _output_key(inner, one_table)
         if key in seen:
             return inner.sql(dialect="postgres")
         seen.add(key)
     return None
+
+
+def _output_key(e: exp.Expression, one_table: bool) -> str:
+    """An output's text as PostgreSQL folds it; a column's without its qualifier when the SELECT
+    reads one table (the qualifier can only name it)."""
+    if one_table and isinstance(e, exp.Column):
+        e = exp.column(e.args["this"].copy())
+    return e.sql(dialect="postgres", normalize=True)
 
 
 def _plain_select(tree: exp.Expression | None) -> bool:

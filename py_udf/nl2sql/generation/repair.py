@@ -23,7 +23,9 @@ from .alignment import literal_comparisons
 from .cleaning import clean
 
 MAX_ROUNDS = 3
-ROUND_0_TRIES = 2  # round 0's attempts: the names snapped, then the error the result gives
+# round 0's attempts, each on what the last gave: the names snapped, the error the snapped query
+# gives, an empty result's contradictory WHERE split
+ROUND_0_TRIES = 3
 # a model that repeats its failing SQL (at temperature 0 it will) is asked once more at this
 # temperature: Qwen2.5-Coder-0.5B/1.5B repeated most failing answers (bench/live.py)
 RETRY_TEMPERATURE = 0.7
@@ -267,58 +269,40 @@ def _round_prompt(
 
 
 def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
-    """Round 0, without a model: the failing candidate's unknown names snapped to the one real
-    name each must have meant (``linking.names.snap_names``), else its error's one reading
-    (``_sqlite.rules.fix_by_sqlstate``), checked and executed; once more on what that gives
-    (names snapped, then the error the snapped query gives); for an empty result, its
-    contradictory WHERE split (``_intersected``). The candidate takes an attempt over when it
-    ranks better. Returns True when that fixed it."""
-    c = a.cand
-    if c.status == Status.OK and c.row_count == 0:
-        return _intersected(a, ev)
-    if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
-        return False
-    current = c
+    """Round 0, without a model (``_round_0_fix``): up to ``ROUND_0_TRIES`` rewrites, each on
+    what the last gave, checked and executed. The candidate takes an attempt over when it ranks
+    better. An attempt that runs with rows but shows itself wrong (a name snapped to a column
+    the select list already has) ends round 0: the model is shown its own SQL and error, not
+    the fault the snap made. Returns True when round 0 fixed the candidate."""
+    c = current = a.cand
     for _ in range(ROUND_0_TRIES):
-        fixed = snap_names(current.sql, ev.schema) or fix_by_sqlstate(current.sql, current.sqlstate)
+        fixed = _round_0_fix(current, ev)
         if fixed is None:
             return False
         text, changes = fixed
-        entry: dict[str, Any] = {
-            "round": 0,
-            "problem": a.problem,
-            "model": None,
-            "snapped": changes,
-        }
+        entry = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
         current = _tried(c, text, text, ev, entry)
         if _rank(current) > _rank(c):
             for f in _TAKEN_OVER:
                 setattr(c, f, getattr(current, f))
-        if _rank(current) == 2:
-            return True
+        if _rank(current) == 2 or (current.status == Status.OK and current.row_count):
+            return _rank(current) == 2
         a.problem = feedback(current, gate) or a.problem
         a.shown_sql = current.sql or text
-        if current.status not in (Status.ERROR, Status.REFUSED) or not current.sql:
-            return False
     return False
 
 
-def _intersected(a: _Repairing, ev) -> bool:
-    """Round 0 for an empty result whose WHERE holds one column to values no row has at once:
-    the INTERSECT of one query per value (``_shown_wrong.split_contradiction``), executed;
-    the candidate takes it over when it has rows. Returns True when it did."""
-    c = a.cand
-    split = split_contradiction(c.sql)
-    if split is None:
-        return False
-    text, changes = split
-    entry = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
-    trial = _tried(c, text, text, ev, entry)
-    if _rank(trial) <= _rank(c):
-        return False
-    for f in _TAKEN_OVER:
-        setattr(c, f, getattr(trial, f))
-    return _rank(trial) == 2
+def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str]] | None:
+    """Round 0's rewrite of ``c``: a failed candidate's unknown names snapped to the one real
+    name each must have meant (``linking.names.snap_names``), else its error's one reading
+    (``_sqlite.rules.fix_by_sqlstate``); an empty result's WHERE that holds one column to
+    values no row has at once, split into an INTERSECT (``_shown_wrong.split_contradiction``).
+    None when there is none."""
+    if c.status == Status.OK:
+        return split_contradiction(c.sql) if c.row_count == 0 else None
+    if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
+        return None
+    return snap_names(c.sql, ev.schema) or fix_by_sqlstate(c.sql, c.sqlstate)
 
 
 def snap_failed(c: Candidate, ev, gate: Gate) -> bool:

@@ -77,6 +77,8 @@ def test_a_where_no_row_satisfies_is_split_into_an_intersect(sql, split):
         ("SELECT conductor.name, conductor.name FROM conductor", "conductor.name"),
         ("SELECT Name AS a, name AS b FROM t", "name"),  # unquoted: the same column
         ("SELECT count(*), count(*) FROM t", "COUNT(*)"),
+        ("SELECT name, singer.name FROM singer", "singer.name"),  # one table: one column
+        ("SELECT a.name, name FROM a JOIN b ON a.id = b.id", None),  # which table's name?
         ("SELECT T1.name, T2.name FROM a AS T1, b AS T2", None),
         ('SELECT "Name", name FROM t', None),  # quoted: two columns
         ("SELECT *, * FROM t", None),
