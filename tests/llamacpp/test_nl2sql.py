@@ -256,7 +256,7 @@ LEDGER_COLUMNS = (
     ("reversal_of", "integer", "the entry this one reverses, when it is a reversal"),
     ("batch_no", "integer", "the number of the import batch the entry came with"),
 )
-LEDGERS = 40  # the whole schema's prompt: several times a slot's 4096 tokens
+LEDGERS = 40  # the whole schema's prompt: several times a slot's window
 
 
 def _ledgers_sql() -> str:
