@@ -312,20 +312,27 @@ FACTS: list[Fact] = [
     ),
     Fact(
         "docs/install.md",
-        "`llama-server --ctx-size {} --parallel {}`",
-        lambda: tuple(
-            str(const("tests/llamacpp/conftest.py", x)) for x in ("CTX_SIZE", "PARALLEL")
-        ),
-        "tests/llamacpp/conftest.py CTX_SIZE, PARALLEL",
+        "`llama-server --parallel {}`",
+        lambda: str(const("tests/llamacpp/conftest.py", "PARALLEL")),
+        "tests/llamacpp/conftest.py PARALLEL",
     ),
     Fact(
         "docs/install.md",
-        "between the two slots, {} tokens a request",
-        lambda: str(
-            const("tests/llamacpp/conftest.py", "CTX_SIZE")
-            // const("tests/llamacpp/conftest.py", "PARALLEL")
+        "`--ctx-size {}` for Gemma 3 270M ({} tokens a request",
+        lambda: tuple(
+            str(const("tests/llamacpp/conftest.py", "GEMMA_CTX") // d)
+            for d in (1, const("tests/llamacpp/conftest.py", "PARALLEL"))
         ),
-        "tests/llamacpp/conftest.py CTX_SIZE / PARALLEL",
+        "tests/llamacpp/conftest.py GEMMA_CTX, PARALLEL",
+    ),
+    Fact(
+        "docs/install.md",
+        "`--ctx-size {}` for the instruct model ({} a request)",
+        lambda: tuple(
+            str(const("tests/llamacpp/conftest.py", "CTX_SIZE") // d)
+            for d in (1, const("tests/llamacpp/conftest.py", "PARALLEL"))
+        ),
+        "tests/llamacpp/conftest.py CTX_SIZE, PARALLEL",
     ),
     Fact(
         "docs/curated.md",
