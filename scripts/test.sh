@@ -5,7 +5,7 @@
 #                                 (db, llamacpp and upgrade start and remove their own PostgreSQL
 #                                 cluster; llamacpp its llama-server: scripts/llama_server.sh first)
 #   bash scripts/test.sh --unit   tests/unit only: no server, no PostgreSQL, under a minute
-#   NL2SQL_TEST_WORKERS=N         the files over N pytest-xdist workers (default 3; 0: one process)
+#   NL2SQL_TEST_WORKERS=N         the files over N pytest-xdist workers (default 4; 0: one process)
 #   bash scripts/test.sh tests/db/test_x.py   only the tests named (a path under tests/)
 #   bash scripts/test.sh --distro trixie [--fresh]   the demo, tests/db, tests/upgrade and
 #                                 tests/beside (tests/unit with --unit) on Debian 13 with its
@@ -43,11 +43,11 @@ if [ "$llamacpp" = 1 ] && [ "$(id -u)" = 0 ] && [ "${NL2SQL_LLAMACPP:-}" != off 
     || echo "test.sh: scripts/llama_server.sh failed: the llama.cpp suite fails under CI=true, skips otherwise" >&2
 fi
 # pytest-xdist (pyproject's test extra): the test files spread over NL2SQL_TEST_WORKERS workers
-# (default 3; 0: one process), a file's tests together on one worker (--dist loadfile: module
+# (default 4; 0: one process), a file's tests together on one worker (--dist loadfile: module
 # fixtures made once; tests/llamacpp all on one; the slowest files first: conftest.py's SLOW_FIRST), each worker a session with its own cluster (port and data directory), loopback
 # server and embedding process; the installation lock taken and the checkout installed once, by
 # the controller (tests/conftest.py). An -n, -p no:xdist or --pdb given wins.
-workers="${NL2SQL_TEST_WORKERS:-3}"
+workers="${NL2SQL_TEST_WORKERS:-4}"  # on 2 cores 3 left about 8 % of them idle (docs/benchmarks.md)
 xdist=()
 if [ "$workers" != 0 ] && "$NL2SQL_VENV/bin/python" -c 'import xdist' 2>/dev/null; then
   xdist=(-n "$workers" --dist loadfile --no-loadscope-reorder)
