@@ -68,10 +68,7 @@ def self_compared_join(sql: str | None) -> str | None:
     Returns:
         The condition's text, or None when there is none (or the SQL does not parse).
     """
-    try:
-        tree = parse_shared(sql) if sql else None
-    except CandidateRefused:
-        return None
+    tree = _parsed(sql)
     for join in tree.find_all(exp.Join) if tree is not None else ():
         on = join.args.get("on")
         for eq in on.find_all(exp.EQ) if on is not None else ():
@@ -138,11 +135,10 @@ def repeated_output(sql: str | None) -> str | None:
 
     Returns:
         The expression's text, or None when every output differs (or the SQL does not parse).
+        An output holding a literal is not compared: its text could carry a cell value into
+        the repair prompt past the gate.
     """
-    try:
-        tree = parse_shared(sql) if sql else None
-    except CandidateRefused:
-        return None
+    tree = _parsed(sql)
     if not isinstance(tree, exp.Select):
         return None
     # the FROM by its type: sqlglot names its key "from" or "from_" by version
@@ -151,13 +147,22 @@ def repeated_output(sql: str | None) -> str | None:
     seen: set[str] = set()
     for e in tree.expressions:
         inner = e.this if isinstance(e, exp.Alias) else e
-        if isinstance(inner, exp.Star):
+        # a literal's text may be a cell value (value alignment): never quoted to a model here
+        if isinstance(inner, exp.Star) or inner.find(exp.Literal):
             continue
         key = _output_key(inner, one_table)
         if key in seen:
             return inner.sql(dialect="postgres")
         seen.add(key)
     return None
+
+
+def _parsed(sql: str | None) -> exp.Expression | None:
+    """The shared parse of ``sql``; None when there is none or it does not parse."""
+    try:
+        return parse_shared(sql) if sql else None
+    except CandidateRefused:
+        return None
 
 
 def _output_key(e: exp.Expression, one_table: bool) -> str:

@@ -82,6 +82,8 @@ def test_a_where_no_row_satisfies_is_split_into_an_intersect(sql, split):
         ("SELECT T1.name, T2.name FROM a AS T1, b AS T2", None),
         ('SELECT "Name", name FROM t', None),  # quoted: two columns
         ("SELECT *, * FROM t", None),
+        ("SELECT 'France', 'France' FROM t", None),  # a literal may be a cell value: not quoted
+        ("SELECT upper(c) = 'X', upper(c) = 'X' FROM t", None),
         ("SELECT a FROM t UNION SELECT a FROM u", None),
         (None, None),
     ],
