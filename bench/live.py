@@ -228,13 +228,16 @@ def ask_nl2sql(conn, question: str) -> dict:
     }
 
 
-def went_to_repair(answer: dict | None) -> bool:
+def went_to_repair(answer: dict | None, question: str | None = None) -> bool:
     """An nl2sql answer whose question repair touched, or would now: a candidate repaired, or
-    none chosen, or one that ran and whose SQL shows it wrong (``repair.shown_wrong``)."""
+    none chosen, or one that ran and whose SQL shows it wrong (``repair.shown_wrong``, with the
+    question's words; the schema's keys are not read here)."""
     if not answer:
         return True
     cands = answer.get("candidates") or []
-    shown = any(c.get("status") == "ok" and shown_wrong(c.get("sql")) for c in cands)
+    shown = any(
+        c.get("status") == "ok" and shown_wrong(c.get("sql"), None, question) for c in cands
+    )
     return bool(answer.get("no_candidate") or shown or any(c.get("repairs") for c in cands))
 
 
@@ -408,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
             key = f"{r['model']}|{r['db']}|{r['question']}"
             if "plain" in r:
                 plain_old[key] = r["plain"]
-            if path == args.repaired_from and not went_to_repair(r.get("nl2sql")):
+            if path == args.repaired_from and not went_to_repair(
+                r.get("nl2sql"), r.get("question")
+            ):
                 plain_old[key + "|nl2sql"] = r["nl2sql"]
     log("NOTE: live answers of small local models (Qwen2.5-Coder-0.5B/1.5B-Instruct, Q4_K_M, CPU)")
     log(f"machine reference: {C.machine_reference_ms():.1f} ms (10^6 additions)")

@@ -257,6 +257,59 @@ def test_an_output_named_twice_is_repaired(gen, llm):
     assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
 
 
+JOINED = "SELECT s.name FROM stadium AS s JOIN concert AS c ON s.stadium_id = c.stadium_id"
+
+
+def test_either_value_where_the_question_asks_for_both_is_split_in_round_0(gen, llm):
+    """A query that ran with rows, keeping concerts of either year where the question asks for
+    stadiums with both: round 0 intersects the two, without a model call, and keeps the
+    intersection whatever its rows."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response=f"{JOINED} WHERE c.year IN (2014, 2015)"))
+    c = cand(explain(gen, "Which stadiums had concerts in both 2014 and 2015?"), "finsql:m1")
+    assert c["status"] == "ok"
+    assert c["sql"] == f"{JOINED} WHERE c.year = 2014 INTERSECT {JOINED} WHERE c.year = 2015"
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [
+        (0, ["c.year IN (2014, 2015) (both) -> INTERSECT"])
+    ]
+    assert "both of two values" in c["repairs"][0]["problem"]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
+@pytest.mark.parametrize(
+    "question, answer, problem, mended",
+    [
+        # one row where the question asks for each country
+        (
+            "What is the average age of the singers in each country?",
+            "SELECT avg(age) FROM singer",
+            "without GROUP BY",
+            "SELECT country, AVG(age) FROM singer GROUP BY country",
+        ),
+        # counts over groups of the stadium table's own key: every count 1
+        (
+            "How many concerts has every stadium had?",
+            "SELECT stadium_id, name, count(*) FROM stadium GROUP BY stadium_id, name",
+            "by its primary key",
+            "SELECT s.stadium_id, s.name, COUNT(*) FROM stadium AS s JOIN concert AS c "
+            "ON s.stadium_id = c.stadium_id GROUP BY s.stadium_id, s.name",
+        ),
+    ],
+)
+def test_a_result_the_question_or_the_keys_show_wrong_is_repaired(
+    gen, llm, question, answer, problem, mended
+):
+    """A query that ran with rows and that the question's words or the schema's primary key
+    show wrong: sent to repair with the problem said, and the model's mended query taken."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains=problem, response=mended))
+    llm.add_rule(Rule(model="m1", response=answer))
+    c = cand(explain(gen, question), "finsql:m1")
+    assert c["status"] == "ok" and c["sql"] == mended
+    assert problem in c["repairs"][0]["problem"]
+    assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
+
+
 def test_a_snap_that_names_an_output_twice_leaves_the_model_its_own_error(gen, llm):
     """Round 0 snapped an unknown name to a column the select list already has: the query runs
     and shows itself wrong, so the model is shown its own SQL and error, and the snapped query

@@ -17,7 +17,7 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._shown_wrong import shown_wrong, split_contradiction
+from ._shown_wrong import shown_wrong, split_both, split_contradiction
 from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
 from .cleaning import clean
@@ -38,13 +38,15 @@ class RepairOutcome(StrEnum):
     UNCHANGED = "unchanged"  # the model repeated its SQL: repair stopped
 
 
-def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
+def feedback(c: Candidate, gate: Gate | None = None, ev=None) -> str | None:
     """Say what went wrong with a candidate, for the repair prompt. Source: OpenSearch-SQL (Xie et
     al. 2024) §3.5; ReBoost (Sui et al. 2023) §3.3.
 
     Args:
         c: a checked and executed (or refused) candidate.
         gate: the call's gate (the message passes ``Gate.error``), or None for the message as is.
+        ev: the question's ``Evaluator`` (its schema's keys and the question, which
+            ``shown_wrong`` also reads), or None for the SQL's own text only.
 
     Returns:
         One sentence on the problem (empty result, refusal, timeout, execution error), or None
@@ -53,7 +55,7 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     if c.status == Status.OK:
         if c.row_count == 0:
             return "the query ran but returned no rows (empty result)"
-        return shown_wrong(c.sql)
+        return _shown(c, ev)
     if c.status == Status.REFUSED and (
         (c.reason or "").startswith("no answer") or c.cleaning[-1:] == ["refused"]
     ):
@@ -68,12 +70,19 @@ def feedback(c: Candidate, gate: Gate | None = None) -> str | None:
     return None
 
 
-def _rank(c: Candidate) -> int:
+def _shown(c: Candidate, ev) -> str | None:
+    """``shown_wrong`` of a candidate that ran, with the evaluator's schema and question."""
+    if ev is None:
+        return shown_wrong(c.sql)
+    return shown_wrong(c.sql, ev.schema, getattr(ev, "question", None))
+
+
+def _rank(c: Candidate, ev=None) -> int:
     """2: ran with rows and nothing its SQL shows wrong; 1: ran, empty or shown wrong; 0: failed."""
     if c.status == Status.OK:
         if not c.row_count:
             return 1
-        return 1 if shown_wrong(c.sql) else 2
+        return 1 if _shown(c, ev) else 2
     return 0
 
 
@@ -238,12 +247,12 @@ def _to_repair(cands: list[Candidate], models: dict[str, ModelConfig], ev, gate:
     return [
         _Repairing(
             c,
-            feedback(c, gate),
+            feedback(c, gate, ev),
             c.sql or c.raw_text,
             clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql,
         )
         for c in cands
-        if feedback(c) and c.model in models
+        if feedback(c, None, ev) and c.model in models
     ]
 
 
@@ -279,30 +288,39 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
         fixed = _round_0_fix(current, ev)
         if fixed is None:
             return False
-        text, changes = fixed
+        text, changes, final = fixed
         entry = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
         current = _tried(c, text, text, ev, entry)
-        if _rank(current) > _rank(c):
+        if _rank(current, ev) > _rank(c, ev) or (final and current.status == Status.OK):
             for f in _TAKEN_OVER:
                 setattr(c, f, getattr(current, f))
-        if _rank(current) == 2 or (current.status == Status.OK and current.row_count):
-            return _rank(current) == 2
-        a.problem = feedback(current, gate) or a.problem
+        if final and current.status == Status.OK:
+            return True  # the question's "both" read: an empty INTERSECT is its answer
+        if _rank(current, ev) == 2 or (current.status == Status.OK and current.row_count):
+            return _rank(current, ev) == 2
+        a.problem = feedback(current, gate, ev) or a.problem
         a.shown_sql = current.sql or text
     return False
 
 
-def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str]] | None:
+def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
     """Round 0's rewrite of ``c``: a failed candidate's unknown names snapped to the one real
     name each must have meant (``linking.names.snap_names``), else its error's one reading
     (``_sqlite.rules.fix_by_sqlstate``); an empty result's WHERE that holds one column to
-    values no row has at once, split into an INTERSECT (``_shown_wrong.split_contradiction``).
-    None when there is none."""
+    values no row has at once, split into an INTERSECT (``_shown_wrong.split_contradiction``);
+    a result with rows that keeps either of two values where the question asks for both, the
+    INTERSECT of each (``_shown_wrong.split_both``: final once it runs, rows or none). Returns
+    ``(SQL, changes, final)``; None when there is none."""
     if c.status == Status.OK:
-        return split_contradiction(c.sql) if c.row_count == 0 else None
+        if c.row_count == 0:
+            fixed = split_contradiction(c.sql)
+            return fixed and (*fixed, False)
+        fixed = split_both(c.sql, getattr(ev, "question", None))
+        return fixed and (*fixed, True)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return None
-    return snap_names(c.sql, ev.schema) or fix_by_sqlstate(c.sql, c.sqlstate)
+    fixed = snap_names(c.sql, ev.schema) or fix_by_sqlstate(c.sql, c.sqlstate)
+    return fixed and (*fixed, False)
 
 
 def snap_failed(c: Candidate, ev, gate: Gate) -> bool:
@@ -320,7 +338,7 @@ def snap_failed(c: Candidate, ev, gate: Gate) -> bool:
         True when the snapped query ran with rows; False otherwise (nothing to snap, or it still
         fails).
     """
-    problem = feedback(c, gate)
+    problem = feedback(c, gate, ev)
     if not problem:
         return False
     return _snapped(_Repairing(c, problem, c.sql or c.raw_text, None), ev, gate)
@@ -429,12 +447,12 @@ def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
         return "stop"
     a.last_answer = answer
     trial = _tried(c, rep.text, answer, ev, entry)
-    if _rank(trial) > _rank(c):
+    if _rank(trial, ev) > _rank(c, ev):
         for f in _TAKEN_OVER:
             setattr(c, f, getattr(trial, f))
         c.raw_text = rep.text
-    if _rank(trial) == 2:
+    if _rank(trial, ev) == 2:
         return "fixed"
-    a.problem = feedback(trial, gate) or a.problem
+    a.problem = feedback(trial, gate, ev) or a.problem
     a.shown_sql = trial.sql or answer
     return "again"

@@ -113,6 +113,7 @@ def _evaluator(run: Run) -> Evaluator:
         values=index,
         limits=PlanLimits(st.max_plan_cost, st.max_plan_rows),
         keep_rows=run.keep_rows,
+        question=run.question,
     )
 
 
@@ -234,7 +235,8 @@ def repair(run: Run) -> None:
     Raises:
         plpy.SPIError: QueryCanceled when the caller cancelled.
     """
-    due = {id(c) for c in run.candidates if feedback(c) is not None}  # each read once
+    ev = run.plan.evaluator
+    due = {id(c) for c in run.candidates if feedback(c, None, ev) is not None}  # each read once
     weights = run.linking.weights() if run.linking is not None else None
     moot = bool(due) and (
         held_by_majority(run.candidates, weights, lambda c: id(c) not in due) is not None
@@ -243,7 +245,7 @@ def repair(run: Run) -> None:
         [] if moot else run.candidates,
         {m.name: m for m in run.models},
         _repair_base(run),
-        run.plan.evaluator,
+        ev,
         [v.to_json() for v in run.context.values],
         run.st.repair_rounds,
         run.on_wait,

@@ -1,13 +1,21 @@
 """A query that runs and is wrong in a way its own text shows (``generation._shown_wrong``): a
 WHERE that holds one column to values no row has at once, split into an INTERSECT; a select list
-that names one expression twice, sent to repair."""
+that names one expression twice, sent to repair; counts over groups of one row (the schema's
+keys); one row where the question asks for each; either value where it asks for both."""
 
 from __future__ import annotations
 
 import pytest
 
-from nl2sql.core.types import Candidate, Status
-from nl2sql.generation._shown_wrong import repeated_output, split_contradiction
+from nl2sql.core.types import Candidate, Column, Schema, Status, Table
+from nl2sql.generation._shown_wrong import (
+    grouped_by_key,
+    repeated_output,
+    shown_wrong,
+    split_both,
+    split_contradiction,
+    ungrouped_each,
+)
 from nl2sql.generation.repair import feedback
 
 
@@ -99,3 +107,136 @@ def test_an_output_named_twice_that_ran_is_sent_to_repair():
     assert "names conductor.name twice" in feedback(c)
     c.sql = "SELECT conductor.name, orchestra.orchestra FROM conductor JOIN orchestra USING (cid)"
     assert feedback(c) is None
+
+
+SCHEMA = Schema(
+    tables=[
+        Table("continents", "public", "continents",
+              [Column("contid", "integer", True), Column("continent", "text")]),
+        Table("friend", "public", "friend",
+              [Column("student_id", "integer", True), Column("friend_id", "integer", True)]),
+        Table("sales.orders", "sales", "orders",
+              [Column("id", "integer", True), Column("region", "text")]),
+        Table("notes", "public", "notes", [Column("body", "text")]),
+    ]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "sql, found",
+    [
+        # the whole key grouped, one table, a count: every count is 1
+        (
+            "SELECT contid, continent, COUNT(*) FROM continents GROUP BY continent, contid",
+            ("continents", "continent, contid"),
+        ),
+        ("SELECT Contid, count(x) AS n FROM Continents GROUP BY Contid", ("continents", "Contid")),
+        ("SELECT id, count(*) FROM sales.orders GROUP BY id", ("sales.orders", "id")),
+        (
+            "SELECT student_id, friend_id, count(*) FROM friend GROUP BY student_id, friend_id",
+            ("friend", "student_id, friend_id"),
+        ),
+        # part of a key, not the key, no count at the top, a join, no key, unknown: nothing
+        ("SELECT student_id, COUNT(*) FROM friend GROUP BY student_id", None),
+        ("SELECT continent, COUNT(*) FROM continents GROUP BY continent", None),
+        ("SELECT contid, max(continent) FROM continents GROUP BY contid", None),
+        (
+            "SELECT contid, (SELECT count(*) FROM friend) FROM continents GROUP BY contid",
+            None,
+        ),
+        (
+            "SELECT c.contid, count(*) FROM continents AS c JOIN friend AS f "
+            "ON c.contid = f.student_id GROUP BY c.contid",
+            None,
+        ),
+        ("SELECT body, count(*) FROM notes GROUP BY body", None),
+        ("SELECT x, count(*) FROM elsewhere GROUP BY x", None),
+        ("SELECT FROM GROUP", None),
+    ],
+)
+def test_counts_over_groups_of_the_primary_key_are_found(sql, found):
+    assert grouped_by_key(sql, SCHEMA) == found
+
+
+@pytest.mark.parametrize(
+    "sql, question, found",
+    [
+        ("SELECT AVG(weight) FROM cars_data", "What is the average weight of cars each year?", 1),
+        ("SELECT count(*), max(age) FROM t", "How many students are in EACH grade?", 1),
+        # grouped; not "each"; "each other"; the aggregate a subquery's or a window's
+        ("SELECT year, AVG(weight) FROM cars_data GROUP BY year", "each year?", 0),
+        ("SELECT AVG(weight) FROM cars_data", "What is the average weight of the cars?", 0),
+        ("SELECT count(*) FROM likes", "How many students like each other?", 0),
+        ("SELECT a FROM t WHERE x > (SELECT avg(x) FROM t)", "Which is above each mean?", 0),
+        ("SELECT a, sum(x) OVER () FROM t", "each running total", 0),
+        ("SELECT max(mpg) FROM cars_data", "the maximum miles per gallon", 0),
+        (None, "each", 0),
+    ],
+)
+def test_one_row_where_the_question_asks_for_each_is_found(sql, question, found):
+    assert ungrouped_each(sql, question) is bool(found)
+
+
+J = "SELECT s.name FROM stadium AS s JOIN concert AS c ON s.id = c.sid"
+BOTH = "Which stadiums had concerts in both 2014 and 2015?"
+
+
+@pytest.mark.parametrize(
+    "sql, question, split",
+    [
+        # a joined table's column in an IN list, both values the question's words
+        (
+            f"{J} WHERE c.year IN (2014, 2015)",
+            BOTH,
+            f"{J} WHERE c.year = 2014 INTERSECT {J} WHERE c.year = 2015",
+        ),
+        # an OR of the two, under an AND; the other conditions kept in each
+        (
+            f"{J} WHERE s.capacity > 10 AND (c.year = 2014 OR c.year = 2015)",
+            BOTH,
+            f"{J} WHERE s.capacity > 10 AND (c.year = 2014) INTERSECT "
+            f"{J} WHERE s.capacity > 10 AND (c.year = 2015)",
+        ),
+        # in a subquery: the whole query once per value; a word starting with each value
+        (
+            "SELECT fname FROM student WHERE stuid IN "
+            "(SELECT stuid FROM has_pet WHERE pettype IN ('cat', 'dog'))",
+            "Who has both cats and dogs as pets?",
+            "SELECT fname FROM student WHERE stuid IN (SELECT stuid FROM has_pet WHERE "
+            "pettype = 'cat') INTERSECT SELECT fname FROM student WHERE stuid IN "
+            "(SELECT stuid FROM has_pet WHERE pettype = 'dog')",
+        ),
+        # no "both"; a value the question does not say; the output's own row; NOT; OR;
+        # a grouping that already means both; ORDER BY; three values
+        (f"{J} WHERE c.year IN (2014, 2015)", "Which stadiums had concerts in 2014 or 2015?", None),
+        (f"{J} WHERE c.year IN (2014, 2016)", BOTH, None),
+        ("SELECT name FROM singer WHERE country IN ('France', 'Spain')",
+         "Singers from both France and Spain", None),
+        (f"{J} WHERE NOT c.year IN (2014, 2015)", BOTH, None),
+        (f"{J} WHERE c.year IN (2014, 2015) OR s.capacity > 10", BOTH, None),
+        (
+            "SELECT fname FROM student WHERE stuid IN (SELECT stuid FROM has_pet WHERE pettype "
+            "IN ('cat', 'dog') GROUP BY stuid HAVING count(DISTINCT pettype) = 2)",
+            "Who has both cats and dogs as pets?",
+            None,
+        ),
+        (f"{J} WHERE c.year IN (2014, 2015) ORDER BY s.name", BOTH, None),
+        (f"{J} WHERE c.year IN (2014, 2015, 2016)", "both 2014, 2015 and 2016", None),
+        (None, BOTH, None),
+    ],
+)  # fmt: skip
+def test_either_value_where_the_question_asks_for_both_is_split(sql, question, split):
+    got = split_both(sql, question)
+    assert (got and got[0]) == split
+    if got:
+        assert got[1][0].endswith("(both) -> INTERSECT")
+
+
+def test_the_schema_and_question_rules_say_their_problem_and_quote_no_literal():
+    keyed = shown_wrong("SELECT contid, count(*) FROM continents GROUP BY contid", SCHEMA)
+    assert "primary key" in keyed and "join" in keyed
+    assert shown_wrong("SELECT contid, count(*) FROM continents GROUP BY contid") is None
+    each = shown_wrong("SELECT avg(w) FROM cars", None, "the average weight each year")
+    assert "GROUP BY" in each
+    both = shown_wrong(f"{J} WHERE c.year IN (2014, 2015)", None, BOTH)
+    assert "both" in both and "2014" not in both
