@@ -6,11 +6,16 @@ smoke arguments: the smallest sizes its options allow, a few seconds each. Only 
 well is checked (exit status 0, the last non-empty line of stdout starts with ``RESULT``); the
 figures of so small a run mean nothing.
 
-Each bench starts its own cluster in its own folder under one temporary directory (a free port
-each), never the bench cluster of ``bench/common.py`` (``.nl2sql/bench-cluster``), so a suite
-and a developer's bench run do not meet. The ``cluster`` fixture is asked for what it does
-first: this checkout installed into the venv and the extension directory, the install lock
-held for the session (the runs get ``NL2SQL_LOCK_HELD``, as under scripts/dev_locked.sh).
+The benches of one share of this file (tests/conftest.py's ``SPLIT_FILES``: one worker runs
+it) use one cluster, in a temporary directory (a free port), as a developer's benches share
+the bench cluster of ``bench/common.py`` (``.nl2sql/bench-cluster``) — but never that one, so a
+suite and a developer's bench run do not meet. A bench starts it when it is not running (one
+that restarts it with its own settings, stops it or names another venv leaves it to the next
+to start), makes its own databases and roles (``drop=True``, ``IF NOT EXISTS``), and the
+cluster's embedding process is started once a share instead of once a bench (about 4 s of CPU
+each: docs/benchmarks.md). The ``cluster`` fixture is asked for what it does first: this
+checkout installed into the venv and the extension directory, the install lock held for the
+session (the runs get ``NL2SQL_LOCK_HELD``, as under scripts/dev_locked.sh).
 
 The benches that read a data set in the format of ``../shared/bench-data`` (``pg_dumps/<db>.sql``
 and ``bird_minidev_<db>.jsonl`` with models' recorded SQL) get one made here from the project's
@@ -41,7 +46,7 @@ TIMEOUT_S = 180
 # first prompt of about 1,500 tokens read uncached (bench/live.py)
 TIMEOUT_S_OF = {"live": 480}
 
-# script (bench/<name>.py) -> its smoke arguments. {datadir}: the case's own cluster folder;
+# script (bench/<name>.py) -> its smoke arguments. {datadir}: the share's cluster folder;
 # {data}: the bench-data folder made from the demo database; {tmp}: the case's scratch folder.
 CASES: dict[str, tuple[str, ...]] = {
     "chart_gallery": ("--out", "{tmp}/gallery", "--datadir", "{datadir}"),
@@ -154,12 +159,15 @@ def demo_bench_data(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def smoke_dir(cluster):
-    """A folder the postgres OS user can reach, for the benches' clusters and scratch files;
-    the demo data set in ``data/``. Removed afterwards."""
+    """A folder the postgres OS user can reach, for the benches' scratch files and the share's
+    cluster (``cluster/``, made by the first bench); the demo data set in ``data/``. Removed
+    afterwards, the cluster stopped first."""
     base = Path(tempfile.mkdtemp(prefix="nl2sql-bench-smoke-", dir="/tmp"))
     base.chmod(0o755)
     demo_bench_data(base / "data")
     yield base
+    if (base / "cluster" / "PG_VERSION").exists():
+        LocalCluster(base / "cluster").destroy()
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -167,25 +175,21 @@ def run_bench(
     script: str, args: tuple[str, ...], where: Path, data: Path
 ) -> subprocess.CompletedProcess:
     """Run ``bench/<script>.py`` with ``args`` (placeholders filled in: the folder ``where``,
-    the demo data set ``data``) and return what it did; the cluster it started in
-    ``where/cluster`` is removed afterwards."""
+    the demo data set ``data``, the share's cluster in ``data``'s parent) and return what it
+    did."""
     where.mkdir(parents=True, exist_ok=True)
     (where / "tmp").mkdir(exist_ok=True)
-    fill = {"datadir": where / "cluster", "data": data, "tmp": where}
+    fill = {"datadir": data.parent / "cluster", "data": data, "tmp": where}
     argv = [a.format(**fill) for a in args]
     env = {**os.environ, "NL2SQL_LOCK_HELD": "1", "TMPDIR": str(where / "tmp")}
-    try:
-        return subprocess.run(
-            [sys.executable, str(BENCH / f"{script}.py"), *argv],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S_OF.get(script, TIMEOUT_S),
-        )
-    finally:
-        if (where / "cluster" / "PG_VERSION").exists():
-            LocalCluster(where / "cluster").destroy()
+    return subprocess.run(
+        [sys.executable, str(BENCH / f"{script}.py"), *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S_OF.get(script, TIMEOUT_S),
+    )
 
 
 def assert_ends_with_result(script: str, proc: subprocess.CompletedProcess, secs: float) -> None:
