@@ -310,6 +310,27 @@ def test_a_result_the_question_or_the_keys_show_wrong_is_repaired(
     assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
 
 
+def test_a_round_0_rewrite_that_counts_one_row_a_group_is_shown_to_the_model(gen, llm):
+    """Round 0 adds the missing GROUP BY column, the table's primary key: the query runs, and
+    every count is 1. The model is shown that rewrite and why it is wrong (not its own
+    error), and its join is taken."""
+    mended = (
+        "SELECT s.stadium_id, s.name, COUNT(*) FROM stadium AS s JOIN concert AS c "
+        "ON s.stadium_id = c.stadium_id GROUP BY s.stadium_id, s.name"
+    )
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", contains="by its primary key", response=mended))
+    llm.add_rule(
+        Rule(model="m1", response="SELECT stadium_id, name, count(*) FROM stadium GROUP BY name")
+    )
+    c = cand(explain(gen, "How many concerts has every stadium had?"), "finsql:m1")
+    assert c["status"] == "ok" and c["sql"] == mended
+    r0, r1 = c["repairs"][:2]
+    assert r0["round"] == 0 and r0["snapped"] == ["GROUP BY stadium_id added"]
+    assert r1["round"] == 1 and "by its primary key" in r1["problem"]
+    assert "GROUP BY name, stadium_id" in llm.requests[2]["messages"][-1]["content"]
+
+
 def test_a_snap_that_names_an_output_twice_leaves_the_model_its_own_error(gen, llm):
     """Round 0 snapped an unknown name to a column the select list already has: the query runs
     and shows itself wrong, so the model is shown its own SQL and error, and the snapped query

@@ -42,6 +42,7 @@ from ..core.sqlcheck import parse_one, parse_shared
 from ..core.types import Schema, Table
 
 __all__ = [
+    "against_meaning",
     "grouped_by_key",
     "repeated_output",
     "self_compared_join",
@@ -90,11 +91,21 @@ def shown_wrong(
         return (
             f"the select list names {twice} twice; select each column the question asks for, once"
         )
-    return _against(sql, schema, question)
+    return against_meaning(sql, schema, question)
 
 
-def _against(sql: str | None, schema: Schema | None, question: str | None) -> str | None:
-    """``shown_wrong``'s rules that read the schema or the question."""
+def against_meaning(sql: str | None, schema: Schema | None, question: str | None) -> str | None:
+    """``shown_wrong``'s rules that read the schema's keys or the question's words: what the
+    query means is wrong, whoever wrote its text (the model, or a rewrite of repair's round 0).
+
+    Args:
+        sql: the candidate's SQL (PostgreSQL), or None.
+        schema: the schema it was written for, or None.
+        question: the user's question, or None.
+
+    Returns:
+        One sentence on the problem, or None.
+    """
     keyed = grouped_by_key(sql, schema) if schema is not None else None
     if keyed is not None:
         return (

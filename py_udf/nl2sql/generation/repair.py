@@ -17,7 +17,7 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._shown_wrong import shown_wrong, split_both, split_contradiction
+from ._shown_wrong import against_meaning, shown_wrong, split_both, split_contradiction
 from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
 from .cleaning import clean
@@ -282,7 +282,10 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
     what the last gave, checked and executed. The candidate takes an attempt over when it ranks
     better. An attempt that runs with rows but shows itself wrong (a name snapped to a column
     the select list already has) ends round 0: the model is shown its own SQL and error, not
-    the fault the snap made. Returns True when round 0 fixed the candidate."""
+    the fault the snap made — unless what the attempt means is wrong against the schema's keys
+    or the question (``against_meaning``: a GROUP BY added on the table's primary key, every
+    count 1), which the model is shown with the attempt. Returns True when round 0 fixed the
+    candidate."""
     c = current = a.cand
     for _ in range(ROUND_0_TRIES):
         fixed = _round_0_fix(current, ev)
@@ -297,6 +300,9 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
         if final and current.status == Status.OK:
             return True  # the question's "both" read: an empty INTERSECT is its answer
         if _rank(current, ev) == 2 or (current.status == Status.OK and current.row_count):
+            meant = against_meaning(current.sql, ev.schema, getattr(ev, "question", None))
+            if meant:  # what the rewrite means is wrong: the model is shown it, not its error
+                a.problem, a.shown_sql = meant, current.sql
             return _rank(current, ev) == 2
         a.problem = feedback(current, gate, ev) or a.problem
         a.shown_sql = current.sql or text
