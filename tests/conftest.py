@@ -85,7 +85,7 @@ SLOW_FIRST = (
 
 
 # Files whose cases wait more than they compute, each case on its own (its own hostile server or
-# bench cluster): split into this many units, so that workers share them. Not
+# bench process; a share of the benches one cluster): split into this many units, so that workers share them. Not
 # tests/beside/test_hostile_beside.py: its claims are a client process's times (Ctrl-C within
 # 2 s), which two of its shares at once on a loaded machine missed (a Debian 13 run, load 16)
 SPLIT_FILES = {
