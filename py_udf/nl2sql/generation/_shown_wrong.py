@@ -111,7 +111,7 @@ def against_meaning(sql: str | None, schema: Schema | None, question: str | None
         return (
             f"GROUP BY {keyed[1]} groups {keyed[0]} by its primary key, so every group is one "
             f"row and every count is 1; to count the rows related to each {keyed[0]} row, join "
-            "the table that refers to it"
+            f"the table that refers to it{_referring(schema, keyed[0])}"
         )
     if question and ungrouped_each(sql, question):
         return (
@@ -380,6 +380,17 @@ def _of_another_table(pair: tuple, top: exp.Select) -> bool:
         return False
     outputs = {c.table.lower() for e in top.expressions for c in e.find_all(exp.Column)}
     return qualifier not in outputs
+
+
+def _referring(schema: Schema, table: str) -> str:
+    """`` (a.x refers to t.y; …)``: the schema's foreign keys into ``table`` (names only), or
+    '' for none."""
+    refs = [
+        f"{fk.table}.{', '.join(fk.columns)} refers to {table}.{', '.join(fk.ref_columns)}"
+        for fk in schema.foreign_keys
+        if fk.ref_table == table and fk.table != table
+    ]
+    return f" ({'; '.join(refs[:3])})" if refs else ""
 
 
 def _said(values: list[exp.Literal], question: str) -> bool:

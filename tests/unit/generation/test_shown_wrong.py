@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nl2sql.core.types import Candidate, Column, Schema, Status, Table
+from nl2sql.core.types import Candidate, Column, ForeignKey, Schema, Status, Table
 from nl2sql.generation._shown_wrong import (
     grouped_by_key,
     repeated_output,
@@ -234,7 +234,12 @@ def test_either_value_where_the_question_asks_for_both_is_split(sql, question, s
 
 def test_the_schema_and_question_rules_say_their_problem_and_quote_no_literal():
     keyed = shown_wrong("SELECT contid, count(*) FROM continents GROUP BY contid", SCHEMA)
-    assert "primary key" in keyed and "join" in keyed
+    assert "primary key" in keyed and keyed.endswith("join the table that refers to it")
+    # the tables whose foreign keys refer to it, named
+    fk = ForeignKey("countries", ["continent"], "continents", ["contid"])
+    linked = Schema(tables=SCHEMA.tables, foreign_keys=[fk])
+    keyed = shown_wrong("SELECT contid, count(*) FROM continents GROUP BY contid", linked)
+    assert keyed.endswith("(countries.continent refers to continents.contid)")
     assert shown_wrong("SELECT contid, count(*) FROM continents GROUP BY contid") is None
     each = shown_wrong("SELECT avg(w) FROM cars", None, "the average weight each year")
     assert "GROUP BY" in each
