@@ -236,7 +236,7 @@ def grouped_by_key(sql: str | None, schema: Schema) -> tuple[str, str] | None:
         schema: the schema it was written for (``Column.is_primary_key``).
 
     Returns:
-        ``(the table's name, the GROUP BY's text)``, or None when the SQL counts nothing at its
+        ``(the table's name, the GROUP BY's columns as text)``, or None when the SQL counts nothing at its
         top level, reads more than one table, does not group by a whole primary key, names a
         table the schema does not hold, or does not parse.
     """
@@ -250,9 +250,10 @@ def grouped_by_key(sql: str | None, schema: Schema) -> tuple[str, str] | None:
         return None
     table = _table_of(schema, froms[0].this)
     key = {c.name.lower() for c in table.columns if c.is_primary_key} if table else set()
-    grouped = tree.args["group"].expressions
-    if not key or not key <= {g.name.lower() for g in grouped if isinstance(g, exp.Column)}:
+    grouped = [g for g in tree.args["group"].expressions if isinstance(g, exp.Column)]
+    if not key or not key <= {g.name.lower() for g in grouped}:
         return None
+    # the grouped columns only: another GROUP BY expression may hold a literal (a cell value)
     return table.name, ", ".join(g.sql(dialect="postgres") for g in grouped)
 
 

@@ -74,7 +74,7 @@ def _shown(c: Candidate, ev) -> str | None:
     """``shown_wrong`` of a candidate that ran, with the evaluator's schema and question."""
     if ev is None:
         return shown_wrong(c.sql)
-    return shown_wrong(c.sql, ev.schema, getattr(ev, "question", None))
+    return shown_wrong(c.sql, ev.schema, ev.question)
 
 
 def _rank(c: Candidate, ev=None) -> int:
@@ -300,7 +300,7 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
         if final and current.status == Status.OK:
             return True  # the question's "both" read: an empty INTERSECT is its answer
         if _rank(current, ev) == 2 or (current.status == Status.OK and current.row_count):
-            meant = against_meaning(current.sql, ev.schema, getattr(ev, "question", None))
+            meant = against_meaning(current.sql, ev.schema, ev.question)
             if meant:  # what the rewrite means is wrong: the model is shown it, not its error
                 a.problem, a.shown_sql = meant, current.sql
             return _rank(current, ev) == 2
@@ -321,7 +321,7 @@ def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
         if c.row_count == 0:
             fixed = split_contradiction(c.sql)
             return fixed and (*fixed, False)
-        fixed = split_both(c.sql, getattr(ev, "question", None))
+        fixed = split_both(c.sql, ev.question)
         return fixed and (*fixed, True)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return None

@@ -132,6 +132,11 @@ SCHEMA = Schema(
         ),
         ("SELECT Contid, count(x) AS n FROM Continents GROUP BY Contid", ("continents", "Contid")),
         ("SELECT id, count(*) FROM sales.orders GROUP BY id", ("sales.orders", "id")),
+        # a grouped expression holding a literal (it may be a cell value) is not quoted
+        (
+            "SELECT contid, count(*) FROM continents GROUP BY contid, continent = 'Asia'",
+            ("continents", "contid"),
+        ),
         (
             "SELECT student_id, friend_id, count(*) FROM friend GROUP BY student_id, friend_id",
             ("friend", "student_id, friend_id"),
