@@ -276,6 +276,21 @@ def test_either_value_where_the_question_asks_for_both_is_split_in_round_0(gen, 
     assert len(llm.requests) == 2  # PreSQL and FinSQL only
 
 
+def test_tables_compared_off_their_key_are_moved_onto_it_in_round_0(gen, llm):
+    """A query that ran comparing stadiums' keys with concerts' own keys, where the one foreign
+    key is concert.stadium_id: round 0 moves the comparison onto the key, without a model
+    call, and keeps what that gives."""
+    add_models(gen, llm, ["m1"])
+    answer = "SELECT name FROM stadium WHERE NOT stadium_id IN (SELECT concert_id FROM concert)"
+    llm.add_rule(Rule(model="m1", response=answer))
+    c = cand(explain(gen, "Which stadiums have had no concert?"), "finsql:m1")
+    assert c["status"] == "ok"
+    assert c["sql"] == answer.replace("SELECT concert_id", "SELECT stadium_id")
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [(0, ["concert_id → stadium_id"])]
+    assert "concert.stadium_id refers to stadium.stadium_id" in c["repairs"][0]["problem"]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
 @pytest.mark.parametrize(
     "question, answer, problem, mended",
     [
@@ -293,6 +308,13 @@ def test_either_value_where_the_question_asks_for_both_is_split_in_round_0(gen, 
             "by its primary key",
             "SELECT s.stadium_id, s.name, COUNT(*) FROM stadium AS s JOIN concert AS c "
             "ON s.stadium_id = c.stadium_id GROUP BY s.stadium_id, s.name",
+        ),
+        # an IN subquery selecting a column its table lacks: the outer query's, true for all
+        (
+            "Which singers have sung in a concert?",
+            "SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM concert)",
+            "none of its tables (concert)",
+            "SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM singer_in_concert)",
         ),
     ],
 )

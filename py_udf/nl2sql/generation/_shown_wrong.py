@@ -40,6 +40,7 @@ from sqlglot import exp
 from ..core.errors import CandidateRefused
 from ..core.sqlcheck import parse_one, parse_shared
 from ..core.types import Schema, Table
+from ._shown_links import link_problem, table_named
 
 __all__ = [
     "against_meaning",
@@ -68,7 +69,8 @@ def shown_wrong(
     """What a query that ran with rows shows wrong in its own text (and, given them, against
     the schema's keys and the question's words), for the repair prompt: a join condition that
     compares a column with itself (``self_compared_join``), a select list naming one expression
-    twice (``repeated_output``), counts over groups of one row (``grouped_by_key``), one row
+    twice (``repeated_output``), two tables related off their foreign key or through an outer
+    query's column (``_shown_links``), counts over groups of one row (``grouped_by_key``), one row
     where the question asks for each (``ungrouped_each``), either value where it asks for both
     (``split_both``). No sentence quotes a literal (a literal may be an aligned cell value).
 
@@ -106,6 +108,9 @@ def against_meaning(sql: str | None, schema: Schema | None, question: str | None
     Returns:
         One sentence on the problem, or None.
     """
+    linked = link_problem(sql, schema) if schema is not None else None
+    if linked is not None:
+        return linked
     keyed = grouped_by_key(sql, schema) if schema is not None else None
     if keyed is not None:
         return (
@@ -406,13 +411,8 @@ def _at_top(e: exp.Expression, top: exp.Select, kind: type) -> bool:
 
 
 def _table_of(schema: Schema, t: exp.Table) -> Table | None:
-    """The schema's table that ``t`` names (as the prompt names it, or schema.table; unquoted
-    names folded), or None."""
-    name = ".".join(i.name for i in (t.args.get("db"), t.args.get("this")) if i is not None)
-    for table in schema.tables:
-        if name.lower() in (table.name.lower(), f"{table.schema}.{table.table}".lower()):
-            return table
-    return None
+    """The schema's table that ``t`` names (``_shown_links.table_named``), or None."""
+    return table_named(schema, ".".join(i.name for i in (t.args.get("db"), t.this) if i))
 
 
 def _parsed(sql: str | None) -> exp.Expression | None:

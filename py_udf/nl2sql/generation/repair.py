@@ -17,6 +17,7 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
+from ._shown_links import link_problem, off_key_link
 from ._shown_wrong import against_meaning, shown_wrong, split_both, split_contradiction
 from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
@@ -53,8 +54,9 @@ def feedback(c: Candidate, gate: Gate | None = None, ev=None) -> str | None:
         when the candidate needs no repair or cannot be repaired (no answer, refused unparsed).
     """
     if c.status == Status.OK:
-        if c.row_count == 0:
-            return "the query ran but returned no rows (empty result)"
+        if c.row_count == 0:  # tables related the wrong way say more than an empty result
+            linked = link_problem(c.sql, ev.schema) if ev is not None else None
+            return linked or "the query ran but returned no rows (empty result)"
         return _shown(c, ev)
     if c.status == Status.REFUSED and (
         (c.reason or "").startswith("no answer") or c.cleaning[-1:] == ["refused"]
@@ -315,13 +317,16 @@ def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
     (``_sqlite.rules.fix_by_sqlstate``); an empty result's WHERE that holds one column to
     values no row has at once, split into an INTERSECT (``_shown_wrong.split_contradiction``);
     a result with rows that keeps either of two values where the question asks for both, the
-    INTERSECT of each (``_shown_wrong.split_both``: final once it runs, rows or none). Returns
+    INTERSECT of each (``_shown_wrong.split_both``: final once it runs, rows or none); two
+    tables compared off the one foreign key that links them, moved onto it
+    (``_shown_links.off_key_link``, final likewise). Returns
     ``(SQL, changes, final)``; None when there is none."""
     if c.status == Status.OK:
-        if c.row_count == 0:
-            fixed = split_contradiction(c.sql)
-            return fixed and (*fixed, False)
-        fixed = split_both(c.sql, ev.question)
+        if c.row_count == 0 and (fixed := split_contradiction(c.sql)):
+            return (*fixed, False)
+        if c.row_count and (fixed := split_both(c.sql, ev.question)):
+            return (*fixed, True)
+        fixed = off_key_link(c.sql, ev.schema)  # the key's own pair: its rows, or none, answer
         return fixed and (*fixed, True)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return None

@@ -1,0 +1,168 @@
+"""Two tables related the wrong way, which the schema's foreign keys show
+(``generation._shown_links``): compared off the one key that links them (moved onto it), and an IN
+subquery whose column is the outer query's."""
+
+from __future__ import annotations
+
+import pytest
+
+from nl2sql.core.types import Candidate, Column, ForeignKey, Schema, Status, Table
+from nl2sql.generation._shown_links import link_problem, off_key_link, outer_bound
+from nl2sql.generation.repair import feedback
+
+
+def _table(name: str, columns: list[str], key: str | None = None, schema: str = "public"):
+    return Table(name, schema, name.split(".")[-1], [Column(c, "text", c == key) for c in columns])
+
+
+SCHEMA = Schema(
+    tables=[
+        _table("continents", ["contid", "continent"], "contid"),
+        _table("countries", ["countryid", "countryname", "continent"], "countryid"),
+        _table("car_makers", ["id", "maker", "country"], "id"),
+        _table("kinds", ["kind_code", "label"], "kind_code"),
+        _table("templates", ["template_id", "kind_code", "version"], "template_id"),
+        _table("documents", ["document_id", "template_id", "title"], "document_id"),
+        _table("people", ["id", "name"], "id"),
+        _table("friend", ["student_id", "friend_id"]),
+        _table("sales.orders", ["order_id", "Buyer"], "order_id", schema="sales"),
+    ],
+    foreign_keys=[
+        ForeignKey("countries", ["continent"], "continents", ["contid"]),
+        ForeignKey("car_makers", ["country"], "countries", ["countryid"]),
+        ForeignKey("templates", ["kind_code"], "kinds", ["kind_code"]),
+        ForeignKey("documents", ["template_id"], "templates", ["template_id"]),
+        ForeignKey("friend", ["student_id"], "people", ["id"]),
+        ForeignKey("friend", ["friend_id"], "people", ["id"]),
+        ForeignKey("sales.orders", ["Buyer"], "people", ["id"]),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    "sql, moved, change",
+    [
+        # an IN subquery selecting the other table's own key: moved onto the referring column
+        (
+            "SELECT countryname FROM countries WHERE NOT countryid IN (SELECT id FROM car_makers)",
+            "SELECT countryname FROM countries WHERE NOT countryid IN "
+            "(SELECT country FROM car_makers)",
+            "id → country",
+        ),
+        # a join whose referring side is right and referred side wrong (aliases kept)
+        (
+            "SELECT T1.countryname FROM countries AS T1 JOIN car_makers AS T2 "
+            "ON T1.continent = T2.country",
+            "SELECT T1.countryname FROM countries AS T1 JOIN car_makers AS T2 "
+            "ON T1.countryid = T2.country",
+            "T1.continent → T1.countryid",
+        ),
+        # the key's own column on the right, the wrong one on the left; a WHERE's comparison
+        (
+            "SELECT d.title FROM documents AS d, templates AS t WHERE d.document_id = t.template_id",
+            "SELECT d.title FROM documents AS d, templates AS t WHERE d.template_id = t.template_id",
+            "d.document_id → d.template_id",
+        ),
+        # a table of another schema; a mixed-case column quoted
+        (
+            "SELECT p.name FROM people AS p JOIN sales.orders AS o ON p.id = o.order_id",
+            'SELECT p.name FROM people AS p JOIN sales.orders AS o ON p.id = o."Buyer"',
+            'o.order_id → o."Buyer"',
+        ),
+    ],
+)
+def test_tables_compared_off_their_key_are_moved_onto_it(sql, moved, change):
+    fixed = off_key_link(sql, SCHEMA)
+    assert fixed == (moved, [change])
+    assert off_key_link(moved, SCHEMA) is None  # the rewrite is on the key: nothing left
+    assert "refers to" in link_problem(sql, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # the key's own pair, either way round
+        "SELECT 1 FROM countries AS a JOIN car_makers AS b ON a.countryid = b.country",
+        "SELECT 1 FROM car_makers WHERE country IN (SELECT countryid FROM countries)",
+        # neither side is the key's column: which to move is not shown
+        "SELECT 1 FROM countries AS a JOIN car_makers AS b ON a.countryname = b.maker",
+        # two keys link the tables (friend → people twice): not the one key
+        "SELECT 1 FROM people AS p JOIN friend AS f ON p.name = f.friend_id",
+        # no key links the tables (continents and car_makers meet through countries)
+        "SELECT 1 FROM continents AS c JOIN car_makers AS m ON c.contid = m.id",
+        # one table with itself; a column no table holds; a table the schema lacks
+        "SELECT 1 FROM countries AS a JOIN countries AS b ON a.countryid = b.continent",
+        "SELECT 1 FROM countries AS a JOIN car_makers AS b ON a.countryid = b.nothing",
+        "SELECT 1 FROM elsewhere AS a JOIN car_makers AS b ON a.countryid = b.id",
+        # a literal, not a column; SQL that does not parse; none
+        "SELECT 1 FROM car_makers WHERE country = 3",
+        "SELECT FROM WHERE (",
+        None,
+    ],
+)
+def test_comparisons_on_the_key_or_unclear_are_left(sql):
+    assert off_key_link(sql, SCHEMA) is None
+
+
+@pytest.mark.parametrize(
+    "sql, found",
+    [
+        # a column the subquery's table lacks: the outer query's
+        (
+            "SELECT title FROM documents WHERE template_id IN "
+            "(SELECT template_id FROM kinds WHERE label = 'x')",
+            ("template_id", "kinds"),
+        ),
+        # qualified with the outer query's alias; under NOT; in a join's subquery
+        (
+            "SELECT d.title FROM documents AS d WHERE NOT d.template_id IN "
+            "(SELECT d.template_id FROM kinds AS k)",
+            ("d.template_id", "kinds"),
+        ),
+        (
+            "SELECT t.version FROM templates AS t JOIN documents AS d "
+            "ON t.template_id = d.template_id WHERE t.kind_code IN "
+            "(SELECT kind_code FROM documents, people)",
+            ("kind_code", "documents, people"),
+        ),
+        # the subquery's own columns, qualified or not; its own alias; a join inside it
+        (
+            "SELECT title FROM documents WHERE template_id IN (SELECT template_id FROM templates)",
+            None,
+        ),
+        (
+            "SELECT title FROM documents AS d WHERE d.template_id IN "
+            "(SELECT t.template_id FROM templates AS t JOIN kinds AS k ON t.kind_code = k.kind_code)",
+            None,
+        ),
+        # a table the schema lacks; an expression; two columns; a list, not a subquery
+        ("SELECT title FROM documents WHERE template_id IN (SELECT template_id FROM other)", None),
+        (
+            "SELECT title FROM documents WHERE template_id IN (SELECT max(template_id) FROM kinds)",
+            None,
+        ),
+        ("SELECT title FROM documents WHERE template_id IN (1, 2)", None),
+        ("SELECT title FROM documents WHERE (", None),
+    ],
+)
+def test_an_in_subquery_selecting_the_outer_querys_column_is_found(sql, found):
+    assert outer_bound(sql, SCHEMA) == found
+    assert (link_problem(sql, SCHEMA) is not None) == (found is not None)
+
+
+def test_a_candidate_related_off_the_key_goes_to_repair_saying_names_only():
+    sql = (
+        "SELECT countryname FROM countries WHERE countryname <> 'Secret' "
+        "AND countryid IN (SELECT id FROM car_makers)"
+    )
+    c = Candidate(source="finsql:m", model="m", raw_text=sql)
+    c.sql, c.status, c.row_count = sql, Status.OK, 4
+
+    class Ev:
+        schema = SCHEMA
+        question = "Which countries have a car maker?"
+
+    said = feedback(c, None, Ev())
+    assert "car_makers.country refers to countries.countryid" in said
+    assert "Secret" not in said
+    assert feedback(c, None, None) is None  # without the schema, the text shows nothing
