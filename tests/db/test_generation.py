@@ -291,6 +291,47 @@ def test_tables_compared_off_their_key_are_moved_onto_it_in_round_0(gen, llm):
     assert len(llm.requests) == 2  # PreSQL and FinSQL only
 
 
+def test_a_keys_column_joined_to_another_table_gets_the_table_between_in_round_0(gen, llm):
+    """A query that ran joining singer_in_concert.concert_id (a key to concert) to the stadium
+    table's key: round 0 joins concert between them, without a model call."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(
+        Rule(
+            model="m1",
+            response="SELECT s.name, count(*) FROM stadium AS s JOIN singer_in_concert AS sic "
+            "ON s.stadium_id = sic.concert_id GROUP BY s.name",
+        )
+    )
+    c = cand(explain(gen, "How many singer performances has each stadium had?"), "finsql:m1")
+    assert c["status"] == "ok"
+    assert c["sql"] == (
+        "SELECT s.name, COUNT(*) FROM stadium AS s JOIN concert AS concert "
+        "ON s.stadium_id = concert.stadium_id JOIN singer_in_concert AS sic "
+        "ON concert.concert_id = sic.concert_id GROUP BY s.name"
+    )
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [
+        (0, ["JOIN concert added between s.stadium_id and sic.concert_id"])
+    ]
+    assert "join concert between them" in c["repairs"][0]["problem"]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
+def test_a_join_on_a_column_its_table_lacks_is_dropped_in_round_0(gen, llm):
+    """A failed query joining concerts to stadiums on a column neither has, everything else it
+    names the stadium table's: round 0 reads the stadiums alone, without a model call."""
+    add_models(gen, llm, ["m1"])
+    answer = (
+        "SELECT T2.name, T2.capacity FROM concert AS T1 JOIN stadium AS T2 "
+        "ON T1.singer_id = T2.singer_id ORDER BY T2.capacity DESC"
+    )
+    llm.add_rule(Rule(model="m1", response=answer))
+    c = cand(explain(gen, "List the stadiums' names and capacities, largest first."), "finsql:m1")
+    assert c["status"] == "ok" and c["row_count"] > 0
+    assert c["sql"] == "SELECT T2.name, T2.capacity FROM stadium AS T2 ORDER BY T2.capacity DESC"
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [(0, ["JOIN concert dropped"])]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
 @pytest.mark.parametrize(
     "question, answer, problem, mended",
     [

@@ -5,15 +5,25 @@ generation.md "Repair"):
   ``countries.continent = car_makers.country`` or ``countries.countryid IN (SELECT id FROM
   car_makers)`` where ``car_makers.country`` refers to ``countries.countryid``. One side of the
   comparison is the key's own column, so the other side is its partner: round 0 puts it there.
+- ``bridged``: a join of a foreign key's column to a table other than the one it refers to, where
+  that table refers to the joined one: ``car_makers JOIN continents ON car_makers.country =
+  continents.contid`` (``car_makers.country`` refers to ``countries.countryid``, and
+  ``countries.continent`` to ``continents.contid``): round 0 joins ``countries`` between them.
+  Such a comparison where no table bridges them is said to the model (``link_problem``).
+- ``unjoined``: a failed query joining two tables on a column one of them lacks, everything
+  else it names held by one of the two (``SELECT T2.role_code, T2.city FROM professionals AS T1
+  JOIN owners AS T2 ON T1.owner_id = T2.owner_id``, where professionals has no owner_id and
+  owners no role_code): the join was never needed; round 0 reads that one table alone.
 - ``outer_bound``: an ``IN (SELECT x FROM t …)`` whose ``x`` none of the subquery's own tables
   has: SQL binds it to the outer query's ``x``, so the condition compares a value with itself and
   holds wherever the subquery has a row (``template_id IN (SELECT template_id FROM
   ref_template_types WHERE …)`` where ``ref_template_types`` has no ``template_id``).
 
 Where they came from: read across bench/live.py's answers of Qwen2.5-Coder-0.5B and 1.5B-Instruct
-on Spider dev (docs/benchmarks.md), and checked against its 472 gold queries, none of which
-either rule flags; of the 13 recorded systems' 6,135 answers 24 compare off the key and 18 bind
-an IN's column to the outer query. Nothing per database: the rules read the foreign keys the
+on Spider dev (docs/benchmarks.md), and checked against its 472 gold queries, none of which any
+rule here flags; of the 13 recorded systems' 6,135 answers 24 compare off the key, 57 compare a
+key's column with a table it does not refer to (9 bridged by one table), 18 bind an IN's column
+to the outer query. Nothing per database: the rules read the foreign keys the
 catalog (or the semantic model) declares.
 """
 
@@ -26,7 +36,7 @@ from ..core.names import resolve
 from ..core.sqlcheck import parse_one, parse_shared
 from ..core.types import ForeignKey, Schema, Table
 
-__all__ = ["link_problem", "off_key_link", "outer_bound", "table_named"]
+__all__ = ["bridged", "link_problem", "off_key_link", "outer_bound", "table_named", "unjoined"]
 
 
 def link_problem(sql: str | None, schema: Schema) -> str | None:
@@ -48,6 +58,13 @@ def link_problem(sql: str | None, schema: Schema) -> str | None:
         return (
             f"the query compares {a} with {b}, but {key.table}.{key.columns[0]} refers to "
             f"{key.ref_table}.{key.ref_columns[0]}: relate the two tables on those columns"
+        )
+    target = _off_target(_parsed(sql), schema)
+    if target:
+        x, key, y = target
+        return (
+            f"the query compares {x} with {y}, but {key.table}.{key.columns[0]} refers to "
+            f"{key.ref_table}.{key.ref_columns[0]}: join {key.ref_table} between them"
         )
     bound = outer_bound(sql, schema)
     if bound:
@@ -84,9 +101,96 @@ def off_key_link(sql: str | None, schema: Schema) -> tuple[str, list[str]] | Non
     changes = []
     for column, new, _, _ in found:
         old = column.sql(dialect="postgres")
-        column.set("this", exp.to_identifier(new, quoted=new != new.lower()))
+        column.set("this", _ident(new))
         changes.append(f"{old} → {column.sql(dialect='postgres')}")
     return tree.sql(dialect="postgres"), changes
+
+
+def bridged(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
+    """Join the missing table between a foreign key's column and a table it does not refer to:
+    ``… JOIN b ON a.x = b.y`` where ``a.x`` refers to ``t.z`` (``t`` not ``b``) and ``t.w``
+    refers to ``b.y`` (one such key) becomes ``… JOIN t ON a.x = t.z JOIN b ON t.w = b.y``
+    (or the mirror, when ``a`` is the joined table).
+
+    Args:
+        sql: a candidate's SQL (PostgreSQL), or None.
+        schema: the schema it was written for (its foreign keys).
+
+    Returns:
+        ``(the rewritten SQL, ["JOIN t added between a.x and b.y"])``, or None where no inner
+        join's ON is such one equality, or no one key bridges it.
+    """
+    try:
+        tree = parse_one(sql) if sql else None
+    except CandidateRefused:
+        return None
+    if tree is None or not schema.foreign_keys:
+        return None
+    for join in list(tree.find_all(exp.Join)):
+        found = _bridge(join, tree, schema)
+        if found is None:
+            continue
+        (near, far), via, (z, w) = found
+        select = join.parent
+        if not _qualified(select, via, tree, schema):
+            return None
+        alias = _fresh_alias(tree, via.table)
+        node = exp.Table(
+            this=_ident(via.table), db=_ident(via.schema) if via.name != via.table else None
+        )
+        node.set("alias", exp.TableAlias(this=_ident(alias)))
+        first = exp.EQ(this=near.copy(), expression=exp.column(_ident(z), table=_ident(alias)))
+        then = exp.EQ(this=exp.column(_ident(w), table=_ident(alias)), expression=far.copy())
+        joins = select.args["joins"]
+        joins.insert(joins.index(join), exp.Join(this=node, on=first))
+        join.set("on", then)
+        select.set("joins", joins)
+        text = f"JOIN {via.name} added between {near.sql(dialect='postgres')} and {far.sql(dialect='postgres')}"
+        return tree.sql(dialect="postgres"), [text]
+    return None
+
+
+def unjoined(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
+    """Drop a join that cannot run and was not needed: a SELECT of two tables joined ``ON`` a
+    column (qualified) that its table lacks, where exactly one of the two tables holds every
+    other column the query names; that table is read alone, the qualifiers made its own.
+
+    Args:
+        sql: a failed candidate's SQL (PostgreSQL), or None.
+        schema: the schema it was written for (its tables' columns).
+
+    Returns:
+        ``(the rewritten SQL, ["JOIN t dropped"])``, or None where the query is not a SELECT of
+        two tables and one join ON, has a subquery, names a table the schema lacks, joins on
+        columns both tables have, or where no one table (or both) holds the other columns.
+    """
+    try:
+        tree = parse_one(sql) if sql else None
+    except CandidateRefused:
+        return None
+    if not isinstance(tree, exp.Select) or len(tree.args.get("joins") or []) != 1:
+        return None
+    join, source = tree.args["joins"][0], tree.args.get("from_")
+    nodes = [source.this if source else None, join.this]
+    tables = {n.alias_or_name.lower(): table_named(schema, _key(n)) for n in nodes if n}
+    on = join.args.get("on")
+    if on is None or len(tables) != 2 or None in tables.values() or tree.find(exp.Subquery):
+        return None
+    lacking = [
+        c for c in on.find_all(exp.Column) if not _has(tables.get(c.table.lower(), _NONE), c.name)
+    ]
+    rest = [c for c in tree.find_all(exp.Column) if c.find_ancestor(exp.Join) is None]
+    holders = [a for a, t in tables.items() if all(_has(t, c.name) for c in rest)]
+    if not lacking or len(holders) != 1:
+        return None
+    kept = next(n for n in nodes if n.alias_or_name.lower() == holders[0])
+    dropped = next(n for n in nodes if n is not kept)
+    tree.set("joins", None)
+    tree.set("from_", exp.From(this=kept))
+    for c in rest:
+        if c.table:
+            c.set("table", exp.to_identifier(kept.alias_or_name))
+    return tree.sql(dialect="postgres"), [f"JOIN {dropped.name} dropped"]
 
 
 def outer_bound(sql: str | None, schema: Schema) -> tuple[str, str] | None:
@@ -164,6 +268,105 @@ def _off_key(tree: exp.Expression | None, schema: Schema) -> list:
     return found
 
 
+def _bridge(join: exp.Join, tree: exp.Expression, schema: Schema):
+    """``((the column of the table read before, the joined table's column), the table between,
+    (its column the first refers to, its column referring to the second))`` for an inner join
+    ``ON a = b`` that a foreign key's column compares with a table it does not refer to, one key
+    of the table it does refer to leading to the other; else None."""
+    on = join.args.get("on")
+    if join.side or join.kind not in ("", "INNER") or not isinstance(on, exp.EQ):
+        return None
+    a, b = on.this, on.expression
+    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+        return None
+    names = resolve(tree)
+    ta, tb = _owner(a, names, schema), _owner(b, names, schema)
+    if ta is None or tb is None or ta is tb:
+        return None
+    joined = table_named(schema, _key(join.this)) if isinstance(join.this, exp.Table) else None
+    if joined not in (ta, tb):
+        return None
+    for (x, tx), (y, ty) in (((a, ta), (b, tb)), ((b, tb), (a, ta))):
+        out = _refers(schema, tx, x.name)
+        if out is None or out.ref_table == ty.name or _refers(schema, ty, y.name) is not None:
+            continue
+        via = table_named(schema, out.ref_table)
+        back = [
+            k
+            for k in schema.foreign_keys
+            if k.table == out.ref_table
+            and k.ref_table == ty.name
+            and len(k.columns) == 1
+            and k.ref_columns[0].lower() == y.name.lower()
+        ]
+        if via is None or len(back) != 1:
+            continue
+        # x's table before the join, y's joined; or the mirror, y read before and x joined
+        if ty is joined:
+            return (x, y), via, (out.ref_columns[0], back[0].columns[0])
+        return (y, x), via, (back[0].columns[0], out.ref_columns[0])
+    return None
+
+
+def _qualified(select: exp.Select, via: Table, tree: exp.Expression, schema: Schema) -> bool:
+    """Qualify ``select``'s own unqualified columns that ``via`` also has (joining it would make
+    them ambiguous) with their one table's name as the query calls it; False where one has no
+    one table."""
+    names = resolve(tree)
+    nodes = {id(table_named(schema, _key(t))): t for t in select.find_all(exp.Table)}
+    for c in list(select.find_all(exp.Column)):
+        if c.table or c.find_ancestor(exp.Select) is not select or not _has(via, c.name):
+            continue
+        owner = _owner(c, names, schema)
+        if owner is None or id(owner) not in nodes:
+            return False
+        c.set("table", exp.to_identifier(nodes[id(owner)].alias_or_name))
+    return True
+
+
+def _off_target(tree: exp.Expression | None, schema: Schema) -> tuple | None:
+    """``(x as written, its foreign key, y as written)`` for a comparison of a foreign key's
+    column ``x`` with a column ``y`` of a table it does not refer to (``y`` no key's column)."""
+    if tree is None or not schema.foreign_keys:
+        return None
+    names = resolve(tree)
+    for a, b in _compared(tree):
+        ta, tb = _owner(a, names, schema), _owner(b, names, schema)
+        if ta is None or tb is None or ta is tb:
+            continue
+        for (x, tx), (y, ty) in (((a, ta), (b, tb)), ((b, tb), (a, ta))):
+            out = _refers(schema, tx, x.name)
+            if out and out.ref_table != ty.name and _refers(schema, ty, y.name) is None:
+                return x.sql(dialect="postgres"), out, y.sql(dialect="postgres")
+    return None
+
+
+def _refers(schema: Schema, table: Table, column: str) -> ForeignKey | None:
+    """The single-column foreign key of ``table.column``, or None."""
+    for k in schema.foreign_keys:
+        if k.table == table.name and len(k.columns) == 1 and k.columns[0].lower() == column.lower():
+            return k
+    return None
+
+
+def _fresh_alias(tree: exp.Expression, name: str) -> str:
+    """``name``, or ``name_2``, … : no table of ``tree`` is called so."""
+    used = {t.alias_or_name.lower() for t in tree.find_all(exp.Table)}
+    alias, n = name, 1
+    while alias.lower() in used:
+        n += 1
+        alias = f"{name}_{n}"
+    return alias
+
+
+def _ident(name: str) -> exp.Identifier:
+    """An identifier for a real name, quoted where PostgreSQL would fold it otherwise."""
+    ident = exp.to_identifier(name)
+    if name != name.lower():
+        ident.set("quoted", True)
+    return ident
+
+
 def _side(key: ForeignKey, table: Table) -> str:
     """The foreign key's column on ``table``'s side."""
     return key.columns[0] if key.table == table.name else key.ref_columns[0]
@@ -195,6 +398,9 @@ def _owner(column: exp.Column, names, schema: Schema) -> Table | None:
 def _on_key(key: ForeignKey, ta: Table, a: exp.Column, tb: Table, b: exp.Column) -> bool:
     """Whether ``a = b`` is the foreign key's own pair (either way round)."""
     return a.name.lower() == _side(key, ta).lower() and b.name.lower() == _side(key, tb).lower()
+
+
+_NONE = Table("", "", "", [])  # a qualifier that names neither table: no column of its own
 
 
 def _has(table: Table, name: str) -> bool:

@@ -17,7 +17,7 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._shown_links import link_problem, off_key_link
+from ._shown_links import bridged, link_problem, off_key_link, unjoined
 from ._shown_wrong import against_meaning, shown_wrong, split_both, split_contradiction
 from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
@@ -312,25 +312,32 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
 
 
 def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
-    """Round 0's rewrite of ``c``: a failed candidate's unknown names snapped to the one real
-    name each must have meant (``linking.names.snap_names``), else its error's one reading
-    (``_sqlite.rules.fix_by_sqlstate``); an empty result's WHERE that holds one column to
+    """Round 0's rewrite of ``c``: a failed candidate's join on a column its table lacks dropped
+    where one table holds everything else (``_shown_links.unjoined``), else its unknown names
+    snapped to the one real name each must have meant (``linking.names.snap_names``), else its
+    error's one reading (``_sqlite.rules.fix_by_sqlstate``); an empty result's WHERE that holds one column to
     values no row has at once, split into an INTERSECT (``_shown_wrong.split_contradiction``);
     a result with rows that keeps either of two values where the question asks for both, the
     INTERSECT of each (``_shown_wrong.split_both``: final once it runs, rows or none); two
     tables compared off the one foreign key that links them, moved onto it
-    (``_shown_links.off_key_link``, final likewise). Returns
+    (``_shown_links.off_key_link``), or a key's column compared with a table it does not refer
+    to, the table between joined (``_shown_links.bridged``; final likewise). Returns
     ``(SQL, changes, final)``; None when there is none."""
     if c.status == Status.OK:
         if c.row_count == 0 and (fixed := split_contradiction(c.sql)):
             return (*fixed, False)
         if c.row_count and (fixed := split_both(c.sql, ev.question)):
             return (*fixed, True)
-        fixed = off_key_link(c.sql, ev.schema)  # the key's own pair: its rows, or none, answer
+        # the key's own pair, or the table between: its rows, or none, answer
+        fixed = off_key_link(c.sql, ev.schema) or bridged(c.sql, ev.schema)
         return fixed and (*fixed, True)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return None
-    fixed = snap_names(c.sql, ev.schema) or fix_by_sqlstate(c.sql, c.sqlstate)
+    fixed = (  # a join that was not needed first: snapping its ON would only join more
+        unjoined(c.sql, ev.schema)
+        or snap_names(c.sql, ev.schema)
+        or fix_by_sqlstate(c.sql, c.sqlstate)
+    )
     return fixed and (*fixed, False)
 
 

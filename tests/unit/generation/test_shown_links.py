@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from nl2sql.core.types import Candidate, Column, ForeignKey, Schema, Status, Table
-from nl2sql.generation._shown_links import link_problem, off_key_link, outer_bound
+from nl2sql.generation._shown_links import (
+    bridged,
+    link_problem,
+    off_key_link,
+    outer_bound,
+    unjoined,
+)
 from nl2sql.generation.repair import feedback
 
 
@@ -26,6 +32,8 @@ SCHEMA = Schema(
         _table("people", ["id", "name"], "id"),
         _table("friend", ["student_id", "friend_id"]),
         _table("sales.orders", ["order_id", "Buyer"], "order_id", schema="sales"),
+        _table("staff", ["staff_id", "role_code", "city", "state"], "staff_id"),
+        _table("owners", ["owner_id", "first_name", "city", "state"], "owner_id"),
     ],
     foreign_keys=[
         ForeignKey("countries", ["continent"], "continents", ["contid"]),
@@ -166,3 +174,113 @@ def test_a_candidate_related_off_the_key_goes_to_repair_saying_names_only():
     assert "car_makers.country refers to countries.countryid" in said
     assert "Secret" not in said
     assert feedback(c, None, None) is None  # without the schema, the text shows nothing
+
+
+@pytest.mark.parametrize(
+    "sql, alone",
+    [
+        # joined on a column staff lacks; everything else is staff's: staff alone
+        (
+            "SELECT T2.role_code, T2.city FROM staff AS T1 JOIN owners AS T2 "
+            "ON T1.owner_id = T2.owner_id WHERE T2.city LIKE '%West%' ORDER BY T2.state",
+            "SELECT T1.role_code, T1.city FROM staff AS T1 WHERE T1.city LIKE '%West%' "
+            "ORDER BY T1.state",
+        ),
+        # unqualified columns, no aliases, the kept table the joined one
+        (
+            "SELECT first_name, count(*) FROM staff JOIN owners ON staff.owner_id = owners.owner_id "
+            "GROUP BY first_name",
+            "SELECT first_name, COUNT(*) FROM owners GROUP BY first_name",
+        ),
+        # both tables hold every other column: which one is meant is not shown
+        ("SELECT T2.state FROM owners AS T1 JOIN staff AS T2 ON T1.owner_id = T2.owner_id", None),
+        # neither holds them all; the join's columns exist (the error is elsewhere)
+        (
+            "SELECT T1.role_code, T2.first_name FROM staff AS T1 JOIN owners AS T2 "
+            "ON T1.owner_id = T2.owner_id",
+            None,
+        ),
+        ("SELECT T1.role_code FROM staff AS T1 JOIN owners AS T2 ON T1.city = T2.city", None),
+        # a subquery, two joins, USING, a table the schema lacks, no parse
+        (
+            "SELECT role_code FROM staff AS T1 JOIN owners AS T2 ON T1.owner_id = T2.owner_id "
+            "WHERE city IN (SELECT city FROM owners)",
+            None,
+        ),
+        (
+            "SELECT T1.role_code FROM staff AS T1 JOIN owners AS T2 ON T1.owner_id = T2.owner_id "
+            "JOIN people AS p ON p.id = T2.owner_id",
+            None,
+        ),
+        ("SELECT role_code FROM staff JOIN owners USING (owner_id)", None),
+        ("SELECT role_code FROM staff AS a JOIN other AS b ON a.owner_id = b.owner_id", None),
+        ("SELECT FROM (", None),
+    ],
+)
+def test_a_join_on_a_column_its_table_lacks_is_dropped_when_one_table_holds_the_rest(sql, alone):
+    fixed = unjoined(sql, SCHEMA)
+    assert (fixed and fixed[0]) == alone
+    if alone:
+        assert fixed[1][0].endswith("dropped")
+
+
+@pytest.mark.parametrize(
+    "sql, through",
+    [
+        # the key's column read first, the table it does not refer to joined: countries between
+        (
+            "SELECT T2.continent, count(*) FROM car_makers AS T1 JOIN continents AS T2 "
+            "ON T1.country = T2.contid GROUP BY T2.continent",
+            "SELECT T2.continent, COUNT(*) FROM car_makers AS T1 JOIN countries AS countries "
+            "ON T1.country = countries.countryid JOIN continents AS T2 "
+            "ON countries.continent = T2.contid GROUP BY T2.continent",
+        ),
+        # the mirror: continents read first, the key's table joined
+        (
+            "SELECT continents.continent FROM continents JOIN car_makers "
+            "ON continents.contid = car_makers.country",
+            "SELECT continents.continent FROM continents JOIN countries AS countries "
+            "ON continents.contid = countries.continent JOIN car_makers "
+            "ON countries.countryid = car_makers.country",
+        ),
+        # a query already calling another table "countries": a fresh alias; an unqualified
+        # column the added table also has, qualified with its own table first
+        (
+            "SELECT continent FROM continents INNER JOIN car_makers AS countries "
+            "ON contid = country",
+            "SELECT continents.continent FROM continents JOIN countries AS countries_2 "
+            "ON contid = countries_2.continent INNER JOIN car_makers AS countries "
+            "ON countries_2.countryid = country",
+        ),
+        # on the key already; an outer join; a WHERE's comparison; two keys' columns compared
+        (
+            "SELECT 1 FROM countries JOIN car_makers ON countries.countryid = car_makers.country",
+            None,
+        ),
+        ("SELECT 1 FROM continents LEFT JOIN car_makers ON contid = car_makers.country", None),
+        ("SELECT 1 FROM continents, car_makers WHERE contid = car_makers.country", None),
+        (
+            "SELECT 1 FROM car_makers AS m JOIN countries AS c ON m.country = c.continent",
+            None,
+        ),
+        # the key's table refers to no column of the joined one: nothing to put between
+        ("SELECT 1 FROM car_makers AS m JOIN kinds AS k ON m.country = k.kind_code", None),
+    ],
+)
+def test_a_keys_column_joined_to_another_table_gets_the_table_between(sql, through):
+    fixed = bridged(sql, SCHEMA)
+    assert (fixed and fixed[0]) == through
+    if through:
+        assert fixed[1][0].startswith("JOIN countries added between")
+        assert bridged(through, SCHEMA) is None
+
+
+def test_a_keys_column_compared_with_a_table_it_does_not_refer_to_is_said():
+    # no table bridges them: the model is told which table the key refers to
+    said = link_problem(
+        "SELECT m.maker FROM car_makers AS m JOIN kinds AS k ON m.country = k.kind_code", SCHEMA
+    )
+    assert said == (
+        "the query compares m.country with k.kind_code, but car_makers.country refers "
+        "to countries.countryid: join countries between them"
+    )
