@@ -316,6 +316,36 @@ def test_a_keys_column_joined_to_another_table_gets_the_table_between_in_round_0
     assert len(llm.requests) == 2  # PreSQL and FinSQL only
 
 
+def test_an_inner_join_held_null_in_a_negated_question_is_made_left_in_round_0(gen, llm):
+    """A count over an inner join that keeps rows whose concert is NULL (none: the count is 0)
+    for "no concert": round 0 makes it the LEFT JOIN of the anti-join, without a model call."""
+    add_models(gen, llm, ["m1"])
+    answer = (
+        "SELECT count(s.stadium_id) FROM stadium AS s JOIN concert AS c "
+        "ON s.stadium_id = c.stadium_id WHERE c.concert_id IS NULL"
+    )
+    llm.add_rule(Rule(model="m1", response=answer))
+    c = cand(explain(gen, "How many stadiums have had no concert?"), "finsql:m1")
+    assert c["status"] == "ok"
+    assert c["sql"] == answer.replace("count", "COUNT").replace(" JOIN", " LEFT JOIN")
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [
+        (0, ["JOIN concert made LEFT (c.concert_id IS NULL)"])
+    ]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
+def test_a_bound_the_question_says_inclusive_is_made_inclusive_before_running(gen, llm):
+    """ "2014 or later" answered with a strict bound: the candidate runs with ``>=``, the
+    change in its alignments."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response=f"{JOINED} WHERE c.year > 2014"))
+    c = cand(explain(gen, "Which stadiums had concerts in 2014 or later?"), "finsql:m1")
+    assert c["status"] == "ok" and c["sql"].endswith("WHERE c.year >= 2014")
+    assert [(a["from"], a["to"], a["method"]) for a in c["alignments"]] == [
+        ("c.year > 2014", "c.year >= 2014", "question")
+    ]
+
+
 def test_a_join_on_a_column_its_table_lacks_is_dropped_in_round_0(gen, llm):
     """A failed query joining concerts to stadiums on a column neither has, everything else it
     names the stadium table's: round 0 reads the stadiums alone, without a model call."""

@@ -14,6 +14,11 @@ generation.md "Repair"):
   else it names held by one of the two (``SELECT T2.role_code, T2.city FROM professionals AS T1
   JOIN owners AS T2 ON T1.owner_id = T2.owner_id``, where professionals has no owner_id and
   owners no role_code): the join was never needed; round 0 reads that one table alone.
+- ``anti_joined``: a question that asks for what has *no* match answered with an inner join
+  that keeps rows whose joined table's column IS NULL (``professionals AS T1 JOIN treatments AS
+  T2 ON … WHERE T2.dog_id IS NULL``): an inner join keeps matched rows only; round 0 makes it the
+  LEFT JOIN of the anti-join idiom. In Spider dev no gold and none of the 13 systems' 22 joined
+  IS NULL answers is an inner join (all are LEFT JOIN anti-joins of negated questions).
 - ``outer_bound``: an ``IN (SELECT x FROM t …)`` whose ``x`` none of the subquery's own tables
   has: SQL binds it to the outer query's ``x``, so the condition compares a value with itself and
   holds wherever the subquery has a row (``template_id IN (SELECT template_id FROM
@@ -29,6 +34,8 @@ catalog (or the semantic model) declares.
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 
 from ..core.errors import CandidateRefused
@@ -36,16 +43,29 @@ from ..core.names import resolve
 from ..core.sqlcheck import parse_one, parse_shared
 from ..core.types import ForeignKey, Schema, Table
 
-__all__ = ["bridged", "link_problem", "off_key_link", "outer_bound", "table_named", "unjoined"]
+# a question that asks for what has no match
+_NEGATED = re.compile(r"\b(?:not|no|without|never|none)\b|n't\b", re.I)
+
+__all__ = [
+    "anti_joined",
+    "bridged",
+    "link_problem",
+    "off_key_link",
+    "outer_bound",
+    "table_named",
+    "unjoined",
+]
 
 
-def link_problem(sql: str | None, schema: Schema) -> str | None:
+def link_problem(sql: str | None, schema: Schema, question: str | None = None) -> str | None:
     """The sentence for the repair prompt on a query that relates two tables the wrong way
-    (``off_key_link``, ``outer_bound``); names only, never a literal.
+    (``off_key_link``, ``bridged``, ``anti_joined``, ``outer_bound``); names only, never a
+    literal.
 
     Args:
         sql: a candidate's SQL (PostgreSQL), or None.
         schema: the schema it was written for (its tables' columns and foreign keys), or None.
+        question: the user's question (``anti_joined`` reads its negation), or None.
 
     Returns:
         One sentence, or None when neither rule applies (or there is no schema).
@@ -65,6 +85,12 @@ def link_problem(sql: str | None, schema: Schema) -> str | None:
         return (
             f"the query compares {x} with {y}, but {key.table}.{key.columns[0]} refers to "
             f"{key.ref_table}.{key.ref_columns[0]}: join {key.ref_table} between them"
+        )
+    anti = anti_joined(sql, question)
+    if anti:
+        return (
+            f"the query keeps rows where {anti[2]} IS NULL, but its inner join keeps only rows "
+            f"that have a match in {anti[3]}; to find rows without one, LEFT JOIN it"
         )
     bound = outer_bound(sql, schema)
     if bound:
@@ -191,6 +217,47 @@ def unjoined(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
         if c.table:
             c.set("table", exp.to_identifier(kept.alias_or_name))
     return tree.sql(dialect="postgres"), [f"JOIN {dropped.name} dropped"]
+
+
+def anti_joined(sql: str | None, question: str | None) -> tuple | None:
+    """Make an inner join whose table's column the WHERE holds NULL the LEFT JOIN of the
+    anti-join idiom, where the question is negated ("not", "no", "without", "never").
+
+    Args:
+        sql: a candidate's SQL (PostgreSQL), or None.
+        question: the user's question, or None.
+
+    Returns:
+        ``(the rewritten SQL, ["JOIN t made LEFT"], the column held NULL, the joined table)``,
+        or None where the question says no negation, or no inner join of the top SELECT has
+        a column (qualified with its name) held NULL by a top-level AND of the WHERE, or another
+        condition of the WHERE reads that table.
+    """
+    if not question or not _NEGATED.search(question):
+        return None
+    try:
+        tree = parse_one(sql) if sql else None
+    except CandidateRefused:
+        return None
+    where = tree.args.get("where") if isinstance(tree, exp.Select) else None
+    if where is None:
+        return None
+    conjuncts = _ands(where.this)
+    for join in tree.args.get("joins") or []:
+        if join.side or join.kind not in ("", "INNER") or not isinstance(join.this, exp.Table):
+            continue
+        name = join.this.alias_or_name.lower()
+        held = [c for c in conjuncts if _held_null(c, name)]
+        others = [c for c in conjuncts if c not in held]
+        if held and not any(
+            x.table.lower() == name for c in others for x in c.find_all(exp.Column)
+        ):
+            join.set("side", "LEFT")
+            join.set("kind", None)
+            column = held[0].this.sql(dialect="postgres")
+            change = f"JOIN {join.this.name} made LEFT ({column} IS NULL)"
+            return tree.sql(dialect="postgres"), [change], column, join.this.name
+    return None
 
 
 def outer_bound(sql: str | None, schema: Schema) -> tuple[str, str] | None:
@@ -339,6 +406,22 @@ def _off_target(tree: exp.Expression | None, schema: Schema) -> tuple | None:
             if out and out.ref_table != ty.name and _refers(schema, ty, y.name) is None:
                 return x.sql(dialect="postgres"), out, y.sql(dialect="postgres")
     return None
+
+
+def _ands(e: exp.Expression) -> list[exp.Expression]:
+    """The conditions ``e`` ANDs together, through parentheses."""
+    e = e.unnest()
+    return _ands(e.this) + _ands(e.expression) if isinstance(e, exp.And) else [e]
+
+
+def _held_null(c: exp.Expression, name: str) -> bool:
+    """Whether ``c`` is ``name.column IS NULL``."""
+    return (
+        isinstance(c, exp.Is)
+        and isinstance(c.expression, exp.Null)
+        and isinstance(c.this, exp.Column)
+        and c.this.table.lower() == name
+    )
 
 
 def _refers(schema: Schema, table: Table, column: str) -> ForeignKey | None:

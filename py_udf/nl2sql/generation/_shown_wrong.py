@@ -108,7 +108,7 @@ def against_meaning(sql: str | None, schema: Schema | None, question: str | None
     Returns:
         One sentence on the problem, or None.
     """
-    linked = link_problem(sql, schema) if schema is not None else None
+    linked = link_problem(sql, schema, question) if schema is not None else None
     if linked is not None:
         return linked
     keyed = grouped_by_key(sql, schema) if schema is not None else None

@@ -14,7 +14,7 @@ from ..core.sqlcheck import referenced_tables, to_sql, top_level_order
 from ..core.types import Candidate, Example, LLMReply, ModelConfig, Schema, Status
 from ..model import prompts
 from ..model.gate import Gate
-from .alignment import ValueIndex, align_values
+from .alignment import ValueIndex, align_bounds, align_values
 from .cleaning import clean
 from .db_checks import CheckMemo, check_candidate_in_db
 from .execute import DEFAULT_MAX_BYTES, PlanLimits, run_candidate
@@ -309,8 +309,11 @@ class Evaluator:
             return False
         t1 = time.perf_counter()
         self.ms["check_ms"] += (t1 - t0) * 1000
+        c.alignments = []
         if self.values is not None:
             tree, c.alignments = align_values(tree, self.schema, self.values)
+        tree, bounds = align_bounds(tree, self.question)  # "2014 or after": year >= 2014
+        c.alignments = c.alignments + bounds
         c.sql = to_sql(tree)
         c.tables = referenced_tables(tree)
         c.ordered = top_level_order(tree)  # has_top_level_order without parsing c.sql again

@@ -17,7 +17,7 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._shown_links import bridged, link_problem, off_key_link, unjoined
+from ._shown_links import anti_joined, bridged, link_problem, off_key_link, unjoined
 from ._shown_wrong import against_meaning, shown_wrong, split_both, split_contradiction
 from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
@@ -55,7 +55,7 @@ def feedback(c: Candidate, gate: Gate | None = None, ev=None) -> str | None:
     """
     if c.status == Status.OK:
         if c.row_count == 0:  # tables related the wrong way say more than an empty result
-            linked = link_problem(c.sql, ev.schema) if ev is not None else None
+            linked = link_problem(c.sql, ev.schema, ev.question) if ev is not None else None
             return linked or "the query ran but returned no rows (empty result)"
         return _shown(c, ev)
     if c.status == Status.REFUSED and (
@@ -321,16 +321,21 @@ def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
     INTERSECT of each (``_shown_wrong.split_both``: final once it runs, rows or none); two
     tables compared off the one foreign key that links them, moved onto it
     (``_shown_links.off_key_link``), or a key's column compared with a table it does not refer
-    to, the table between joined (``_shown_links.bridged``; final likewise). Returns
+    to, the table between joined (``_shown_links.bridged``), or an inner join held NULL where
+    the question is negated, made LEFT (``_shown_links.anti_joined``; final likewise). Returns
     ``(SQL, changes, final)``; None when there is none."""
     if c.status == Status.OK:
         if c.row_count == 0 and (fixed := split_contradiction(c.sql)):
             return (*fixed, False)
         if c.row_count and (fixed := split_both(c.sql, ev.question)):
             return (*fixed, True)
-        # the key's own pair, or the table between: its rows, or none, answer
-        fixed = off_key_link(c.sql, ev.schema) or bridged(c.sql, ev.schema)
-        return fixed and (*fixed, True)
+        # the key's own pair, the table between, the anti-join: its rows, or none, answer
+        fixed = (
+            off_key_link(c.sql, ev.schema)
+            or bridged(c.sql, ev.schema)
+            or anti_joined(c.sql, ev.question)
+        )
+        return fixed and (*fixed[:2], True)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
         return None
     fixed = (  # a join that was not needed first: snapping its ON would only join more

@@ -8,6 +8,7 @@ import pytest
 
 from nl2sql.core.types import Candidate, Column, ForeignKey, Schema, Status, Table
 from nl2sql.generation._shown_links import (
+    anti_joined,
     bridged,
     link_problem,
     off_key_link,
@@ -284,3 +285,46 @@ def test_a_keys_column_compared_with_a_table_it_does_not_refer_to_is_said():
         "the query compares m.country with k.kind_code, but car_makers.country refers "
         "to countries.countryid: join countries between them"
     )
+
+
+@pytest.mark.parametrize(
+    "question, sql, left",
+    [
+        # a negated question, an inner join held NULL: the anti-join's LEFT JOIN
+        (
+            "Find the number of professionals who have not treated any dogs.",
+            "SELECT COUNT(T1.professional_id) FROM professionals AS T1 INNER JOIN treatments AS T2 "
+            "ON T1.professional_id = T2.professional_id WHERE T2.dog_id IS NULL",
+            "SELECT COUNT(T1.professional_id) FROM professionals AS T1 LEFT JOIN treatments AS T2 "
+            "ON T1.professional_id = T2.professional_id WHERE T2.dog_id IS NULL",
+        ),
+        # without an alias, beside another table's condition; "without", "n't"
+        (
+            "Which countries have no car makers?",
+            "SELECT countryname FROM countries JOIN car_makers "
+            "ON countryid = car_makers.country WHERE car_makers.id IS NULL AND countryid > 2",
+            "SELECT countryname FROM countries LEFT JOIN car_makers "
+            "ON countryid = car_makers.country WHERE car_makers.id IS NULL AND countryid > 2",
+        ),
+        # no negation; already LEFT; the NULL column of the FROM table; unqualified; under OR;
+        # another condition on the joined table; IS NOT NULL; no WHERE
+        (
+            "Which professionals treated dogs?",
+            "SELECT 1 FROM p JOIN t ON p.a = t.a WHERE t.b IS NULL",
+            None,
+        ),
+        ("no dogs", "SELECT 1 FROM p LEFT JOIN t ON p.a = t.a WHERE t.b IS NULL", None),
+        ("no dogs", "SELECT 1 FROM p JOIN t ON p.a = t.a WHERE p.b IS NULL", None),
+        ("no dogs", "SELECT 1 FROM p JOIN t ON p.a = t.a WHERE b IS NULL", None),
+        ("no dogs", "SELECT 1 FROM p JOIN t ON p.a = t.a WHERE t.b IS NULL OR p.c = 1", None),
+        ("no dogs", "SELECT 1 FROM p JOIN t ON p.a = t.a WHERE t.b IS NULL AND t.c = 1", None),
+        ("no dogs", "SELECT 1 FROM p JOIN t ON p.a = t.a WHERE NOT t.b IS NULL", None),
+        ("no dogs", "SELECT 1 FROM p JOIN t ON p.a = t.a", None),
+    ],
+)
+def test_an_inner_join_held_null_in_a_negated_question_is_made_left(question, sql, left):
+    found = anti_joined(sql, question)
+    assert (found and found[0]) == left
+    if left:
+        assert found[1][0].endswith("IS NULL)")
+        assert "LEFT JOIN it" in link_problem(sql, SCHEMA, question)
