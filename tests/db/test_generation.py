@@ -346,6 +346,27 @@ def test_a_bound_the_question_says_inclusive_is_made_inclusive_before_running(ge
     ]
 
 
+def test_an_in_subquery_selecting_the_outer_column_is_read_from_its_home_in_round_0(gen, llm):
+    """``singer_id IN (SELECT singer_id FROM concert WHERE concert_id > 1)``: concert has no
+    singer_id, so the IN compares the outer singer_id with itself. Round 0 reads the subquery
+    from the one table related to concert that has singer_id and concert_id, and is not the
+    outer query's: singer_in_concert. No model call."""
+    add_models(gen, llm, ["m1"])
+    answer = (
+        "SELECT name FROM singer WHERE singer_id IN "
+        "(SELECT singer_id FROM concert WHERE concert_id > 1)"
+    )
+    llm.add_rule(Rule(model="m1", response=answer))
+    c = cand(explain(gen, "Which singers sang in a concert after the first?"), "finsql:m1")
+    assert c["status"] == "ok"
+    assert c["sql"] == answer.replace("FROM concert", "FROM singer_in_concert")
+    assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [
+        (0, ["FROM concert → singer_in_concert (IN subquery)"])
+    ]
+    assert "none of its tables (concert)" in c["repairs"][0]["problem"]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
 def test_a_join_on_a_column_its_table_lacks_is_dropped_in_round_0(gen, llm):
     """A failed query joining concerts to stadiums on a column neither has, everything else it
     names the stadium table's: round 0 reads the stadiums alone, without a model call."""
@@ -380,12 +401,16 @@ def test_a_join_on_a_column_its_table_lacks_is_dropped_in_round_0(gen, llm):
             "SELECT s.stadium_id, s.name, COUNT(*) FROM stadium AS s JOIN concert AS c "
             "ON s.stadium_id = c.stadium_id GROUP BY s.stadium_id, s.name",
         ),
-        # an IN subquery selecting a column its table lacks: the outer query's, true for all
+        # an IN subquery selecting a column its table lacks (the outer query's, true wherever
+        # the subquery has a row) that no related table would hold: the model's to mend
         (
-            "Which singers have sung in a concert?",
-            "SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM concert)",
-            "none of its tables (concert)",
-            "SELECT name FROM singer WHERE singer_id IN (SELECT singer_id FROM singer_in_concert)",
+            "Which singers have sung in a stadium for more than 1000 people?",
+            "SELECT name FROM singer WHERE singer_id IN "
+            "(SELECT singer_id FROM stadium WHERE capacity > 1000)",
+            "none of its tables (stadium)",
+            "SELECT name FROM singer WHERE singer_id IN (SELECT sic.singer_id FROM "
+            "singer_in_concert AS sic JOIN concert AS c ON sic.concert_id = c.concert_id "
+            "JOIN stadium AS s ON c.stadium_id = s.stadium_id WHERE s.capacity > 1000)",
         ),
     ],
 )

@@ -19,17 +19,12 @@ generation.md "Repair"):
   T2 ON … WHERE T2.dog_id IS NULL``): an inner join keeps matched rows only; round 0 makes it the
   LEFT JOIN of the anti-join idiom. In Spider dev no gold and none of the 13 systems' 22 joined
   IS NULL answers is an inner join (all are LEFT JOIN anti-joins of negated questions).
-- ``outer_bound``: an ``IN (SELECT x FROM t …)`` whose ``x`` none of the subquery's own tables
-  has: SQL binds it to the outer query's ``x``, so the condition compares a value with itself and
-  holds wherever the subquery has a row (``template_id IN (SELECT template_id FROM
-  ref_template_types WHERE …)`` where ``ref_template_types`` has no ``template_id``).
 
 Where they came from: read across bench/live.py's answers of Qwen2.5-Coder-0.5B and 1.5B-Instruct
 on Spider dev (docs/benchmarks.md), and checked against its 472 gold queries, none of which any
 rule here flags; of the 13 recorded systems' 6,135 answers 24 compare off the key, 57 compare a
-key's column with a table it does not refer to (9 bridged by one table), 18 bind an IN's column
-to the outer query. Nothing per database: the rules read the foreign keys the
-catalog (or the semantic model) declares.
+key's column with a table it does not refer to (9 bridged by one table). Nothing per database:
+the rules read the foreign keys the catalog (or the semantic model) declares.
 """
 
 from __future__ import annotations
@@ -49,9 +44,12 @@ _NEGATED = re.compile(r"\b(?:not|no|without|never|none)\b|n't\b", re.I)
 __all__ = [
     "anti_joined",
     "bridged",
+    "has_column",
+    "identifier",
     "link_problem",
     "off_key_link",
-    "outer_bound",
+    "parsed_sql",
+    "table_key",
     "table_named",
     "unjoined",
 ]
@@ -59,8 +57,7 @@ __all__ = [
 
 def link_problem(sql: str | None, schema: Schema, question: str | None = None) -> str | None:
     """The sentence for the repair prompt on a query that relates two tables the wrong way
-    (``off_key_link``, ``bridged``, ``anti_joined``, ``outer_bound``); names only, never a
-    literal.
+    (``off_key_link``, ``bridged``, ``anti_joined``); names only, never a literal.
 
     Args:
         sql: a candidate's SQL (PostgreSQL), or None.
@@ -72,14 +69,14 @@ def link_problem(sql: str | None, schema: Schema, question: str | None = None) -
     """
     if schema is None:
         return None
-    off = _off_key(_parsed(sql), schema)
+    off = _off_key(parsed_sql(sql), schema)
     if off:
         _, _, (a, b), key = off[0]
         return (
             f"the query compares {a} with {b}, but {key.table}.{key.columns[0]} refers to "
             f"{key.ref_table}.{key.ref_columns[0]}: relate the two tables on those columns"
         )
-    target = _off_target(_parsed(sql), schema)
+    target = _off_target(parsed_sql(sql), schema)
     if target:
         x, key, y = target
         return (
@@ -91,14 +88,6 @@ def link_problem(sql: str | None, schema: Schema, question: str | None = None) -
         return (
             f"the query keeps rows where {anti[2]} IS NULL, but its inner join keeps only rows "
             f"that have a match in {anti[3]}; to find rows without one, LEFT JOIN it"
-        )
-    bound = outer_bound(sql, schema)
-    if bound:
-        column, tables = bound
-        return (
-            f"the IN subquery selects {column}, which none of its tables ({tables}) has, so it "
-            "refers to the outer query's column and the condition holds wherever the subquery "
-            "has a row; select a column of the subquery's own tables, or read the table that has it"
         )
     return None
 
@@ -127,7 +116,7 @@ def off_key_link(sql: str | None, schema: Schema) -> tuple[str, list[str]] | Non
     changes = []
     for column, new, _, _ in found:
         old = column.sql(dialect="postgres")
-        column.set("this", _ident(new))
+        column.set("this", identifier(new))
         changes.append(f"{old} → {column.sql(dialect='postgres')}")
     return tree.sql(dialect="postgres"), changes
 
@@ -162,11 +151,15 @@ def bridged(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
             return None
         alias = _fresh_alias(tree, via.table)
         node = exp.Table(
-            this=_ident(via.table), db=_ident(via.schema) if via.name != via.table else None
+            this=identifier(via.table), db=identifier(via.schema) if via.name != via.table else None
         )
-        node.set("alias", exp.TableAlias(this=_ident(alias)))
-        first = exp.EQ(this=near.copy(), expression=exp.column(_ident(z), table=_ident(alias)))
-        then = exp.EQ(this=exp.column(_ident(w), table=_ident(alias)), expression=far.copy())
+        node.set("alias", exp.TableAlias(this=identifier(alias)))
+        first = exp.EQ(
+            this=near.copy(), expression=exp.column(identifier(z), table=identifier(alias))
+        )
+        then = exp.EQ(
+            this=exp.column(identifier(w), table=identifier(alias)), expression=far.copy()
+        )
         joins = select.args["joins"]
         joins.insert(joins.index(join), exp.Join(this=node, on=first))
         join.set("on", then)
@@ -187,8 +180,9 @@ def unjoined(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
 
     Returns:
         ``(the rewritten SQL, ["JOIN t dropped"])``, or None where the query is not a SELECT of
-        two tables and one join ON, has a subquery, names a table the schema lacks, joins on
-        columns both tables have, or where no one table (or both) holds the other columns.
+        two tables and one join ON, has a subquery, aggregates or groups (the join's rows may be
+        what it counts), names a table the schema lacks, joins on columns both tables have, or
+        where no one table (or both) holds the other columns.
     """
     try:
         tree = parse_one(sql) if sql else None
@@ -198,15 +192,19 @@ def unjoined(sql: str | None, schema: Schema) -> tuple[str, list[str]] | None:
         return None
     join, source = tree.args["joins"][0], tree.args.get("from_")
     nodes = [source.this if source else None, join.this]
-    tables = {n.alias_or_name.lower(): table_named(schema, _key(n)) for n in nodes if n}
+    tables = {n.alias_or_name.lower(): table_named(schema, table_key(n)) for n in nodes if n}
     on = join.args.get("on")
     if on is None or len(tables) != 2 or None in tables.values() or tree.find(exp.Subquery):
         return None
+    if tree.find(exp.AggFunc) or tree.args.get("group"):
+        return None  # what it counts or groups may be the join's rows: the join was meant
     lacking = [
-        c for c in on.find_all(exp.Column) if not _has(tables.get(c.table.lower(), _NONE), c.name)
+        c
+        for c in on.find_all(exp.Column)
+        if not has_column(tables.get(c.table.lower(), _NONE), c.name)
     ]
     rest = [c for c in tree.find_all(exp.Column) if c.find_ancestor(exp.Join) is None]
-    holders = [a for a, t in tables.items() if all(_has(t, c.name) for c in rest)]
+    holders = [a for a, t in tables.items() if all(has_column(t, c.name) for c in rest)]
     if not lacking or len(holders) != 1:
         return None
     kept = next(n for n in nodes if n.alias_or_name.lower() == holders[0])
@@ -257,41 +255,6 @@ def anti_joined(sql: str | None, question: str | None) -> tuple | None:
             column = held[0].this.sql(dialect="postgres")
             change = f"JOIN {join.this.name} made LEFT ({column} IS NULL)"
             return tree.sql(dialect="postgres"), [change], column, join.this.name
-    return None
-
-
-def outer_bound(sql: str | None, schema: Schema) -> tuple[str, str] | None:
-    """An ``IN`` subquery whose one output column none of its own tables has (an outer query's).
-
-    Args:
-        sql: a candidate's SQL (PostgreSQL), or None.
-        schema: the schema it was written for (its tables' columns).
-
-    Returns:
-        ``(the column as written, the subquery's tables, comma-separated)``, or None when every
-        IN subquery selects its own tables' columns, names a table the schema does not hold, or
-        the SQL does not parse.
-    """
-    tree = _parsed(sql)
-    if tree is None:
-        return None
-    for node in tree.find_all(exp.In):
-        sub = node.args.get("query")
-        sub = sub.this if isinstance(sub, exp.Subquery) else sub
-        if not isinstance(sub, exp.Select) or len(sub.expressions) != 1:
-            continue
-        column = sub.expressions[0]
-        own = [t for t in sub.find_all(exp.Table) if t.find_ancestor(exp.Select) is sub]
-        tables = [table_named(schema, _key(t)) for t in own]
-        if not isinstance(column, exp.Column) or not own or None in tables:
-            continue
-        aliases = {t.alias_or_name.lower() for t in own}
-        if column.table:
-            outer = column.table.lower() not in aliases
-        else:
-            outer = not any(_has(t, column.name) for t in tables)
-        if outer:
-            return column.sql(dialect="postgres"), ", ".join(t.name for t in tables)
     return None
 
 
@@ -350,7 +313,7 @@ def _bridge(join: exp.Join, tree: exp.Expression, schema: Schema):
     ta, tb = _owner(a, names, schema), _owner(b, names, schema)
     if ta is None or tb is None or ta is tb:
         return None
-    joined = table_named(schema, _key(join.this)) if isinstance(join.this, exp.Table) else None
+    joined = table_named(schema, table_key(join.this)) if isinstance(join.this, exp.Table) else None
     if joined not in (ta, tb):
         return None
     for (x, tx), (y, ty) in (((a, ta), (b, tb)), ((b, tb), (a, ta))):
@@ -380,9 +343,9 @@ def _qualified(select: exp.Select, via: Table, tree: exp.Expression, schema: Sch
     them ambiguous) with their one table's name as the query calls it; False where one has no
     one table."""
     names = resolve(tree)
-    nodes = {id(table_named(schema, _key(t))): t for t in select.find_all(exp.Table)}
+    nodes = {id(table_named(schema, table_key(t))): t for t in select.find_all(exp.Table)}
     for c in list(select.find_all(exp.Column)):
-        if c.table or c.find_ancestor(exp.Select) is not select or not _has(via, c.name):
+        if c.table or c.find_ancestor(exp.Select) is not select or not has_column(via, c.name):
             continue
         owner = _owner(c, names, schema)
         if owner is None or id(owner) not in nodes:
@@ -442,8 +405,15 @@ def _fresh_alias(tree: exp.Expression, name: str) -> str:
     return alias
 
 
-def _ident(name: str) -> exp.Identifier:
-    """An identifier for a real name, quoted where PostgreSQL would fold it otherwise."""
+def identifier(name: str) -> exp.Identifier:
+    """An identifier for a real name, quoted where PostgreSQL would fold it otherwise.
+
+    Args:
+        name: a table's or column's name as the catalog spells it.
+
+    Returns:
+        The sqlglot identifier.
+    """
     ident = exp.to_identifier(name)
     if name != name.lower():
         ident.set("quoted", True)
@@ -474,7 +444,7 @@ def _compared(tree: exp.Expression) -> list[tuple[exp.Column, exp.Column]]:
 def _owner(column: exp.Column, names, schema: Schema) -> Table | None:
     """The one schema table that holds ``column`` among those it may belong to, or None."""
     tables = [table_named(schema, r.key) for r in names.column_relations(column)]
-    holders = {id(t): t for t in tables if t is not None and _has(t, column.name)}
+    holders = {id(t): t for t in tables if t is not None and has_column(t, column.name)}
     return next(iter(holders.values())) if len(holders) == 1 else None
 
 
@@ -486,15 +456,40 @@ def _on_key(key: ForeignKey, ta: Table, a: exp.Column, tb: Table, b: exp.Column)
 _NONE = Table("", "", "", [])  # a qualifier that names neither table: no column of its own
 
 
-def _has(table: Table, name: str) -> bool:
+def has_column(table: Table, name: str) -> bool:
+    """Whether ``table`` has a column of that name.
+
+    Args:
+        table: a schema table.
+        name: a column's name (case folded).
+
+    Returns:
+        True when one of its columns is so called.
+    """
     return any(c.name.lower() == name.lower() for c in table.columns)
 
 
-def _key(t: exp.Table) -> str:
+def table_key(t: exp.Table) -> str:
+    """How a query names a table: ``schema.table`` or ``table``, as written.
+
+    Args:
+        t: a table node of a query.
+
+    Returns:
+        The name, for ``table_named``.
+    """
     return ".".join(i.name for i in (t.args.get("db"), t.args.get("this")) if i is not None)
 
 
-def _parsed(sql: str | None) -> exp.Expression | None:
+def parsed_sql(sql: str | None) -> exp.Expression | None:
+    """The shared parse of a candidate's SQL (``sqlcheck.parse_shared``: read it, do not change it).
+
+    Args:
+        sql: SQL text, or None.
+
+    Returns:
+        The tree, or None when there is no SQL or it does not parse.
+    """
     try:
         return parse_shared(sql) if sql else None
     except CandidateRefused:

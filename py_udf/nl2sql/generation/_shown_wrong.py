@@ -40,7 +40,8 @@ from sqlglot import exp
 from ..core.errors import CandidateRefused
 from ..core.sqlcheck import parse_one, parse_shared
 from ..core.types import Schema, Table
-from ._shown_links import link_problem, table_named
+from ._shown_links import table_named
+from ._shown_subqueries import relation_problem
 
 __all__ = [
     "against_meaning",
@@ -69,8 +70,8 @@ def shown_wrong(
     """What a query that ran with rows shows wrong in its own text (and, given them, against
     the schema's keys and the question's words), for the repair prompt: a join condition that
     compares a column with itself (``self_compared_join``), a select list naming one expression
-    twice (``repeated_output``), two tables related off their foreign key or through an outer
-    query's column (``_shown_links``), counts over groups of one row (``grouped_by_key``), one row
+    twice (``repeated_output``), tables related the wrong way (``_shown_links``,
+    ``_shown_subqueries``), counts over groups of one row (``grouped_by_key``), one row
     where the question asks for each (``ungrouped_each``), either value where it asks for both
     (``split_both``). No sentence quotes a literal (a literal may be an aligned cell value).
 
@@ -108,7 +109,7 @@ def against_meaning(sql: str | None, schema: Schema | None, question: str | None
     Returns:
         One sentence on the problem, or None.
     """
-    linked = link_problem(sql, schema, question) if schema is not None else None
+    linked = relation_problem(sql, schema, question)
     if linked is not None:
         return linked
     keyed = grouped_by_key(sql, schema) if schema is not None else None

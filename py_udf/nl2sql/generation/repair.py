@@ -17,7 +17,8 @@ from ..linking.names import schema_hints, snap_names
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._shown_links import anti_joined, bridged, link_problem, off_key_link, unjoined
+from ._shown_links import anti_joined, bridged, off_key_link, unjoined
+from ._shown_subqueries import rehomed, relation_problem
 from ._shown_wrong import against_meaning, shown_wrong, split_both, split_contradiction
 from ._sqlite.rules import fix_by_sqlstate
 from .alignment import literal_comparisons
@@ -55,7 +56,7 @@ def feedback(c: Candidate, gate: Gate | None = None, ev=None) -> str | None:
     """
     if c.status == Status.OK:
         if c.row_count == 0:  # tables related the wrong way say more than an empty result
-            linked = link_problem(c.sql, ev.schema, ev.question) if ev is not None else None
+            linked = relation_problem(c.sql, ev.schema, ev.question) if ev is not None else None
             return linked or "the query ran but returned no rows (empty result)"
         return _shown(c, ev)
     if c.status == Status.REFUSED and (
@@ -322,7 +323,9 @@ def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
     tables compared off the one foreign key that links them, moved onto it
     (``_shown_links.off_key_link``), or a key's column compared with a table it does not refer
     to, the table between joined (``_shown_links.bridged``), or an inner join held NULL where
-    the question is negated, made LEFT (``_shown_links.anti_joined``; final likewise). Returns
+    the question is negated, made LEFT (``_shown_links.anti_joined``), or an IN subquery
+    selecting the outer query's column read from the one related table that has its columns
+    (``_shown_subqueries.rehomed``; final likewise). Returns
     ``(SQL, changes, final)``; None when there is none."""
     if c.status == Status.OK:
         if c.row_count == 0 and (fixed := split_contradiction(c.sql)):
@@ -334,6 +337,7 @@ def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
             off_key_link(c.sql, ev.schema)
             or bridged(c.sql, ev.schema)
             or anti_joined(c.sql, ev.question)
+            or rehomed(c.sql, ev.schema)
         )
         return fixed and (*fixed[:2], True)
     if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:

@@ -1,6 +1,8 @@
-"""Two tables related the wrong way, which the schema's foreign keys show
-(``generation._shown_links``): compared off the one key that links them (moved onto it), and an IN
-subquery whose column is the outer query's."""
+"""Tables related the wrong way, which the schema's foreign keys show (``generation._shown_links``,
+``_shown_subqueries``): compared off the one key that links them (moved onto it), a key's column
+joined to a table it does not refer to (the table between joined), a join that was not needed
+(dropped), an inner join held NULL for a negated question (made LEFT), an IN subquery whose
+column is the outer query's (read from the one related table that has its columns)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from nl2sql.generation._shown_links import (
     bridged,
     link_problem,
     off_key_link,
-    outer_bound,
     unjoined,
 )
+from nl2sql.generation._shown_subqueries import outer_bound, rehomed, relation_problem
 from nl2sql.generation.repair import feedback
 
 
@@ -156,7 +158,7 @@ def test_comparisons_on_the_key_or_unclear_are_left(sql):
 )
 def test_an_in_subquery_selecting_the_outer_querys_column_is_found(sql, found):
     assert outer_bound(sql, SCHEMA) == found
-    assert (link_problem(sql, SCHEMA) is not None) == (found is not None)
+    assert (relation_problem(sql, SCHEMA) is not None) == (found is not None)
 
 
 def test_a_candidate_related_off_the_key_goes_to_repair_saying_names_only():
@@ -189,9 +191,19 @@ def test_a_candidate_related_off_the_key_goes_to_repair_saying_names_only():
         ),
         # unqualified columns, no aliases, the kept table the joined one
         (
+            "SELECT DISTINCT first_name FROM staff JOIN owners ON staff.owner_id = owners.owner_id "
+            "ORDER BY first_name",
+            "SELECT DISTINCT first_name FROM owners ORDER BY first_name",
+        ),
+        # what it counts or groups may be the join's rows: left to the model
+        (
             "SELECT first_name, count(*) FROM staff JOIN owners ON staff.owner_id = owners.owner_id "
             "GROUP BY first_name",
-            "SELECT first_name, COUNT(*) FROM owners GROUP BY first_name",
+            None,
+        ),
+        (
+            "SELECT T2.state FROM staff AS T1 JOIN owners AS T2 ON T1.x = T2.owner_id GROUP BY 1",
+            None,
         ),
         # both tables hold every other column: which one is meant is not shown
         ("SELECT T2.state FROM owners AS T1 JOIN staff AS T2 ON T1.owner_id = T2.owner_id", None),
@@ -328,3 +340,42 @@ def test_an_inner_join_held_null_in_a_negated_question_is_made_left(question, sq
     if left:
         assert found[1][0].endswith("IS NULL)")
         assert "LEFT JOIN it" in link_problem(sql, SCHEMA, question)
+
+
+@pytest.mark.parametrize(
+    "sql, home",
+    [
+        # the outer column read from the one related table that has every column it names
+        (
+            "SELECT title FROM documents WHERE template_id IN "
+            "(SELECT template_id FROM kinds WHERE kind_code = 'BK')",
+            "SELECT title FROM documents WHERE template_id IN "
+            "(SELECT template_id FROM templates WHERE kind_code = 'BK')",
+        ),
+        # the one table is the outer query's own (the IN would compare it with itself)
+        (
+            "SELECT countryname FROM countries WHERE countryid IN "
+            "(SELECT countryid FROM car_makers GROUP BY countryid HAVING count(*) > 2)",
+            None,
+        ),
+        # no related table has every column; the subquery's own column; a join inside it
+        (
+            "SELECT title FROM documents WHERE template_id IN (SELECT template_id FROM kinds WHERE label = 'x')",
+            None,
+        ),
+        (
+            "SELECT title FROM documents WHERE template_id IN (SELECT template_id FROM templates)",
+            None,
+        ),
+        (
+            "SELECT title FROM documents WHERE template_id IN "
+            "(SELECT template_id FROM kinds JOIN people ON kinds.label = people.name)",
+            None,
+        ),
+    ],
+)
+def test_an_in_subquery_selecting_the_outer_column_is_read_from_its_home(sql, home):
+    fixed = rehomed(sql, SCHEMA)
+    assert (fixed and fixed[0]) == home
+    if home:
+        assert fixed[1] == ["FROM kinds → templates (IN subquery)"]
