@@ -316,6 +316,28 @@ def test_a_keys_column_joined_to_another_table_gets_the_table_between_in_round_0
     assert len(llm.requests) == 2  # PreSQL and FinSQL only
 
 
+def test_a_snapped_name_that_joins_off_the_key_gets_the_table_between_in_round_0(gen, llm):
+    """A misspelt join column snapped to singer_in_concert.concert_id, which joins a key to the
+    stadium table it does not refer to: round 0 goes on and joins concert between them, no
+    model call."""
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(
+        Rule(
+            model="m1",
+            response="SELECT s.name, count(*) FROM stadium AS s JOIN singer_in_concert AS sic "
+            "ON s.stadium_id = sic.concertid GROUP BY s.name",
+        )
+    )
+    c = cand(explain(gen, "How many singer performances has each stadium had?"), "finsql:m1")
+    assert c["status"] == "ok"
+    assert "JOIN concert AS concert ON s.stadium_id = concert.stadium_id" in c["sql"]
+    assert [r["round"] for r in c["repairs"]] == [0, 0]
+    assert c["repairs"][1]["snapped"] == [
+        "JOIN concert added between s.stadium_id and sic.concert_id"
+    ]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL only
+
+
 def test_an_inner_join_held_null_in_a_negated_question_is_made_left_in_round_0(gen, llm):
     """A count over an inner join that keeps rows whose concert is NULL (none: the count is 0)
     for "no concert": round 0 makes it the LEFT JOIN of the anti-join, without a model call."""

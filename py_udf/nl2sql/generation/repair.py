@@ -287,8 +287,9 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
     the select list already has) ends round 0: the model is shown its own SQL and error, not
     the fault the snap made — unless what the attempt means is wrong against the schema's keys
     or the question (``against_meaning``: a GROUP BY added on the table's primary key, every
-    count 1), which the model is shown with the attempt. Returns True when round 0 fixed the
-    candidate."""
+    count 1), which the model is shown with the attempt — or which round 0 rewrites once more
+    (a name snapped onto a key's column joined to a table it does not refer to: the table
+    between joined). Returns True when round 0 fixed the candidate."""
     c = current = a.cand
     for _ in range(ROUND_0_TRIES):
         fixed = _round_0_fix(current, ev)
@@ -306,6 +307,8 @@ def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
             meant = against_meaning(current.sql, ev.schema, ev.question)
             if meant:  # what the rewrite means is wrong: the model is shown it, not its error
                 a.problem, a.shown_sql = meant, current.sql
+                if _round_0_fix(current, ev) is not None:
+                    continue  # unless round 0 mends that too (a snapped key joined off it)
             return _rank(current, ev) == 2
         a.problem = feedback(current, gate, ev) or a.problem
         a.shown_sql = current.sql or text
