@@ -44,6 +44,7 @@ _NEGATED = re.compile(r"\b(?:not|no|without|never|none)\b|n't\b", re.I)
 __all__ = [
     "anti_joined",
     "bridged",
+    "conjuncts",
     "has_column",
     "identifier",
     "link_problem",
@@ -240,13 +241,13 @@ def anti_joined(sql: str | None, question: str | None) -> tuple | None:
     where = tree.args.get("where") if isinstance(tree, exp.Select) else None
     if where is None:
         return None
-    conjuncts = _ands(where.this)
+    ands = conjuncts(where.this)
     for join in tree.args.get("joins") or []:
         if join.side or join.kind not in ("", "INNER") or not isinstance(join.this, exp.Table):
             continue
         name = join.this.alias_or_name.lower()
-        held = [c for c in conjuncts if _held_null(c, name)]
-        others = [c for c in conjuncts if c not in held]
+        held = [c for c in ands if _held_null(c, name)]
+        others = [c for c in ands if c not in held]
         if held and not any(
             x.table.lower() == name for c in others for x in c.find_all(exp.Column)
         ):
@@ -371,10 +372,17 @@ def _off_target(tree: exp.Expression | None, schema: Schema) -> tuple | None:
     return None
 
 
-def _ands(e: exp.Expression) -> list[exp.Expression]:
-    """The conditions ``e`` ANDs together, through parentheses."""
+def conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    """The conditions ``e`` ANDs together, through parentheses.
+
+    Args:
+        e: a condition (a WHERE's, an ON's).
+
+    Returns:
+        Its conjuncts, left to right.
+    """
     e = e.unnest()
-    return _ands(e.this) + _ands(e.expression) if isinstance(e, exp.And) else [e]
+    return conjuncts(e.this) + conjuncts(e.expression) if isinstance(e, exp.And) else [e]
 
 
 def _held_null(c: exp.Expression, name: str) -> bool:

@@ -38,9 +38,9 @@ from decimal import Decimal, InvalidOperation
 from sqlglot import exp
 
 from ..core.errors import CandidateRefused
-from ..core.sqlcheck import parse_one, parse_shared
+from ..core.sqlcheck import parse_one
 from ..core.types import Schema, Table
-from ._shown_links import table_named
+from ._shown_links import conjuncts, parsed_sql, table_named
 from ._shown_subqueries import relation_problem
 
 __all__ = [
@@ -144,7 +144,7 @@ def self_compared_join(sql: str | None) -> str | None:
     Returns:
         The condition's text, or None when there is none (or the SQL does not parse).
     """
-    tree = _parsed(sql)
+    tree = parsed_sql(sql)
     for join in tree.find_all(exp.Join) if tree is not None else ():
         on = join.args.get("on")
         for eq in on.find_all(exp.EQ) if on is not None else ():
@@ -188,16 +188,16 @@ def split_contradiction(sql: str | None) -> tuple[str, list[str]] | None:
         return None
     if not _plain_select(tree):
         return None
-    conjuncts = _conjuncts(tree.args["where"].this)
-    branches = _clash(conjuncts)
+    ands = conjuncts(tree.args["where"].this)
+    branches = _clash(ands)
     if branches is None:
         return None
-    rest = [c for i, c in enumerate(conjuncts) if i not in branches]
-    selects = [tree.where(exp.and_(*rest, conjuncts[i]), append=False) for i in branches]
+    rest = [c for i, c in enumerate(ands) if i not in branches]
+    selects = [tree.where(exp.and_(*rest, ands[i]), append=False) for i in branches]
     out = selects[0]
     for s in selects[1:]:
         out = exp.Intersect(this=out, expression=s, distinct=True)
-    held = " AND ".join(conjuncts[i].sql(dialect="postgres") for i in branches)
+    held = " AND ".join(ands[i].sql(dialect="postgres") for i in branches)
     return out.sql(dialect="postgres"), [f"{held} (no row at once) -> INTERSECT"]
 
 
@@ -214,7 +214,7 @@ def repeated_output(sql: str | None) -> str | None:
         An output holding a literal is not compared: its text could carry a cell value into
         the repair prompt past the gate.
     """
-    tree = _parsed(sql)
+    tree = parsed_sql(sql)
     if not isinstance(tree, exp.Select):
         return None
     # the FROM by its type: sqlglot names its key "from" or "from_" by version
@@ -246,7 +246,7 @@ def grouped_by_key(sql: str | None, schema: Schema) -> tuple[str, str] | None:
         top level, reads more than one table, does not group by a whole primary key, names a
         table the schema does not hold, or does not parse.
     """
-    tree = _parsed(sql)
+    tree = parsed_sql(sql)
     if not isinstance(tree, exp.Select) or tree.args.get("joins") or not tree.args.get("group"):
         return None
     froms = [v for v in tree.args.values() if isinstance(v, exp.From)]
@@ -276,7 +276,7 @@ def ungrouped_each(sql: str | None, question: str) -> bool:
     """
     if not _EACH.search(question or ""):
         return False
-    tree = _parsed(sql)
+    tree = parsed_sql(sql)
     if not isinstance(tree, exp.Select) or tree.args.get("group"):
         return False
     return any(_at_top(e, tree, exp.AggFunc) for e in tree.expressions)
@@ -416,14 +416,6 @@ def _table_of(schema: Schema, t: exp.Table) -> Table | None:
     return table_named(schema, ".".join(i.name for i in (t.args.get("db"), t.this) if i))
 
 
-def _parsed(sql: str | None) -> exp.Expression | None:
-    """The shared parse of ``sql``; None when there is none or it does not parse."""
-    try:
-        return parse_shared(sql) if sql else None
-    except CandidateRefused:
-        return None
-
-
 def _output_key(e: exp.Expression, one_table: bool) -> str:
     """An output's text as PostgreSQL folds it; a column's without its qualifier when the SELECT
     reads one table (the qualifier can only name it)."""
@@ -439,14 +431,6 @@ def _plain_select(tree: exp.Expression | None) -> bool:
     if any(tree.args.get(k) for k in ("group", "having", "order", "limit", "offset", "with")):
         return False
     return not any(e.find(exp.AggFunc, exp.Window) for e in tree.expressions)
-
-
-def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    """The conditions ``e`` ANDs together, through parentheses."""
-    e = e.unnest()
-    if isinstance(e, exp.And):
-        return _conjuncts(e.this) + _conjuncts(e.expression)
-    return [e]
 
 
 def _clash(conjuncts: list[exp.Expression]) -> list[int] | None:
