@@ -9,7 +9,16 @@ made explicit (sqlglot): a select that aggregates gets a ``GROUP BY`` of its oth
 columns (SQLite takes an arbitrary row's value of a bare column; for a ``BIN`` item the chart
 then bins the dates, as ``BIN`` does), a nested aggregate (``SUM(avg(x))``) keeps its inner
 one, and a grouping chart's group column is selected last. Numbers of 10 or more are compared
-as their whole part (nvBench cuts binned aggregates).
+as their whole part (nvBench cuts binned aggregates). Each request is asked with its own
+chart's SQL (15 pairs of charts share a request's words).
+
+The gold's own check, by PostgreSQL alone: each chart's replayed SQL run directly, its first
+column put in the ``BIN`` unit (a timestamp without one cut to its date) and the measure
+aggregated per bin, its rows normalised as above. Where they are not nvBench's data, the data
+came from elsewhere (nvBench drew them from the Spider query its VQL was made from, whose
+DISTINCT, HAVING or per-id grouping the VQL dropped) and no chart of that SQL can match them:
+``data_reproduced`` is the data figure over the requests whose gold passes this check, and
+``named_type_runs`` the named chart's type over those whose SQL PostgreSQL runs.
 
   bash scripts/dev_locked.sh python bench/charts.py --data ../shared/bench-data [--per-vis 1]
   python bench/charts.py --beside ...   (nl2sql installed beside each database, no PL/Python:
@@ -25,6 +34,7 @@ Prints per-class figures, the misses by class, and a last line starting ``RESULT
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import re
 import sys
@@ -155,6 +165,24 @@ def _fields(spec: dict) -> tuple[str | None, str | None, str | None]:
     return f("x"), f("y"), f("color")
 
 
+def _data_sets(item: dict, values: list[dict], fields: list[str | None], by_day: bool):
+    """nvBench's gold data and ``values`` (read at ``fields``: x, y and, where the gold has
+    one, the colour) as comparable sets after nvBench's normalisation. ``by_day``: the values'
+    x is already the day of the month (the reference's), not a date."""
+    gold_color = "classify" in json.dumps(item["vega_lite"]["encoding"])
+    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    gold_rows = item["vega_lite"]["data"]["values"]
+    g = _cells(gold_rows, ["x_data", "y_data", "classify" if gold_color else None], bool(unit))
+    o = _cells(values, fields[:2] + [fields[2] if gold_color else None], bool(unit))
+    if unit == "day":  # nvBench's DAY bin is the day of the month ("24th")
+        g = {(re.sub(r"\D", "", str(a)), b, c) for a, b, c in g}
+        if by_day:
+            o = {(str(int(a)), b, c) for a, b, c in o}
+        else:
+            o = {(str(int(str(a)[8:10])) if len(str(a)) >= 10 else a, b, c) for a, b, c in o}
+    return g, o
+
+
 def judge(item: dict, spec: dict) -> dict[str, bool]:
     """Chart type, axes and data of our spec against the gold's."""
     meta = spec.get("usermeta", {})
@@ -173,14 +201,94 @@ def judge(item: dict, spec: dict) -> dict[str, bool]:
     if not gold_color and color is not None:
         got.append(color)
     axes_ok = kind_ok and got == want and bin_ok
-    gold_rows = item["vega_lite"]["data"]["values"]
-    g = _cells(gold_rows, ["x_data", "y_data", "classify" if gold_color else None], bool(unit))
-    values = spec.get("data", {}).get("values", [])
-    o = _cells(values, [x, y, color if gold_color else None], bool(unit))
-    if unit == "day":  # nvBench's DAY bin is the day of the month ("24th")
-        g = {(re.sub(r"\D", "", str(a)), b, c) for a, b, c in g}
-        o = {(str(int(str(a)[8:10])) if len(str(a)) >= 10 else a, b, c) for a, b, c in o}
+    g, o = _data_sets(item, spec.get("data", {}).get("values", []), [x, y, color], False)
     return {"type": kind_ok, "axes": axes_ok, "data": g == o}
+
+
+# nvBench's BIN units in PostgreSQL, for the reference (labels as nvBench's after _norm)
+_BIN_SQL = {
+    "year": "EXTRACT(YEAR FROM {x})",
+    "month": "TO_CHAR({x}, 'Mon')",
+    "weekday": "TO_CHAR({x}, 'Dy')",
+    "day": "EXTRACT(DAY FROM {x})",
+}
+
+
+def _binned_sql(pg_sql: str, unit: str | None) -> str | None:
+    """The replayed SQL (PostgreSQL) with its first column, a date, put in nvBench's bin (or,
+    unbinned, cut to its date) where it is selected, grouped and ordered by; None where the
+    SQL is not one select."""
+    tree = sqlglot.parse_one(pg_sql, read="postgres")
+    if not isinstance(tree, exp.Select):
+        return None
+    x = tree.expressions[0].unalias()
+    text = x.sql(dialect="postgres")
+    binned = sqlglot.parse_one(
+        _BIN_SQL[unit].format(x=text) if unit else f"CAST({text} AS DATE)", read="postgres"
+    )
+    tree.expressions[0].replace(exp.alias_(binned.copy(), "x"))
+    for key in ("group", "order"):
+        for node in list((tree.args.get(key) or exp.Tuple()).find_all(type(x))):
+            if node.sql(dialect="postgres") == text:
+                node.replace(binned.copy())
+    return tree.sql(dialect="postgres")
+
+
+def reference(conn, item: dict) -> tuple[list[tuple] | None, str]:
+    """nvBench's chart data as its own SQL gives them, computed by PostgreSQL alone (no
+    nl2sql): the replayed SQL, its first column put in the request's ``BIN`` unit (a
+    timestamp without one cut to its date: nvBench cuts datetimes) with the measure
+    aggregated over the bin's rows.
+
+    Args:
+        conn: a connection to the request's database, its search path set.
+        item: the nvBench visualization.
+
+    Returns:
+        ``(rows, why)``: the rows (x, y[, colour]), or None with why not — PostgreSQL refuses
+        the SQL, or it bins a column that is not a date (nvBench bins integer years by
+        weekday)."""
+    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    try:
+        tree = sqlglot.parse_one(replay_sql(item), read="sqlite")
+        for col in list(tree.find_all(exp.Column)):  # SQLite's "text" is a string there
+            if not col.table and col.this.args.get("quoted"):
+                col.replace(exp.Literal.string(col.name))
+        pg = tree.sql(dialect="postgres")
+        rows = conn.execute(pg).fetchall()
+        first = [r[0] for r in rows if r[0] is not None]
+        timed = any(isinstance(v, dt.datetime) for v in first)
+        dated = first and all(isinstance(v, dt.date) for v in first)
+        if unit is None and not timed:
+            return rows, ""
+        if unit and not dated and not (unit == "year" and all(isinstance(v, int) for v in first)):
+            return None, "bins a column that is not a date"
+        if unit == "year" and not dated:
+            return rows, ""
+        sql = _binned_sql(pg, unit)
+        if sql is None:
+            return None, "not one select"
+        return conn.execute(sql).fetchall(), ""
+    except (psycopg.Error, sqlglot.errors.SqlglotError) as e:
+        conn.rollback()
+        return None, f"PostgreSQL refuses it ({type(e).__name__})"
+
+
+REPRODUCED = "its SQL's rows"
+
+
+def gold_data(conn, item: dict) -> str:
+    """What nvBench's gold data are, against its own SQL's rows (:func:`reference`) after
+    its normalisation: :data:`REPRODUCED`, "not its SQL's rows" (nvBench drew them from the
+    Spider query its VQL was made from, whose DISTINCT, HAVING or grouping the VQL dropped),
+    or why its SQL gives no rows to compare."""
+    rows, why = reference(conn, item)
+    if rows is None:
+        return why
+    values = [dict(zip(("x", "y", "c"), r)) for r in rows]
+    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    g, o = _data_sets(item, values, ["x", "y", "c"], unit == "day")
+    return REPRODUCED if g == o else "not its SQL's rows"
 
 
 def setup(cluster, llm, data: Path, db: str, items: list[dict], beside: bool, live=None) -> str:
@@ -246,7 +354,10 @@ def run_db(cluster, llm, data, db, items, per_vis, out, beside=False, live=None)
     score_conn.execute(f"SET search_path TO {path}")
     with closing, score_conn:
         for it in items:
+            state = gold_data(score_conn, it)
             for q in it["nl_queries"][: per_vis or None]:
+                if live is None:  # 15 requests' words are another chart's too: each its own
+                    llm.set_replay(MODEL, {q: replay_sql(it)})
                 named = bool(_NAMES_A_CHART.search(q))
                 t0 = time.perf_counter()
                 try:
@@ -266,6 +377,7 @@ def run_db(cluster, llm, data, db, items, per_vis, out, beside=False, live=None)
                         "named": named,
                         "ours": spec["usermeta"].get("chart"),
                         "reason": spec["usermeta"].get("reason"),
+                        "gold_data": state,
                         **got,
                         "spec": spec,
                     }
@@ -308,6 +420,19 @@ def report(out: list[dict], secs: float) -> None:
         print(f"    miss: {r['q'][:90]!r} gold {r['gold']} ours {r['ours']} ({r['reason']})")
     refused = [r for r in out if "no chart: nl2sql:" in (r["reason"] or "")]
     print(f"  gold SQL PostgreSQL refuses (no SQL chosen): {len(refused)} requests")
+    mine = [r for r in out if r.get("gold_data") == REPRODUCED]
+    dr = sum(r["data"] for r in mine)
+    print(
+        f"  data where nvBench's data are its own SQL's rows: {C.pct(dr, len(mine)):.1f} % "
+        f"({dr}/{len(mine)}); the other requests' gold data:",
+        dict(Counter(r.get("gold_data") for r in out if r not in mine)),
+    )
+    runs = [r for r in named if not (r.get("gold_data") or "").startswith("PostgreSQL refuses")]
+    nr = sum(r["type"] for r in runs)
+    print(
+        f"  type where the request names the chart and its SQL runs: "
+        f"{C.pct(nr, len(runs)):.1f} % ({nr}/{len(runs)})"
+    )
     t, a, d = (C.pct(sum(r[k] for r in out), n) for k in ("type", "axes", "data"))
     live = ""
     if out and "ex" in out[0]:
@@ -315,7 +440,8 @@ def report(out: list[dict], secs: float) -> None:
         live = f" ex={C.pct(sum(r['ex'] for r in out), n):.1f} p50_s={p50:.1f}"
     print(
         f"RESULT charts nvbench-visible n={n} type={t:.1f} named_type="
-        f"{C.pct(nt, len(named)):.1f} axes={a:.1f} data={d:.1f}{live}"
+        f"{C.pct(nt, len(named)):.1f} axes={a:.1f} data={d:.1f} named_type_runs="
+        f"{C.pct(nr, len(runs)):.1f} data_reproduced={C.pct(dr, len(mine)):.1f}{live}"
     )
 
 

@@ -26,6 +26,9 @@ _BINS: list[tuple[str, re.Pattern]] = [
     ("day", re.compile(r"\b(by|per|each|every|in each) day\b|\bdaily\b")),
 ]
 _BIN_INTERVAL = re.compile(r"\bby (year|month|weekday|day)\b( interval)?")
+_FINER_THAN_DAY = re.compile(r"\b(hours?|hourly|minutes?|seconds?|times? of day)\b")
+_ADDS_UP = re.compile(r"^(count|sum|total|num|number|max|min)")
+"""A measure whose values of one day combine exactly (counted, summed, extremes kept)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,15 @@ def _binnable(col: Column | None, unit: str | None, n_rows: int) -> bool:
     return col.years and unit == "year" and col.distinct < n_rows
 
 
+def _per_timestamp(question: str, x: Column | None, y: Column | None) -> bool:
+    """Whether a measure was counted (or summed) per timestamp where a day holds several: a
+    chart of one bar or point per second reads as noise, so it is drawn by day (nvBench's
+    charts cut such timestamps to dates too) unless the question asks for a finer grain."""
+    if x is None or y is None or x.kind != TEMPORAL or not x.timed or x.days >= x.distinct:
+        return False
+    return bool(_ADDS_UP.match(y.name.lower())) and not _FINER_THAN_DAY.search(question.lower())
+
+
 def _roles(cols: list[Column]) -> tuple[Column | None, Column | None, Column | None]:
     """x, measure, colour from the columns: the first date or category on x (else the first
     column), the first other number as the measure, a further category as the colour."""
@@ -128,6 +140,8 @@ def choose(question: str, cols: list[Column], n_rows: int) -> Layout:
     x, y, color = _roles(cols)
     unit = asked_binning(question)
     binning = unit if _binnable(x, unit, n_rows) else None
+    if unit is None and _per_timestamp(question, x, y):
+        binning = "day"
     named = named_chart(question)
     if x is None or (y is None and not binning):
         why = "one value" if n_rows == 1 and len(cols) == 1 else "no column holds numbers"

@@ -25,7 +25,8 @@ _MEASURE_WORDS = re.compile(r"(count|sum|avg|mean|total|number|num|amount|max|mi
 class Column:
     """One result column: its ``name``, ``kind``, ``nulls``, ``misfits`` (non-NULL values not of
     its kind), ``distinct`` values, whether its integers look like years (``years``) and whether
-    its dates carry a time of day (``timed``)."""
+    its dates carry a time of day (``timed``), and on how many calendar days they fall
+    (``days``)."""
 
     name: str
     kind: str
@@ -34,6 +35,7 @@ class Column:
     distinct: int
     years: bool = False
     timed: bool = False
+    days: int = 0
 
     @property
     def measure_named(self) -> bool:
@@ -128,8 +130,9 @@ def column(name: str, rows: list[dict[str, Any]]) -> Column:
         isinstance(v, int) and 1000 <= v <= 2999 for v in present if is_number(v)
     )
     timed = kind == TEMPORAL and any(is_date(v) and len(v) > 10 for v in present)
+    days = len({v[:10] for v in present if is_date(v)}) if kind == TEMPORAL else 0
     nulls = len(values) - len(present)
-    return Column(name, kind, nulls, misfits, distinct, years and bool(present), timed)
+    return Column(name, kind, nulls, misfits, distinct, years and bool(present), timed, days)
 
 
 def columns(names: list[str], rows: list[dict[str, Any]]) -> list[Column]:

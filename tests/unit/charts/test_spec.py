@@ -22,6 +22,9 @@ GROUPED = [
     {"country": c, "gender": g, "n": n} for c in ("F", "US") for g, n in (("m", 1), ("f", 2))
 ]
 DAILY = [{"day": f"2018-03-{d:02d}", "n": d} for d in range(1, 6)]
+# counts per timestamp, two or three a day; readings per timestamp, not a count
+STAMPS = [{"at": f"2018-03-0{d}T0{h}:00:00", "count": 1} for d in (1, 2) for h in range(d + 1)]
+READINGS = [{"at": r["at"], "temperature": 20 + i} for i, r in enumerate(STAMPS)]
 
 CASES = [
     # (question, rows, chart, x field, y field, colour field, binning)
@@ -43,6 +46,14 @@ CASES = [
      "gender", None),
     ("Daily sales", DAILY, "line", "day", "n", None, None),
     ("Sales over time", DAILY, "line", "day", "n", None, None),
+    ("Plot arrivals by how many arrivals as a trend line", STAMPS, "line", "at", "count", None,
+     "day"),
+    ("Arrivals as a bar chart", STAMPS, "bar", "at", "count", None, "day"),
+    ("Arrivals per hour as a bar chart", STAMPS, "bar", "at", "count", None, None),
+    ("Arrivals by month", STAMPS, "bar", "at", "count", None, "month"),
+    ("Temperature as a trend line", READINGS, "line", "at", "temperature", None, None),
+    ("Arrivals, one a day", [{"at": f"2018-03-0{d}T10:00:00", "count": d} for d in (1, 2, 3)],
+     "line", "at", "count", None, None),
 ]  # fmt: skip
 
 
