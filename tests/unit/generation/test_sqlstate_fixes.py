@@ -59,6 +59,26 @@ from nl2sql.generation._sqlite.rules import fix_by_sqlstate
             "42803",
             "SELECT a, b, COUNT(*) FROM t GROUP BY a, b",
         ),
+        # an ORDER BY column neither grouped nor aggregated: its groups' max where descending,
+        # min where ascending (each group where its first row stands), with the GROUP BY the
+        # select list needs or alone; an output column's name and a grouped one are left
+        (
+            "SELECT record_company, COUNT(*) FROM orchestra ORDER BY year_of_founded DESC",
+            "42803",
+            "SELECT record_company, COUNT(*) FROM orchestra GROUP BY record_company "
+            "ORDER BY MAX(year_of_founded) DESC",
+        ),
+        (
+            "SELECT nationality, COUNT(*) FROM people GROUP BY nationality ORDER BY p.name",
+            "42803",
+            "SELECT nationality, COUNT(*) FROM people GROUP BY nationality ORDER BY MIN(p.name)",
+        ),
+        (
+            "SELECT nationality, COUNT(*) AS n FROM people GROUP BY nationality "
+            "ORDER BY n DESC, people.nationality",
+            "42803",
+            None,
+        ),
         # another error, no error, or no query
         ("SELECT a FROM t WHERE a = (SELECT b FROM u)", "42P01", None),
         ("SELECT a FROM t WHERE a = (SELECT b FROM u)", None, None),

@@ -310,7 +310,8 @@ def _subquery_in(tree: exp.Expression) -> list[str]:
 def _grouped(tree: exp.Expression) -> list[str]:
     """A lone max/min's row (``minmax_rows``), else each SELECT with aggregates grouped by its
     select list's expressions that hold no aggregate (added to a GROUP BY it has: what the
-    error asks)."""
+    error asks), and a grouped SELECT's ORDER BY column that is neither grouped nor aggregated
+    ordered by its groups' ``max`` (descending) or ``min`` (ascending)."""
     _, changed = minmax_rows(tree)
     if changed:
         return ["max/min beside bare columns → the row holding it"]
@@ -320,6 +321,33 @@ def _grouped(tree: exp.Expression) -> list[str]:
         if keys:
             sel.group_by(*keys, copy=False)
             changes.append(f"GROUP BY {', '.join(k.sql() for k in keys)} added")
+        changes += _order_by_groups(sel)
+    return changes
+
+
+def _order_by_groups(sel: exp.Select) -> list[str]:
+    """A grouped SELECT's ORDER BY columns that are neither grouped nor selected by name, each
+    put in its groups' ``max`` where descending, ``min`` where ascending: every group stands
+    where its first row would in the rows so ordered (``ORDER BY year DESC`` of record
+    companies: the company of the latest year first)."""
+    group, order = sel.args.get("group"), sel.args.get("order")
+    if not group or not order:
+        return []
+    grouped = {g.sql().lower() for g in group.expressions}
+    grouped |= {g.name.lower() for g in group.expressions if isinstance(g, exp.Column)}
+    named = {e.alias_or_name.lower() for e in sel.expressions}
+    changes = []
+    for term in order.expressions:
+        col = term.this
+        if not isinstance(col, exp.Column) or isinstance(col.this, exp.Star):
+            continue
+        if col.sql().lower() in grouped or col.name.lower() in grouped:
+            continue
+        if not col.table and col.name.lower() in named:  # an output column's name
+            continue
+        agg = exp.Max if term.args.get("desc") else exp.Min
+        col.replace(agg(this=col.copy()))
+        changes.append(f"ORDER BY {col.sql()} → {agg.key.upper()}({col.sql()})")
     return changes
 
 
