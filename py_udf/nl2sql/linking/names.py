@@ -412,9 +412,9 @@ def _join_holder(col: exp.Column, q: _Query, schema: Schema) -> str | None:
 
 def _path(col: exp.Column, q: _Query, schema: Schema, keys: int):
     """The one way to a table that has ``col``'s name from a table its SELECT reads (any of them,
-    whatever alias it is written with: the alias is what the model got wrong), none of whose
-    tables the SELECT reads: ``(alias, [(key, from,
-    to), ...])`` over one declared foreign key, else (``keys`` = 2) two through one table
+    whatever alias it is written with: the alias is what the model got wrong; qualified with a
+    table the FROM lacks, that table), none of whose tables the SELECT reads: ``(alias, [(key,
+    from, to), ...])`` over one declared foreign key, else (``keys`` = 2) two through one table
     between; None when no table the SELECT reads lacks it, none is that near, or two are, or
     two ways lead to one, or a table's name is an alias or CTE of the query."""
     name, select = col.name.lower(), col.find_ancestor(exp.Select)
@@ -423,13 +423,16 @@ def _path(col: exp.Column, q: _Query, schema: Schema, keys: int):
     read = _read_by(select, q)
     if any(_has(t, name) for t in read.values()):
         return None  # a column the SELECT has
+    named = None  # SELECT singer.name FROM singer_in_concert: singer, joined
     if col.table and col.table.lower() not in read:
-        return None  # another relation's alias (a CTE, a subquery)
+        named = q.tables.get(col.table.lower())
+        if named is None or col.table.lower() in q.ctes or not _has(named, name):
+            return None  # another relation's alias (a CTE, a subquery)
     taken, names = {t.name.lower() for t in read.values()}, read.keys() | q.ctes
     free = [
         t for t in {id(t): t for t in q.tables.values()}.values() if t.name.lower() not in taken
     ]
-    holders = [t for t in free if _has(t, name)]
+    holders = [t for t in free if _has(t, name) and named in (None, t)]
     ways = [
         (a, [(fk, t, h)]) for a, t in read.items() for h in holders for fk in _keys(schema, t, h)
     ]

@@ -323,6 +323,17 @@ BRIDGE_SCHEMA = Schema(
         ("SELECT fname FROM student WHERE EXISTS (SELECT 1 FROM has_pet WHERE lname = 'x')", None),
         # no table near the query's has it
         ("SELECT T1.pettype FROM concert AS T1", None),
+        # qualified with a table the FROM lacks ("missing FROM-clause entry"): that table,
+        # joined by its key (not stadium, whose name is one key from concert); not where the
+        # table named lacks the column
+        (
+            "SELECT singer.name FROM singer_in_concert JOIN concert ON singer_in_concert."
+            "concert_id = concert.concert_id WHERE concert.year = 2014 GROUP BY singer.name",
+            "SELECT singer.name FROM singer_in_concert JOIN concert ON singer_in_concert."
+            "concert_id = concert.concert_id JOIN singer ON singer_in_concert.singer_id = "
+            "singer.singer_id WHERE concert.year = 2014 GROUP BY singer.name",
+        ),
+        ("SELECT singer.location FROM singer_in_concert", None),
     ],
 )
 def test_names_nearest_first(sql, snapped):
