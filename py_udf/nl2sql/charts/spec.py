@@ -26,6 +26,9 @@ MAX_VALUES = 5000
 """Most rows a spec carries in ``data.values`` (the cap; ``usermeta.truncated`` says when more
 came)."""
 MESSAGE_FIELD = "nl2sql_message"
+WHOLE_TICKS = 10
+"""A count axis spanning at most this many units gets a tick at every whole number (Vega, as
+vl-convert renders it, draws 0.5 steps below about 5 despite ``tickMinStep``)."""
 _TITLE_CHARS = 90
 _MARKS = {
     ch.BAR: "bar",
@@ -209,6 +212,8 @@ def _mark_extra(lay: ch.Layout) -> dict[str, Any]:
 
 
 def _x_type(lay: ch.Layout) -> str:
+    if lay.binning == "day" and lay.chart in (ch.LINE, ch.GROUPED_LINE):
+        return TEMPORAL  # days a line joins keep their distance in time
     if lay.binning or lay.x.years:
         return ORDINAL
     if lay.chart == ch.SCATTER:
@@ -220,8 +225,9 @@ def _encoding(lay: ch.Layout, y_name: str, rows: list[dict], sql: str | None) ->
     """The encoding: fields, types, axis titles from the column names, sort."""
     x_title = f"{lay.x.name} ({lay.binning})" if lay.binning else lay.x.name
     y = {"field": field(y_name), "type": QUANTITATIVE, "title": y_name}
-    if lay.chart != ch.PIE and all(isinstance(r.get(y_name), int) for r in rows):
-        y["axis"] = {"tickMinStep": 1}
+    ints = [r.get(y_name) for r in rows]
+    if lay.chart != ch.PIE and all(isinstance(v, int) for v in ints):
+        y["axis"] = _whole_ticks(lay, ints, rows)
     if lay.chart == ch.PIE:
         return {"theta": {**y, "stack": True}, "color": _x_channel(lay, rows, x_title, sql)}
     x = _x_channel(lay, rows, x_title, sql)
@@ -232,6 +238,19 @@ def _encoding(lay: ch.Layout, y_name: str, rows: list[dict], sql: str | None) ->
     if lay.color is not None:
         enc["color"] = {"field": field(lay.color.name), "type": NOMINAL, "title": lay.color.name}
     return enc
+
+
+def _whole_ticks(lay: ch.Layout, ints: list[int], rows: list[dict]) -> dict[str, Any]:
+    """The axis of an integer measure: whole-number steps, and where it spans at most
+    ``WHOLE_TICKS`` a tick at each whole number (from 0 where the scale starts there; not where
+    bars of one x stack, their sums unknown here)."""
+    lo, hi = min(ints), max(ints)
+    if lay.chart != ch.SCATTER:
+        lo, hi = min(0, lo), max(0, hi)
+    stacked = lay.chart == ch.BAR and len({str(r[lay.x.name]) for r in rows}) < len(rows)
+    if lay.chart == ch.STACKED_BAR or stacked or hi - lo > WHOLE_TICKS:
+        return {"tickMinStep": 1}
+    return {"tickMinStep": 1, "values": list(range(lo, hi + 1)), "format": ",d"}
 
 
 def _x_channel(lay: ch.Layout, rows: list[dict], title: str, sql: str | None) -> dict:

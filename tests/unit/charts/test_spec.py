@@ -200,3 +200,20 @@ def test_a_text_that_only_looks_like_a_date_is_no_date():
     rows = [{"d": "2018-13-45", "n": 1}, {"d": "2018-02-30", "n": 2}]
     spec = S.build("n per d by month", "SELECT d, n FROM t", rows)
     assert spec["usermeta"]["binning"] is None and spec["encoding"]["x"]["type"] == "nominal"
+
+
+def test_small_counts_get_whole_ticks_and_a_line_by_day_keeps_time():
+    few = S.build("Arrivals as a trend line", "SELECT …", STAMPS)
+    assert few["encoding"]["y"]["axis"]["values"] == [0, 1, 2, 3]
+    assert few["encoding"]["y"]["axis"]["format"] == ",d"  # 1, not 1.0
+    assert few["encoding"]["x"]["type"] == "temporal"  # days apart as far as in time
+    bars = S.build("Arrivals as a bar chart", "SELECT …", STAMPS)
+    assert bars["encoding"]["x"]["type"] == "ordinal"
+    many = S.build("Singers per country", "SELECT …", [{"c": "F", "n": 40}, {"c": "U", "n": 3}])
+    assert "values" not in many["encoding"]["y"]["axis"]  # the renderer's own whole ticks
+    pts = [{"avg": 1.5, "max": 2}, {"avg": 3.0, "max": 3}]  # a scatter's scale is not from 0
+    assert S.build("avg against max, scatter", "SELECT …", pts)["encoding"]["y"]["axis"][
+        "values"
+    ] == [2, 3]
+    repeated = [{"c": "F", "n": 1}, {"c": "F", "n": 2}]  # bars of one x stack: no fixed ticks
+    assert "values" not in S.build("n per c", "SELECT …", repeated)["encoding"]["y"]["axis"]
