@@ -165,12 +165,17 @@ def _fields(spec: dict) -> tuple[str | None, str | None, str | None]:
     return f("x"), f("y"), f("color")
 
 
+def _unit(item: dict) -> str | None:
+    """The request's BIN unit (``year``, ``month``, ``weekday``, ``day``), or None."""
+    return (item["binning"] or {}).get("unit", "").lower() or None
+
+
 def _data_sets(item: dict, values: list[dict], fields: list[str | None], by_day: bool):
     """nvBench's gold data and ``values`` (read at ``fields``: x, y and, where the gold has
     one, the colour) as comparable sets after nvBench's normalisation. ``by_day``: the values'
     x is already the day of the month (the reference's), not a date."""
     gold_color = "classify" in json.dumps(item["vega_lite"]["encoding"])
-    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    unit = _unit(item)
     gold_rows = item["vega_lite"]["data"]["values"]
     g = _cells(gold_rows, ["x_data", "y_data", "classify" if gold_color else None], bool(unit))
     o = _cells(values, fields[:2] + [fields[2] if gold_color else None], bool(unit))
@@ -191,7 +196,7 @@ def judge(item: dict, spec: dict) -> dict[str, bool]:
     kind_ok = meta.get("chart") == gold_kind
     cols = meta.get("columns") or []
     x, y, color = _fields(spec)
-    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    unit = _unit(item)
     ours_bin = meta.get("binning")
     # a year column given once per year needs no binning; nvBench cuts datetimes to dates, so
     # its unbinned data of a timestamp column are binned by day
@@ -248,7 +253,7 @@ def reference(conn, item: dict) -> tuple[list[tuple] | None, str]:
         ``(rows, why)``: the rows (x, y[, colour]), or None with why not — PostgreSQL refuses
         the SQL, or it bins a column that is not a date (nvBench bins integer years by
         weekday)."""
-    unit = (item["binning"] or {}).get("unit", "").lower() or None
+    unit = _unit(item)
     try:
         tree = sqlglot.parse_one(replay_sql(item), read="sqlite")
         for col in list(tree.find_all(exp.Column)):  # SQLite's "text" is a string there
@@ -287,7 +292,7 @@ def gold_data(conn, item: dict) -> str:
         if rows is None:
             return why
         values = [dict(zip(("x", "y", "c"), r)) for r in rows]
-        unit = (item["binning"] or {}).get("unit", "").lower() or None
+        unit = _unit(item)
         g, o = _data_sets(item, values, ["x", "y", "c"], unit == "day")
     except Exception as e:  # noqa: BLE001 - a gold of a shape the check does not read: said
         conn.rollback()
@@ -358,10 +363,10 @@ def run_db(cluster, llm, data, db, items, per_vis, out, beside=False, live=None)
     score_conn.execute(f"SET search_path TO {path}")
     with closing, score_conn:
         for it in items:
-            state = gold_data(score_conn, it)
+            state, sql = gold_data(score_conn, it), replay_sql(it)
             for q in it["nl_queries"][: per_vis or None]:
                 if live is None:  # 15 requests' words are another chart's too: each its own
-                    llm.set_replay(MODEL, {q: replay_sql(it)})
+                    llm.set_replay(MODEL, {q: sql})
                 named = bool(_NAMES_A_CHART.search(q))
                 t0 = time.perf_counter()
                 try:

@@ -244,6 +244,8 @@ def _whole_ticks(lay: ch.Layout, ints: list[int], rows: list[dict]) -> dict[str,
     """The axis of an integer measure: whole-number steps, and where it spans at most
     ``WHOLE_TICKS`` a tick at each whole number (from 0 where the scale starts there; not where
     bars of one x stack, their sums unknown here)."""
+    if not ints:
+        return {"tickMinStep": 1}
     lo, hi = min(ints), max(ints)
     if lay.chart != ch.SCATTER:
         lo, hi = min(0, lo), max(0, hi)
