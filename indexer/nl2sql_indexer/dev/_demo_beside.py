@@ -11,6 +11,7 @@ import psycopg
 
 from nl2sql.client import connect
 from nl2sql.client.install import install, upgrade
+from nl2sql_indexer.dev._demo_match import same_result
 
 BESIDE_DB = "nl2sql_demo_beside"
 BESIDE_ROLE = "nl2sql_demo_owner"
@@ -46,21 +47,26 @@ def make_beside_db(cluster, demo_sql: str) -> str:
     return dsn
 
 
-def _ask(client, question: str, n_rows: int) -> bool:
-    """Ask one demo question through the Python API and print SQL and first rows."""
-    print(f"\nQ: {question}")
+def _ask(client, question: str, gold: str, n_rows: int) -> tuple[bool, bool]:
+    """Ask one demo question through the Python API and print SQL, first rows and whether they
+    are the reference answer's; returns (answered, matches)."""
+    print(f"\nQ: {question}", flush=True)
     try:
         a = client.ask(question)
     except Exception as e:  # noqa: BLE001 - show the error, keep going
         print(f"   error: {str(e).strip()}")
-        return False
+        return False, False
     print(f"   SQL: {a.sql}")
     print(f"   confidence {a.confidence or 0:.2f}; first rows: {a.rows[:n_rows]}")
-    return True
+    with client.conn.transaction(force_rollback=True):
+        gold_rows = client.conn.execute(gold).fetchall()
+    matches = same_result(gold_rows, a.rows, gold)
+    print(f"   {'matches the reference' if matches else 'DIFFERS from the reference: ' + gold}")
+    return True, matches
 
 
-def run_beside(dsn: str, configure, questions, n_rows: int) -> int:
-    """Install (or upgrade), configure the models, reindex and ask; returns the answered count.
+def run_beside(dsn: str, configure, questions, n_rows: int) -> tuple[int, int]:
+    """Install (or upgrade), configure the models, reindex and ask.
 
     Args:
         dsn: the owner role's DSN.
@@ -68,7 +74,7 @@ def run_beside(dsn: str, configure, questions, n_rows: int) -> int:
         questions: the demo's (question, gold) pairs.
         n_rows: rows to print per answer.
     Returns:
-        How many questions got SQL and rows.
+        (how many questions got SQL and rows, how many of those match the reference).
     """
     with psycopg.connect(dsn, autocommit=True) as c:
         done = c.execute("SELECT to_regclass('nl2sql.settings') IS NOT NULL").fetchone()[0]
@@ -77,4 +83,5 @@ def run_beside(dsn: str, configure, questions, n_rows: int) -> int:
         print(configure(c))
     with connect(dsn) as client:
         print(f"reindex: {json.dumps(client.reindex(), default=str)}")
-        return sum(_ask(client, q, n_rows) for q, _gold in questions)
+        results = [_ask(client, q, gold, n_rows) for q, gold in questions]
+    return sum(a for a, _ in results), sum(m for _, m in results)

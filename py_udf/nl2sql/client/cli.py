@@ -4,6 +4,8 @@
                                          --chart out.png|out.svg: the answer drawn, docs/charts.md)
   nl2sql explain --dsn DSN "question"    the whole trace as JSON
   nl2sql reindex --dsn DSN               index the database from this process (progress bar)
+  nl2sql model install|start|stop|status|logs|register
+                                         a private local model on this machine (docs/models.md)
   nl2sql doctor, narrate, explain-sql, evaluate, export-semantic-model, prune-query-log
                                          the SQL functions of the same names, run here
 
@@ -18,12 +20,16 @@ import logging
 import sys
 from typing import Any
 
-from ..core.errors import ClientError
+from ..core.errors import ClientError, LocalModelError
 from .connection import Answer, connect
 
 # modules adding subcommands (``add_subcommands(subparsers)``): install, upgrade, uninstall and
 # the worker live in ``admin``; one absent is skipped
-SUBCOMMAND_MODULES = ("nl2sql.client.admin", "nl2sql.client.tools_cli")
+SUBCOMMAND_MODULES = (
+    "nl2sql.client.admin",
+    "nl2sql.client.tools_cli",
+    "nl2sql.client.local_model.cli",
+)
 
 
 CHART_HELP = (
@@ -242,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("psycopg").setLevel(logging.ERROR)
     try:
         return args.run(args)
-    except ClientError as e:
+    except (ClientError, LocalModelError) as e:
         print(str(e), file=sys.stderr)
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)

@@ -118,6 +118,16 @@ class ClientError(Nl2sqlError, RuntimeError):
         self.trace: dict | None = None
 
 
+class LocalModelError(Nl2sqlError, RuntimeError):
+    """``nl2sql model`` cannot do what was asked (an unknown model, a download or build that
+    failed, a port taken, no disk space, a server that does not start); the message says what
+    went wrong and ``hint`` what to do."""
+
+    def __init__(self, msg: str, hint: str | None = None):
+        super().__init__(msg)
+        self.hint = hint
+
+
 class InstallError(Nl2sqlError, RuntimeError):
     """``nl2sql install``/``upgrade``/``uninstall`` cannot run in this database as this role
     (the extension is there, pgvector is missing, a privilege lacks); the message says what to do."""

@@ -4,13 +4,13 @@ every error text stored, raised or returned (docs/internals/core.md "Redaction")
 from __future__ import annotations
 
 import base64
-import os
 import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from . import spi
+from .secrets import secret
 
 MASK = "[REDACTED]"
 # a configured value shorter than this is not searched for (it would mask ordinary words);
@@ -115,7 +115,8 @@ def _masked_obj(obj: Any, secrets: list[str]) -> Any:
 
 
 def env_secrets(names: Iterable[str | None]) -> list[str]:
-    """The values of the named environment variables of this process (the server's).
+    """The values of the named secrets: the environment variables of this process (the
+    server's), else their files in the secrets folder (``core.secrets.secret``).
 
     Args:
         names: environment variable names (a model's ``api_key_env``); None and empty skipped.
@@ -125,7 +126,7 @@ def env_secrets(names: Iterable[str | None]) -> list[str]:
     """
     out: list[str] = []
     for n in names:
-        v = os.environ.get(n) if n else None
+        v = secret(n)
         if v and v not in out:
             out.append(v)
     return out

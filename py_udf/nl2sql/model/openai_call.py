@@ -14,6 +14,7 @@ import openai
 
 from ..core.errors import ModelError, ReplyTooLarge
 from ..core.redaction import env_secrets, redact, url_secrets
+from ..core.secrets import SYSTEM_SECRETS_DIR, secret
 from ..core.types import LLMReply, ModelConfig
 from ..net import deadline as net_deadline
 from . import _exchange
@@ -166,18 +167,20 @@ def _server_environment_file() -> str:
 
 
 def _api_key(cfg: ModelConfig) -> str | None:
-    """The model's API key from the server's environment (``api_key_env``); None without one.
+    """The model's API key from the server's environment (``api_key_env``), else from the
+    secrets folder's file of that name (``core.secrets``); None without one.
 
     Raises:
         ModelError: ``api_key_env`` names a variable that is not set.
     """
     if not cfg.api_key_env:
         return None
-    key = os.environ.get(cfg.api_key_env)
+    key = secret(cfg.api_key_env)
     if not key:
         raise ModelError(
             f"model {cfg.name!r}: environment variable {cfg.api_key_env} is not set in the "
-            f"PostgreSQL server's environment; set it where the server starts "
+            f"PostgreSQL server's environment (nor a file of that name in "
+            f"{SYSTEM_SECRETS_DIR}); set it where the server starts "
             f"({_server_environment_file()}) and restart, or change api_key_env"
         )
     return key

@@ -4,7 +4,6 @@ sent, so nothing passes the gate), all in parallel threads under one overall tim
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import wait
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 
 from ..core.errors import DeadlineExceeded
 from ..core.redaction import redact, url_secrets
+from ..core.secrets import secret
 from ..core.types import ModelConfig
 from ..net import deadline as net_deadline
 
@@ -102,7 +102,7 @@ def probe_all(
     group = net_deadline.Group()  # the requests' deadlines: ended at once when the wait ends
     try:
         for i, cfg in enumerate(models):
-            key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+            key = secret(cfg.api_key_env)
             if cfg.api_key_env and not key:
                 out[i] = Reach(cfg.name, False, "skipped", f"{cfg.api_key_env} is not set")
                 continue
