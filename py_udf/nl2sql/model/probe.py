@@ -32,6 +32,7 @@ class Reach:
     detail: str  # what happened, with the key redacted
     status_code: int | None = None  # the HTTP status, when one came back
     ms: float | None = None  # the request's wall time
+    listed: tuple[str, ...] | None = None  # the model ids GET /models listed (None: not read)
 
 
 def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
@@ -54,16 +55,17 @@ def list_models(cfg: ModelConfig, key: str | None, timeout_s: float) -> Reach:
 
     t0 = time.perf_counter()
 
-    def done(outcome: str, detail: str, code: int | None = None) -> Reach:
+    def done(outcome: str, detail: str, code: int | None = None, listed=None) -> Reach:
         ms = (time.perf_counter() - t0) * 1000
         secrets = [key, *url_secrets(cfg.base_url)]
-        return Reach(cfg.name, None, outcome, redact(detail, secrets)[:300], code, ms)
+        return Reach(cfg.name, None, outcome, redact(detail, secrets)[:300], code, ms, listed)
 
     try:
         listed = openai_call.get_here(cfg, "/models", timeout_s)
         data = listed.get("data") if isinstance(listed, dict) else None
-        names = [str(m.get("id")) for m in data or [] if isinstance(m, dict)][:5]
-        return done("ok", f"{cfg.endpoint} answered GET /models ({', '.join(names) or 'empty'})")
+        ids = tuple(str(m.get("id"))[:200] for m in data or [] if isinstance(m, dict))[:100]
+        detail = f"{cfg.endpoint} answered GET /models ({', '.join(ids[:5]) or 'empty'})"
+        return done("ok", detail, listed=ids)
     except (openai.APITimeoutError, DeadlineExceeded):
         return done("timeout", f"{cfg.endpoint}: no answer within {timeout_s:g} s")
     except openai.APIConnectionError as e:

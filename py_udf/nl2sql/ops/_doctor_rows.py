@@ -318,6 +318,63 @@ def model_rows(env: str | None, reach: Reach, place: str) -> list[Row]:
     return [key, (check, FAIL, reach.detail, fixes.get(reach.outcome, ""))]
 
 
+def served_row(name: str, model: str, listed: tuple[str, ...] | None) -> Row | None:
+    """Whether the endpoint serves the model ``add_model`` names (its ``GET /models`` list).
+
+    Args:
+        name: the model's name in nl2sql; model: the model it asks for; listed: the ids the
+            endpoint listed (None or empty: not known, no row).
+
+    Returns:
+        ``ok`` when listed, ``warn`` naming what is served when not (a server of one model,
+        as llama.cpp's, answers whatever name is asked; a server of several does not), or None.
+    """
+    if not listed:
+        return None
+    check = f"model {name} served"
+    if model in listed:
+        return check, OK, f"the endpoint serves {model}", ""
+    return (
+        check,
+        WARN,
+        f"the endpoint lists {', '.join(listed[:5])}, not {model}",
+        f"SELECT nl2sql.add_model('{name}', '{listed[0]}', …) if that is the model meant",
+    )
+
+
+def context_row(name: str, window: int | None, budget: int, max_output: int) -> Row | None:
+    """Whether the model's context window holds nl2sql's prompts and their answer.
+
+    Args:
+        name: the model's name; window: its context window in tokens (None: unknown, no row);
+        budget: setting ``prompt_token_budget``; max_output: the answer's cap in tokens.
+
+    Returns:
+        ``ok``, or ``warn`` when the window is smaller than the budget and the answer (a local
+        server refuses or cuts such prompts: nl2sql prunes the schema to fit, and loses
+        columns), or None.
+    """
+    if not window:
+        return None
+    needed = budget + max_output
+    check = f"model {name} context"
+    if window >= needed:
+        return (
+            check,
+            OK,
+            f"{window} tokens hold a prompt of {budget} and an answer of {max_output}",
+            "",
+        )
+    return (
+        check,
+        WARN,
+        f"{window} tokens: less than the prompt budget ({budget}) and an answer "
+        f"({max_output}); schemas are pruned to fit",
+        "give the server a larger context (llama.cpp: --ctx-size per slot times --parallel; "
+        "nl2sql model start sizes it) and add_model(..., context_window => N)",
+    )
+
+
 def url_credentials_row(name: str) -> Row:
     """A model whose ``base_url`` carries a password (added before ``add_model`` refused it).
 

@@ -224,6 +224,7 @@ def _models(plpy) -> list[rows.Row]:
         return [("models", rows.FAIL, str(e), "SELECT nl2sql.add_model(...) (README, 'Models')")]
     major = int(_settings(plpy, "server_version_num")) // 10000
     place = rows.key_place(_settings(plpy, "cluster_name"), major)
+    budget = get_settings(plpy).prompt_token_budget
     reaches = probe.probe_all(models, tick=lambda: spi.cancel_point(plpy))
     capability.adopt(embed_client.relayed_capabilities())
     out = []
@@ -235,6 +236,11 @@ def _models(plpy) -> list[rows.Row]:
         cap = capability.decide(m)
         capability.server_facts(cap, window[1])
         out.append(rows.request_row(m.name, cap, window))
+        extra = (
+            rows.served_row(m.name, m.model, reach.listed),
+            rows.context_row(m.name, window[0], budget, cap.max_output),
+        )
+        out += [r for r in extra if r is not None]
     return out
 
 

@@ -113,6 +113,33 @@ def test_extension_row(args, status, says):
     assert says in got[2], got
 
 
+@pytest.mark.parametrize(
+    "listed, status",
+    [
+        (("qwen2.5-coder-1.5b-instruct",), "ok"),
+        (("llama3", "mistral"), "warn"),  # a server of several models: another name asked
+        ((), None),  # nothing listed: no row
+        (None, None),  # not read
+    ],
+)
+def test_served_row(listed, status):
+    row = rows.served_row("local", "qwen2.5-coder-1.5b-instruct", listed)
+    assert (row[1] if row else None) == status
+    if status == "warn":
+        assert "llama3" in row[2] and "add_model('local', 'llama3'" in row[3]
+
+
+@pytest.mark.parametrize(
+    "window, status",
+    [(8192, "ok"), (3512, "ok"), (3511, "warn"), (2048, "warn"), (None, None)],
+)
+def test_context_row_against_the_prompt_budget(window, status):
+    row = rows.context_row("local", window, 3000, 512)
+    assert (row[1] if row else None) == status
+    if status == "warn":
+        assert "--ctx-size" in row[3] and "context_window" in row[3]
+
+
 def test_key_place():
     assert rows.key_place("17/main", 17) == "/etc/postgresql/17/main/environment"
     assert "systemd" in rows.key_place("", 18) and "PostgreSQL 18" in rows.key_place(None, 18)
