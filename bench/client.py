@@ -1,7 +1,8 @@
 """What running the pipeline beside the database costs a question (docs/client.md): the same
 questions on the demo database answered in the server (``SELECT nl2sql.explain(q)``) and in
-this process over psycopg (``nl2sql.connect(dsn).explain(q)``), the models the scripted loopback
-server (no model time: answers are immediate), alternating the two modes question by question.
+this process over psycopg (``nl2sql.connect(dsn, in_process=True).explain(q)``), the models the
+scripted loopback server (no model time: answers are immediate), alternating the two modes
+question by question.
 
 Prints the median wall time per question of each mode, the pipeline's own time (the trace's
 ``timings.total_ms``) in each, whether both chose the same SQL every time, and ends with
@@ -172,7 +173,7 @@ def main() -> None:
 def run_demo(cluster, llm: LoopbackLLM, args) -> dict[str, list]:
     """The demo's questions, ``args.rounds`` passes after a warm-up."""
     setup(cluster, llm)
-    with cluster.connect(DB) as server, nl2sql.connect(cluster.dsn(DB)) as client:
+    with cluster.connect(DB) as server, nl2sql.connect(cluster.dsn(DB), in_process=True) as client:
         one_round(server, client, llm, {k: [] for k in _KEYS})  # warm-up: models load
         out: dict[str, list] = {k: [] for k in _KEYS}
         for _ in range(args.rounds):
@@ -188,7 +189,7 @@ def run_replay(cluster, llm: LoopbackLLM, args) -> dict[str, list]:
     with (
         cluster.connect(args.db) as server,
         cluster.connect(args.db) as score_conn,
-        nl2sql.connect(cluster.dsn(args.db)) as client,
+        nl2sql.connect(cluster.dsn(args.db), in_process=True) as client,
     ):
         score_conn.execute("SELECT pg_catalog.set_config('search_path', %s, false)", (search_path,))
         replay_round(server, client, score_conn, rows, search_path, out)

@@ -283,9 +283,7 @@ def test_the_settings_that_open_and_close_the_door(door, models):
 
 
 def test_the_python_api_and_the_cli_give_a_model_the_same_view(door, models):
-    if door.mode != "beside":
-        pytest.skip("the Python API and the CLI ask beside the database (the extension's log "
-                    "takes rows from its own pipeline only)")  # fmt: skip
+    # beside the database the pipeline runs in the client; with the extension, its functions
     with nl2sql.connect(door.dsn, for_model=True) as client:
         answer = client.ask(Q)
         assert answer.columns == ["age"] and answer.rows

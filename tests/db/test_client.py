@@ -1,6 +1,7 @@
 """nl2sql beside the database (issue 32 §1, §3): the server's pipeline run in this test process
-over psycopg (``nl2sql.connect``), against a database with the extension installed, so that
-the two modes can be compared on the same data. The query log's writer is replaced by the
+over psycopg (``nl2sql.connect(..., in_process=True)``), against a database with the extension
+installed, so that the two modes can be compared on the same data (the ``nl2sql`` command there
+calls the extension's SQL functions). The query log's writer is replaced by the
 PL/pgSQL one of a database without PL/Python (no pipeline token to check beside the server).
 Model answers come from the scripted loopback server."""
 
@@ -103,7 +104,7 @@ def prompts_seen(llm) -> str:
 
 def test_client_answers_as_the_server_does(cluster, cdb, llm):
     add_models(cdb, llm, ["m1"])
-    with nl2sql.connect(cluster.dsn(CLIENT_DB)) as client:
+    with nl2sql.connect(cluster.dsn(CLIENT_DB), in_process=True) as client:
         for question, sql in QUESTIONS.items():
             llm.clear()
             llm.set_default(sql)
@@ -133,7 +134,7 @@ def test_client_leaves_the_connection_as_it_was(cluster, cdb, llm):
     llm.set_default("SELECT count(*) FROM singer")
     with cluster.connect(CLIENT_DB) as conn:
         conn.execute("SET search_path = pg_catalog, public")
-        client = nl2sql.connect(conn)
+        client = nl2sql.connect(conn, in_process=True)
         assert client.ask("How many singers do we have?").rows[0][0] > 0
         client.close()  # a passed connection stays open
         assert conn.execute("SHOW search_path").fetchone()[0] == "pg_catalog, public"
@@ -145,7 +146,7 @@ def test_role_without_select_sees_neither_columns_nor_rows(cluster, cdb, llm):
     add_models(cdb, llm, ["m1"])
     llm.set_default("SELECT count(*) FROM singer")
     names = [r[0] for r in cdb.execute("SELECT name FROM stadium")]
-    with nl2sql.connect(cluster.dsn(CLIENT_DB, READER)) as client:
+    with nl2sql.connect(cluster.dsn(CLIENT_DB, READER), in_process=True) as client:
         trace = client.explain("Which stadium holds the most people?")
         seen = prompts_seen(llm)
         assert "CREATE TABLE singer" in seen
@@ -169,7 +170,7 @@ def test_role_without_select_sees_neither_columns_nor_rows(cluster, cdb, llm):
 def test_a_candidate_that_writes_or_hangs_is_stopped(cluster, cdb, llm):
     add_models(cdb, llm, ["m1"])
     cdb.execute("SELECT nl2sql.set_setting('candidate_timeout_ms', '500')")
-    with nl2sql.connect(cluster.dsn(CLIENT_DB)) as client:
+    with nl2sql.connect(cluster.dsn(CLIENT_DB), in_process=True) as client:
         llm.set_default("SELECT client_liar()")
         trace = client.explain("Write something")
         assert trace["candidates"] and trace["sql"] is None
@@ -188,7 +189,7 @@ def test_a_candidate_that_writes_or_hangs_is_stopped(cluster, cdb, llm):
 
 
 def test_errors_are_nl2sql_errors(cluster, cdb, llm):
-    with nl2sql.connect(cluster.dsn(CLIENT_DB)) as client:
+    with nl2sql.connect(cluster.dsn(CLIENT_DB), in_process=True) as client:
         with pytest.raises(nl2sql.ClientError) as no_model:
             client.ask("How many singers do we have?")
         with pytest.raises(nl2sql.ClientError) as empty:
@@ -213,7 +214,7 @@ def test_reindex_from_the_client(cluster, cdb):
         (probe,),
     )
     seen: dict[str, int] = {}
-    with nl2sql.connect(cluster.dsn(CLIENT_DB)) as client:
+    with nl2sql.connect(cluster.dsn(CLIENT_DB), in_process=True) as client:
         counts = client.reindex(force=True, on_progress=seen.__setitem__)
     tables = cdb.execute("SELECT count(*) FROM nl2sql.schema_table").fetchone()[0]
     assert counts["tables_indexed"] == tables >= 4
@@ -287,7 +288,12 @@ def test_ctrl_c_cancels_the_running_statement(cluster, cdb, llm):
         text=True,
         env=env,
     )
-    running = "SELECT pid FROM pg_stat_activity WHERE query LIKE '%nl2sql._run_candidate%' AND state = 'active' AND pid <> pg_backend_pid()"
+    # the candidate's nap: in the server's nl2sql.ask (the command calls the extension's SQL
+    # functions where it is installed, tests/db/test_client_extension.py)
+    running = (
+        "SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND state = 'active' "
+        f"AND datname = '{CLIENT_DB}' AND pid <> pg_backend_pid()"
+    )
     deadline = time.monotonic() + 120
     while not cdb.execute(running).fetchall():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -306,20 +312,6 @@ def test_ctrl_c_cancels_the_running_statement(cluster, cdb, llm):
     assert not cdb.execute(running).fetchall()  # cancelled in the server, not left running
 
 
-def test_the_extensions_log_writer_refuses_a_client_and_says_why(cluster, db, llm):
-    # the demo database of the other tests: the extension's own writer, which takes rows only
-    # with the server pipeline's one-time token
-    add_models(db, llm, ["m1"])
-    llm.set_default("SELECT count(*) FROM singer")
-    before = db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0]
-    with nl2sql.connect(cluster.dsn(db.info.dbname)) as client:
-        with pytest.raises(nl2sql.ClientError) as e:
-            client.ask("How many singers do we have?")
-    assert str(e.value).startswith("nl2sql") and e.value.sqlstate == "42501"
-    assert "inside the server" in e.value.hint and "docs/client.md" in e.value.hint
-    assert db.execute("SELECT count(*) FROM nl2sql.query_log").fetchone()[0] == before
-
-
 def test_a_failed_question_beside_the_database_keeps_its_log_row(cluster, cdb, llm):
     # as in the server (tests/db/test_failed_call_log.py): sql() and narrate() raise inside the
     # call's transaction, so the client writes the row once it rolled back and names it; ask()
@@ -330,7 +322,7 @@ def test_a_failed_question_beside_the_database_keeps_its_log_row(cluster, cdb, l
         "SELECT coalesce(sum(questions), 0) FROM nl2sql.usage_day WHERE role_name = %s "
         "AND day = (pg_catalog.clock_timestamp() AT TIME ZONE 'UTC')::date"
     )
-    with nl2sql.connect(cluster.dsn(CLIENT_DB, READER)) as client:
+    with nl2sql.connect(cluster.dsn(CLIENT_DB, READER), in_process=True) as client:
         for n, call in enumerate((client.sql, client.ask, client.narrate)):
             question = f"How many singers do we have? (beside, failed {n})"
             before = cdb.execute(day, (READER,)).fetchone()[0]

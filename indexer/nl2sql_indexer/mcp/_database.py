@@ -145,7 +145,7 @@ class Database:
         import nl2sql  # the client (psycopg pipeline) only where questions run in this process
 
         if self._client is None or self._client.conn is not self._conn:
-            self._client = nl2sql.connect(self._conn)
+            self._client = nl2sql.connect(self._conn, in_process=True)
         return self._client
 
     def close(self) -> None:

@@ -1,9 +1,10 @@
-"""The rest of the SQL surface beside the database: ``Client`` methods for the extension's
-read/run functions whose PL/Python bodies are stubs there (``narrate``, ``chart``, ``explain_sql``,
+"""The rest of the SQL surface: ``Client`` methods for the extension's read/run functions whose
+PL/Python bodies are stubs beside the database (``narrate``, ``chart``, ``explain_sql``,
 ``execute_sql``, ``search_values``, ``describe_table``,
 ``retrieve``, ``doctor``, ``evaluate``, ``export_semantic_model``, ``mine_queries``,
 ``calibrate``, ``prune_query_log``), each calling the same ``nl2sql.udf`` entry point in this
-process, with the same arguments and result (docs/client.md)."""
+process, with the same arguments and result; where the extension is installed, its SQL function
+(docs/client.md)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,35 @@ _MAY_EXECUTE = "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE') AS ok"
 
 
 class Tools:
-    """Mixed into ``Client``: needs its ``plpy`` and ``_in_transaction``."""
+    """Mixed into ``Client``: needs its ``plpy``, ``_in_transaction``, ``on_server`` and
+    ``_served_value``."""
 
     plpy: Any
     for_model: bool
     _in_transaction: Callable[..., Any]
+    on_server: Callable[[], bool]
+    _served_value: Callable[..., Any]
 
     def _gated(
-        self, signature: str, fn: Callable[[str], Any], search_path: str | None = None
+        self,
+        signature: str,
+        fn: Callable[[str], Any],
+        search_path: str | None = None,
+        args: dict[str, Any] | None = None,
+        view: Callable[[Any, AgentView], Any] | None = None,
+        logs: bool = False,
     ) -> Any:
         """``fn(caller's search_path)`` in one transaction, after checking that the role may
-        EXECUTE ``signature`` as the extension's SQL function requires.
+        EXECUTE ``signature`` as the extension's SQL function requires; where the extension is
+        installed, that SQL function itself with ``args`` (``view``: as ``_served_value``).
+        ``logs``: ``fn`` writes the query log.
 
         Raises:
             ClientError: the role may not (SQLSTATE 42501), or what ``fn`` raises.
         """
+        if self.on_server():
+            function = signature.partition("(")[0]
+            return self._served_value(function, search_path, view, **(args or {}))
 
         def run(caller: str) -> Any:
             ok = self.plpy.execute(self.plpy.prepare(_MAY_EXECUTE, ["text"]), [signature])
@@ -49,7 +64,7 @@ class Tools:
                 )
             return fn(caller)
 
-        return self._in_transaction(run, search_path)
+        return self._in_transaction(run, search_path, logs)
 
     def narrate(
         self,
@@ -77,7 +92,9 @@ class Tools:
         def run(caller: str) -> str:
             return udf.narrate(self.plpy, question, caller, evidence, conversation)
 
-        return self._gated("nl2sql.narrate(text,text,text,text)", run, search_path)
+        args = {"question": question, "evidence": evidence, "conversation": conversation}
+        sig = "nl2sql.narrate(text,text,text,text)"
+        return self._gated(sig, run, search_path, args, logs=True)
 
     def chart(
         self,
@@ -106,7 +123,9 @@ class Tools:
             spec = json.loads(udf.chart(self.plpy, question, caller, evidence, conversation))
             return AgentView(self.plpy, caller).chart(spec, question) if self.for_model else spec
 
-        return self._gated("nl2sql.chart(text,text,text,text)", run, search_path)
+        args = {"question": question, "evidence": evidence, "conversation": conversation}
+        sig, view = "nl2sql.chart(text,text,text,text)", lambda spec, v: v.chart(spec, question)
+        return self._gated(sig, run, search_path, args, view, logs=True)
 
     def explain_sql(self, sql: str, search_path: str | None = None) -> str:
         """What a read-only query does, in words, as ``nl2sql.explain_sql`` writes it.
@@ -126,7 +145,7 @@ class Tools:
         def run(caller: str) -> str:
             return udf.explain_sql(self.plpy, sql, caller)
 
-        return self._gated("nl2sql.explain_sql(text,text)", run, search_path)
+        return self._gated("nl2sql.explain_sql(text,text)", run, search_path, {"sql": sql})
 
     def retrieve(
         self,
@@ -152,7 +171,8 @@ class Tools:
         def run(caller: str) -> dict:
             return json.loads(udf.retrieve(self.plpy, question, caller, evidence, presql))
 
-        return self._gated("nl2sql.retrieve(text,text,text,text)", run, search_path)
+        args = {"question": question, "evidence": evidence, "presql": presql}
+        return self._gated("nl2sql.retrieve(text,text,text,text)", run, search_path, args)
 
     def execute_sql(
         self,
@@ -185,7 +205,8 @@ class Tools:
             return json.loads(udf.execute_sql(self.plpy, *args))
 
         sig = "nl2sql.execute_sql(text,integer,boolean,boolean,text)"
-        return self._gated(sig, run, search_path)
+        args = {"sql": sql, "max_rows": max_rows, "dry_run": dry_run, "for_model": gated}
+        return self._gated(sig, run, search_path, args, logs=True)
 
     def search_values(self, text: str, k: int = 10, search_path: str | None = None) -> dict:
         """The indexed cell values most like ``text``, as ``nl2sql.search_values``.
@@ -205,7 +226,8 @@ class Tools:
         def run(caller: str) -> dict:
             return json.loads(udf.search_values(self.plpy, text, k, caller))
 
-        return self._gated("nl2sql.search_values(text,integer,text)", run, search_path)
+        sig, args = "nl2sql.search_values(text,integer,text)", {"text": text, "k": k}
+        return self._gated(sig, run, search_path, args)
 
     def describe_table(
         self, name: str, for_model: bool | None = None, search_path: str | None = None
@@ -228,7 +250,8 @@ class Tools:
         def run(caller: str) -> dict:
             return json.loads(udf.describe_table(self.plpy, name, gated, caller))
 
-        return self._gated("nl2sql.describe_table(text,boolean,text)", run, search_path)
+        sig, args = "nl2sql.describe_table(text,boolean,text)", {"name": name, "for_model": gated}
+        return self._gated(sig, run, search_path, args)
 
     def semantic_context(
         self,
@@ -259,7 +282,8 @@ class Tools:
             return json.loads(udf.semantic_context(self.plpy, *args))
 
         sig = "nl2sql.semantic_context(text,integer,boolean,text)"
-        return self._gated(sig, run, search_path)
+        args = {"question": question, "k": k, "for_model": gated}
+        return self._gated(sig, run, search_path, args)
 
     def doctor(self) -> list[dict]:
         """The checks of ``nl2sql.doctor()``: one dict per check.
@@ -271,7 +295,10 @@ class Tools:
             ClientError: this role may not execute ``nl2sql.doctor()`` (SQLSTATE 42501).
         """
         keys = ("check", "status", "detail", "fix")
-        rows = self._in_transaction(lambda _caller: udf.doctor(self.plpy))
+        if self.on_server():
+            rows = self._served_value("nl2sql.doctor", set_returning=True)
+        else:
+            rows = self._in_transaction(lambda _caller: udf.doctor(self.plpy))
         return [dict(zip(keys, r)) for r in rows]
 
     def evaluate(
@@ -298,7 +325,11 @@ class Tools:
         def run(caller: str) -> dict:
             return json.loads(udf.evaluate(self.plpy, max_questions, note, caller))
 
-        return self._gated("nl2sql.evaluate(integer,text,text)", run, search_path)
+        sig, args = (
+            "nl2sql.evaluate(integer,text,text)",
+            {"max_questions": max_questions, "note": note},
+        )
+        return self._gated(sig, run, search_path, args, logs=True)
 
     def export_semantic_model(self) -> str:
         """The semantic model as Cortex Analyst YAML, as ``nl2sql.export_semantic_model``.
@@ -312,6 +343,7 @@ class Tools:
         return self._gated(
             "nl2sql.export_semantic_model()",
             lambda _caller: udf.export_semantic_model(self.plpy),
+            args={},
         )
 
     def mine_queries(self, limit: int = 20) -> dict:
@@ -330,6 +362,7 @@ class Tools:
         return self._gated(
             "nl2sql.mine_queries(integer)",
             lambda _caller: json.loads(udf.mine_queries(self.plpy, limit)),
+            args={"limit": limit},
         )
 
     def calibrate(self, judged: list | dict | str | None = None) -> dict:
@@ -348,6 +381,7 @@ class Tools:
         return self._gated(
             "nl2sql.calibrate(jsonb)",
             lambda _caller: json.loads(udf.calibrate(self.plpy, text)),
+            args={"judged": text},
         )
 
     def prune_query_log(self) -> dict:
@@ -363,4 +397,5 @@ class Tools:
         return self._gated(
             "nl2sql.prune_query_log()",
             lambda _caller: json.loads(udf.prune_query_log(self.plpy)),
+            args={},
         )

@@ -1,6 +1,7 @@
-"""The Python API beside the database: ``connect`` → ``Client`` whose ``ask``, ``explain`` and
-``reindex`` run the server's own pipeline in this process over a psycopg connection, as its
-role (docs/client.md)."""
+"""The Python API: ``connect`` → ``Client`` whose ``ask``, ``explain`` and ``reindex`` run the
+server's own pipeline in this process over a psycopg connection, as its role, beside the
+database; where the extension is installed its questions are its SQL functions (``_server``)
+(docs/client.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ..generation.execute import fetch_rows
 from ..model import quota
 from ..ops.indexer import sum_table_counts
 from . import _jobs, _plpy
+from ._server import Served
 from ._tools import Tools
 from .deferred import Applied, apply_deferred
 
@@ -39,11 +41,10 @@ _NOT_INSTALLED_HINT = (
     "--dsn … where PL/Python is not available (docs/install.md)"
 )
 # the extension's query-log writer takes rows only from the server's own pipeline (its one-time
-# token): a client's call is refused there
+# token): a question run in this process is refused there, before any model is called
 _SERVER_LOG_HINT = (
-    "this database has the nl2sql extension, whose query log accepts rows only from the "
-    "pipeline inside the server: ask there (SELECT nl2sql(...), nl2sql-mcp without "
-    "--in-process); the Python API is for nl2sql installed without PL/Python (docs/client.md)"
+    "connect without in_process: where the extension is installed the client calls its SQL "
+    "functions (nl2sql-mcp: without --in-process) (docs/client.md)"
 )
 PROGRESS = "nl2sql-progress "  # the indexer's progress notices (ops/_cell_values.py)
 
@@ -85,8 +86,7 @@ def _as_client_errors() -> Iterator[None]:
         raise ClientError(_prefixed(str(e)), hint=e.hint, sqlstate=e.sqlstate) from None
     except _plpy.SPIError as e:
         msg = f"nl2sql: the database refused a statement: {e}"
-        hint = _SERVER_LOG_HINT if "nl2sql._log_query:" in str(e) else e.hint
-        raise ClientError(msg, hint=hint, sqlstate=e.sqlstate) from None
+        raise ClientError(msg, hint=e.hint, sqlstate=e.sqlstate) from None
     except psycopg.Error as e:
         msg = f"nl2sql: the database connection failed: {str(e).strip()}"
         raise ClientError(msg, hint="check the DSN and that the server is up") from None
@@ -94,8 +94,9 @@ def _as_client_errors() -> Iterator[None]:
         raise ClientError(_prefixed(str(e)), hint=getattr(e, "hint", None)) from None
 
 
-class Client(Tools):
-    """nl2sql beside the database, over one psycopg connection (``connect`` makes one); the
+class Client(Tools, Served):
+    """nl2sql over one psycopg connection (``connect`` makes one): the pipeline in this process
+    beside the database, the extension's SQL functions where it is installed (``Served``); the
     other SQL functions' equivalents (``narrate``, ``doctor``, …) come from ``Tools``.
 
     Args:
@@ -106,6 +107,8 @@ class Client(Tools):
         for_model: the reader of the results is a model (an agent built on this API): rows,
             SQL and errors pass the role's value rules as prompts do (``agent.view``; setting
             ``agent_values``).
+        in_process: run the questions in this process also where the extension is installed
+            (refused, before any model call, where its query log takes no client's rows).
     """
 
     def __init__(
@@ -114,9 +117,11 @@ class Client(Tools):
         owned: bool = False,
         on_notice: Callable[[str, str], None] | None = None,
         for_model: bool = False,
+        in_process: bool = False,
     ):
         self.conn, self._owned, self.for_model = conn, owned, for_model
         self.plpy = _plpy.Plpy(conn, on_notice)
+        self.in_process, self._where = in_process, None
         self._pinned: str | None = None
         self._pending_done = False  # curated rows added in SQL embedded (embed_pending)
         self._applied: list[Applied] = []  # deferred calls the first use applied
@@ -144,10 +149,19 @@ class Client(Tools):
             self._pinned = rows[0]["path"]
         return self._pinned
 
-    def _in_transaction(self, fn: Callable[[str], Any], search_path: str | None = None) -> Any:
+    def _in_transaction(
+        self, fn: Callable[[str], Any], search_path: str | None = None, logs: bool = False
+    ) -> Any:
         """Run ``fn(caller's search_path)`` in one transaction (a savepoint inside the caller's)
         under the pinned search_path, as nl2sql's SQL functions run; errors as ``ClientError``.
-        """
+        ``logs``: ``fn`` writes the query log (refused first where only the server may)."""
+        if logs and not self.on_server() and self._where.server_log:
+            raise ClientError(
+                "nl2sql: a question cannot run in this process here: the nl2sql extension's "
+                "query log takes rows only from the pipeline inside the server",
+                hint=_SERVER_LOG_HINT,
+                sqlstate="42501",
+            )
         with _as_client_errors():
             p = self.plpy
             p.rows_after_rollback.clear()
@@ -218,6 +232,12 @@ class Client(Tools):
             ClientError: an invalid question, setting or model configuration, no index, or
                 the database refused a statement.
         """
+        if self.on_server():
+            args = {"question": question, "evidence": evidence, "conversation": conversation}
+            view = AgentView.trace  # view(trace, question) of the role's AgentView
+            return self._served_value(
+                "nl2sql.explain", search_path, lambda t, v: view(v, t, question), **args
+            )
 
         def run(caller: str) -> dict:
             trace = json.loads(udf.explain(self.plpy, question, caller, evidence, conversation))
@@ -225,7 +245,7 @@ class Client(Tools):
                 trace = AgentView(self.plpy, caller).trace(trace, question)
             return trace
 
-        return self._in_transaction(run, search_path)
+        return self._in_transaction(run, search_path, logs=True)
 
     def sql(
         self,
@@ -247,11 +267,14 @@ class Client(Tools):
             ClientError: as ``explain``; no SQL was chosen (the message says why; the call is
                 logged once its transaction rolled back, the hint names the row's id).
         """
+        if self.on_server():
+            args = {"question": question, "evidence": evidence, "conversation": conversation}
+            return self._served_value("public.nl2sql", search_path, **args)
 
         def run(caller: str) -> str:
             return udf.nl2sql(self.plpy, question, caller, evidence, conversation)
 
-        return self._in_transaction(run, search_path)
+        return self._in_transaction(run, search_path, logs=True)
 
     def ask(
         self,
@@ -273,8 +296,10 @@ class Client(Tools):
             ClientError: as ``explain``; no SQL was chosen (``trace`` says why; the call is
                 logged, ``log_id``); the chosen SQL failed or was refused when fetched.
         """
+        if self.on_server():
+            return self._served_ask(question, evidence, conversation, search_path)
         trace = self._in_transaction(
-            lambda caller: self._answer(question, evidence, conversation, caller), search_path
+            lambda caller: self._answer(question, evidence, conversation, caller), search_path, True
         )
         if isinstance(trace, Answer):
             return trace
@@ -288,26 +313,27 @@ class Client(Tools):
     def _answer(self, question, evidence, conversation, caller: str) -> Answer | dict:
         """``ask``'s work in its transaction: the trace, then the rows (the trace alone when no
         SQL was chosen: it stays logged)."""
-        p = self.plpy
-        trace, texts = udf.trace(p, question, caller, evidence, conversation)
+        trace, texts = udf.trace(self.plpy, question, caller, evidence, conversation)
         if trace.get("sql") is None:
             return trace
-        if texts is None:  # not kept (the fast path): run again, as nl2sql.ask does
-            st = get_settings(p)
+        return self._answer_rows(question, trace, texts, caller)
+
+    def _answer_rows(self, question, trace: dict, texts: list[str] | None, caller) -> Answer:
+        """The ``Answer`` of a chosen SQL from its rows' ``row_to_json`` texts (None: not kept,
+        fetched again as ``nl2sql.ask`` fetches them)."""
+        if texts is None:
+            st = get_settings(self.plpy)
+            limits = (st.candidate_timeout_ms, st.max_rows, st.max_result_bytes)
             try:
-                texts = fetch_rows(
-                    p,
-                    trace["sql"],
-                    caller,
-                    st.candidate_timeout_ms,
-                    st.max_rows,
-                    st.max_result_bytes,
-                )
+                texts = fetch_rows(self.plpy, trace["sql"], caller, *limits)
             except CandidateRefused as e:
                 raise ClientError(f"nl2sql: the chosen query {e}") from None
-        columns, rows = _rows(texts)
+        return self._answer_of(question, trace, *_rows(texts), caller)
+
+    def _answer_of(self, question, trace: dict, columns, rows, caller: str) -> Answer:
+        """The ``Answer`` (``for_model``: as a model reader may see it)."""
         if self.for_model:
-            return _for_model(AgentView(p, caller), question, trace, columns, rows)
+            return _for_model(AgentView(self.plpy, caller), question, trace, columns, rows)
         return Answer(
             trace["sql"], columns, rows, trace.get("confidence"), trace, trace.get("log_id")
         )
@@ -459,13 +485,14 @@ def reindex_worker(dsn: str | None, run_id: int | None, name: str) -> list[dict]
 
 
 def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Client:
-    """Open nl2sql beside the database.
+    """Open nl2sql over a connection: the pipeline in this process beside the database, the
+    extension's SQL functions where it is installed (unless ``in_process``).
 
     Args:
         dsn: a libpq connection string or URI, or an open psycopg connection (kept open on
             ``close``); None: ``NL2SQL_DSN``, else libpq's environment (``PGHOST``, …).
-        **options: ``on_notice`` and ``for_model`` for ``Client``; the rest go to
-            ``psycopg.connect``.
+        **options: ``on_notice``, ``for_model`` and ``in_process`` for ``Client``; the rest go
+            to ``psycopg.connect``.
 
     Returns:
         The ``Client``.
@@ -473,11 +500,10 @@ def connect(dsn: str | psycopg.Connection | None = None, **options: Any) -> Clie
     Raises:
         ClientError: the connection failed.
     """
-    on_notice = options.pop("on_notice", None)
-    for_model = bool(options.pop("for_model", False))
+    mine = {k: options.pop(k) for k in ("on_notice", "for_model", "in_process") if k in options}
     if isinstance(dsn, psycopg.Connection):
-        return Client(dsn, owned=False, on_notice=on_notice, for_model=for_model)
+        return Client(dsn, owned=False, **mine)
     target = dsn if dsn is not None else os.environ.get("NL2SQL_DSN", "")
     with _as_client_errors():
         conn = psycopg.connect(target, autocommit=True, **options)
-    return Client(conn, owned=True, on_notice=on_notice, for_model=for_model)
+    return Client(conn, owned=True, **mine)
