@@ -70,7 +70,9 @@ def start_model(model: str, port: int) -> None:
     os.environ.setdefault("NL2SQL_MODEL_HOME", tempfile.mkdtemp(prefix="nl2sql-load-model-"))
     install(model, quiet=True)
     s = start(port=port, quiet=True)
-    log(f"{s.alias} at {s.base_url}: {s.parallel} slots of {s.slot_ctx} tokens, {s.threads} threads")
+    log(
+        f"{s.alias} at {s.base_url}: {s.parallel} slots of {s.slot_ctx} tokens, {s.threads} threads"
+    )
 
 
 def setup(cluster, sessions: int, statement_timeout_s: int, quota: int | None) -> None:

@@ -193,6 +193,8 @@ class Exchange:
             got = _reply.read(_post(client, body, timeout_s))
         for f in ("prompt_tokens", "completion_tokens", "reasoning_tokens"):
             setattr(self.usage, f, getattr(self.usage, f) + getattr(got, f))
+        if got.server_ms is not None:
+            self.usage.server_ms = (self.usage.server_ms or 0.0) + got.server_ms
         if got.usage_note and got.usage_note not in self.learned:
             self.learned.append(got.usage_note)
             self.usage.usage_note = got.usage_note
@@ -317,6 +319,10 @@ class Exchange:
 
     def _reply(self, text, texts, error, latency_ms: float) -> LLMReply:
         u = self.usage
+        request = self.request_shown()
+        if u.server_ms is not None:  # the rest waited: for a slot of a busy server, the network
+            request["server_ms"] = round(u.server_ms, 1)
+            request["waited_ms"] = round(max(0.0, latency_ms - u.server_ms), 1)
         return LLMReply(
             model=self.cfg.name,
             text=text,
@@ -326,7 +332,7 @@ class Exchange:
             completion_tokens=u.completion_tokens,
             choices=texts,
             reasoning_tokens=u.reasoning_tokens,
-            request=self.request_shown(),
+            request=request,
             learned=list(self.learned),
             context_window=self.window[0],
         )

@@ -21,6 +21,9 @@ class Read:
     completion_tokens: int = 0  # reasoning included (as the providers count it)
     reasoning_tokens: int = 0
     usage_note: str | None = None  # why the endpoint's usage was not taken
+    # the server's own time reading the prompt and writing the answer (llama.cpp's
+    # ``timings.prompt_ms + predicted_ms``), ms; None where the server does not say
+    server_ms: float | None = None
 
 
 def _get(obj, name: str):
@@ -88,7 +91,17 @@ def read(resp) -> Read:
         reasons.append(_get(ch, "finish_reason"))
     out.cut = not out.texts and "length" in reasons
     _read_usage(out, _get(resp, "usage"))
+    out.server_ms = _server_ms(_get(resp, "timings"))
     return out
+
+
+def _server_ms(timings) -> float | None:
+    """llama.cpp's ``timings`` (``prompt_ms``, ``predicted_ms``) as one figure, or None."""
+    try:
+        total = float(_get(timings, "prompt_ms")) + float(_get(timings, "predicted_ms"))
+    except (TypeError, ValueError):
+        return None
+    return total if 0 <= total < 1e9 else None
 
 
 def _read_usage(out: Read, usage) -> None:

@@ -90,3 +90,23 @@ def test_a_reply_body_of_any_shape_gives_its_answer_or_a_clear_error(
         assert reply.error is None and reply.text == text, reply.error
     else:
         assert reply.text is None and error in (reply.error or ""), reply.error
+
+
+@pytest.mark.parametrize(
+    "timings, server_ms",
+    [
+        ({"prompt_ms": 120.5, "predicted_ms": 880.0}, 1000.5),  # llama.cpp's
+        (None, None),  # every other server
+        ({"prompt_ms": "x", "predicted_ms": 1}, None),
+        ({"prompt_ms": -5, "predicted_ms": 1}, None),
+        ([1, 2], None),
+    ],
+)
+def test_the_server_s_own_time_is_read_where_it_says_it(timings, server_ms):
+    """What a call waited (for a busy server's slot) is its time less the server's own."""
+    from nl2sql.model import _reply
+
+    body = {"choices": [{"message": {"content": "SELECT 1"}, "finish_reason": "stop"}]}
+    if timings is not None:
+        body["timings"] = timings
+    assert _reply.read(body).server_ms == server_ms

@@ -302,6 +302,8 @@ def start(p: Paths, s: Service, quiet: bool = False) -> Service:
             hint="start on another port: nl2sql model start --port N (then register again)",
         )
     run_as = _run_as()
+    if run_as:  # the server's user reaches its key file (the folder stays unlisted)
+        p.state.chmod(p.state.stat().st_mode | 0o011)
     _ensure_key(p, run_as)
     s.save(p.state)
     conf = p.state / "supervisord.conf"
