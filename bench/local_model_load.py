@@ -16,16 +16,19 @@ than 2 s. A monitor reads the server's queue every second (``/metrics``: request
 deferred, i.e. waiting for a slot).
 
 Usage: python bench/local_model_load.py [--model qwen2.5-coder-0.5b] [--sessions 8]
-       [--minutes 10] [--statement-timeout-s 120] [--quota N] [--port 8408] [--datadir DIR]
+       [--minutes 10] [--statement-timeout-s 120] [--quota N] [--port 8408|0] [--datadir DIR]
 Run it under scripts/dev_locked.sh (it installs this checkout into the shared extension dir).
 The last line printed is ``RESULT questions=<n> answered=<n> timeout=<n> quota=<n>
-no_answer=<n> internal=<n> held=<n> wait_p50_s=<s> wait_p95_s=<s> max_deferred=<n>``.
+no_answer=<n> internal=<n> held=<n> answer_p50_s=<s> answer_p95_s=<s> slot_wait_p50_s=<s>
+slot_wait_p95_s=<s> max_deferred=<n>`` (answer: asking to SQL; slot wait: of that, the time its
+model calls waited for the server, from the traces' ``waited_ms``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -51,8 +54,12 @@ def log(*a) -> None:
 
 def classify(e: Exception) -> str:
     """The outcome of a call that raised: ``timeout``, ``quota``, ``no answer`` or
-    ``internal``."""
+    ``internal``. PL/Python puts the exception's class before a function's message
+    (``plpy.Error: nl2sql: …``, ``spiexceptions.QueryCanceled: …``): it is not part of it."""
     msg = str(e).strip()
+    head, sep, rest = msg.partition(": ")
+    if sep and (head == "plpy.Error" or head.startswith("spiexceptions.")):
+        msg = rest
     low = msg.lower()
     if isinstance(e, psycopg.errors.QueryCanceled) or "timed out" in low or "deadline" in low:
         return "timeout"
@@ -63,13 +70,26 @@ def classify(e: Exception) -> str:
     return "internal"
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start_model(model: str, port: int) -> None:
-    """The local model under a state folder of its own (NL2SQL_MODEL_HOME) on ``port``."""
+    """The local model under a state folder of its own (NL2SQL_MODEL_HOME) on ``port`` (0: a
+    free one)."""
     from nl2sql.client.local_model import install, start
 
-    os.environ.setdefault("NL2SQL_MODEL_HOME", tempfile.mkdtemp(prefix="nl2sql-load-model-"))
+    # in /tmp itself (not TMPDIR): as root the server runs as nobody, who must pass through
+    # every folder above its state folder
+    os.environ.setdefault(
+        "NL2SQL_MODEL_HOME", tempfile.mkdtemp(prefix="nl2sql-load-model-", dir="/tmp")
+    )
     install(model, quiet=True)
-    s = start(port=port, quiet=True)
+    s = start(port=port or _free_port(), quiet=True)
     log(
         f"{s.alias} at {s.base_url}: {s.parallel} slots of {s.slot_ctx} tokens, {s.threads} threads"
     )
@@ -146,7 +166,22 @@ def run(cluster, args) -> tuple[list[tuple[float, str, str]], list]:
     return calls, depth
 
 
-def report(calls, depth, args) -> None:
+WAITED_SQL = """
+SELECT COALESCE((trace->'presql'->'reply'->'request'->>'waited_ms')::float8, 0)
+     + COALESCE((SELECT sum((r->'request'->>'waited_ms')::float8)
+                 FROM jsonb_array_elements(trace->'finsql'->'replies') r), 0)
+FROM nl2sql.query_log WHERE role_name = %s AND sql IS NOT NULL
+"""
+
+
+def slot_waits(cluster) -> list[float]:
+    """Per answered question, what its model calls waited (the trace's ``waited_ms``: the
+    call's time less the server's own reading and writing), seconds."""
+    with cluster.connect(DB) as c:
+        return [r[0] / 1000 for r in c.execute(WAITED_SQL, (ROLE,)).fetchall()]
+
+
+def report(calls, depth, args, waited: list[float]) -> None:
     n = Counter(out for _, out, _ in calls)
     waits = [s for s, out, _ in calls if out == "answered"]
     held = [s for s, _, _ in calls if s > args.statement_timeout_s + HELD_GRACE_S]
@@ -163,10 +198,16 @@ def report(calls, depth, args) -> None:
         f"(statement_timeout {args.statement_timeout_s} s); at most {max_def:.0f} requests "
         f"waiting for a slot"
     )
+    w50, w95 = C.percentile(waited, 50) or 0.0, C.percentile(waited, 95) or 0.0
+    log(
+        f"of which waiting for the server (the traces' waited_ms, {len(waited)} answered "
+        f"questions): p50 {w50:.1f} s, p95 {w95:.1f} s"
+    )
     log(
         f"RESULT questions={len(calls)} answered={n['answered']} timeout={n['timeout']} "
         f"quota={n['quota']} no_answer={n['no answer']} internal={n['internal']} "
-        f"held={len(held)} wait_p50_s={p50:.1f} wait_p95_s={p95:.1f} max_deferred={max_def:.0f}"
+        f"held={len(held)} answer_p50_s={p50:.1f} answer_p95_s={p95:.1f} "
+        f"slot_wait_p50_s={w50:.1f} slot_wait_p95_s={w95:.1f} max_deferred={max_def:.0f}"
     )
 
 
@@ -179,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--statement-timeout-s", type=int, default=120)
     ap.add_argument("--quota", type=int, default=None, help="the role's questions_per_minute")
-    ap.add_argument("--port", type=int, default=8408)
+    ap.add_argument("--port", type=int, default=8408, help="0: a free port")
     ap.add_argument("--datadir", type=Path, default=None)
     args = ap.parse_args(argv)
     log(f"machine speed reference: {C.machine_reference_ms():.0f} ms for 10^6 Python additions")
@@ -196,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         from nl2sql.client.local_model import stop
 
         stop()
-    report(calls, depth, args)
+        if os.environ["NL2SQL_MODEL_HOME"].startswith("/tmp/nl2sql-load-model-"):
+            shutil.rmtree(os.environ["NL2SQL_MODEL_HOME"], ignore_errors=True)
+    report(calls, depth, args, slot_waits(cluster))
     return 0
 
 

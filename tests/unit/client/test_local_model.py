@@ -258,3 +258,29 @@ def test_a_taken_port_is_said_before_anything_starts(home, monkeypatch):
             _service.start(home, _svc(port), quiet=True)
     assert "--port" in e.value.hint
     assert not (home.state / "supervisord.conf").exists()
+
+
+def test_the_systemd_unit_runs_the_service_s_supervisord_in_the_foreground(tmp_path):
+    unit = _service.systemd_unit(tmp_path)
+    start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert start.endswith(
+        f"-m supervisor.supervisord --nodaemon -c {tmp_path / 'supervisord.conf'}"
+    )
+    assert "Restart=always" in unit.splitlines() and "WantedBy=multi-user.target" in unit
+
+
+def test_a_state_folder_the_server_s_user_cannot_reach_is_said():
+    import shutil
+    import tempfile
+
+    closed = Path(tempfile.mkdtemp(prefix="nl2sql-test-"))  # in /tmp: the folders above pass
+    try:
+        (closed / "state").mkdir()
+        closed.chmod(0o700)
+        with pytest.raises(LocalModelError, match="cannot reach") as e:
+            _service._reachable(closed / "state", "nobody")
+        assert "NL2SQL_MODEL_HOME" in e.value.hint
+        closed.chmod(0o711)
+        _service._reachable(closed / "state", "nobody")  # every folder above passable
+    finally:
+        shutil.rmtree(closed)

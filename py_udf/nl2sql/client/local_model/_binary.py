@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...core.errors import LocalModelError
+from ._fetch import bar_interval
 
 __all__ = ["BIN_PIN", "CMAKE_ARGS", "build_key", "server_binary"]
 
@@ -126,7 +127,8 @@ def _run_with_bar(cmd: list[str], env: dict, log: Path, quiet: bool) -> int:
 
     cores = os.cpu_count() or 1
     desc = f"building llama-server (once per CPU; about {BUILD_ESTIMATE_S // cores // 60} min)"
-    with log.open("wb") as out, tqdm(total=100, desc=desc, unit="%", disable=quiet) as bar:
+    bar = tqdm(total=100, desc=desc, unit="%", disable=quiet, mininterval=bar_interval())
+    with log.open("wb") as out, bar:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
         t0 = time.monotonic()

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from ...core.errors import LocalModelError
 from .catalog import GgufModel
 
-__all__ = ["GGUF_MAGIC", "check_gguf", "fetch_catalog", "fetch_url", "sha256_of"]
+__all__ = ["GGUF_MAGIC", "bar_interval", "check_gguf", "fetch_catalog", "fetch_url", "sha256_of"]
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file (ggml's gguf.h)
 CHUNK = 1 << 20  # bytes read at a time

@@ -36,6 +36,7 @@ __all__ = [
     "start",
     "stop",
     "supervisor_conf",
+    "systemd_unit",
 ]
 
 DEFAULT_PORT = 8407  # the service's own port on 127.0.0.1 (--port another)
@@ -180,6 +181,21 @@ def _run_as() -> str | None:
     return "nobody"
 
 
+def _reachable(folder: Path, user: str) -> None:
+    """Raise unless every folder above ``folder`` lets others through (the server runs as
+    ``user`` and reads its key file there)."""
+    import stat
+
+    for d in folder.resolve().parents:
+        if not d.stat().st_mode & stat.S_IXOTH:
+            raise LocalModelError(
+                f"nl2sql model start: the server runs as {user}, who cannot reach {folder} "
+                f"({d} is closed to other users)",
+                hint="point NL2SQL_MODEL_HOME at a folder others may pass through "
+                "(default /var/lib/nl2sql/model)",
+            )
+
+
 def _server_command(s: Service, key_file: Path) -> list[str]:
     return [
         s.binary,
@@ -234,6 +250,36 @@ def supervisor_conf(s: Service, state: Path, run_as: str | None) -> str:
         "stdout_logfile_backups=2",
     ]
     return "\n".join(lines) + "\n"
+
+
+def systemd_unit(state: Path) -> str:
+    """A systemd unit that starts the service's supervisord at boot (and again if it exits),
+    for a machine where systemd runs: ``nl2sql model systemd-unit > /etc/systemd/system/
+    nl2sql-model.service``, then ``systemctl enable --now nl2sql-model`` (after ``nl2sql model
+    stop``: one supervisord at a time).
+
+    Args:
+        state: the state folder (its ``supervisord.conf``, written by ``start``).
+
+    Returns:
+        The unit's text.
+    """
+    conf = state / "supervisord.conf"
+    return "\n".join(
+        [
+            "[Unit]",
+            "Description=nl2sql's local model (llama-server under supervisord)",
+            "After=network.target",
+            "[Service]",
+            f"ExecStart={sys.executable} -m supervisor.supervisord --nodaemon -c {conf}",
+            f"ExecStop={sys.executable} -m supervisor.supervisorctl -c {conf} shutdown",
+            "Restart=always",
+            "RestartSec=2",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
 
 
 def _quote(arg: str) -> str:
@@ -304,6 +350,7 @@ def start(p: Paths, s: Service, quiet: bool = False) -> Service:
     run_as = _run_as()
     if run_as:  # the server's user reaches its key file (the folder stays unlisted)
         p.state.chmod(p.state.stat().st_mode | 0o011)
+        _reachable(p.state, run_as)
     _ensure_key(p, run_as)
     s.save(p.state)
     conf = p.state / "supervisord.conf"

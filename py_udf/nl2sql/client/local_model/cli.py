@@ -3,7 +3,7 @@
 
   nl2sql model install [NAME] [--gguf PATH|URL [--sha256 HEX]]   llama-server and the GGUF file
   nl2sql model start [--port N] [--parallel N] [--threads N]     serve it on 127.0.0.1
-  nl2sql model stop | status [--json] | logs [-n N]
+  nl2sql model stop | status [--json] | logs [-n N] | systemd-unit
   nl2sql model register [--dsn DSN] [--name local]               add_model for it in a database
 """
 
@@ -72,6 +72,21 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _systemd_unit(_args: argparse.Namespace) -> int:
+    from ...core.errors import LocalModelError
+    from ._paths import paths
+    from ._service import systemd_unit
+
+    state = paths().state
+    if not (state / "supervisord.conf").exists():
+        raise LocalModelError(
+            "nl2sql model systemd-unit: the service was never started here",
+            hint="run nl2sql model start once (it writes the configuration), then this",
+        )
+    print(systemd_unit(state), end="")
+    return 0
+
+
 def _register(args: argparse.Namespace) -> int:
     from .manage import register
 
@@ -114,6 +129,9 @@ def add_subcommands(subparsers) -> None:
     p = verbs.add_parser("logs", help="the end of the server's log")
     p.add_argument("-n", "--lines", type=int, default=50)
     p.set_defaults(run=_logs)
+    verbs.add_parser(
+        "systemd-unit", help="a systemd unit that starts the service at boot (printed)"
+    ).set_defaults(run=_systemd_unit)
     p = verbs.add_parser("register", help="add_model for the local model in a database")
     p.add_argument("--dsn", default=None, help="default: NL2SQL_DSN, else libpq's PG* variables")
     p.add_argument("--name", default="local", help="its name in nl2sql.model (default local)")
