@@ -33,7 +33,22 @@ def _bar(total: int, desc: str, quiet: bool):
     """A tqdm bar in bytes (sizes and the time left)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, disable=quiet)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        disable=quiet,
+        mininterval=bar_interval(),
+    )
+
+
+def bar_interval() -> float:
+    """Seconds between a bar's updates: often on a terminal, seldom into a log (CI)."""
+    import sys
+
+    return 0.2 if sys.stderr.isatty() else 15.0
 
 
 def sha256_of(path: Path, quiet: bool = True) -> str:
