@@ -372,7 +372,8 @@ def start(p: Paths, s: Service, quiet: bool = False) -> Service:
 
 
 def wait_ready(p: Paths, s: Service, timeout_s: float = START_TIMEOUT_S) -> None:
-    """Wait until ``GET /health`` answers 200.
+    """Wait until ``GET /health`` answers 200 and supervisord counts the server as started
+    (``RUNNING``: from then on it restarts it whenever it exits).
 
     Raises:
         LocalModelError: the server gave up (supervisord's ``FATAL``) or the time passed.
@@ -381,9 +382,10 @@ def wait_ready(p: Paths, s: Service, timeout_s: float = START_TIMEOUT_S) -> None
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if health(s, read_key(p)) == "ok":
+        state = program_state(p.state)
+        if state == "RUNNING" and health(s, read_key(p)) == "ok":
             return
-        if program_state(p.state) in ("FATAL", "NOT RUNNING"):
+        if state in ("FATAL", "NOT RUNNING"):
             break
         time.sleep(0.5)
     raise LocalModelError(
