@@ -135,6 +135,7 @@ def _run_with_bar(cmd: list[str], env: dict, log: Path, quiet: bool) -> int:
         for line in proc.stdout:
             out.write(line)
             if m := _PERCENT.match(line.lstrip()):
+                bar.set_postfix_str("compiling", refresh=False)
                 bar.update(max(0, int(m.group(1)) - bar.n))
             elif not bar.n and time.monotonic() - t0 > 1:
                 bar.set_postfix_str("configuring", refresh=False)
