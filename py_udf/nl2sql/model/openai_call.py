@@ -13,8 +13,7 @@ import httpx2
 import openai
 
 from ..core.errors import ModelError, ReplyTooLarge
-from ..core.redaction import env_secrets, redact, url_secrets
-from ..core.secrets import SYSTEM_SECRETS_DIR, secret
+from ..core.redaction import SYSTEM_SECRETS_DIR, env_secrets, redact, secret, url_secrets
 from ..core.types import LLMReply, ModelConfig
 from ..net import deadline as net_deadline
 from . import _exchange
@@ -168,7 +167,7 @@ def _server_environment_file() -> str:
 
 def _api_key(cfg: ModelConfig) -> str | None:
     """The model's API key from the server's environment (``api_key_env``), else from the
-    secrets folder's file of that name (``core.secrets``); None without one.
+    secrets folder's file of that name (``core.redaction.secret``); None without one.
 
     Raises:
         ModelError: ``api_key_env`` names a variable that is not set.

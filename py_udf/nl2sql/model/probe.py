@@ -10,8 +10,7 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 
 from ..core.errors import DeadlineExceeded
-from ..core.redaction import redact, url_secrets
-from ..core.secrets import secret
+from ..core.redaction import redact, secret, url_secrets
 from ..core.types import ModelConfig
 from ..net import deadline as net_deadline
 

@@ -326,20 +326,15 @@ def served_row(name: str, model: str, listed: tuple[str, ...] | None) -> Row | N
             endpoint listed (None or empty: not known, no row).
 
     Returns:
-        ``ok`` when listed, ``warn`` naming what is served when not (a server of one model,
-        as llama.cpp's, answers whatever name is asked; a server of several does not), or None.
+        ``ok`` when listed, ``warn`` naming what is served when not (llama.cpp answers any
+        name; a server of several models does not), or None.
     """
     if not listed:
         return None
-    check = f"model {name} served"
     if model in listed:
-        return check, OK, f"the endpoint serves {model}", ""
-    return (
-        check,
-        WARN,
-        f"the endpoint lists {', '.join(listed[:5])}, not {model}",
-        f"SELECT nl2sql.add_model('{name}', '{listed[0]}', …) if that is the model meant",
-    )
+        return f"model {name} served", OK, f"the endpoint serves {model}", ""
+    fix = f"SELECT nl2sql.add_model('{name}', '{listed[0]}', …) if that is the model meant"
+    return f"model {name} served", WARN, f"the endpoint lists {', '.join(listed[:5])}", fix
 
 
 def context_row(name: str, window: int | None, budget: int, max_output: int) -> Row | None:
@@ -350,9 +345,8 @@ def context_row(name: str, window: int | None, budget: int, max_output: int) -> 
         budget: setting ``prompt_token_budget``; max_output: the answer's cap in tokens.
 
     Returns:
-        ``ok``, or ``warn`` when the window is smaller than the budget and the answer (a local
-        server refuses or cuts such prompts: nl2sql prunes the schema to fit, and loses
-        columns), or None.
+        ``ok``, or ``warn`` when the window is smaller than both (the schema is then pruned to
+        fit, and may lose columns), or None.
     """
     if not window:
         return None

@@ -29,6 +29,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ...core.errors import LocalModelError
 from ._fetch import bar_interval
 
@@ -123,8 +125,6 @@ def _build(wheels: Path, key: str, quiet: bool) -> Path:
 
 def _run_with_bar(cmd: list[str], env: dict, log: Path, quiet: bool) -> int:
     """Run the build, its output to ``log``, a percentage bar from make's ``[ NN%]`` lines."""
-    from tqdm import tqdm
-
     cores = os.cpu_count() or 1
     desc = f"building llama-server (once per CPU; about {BUILD_ESTIMATE_S // cores // 60} min)"
     bar = tqdm(total=100, desc=desc, unit="%", disable=quiet, mininterval=bar_interval())

@@ -19,6 +19,9 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx2 as httpx
+from tqdm import tqdm
+
 from ...core.errors import LocalModelError
 from .catalog import GgufModel
 
@@ -31,8 +34,6 @@ SPACE_MARGIN = 256 << 20  # bytes left free beyond what a download needs
 
 def _bar(total: int, desc: str, quiet: bool):
     """A tqdm bar in bytes (sizes and the time left)."""
-    from tqdm import tqdm
-
     return tqdm(
         total=total,
         desc=desc,
@@ -45,9 +46,11 @@ def _bar(total: int, desc: str, quiet: bool):
 
 
 def bar_interval() -> float:
-    """Seconds between a bar's updates: often on a terminal, seldom into a log (CI)."""
-    import sys
+    """Seconds between a bar's updates: often on a terminal, seldom into a log (CI).
 
+    Returns:
+        0.2 on a terminal, else 15.
+    """
     return 0.2 if sys.stderr.isatty() else 15.0
 
 
@@ -70,6 +73,9 @@ def sha256_of(path: Path, quiet: bool = True) -> str:
 
 def check_gguf(path: Path) -> None:
     """Raise unless ``path`` is a readable file that starts as a GGUF file does.
+
+    Args:
+        path: the file.
 
     Raises:
         LocalModelError: no such file, or not a GGUF file (a model llama-server cannot load).
@@ -226,8 +232,6 @@ def fetch_url(url: str, models_dir: Path, sha256: str | None, quiet: bool = Fals
         LocalModelError: the download failed or was refused, the file is no GGUF file, or its
             sha256 differs (the file is removed).
     """
-    import httpx2 as httpx
-
     name = Path(urlsplit(url).path).name or "model.gguf"
     target = models_dir / name
     if target.is_file() and (sha256 is None or sha256_of(target, quiet) == sha256):

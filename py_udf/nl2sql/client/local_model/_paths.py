@@ -25,7 +25,7 @@ class Paths:
         state: ``NL2SQL_MODEL_HOME``; as root ``/var/lib/nl2sql/model``, else
             ``~/.local/share/nl2sql/model``.
         secrets: ``NL2SQL_SECRETS_DIR``; as root ``/etc/nl2sql/secrets``, else
-            ``~/.config/nl2sql/secrets`` (``core.secrets`` reads keys from there).
+            ``~/.config/nl2sql/secrets`` (``core.redaction.secret`` reads keys from there).
     """
 
     cache: Path

@@ -6,27 +6,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2 as httpx
+
 __all__ = ["PROBE_TIMEOUT_S", "health", "metrics", "props"]
 
 PROBE_TIMEOUT_S = 5.0
 
 
-def _get(s, path: str, key: str | None):
-    import httpx2 as httpx
-
+def _get(s, path: str, key: str | None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = f"http://127.0.0.1:{s.port}{path}"
     return httpx.get(url, headers=headers, timeout=PROBE_TIMEOUT_S)
 
 
 def health(s, key: str | None) -> str:
-    """``ok``, ``loading`` (503 while the model loads), or why not (``unreachable: …``).
+    """Whether the server answers.
 
     Args:
         s: the service (its ``port``). key: the API key.
-    """
-    import httpx2 as httpx
 
+    Returns:
+        ``ok``, ``loading`` (503 while the model loads), or why not (``unreachable: …``,
+        ``HTTP 401``).
+    """
     try:
         r = _get(s, "/health", key)
     except httpx.HTTPError as e:
@@ -37,9 +39,14 @@ def health(s, key: str | None) -> str:
 
 
 def props(s, key: str | None) -> dict[str, Any]:
-    """The model's path, alias, context per slot and slot count from ``/props`` ({} on error)."""
-    import httpx2 as httpx
+    """The served model, the context per slot and the slot count.
 
+    Args:
+        s: the service (its ``port``). key: the API key.
+
+    Returns:
+        ``{"model", "n_ctx", "total_slots"}`` from ``/props`` ({} when it cannot be read).
+    """
     try:
         body = _get(s, "/props", key).json()
     except (httpx.HTTPError, ValueError):
@@ -53,10 +60,16 @@ def props(s, key: str | None) -> dict[str, Any]:
 
 
 def metrics(s, key: str | None) -> dict[str, float]:
-    """The Prometheus counters and gauges of ``/metrics`` (``llamacpp:`` dropped), {} on error:
-    ``prompt_tokens_seconds`` and ``predicted_tokens_seconds`` are the recent tokens/s."""
-    import httpx2 as httpx
+    """The server's Prometheus counters and gauges.
 
+    Args:
+        s: the service (its ``port``). key: the API key.
+
+    Returns:
+        Name (``llamacpp:`` dropped) to value, {} on error: ``prompt_tokens_seconds`` and
+        ``predicted_tokens_seconds`` are the recent tokens/s, ``requests_processing`` and
+        ``requests_deferred`` the requests in slots and waiting for one.
+    """
     try:
         r = _get(s, "/metrics", key)
     except httpx.HTTPError:

@@ -10,12 +10,15 @@ the state folder: ``service.json`` (what runs), ``supervisord.conf``, ``server.l
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from ...core.errors import LocalModelError
 from ._paths import Paths
+from ._probe import health
 
 __all__ = [
     "DEFAULT_PORT",
@@ -73,13 +77,25 @@ class Service:
 
     @classmethod
     def load(cls, state: Path) -> Service | None:
-        """The service recorded in ``state``, or None."""
+        """The service recorded in a state folder.
+
+        Args:
+            state: the state folder.
+
+        Returns:
+            The service of its ``service.json``, or None (none, or unreadable).
+        """
         try:
             return cls(**json.loads((state / "service.json").read_text()))
         except (OSError, ValueError, TypeError):
             return None
 
     def save(self, state: Path) -> None:
+        """Record the service in ``state``'s ``service.json`` (written whole, then renamed).
+
+        Args:
+            state: the state folder.
+        """
         state.mkdir(parents=True, exist_ok=True)
         tmp = state / "service.json.tmp"
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -125,7 +141,14 @@ def sizing(cpus: int | None = None) -> tuple[int, int]:
 
 
 def read_key(p: Paths) -> str | None:
-    """The service's API key from the secrets folder, or None."""
+    """The service's API key.
+
+    Args:
+        p: the folders (its ``secrets``).
+
+    Returns:
+        The key from the secrets folder, or None (none generated, or unreadable).
+    """
     try:
         return (p.secrets / KEY_NAME).read_text().strip() or None
     except OSError:
@@ -133,8 +156,6 @@ def read_key(p: Paths) -> str | None:
 
 
 def _group_id(name: str) -> int | None:
-    import grp
-
     try:
         return grp.getgrnam(name).gr_gid
     except KeyError:
@@ -184,8 +205,6 @@ def _run_as() -> str | None:
 def _reachable(folder: Path, user: str) -> None:
     """Raise unless every folder above ``folder`` lets others through (the server runs as
     ``user`` and reads its key file there)."""
-    import stat
-
     for d in folder.resolve().parents:
         if not d.stat().st_mode & stat.S_IXOTH:
             raise LocalModelError(
@@ -284,8 +303,6 @@ def systemd_unit(state: Path) -> str:
 
 def _quote(arg: str) -> str:
     """An argument as supervisord's ``command=`` reads it (shlex rules; ``%`` doubled)."""
-    import shlex
-
     return shlex.quote(arg).replace("%", "%%")
 
 
@@ -295,7 +312,14 @@ def _ctl(state: Path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
 
 
 def supervisor_running(state: Path) -> bool:
-    """Whether this service's supervisord answers on its socket."""
+    """Whether this service's supervisord answers on its socket.
+
+    Args:
+        state: the state folder.
+
+    Returns:
+        True when ``supervisorctl pid`` answers with a pid.
+    """
     if not (state / "supervisord.conf").exists() or not (state / "supervisor.sock").exists():
         return False
     try:
@@ -305,8 +329,15 @@ def supervisor_running(state: Path) -> bool:
 
 
 def program_state(state: Path) -> str:
-    """The server's state as supervisord says it (``RUNNING``, ``STARTING``, ``BACKOFF``,
-    ``FATAL``, ``STOPPED``…), or ``NOT RUNNING`` without a supervisord."""
+    """The server's state as supervisord says it.
+
+    Args:
+        state: the state folder.
+
+    Returns:
+        ``RUNNING``, ``STARTING``, ``BACKOFF``, ``FATAL``, ``STOPPED``…, or ``NOT RUNNING``
+        without a supervisord.
+    """
     if not supervisor_running(state):
         return "NOT RUNNING"
     out = _ctl(state, "status", PROGRAM, timeout=15).stdout.split()
@@ -375,11 +406,12 @@ def wait_ready(p: Paths, s: Service, timeout_s: float = START_TIMEOUT_S) -> None
     """Wait until ``GET /health`` answers 200 and supervisord counts the server as started
     (``RUNNING``: from then on it restarts it whenever it exits).
 
+    Args:
+        p: the folders. s: the service. timeout_s: how long to wait, seconds.
+
     Raises:
         LocalModelError: the server gave up (supervisord's ``FATAL``) or the time passed.
     """
-    from ._probe import health
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         state = program_state(p.state)
@@ -399,6 +431,9 @@ def wait_ready(p: Paths, s: Service, timeout_s: float = START_TIMEOUT_S) -> None
 def stop(p: Paths) -> bool:
     """Stop the server and its supervisord.
 
+    Args:
+        p: the folders.
+
     Returns:
         Whether one was running.
     """
@@ -413,7 +448,14 @@ def stop(p: Paths) -> bool:
 
 
 def log_tail(state: Path, n: int = 50) -> str:
-    """The last ``n`` lines of the server's log ('' without one)."""
+    """The end of the server's log.
+
+    Args:
+        state: the state folder. n: how many lines.
+
+    Returns:
+        The last ``n`` lines ('' without a log).
+    """
     try:
         with (state / "server.log").open("rb") as f:
             f.seek(0, os.SEEK_END)
@@ -425,5 +467,9 @@ def log_tail(state: Path, n: int = 50) -> str:
 
 
 def remove_state(p: Paths) -> None:
-    """Forget the service (after ``stop``): its state folder and key files."""
+    """Forget the service (after ``stop``): its state folder.
+
+    Args:
+        p: the folders.
+    """
     shutil.rmtree(p.state, ignore_errors=True)

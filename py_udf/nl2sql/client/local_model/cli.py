@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from ...core.errors import LocalModelError
+from ._paths import paths
+from ._service import systemd_unit
 from .catalog import DEFAULT, MODELS
+from .manage import install, logs, register, start, status, stop
 
 __all__ = ["add_subcommands"]
 
 
 def _install(args: argparse.Namespace) -> int:
-    from .manage import install
-
     done = install(args.name, args.gguf, args.sha256, quiet=args.quiet)
     print(f"installed {done.model}: {done.gguf}")
     print(f"  from {done.source}")
@@ -29,8 +31,6 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from .manage import start
-
     s = start(args.port, args.parallel, args.threads, quiet=args.quiet)
     print(
         f"{s.alias} serving at {s.base_url} ({s.parallel} slots of {s.slot_ctx} tokens, "
@@ -41,15 +41,11 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _stop(_args: argparse.Namespace) -> int:
-    from .manage import stop
-
     print("stopped" if stop() else "not running")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .manage import status
-
     st = status()
     if args.json:
         print(json.dumps(st, indent=2))
@@ -66,17 +62,11 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from .manage import logs
-
     print(logs(args.lines))
     return 0
 
 
 def _systemd_unit(_args: argparse.Namespace) -> int:
-    from ...core.errors import LocalModelError
-    from ._paths import paths
-    from ._service import systemd_unit
-
     state = paths().state
     if not (state / "supervisord.conf").exists():
         raise LocalModelError(
@@ -88,8 +78,6 @@ def _systemd_unit(_args: argparse.Namespace) -> int:
 
 
 def _register(args: argparse.Namespace) -> int:
-    from .manage import register
-
     print(register(args.dsn, args.name, args.priority))
     return 0
 

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from ...core.errors import LocalModelError
 from . import _fetch, _probe, _service
 from ._binary import server_binary
@@ -43,12 +45,25 @@ class Installed:
 
     @classmethod
     def load(cls, state: Path) -> Installed | None:
+        """What ``installed.json`` in a state folder records.
+
+        Args:
+            state: the state folder.
+
+        Returns:
+            The installed model, or None (nothing installed, or unreadable).
+        """
         try:
             return cls(**json.loads((state / "installed.json").read_text()))
         except (OSError, ValueError, TypeError):
             return None
 
     def save(self, state: Path) -> None:
+        """Record it in ``state``'s ``installed.json`` (written whole, then renamed).
+
+        Args:
+            state: the state folder.
+        """
         state.mkdir(parents=True, exist_ok=True)
         tmp = state / "installed.json.tmp"
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -217,7 +232,14 @@ def status() -> dict[str, Any]:
 
 
 def logs(n: int = 50) -> str:
-    """The last ``n`` lines of the server's log."""
+    """The end of the server's log.
+
+    Args:
+        n: how many lines.
+
+    Returns:
+        The last ``n`` lines ('' without a log).
+    """
     return _service.log_tail(paths().state, n)
 
 
@@ -239,8 +261,6 @@ def register(
     Raises:
         LocalModelError: no service was started here; the database refused (no nl2sql).
     """
-    import psycopg
-
     s = _service.Service.load(paths().state)
     if s is None:
         raise LocalModelError(
