@@ -5,11 +5,13 @@ folder (the generated API key). As root the system's folders, otherwise the user
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar, Self
 
-__all__ = ["Paths", "paths"]
+__all__ = ["Paths", "Record", "paths"]
 
 
 def _home(*parts: str) -> Path:
@@ -60,3 +62,37 @@ def paths() -> Paths:
         "/etc/nl2sql/secrets" if root else str(_home(".config", "nl2sql", "secrets"))
     )
     return Paths(Path(cache), Path(state), Path(secrets))
+
+
+class Record:
+    """A dataclass kept as one JSON file of the state folder (``installed.json``,
+    ``service.json``): the subclass names its file in ``FILE``."""
+
+    FILE: ClassVar[str]
+
+    @classmethod
+    def load(cls, state: Path) -> Self | None:
+        """The record in a state folder.
+
+        Args:
+            state: the state folder.
+
+        Returns:
+            The record, or None (no file, unreadable, written by another version).
+        """
+        try:
+            data = json.loads((state / cls.FILE).read_text())
+            return cls(**data) if isinstance(data, dict) else None
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def save(self, state: Path) -> None:
+        """Write the record whole (beside it, then renamed: a reader never sees half of one).
+
+        Args:
+            state: the state folder (made when missing).
+        """
+        state.mkdir(parents=True, exist_ok=True)
+        tmp = state / (self.FILE + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        os.replace(tmp, state / self.FILE)

@@ -11,7 +11,6 @@ the state folder: ``service.json`` (what runs), ``supervisord.conf``, ``server.l
 from __future__ import annotations
 
 import grp
-import json
 import os
 import pwd
 import secrets
@@ -22,11 +21,11 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.errors import LocalModelError
-from ._paths import Paths
+from ._paths import Paths, Record
 from ._probe import health
 
 __all__ = [
@@ -51,7 +50,7 @@ PROGRAM = "llama-server"
 
 
 @dataclass(frozen=True)
-class Service:
+class Service(Record):
     """What the service runs (``service.json``).
 
     Attributes:
@@ -60,6 +59,8 @@ class Service:
         parallel: slots (requests decoded together; more wait in the server's queue).
         threads: CPU threads. slot_ctx: tokens per slot (``--ctx-size`` is ``parallel`` times it).
     """
+
+    FILE = "service.json"
 
     model: str
     alias: str
@@ -74,32 +75,6 @@ class Service:
     def base_url(self) -> str:
         """The OpenAI-compatible base URL."""
         return f"http://127.0.0.1:{self.port}/v1"
-
-    @classmethod
-    def load(cls, state: Path) -> Service | None:
-        """The service recorded in a state folder.
-
-        Args:
-            state: the state folder.
-
-        Returns:
-            The service of its ``service.json``, or None (none, or unreadable).
-        """
-        try:
-            return cls(**json.loads((state / "service.json").read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-
-    def save(self, state: Path) -> None:
-        """Record the service in ``state``'s ``service.json`` (written whole, then renamed).
-
-        Args:
-            state: the state folder.
-        """
-        state.mkdir(parents=True, exist_ok=True)
-        tmp = state / "service.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        os.replace(tmp, state / "service.json")
 
 
 def server_flags(cpuinfo: str | None = None) -> list[str]:

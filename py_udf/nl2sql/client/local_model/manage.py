@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -17,7 +16,7 @@ import psycopg
 from ...core.errors import LocalModelError
 from . import _fetch, _probe, _service
 from ._binary import server_binary
-from ._paths import Paths, paths
+from ._paths import Paths, Record, paths
 from .catalog import DEFAULT, resolve
 
 __all__ = ["Installed", "install", "register", "start", "status", "stop"]
@@ -27,7 +26,7 @@ REGISTER_TIMEOUT_S = 180  # the model call's deadline: a question may wait for a
 
 
 @dataclass(frozen=True)
-class Installed:
+class Installed(Record):
     """The installed model (``installed.json`` in the state folder).
 
     Attributes:
@@ -36,38 +35,14 @@ class Installed:
             came from (package pins and licence, a path, a URL). sha256: the file's, when known.
     """
 
+    FILE = "installed.json"
+
     model: str
     alias: str
     gguf: str
     binary: str
     source: str
     sha256: str | None = None
-
-    @classmethod
-    def load(cls, state: Path) -> Installed | None:
-        """What ``installed.json`` in a state folder records.
-
-        Args:
-            state: the state folder.
-
-        Returns:
-            The installed model, or None (nothing installed, or unreadable).
-        """
-        try:
-            return cls(**json.loads((state / "installed.json").read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-
-    def save(self, state: Path) -> None:
-        """Record it in ``state``'s ``installed.json`` (written whole, then renamed).
-
-        Args:
-            state: the state folder.
-        """
-        state.mkdir(parents=True, exist_ok=True)
-        tmp = state / "installed.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        os.replace(tmp, state / "installed.json")
 
 
 @contextlib.contextmanager
