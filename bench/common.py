@@ -1,9 +1,11 @@
 """Shared helpers for the benchmarks in bench/: a local cluster, loading a PostgreSQL dump, a
 SELECT-only role, and execution-accuracy (EX) scoring.
 
-Scoring (``execution_match``) follows BIRD's execution accuracy as the bench-data README
-measures it: the gold SQL and the predicted SQL are each executed as a SELECT-only role
-(``bench_reader``) in a read-only transaction that is always rolled back, under a statement
+Scoring (``score``) reports two verdicts per prediction: ``match``, the strict rule (columns in
+the gold's order), and ``official``, the data's own rule (``result_eq.RULES``): Spider's official
+rule (columns in any order, test-suite-sql-eval's ``result_eq``) by default, BIRD's (sets of rows)
+for BIRD's questions. The headline figure of a Spider benchmark is the official one. The gold SQL
+and the predicted SQL are each executed as a SELECT-only role (``bench_reader``) in a read-only transaction that is always rolled back, under a statement
 timeout; their results are compared as multisets of rows (as sequences only when the gold has a
 top-level ORDER BY), with every value normalized as the pipeline's vote normalizes it
 (``nl2sql.generation.execute.normalize_value``: numbers as floats rounded to 6 significant digits). A
@@ -33,6 +35,7 @@ from psycopg import sql as psql
 from nl2sql.core.sqlcheck import CandidateRefused, has_top_level_order
 from nl2sql.generation.execute import normalize_value
 from nl2sql_indexer.cluster import PG_BIN, LocalCluster, postgres_can_access
+from result_eq import RULES, strict_eq
 
 READER_ROLE = "bench_reader"
 STATEMENT_TIMEOUT_MS = 30_000
@@ -267,13 +270,16 @@ class ExecResult:
 
 @dataclass
 class Match:
-    """The outcome of scoring one prediction against the gold."""
+    """The outcome of scoring one prediction against the gold: ``match`` by the strict rule,
+    ``official`` by the data's rule (``rule``: "spider" or "bird", ``result_eq``)."""
 
     match: bool
     ordered: bool
     gold: ExecResult
     pred: ExecResult | None
     reason: str  # "match", or why not
+    official: bool = False
+    rule: str = "spider"
 
 
 def _hashable(v: Any) -> Any:
@@ -338,10 +344,9 @@ def execute_readonly(
 
 
 def results_match(gold_rows: list[tuple], pred_rows: list[tuple], ordered: bool) -> bool:
-    """Same rows (normalized): as sequences when ``ordered``, else as multisets."""
-    if ordered:
-        return gold_rows == pred_rows
-    return len(gold_rows) == len(pred_rows) and Counter(gold_rows) == Counter(pred_rows)
+    """Same rows (normalized): as sequences when ``ordered``, else as multisets (the strict
+    rule, ``result_eq.strict_eq``)."""
+    return strict_eq(gold_rows, pred_rows, ordered)
 
 
 def gold_is_ordered(gold: str) -> bool:
@@ -362,10 +367,13 @@ def score(
     timeout_ms: int = STATEMENT_TIMEOUT_MS,
     max_rows: int = MAX_ROWS,
     cache: dict | None = None,
+    rule: str = "spider",
 ) -> Match:
     """Score ``pred`` against ``gold`` by execution (see module docstring). ``cache`` (a dict)
     keeps gold results between calls. A gold that fails makes every prediction wrong (reason
-    says so)."""
+    says so). ``rule``: the official rule, "spider" (columns in any order) or "bird" (sets of
+    rows); ``Match.match`` is always the strict one."""
+    official_eq = RULES[rule]
     if ordered is None:
         ordered = gold_is_ordered(gold)
     if cache is not None and gold in cache:
@@ -375,19 +383,22 @@ def score(
         if cache is not None:
             cache[gold] = g
     if not pred or not pred.strip():
-        return Match(False, ordered, g, None, "no prediction")
+        return Match(False, ordered, g, None, "no prediction", rule=rule)
     p = execute_readonly(conn, pred, role=role, timeout_ms=timeout_ms, max_rows=max_rows)
     if not g.ok:
-        return Match(False, ordered, g, p, f"gold fails: {g.error}")
+        return Match(False, ordered, g, p, f"gold fails: {g.error}", rule=rule)
     if not p.ok:
-        return Match(False, ordered, g, p, f"error: {p.error}")
+        return Match(False, ordered, g, p, f"error: {p.error}", rule=rule)
+    official = official_eq(g.rows, p.rows, ordered)
     if results_match(g.rows, p.rows, ordered):
-        return Match(True, ordered, g, p, "match")
+        return Match(True, ordered, g, p, "match", True, rule)
     if ordered and results_match(g.rows, p.rows, False):
-        return Match(False, ordered, g, p, "same rows, different order")
-    return Match(
-        False, ordered, g, p, f"different result ({len(p.rows)} rows vs {len(g.rows)} in gold)"
-    )
+        why = "same rows, different order"
+    elif official:
+        why = "same rows, columns in another order" if rule == "spider" else "same set of rows"
+    else:
+        why = f"different result ({len(p.rows)} rows vs {len(g.rows)} in gold)"
+    return Match(False, ordered, g, p, why, official, rule)
 
 
 def execution_match(conn, gold: str, pred: str | None, **kw) -> bool:

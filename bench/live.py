@@ -14,8 +14,12 @@ For each model, one ``llama-server`` (``--ctx-size 16384 --parallel 2``: two slo
 * ``nl2sql``: ``nl2sql.explain(question)`` with that one model added by ``add_model`` (the name the
   server serves, temperature 0) and every other setting at its default unless ``--set`` changes it.
 
-Right = the rows equal the gold's (``bench/common.py``'s rule, as the replay scores). Per way:
-EX, seconds per question (p50, p90, wall clock around the call), prompt and completion tokens per
+Right = the rows equal the gold's by the data's official rule (``bench/result_eq.py``): Spider's
+(columns in any order, test-suite-sql-eval's ``result_eq``), or BIRD's (sets of rows) for BIRD's
+questions — the headline ``ex``; ``strict`` is the rows with the gold's column order. BIRD's
+questions come with their evidence, given to both ways (``nl2sql.explain(question, evidence)``;
+"-- External Knowledge:" in the plain prompt, as BIRD's prompts). Per way: EX per difficulty,
+seconds per question (p50, p90, wall clock around the call), prompt and completion tokens per
 question (the reply's ``usage`` / the trace's ``tokens``), and for nl2sql the share of questions
 that end with no executed candidate (no SQL and an error).
 
@@ -35,8 +39,10 @@ question (a candidate repaired, or none chosen) or would now (a candidate that r
 shows it wrong: ``repair.shown_wrong``): a change to repair alone changes no other answer, since
 repair runs only after a candidate failed, came back empty or shows itself wrong.
 ``--smoke`` runs one database, one question, each way, with the 0.5B.
-The last line is ``RESULT model=… ex_plain=… ex_nl2sql=… p50_plain_s=… p50_nl2sql_s=… …`` (one
-pair per model, joined).
+``--data ../shared/bench-data/bird_minidev_superhero.jsonl --sample all``: BIRD's superhero
+questions; ``--lang de``: Spider dev's questions in German.
+The last line is ``RESULT model=… rule=spider ex_plain=… strict_plain=… ex_nl2sql=… …`` (ex by
+the official rule; one group per model, joined by ``|``).
 """
 
 from __future__ import annotations
@@ -159,10 +165,13 @@ def schema_ddl(conn, schemas: list[str]) -> str:
     return "\n\n".join(parts)
 
 
-def plain_prompt(ddl: str, question: str) -> str:
+def plain_prompt(ddl: str, question: str, evidence: str | None = None) -> str:
+    """The plain request: the schema, BIRD's evidence where the data has it (as BIRD's own
+    prompts give it, "External Knowledge"), the question."""
+    knowledge = f"\n-- External Knowledge: {evidence}" if evidence else ""
     return (
-        f"{ddl}\n\n-- Using valid PostgreSQL, answer the following question for the tables "
-        f"provided above.\n-- Question: {question}\nReply with the SQL query only."
+        f"{ddl}\n{knowledge}\n-- Using valid PostgreSQL, answer the following question for the "
+        f"tables provided above.\n-- Question: {question}\nReply with the SQL query only."
     )
 
 
@@ -173,12 +182,14 @@ def reply_sql(text: str) -> str:
     return sql.split(";")[0].strip() if sql.count(";") >= 1 else sql
 
 
-def ask_plain(client: openai.OpenAI, alias: str, ddl: str, question: str) -> dict:
+def ask_plain(
+    client: openai.OpenAI, alias: str, ddl: str, question: str, evidence: str | None = None
+) -> dict:
     t0 = time.perf_counter()
     try:
         r = client.chat.completions.create(
             model=alias,
-            messages=[{"role": "user", "content": plain_prompt(ddl, question)}],
+            messages=[{"role": "user", "content": plain_prompt(ddl, question, evidence)}],
             temperature=0,
             max_tokens=PLAIN_MAX_TOKENS,
         )
@@ -198,10 +209,10 @@ def ask_plain(client: openai.OpenAI, alias: str, ddl: str, question: str) -> dic
 # --- nl2sql -----------------------------------------------------------------------------------
 
 
-def ask_nl2sql(conn, question: str) -> dict:
+def ask_nl2sql(conn, question: str, evidence: str | None = None) -> dict:
     t0 = time.perf_counter()
     try:
-        trace = conn.execute("SELECT nl2sql.explain(%s)", (question,)).fetchone()[0]
+        trace = conn.execute("SELECT nl2sql.explain(%s, %s)", (question, evidence)).fetchone()[0]
         err = trace.get("error")
     except psycopg.Error as e:
         trace, err = {}, str(e).splitlines()[0][:300]
@@ -266,8 +277,8 @@ def sample(rows: list[dict], how: str, limit: int | None) -> list[dict]:
     return picked[:limit] if limit else picked
 
 
-def prepare_db(cluster, data: Path, db: str):
-    rep = C.load_dump(cluster, db, data / "pg_dumps" / f"{db}.sql")
+def prepare_db(cluster, dump: Path, db: str):
+    rep = C.load_dump(cluster, db, dump)
     conn = cluster.connect(db)
     schemas = list(C.user_schemas(conn))
     C.ensure_reader_role(conn, schemas)
@@ -285,7 +296,7 @@ def run_db(
 ) -> list[dict]:
     """Ask ``rows`` each way; nl2sql with every server's model added (in order: the first writes
     the PreSQL), the plain request of the first."""
-    conn, schemas, path = prepare_db(cluster, args.data, db)
+    conn, schemas, path = prepare_db(cluster, args.dumps / f"{db}.sql", db)
     conn.execute("DELETE FROM nl2sql.model")
     for i, s in enumerate(servers):
         conn.execute(
@@ -304,31 +315,28 @@ def run_db(
     gold_cache: dict = {}
     out = []
     for r in rows:
-        q, rec = (
-            r["question"],
-            {"db": db, "question": r["question"], "hardness": r.get("difficulty")},
-        )
+        q, ev = r["question"], r.get("evidence") or None
+        rec = {"db": db, "question": q, "hardness": r.get("difficulty")}
         for way in args.ways:
             key = f"{server.alias}|{db}|{q}"
             if way == "plain" and key in plain_old:
-                rec[way] = plain_old[key]
-                continue
-            if way == "nl2sql" and f"{key}|nl2sql" in plain_old:
-                rec[way] = plain_old[f"{key}|nl2sql"]
-                continue
-            if way == "plain":
-                a = ask_plain(client, server.alias, ddl, q)
+                a = dict(plain_old[key])
+            elif way == "nl2sql" and f"{key}|nl2sql" in plain_old:
+                a = dict(plain_old[f"{key}|nl2sql"])
+            elif way == "plain":
+                a = ask_plain(client, server.alias, ddl, q, ev)
             else:
                 apply_config(conn, configs, way)
-                a = ask_nl2sql(conn, q)
-            m = C.score(score_conn, r["gold_sql"], a["sql"], cache=gold_cache)
-            a["right"], a["why"] = m.match, m.reason
+                a = ask_nl2sql(conn, q, ev)
+            m = C.score(score_conn, r["gold_sql"], a["sql"], cache=gold_cache, rule=args.rule)
+            a["right"], a["right_official"], a["why"] = m.match, m.official, m.reason
             rec[way] = a
         out.append(rec)
         log(
             f"    {db} {len(out)}/{len(rows)} "
             + " ".join(
-                f"{w}={'ok' if rec[w]['right'] else 'x'}({rec[w]['s']:.1f}s)" for w in args.ways
+                f"{w}={'ok' if rec[w]['right_official'] else 'x'}({rec[w]['s']:.1f}s)"
+                for w in args.ways
             )
         )
     client.close()
@@ -340,13 +348,27 @@ def run_db(
 # --- figures ----------------------------------------------------------------------------------
 
 
+def by_hardness(recs: list[dict], way: str) -> dict[str, list]:
+    """Per difficulty level (Spider's easy…extra, BIRD's simple…challenging): [questions, EX
+    official]."""
+    groups: dict[str, list[bool]] = {}
+    for r in recs:
+        if way in r:
+            groups.setdefault(r.get("hardness") or "?", []).append(r[way]["right_official"])
+    return {h: [len(v), C.pct(sum(v), len(v))] for h, v in sorted(groups.items())}
+
+
 def summary(recs: list[dict], way: str) -> dict:
+    """One way's figures over ``recs``: EX by the official rule (``ex_official``: Spider's or
+    BIRD's) and the strict one (``ex``), per difficulty too, times, tokens, no candidate."""
     got = [r[way] for r in recs if way in r]
     n = len(got)
     secs = [a["s"] for a in got]
     out = {
         "n": n,
+        "ex_official": C.pct(sum(a["right_official"] for a in got), n),
         "ex": C.pct(sum(a["right"] for a in got), n),
+        "by_hardness": by_hardness(recs, way),
         "p50_s": round(C.percentile(secs, 50) or 0, 2),
         "p90_s": round(C.percentile(secs, 90) or 0, 2),
         "prompt_tokens": round(sum(a["prompt_tokens"] for a in got) / max(n, 1)),
@@ -357,9 +379,41 @@ def summary(recs: list[dict], way: str) -> dict:
     return out
 
 
+def question_files(data: Path, lang: str = "en") -> dict[str, Path]:
+    """Each database's question file: ``data`` is bench-data (Spider dev under
+    ``spider_dev/``, the German under ``spider_dev/german/``), a folder holding
+    ``bird_minidev_<db>.jsonl`` and ``pg_dumps/``, or one such file (BIRD's superhero).
+
+    Returns:
+        {database name: its .jsonl}; the dumps are in ``pg_dumps/`` beside the files (or
+        one folder up: German questions ask the English databases).
+    """
+    if data.suffix == ".jsonl":
+        return {data.stem[len("bird_minidev_") :]: data}
+    folder = data / "spider_dev" if (data / "spider_dev").is_dir() else data
+    if lang != "en":
+        folder = folder / {"de": "german"}[lang]
+    found = {f.stem[len("bird_minidev_") :]: f for f in folder.glob("bird_minidev_*.jsonl")}
+    if not found:
+        raise SystemExit(f"live.py: no bird_minidev_<db>.jsonl in {folder}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=Path("../shared/bench-data"))
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=Path("../shared/bench-data"),
+        help="bench-data (Spider dev), a folder of bird_minidev_<db>.jsonl and pg_dumps/, or one "
+        "such .jsonl file (bird_minidev_superhero.jsonl: BIRD's questions, its evidence, its rule)",
+    )
+    p.add_argument(
+        "--lang",
+        choices=("en", "de"),
+        default="en",
+        help="de: Spider dev's questions in German (spider_dev/german)",
+    )
     p.add_argument("--models", default="0.5b,1.5b")
     p.add_argument("--ways", default="plain,nl2sql")
     p.add_argument("--dbs", default="")
@@ -391,17 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     args.ways = args.ways.split(",")
     if args.config:  # each configuration is a way of its own, after the plain request
         args.ways = [w for w in args.ways if w == "plain"] + [w for w, _ in args.config]
-    # the bench-data folder, or one holding pg_dumps/ and bird_minidev_<db>.jsonl itself
-    spider = args.data / "spider_dev" if (args.data / "spider_dev").is_dir() else args.data
-    args.data = spider
-    dbs = (
-        args.dbs.split(",")
-        if args.dbs
-        else sorted(
-            f.name[len("bird_minidev_") : -len(".jsonl")]
-            for f in spider.glob("bird_minidev_*.jsonl")
-        )
-    )
+    files = question_files(args.data, args.lang)
+    args.rule = "bird" if args.data.suffix == ".jsonl" else "spider"
+    where = next(iter(files.values())).parent  # german/ has none: the databases stay English
+    args.dumps = next(d / "pg_dumps" for d in (where, where.parent) if (d / "pg_dumps").is_dir())
+    dbs = args.dbs.split(",") if args.dbs else sorted(files)
     models = args.models.split(",")
     if args.smoke:
         dbs, models, args.limit = dbs[:1], ["0.5b"], 1
@@ -430,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{alias}: {' '.join(servers[-1].cmd[1:])}")
             recs = []
             for db in dbs:
-                rows = [json.loads(x) for x in (spider / f"bird_minidev_{db}.jsonl").open()]
+                rows = [json.loads(x) for x in files[db].open()]
                 rows = sample([r for r in rows if r.get("gold_ok", True)], args.sample, args.limit)
                 for rec in run_db(args, cluster, servers, db, rows, plain_old):
                     rec["model"] = servers[0].alias  # the plain request's
@@ -450,10 +498,11 @@ def main(argv: list[str] | None = None) -> int:
             )
     parts = []
     for short, s in summaries.items():
-        kv = [f"model={short}"]
+        kv = [f"model={short}", f"rule={args.rule}"]
         for w, f in s.items():
             kv += [
-                f"ex_{w}={f['ex']}",
+                f"ex_{w}={f['ex_official']}",
+                f"strict_{w}={f['ex']}",
                 f"p50_{w}_s={f['p50_s']}",
                 f"prompt_tok_{w}={f['prompt_tokens']}",
             ]

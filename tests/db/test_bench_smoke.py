@@ -101,7 +101,7 @@ BEFORE: dict[str, tuple[str, tuple[str, ...]]] = {
     "vote_fit": ("replay", ("--json", "{tmp}/replay.json")),
 }
 # modules of bench/ that are libraries of the benches, not benches
-LIBRARIES = {"common", "soak_checks", "soak_setup"}
+LIBRARIES = {"common", "result_eq", "soak_checks", "soak_setup"}
 # the models of the demo data set: PostgreSQL-dialect (predictions) and SQLite-dialect
 # (predictions_sqlite); the names replay.py and linking.py pick by default are among them
 PG_MODELS = ("gpt-4-turbo", "gpt-4", "gpt-35-turbo")
