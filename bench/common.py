@@ -262,6 +262,7 @@ class ExecResult:
     rows: list[tuple] | None
     error: str | None
     ms: float
+    sqlstate: str | None = None  # the error's SQLSTATE, where PostgreSQL gave one
 
     @property
     def ok(self) -> bool:
@@ -315,6 +316,7 @@ def execute_readonly(
         return ExecResult(None, "empty SQL", 0.0)
     rows: list[tuple] = []
     err: str | None = None
+    state: str | None = None
     t0 = time.perf_counter()
     try:
         conn.execute("BEGIN TRANSACTION READ ONLY")
@@ -331,16 +333,17 @@ def execute_readonly(
                     err = f"more than {max_rows} rows"
                     break
     except psycopg.errors.QueryCanceled:
-        err = f"timeout after {timeout_ms} ms"
+        err, state = f"timeout after {timeout_ms} ms", "57014"
     except psycopg.Error as e:
         if conn.closed or conn.broken:
             raise
         err = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        state = e.sqlstate
     finally:
         ms = (time.perf_counter() - t0) * 1000
         if not (conn.closed or conn.broken):
             conn.execute("ROLLBACK")
-    return ExecResult(None if err else rows, err, ms)
+    return ExecResult(None if err else rows, err, ms, state)
 
 
 def results_match(gold_rows: list[tuple], pred_rows: list[tuple], ordered: bool) -> bool:

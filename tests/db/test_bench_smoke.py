@@ -80,6 +80,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "replay": ("--data", "{data}", "--db", "demo", "--limit", "3", "--models", "all")
     + ("--abstain", "--datadir", "{datadir}"),
     "rounds": ("--data", "{data}", "--db", "demo", "--limit", "2", "--datadir", "{datadir}"),
+    "rules_check": ("--data", "{data}", "--dbs", "demo", "--datadir", "{datadir}"),
     "row_security": ("--rows", "2000", "--customers", "200", "--questions", "3")
     + ("--datadir", "{datadir}"),
     "scale": ("--scale", "0.0001", "--shared-buffers", "128MB", "--questions", "2")
