@@ -38,6 +38,10 @@ PreSQL; PET-SQL's cross-consistency), the plain request asking the first.
 question (a candidate repaired, or none chosen) or would now (a candidate that ran and whose SQL
 shows it wrong: ``repair.shown_wrong``): a change to repair alone changes no other answer, since
 repair runs only after a candidate failed, came back empty or shows itself wrong.
+``--ablate-from OLD.json`` (OLD from this version, whose traces name the rules that fired): the
+per-rule ablation — for each rule of ``nl2sql.rules.RULES`` nl2sql is asked again with it off
+(``rules_off``) on the questions where it fired, every other answer reused; the table says per
+rule how many of those questions are right with it and without it.
 ``--smoke`` runs one database, one question, each way, with the 0.5B.
 ``--data ../shared/bench-data/bird_minidev_superhero.jsonl --sample all``: BIRD's superhero
 questions; ``--lang de``: Spider dev's questions in German.
@@ -66,6 +70,7 @@ import psycopg
 
 import common as C
 from nl2sql.generation.repair import shown_wrong
+from nl2sql.rules import RULES
 from nl2sql_indexer.dev.llama_models import fetch, server_flags
 
 MODELS = {"0.5b": "qwen2.5-coder-0.5b-instruct", "1.5b": "qwen2.5-coder-1.5b-instruct"}
@@ -252,6 +257,16 @@ def went_to_repair(answer: dict | None, question: str | None = None) -> bool:
     return bool(answer.get("no_candidate") or shown or any(c.get("repairs") for c in cands))
 
 
+def fired(answer: dict | None, rule: str) -> bool:
+    """Whether repair rule ``rule`` touched this nl2sql answer: a candidate's repair entry
+    names it (round 0's rewrite, ``rule``; the finding shown to the model, ``problem_rule``)."""
+    return any(
+        rule in (e.get("rule"), e.get("problem_rule"))
+        for c in (answer or {}).get("candidates") or []
+        for e in c.get("repairs") or []
+    )
+
+
 def apply_config(conn, configs: dict[str, list[tuple[str, str]]], way: str) -> None:
     """Set the settings of configuration ``way`` (``nl2sql`` or ``nl2sql:<label>``), resetting
     those the other configurations set."""
@@ -323,6 +338,8 @@ def run_db(
                 a = dict(plain_old[key])
             elif way == "nl2sql" and f"{key}|nl2sql" in plain_old:
                 a = dict(plain_old[f"{key}|nl2sql"])
+            elif way.startswith("nl2sql:-") and not fired(rec.get("nl2sql"), way[8:]):
+                a = dict(rec["nl2sql"])  # the rule did not fire: off, it changes nothing
             elif way == "plain":
                 a = ask_plain(client, server.alias, ddl, q, ev)
             else:
@@ -356,6 +373,20 @@ def by_hardness(recs: list[dict], way: str) -> dict[str, list]:
         if way in r:
             groups.setdefault(r.get("hardness") or "?", []).append(r[way]["right_official"])
     return {h: [len(v), C.pct(sum(v), len(v))] for h, v in sorted(groups.items())}
+
+
+def ablation_table(recs: list[dict]) -> dict[str, dict]:
+    """Per repair rule: the questions it fired on, and how many of them are right (official
+    rule) with it and with it off; ``pays`` = right with it − right without. Logged too."""
+    out = {}
+    for r in RULES:
+        on = [x for x in recs if fired(x.get("nl2sql"), r.name)]
+        with_it = sum(x["nl2sql"]["right_official"] for x in on)
+        without = sum(x[f"nl2sql:-{r.name}"]["right_official"] for x in on)
+        out[r.name] = {"fired": len(on), "right": with_it, "right_off": without}
+        out[r.name]["pays"] = with_it - without
+        log(f"  ablation {r.name:<24} fired={len(on):>3} right={with_it:>3} off={without:>3}")
+    return out
 
 
 def summary(recs: list[dict], way: str) -> dict:
@@ -434,6 +465,14 @@ def main(argv: list[str] | None = None) -> int:
         help="reuse every answer of an earlier --json but nl2sql's where a candidate went to "
         "repair, asked again (all a change to repair can change; implies --plain-from)",
     )
+    p.add_argument(
+        "--ablate-from",
+        type=Path,
+        help="per-rule ablation: reuse OLD's answers; for each repair rule (nl2sql.rules.RULES) "
+        "a way nl2sql:-<rule> asks nl2sql again with that rule off (rules_off) where OLD's "
+        "answer shows it fired, and keeps OLD's answer elsewhere (where it did not fire, turning "
+        "it off changes nothing)",
+    )
     p.add_argument("--json", type=Path)
     p.add_argument("--port", type=int, default=0, help="llama-server's port (0: a free one)")
     p.add_argument(
@@ -443,7 +482,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
     args.ways = args.ways.split(",")
-    if args.config:  # each configuration is a way of its own, after the plain request
+    if args.ablate_from:  # one way per rule, beside the answers reused
+        args.config += [(f"nl2sql:-{r.name}", [("rules_off", r.name)]) for r in RULES]
+        args.ways = ["plain", "nl2sql"] + [w for w, _ in args.config]
+    elif args.config:  # each configuration is a way of its own, after the plain request
         args.ways = [w for w in args.ways if w == "plain"] + [w for w, _ in args.config]
     files = question_files(args.data, args.lang)
     args.rule = "bird" if args.data.suffix == ".jsonl" else "spider"
@@ -454,12 +496,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         dbs, models, args.limit = dbs[:1], ["0.5b"], 1
     plain_old: dict = {}
-    for path in filter(None, (args.plain_from, args.repaired_from)):
+    for path in filter(None, (args.plain_from, args.repaired_from, args.ablate_from)):
         for r in json.loads(path.read_text())["questions"]:
             key = f"{r['model']}|{r['db']}|{r['question']}"
             if "plain" in r:
                 plain_old[key] = r["plain"]
-            if path == args.repaired_from and not went_to_repair(
+            if path == args.ablate_from:
+                plain_old[key + "|nl2sql"] = r["nl2sql"]
+            elif path == args.repaired_from and not went_to_repair(
                 r.get("nl2sql"), r.get("question")
             ):
                 plain_old[key + "|nl2sql"] = r["nl2sql"]
@@ -467,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"machine reference: {C.machine_reference_ms():.1f} ms (10^6 additions)")
     cluster = C.start_cluster(args.datadir)
     logdir = Path("/tmp")
-    results, summaries = [], {}
+    results, summaries, ablation = [], {}, {}
     for short in models:
         servers: list[Server] = []
         try:
@@ -488,12 +532,20 @@ def main(argv: list[str] | None = None) -> int:
             for s in servers:
                 s.stop()
         summaries[short] = {w: summary(recs, w) for w in args.ways}
+        if args.ablate_from:
+            ablation[short] = ablation_table(recs)
         results += recs
         log(f"{alias}: {json.dumps(summaries[short])}")
         if args.json:  # after each model: a long run stopped later keeps what it measured
             args.json.write_text(
                 json.dumps(
-                    {"settings": args.set, "summaries": summaries, "questions": results}, indent=1
+                    {
+                        "settings": args.set,
+                        "summaries": summaries,
+                        "ablation": ablation,
+                        "questions": results,
+                    },
+                    indent=1,
                 )
             )
     parts = []
