@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import pkgutil
 
+import pytest
+
 import nl2sql.rules as rules_pkg
+from nl2sql.core.errors import ConfigError
+from nl2sql.core.settings import settings_from_texts
 from nl2sql.core.types import Column, ForeignKey, Schema, Table
-from nl2sql.rules import RULES, STATES, Context, finding, rewrite
+from nl2sql.rules import RULES, STATES, Context, finding, rewrite, rules_off
 
 # a module with two entries, and why: split_both's rewrite is round 0's first for a result with
 # rows, its sentence the last finding (``split_both_said``)
@@ -121,3 +125,13 @@ def test_rewrite_and_finding_take_the_first_and_skip_what_is_off():
     assert (
         rewrite(Context(split, SCHEMA, state="empty"), frozenset({"split_contradiction"})) is None
     )
+
+
+def test_setting_rules_off_names_known_rules_only():
+    assert settings_from_texts({}).rules_off == ""
+    assert rules_off("") == frozenset() and rules_off(None) == frozenset()
+    st = settings_from_texts({"rules_off": " split_both, snap_names "})
+    assert rules_off(st.rules_off) == {"split_both", "snap_names"}
+    with pytest.raises(ConfigError) as e:
+        rules_off("split_both,no_such_rule")
+    assert "no_such_rule" in str(e.value) and "off_key_link" in str(e.value)
