@@ -45,7 +45,7 @@ class Rule:
     meaning: bool = True
 
 
-def _snapped(tree: exp.Expression | None, ctx: Context) -> Outcome | None:
+def _snap_names(tree: exp.Expression | None, ctx: Context) -> Outcome | None:
     """``linking.names.snap_names`` as a rule: a failed query's unknown names snapped to the one
     real name each must have meant (it reads the SQL's text itself; it also serves the repair
     prompt's name hints, so it stays in ``linking``)."""
@@ -60,7 +60,7 @@ _LIVE = "bench/live.py's answers of Qwen2.5-Coder-0.5B/1.5B-Instruct on Spider d
 RULES: tuple[Rule, ...] = (
     # a failed candidate (round 0): a join not needed first, snapping its ON would only join more
     Rule("unjoined", unjoined.run, _FAILED, _LIVE),
-    Rule("snap_names", _snapped, _FAILED, f"{_LIVE}; ReBoost (Sui et al. 2023) §3.3"),
+    Rule("snap_names", _snap_names, _FAILED, f"{_LIVE}; ReBoost (Sui et al. 2023) §3.3"),
     Rule(
         "fix_by_sqlstate",
         fix_by_sqlstate.run,
