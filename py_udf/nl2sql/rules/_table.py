@@ -60,7 +60,7 @@ _LIVE = "bench/live.py's answers of Qwen2.5-Coder-0.5B/1.5B-Instruct on Spider d
 RULES: tuple[Rule, ...] = (
     # a failed candidate (round 0): a join not needed first, snapping its ON would only join more
     Rule("unjoined", unjoined.run, _FAILED, _LIVE),
-    Rule("snap_names", _snap_names, _FAILED, f"{_LIVE}; ReBoost (Sui et al. 2023) §3.3"),
+    Rule("snap_names", _snap_names, _FAILED, f"{_LIVE}: misspelt, shortened, mis-aliased names"),
     Rule(
         "fix_by_sqlstate",
         fix_by_sqlstate.run,
