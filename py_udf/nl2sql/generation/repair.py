@@ -58,10 +58,10 @@ def feedback(c: Candidate, gate: Gate | None = None, ev=None) -> str | None:
 def _problem(c: Candidate, gate: Gate | None, ev) -> tuple[str | None, str | None]:
     """``feedback``'s sentence and the rule that found it (None for an error, a refusal, a
     timeout or the empty result said plainly)."""
-    found = _finding(c, ev)
+    found = _finding(c, ev)  # tables related the wrong way say more than an empty result
     if found is not None:
         return found.sentence, found.rule
-    if c.status == Status.OK:  # tables related the wrong way say more than an empty result
+    if c.status == Status.OK:
         return (
             "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
         ), None
