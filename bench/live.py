@@ -36,7 +36,7 @@ Usage (as root, the llama.cpp kit installed by ``bash scripts/llama_server.sh``)
 PreSQL; PET-SQL's cross-consistency), the plain request asking the first.
 ``--repaired-from OLD.json`` reuses OLD's answers but asks nl2sql again where repair touched the
 question (a candidate repaired, or none chosen) or would now (a candidate that ran and whose SQL
-shows it wrong: ``repair.shown_wrong``): a change to repair alone changes no other answer, since
+shows it wrong: ``rules.shown_wrong``): a change to repair alone changes no other answer, since
 repair runs only after a candidate failed, came back empty or shows itself wrong.
 ``--ablate-from OLD.json`` (OLD from this version, whose traces name the rules that fired): the
 per-rule ablation — for each rule of ``nl2sql.rules.RULES`` nl2sql is asked again with it off
@@ -69,8 +69,7 @@ import openai
 import psycopg
 
 import common as C
-from nl2sql.generation.repair import shown_wrong
-from nl2sql.rules import RULES
+from nl2sql.rules import RULES, shown_wrong
 from nl2sql_indexer.dev.llama_models import fetch, server_flags
 
 MODELS = {"0.5b": "qwen2.5-coder-0.5b-instruct", "1.5b": "qwen2.5-coder-1.5b-instruct"}
@@ -246,7 +245,7 @@ def ask_nl2sql(conn, question: str, evidence: str | None = None) -> dict:
 
 def went_to_repair(answer: dict | None, question: str | None = None) -> bool:
     """An nl2sql answer whose question repair touched, or would now: a candidate repaired, or
-    none chosen, or one that ran and whose SQL shows it wrong (``repair.shown_wrong``, with the
+    none chosen, or one that ran and whose SQL shows it wrong (``rules.shown_wrong``, with the
     question's words; the schema's keys are not read here)."""
     if not answer:
         return True

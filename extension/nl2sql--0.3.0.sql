@@ -2257,6 +2257,7 @@ CREATE OR REPLACE VIEW nl2sql.settings AS
     ('samples_per_model', 'int', '1', 'samples per prompt and model, one request with `n` (self-consistency)'),
     ('sample_temperature', 'float', '1.0', 'temperature of those samples for a model configured at temperature 0'),
     ('repair_rounds', 'int', '3', 'repair rounds for failing or empty candidates (ReBoost)'),
+    ('rules_off', 'str', '', 'comma-separated names of repair''s rules (`nl2sql.rules.RULES`, docs/internals/generation.md "Repair") that repair skips, for ablation (bench/live.py); empty: none'),
     ('value_alignment', 'bool', 'on', 'string literals compared with a column are snapped to its indexed cell values'),
     ('align_min_trigram', 'float', '0.4', 'minimum pg_trgm similarity for value alignment'),
     ('align_min_cosine', 'float', '0.8', 'minimum embedding cosine similarity for value alignment (tried after trigrams)'),

@@ -27,6 +27,7 @@ GEN_KEYS = [
     "selection_model",
     "hardness_voters",
     "rewrite_time",
+    "rules_off",
 ]
 Q = "How many singers do we have?"
 
@@ -139,7 +140,21 @@ def test_a_misspelt_name_is_snapped_without_a_model_call(gen, llm):
     c = cand(trace, "finsql:m1")
     assert c["status"] == "ok" and c["row_count"] == 1
     assert [(r["round"], r["snapped"]) for r in c["repairs"]] == [(0, ["nmae → name"])]
+    assert (c["repairs"][0]["rule"], c["repairs"][0]["problem_rule"]) == ("snap_names", None)
     assert len(llm.requests) == 2  # PreSQL and FinSQL: no repair call
+
+
+def test_a_rule_named_in_rules_off_is_skipped_and_an_unknown_name_refused(gen, llm):
+    with pytest.raises(psycopg.Error, match="no_such_rule.*snap_names"):
+        setting(gen, "rules_off", "no_such_rule")
+    setting(gen, "rules_off", "snap_names")
+    setting(gen, "repair_rounds", "1")
+    add_models(gen, llm, ["m1"])
+    llm.add_rule(Rule(model="m1", response="SELECT count(nmae) FROM singer"))
+    trace = explain(gen)
+    c = cand(trace, "finsql:m1")
+    assert c["status"] != "ok"  # no round 0: the model's one round repeats its query
+    assert all(r["round"] != 0 for r in c["repairs"]) and c["repairs"]
 
 
 def test_the_last_resort_answers_from_the_schema_alone_when_nothing_ran(gen, llm):

@@ -455,7 +455,8 @@ def _private_reaches(name: str, tree: ast.Module) -> list[tuple[int, str]]:
 
     Counted: ``from m import _x`` and ``m._x`` of a package module ``m`` other than ``name``
     (or ``C._x`` of a class ``C`` imported from one), and an import of a private module
-    ``_m.py`` from outside its own package (its siblings and its package's ``__init__`` may).
+    ``_m.py`` from outside its own package (its siblings, its package's ``__init__`` and the
+    modules of its package's subpackages may: ``rules/joins/bridged.py`` reads ``rules/_sql.py``).
 
     Args:
         name: the module's dotted name under ``nl2sql``.
@@ -468,8 +469,9 @@ def _private_reaches(name: str, tree: ast.Module) -> list[tuple[int, str]]:
     bound: dict[str, str] = {}  # local name -> the package module it is, or comes from
 
     def check_module(line: int, target: str) -> None:
-        last = target.rpartition(".")[2]
-        if _private(last) and _package_of(name) != target.rpartition(".")[0]:
+        last, owner = target.rpartition(".")[2], target.rpartition(".")[0]
+        inside = _package_of(name) == owner or (owner and _package_of(name).startswith(owner + "."))
+        if _private(last) and not inside:
             out.append((line, f"imports private module {target}"))
 
     for node in ast.walk(tree):

@@ -333,6 +333,13 @@ GENERATION: tuple[Setting, ...] = (
         maximum=3,
     ),
     Setting(
+        "rules_off",
+        "str",
+        "",
+        "comma-separated names of repair's rules (`nl2sql.rules.RULES`, docs/internals/"
+        'generation.md "Repair") that repair skips, for ablation (bench/live.py); empty: none',
+    ),
+    Setting(
         "value_alignment",
         "bool",
         True,

@@ -225,6 +225,7 @@ class Evaluator:
     ms: dict[str, float] | None = None  # accumulated time: check_ms, align_ms, run_ms
     keep_rows: bool = False  # keep each execution's rows (``Candidate.rows``: nl2sql.ask)
     question: str | None = None  # the user's question (repair's rules read its words)
+    rules_off: frozenset[str] = frozenset()  # repair's rules skipped (setting ``rules_off``)
     _runs: dict[str, dict[str, Any]] | None = None  # executed SQL → its outcome (run once)
     _prep: dict[tuple[str, str], dict[str, Any]] | None = None  # answer text → prepared SQL
     _memo: CheckMemo | None = None  # the catalog answers of this question's checks

@@ -13,14 +13,11 @@ from ..core.errors import CandidateRefused
 from ..core.spi import quote_literal
 from ..core.sqlcheck import parse_one
 from ..core.types import Candidate, ModelConfig, Status
-from ..linking.names import schema_hints, snap_names
+from ..linking.names import schema_hints
 from ..model import prompts
 from ..model.gate import Gate
 from ..model.llm import call_models
-from ._shown_links import anti_joined, bridged, off_key_link, unjoined
-from ._shown_subqueries import rehomed, relation_problem
-from ._shown_wrong import against_meaning, shown_wrong, split_both, split_contradiction
-from ._sqlite.rules import fix_by_sqlstate
+from ..rules import Context, Outcome, finding, rewrite
 from .alignment import literal_comparisons
 from .cleaning import clean
 
@@ -47,37 +44,73 @@ def feedback(c: Candidate, gate: Gate | None = None, ev=None) -> str | None:
     Args:
         c: a checked and executed (or refused) candidate.
         gate: the call's gate (the message passes ``Gate.error``), or None for the message as is.
-        ev: the question's ``Evaluator`` (its schema's keys and the question, which
-            ``shown_wrong`` also reads), or None for the SQL's own text only.
+        ev: the question's ``Evaluator`` (its schema's keys, the question and ``rules_off``,
+            which the rules read), or None for the SQL's own text only.
 
     Returns:
-        One sentence on the problem (empty result, refusal, timeout, execution error), or None
-        when the candidate needs no repair or cannot be repaired (no answer, refused unparsed).
+        One sentence on the problem (a rule's finding, empty result, refusal, timeout,
+        execution error), or None when the candidate needs no repair or cannot be repaired (no
+        answer, refused unparsed).
     """
+    return _problem(c, gate, ev)[0]
+
+
+def _problem(c: Candidate, gate: Gate | None, ev) -> tuple[str | None, str | None]:
+    """``feedback``'s sentence and the rule that found it (None for an error, a refusal, a
+    timeout or the empty result said plainly)."""
+    found = _finding(c, ev)  # tables related the wrong way say more than an empty result
+    if found is not None:
+        return found.sentence, found.rule
     if c.status == Status.OK:
-        if c.row_count == 0:  # tables related the wrong way say more than an empty result
-            linked = relation_problem(c.sql, ev.schema, ev.question) if ev is not None else None
-            return linked or "the query ran but returned no rows (empty result)"
-        return _shown(c, ev)
+        return (
+            "the query ran but returned no rows (empty result)" if c.row_count == 0 else None
+        ), None
     if c.status == Status.REFUSED and (
         (c.reason or "").startswith("no answer") or c.cleaning[-1:] == ["refused"]
     ):
-        return None  # no answer; or past cleaning's caps, a NUL, only a comment: nothing to show
+        return None, None  # no answer; or past cleaning's caps, a NUL, only a comment
     reason = gate.error("repair", c.reason, c.sql or c.raw_text, c.sqlstate) if gate else c.reason
     if c.status == Status.REFUSED:
-        return f"the query was refused: {reason}"
+        return f"the query was refused: {reason}", None
     if c.status == Status.TIMEOUT:
-        return f"the query did not finish within the time limit ({reason})"
+        return f"the query did not finish within the time limit ({reason})", None
     if c.status == Status.ERROR:
-        return f"the query failed with the error: {reason}"
+        return f"the query failed with the error: {reason}", None
+    return None, None
+
+
+def _state(c: Candidate) -> str | None:
+    """The candidate's state as the rules read it (``rules.STATES``), or None for none of them
+    (a timeout, no SQL)."""
+    if c.status == Status.OK:
+        return "empty" if c.row_count == 0 else "rows"
+    if c.status in (Status.ERROR, Status.REFUSED) and c.sql:
+        return "failed"
     return None
 
 
-def _shown(c: Candidate, ev) -> str | None:
-    """``shown_wrong`` of a candidate that ran, with the evaluator's schema and question."""
-    if ev is None:
-        return shown_wrong(c.sql)
-    return shown_wrong(c.sql, ev.schema, ev.question)
+def _context(c: Candidate, ev) -> Context | None:
+    """The rules' ``Context`` of candidate ``c`` (the evaluator's schema and question), or None
+    when the rules have nothing to read."""
+    state = _state(c)
+    if state is None:
+        return None
+    schema, question = (ev.schema, ev.question) if ev is not None else (None, None)
+    return Context(c.sql, schema, question, c.sqlstate, state)
+
+
+def _off(ev) -> frozenset[str]:
+    """The rules repair skips: the evaluator's ``rules_off`` (none without one)."""
+    return getattr(ev, "rules_off", None) or frozenset()
+
+
+def _finding(c: Candidate, ev, meaning: bool = False) -> Outcome | None:
+    """The first finding of ``rules.RULES`` for a candidate that ran (None for a failed one:
+    its error is its problem)."""
+    ctx = _context(c, ev)
+    if ctx is None or ctx.state == "failed":
+        return None
+    return finding(ctx, _off(ev), meaning)
 
 
 def _rank(c: Candidate, ev=None) -> int:
@@ -85,7 +118,7 @@ def _rank(c: Candidate, ev=None) -> int:
     if c.status == Status.OK:
         if not c.row_count:
             return 1
-        return 1 if _shown(c, ev) else 2
+        return 1 if _finding(c, ev) else 2
     return 0
 
 
@@ -246,11 +279,12 @@ def repair_loop(
 
 def _to_repair(cands: list[Candidate], models: dict[str, ModelConfig], ev, gate: Gate) -> list:
     """The candidates ``repair_loop`` repairs (a problem to show, their model configured), each
-    as a ``_Repairing`` with its first problem, the SQL shown and the model's answer cleaned."""
+    as a ``_Repairing`` with its first problem (and the rule that found it), the SQL shown and
+    the model's answer cleaned."""
     return [
         _Repairing(
             c,
-            feedback(c, gate, ev),
+            *_problem(c, gate, ev),
             c.sql or c.raw_text,
             clean(c.raw_text, ev.dialects.get(c.model, "postgres"), ev.schema).sql,
         )
@@ -281,76 +315,56 @@ def _round_prompt(
 
 
 def _snapped(a: _Repairing, ev, gate: Gate) -> bool:
-    """Round 0, without a model (``_round_0_fix``): up to ``ROUND_0_TRIES`` rewrites, each on
-    what the last gave, checked and executed. The candidate takes an attempt over when it ranks
-    better. An attempt that runs with rows but shows itself wrong (a name snapped to a column
-    the select list already has) ends round 0: the model is shown its own SQL and error, not
-    the fault the snap made — unless what the attempt means is wrong against the schema's keys
-    or the question (``against_meaning``: a GROUP BY added on the table's primary key, every
-    count 1), which the model is shown with the attempt — or which round 0 rewrites once more
-    (a name snapped onto a key's column joined to a table it does not refer to: the table
-    between joined). Returns True when round 0 fixed the candidate."""
+    """Round 0, without a model: up to ``ROUND_0_TRIES`` rewrites (``rules.rewrite``, the first
+    of ``rules.RULES`` for the candidate's state), each on what the last gave, checked and
+    executed, each entry naming its rule (``rule``). The candidate takes an attempt over when it
+    ranks better, or when the rewrite is final and runs (an empty INTERSECT of the question's
+    "both" is its answer). An attempt that runs with rows but shows itself wrong (a name snapped
+    to a column the select list already has) ends round 0: the model is shown its own SQL and
+    error, not the fault the snap made — unless what the attempt means is wrong against the
+    schema's keys or the question (``rules.finding(meaning=True)``: a GROUP BY added on the
+    table's primary key, every count 1), which the model is shown with the attempt — or which
+    round 0 rewrites once more (a name snapped onto a key's column joined to a table it does not
+    refer to: the table between joined). Returns True when round 0 fixed the candidate."""
     c = current = a.cand
     for _ in range(ROUND_0_TRIES):
         fixed = _round_0_fix(current, ev)
         if fixed is None:
             return False
-        text, changes, final = fixed
-        entry = {"round": 0, "problem": a.problem, "model": None, "snapped": changes}
-        current = _tried(c, text, text, ev, entry)
-        if _rank(current, ev) > _rank(c, ev) or (final and current.status == Status.OK):
+        entry = {
+            "round": 0,
+            "problem": a.problem,
+            "problem_rule": a.problem_rule,
+            "model": None,
+            "rule": fixed.rule,
+            "snapped": list(fixed.changes),
+        }
+        current = _tried(c, fixed.sql, fixed.sql, ev, entry)
+        if _rank(current, ev) > _rank(c, ev) or (fixed.final and current.status == Status.OK):
             for f in _TAKEN_OVER:
                 setattr(c, f, getattr(current, f))
-        if final and current.status == Status.OK:
+        if fixed.final and current.status == Status.OK:
             return True  # the question's "both" read: an empty INTERSECT is its answer
         if _rank(current, ev) == 2 or (current.status == Status.OK and current.row_count):
-            meant = against_meaning(current.sql, ev.schema, ev.question)
+            meant = _finding(current, ev, meaning=True)
             if meant:  # what the rewrite means is wrong: the model is shown it, not its error
-                a.problem, a.shown_sql = meant, current.sql
+                a.problem, a.problem_rule, a.shown_sql = meant.sentence, meant.rule, current.sql
                 if _round_0_fix(current, ev) is not None:
                     continue  # unless round 0 mends that too (a snapped key joined off it)
             return _rank(current, ev) == 2
-        a.problem = feedback(current, gate, ev) or a.problem
-        a.shown_sql = current.sql or text
+        a.set_problem(current, gate, ev)
+        a.shown_sql = current.sql or fixed.sql
     return False
 
 
-def _round_0_fix(c: Candidate, ev) -> tuple[str, list[str], bool] | None:
-    """Round 0's rewrite of ``c``: a failed candidate's join on a column its table lacks dropped
-    where one table holds everything else (``_shown_links.unjoined``), else its unknown names
-    snapped to the one real name each must have meant (``linking.names.snap_names``), else its
-    error's one reading (``_sqlite.rules.fix_by_sqlstate``); an empty result's WHERE that holds one column to
-    values no row has at once, split into an INTERSECT (``_shown_wrong.split_contradiction``);
-    a result with rows that keeps either of two values where the question asks for both, the
-    INTERSECT of each (``_shown_wrong.split_both``: final once it runs, rows or none); two
-    tables compared off the one foreign key that links them, moved onto it
-    (``_shown_links.off_key_link``), or a key's column compared with a table it does not refer
-    to, the table between joined (``_shown_links.bridged``), or an inner join held NULL where
-    the question is negated, made LEFT (``_shown_links.anti_joined``), or an IN subquery
-    selecting the outer query's column read from the one related table that has its columns
-    (``_shown_subqueries.rehomed``; final likewise). Returns
-    ``(SQL, changes, final)``; None when there is none."""
-    if c.status == Status.OK:
-        if c.row_count == 0 and (fixed := split_contradiction(c.sql)):
-            return (*fixed, False)
-        if c.row_count and (fixed := split_both(c.sql, ev.question)):
-            return (*fixed, True)
-        # the key's own pair, the table between, the anti-join: its rows, or none, answer
-        fixed = (
-            off_key_link(c.sql, ev.schema)
-            or bridged(c.sql, ev.schema)
-            or anti_joined(c.sql, ev.question)
-            or rehomed(c.sql, ev.schema)
-        )
-        return fixed and (*fixed[:2], True)
-    if c.status not in (Status.ERROR, Status.REFUSED) or not c.sql:
-        return None
-    fixed = (  # a join that was not needed first: snapping its ON would only join more
-        unjoined(c.sql, ev.schema)
-        or snap_names(c.sql, ev.schema)
-        or fix_by_sqlstate(c.sql, c.sqlstate)
-    )
-    return fixed and (*fixed, False)
+def _round_0_fix(c: Candidate, ev) -> Outcome | None:
+    """Round 0's rewrite of ``c``: the first of ``rules.RULES`` for its state (failed: a join
+    not needed dropped, unknown names snapped, the error's one reading; empty: a contradictory
+    WHERE split; rows: the question's "both" split; empty or rows: tables related off their
+    keys, an inner join held NULL, an IN subquery's outer column) not in ``ev.rules_off``.
+    Returns the rule's ``Outcome`` (``sql``, ``changes``, ``final``); None when there is none."""
+    ctx = _context(c, ev)
+    return rewrite(ctx, _off(ev)) if ctx is not None else None
 
 
 def snap_failed(c: Candidate, ev, gate: Gate) -> bool:
@@ -368,10 +382,10 @@ def snap_failed(c: Candidate, ev, gate: Gate) -> bool:
         True when the snapped query ran with rows; False otherwise (nothing to snap, or it still
         fails).
     """
-    problem = feedback(c, gate, ev)
+    problem, rule = _problem(c, gate, ev)
     if not problem:
         return False
-    return _snapped(_Repairing(c, problem, c.sql or c.raw_text, None), ev, gate)
+    return _snapped(_Repairing(c, problem, rule, c.sql or c.raw_text, None), ev, gate)
 
 
 def _count_reply(summary: dict[str, Any], rep) -> None:
@@ -398,9 +412,22 @@ class _Repairing:
 
     cand: Candidate
     problem: str
+    problem_rule: str | None  # the rule of ``rules.RULES`` that found ``problem``, if one did
     shown_sql: str | None
     last_answer: str | None
     temperature: float | None = None  # None: the model's own; RETRY_TEMPERATURE once it repeated
+
+    def set_problem(self, c: Candidate, gate: Gate, ev) -> None:
+        """Take ``feedback``'s problem of attempt ``c`` (and its rule), where it has one.
+
+        Args:
+            c: the attempt, executed.
+            gate: the call's gate (error texts).
+            ev: the question's ``Evaluator``.
+        """
+        problem, rule = _problem(c, gate, ev)
+        if problem:
+            self.problem, self.problem_rule = problem, rule
 
 
 _TAKEN_OVER = (
@@ -451,6 +478,7 @@ def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
     entry: dict[str, Any] = {
         "round": r,
         "problem": a.problem,
+        "problem_rule": a.problem_rule,
         "model": rep.model,
         "latency_ms": round(rep.latency_ms, 1),
     }
@@ -483,6 +511,6 @@ def _take_reply(a: _Repairing, rep, r: int, ev, gate: Gate) -> str:
         c.raw_text = rep.text
     if _rank(trial, ev) == 2:
         return "fixed"
-    a.problem = feedback(trial, gate, ev) or a.problem
+    a.set_problem(trial, gate, ev)
     a.shown_sql = trial.sql or answer
     return "again"

@@ -15,6 +15,7 @@ from ..generation.repair import feedback, repair_loop, snap_failed
 from ..model import prompts
 from ..model.llm import call_models, call_models_during
 from ..ops import value_policy
+from ..rules import rules_off
 from ..selection.consensus import held_by_majority
 from .before_models import late_lookups_overlapped
 from .prompt_parts import context_text, first_examples, prompt_with_examples, value_triples
@@ -114,6 +115,7 @@ def _evaluator(run: Run) -> Evaluator:
         limits=PlanLimits(st.max_plan_cost, st.max_plan_rows),
         keep_rows=run.keep_rows,
         question=run.question,
+        rules_off=rules_off(st.rules_off),
     )
 
 

@@ -50,6 +50,7 @@ PREVIOUS_DEFAULTS = {
     "samples_per_model": "1",
     "sample_temperature": "1.0",
     "repair_rounds": "3",
+    "rules_off": "",
     "value_alignment": "on",
     "align_min_trigram": "0.4",
     "align_min_cosine": "0.8",

@@ -1,5 +1,7 @@
-"""SQLite's bare columns of aggregate queries (``sqlite:group_by_dependent``,
-``sqlite:minmax_row``). Sources: SQLite "Bare columns in an aggregate query"; SQL:1999 T301."""
+"""SQLite's bare columns of aggregate queries (``sqlite:group_by_dependent``; those beside a
+lone ``max``/``min``, ``sqlite:minmax_row``, are ``rules.shape.fix_by_sqlstate.minmax_rows``,
+which repair's round 0 reads for SQLSTATE 42803 too). Sources: SQLite "Bare columns in an
+aggregate query"; SQL:1999 T301."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from ...core.types import Schema, Table
+from ...rules.shape.fix_by_sqlstate import outside_aggregates
 from .scope import resolve_column, tables_by_name
 
-__all__ = ["group_by_dependent", "minmax_rows"]
+__all__ = ["group_by_dependent"]
 
 
 def _conjuncts(cond: exp.Expression | None) -> list[exp.Expression]:
@@ -20,21 +23,6 @@ def _conjuncts(cond: exp.Expression | None) -> list[exp.Expression]:
     if isinstance(cond, exp.And):
         return _conjuncts(cond.left) + _conjuncts(cond.right)
     return [cond]
-
-
-def _outside_aggregates(expr: exp.Expression, select: exp.Select) -> list[exp.Column]:
-    """Columns of ``expr`` that are not inside an aggregate or a subquery of ``select``."""
-    out = []
-    for col in expr.find_all(exp.Column):
-        node, inside = col.parent, False
-        while node is not None and node is not select:
-            if isinstance(node, (exp.AggFunc, exp.Select, exp.Window)):
-                inside = True
-                break
-            node = node.parent
-        if not inside:
-            out.append(col)
-    return out
 
 
 def _group_by_scope(scope: Scope, tables: dict[str, Table]) -> tuple[bool, str | None]:
@@ -109,7 +97,7 @@ def _bare_columns(sel: exp.Select) -> list[exp.Column]:
     return [
         col
         for e in exprs
-        for col in _outside_aggregates(e, sel)
+        for col in outside_aggregates(e, sel)
         if not (col.sql().lower() in grouped_sql or (not col.table and col.name.lower() in aliases))
     ]
 
@@ -149,55 +137,3 @@ def group_by_dependent(
         if reason:
             return tree, changed, reason
     return tree, changed, None
-
-
-def _minmax_select(sel: exp.Select) -> bool:
-    """Rewrite one ungrouped SELECT of ``minmax_rows`` in place; True when rewritten."""
-    if (
-        sel.args.get("group")
-        or sel.args.get("having")
-        or sel.args.get("order")
-        or sel.args.get("limit")
-        or sel.args.get("offset")
-        or sel.args.get("distinct")
-    ):
-        return False
-    aggs = [
-        a
-        for e in sel.expressions
-        for a in e.find_all(exp.AggFunc, exp.Window)
-        if a.find_ancestor(exp.Select) is sel
-    ]
-    if (
-        len(aggs) != 1
-        or not isinstance(aggs[0], (exp.Max, exp.Min))
-        or aggs[0].expressions
-        or isinstance(aggs[0].this, exp.Distinct)
-    ):
-        return False
-    if not any(_outside_aggregates(e, sel) for e in sel.expressions):
-        return False
-    agg = aggs[0]
-    key = agg.this.copy()
-    agg.replace(agg.this.copy())
-    sel.order_by(
-        exp.Ordered(this=key, desc=isinstance(agg, exp.Max), nulls_first=False), copy=False
-    )
-    sel.limit(1, copy=False)
-    return True
-
-
-def minmax_rows(tree: exp.Expression) -> tuple[exp.Expression, bool]:
-    """Bare columns beside a lone ``max``/``min`` of an ungrouped SELECT: taken from the row
-    holding the extreme (``ORDER BY x DESC NULLS LAST LIMIT 1``).
-
-    Args:
-        tree: a statement tree; changed in place.
-
-    Returns:
-        ``(tree, changed)``.
-    """
-    changed = False
-    for sel in list(tree.find_all(exp.Select)):
-        changed = _minmax_select(sel) or changed
-    return tree, changed

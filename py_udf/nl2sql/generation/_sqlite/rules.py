@@ -1,21 +1,8 @@
 """SQLite's semantics carried over to PostgreSQL, one rule per behaviour, on the parsed tree
 (docs/internals/generation.md "SQLite rules"). Sources: the SQLite documentation.
 
-And, for a PostgreSQL candidate that failed (repair's round 0, beside the names snapped:
-``linking.names.snap_names``), ``fix_by_sqlstate``: SQL that SQLite, the dialect most
-text-to-SQL training data is written in, runs and PostgreSQL refuses, rewritten where the
-error has one reading:
-
-- ``21000`` "more than one row returned by a subquery used as an expression": ``x = (SELECT …)``
-  → ``x IN (SELECT …)`` (``<>`` → ``NOT … IN``); SQLite takes the subquery's first row, an
-  arbitrary one, where the question asks for each.
-- ``42803`` "must appear in the GROUP BY clause": a lone ``max``/``min`` beside bare columns →
-  the row holding it (``minmax_rows``); else a SELECT with aggregates grouped by its select
-  list's expressions that hold none, added to its GROUP BY when it has one (``SELECT format
-  FROM t ORDER BY count(*)`` → ``… GROUP BY format``).
-
-Seen with Qwen2.5-Coder-0.5B/1.5B-Instruct in bench/live.py (docs/internals/generation.md
-"Repair"); the rules are the SQL's, never one database's."""
+Repair's reading of a failed candidate's SQLSTATE (``fix_by_sqlstate``) is a repair rule:
+``rules.shape.fix_by_sqlstate``."""
 
 from __future__ import annotations
 
@@ -25,17 +12,15 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import traverse_scope
 
-from ...core.errors import CandidateRefused
-from ...core.sqlcheck import parse_one, to_sql
 from ...core.types import Schema, Table
-from .aggregates import group_by_dependent, minmax_rows
+from ...rules.shape.fix_by_sqlstate import minmax_rows
+from .aggregates import group_by_dependent
 from .scope import column_type, schema_table, source_table, tables_by_name, type_kind
 
 __all__ = [
     "SqliteRewrite",
     "apply_sqlite_rules",
     "derived_aliases",
-    "fix_by_sqlstate",
     "identifier_case",
     "like_nocase",
     "string_literals",
@@ -262,123 +247,3 @@ def apply_sqlite_rules(tree: exp.Expression, schema: Schema) -> SqliteRewrite:
     if ch:
         steps.append("sqlite:group_by_dependent")
     return SqliteRewrite(tree, steps, reason)
-
-
-CARDINALITY = "21000"  # cardinality_violation
-GROUPING = "42803"  # grouping_error
-
-
-def fix_by_sqlstate(sql: str | None, sqlstate: str | None) -> tuple[str, list[str]] | None:
-    """The failing query rewritten by its error's one reading.
-
-    Args:
-        sql: the candidate's SQL (PostgreSQL).
-        sqlstate: the SQLSTATE its execution failed with (five characters), or None.
-
-    Returns:
-        ``(rewritten SQL, ["what changed", ...])``, or None when the error has no rule here, the
-        query does not parse, or nothing in it fits the rule.
-    """
-    rule = _RULES.get(sqlstate or "")
-    if rule is None:
-        return None
-    try:
-        tree = parse_one(sql or "")
-    except CandidateRefused:
-        return None
-    changes = rule(tree)
-    return (to_sql(tree), changes) if changes else None
-
-
-def _subquery_in(tree: exp.Expression) -> list[str]:
-    """``x = (SELECT …)`` → ``x IN (SELECT …)``, ``x <> (SELECT …)`` → ``NOT x IN (SELECT …)``."""
-    changes = []
-    for cmp in list(tree.find_all(exp.EQ, exp.NEQ)):
-        left, right = cmp.this, cmp.expression
-        if isinstance(left, exp.Subquery) and not isinstance(right, exp.Subquery):
-            left, right = right, left
-        if not isinstance(right, exp.Subquery) or isinstance(left, exp.Subquery):
-            continue
-        new: exp.Expression = exp.In(this=left.copy(), query=right.copy())
-        if isinstance(cmp, exp.NEQ):
-            new = exp.Not(this=new)
-        cmp.replace(new)
-        changes.append(f"{'<>' if isinstance(cmp, exp.NEQ) else '='} (subquery) → IN")
-    return changes
-
-
-def _grouped(tree: exp.Expression) -> list[str]:
-    """A lone max/min's row (``minmax_rows``), else each SELECT with aggregates grouped by its
-    select list's expressions that hold no aggregate (added to a GROUP BY it has: what the
-    error asks), and a grouped SELECT's ORDER BY column that is neither grouped nor aggregated
-    ordered by its groups' ``max`` (descending) or ``min`` (ascending)."""
-    _, changed = minmax_rows(tree)
-    if changed:
-        return ["max/min beside bare columns → the row holding it"]
-    changes = []
-    for sel in list(tree.find_all(exp.Select)):
-        keys = _group_keys(sel)
-        if keys:
-            sel.group_by(*keys, copy=False)
-            changes.append(f"GROUP BY {', '.join(k.sql() for k in keys)} added")
-        changes += _order_by_groups(sel)
-    return changes
-
-
-def _order_by_groups(sel: exp.Select) -> list[str]:
-    """A grouped SELECT's ORDER BY columns that are neither grouped nor selected by name, each
-    put in its groups' ``max`` where descending, ``min`` where ascending: every group stands
-    where its first row would in the rows so ordered (``ORDER BY year DESC`` of record
-    companies: the company of the latest year first)."""
-    group, order = sel.args.get("group"), sel.args.get("order")
-    if not group or not order:
-        return []
-    grouped = {g.sql().lower() for g in group.expressions}
-    grouped |= {g.name.lower() for g in group.expressions if isinstance(g, exp.Column)}
-    named = {e.alias_or_name.lower() for e in sel.expressions}
-    changes = []
-    for term in order.expressions:
-        col = term.this
-        if not isinstance(col, exp.Column) or isinstance(col.this, exp.Star):
-            continue
-        if col.sql().lower() in grouped or col.name.lower() in grouped:
-            continue
-        if not col.table and col.name.lower() in named:  # an output column's name
-            continue
-        agg = exp.Max if term.args.get("desc") else exp.Min
-        col.replace(agg(this=col.copy()))
-        changes.append(f"ORDER BY {col.sql()} → {agg.key.upper()}({col.sql()})")
-    return changes
-
-
-def _group_keys(sel: exp.Select) -> list[exp.Expression]:
-    """The expressions a SELECT with aggregates is to be grouped by as well: those of its select
-    list that hold a column and no aggregate and are not in its GROUP BY; [] when it has no
-    aggregate (a window's is none)."""
-    aggregates = [a for a in sel.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is sel]
-    if not any(not isinstance(a.parent, exp.Window) for a in aggregates):
-        return []
-    group = sel.args.get("group")
-    grouped = {g.sql().lower() for g in group.expressions} if group else set()
-    keys = []
-    for e in sel.expressions:
-        e = e.this if isinstance(e, exp.Alias) else e
-        if e.sql().lower() in grouped or not _own_in(e, sel, exp.Column):
-            continue
-        if not _own_in(e, sel, exp.AggFunc, exp.Window):
-            keys.append(e.copy())
-            grouped.add(e.sql().lower())
-    return keys
-
-
-def _own_in(node: exp.Expression, sel: exp.Select, *kinds) -> bool:
-    """``node`` holds a node of ``kinds`` whose nearest SELECT is ``sel``."""
-    return any(
-        n.find_ancestor(exp.Select) is sel
-        and not (isinstance(n, exp.Column) and isinstance(n.this, exp.Star))
-        for n in node.find_all(*kinds)
-        if n is not sel
-    )
-
-
-_RULES = {CARDINALITY: _subquery_in, GROUPING: _grouped}

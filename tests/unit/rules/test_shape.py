@@ -1,22 +1,17 @@
-"""A query that runs and is wrong in a way its own text shows (``generation._shown_wrong``): a
-WHERE that holds one column to values no row has at once, split into an INTERSECT; a select list
-that names one expression twice, sent to repair; counts over groups of one row (the schema's
-keys); one row where the question asks for each; either value where it asks for both."""
+"""The shape rules (``rules.shape``), each SQL in → its rewrite or sentence out, and the cases
+each must leave alone: a WHERE that holds one column to values no row has at once, split into an
+INTERSECT; a select list that names one expression twice; a join condition comparing a column
+with itself; counts over groups of one row (the schema's keys); one row where the question asks
+for each; either value where it asks for both; a failed query's error read for its one reading."""
 
 from __future__ import annotations
 
 import pytest
 
-from nl2sql.core.types import Candidate, Column, ForeignKey, Schema, Status, Table
-from nl2sql.generation._shown_wrong import (
-    grouped_by_key,
-    repeated_output,
-    shown_wrong,
-    split_both,
-    split_contradiction,
-    ungrouped_each,
-)
-from nl2sql.generation.repair import feedback
+from nl2sql.core.types import Column, ForeignKey, Schema, Table
+from nl2sql.rules import shown_wrong
+
+from ._apply import apply
 
 
 @pytest.mark.parametrize(
@@ -73,10 +68,10 @@ from nl2sql.generation.repair import feedback
     ],
 )
 def test_a_where_no_row_satisfies_is_split_into_an_intersect(sql, split):
-    got = split_contradiction(sql)
-    assert (got and got[0]) == split
+    got = apply("split_contradiction", sql, state="empty")
+    assert (got and got.sql) == split
     if got:
-        assert got[1][0].endswith("-> INTERSECT")
+        assert got.changes[0].endswith("-> INTERSECT") and not got.final
 
 
 @pytest.mark.parametrize(
@@ -97,16 +92,11 @@ def test_a_where_no_row_satisfies_is_split_into_an_intersect(sql, split):
     ],
 )
 def test_an_output_named_twice_is_found(sql, twice):
-    assert repeated_output(sql) == twice
-
-
-def test_an_output_named_twice_that_ran_is_sent_to_repair():
-    c = Candidate(source="finsql:m", model="m", raw_text="x")
-    c.status, c.row_count = Status.OK, 12
-    c.sql = "SELECT conductor.name, conductor.name FROM conductor JOIN orchestra USING (cid)"
-    assert "names conductor.name twice" in feedback(c)
-    c.sql = "SELECT conductor.name, orchestra.orchestra FROM conductor JOIN orchestra USING (cid)"
-    assert feedback(c) is None
+    got = apply("repeated_output", sql)
+    assert (got and got.sentence) == (
+        twice
+        and f"the select list names {twice} twice; select each column the question asks for, once"
+    )
 
 
 SCHEMA = Schema(
@@ -160,7 +150,10 @@ SCHEMA = Schema(
     ],
 )
 def test_counts_over_groups_of_the_primary_key_are_found(sql, found):
-    assert grouped_by_key(sql, SCHEMA) == found
+    got = apply("grouped_by_key", sql, SCHEMA)
+    assert (got is not None) == (found is not None)
+    if found:
+        assert got.sentence.startswith(f"GROUP BY {found[1]} groups {found[0]} by its primary key")
 
 
 @pytest.mark.parametrize(
@@ -179,7 +172,10 @@ def test_counts_over_groups_of_the_primary_key_are_found(sql, found):
     ],
 )
 def test_one_row_where_the_question_asks_for_each_is_found(sql, question, found):
-    assert ungrouped_each(sql, question) is bool(found)
+    got = apply("ungrouped_each", sql, question=question)
+    assert (got is not None) is bool(found)
+    if found:
+        assert "without GROUP BY" in got.sentence
 
 
 J = "SELECT s.name FROM stadium AS s JOIN concert AS c ON s.id = c.sid"
@@ -231,10 +227,15 @@ BOTH = "Which stadiums had concerts in both 2014 and 2015?"
     ],
 )  # fmt: skip
 def test_either_value_where_the_question_asks_for_both_is_split(sql, question, split):
-    got = split_both(sql, question)
-    assert (got and got[0]) == split
+    got = apply("split_both", sql, question=question)
+    assert (got and got.sql) == split
     if got:
-        assert got[1][0].endswith("(both) -> INTERSECT")
+        assert got.changes[0].endswith("(both) -> INTERSECT") and got.final
+        assert got.sentence is None  # said by its second entry, last among the findings
+    both = apply("split_both_said", sql, question=question)
+    assert (both is not None) == (split is not None)
+    if both:
+        assert "both of two values" in both.sentence and both.sql is None
 
 
 def test_the_schema_and_question_rules_say_their_problem_and_quote_no_literal():
@@ -250,3 +251,117 @@ def test_the_schema_and_question_rules_say_their_problem_and_quote_no_literal():
     assert "GROUP BY" in each
     both = shown_wrong(f"{J} WHERE c.year IN (2014, 2015)", None, BOTH)
     assert "both" in both and "2014" not in both
+
+
+# a failed query: its SQLSTATE read for its one reading (SQL that SQLite runs)
+@pytest.mark.parametrize(
+    "sql, sqlstate, fixed",
+    [
+        # a scalar subquery that returned more than one row: each of its rows
+        (
+            "SELECT petid FROM has_pet WHERE stuid = (SELECT stuid FROM student WHERE lname = 'S')",
+            "21000",
+            "SELECT petid FROM has_pet WHERE stuid IN (SELECT stuid FROM student WHERE lname = 'S')",
+        ),
+        (
+            "SELECT a FROM t WHERE (SELECT b FROM u) <> a",
+            "21000",
+            "SELECT a FROM t WHERE NOT a IN (SELECT b FROM u)",
+        ),
+        # a comparison by size has no one reading; nor two subqueries compared
+        ("SELECT a FROM t WHERE a > (SELECT b FROM u)", "21000", None),
+        ("SELECT 1 WHERE (SELECT a FROM t) = (SELECT b FROM u)", "21000", None),
+        # ungrouped aggregates beside bare columns: grouped by the bare ones (aliases dropped)
+        (
+            "SELECT major_record_format FROM orchestra ORDER BY COUNT(*) ASC",
+            "42803",
+            "SELECT major_record_format FROM orchestra GROUP BY major_record_format "
+            "ORDER BY COUNT(*) ASC",
+        ),
+        (
+            "SELECT country AS c, count(*) AS n, avg(x) FROM t",
+            "42803",
+            "SELECT country AS c, COUNT(*) AS n, AVG(x) FROM t GROUP BY country",
+        ),
+        # in a subquery only there
+        (
+            "SELECT a FROM t WHERE b IN (SELECT c, count(*) FROM u)",
+            "42803",
+            "SELECT a FROM t WHERE b IN (SELECT c, COUNT(*) FROM u GROUP BY c)",
+        ),
+        # a lone max/min beside bare columns: the row that holds it (SQLite's meaning)
+        (
+            "SELECT maker, MIN(year) FROM cars_data",
+            "42803",
+            "SELECT maker, year FROM cars_data ORDER BY year ASC LIMIT 1",
+        ),
+        # no bare column in the select list (it is in ORDER BY), a window's aggregate: no one
+        # reading
+        ("SELECT count(*) FROM t ORDER BY name", "42803", None),
+        ("SELECT a, count(*) OVER () FROM t", "42803", None),
+        # a bare column beside a GROUP BY: added to it (what the error asks)
+        (
+            "SELECT a, b, count(*) FROM t GROUP BY a",
+            "42803",
+            "SELECT a, b, COUNT(*) FROM t GROUP BY a, b",
+        ),
+        # an ORDER BY column neither grouped nor aggregated: its groups' max where descending,
+        # min where ascending (each group where its first row stands), with the GROUP BY the
+        # select list needs or alone; an output column's name and a grouped one are left
+        (
+            "SELECT record_company, COUNT(*) FROM orchestra ORDER BY year_of_founded DESC",
+            "42803",
+            "SELECT record_company, COUNT(*) FROM orchestra GROUP BY record_company "
+            "ORDER BY MAX(year_of_founded) DESC",
+        ),
+        (
+            "SELECT nationality, COUNT(*) FROM people GROUP BY nationality ORDER BY p.name",
+            "42803",
+            "SELECT nationality, COUNT(*) FROM people GROUP BY nationality ORDER BY MIN(p.name)",
+        ),
+        (
+            "SELECT nationality, COUNT(*) AS n FROM people GROUP BY nationality "
+            "ORDER BY n DESC, people.nationality",
+            "42803",
+            None,
+        ),
+        # another error, no error, or no query
+        ("SELECT a FROM t WHERE a = (SELECT b FROM u)", "42P01", None),
+        ("SELECT a FROM t WHERE a = (SELECT b FROM u)", None, None),
+        ("not a query (", "21000", None),
+        (None, "42803", None),
+    ],
+)
+def test_a_failing_query_is_rewritten_by_its_errors_one_reading(sql, sqlstate, fixed):
+    got = apply("fix_by_sqlstate", sql, sqlstate=sqlstate, state="failed")
+    assert (got.sql if got else None) == fixed
+    if got:
+        assert got.changes, "each rewrite says what changed"
+
+
+@pytest.mark.parametrize(
+    "sql, found",
+    [
+        # the aliases mixed up: the condition compares a column with itself (case folded)
+        (
+            "SELECT DISTINCT T2.state FROM owners AS T1 JOIN professionals AS T2 "
+            "ON T1.owner_id = t1.owner_id",
+            "T1.owner_id = t1.owner_id",
+        ),
+        ("SELECT * FROM a JOIN b ON b.x = b.x AND a.y = b.y", "b.x = b.x"),
+        # two tables' columns, or the same name in two tables: a real join
+        ("SELECT * FROM a AS t1 JOIN b AS t2 ON t1.id = t2.id", None),
+        ("SELECT * FROM a JOIN b ON a.id = b.id", None),
+        # quoted names keep their case: "T1" and t1 are two aliases
+        ('SELECT * FROM a AS "T1" JOIN a AS t1 ON "T1".id = t1.id', None),
+        # a filter in WHERE is not a join condition; unparsable text finds nothing
+        ("SELECT * FROM a WHERE a.x = a.x", None),
+        ("SELECT FROM WHERE", None),
+        (None, None),
+    ],
+)
+def test_a_join_on_a_column_compared_with_itself_is_found(sql, found):
+    got = apply("self_compared_join", sql)
+    assert (got is not None) == (found is not None)
+    if found:
+        assert got.sentence.startswith(f"the join condition {found} compares a column with itself")

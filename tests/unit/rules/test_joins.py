@@ -1,23 +1,16 @@
-"""Tables related the wrong way, which the schema's foreign keys show (``generation._shown_links``,
-``_shown_subqueries``): compared off the one key that links them (moved onto it), a key's column
-joined to a table it does not refer to (the table between joined), a join that was not needed
-(dropped), an inner join held NULL for a negated question (made LEFT), an IN subquery whose
-column is the outer query's (read from the one related table that has its columns)."""
+"""The join rules (``rules.joins``), each SQL in → its rewrite or sentence out, and the cases
+each must leave alone: tables compared off the one key that links them (moved onto it), a key's
+column joined to a table it does not refer to (the table between joined), a join that was not
+needed (dropped), an inner join held NULL for a negated question (made LEFT), an IN subquery
+whose column is the outer query's (said; read from the one related table that has its columns)."""
 
 from __future__ import annotations
 
 import pytest
 
-from nl2sql.core.types import Candidate, Column, ForeignKey, Schema, Status, Table
-from nl2sql.generation._shown_links import (
-    anti_joined,
-    bridged,
-    link_problem,
-    off_key_link,
-    unjoined,
-)
-from nl2sql.generation._shown_subqueries import outer_bound, rehomed, relation_problem
-from nl2sql.generation.repair import feedback
+from nl2sql.core.types import Column, ForeignKey, Schema, Table
+
+from ._apply import apply, said
 
 
 def _table(name: str, columns: list[str], key: str | None = None, schema: str = "public"):
@@ -83,10 +76,11 @@ SCHEMA = Schema(
     ],
 )
 def test_tables_compared_off_their_key_are_moved_onto_it(sql, moved, change):
-    fixed = off_key_link(sql, SCHEMA)
-    assert fixed == (moved, [change])
-    assert off_key_link(moved, SCHEMA) is None  # the rewrite is on the key: nothing left
-    assert "refers to" in link_problem(sql, SCHEMA)
+    for state in ("rows", "empty"):
+        fixed = apply("off_key_link", sql, SCHEMA, state=state)
+        assert (fixed.sql, fixed.changes, fixed.final) == (moved, (change,), True)
+        assert "refers to" in fixed.sentence and "refers to" in said(sql, SCHEMA, state=state)
+    assert apply("off_key_link", moved, SCHEMA) is None  # the rewrite is on the key: nothing left
 
 
 @pytest.mark.parametrize(
@@ -112,7 +106,7 @@ def test_tables_compared_off_their_key_are_moved_onto_it(sql, moved, change):
     ],
 )
 def test_comparisons_on_the_key_or_unclear_are_left(sql):
-    assert off_key_link(sql, SCHEMA) is None
+    assert apply("off_key_link", sql, SCHEMA) is None
 
 
 @pytest.mark.parametrize(
@@ -157,26 +151,14 @@ def test_comparisons_on_the_key_or_unclear_are_left(sql):
     ],
 )
 def test_an_in_subquery_selecting_the_outer_querys_column_is_found(sql, found):
-    assert outer_bound(sql, SCHEMA) == found
-    assert (relation_problem(sql, SCHEMA) is not None) == (found is not None)
-
-
-def test_a_candidate_related_off_the_key_goes_to_repair_saying_names_only():
-    sql = (
-        "SELECT countryname FROM countries WHERE countryname <> 'Secret' "
-        "AND countryid IN (SELECT id FROM car_makers)"
-    )
-    c = Candidate(source="finsql:m", model="m", raw_text=sql)
-    c.sql, c.status, c.row_count = sql, Status.OK, 4
-
-    class Ev:
-        schema = SCHEMA
-        question = "Which countries have a car maker?"
-
-    said = feedback(c, None, Ev())
-    assert "car_makers.country refers to countries.countryid" in said
-    assert "Secret" not in said
-    assert feedback(c, None, None) is None  # without the schema, the text shows nothing
+    bound = apply("outer_bound", sql, SCHEMA)
+    assert (bound is not None) == (found is not None)
+    if found:
+        assert f"selects {found[0]}, which none of its tables ({found[1]}) has" in bound.sentence
+        assert bound.sql is None
+    # the relations' findings (the empty result's) say it, or another relation problem
+    assert (said(sql, SCHEMA, state="empty") is not None) == (found is not None)
+    assert apply("outer_bound", sql, None) is None  # without the schema, nothing to read
 
 
 @pytest.mark.parametrize(
@@ -231,10 +213,10 @@ def test_a_candidate_related_off_the_key_goes_to_repair_saying_names_only():
     ],
 )
 def test_a_join_on_a_column_its_table_lacks_is_dropped_when_one_table_holds_the_rest(sql, alone):
-    fixed = unjoined(sql, SCHEMA)
-    assert (fixed and fixed[0]) == alone
+    fixed = apply("unjoined", sql, SCHEMA, state="failed")
+    assert (fixed and fixed.sql) == alone
     if alone:
-        assert fixed[1][0].endswith("dropped")
+        assert fixed.changes[0].endswith("dropped") and not fixed.final
 
 
 @pytest.mark.parametrize(
@@ -281,21 +263,25 @@ def test_a_join_on_a_column_its_table_lacks_is_dropped_when_one_table_holds_the_
     ],
 )
 def test_a_keys_column_joined_to_another_table_gets_the_table_between(sql, through):
-    fixed = bridged(sql, SCHEMA)
-    assert (fixed and fixed[0]) == through
+    fixed = apply("bridged", sql, SCHEMA)
+    assert (fixed and fixed.sql) == through
     if through:
-        assert fixed[1][0].startswith("JOIN countries added between")
-        assert bridged(through, SCHEMA) is None
+        assert fixed.changes[0].startswith("JOIN countries added between") and fixed.final
+        assert apply("bridged", through, SCHEMA) is None
 
 
 def test_a_keys_column_compared_with_a_table_it_does_not_refer_to_is_said():
     # no table bridges them: the model is told which table the key refers to
-    said = link_problem(
-        "SELECT m.maker FROM car_makers AS m JOIN kinds AS k ON m.country = k.kind_code", SCHEMA
-    )
-    assert said == (
-        "the query compares m.country with k.kind_code, but car_makers.country refers "
-        "to countries.countryid: join countries between them"
+    sql = "SELECT m.maker FROM car_makers AS m JOIN kinds AS k ON m.country = k.kind_code"
+    found = apply("bridged", sql, SCHEMA)
+    assert found.sql is None  # no table between to join
+    assert (
+        found.sentence
+        == said(sql, SCHEMA, state="empty")
+        == (
+            "the query compares m.country with k.kind_code, but car_makers.country refers "
+            "to countries.countryid: join countries between them"
+        )
     )
 
 
@@ -335,11 +321,13 @@ def test_a_keys_column_compared_with_a_table_it_does_not_refer_to_is_said():
     ],
 )
 def test_an_inner_join_held_null_in_a_negated_question_is_made_left(question, sql, left):
-    found = anti_joined(sql, question)
-    assert (found and found[0]) == left
+    found = apply("anti_joined", sql, SCHEMA, question)
+    assert (found and found.sql) == left
     if left:
-        assert found[1][0].endswith("IS NULL)")
-        assert "LEFT JOIN it" in link_problem(sql, SCHEMA, question)
+        assert found.changes[0].endswith("IS NULL)") and found.final
+        assert "LEFT JOIN it" in said(sql, SCHEMA, question, state="empty")
+        # the rewrite without the schema; the sentence with it only (as the relations' are)
+        assert apply("anti_joined", sql, None, question).sentence is None
 
 
 @pytest.mark.parametrize(
@@ -375,7 +363,7 @@ def test_an_inner_join_held_null_in_a_negated_question_is_made_left(question, sq
     ],
 )
 def test_an_in_subquery_selecting_the_outer_column_is_read_from_its_home(sql, home):
-    fixed = rehomed(sql, SCHEMA)
-    assert (fixed and fixed[0]) == home
+    fixed = apply("rehomed", sql, SCHEMA)
+    assert (fixed and fixed.sql) == home
     if home:
-        assert fixed[1] == ["FROM kinds → templates (IN subquery)"]
+        assert fixed.changes == ("FROM kinds → templates (IN subquery)",) and fixed.final
