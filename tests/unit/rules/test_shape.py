@@ -238,6 +238,56 @@ def test_either_value_where_the_question_asks_for_both_is_split(sql, question, s
         assert "both of two values" in both.sentence and both.sql is None
 
 
+# one table refers to continents: the counts made counts of its rows (the join added)
+ONE_REF = Schema(
+    tables=SCHEMA.tables,
+    foreign_keys=[ForeignKey("countries", ["continent"], "continents", ["contid"])],
+)
+TWO_REFS = Schema(
+    tables=SCHEMA.tables,
+    foreign_keys=ONE_REF.foreign_keys + [ForeignKey("notes", ["body"], "continents", ["contid"])],
+)
+
+
+@pytest.mark.parametrize(
+    "sql, schema, joined",
+    [
+        (
+            "SELECT contid, continent, COUNT(*) FROM continents GROUP BY continent, contid",
+            ONE_REF,
+            "SELECT continents.contid, continents.continent, COUNT(*) FROM continents "
+            "JOIN countries ON countries.continent = continents.contid "
+            "GROUP BY continents.continent, continents.contid",
+        ),
+        (
+            "SELECT c.contid, count(c.contid) FROM continents AS c GROUP BY c.contid",
+            ONE_REF,
+            "SELECT c.contid, COUNT(c.contid) FROM continents AS c "
+            "JOIN countries ON countries.continent = c.contid GROUP BY c.contid",
+        ),
+        # a subquery's columns and aggregates are its own
+        (
+            "SELECT contid, count(*) FROM continents "
+            "WHERE contid IN (SELECT contid FROM continents WHERE max_x > 1) GROUP BY contid",
+            ONE_REF,
+            "SELECT continents.contid, COUNT(*) FROM continents JOIN countries ON "
+            "countries.continent = continents.contid WHERE continents.contid IN "
+            "(SELECT contid FROM continents WHERE max_x > 1) GROUP BY continents.contid",
+        ),
+        # which table's rows to count is not one: said, not rewritten; nor COUNT(DISTINCT …)
+        ("SELECT contid, COUNT(*) FROM continents GROUP BY contid", TWO_REFS, None),
+        ("SELECT contid, COUNT(DISTINCT continent) FROM continents GROUP BY contid", ONE_REF, None),
+        ("SELECT contid, COUNT(*), SUM(contid) FROM continents GROUP BY contid", ONE_REF, None),
+        ("SELECT contid, COUNT(*) FROM continents GROUP BY contid", SCHEMA, None),
+    ],
+)
+def test_counts_over_key_groups_count_the_one_referring_table(sql, schema, joined):
+    got = apply("grouped_by_key", sql, schema)
+    assert got is not None and "primary key" in got.sentence
+    assert got.sql == joined
+    assert got.changes == (("countries joined on countries.continent",) if joined else ())
+
+
 def test_the_schema_and_question_rules_say_their_problem_and_quote_no_literal():
     keyed = shown_wrong("SELECT contid, count(*) FROM continents GROUP BY contid", SCHEMA)
     assert "primary key" in keyed and keyed.endswith("join the table that refers to it")
