@@ -398,14 +398,6 @@ def test_a_bound_the_question_says_inclusive_is_made_inclusive_before_running(ge
             "without GROUP BY",
             "SELECT country, AVG(age) FROM singer GROUP BY country",
         ),
-        # counts over groups of the stadium table's own key: every count 1
-        (
-            "How many concerts has every stadium had?",
-            "SELECT stadium_id, name, count(*) FROM stadium GROUP BY stadium_id, name",
-            "by its primary key",
-            "SELECT s.stadium_id, s.name, COUNT(*) FROM stadium AS s JOIN concert AS c "
-            "ON s.stadium_id = c.stadium_id GROUP BY s.stadium_id, s.name",
-        ),
         # an IN subquery selecting a column its table lacks (the outer query's, true wherever
         # the subquery has a row) that no related table would hold: the model's to mend
         (
@@ -433,25 +425,44 @@ def test_a_result_the_question_or_the_keys_show_wrong_is_repaired(
     assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
 
 
-def test_a_round_0_rewrite_that_counts_one_row_a_group_is_shown_to_the_model(gen, llm):
-    """Round 0 adds the missing GROUP BY column, the table's primary key: the query runs, and
-    every count is 1. The model is shown that rewrite and why it is wrong (not its own
-    error), and its join is taken."""
-    mended = (
-        "SELECT s.stadium_id, s.name, COUNT(*) FROM stadium AS s JOIN concert AS c "
-        "ON s.stadium_id = c.stadium_id GROUP BY s.stadium_id, s.name"
-    )
+JOINED = (
+    "SELECT stadium.stadium_id, stadium.name, COUNT(*) FROM stadium JOIN concert "
+    "ON concert.stadium_id = stadium.stadium_id GROUP BY "
+)
+
+
+def test_counts_over_a_tables_own_key_count_the_one_table_referring_to_it(gen, llm):
+    """Counts over groups of the stadium table's own key (every count 1), where one table
+    (concert) refers to stadium: round 0 joins it, no model asked (rules.grouped_by_key)."""
     add_models(gen, llm, ["m1"])
-    llm.add_rule(Rule(model="m1", contains="by its primary key", response=mended))
+    llm.add_rule(
+        Rule(
+            model="m1",
+            response="SELECT stadium_id, name, count(*) FROM stadium GROUP BY stadium_id, name",
+        )
+    )
+    c = cand(explain(gen, "How many concerts has every stadium had?"), "finsql:m1")
+    assert c["status"] == "ok" and c["sql"] == JOINED + "stadium.stadium_id, stadium.name"
+    r0 = c["repairs"][0]
+    assert r0["round"] == 0 and r0["rule"] == "grouped_by_key"
+    assert r0["snapped"] == ["concert joined on concert.stadium_id"]
+    assert len(llm.requests) == 2  # PreSQL and FinSQL: no repair asked
+
+
+def test_a_round_0_rewrite_that_counts_one_row_a_group_is_mended_in_round_0(gen, llm):
+    """Round 0 adds the missing GROUP BY column, the table's primary key: the query runs, and
+    every count is 1 — which round 0 then mends too, joining the one table that refers to
+    stadium; the model is asked nothing more."""
+    add_models(gen, llm, ["m1"])
     llm.add_rule(
         Rule(model="m1", response="SELECT stadium_id, name, count(*) FROM stadium GROUP BY name")
     )
     c = cand(explain(gen, "How many concerts has every stadium had?"), "finsql:m1")
-    assert c["status"] == "ok" and c["sql"] == mended
+    assert c["status"] == "ok" and c["sql"] == JOINED + "stadium.name, stadium.stadium_id"
     r0, r1 = c["repairs"][:2]
     assert r0["round"] == 0 and r0["snapped"] == ["GROUP BY stadium_id added"]
-    assert r1["round"] == 1 and "by its primary key" in r1["problem"]
-    assert "GROUP BY name, stadium_id" in llm.requests[2]["messages"][-1]["content"]
+    assert r1["round"] == 0 and r1["rule"] == "grouped_by_key"
+    assert len(llm.requests) == 2
 
 
 def test_a_snap_that_names_an_output_twice_leaves_the_model_its_own_error(gen, llm):
