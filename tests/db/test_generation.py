@@ -425,7 +425,7 @@ def test_a_result_the_question_or_the_keys_show_wrong_is_repaired(
     assert len(llm.requests) == 3  # PreSQL, FinSQL, one repair
 
 
-JOINED = (
+COUNTED = (
     "SELECT stadium.stadium_id, stadium.name, COUNT(*) FROM stadium JOIN concert "
     "ON concert.stadium_id = stadium.stadium_id GROUP BY "
 )
@@ -442,7 +442,7 @@ def test_counts_over_a_tables_own_key_count_the_one_table_referring_to_it(gen, l
         )
     )
     c = cand(explain(gen, "How many concerts has every stadium had?"), "finsql:m1")
-    assert c["status"] == "ok" and c["sql"] == JOINED + "stadium.stadium_id, stadium.name"
+    assert c["status"] == "ok" and c["sql"] == COUNTED + "stadium.stadium_id, stadium.name"
     r0 = c["repairs"][0]
     assert r0["round"] == 0 and r0["rule"] == "grouped_by_key"
     assert r0["snapped"] == ["concert joined on concert.stadium_id"]
@@ -458,7 +458,7 @@ def test_a_round_0_rewrite_that_counts_one_row_a_group_is_mended_in_round_0(gen,
         Rule(model="m1", response="SELECT stadium_id, name, count(*) FROM stadium GROUP BY name")
     )
     c = cand(explain(gen, "How many concerts has every stadium had?"), "finsql:m1")
-    assert c["status"] == "ok" and c["sql"] == JOINED + "stadium.name, stadium.stadium_id"
+    assert c["status"] == "ok" and c["sql"] == COUNTED + "stadium.name, stadium.stadium_id"
     r0, r1 = c["repairs"][:2]
     assert r0["round"] == 0 and r0["snapped"] == ["GROUP BY stadium_id added"]
     assert r1["round"] == 0 and r1["rule"] == "grouped_by_key"
